@@ -1,0 +1,259 @@
+/* libqrs client: talks to qrsd over its Unix socket.
+
+   A struct qrs_client is one connection to qrsd.  It has no threads and no
+   event loop: every call blocks until its reply arrives or its timeout
+   passes.  A client may be used from several threads; calls on one client
+   are serialised by an internal lock.  Distinct clients are independent.
+
+   Ownership: the caller owns every struct it passes in and every struct a
+   call fills in.  Objects returned through a `**ret_` pointer are allocated
+   by libqrs and freed with the matching _free() function, which accepts
+   NULL.  Strings in request structs are read during the call only.
+
+   Errors: every int-returning function returns 0 on success or a negative
+   errno / QRS_E_* code (see qrs/error.h); out-parameters are written only
+   on success.  The library never prints, exits or aborts.  Added in 0.1
+   unless noted. */
+#ifndef QRS_CLIENT_H
+#define QRS_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <qrs/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The socket used when neither the path argument nor $QRS_SOCKET is set. */
+#define QRS_DEFAULT_SOCKET "/run/qrsd/qrsd.sock"
+/* The per-call timeout used when the options leave it at 0. */
+#define QRS_DEFAULT_TIMEOUT_MS 5000
+/* Capacity (with the NUL) of the name strings in the result structs. */
+#define QRS_NAME_MAX 64
+
+struct qrs_client;
+
+/* Log messages libqrs would like to tell (reconnects and the like).  The
+   library is silent unless a callback is installed.  level is a syslog
+   level (LOG_ERR .. LOG_DEBUG); msg is valid during the call only. */
+typedef void (*qrs_log_cb)(int level, const char *msg, void *userdata);
+
+struct qrs_client_options {
+  const char *client_name;  /* told to qrsd in HELLO; NULL: "libqrs" */
+  int timeout_ms;           /* per call: 0 = QRS_DEFAULT_TIMEOUT_MS,
+                               < 0 = wait for ever */
+  int no_reconnect;         /* non-zero: never reconnect on its own */
+};
+
+/* What qrsd said about itself in its HELLO reply. */
+struct qrs_server_info {
+  uint32_t protocol_version;
+  char server_version[QRS_NAME_MAX];
+  char default_source[QRS_NAME_MAX];
+  uint32_t default_sample_count;
+  uint32_t max_sample_count;
+  uint32_t max_inflight;          /* in-flight requests per connection */
+  uint32_t max_frame_bytes;
+  uint32_t max_bytes_per_request; /* for qrs_client_bytes() */
+  char features[256];             /* space-separated feature names */
+};
+
+/* Connect to qrsd at path (NULL: $QRS_SOCKET, else QRS_DEFAULT_SOCKET) and
+   exchange HELLO.  opts may be NULL.  Returns 0 and a new client in
+   *ret_client, or -ENOENT / -ECONNREFUSED / -EACCES (nobody listens or no
+   permission), -ENAMETOOLONG (path over 107 bytes), QRS_E_VERSION,
+   -ETIMEDOUT, -ENOMEM.  Free with qrs_client_free(). */
+QRS_EXPORT int qrs_client_new(const char *path,
+                              const struct qrs_client_options *opts,
+                              struct qrs_client **ret_client);
+
+/* Close the connection and free the client.  Outstanding tickets are
+   forgotten.  Accepts NULL. */
+QRS_EXPORT void qrs_client_free(struct qrs_client *c);
+
+/* Install (or, with cb NULL, remove) the log callback. */
+QRS_EXPORT void qrs_client_set_log_cb(struct qrs_client *c, qrs_log_cb cb,
+                                      void *userdata);
+
+/* The server's HELLO data; owned by the client, valid until the next call
+   that reconnects or until qrs_client_free().  Never NULL for a live c. */
+QRS_EXPORT const struct qrs_server_info *
+qrs_client_server_info(const struct qrs_client *c);
+
+/* The socket path the client connects to.  Owned by the client. */
+QRS_EXPORT const char *qrs_client_socket_path(const struct qrs_client *c);
+
+/* The commitment of a draw (reference spec section 7): qrsd derives the
+   63-bit nonce from SHA-256(salt || u64le(step) || i64le(prev_token_id)).
+   Use prev_token_id -1 for the first token of a request. */
+struct qrs_commitment {
+  const uint8_t *salt;      /* may be NULL when salt_len is 0 */
+  size_t salt_len;          /* at most 256 */
+  uint64_t step;
+  int64_t prev_token_id;
+};
+
+struct qrs_draw_request {
+  const char *source;       /* NULL or "": the daemon's default source */
+  const char *amplifier;    /* NULL or "": the configured default */
+  uint32_t sample_count;    /* 0: the configured default */
+  const struct qrs_commitment *commitment; /* NULL: no nonce */
+};
+
+struct qrs_timestamp {
+  int64_t realtime_ns;      /* CLOCK_REALTIME */
+  int64_t monotonic_ns;     /* CLOCK_MONOTONIC, comparable across
+                               processes on one host */
+};
+
+enum qrs_echo {
+  QRS_ECHO_NONE = 0,        /* no upstream saw the nonce */
+  QRS_ECHO_VERIFIED = 1,    /* the upstream echoed it back */
+  QRS_ECHO_MISMATCH = 2,    /* the upstream answered another id */
+};
+
+/* The PurityService metadata of a server-integrated draw (reference spec
+   6.8).  has_meta is 0 when the draw had none. */
+struct qrs_draw_meta {
+  double z;
+  double coherence_z;
+  double coherence_r;
+  int coherence_valid;
+  uint32_t integrated_bytes;
+  uint64_t generation_timestamp_ns;   /* 0: not given */
+  char purity_label[QRS_NAME_MAX];
+  char integrator[QRS_NAME_MAX];
+  char source_id[QRS_NAME_MAX];
+};
+
+/* One amplified draw: u in (0,1) from sample_count fresh bytes that qrsd
+   generated after the request arrived (received <= generated <= sent). */
+struct qrs_draw {
+  double u;
+  double z;
+  double sample_mean;
+  uint32_t sample_count;
+  char source[QRS_NAME_MAX];      /* the source asked for */
+  char served_by[QRS_NAME_MAX];   /* the source that produced the bytes */
+  char amplifier[QRS_NAME_MAX];
+  int fallback;                   /* 1: served by a fallback leg */
+  uint64_t nonce;                 /* 0: no commitment */
+  enum qrs_echo echo;
+  struct qrs_timestamp received;  /* qrsd decoded the request */
+  struct qrs_timestamp generated; /* the entropy was in hand */
+  struct qrs_timestamp sent;      /* the reply was encoded */
+  int has_meta;
+  struct qrs_draw_meta meta;
+};
+
+/* One draw, blocking.  req may be NULL (all defaults).  Returns 0 and fills
+   *ret_draw; or QRS_E_UNKNOWN_SOURCE, QRS_E_SAMPLE_COUNT, QRS_E_ENTROPY,
+   QRS_E_BUSY, -ETIMEDOUT, QRS_E_DISCONNECTED, ...  If the daemon restarted
+   since the last call, the client reconnects and sends the draw again. */
+QRS_EXPORT int qrs_client_draw(struct qrs_client *c,
+                               const struct qrs_draw_request *req,
+                               struct qrs_draw *ret_draw);
+
+/* Pipelined draws: _begin sends the request and returns at once with a
+   ticket in *ret_ticket; _finish waits for that ticket's reply.  At most
+   server_info.max_inflight tickets may be open per client (QRS_E_BUSY
+   beyond).  Replies to other tickets that arrive meanwhile are kept until
+   their own _finish.  _cancel forgets a ticket (its reply is dropped when it
+   comes).  A ticket whose connection was lost finishes with
+   QRS_E_DISCONNECTED. */
+QRS_EXPORT int qrs_client_draw_begin(struct qrs_client *c,
+                                     const struct qrs_draw_request *req,
+                                     uint32_t *ret_ticket);
+QRS_EXPORT int qrs_client_draw_finish(struct qrs_client *c, uint32_t ticket,
+                                      struct qrs_draw *ret_draw);
+QRS_EXPORT int qrs_client_draw_cancel(struct qrs_client *c, uint32_t ticket);
+
+/* Where raw bytes came from. */
+struct qrs_bytes_info {
+  char source[QRS_NAME_MAX];
+  char served_by[QRS_NAME_MAX];
+  int fallback;
+};
+
+/* n raw bytes from source (NULL: default) into buf, for validation suites
+   (ent, dieharder).  n must be 1 .. server_info.max_bytes_per_request,
+   else QRS_E_TOO_LARGE / -EINVAL.  info may be NULL. */
+QRS_EXPORT int qrs_client_bytes(struct qrs_client *c, const char *source,
+                                void *buf, size_t n,
+                                struct qrs_bytes_info *info);
+
+/* One source as qrsd sees it. */
+struct qrs_source_info {
+  char name[QRS_NAME_MAX];
+  char type[QRS_NAME_MAX];
+  char fallback[QRS_NAME_MAX];    /* "" or "error": none */
+  int healthy;
+  int is_default;
+  int production;                 /* 0 for mock sources */
+  uint64_t draws;
+  uint64_t bytes;
+  uint64_t failures;
+  char detail[256];
+};
+
+struct qrs_status {
+  char server_version[QRS_NAME_MAX];
+  uint32_t protocol_version;
+  uint32_t pid;
+  uint64_t uptime_ms;
+  char socket_path[128];
+  char default_source[QRS_NAME_MAX];
+  uint32_t connections;
+  uint64_t requests;
+  uint64_t draws;
+  uint64_t bytes;
+  uint64_t errors;
+  size_t n_sources;
+  struct qrs_source_info *sources;  /* n_sources entries */
+};
+
+enum qrs_health_state {
+  QRS_HEALTH_UNKNOWN = 0,
+  QRS_HEALTH_HEALTHY = 1,
+  QRS_HEALTH_DEGRADED = 2,  /* serving, some source unhealthy */
+  QRS_HEALTH_FAILED = 3,    /* the default source cannot serve */
+};
+
+struct qrs_health {
+  enum qrs_health_state state;
+  char message[256];
+  size_t n_sources;
+  struct qrs_source_info *sources;
+};
+
+struct qrs_sources {
+  char default_source[QRS_NAME_MAX];
+  size_t n_sources;
+  struct qrs_source_info *sources;
+};
+
+/* Queries.  On success *ret_ holds a new object; free it with the matching
+   _free(), which accepts NULL. */
+QRS_EXPORT int qrs_client_status(struct qrs_client *c,
+                                 struct qrs_status **ret_status);
+QRS_EXPORT void qrs_status_free(struct qrs_status *s);
+QRS_EXPORT int qrs_client_health(struct qrs_client *c,
+                                 struct qrs_health **ret_health);
+QRS_EXPORT void qrs_health_free(struct qrs_health *h);
+QRS_EXPORT int qrs_client_sources(struct qrs_client *c,
+                                  struct qrs_sources **ret_sources);
+QRS_EXPORT void qrs_sources_free(struct qrs_sources *s);
+
+/* "healthy", "degraded", "failed" or "unknown". */
+QRS_EXPORT const char *qrs_health_state_name(enum qrs_health_state s);
+
+/* The libqrs version string ("0.1.0"). */
+QRS_EXPORT const char *qrs_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,9 @@
+/* libqrs: entropy-driven token sampling.  The umbrella header. */
+#ifndef QRS_QRS_H
+#define QRS_QRS_H
+
+#include <qrs/error.h>
+#include <qrs/client.h>
+#include <qrs/sampler.h>
+
+#endif

@@ -1,0 +1,78 @@
+/* Names and messages of the QRS_E_* codes (qrs/error.h). */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include <qrs/error.h>
+
+static const struct {
+  int code;
+  const char *name;
+  const char *msg;
+} errors[] = {
+  { QRS_E_PROTOCOL, "QRS_E_PROTOCOL", "Malformed frame or payload" },
+  { QRS_E_VERSION, "QRS_E_VERSION", "No common protocol version" },
+  { QRS_E_UNSUPPORTED, "QRS_E_UNSUPPORTED", "Request type not supported" },
+  { QRS_E_BAD_REQUEST, "QRS_E_BAD_REQUEST", "Invalid request field" },
+  { QRS_E_UNKNOWN_SOURCE, "QRS_E_UNKNOWN_SOURCE", "No such entropy source" },
+  { QRS_E_SAMPLE_COUNT, "QRS_E_SAMPLE_COUNT",
+    "Sample count is zero or above the daemon's limit" },
+  { QRS_E_ENTROPY, "QRS_E_ENTROPY",
+    "Entropy source failed and no fallback could serve" },
+  { QRS_E_TOO_LARGE, "QRS_E_TOO_LARGE", "Frame or request above a limit" },
+  { QRS_E_BUSY, "QRS_E_BUSY", "Too many connections or requests in flight" },
+  { QRS_E_TIMEOUT, "QRS_E_TIMEOUT", "Request timed out inside the daemon" },
+  { QRS_E_INTERNAL, "QRS_E_INTERNAL", "Internal error in the daemon" },
+  { QRS_E_UNKNOWN_AMPLIFIER, "QRS_E_UNKNOWN_AMPLIFIER", "No such amplifier" },
+  { QRS_E_SHUTDOWN, "QRS_E_SHUTDOWN", "The daemon is shutting down" },
+  { QRS_E_HELLO_REQUIRED, "QRS_E_HELLO_REQUIRED",
+    "Request sent before the HELLO handshake" },
+  { QRS_E_DISCONNECTED, "QRS_E_DISCONNECTED",
+    "Connection to the daemon lost with the request in flight" },
+  { QRS_E_NO_TICKET, "QRS_E_NO_TICKET", "Unknown or finished draw ticket" },
+  { QRS_E_CONFIG_FIELD, "QRS_E_CONFIG_FIELD",
+    "Unknown sampler field, preset or name" },
+  { QRS_E_CONFIG_VALUE, "QRS_E_CONFIG_VALUE",
+    "Sampler value of the wrong type or out of range" },
+  { QRS_E_LOGITS, "QRS_E_LOGITS",
+    "Logits row has a NaN or +inf entry, or every entry is -inf" },
+  { QRS_E_NO_CANDIDATES, "QRS_E_NO_CANDIDATES",
+    "No token with positive probability to select" },
+};
+
+#define N_ERRORS (sizeof(errors) / sizeof(errors[0]))
+
+const char *
+qrs_strerror(int err)
+{
+  const char *s;
+  size_t i;
+
+  for (i = 0; i < N_ERRORS; i++)
+    if (errors[i].code == err)
+      return errors[i].msg;
+  if (err == 0)
+    return "Success";
+  if (err < 0 && err > -1000)
+    err = -err;
+  if (err > 0 && err < 1000) {
+    s = strerrordesc_np(err);
+    if (s)
+      return s;
+  }
+  return "Unknown error";
+}
+
+const char *
+qrs_strerror_name(int err)
+{
+  size_t i;
+
+  for (i = 0; i < N_ERRORS; i++)
+    if (errors[i].code == err)
+      return errors[i].name;
+  if (err < 0 && err > -1000)
+    err = -err;
+  if (err > 0 && err < 1000)
+    return strerrorname_np(err);
+  return NULL;
+}

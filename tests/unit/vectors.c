@@ -1,0 +1,96 @@
+/* Test-vector loading shared by the unit tests. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "vectors.h"
+
+const char *
+vec_dir(void)
+{
+  const char *d;
+
+  d = getenv("QRS_VECTORS_DIR");
+  if (d && *d)
+    return d;
+  return QRS_TEST_VECTORS_DIR;
+}
+
+struct json_object *
+vec_load(const char *file)
+{
+  struct json_object *o;
+  char path[4096];
+
+  snprintf(path, sizeof(path), "%s/%s", vec_dir(), file);
+  o = json_object_from_file(path);
+  cr_assert_not_null(o, "cannot load vectors from %s: %s", path,
+                     json_util_get_last_err());
+  return o;
+}
+
+struct json_object *
+vec_get(struct json_object *obj, const char *key)
+{
+  struct json_object *v;
+
+  cr_assert(json_object_object_get_ex(obj, key, &v), "missing key '%s'", key);
+  return v;
+}
+
+double
+vec_double(struct json_object *v)
+{
+  const char *s;
+
+  if (json_object_is_type(v, json_type_string)) {
+    s = json_object_get_string(v);
+    if (!strcmp(s, "inf"))
+      return INFINITY;
+    if (!strcmp(s, "-inf"))
+      return -INFINITY;
+    if (!strcmp(s, "nan"))
+      return NAN;
+    cr_assert_fail("not a number: '%s'", s);
+  }
+  cr_assert(json_object_is_type(v, json_type_double) ||
+            json_object_is_type(v, json_type_int), "not a number");
+  return json_object_get_double(v);
+}
+
+static int
+hexval(char c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+uint8_t *
+vec_hex(const char *hex, size_t *ret_len)
+{
+  size_t n, i;
+  uint8_t *b;
+  int hi, lo;
+
+  n = strlen(hex);
+  cr_assert(n % 2 == 0, "odd hex length %zu", n);
+  b = malloc(n / 2 + 1);
+  cr_assert_not_null(b);
+  for (i = 0; i < n / 2; i++) {
+    hi = hexval(hex[2 * i]);
+    lo = hexval(hex[2 * i + 1]);
+    cr_assert(hi >= 0 && lo >= 0, "bad hex at %zu", 2 * i);
+    b[i] = (uint8_t)(hi << 4 | lo);
+  }
+  *ret_len = n / 2;
+  return b;
+}
