@@ -1,0 +1,40 @@
+/* qrs-bench: benchmarks that print figures (never tests).
+
+   qrs-bench draw [options]     daemon round trips against the floor
+   qrs-bench select [options]   token selection against the floor */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+static void
+usage(FILE *f)
+{
+  fprintf(f,
+          "Usage: qrs-bench draw [OPTIONS]\n"
+          "       qrs-bench select [OPTIONS]\n"
+          "\n"
+          "Benchmarks that print their figures next to a floor measured in\n"
+          "the same run, and the ratio of the two.  Run a subcommand with\n"
+          "--help for its options.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "draw"))
+    return bench_draw(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "select"))
+    return bench_select(argc - 1, argv + 1);
+  fprintf(stderr, "qrs-bench: unknown benchmark '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
