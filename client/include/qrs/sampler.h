@@ -1,9 +1,474 @@
-/* libqrs sampling: temperature strategies, token selection and the
-   per-token record.  (Filled in by the sampling work, issue 3.) */
+/* libqrs sampling: from one logits row and one draw u to one token id.
+
+   A struct qrs_sampler_config holds every per-request field of the
+   reference qr-sampler (temperature strategy and all its parameters,
+   top_k, top_p, min_p_base, truncate_first, the amplifier and source of
+   the draws, logging) plus a few qrs extensions.  Values come from four
+   layers, highest first:
+
+     explicit    qrs_sampler_config_set*() / _set_arg()
+     preset      qrs_sampler_config_set_preset(), else $QR_PRESET
+     environment qrs_sampler_config_load_env(): QR_<FIELD> (any case)
+     default     the reference's defaults
+
+   A struct qrs_sampler is one request's sampling state: a copy of the
+   resolved configuration, the temperature strategy's per-request state
+   (EMAs, ring buffer, coherence gate, ...), the commitment salt and step,
+   the prefetched draw ticket, and a workspace sized to the vocabulary.
+   After qrs_sampler_new() no call allocates per token.
+
+   One token:
+
+     qrs_sampler_sample_token()  temperature -> draw from qrsd (commitment:
+                                 salt, step, previous token) -> selection
+                                 -> record; then the next token's draw is
+                                 requested at once (prefetch), so the
+                                 daemon round trip overlaps the engine's
+                                 next forward pass;
+     qrs_sampler_step()          the same step with a draw the caller got
+                                 itself (replays, tests, other transports);
+     qrs_sampler_select_u()      the same with only a u.
+
+   Selection (reference spec section 10): top-k -> softmax -> min-p ->
+   top-p -> CDF search with u over the candidates in descending
+   probability order (u near 0: the most probable token; u near 1: the
+   least probable survivor).  T <= 0 is greedy.  Candidates with equal
+   logits are ordered higher token id first (the order the reference
+   produced on every tied vector); greedy returns the lowest id among the
+   maximal logits (argmax).  No path sorts the vocabulary: truncations are
+   logit thresholds or mass crossings found from band sums.
+
+   Rows: float32, float16, bfloat16 or float64, converted on the fly.
+   -inf logits (grammar masks) are ordinary input: they get probability 0
+   and are excluded from entropies.  A NaN or +inf logit, or a row whose
+   logits are all -inf, is QRS_E_LOGITS: never a token.
+
+   Differences from the reference, all deliberate:
+   - Masked entropy.  The reference's joint entropy helper returns H = 0
+     and VH = 0 for any row with a -inf logit (quirk Q1), which feeds
+     hvh_drift, evdt_tt, gdt, belltemp, mix_temperatures, ring_buffer_ar
+     and tt_exchange a zero entropy under grammar masks.  libqrs computes
+     the entropy of the masked distribution everywhere (the value the
+     reference's fixed/edt/dynatemp already report).
+   - Broken rows.  The reference picks a token from NaN rows at T <= 0
+     and samples uniformly from all -inf / all +inf rows; libqrs returns
+     QRS_E_LOGITS for all of them.
+   - Validation.  Unknown strategy names (temperature_strategy,
+     coherence_inner_strategy), log levels, stage orders and values out of
+     range are QRS_E_CONFIG_VALUE naming the field (the reference falls
+     back to "fixed" for a bad inner strategy).  rba_buffer_n is capped at
+     1048576.
+   - Infrastructure fields of the reference (grpc_*, cb_*, fallback_mode,
+     quotas, entropy_source_instances, oe_*) belong to qrsd's config:
+     QR_* variables naming them are ignored, setting them explicitly is
+     QRS_E_CONFIG_FIELD.
+   - preset_active in records shows the preset in effect, whether it came
+     from QR_PRESET or from the caller (the reference shows QR_PRESET only,
+     Q21).  config_hash follows the reference exactly (infrastructure
+     fields at their defaults), so equal configurations hash alike; a
+     non-default qrs extension field is appended to the hashed JSON.
+   - sample_mean is NaN when the draw did not report one (server draws);
+     JSON records write NaN and infinities as null.
+
+   Threads: a sampler or config is used by one thread at a time; distinct
+   objects are independent.  The library never prints: records go only to
+   the FILE* or path the caller gives.
+
+   Errors: int functions return 0 (or a count) or a negative errno /
+   QRS_E_* code (qrs/error.h); out-parameters are written only on success.
+   Every object returned through **ret_ is freed by the matching _free(),
+   which accepts NULL.  Added in 0.1. */
 #ifndef QRS_SAMPLER_H
 #define QRS_SAMPLER_H
 
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
 #include <qrs/error.h>
 #include <qrs/client.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element type of a logits row. */
+enum qrs_dtype {
+  QRS_DTYPE_F32 = 0,
+  QRS_DTYPE_F16 = 1,              /* IEEE binary16 */
+  QRS_DTYPE_BF16 = 2,             /* bfloat16 */
+  QRS_DTYPE_F64 = 3,
+};
+
+/* ------------------------------------------------------------------ */
+/* Configuration                                                        */
+/* ------------------------------------------------------------------ */
+
+/* Field names are the reference's (spec 3.2), e.g. "top_k",
+   "temperature_strategy", "hvh_lambda_ema"; qrs_sampler_field_name()
+   lists them all.  Per-request reference fields:
+
+     entropy_source_type entropy_prefetch signal_amplifier_type
+     sample_count population_mean population_std uniform_clamp_epsilon
+     zscore_calibration_samples draw_source_id draw_block_bytes
+     temperature_strategy fixed_temperature edt_* hvh_* tt_* evdt_* gdt_*
+     dynatemp_* belltemp_* mix_* rba_* coherence_* top_k top_p min_p_base
+     truncate_first bypass log_level diagnostic_mode
+
+   Strategies: fixed, edt, hvh_drift, coherence_gate, tt_exchange,
+   evdt_tt, gdt, dynatemp, belltemp, mix_temperatures, ring_buffer_ar
+   (the reference's eleven), and:
+
+     entropy_throttle  T = fixed_temperature; top-p chosen per token so
+                       that the Shannon entropy (bits) of the renormalised
+                       kept distribution is as close as possible to
+                       throttle_target_bits, with the kept mass in
+                       [throttle_p_min, throttle_p_max].  The entropy of
+                       the renormalised most-probable prefix never
+                       decreases as tokens are added, so the exact cut is
+                       found in one search per token.  throttle_mode
+                       "controller" instead runs the seed's proportional
+                       controller: top-p starts at throttle_p_init and
+                       after each token p <- clip(p - throttle_gain *
+                       (H - target), p_min, p_max) whenever |H - target| >
+                       throttle_tolerance_bits (H of the kept
+                       distribution, bits).  Replaces top_p.
+     mirostat_v2       T = fixed_temperature; tokens with surprise
+                       -log2 p > mu are cut (the top token always stays),
+                       u selects among the rest, then
+                       mu <- mu - mirostat_eta * (-log2 p_selected -
+                       mirostat_tau), p_selected from the renormalised
+                       kept distribution; mu starts at 2 tau.  Applied
+                       after min-p, before top-p.
+
+   qrs extension fields (defaults in brackets):
+     stage_order         [reference] "reference": temperature, top-k,
+                         softmax, min-p, top-p (truncate_first=true: the
+                         reference's min-p-before-temperature order);
+                         "hf": HF transformers' warpers - temperature,
+                         top-k (every token tied with the k-th kept),
+                         top-p, min-p; "llama": llama.cpp's default chain
+                         - top-k, top-p and min-p on the T = 1
+                         distribution, temperature last.
+     throttle_mode [exact], throttle_target_bits [2.0],
+     throttle_p_min [0.01], throttle_p_max [0.99], throttle_p_init [0.9],
+     throttle_gain [0.05], throttle_tolerance_bits [0.5]
+     mirostat_tau [5.0] (bits), mirostat_eta [0.1]
+
+   Values given as text are parsed like the reference's settings: booleans
+   1/0 true/false yes/no on/off t/f y/n (any case); integers also as
+   integral floats ("2.0"); floats in C-locale decimal or exponent form. */
+struct qrs_sampler_config;
+
+/* Where a field's effective value comes from. */
+enum qrs_config_layer {
+  QRS_LAYER_DEFAULT = 0,
+  QRS_LAYER_ENV = 1,
+  QRS_LAYER_PRESET = 2,
+  QRS_LAYER_EXPLICIT = 3,
+};
+
+/* A config with every field at its default.  Returns 0, -EINVAL,
+   -ENOMEM. */
+QRS_EXPORT int qrs_sampler_config_new(struct qrs_sampler_config **ret_cfg);
+QRS_EXPORT void qrs_sampler_config_free(struct qrs_sampler_config *cfg);
+/* A deep copy.  Returns 0, -EINVAL, -ENOMEM. */
+QRS_EXPORT int qrs_sampler_config_copy(const struct qrs_sampler_config *cfg,
+                                       struct qrs_sampler_config **ret_cfg);
+
+/* Explicit layer.  Returns 0, or QRS_E_CONFIG_FIELD (no such field, or an
+   infrastructure field of the reference), QRS_E_CONFIG_VALUE (wrong type,
+   out of range, unknown name), -EINVAL (NULL).  On error nothing changes
+   and qrs_sampler_config_error() names the field and the problem. */
+QRS_EXPORT int qrs_sampler_config_set(struct qrs_sampler_config *cfg,
+                                      const char *field, const char *value);
+QRS_EXPORT int qrs_sampler_config_set_double(struct qrs_sampler_config *cfg,
+                                             const char *field, double value);
+/* Integer and boolean fields (a double field takes the integer too). */
+QRS_EXPORT int qrs_sampler_config_set_int(struct qrs_sampler_config *cfg,
+                                          const char *field,
+                                          long long value);
+/* Remove an explicit value.  Returns 0, QRS_E_CONFIG_FIELD, -EINVAL. */
+QRS_EXPORT int qrs_sampler_config_unset(struct qrs_sampler_config *cfg,
+                                        const char *field);
+
+/* A reference-style per-request argument: key "qr_<field>" or
+   "qr_preset" sets that field (explicit layer) or the preset; keys not
+   starting with "qr_" belong to other processors and are ignored (returns
+   0).  Same errors as qrs_sampler_config_set(), plus QRS_E_CONFIG_FIELD
+   for an unknown preset. */
+QRS_EXPORT int qrs_sampler_config_set_arg(struct qrs_sampler_config *cfg,
+                                          const char *key, const char *value);
+
+/* Preset layer: one of the seven built-in presets (qrs_sampler_preset_name),
+   with the reference's exact values; NULL or "" removes it.  An explicit
+   preset replaces $QR_PRESET (which is then not applied at all).
+   Returns 0, QRS_E_CONFIG_FIELD (unknown preset), -EINVAL. */
+QRS_EXPORT int qrs_sampler_config_set_preset(struct qrs_sampler_config *cfg,
+                                             const char *name);
+
+/* Environment layer: replace it with the QR_<FIELD> variables of envp
+   (NULL: the process environment; names match any case) and QR_PRESET.
+   Unknown QR_* names and the reference's infrastructure fields are
+   ignored.  Returns the number of fields read, or QRS_E_CONFIG_VALUE /
+   QRS_E_CONFIG_FIELD (a bad value, or QR_PRESET naming no preset; the
+   message names the variable; nothing changes), -EINVAL. */
+QRS_EXPORT int qrs_sampler_config_load_env(struct qrs_sampler_config *cfg,
+                                           char *const *envp);
+
+/* The effective value as text ("0.95", "hvh_drift", "true") into buf.
+   Returns the length it needs (without the NUL, like snprintf) or
+   QRS_E_CONFIG_FIELD, -EINVAL. */
+QRS_EXPORT int qrs_sampler_config_get(const struct qrs_sampler_config *cfg,
+                                      const char *field, char *buf,
+                                      size_t len);
+/* The effective value of a numeric or boolean field.  Returns 0,
+   QRS_E_CONFIG_FIELD, QRS_E_CONFIG_VALUE (a text field), -EINVAL. */
+QRS_EXPORT int qrs_sampler_config_get_double(
+    const struct qrs_sampler_config *cfg, const char *field,
+    double *ret_value);
+/* Which layer gives the effective value, or QRS_E_CONFIG_FIELD. */
+QRS_EXPORT int qrs_sampler_config_layer(const struct qrs_sampler_config *cfg,
+                                        const char *field);
+/* The preset in effect (explicit, else $QR_PRESET) or NULL.  Owned by
+   cfg, valid until it changes. */
+QRS_EXPORT const char *
+qrs_sampler_config_preset(const struct qrs_sampler_config *cfg);
+
+/* Check the whole effective configuration (what qrs_sampler_new() does).
+   Returns 0 or QRS_E_CONFIG_VALUE with qrs_sampler_config_error() set. */
+QRS_EXPORT int qrs_sampler_config_validate(struct qrs_sampler_config *cfg);
+
+/* The last error message of cfg ("top_k: not an integer: 'abc'"), or ""
+   Owned by cfg. */
+QRS_EXPORT const char *
+qrs_sampler_config_error(const struct qrs_sampler_config *cfg);
+
+/* The reference's config_hash: the first 16 hex digits of SHA-256 over
+   the reference's compact JSON dump of the effective configuration (the
+   reference's infrastructure fields at their defaults; its "preset" field
+   is $QR_PRESET, as in the reference).  buf gets 16 digits and a NUL.
+   Returns 0 or -EINVAL. */
+QRS_EXPORT int qrs_sampler_config_hash(const struct qrs_sampler_config *cfg,
+                                       char buf[17]);
+
+/* The i-th field name / built-in preset name, NULL past the end. */
+QRS_EXPORT const char *qrs_sampler_field_name(size_t i);
+QRS_EXPORT const char *qrs_sampler_preset_name(size_t i);
+
+/* ------------------------------------------------------------------ */
+/* Per-token record (reference spec 13.1)                               */
+/* ------------------------------------------------------------------ */
+
+/* Doubles that the reference may leave null are NaN here; tri-state
+   booleans are -1 (null), 0, 1.  Field order follows the reference. */
+struct qrs_token_record {
+  int64_t timestamp_ns;           /* CLOCK_MONOTONIC at token start */
+  double entropy_fetch_ms;        /* waiting for the draw */
+  double total_sampling_ms;
+  char entropy_source_used[QRS_NAME_MAX];  /* draw's served_by */
+  int entropy_is_fallback;
+  double sample_mean;             /* NaN: not reported */
+  double z_score;
+  double u_value;
+  char temperature_strategy[QRS_NAME_MAX];
+  double shannon_entropy;         /* nats, of the raw (masked) row; NaN
+                                     when nothing needed it (log level
+                                     none, no diagnostic mode, and a
+                                     strategy that does not use it) */
+  double temperature_used;
+  uint32_t token_id;
+  uint32_t token_rank;            /* 0: most probable candidate */
+  double token_prob;              /* in the final renormalised dist. */
+  uint32_t num_candidates;
+  char config_hash[17];
+  double varentropy;
+  double min_p_used;              /* NaN when greedy */
+  char preset_active[QRS_NAME_MAX];   /* "" and has_preset 0: null */
+  int has_preset;
+  double h_ema;
+  double vh_ema;
+  int entropy_prefetch_hit;       /* -1: no ticket */
+  uint64_t entropy_nonce;         /* 0: null */
+  int entropy_echo_verified;      /* -1: null */
+  int64_t entropy_server_timestamp_ns;  /* has_server_timestamp 0: null */
+  int has_server_timestamp;
+  double temperature_ms;
+  double amplify_ms;              /* always 0: qrsd amplifies */
+  double select_ms;
+  int has_draw_meta;              /* the draw_* / purity fields below */
+  double draw_z;
+  double draw_coherence_z;
+  int draw_coherence_valid;
+  double draw_coherence_r;
+  char purity_label[QRS_NAME_MAX];
+  uint32_t integrated_bytes;
+  char integrator[QRS_NAME_MAX];
+  char draw_source_id[QRS_NAME_MAX];
+  int gate_open;                  /* -1: not coherence_gate */
+  double gate_boost;
+  /* qrs additions */
+  uint64_t step;                  /* token index in the request */
+  double cdf_lo;                  /* C(r-1)/Z: u in (cdf_lo, cdf_hi] picks */
+  double cdf_hi;                  /* C(r)/Z    this token (greedy: 0, 1) */
+  double top_p_used;              /* the nucleus mass kept (throttle,
+                                     mirostat); NaN: no nucleus stage */
+  double kept_entropy_bits;       /* entropy_throttle: H of the kept
+                                     distribution; NaN otherwise */
+  double mirostat_mu;             /* mu used for this token; NaN */
+  int greedy;
+};
+
+/* Write rec as one JSON line (json-c) to f: level 1 = summary (token,
+   rank, prob, u, temp, entropy, source, fallback, fetch_ms, total_ms),
+   2 = every field.  Returns 0, -EINVAL, -EIO, -ENOMEM. */
+QRS_EXPORT int qrs_token_record_write(const struct qrs_token_record *rec,
+                                      int level, FILE *f);
+
+/* ------------------------------------------------------------------ */
+/* Sampler                                                              */
+/* ------------------------------------------------------------------ */
+
+struct qrs_sampler;
+
+/* A sampler for one request with cfg's effective values (copied: cfg may
+   be freed afterwards; NULL: defaults).  vocab_size: the model's
+   vocabulary size; rows may be up to max(vocab_size, qrs_sampler_reserve)
+   long.  A fresh 16-byte salt comes from getrandom().  Returns 0 and
+   *ret_sampler, or QRS_E_CONFIG_VALUE (cross-field check failed, e.g.
+   truncate_first with stage_order hf, or vocab_size < 2 for edt, gdt,
+   dynatemp, belltemp), -EINVAL (vocab_size 0 or above 2^32 - 1),
+   -ENOMEM, or getrandom()'s error.  Free with qrs_sampler_free(). */
+QRS_EXPORT int qrs_sampler_new(const struct qrs_sampler_config *cfg,
+                               size_t vocab_size,
+                               struct qrs_sampler **ret_sampler);
+
+/* Cancels an outstanding prefetch on the client it was made with (that
+   client must still be alive), closes a log file opened by path, and
+   frees.  Accepts NULL. */
+QRS_EXPORT void qrs_sampler_free(struct qrs_sampler *s);
+
+/* Allow rows up to max_row long (padded vocabularies).  The only call
+   besides _new that allocates.  Returns 0, -EINVAL, -ENOMEM. */
+QRS_EXPORT int qrs_sampler_reserve(struct qrs_sampler *s, size_t max_row);
+
+/* Start a new request with the same configuration: fresh strategy state,
+   a new salt, step 0; an outstanding prefetch is cancelled.  Returns 0 or
+   getrandom()'s error. */
+QRS_EXPORT int qrs_sampler_reset(struct qrs_sampler *s);
+
+/* Use this salt (1..256 bytes) for the commitments from now on (replay,
+   tests).  Returns 0 or -EINVAL. */
+QRS_EXPORT int qrs_sampler_set_salt(struct qrs_sampler *s,
+                                    const uint8_t *salt, size_t len);
+
+/* The commitment of the next draw: salt, step, previous token (-1 at
+   step 0).  The salt pointer is owned by s. */
+QRS_EXPORT void qrs_sampler_next_commitment(const struct qrs_sampler *s,
+                                            struct qrs_commitment *ret);
+
+/* The sampler's resolved configuration as a new config object (explicit
+   layer only).  Returns 0, -ENOMEM. */
+QRS_EXPORT int qrs_sampler_get_config(const struct qrs_sampler *s,
+                                      struct qrs_sampler_config **ret_cfg);
+
+/* ring_buffer_ar embedding mode: cosine similarity to the centroid of
+   the buffered tokens' rows of table (rows x dim float32, row-major,
+   owned by the caller, which keeps it alive and unchanged while s uses
+   it).  rows must be the sampler's vocab_size.  Returns 0, -EINVAL,
+   -ENOMEM. */
+QRS_EXPORT int qrs_sampler_attach_embeddings(struct qrs_sampler *s,
+                                             const float *table,
+                                             size_t rows, size_t dim);
+
+/* Where records go, as JSON lines at the config's log_level (summary:
+   the short form, full: every field, none: nothing).  With neither set,
+   nothing is written.  _set_log_file: f stays the caller's (NULL stops
+   logging); _set_log_path: opened for appending, closed by s.  Returns 0,
+   -EINVAL, or fopen()'s -errno. */
+QRS_EXPORT int qrs_sampler_set_log_file(struct qrs_sampler *s, FILE *f);
+QRS_EXPORT int qrs_sampler_set_log_path(struct qrs_sampler *s,
+                                        const char *path);
+
+/* Flags for qrs_sampler_step(). */
+#define QRS_STEP_PREFETCHED 0x1   /* the draw was requested before this
+                                     token's logits existed */
+
+/* One token with a draw the caller already has: temperature, the draw's
+   metadata to the strategy (coherence_gate: lag by one), selection with
+   draw->u, strategy feedback, record, log; then step += 1 and the
+   selected token becomes the previous token of the next commitment.
+   logits: n values of dtype (n <= the row capacity), read only.
+   ret_token, ret_record may be NULL.  Returns 0, or 1 when the config
+   says bypass (nothing done, no token), QRS_E_LOGITS (NaN, +inf, all
+   -inf), QRS_E_NO_CANDIDATES, -EDOM (edt with a negative exponent on a
+   zero-entropy row, as the reference), -EINVAL.  On error the sampler's
+   state is unchanged except for strategy state the reference also
+   updates before selection (hvh_drift EMAs, coherence gate EMA). */
+QRS_EXPORT int qrs_sampler_step(struct qrs_sampler *s, const void *logits,
+                                enum qrs_dtype dtype, size_t n,
+                                const struct qrs_draw *draw, unsigned flags,
+                                uint32_t *ret_token,
+                                struct qrs_token_record *ret_record);
+
+/* qrs_sampler_step() with a draw that carries only u. */
+QRS_EXPORT int qrs_sampler_select_u(struct qrs_sampler *s,
+                                    const void *logits, enum qrs_dtype dtype,
+                                    size_t n, double u, uint32_t *ret_token,
+                                    struct qrs_token_record *ret_record);
+
+/* The whole per-token step with qrsd: temperature, then this token's draw
+   (the prefetched one, else a blocking draw, with the commitment salt /
+   step / previous token, the config's entropy_source_type,
+   signal_amplifier_type and sample_count), selection, record; then, with
+   entropy_prefetch (the default), the next token's draw is begun at once.
+   A prefetched draw that failed is retried once as a blocking draw.
+   Returns what qrs_sampler_step() returns, or the client's error
+   (QRS_E_ENTROPY, QRS_E_DISCONNECTED, -ETIMEDOUT, ...; then no token was
+   selected and the step did not advance). */
+QRS_EXPORT int qrs_sampler_sample_token(struct qrs_sampler *s,
+                                        struct qrs_client *c,
+                                        const void *logits,
+                                        enum qrs_dtype dtype, size_t n,
+                                        uint32_t *ret_token,
+                                        struct qrs_token_record *ret_record);
+
+/* Begin the next token's draw now (e.g. when the request is added, so the
+   first draw overlaps the prefill), unless one is outstanding or
+   entropy_prefetch is off.  Returns 0 or the client's error. */
+QRS_EXPORT int qrs_sampler_prefetch(struct qrs_sampler *s,
+                                    struct qrs_client *c);
+
+/* Forget an outstanding prefetched draw (its reply is dropped). */
+QRS_EXPORT void qrs_sampler_cancel_prefetch(struct qrs_sampler *s);
+
+/* For engines that take logits back: row[token] = 0, every other entry
+   -inf (n entries of dtype).  Returns 0 or -EINVAL (token >= n). */
+QRS_EXPORT int qrs_force_one_hot(void *logits, enum qrs_dtype dtype,
+                                 size_t n, uint32_t token);
+
+/* diagnostic_mode: the last records (at most 50000, oldest first). */
+QRS_EXPORT size_t qrs_sampler_diagnostic_count(const struct qrs_sampler *s);
+/* The i-th kept record (0: oldest).  Returns 0 or -ERANGE. */
+QRS_EXPORT int qrs_sampler_diagnostic_record(const struct qrs_sampler *s,
+                                             size_t i,
+                                             struct qrs_token_record *ret);
+
+/* Summary of the kept records (reference get_summary_stats). */
+struct qrs_sampler_stats {
+  size_t total_tokens;
+  double mean_u, min_u, max_u;
+  double mean_rank, mean_prob;
+  double mean_fetch_ms, mean_total_ms, max_total_ms;
+  size_t fallback_count;
+  double fallback_rate;
+};
+/* Returns 0, or -ENODATA when no record is kept. */
+QRS_EXPORT int qrs_sampler_summary_stats(const struct qrs_sampler *s,
+                                         struct qrs_sampler_stats *ret);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,342 @@
+/* Vectorised passes over one logits row.
+
+   The loops are written once (rowkern_impl.h) with GCC vector extensions
+   and compiled twice at the machine's native width: SSE2 (2 doubles, any
+   x86-64 and the only variant elsewhere) and, on x86-64, AVX2 with FMA
+   (4 doubles).  The variant is chosen once per process from the CPU, so a
+   weight computed by one pass is the same number when another pass
+   computes it.
+
+   The exponential is exp(d) for d <= 0: d = k ln2 + r with |r| <= ln2/2,
+   exp(r) by its Taylor polynomial of degree 13, times 2^k.  It agrees with
+   glibc's exp() to 2-3 ulp.  Results that would be subnormal (d below
+   about -708.4) are recomputed with libm's exp() so that exp(d) > 0 exactly
+   when the C library says so; below QRS__D_UNDERFLOW the weight is 0. */
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "rowkern.h"
+
+
+#define INLINE static inline __attribute__((always_inline))
+
+const double qrs__edge[QRS__NEDGE] = { -1.0, -2.0, -4.0, -8.0, -16.0, -32.0 };
+
+/* Below this, exp() is subnormal: those lanes go through libm. */
+#define D_NORMAL (-708.3964185322641)
+/* Clamp for the weighted sums, so that 0 * d stays 0 for masked logits. */
+#define D_CLAMP (-746.0)
+#define FLOOR_BLOCK 1024
+
+typedef void (*mass_fn)(const struct qrs__view *, double, double,
+                        const struct qrs__bound *, double, double,
+                        struct qrs__mass *);
+typedef size_t (*collect_fn)(const struct qrs__view *, double, double,
+                             const struct qrs__bound *, double, double,
+                             uint32_t *, double *, size_t, size_t *);
+typedef void (*scan_fn)(const struct qrs__view *, struct qrs__scan *);
+typedef size_t (*topk_fn)(const struct qrs__view *, size_t, uint32_t *,
+                          double *);
+typedef double (*floor_fn)(const struct qrs__view *, double *);
+typedef void (*exp_fn)(double *, size_t, double, double);
+
+INLINE float
+half_to_float(uint16_t h)
+{
+  uint32_t sign, em, bits;
+  float f;
+
+  sign = (uint32_t)(h & 0x8000u) << 16;
+  em = h & 0x7fffu;
+  if (em >= 0x7c00u) {
+    bits = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+  }
+  bits = em << 13;
+  memcpy(&f, &bits, sizeof(f));
+  f *= 0x1p112f;
+  memcpy(&bits, &f, sizeof(bits));
+  bits |= sign;
+  memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+INLINE float
+bf16_to_float(uint16_t h)
+{
+  uint32_t bits;
+  float f;
+
+  bits = (uint32_t)h << 16;
+  memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+INLINE double
+load1(const void *data, size_t i, int dt)
+{
+  float f;
+  double d;
+  uint16_t h;
+
+  switch (dt) {
+  case QRS_DTYPE_F32:
+    memcpy(&f, (const char *)data + i * 4, 4);
+    return f;
+  case QRS_DTYPE_F16:
+    memcpy(&h, (const char *)data + i * 2, 2);
+    return half_to_float(h);
+  case QRS_DTYPE_BF16:
+    memcpy(&h, (const char *)data + i * 2, 2);
+    return bf16_to_float(h);
+  default:
+    memcpy(&d, (const char *)data + i * 8, 8);
+    return d;
+  }
+}
+
+/* Subnormal weights (logit gaps above 708 T): rare, exact via libm. */
+static void
+mass_tiny(const struct qrs__view *v, double m, double invt,
+          const struct qrs__bound *b, double pinv, double pmin,
+          struct qrs__mass *ret, int fw)
+{
+  double xi, di, ei;
+  size_t i;
+
+  for (i = 0; i < v->n; i++) {
+    xi = load1(v->data, i, v->dtype);
+    if (!(xi > b->x || (xi == b->x && i >= b->i)))
+      continue;
+    if (pmin > -INFINITY && !((xi - m) * pinv >= pmin))
+      continue;
+    di = (xi - m) * invt;
+    if (!(di < D_NORMAL && di >= QRS__D_UNDERFLOW))
+      continue;
+    ei = exp(di);
+    ret->z += ei;
+    ret->nz += ei > 0.0;
+    if (fw) {
+      ret->w += ei * di;
+      ret->w2 += ei * di * di;
+    }
+  }
+}
+
+/* Min-heap of (x, pos) in lexicographic order, for top-k. */
+struct hitem {
+  double x;
+  uint32_t pos;
+};
+
+INLINE int
+hless(const struct hitem *a, const struct hitem *b)
+{
+  return a->x < b->x || (a->x == b->x && a->pos < b->pos);
+}
+
+static void
+hsift(struct hitem *h, size_t n, size_t i)
+{
+  struct hitem t;
+  size_t c;
+
+  t = h[i];
+  for (;;) {
+    c = 2 * i + 1;
+    if (c >= n)
+      break;
+    if (c + 1 < n && hless(&h[c + 1], &h[c]))
+      c++;
+    if (!hless(&h[c], &t))
+      break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = t;
+}
+
+/* The baseline variant: SSE2 (or the platform's 128-bit vectors),
+   2 lanes. */
+typedef double v2df __attribute__((vector_size(16)));
+typedef int64_t v2di __attribute__((vector_size(16)));
+typedef float v2sf __attribute__((vector_size(8)));
+
+INLINE v2df
+load_f32_2(const float *p)
+{
+  v2sf f;
+
+  memcpy(&f, p, sizeof(f));
+  return __builtin_convertvector(f, v2df);
+}
+
+#define KS(name) name##_sse2
+#define KS_TARGET
+#define KS_LOAD_F32(p) load_f32_2(p)
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KS_MOVEMASK(m) _mm_movemask_pd((__m128d)(m))
+#endif
+#define VW 2
+#define vd v2df
+#define vi v2di
+#include "rowkern_impl.h"
+#undef KS
+#undef KS_TARGET
+#undef KS_LOAD_F32
+#undef KS_MOVEMASK
+#undef VW
+#undef vd
+#undef vi
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_AVX2_VARIANT 1
+/* AVX2 + FMA (+ F16C for float16 rows), 4 lanes. */
+typedef double v4df __attribute__((vector_size(32)));
+typedef int64_t v4di __attribute__((vector_size(32)));
+typedef float v4sf __attribute__((vector_size(16)));
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#define KS(name) name##_avx2
+#define KS_TARGET
+#define KS_LOAD_F32(p) ((v4df)_mm256_cvtps_pd(_mm_loadu_ps(p)))
+#define KS_MOVEMASK(m) _mm256_movemask_pd((__m256d)(m))
+#define KS_LOAD_F16(p) \
+  ((v4df)_mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(p)))))
+#define KS_LOAD_BF16(p) \
+  ((v4df)_mm256_cvtps_pd(_mm_castsi128_ps(_mm_slli_epi32( \
+      _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)(p))), 16))))
+#define VW 4
+#define vd v4df
+#define vi v4di
+#include "rowkern_impl.h"
+#undef KS
+#undef KS_TARGET
+#undef KS_LOAD_F32
+#undef KS_LOAD_F16
+#undef KS_LOAD_BF16
+#undef KS_MOVEMASK
+#undef VW
+#undef vd
+#undef vi
+#pragma GCC pop_options
+#endif
+
+/* 0: not decided yet, 1: SSE2, 2: AVX2. */
+static int kernel_level;
+
+static int
+level(void)
+{
+  int l;
+
+  l = __atomic_load_n(&kernel_level, __ATOMIC_RELAXED);
+  if (l)
+    return l;
+  l = 1;
+#ifdef HAVE_AVX2_VARIANT
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c"))
+    l = 2;
+#endif
+  __atomic_store_n(&kernel_level, l, __ATOMIC_RELAXED);
+  return l;
+}
+
+int
+qrs__kernel_level(int force)
+{
+  if (force == 1 || force == 2) {
+#ifndef HAVE_AVX2_VARIANT
+    force = 1;
+#endif
+    __atomic_store_n(&kernel_level, force, __ATOMIC_RELAXED);
+  }
+  return level();
+}
+
+#ifdef HAVE_AVX2_VARIANT
+#define PICK(table, i) (level() == 2 ? table##_avx2[i] : table##_sse2[i])
+#define PICK1(fn) (level() == 2 ? fn##_avx2 : fn##_sse2)
+#else
+#define PICK(table, i) (table##_sse2[i])
+#define PICK1(fn) (fn##_sse2)
+#endif
+
+void
+qrs__kmass(const struct qrs__view *v, double m, double invt,
+           const struct qrs__bound *b, double pinv, double pmin,
+           unsigned flags, struct qrs__mass *ret)
+{
+  int k;
+
+  /* The second moment comes with W: one multiply more. */
+  k = (flags & (QRS__M_W | QRS__M_W2) ? 2 : 0) |
+      (flags & QRS__M_BANDS ? 1 : 0);
+#ifdef HAVE_AVX2_VARIANT
+  if (level() == 2) {
+    mass_fns_avx2[v->dtype & 3][k](v, m, invt, b, pinv, pmin, ret);
+    return;
+  }
+#endif
+  mass_fns_sse2[v->dtype & 3][k](v, m, invt, b, pinv, pmin, ret);
+}
+
+size_t
+qrs__kcollect(const struct qrs__view *v, double m, double invt,
+              const struct qrs__bound *b, double dlo, double dhi,
+              uint32_t *pos, double *x, size_t cap, size_t *ret_above)
+{
+  return PICK(collect_fns, v->dtype & 3)(v, m, invt, b, dlo, dhi, pos, x,
+                                         cap, ret_above);
+}
+
+void
+qrs__kexp(double *v, size_t n, double m, double invt)
+{
+  PICK1(kexp)(v, n, m, invt);
+}
+
+void
+qrs__kscan(const struct qrs__view *v, struct qrs__scan *ret)
+{
+  PICK(scan_fns, v->dtype & 3)(v, ret);
+}
+
+size_t
+qrs__ktopk(const struct qrs__view *v, size_t k, uint32_t *pos, double *x)
+{
+  if (k == 0 || k > QRS__TOPK_HEAP || k > v->n)
+    return 0;
+  return PICK(topk_fns, v->dtype & 3)(v, k, pos, x);
+}
+
+double
+qrs__kfloor(const struct qrs__view *v, double *ret_max)
+{
+  return PICK(floor_fns, v->dtype & 3)(v, ret_max);
+}
+
+double
+qrs__kload(const struct qrs__view *v, size_t i)
+{
+  return load1(v->data, i, v->dtype);
+}
+
+size_t
+qrs__kfind(const struct qrs__view *v, double x)
+{
+  size_t i;
+
+  for (i = 0; i < v->n; i++)
+    if (load1(v->data, i, v->dtype) == x)
+      return i;
+  return v->n;
+}

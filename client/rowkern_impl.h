@@ -1,0 +1,607 @@
+/* Kernel template, included by rowkern.c once per instruction set with:
+     KS(name)  the name with the set's suffix
+     VW        lanes (doubles per vector)
+     vd, vi      vector types: VW doubles, VW int64
+     KS_LOAD_F32(p)  VW floats at p as a vd
+     KS_LOAD_F16(p), KS_LOAD_BF16(p)  the same for 16-bit types (optional)
+   Vectors are always of the machine's native width: GCC lowers wider
+   vector comparisons lane by lane. */
+
+#define VSEL(c, a, b) ((vd)(((vi)(c) & (vi)(a)) | (~(vi)(c) & (vi)(b))))
+#define VZERO(c, a) ((vd)((vi)(a) & (vi)(c)))
+
+static inline __attribute__((always_inline)) vd
+KS(splat)(double x)
+{
+  vd v;
+  int j;
+
+  for (j = 0; j < VW; j++)
+    v[j] = x;
+  return v;
+}
+
+static inline __attribute__((always_inline)) vd
+KS(iota)(size_t base)
+{
+  vd v;
+  int j;
+
+  for (j = 0; j < VW; j++)
+    v[j] = (double)(base + (size_t)j);
+  return v;
+}
+
+static inline __attribute__((always_inline)) int
+KS(any)(vi m)
+{
+#ifdef KS_MOVEMASK
+  return KS_MOVEMASK(m) != 0;
+#else
+  int64_t r;
+  int j;
+
+  r = 0;
+  for (j = 0; j < VW; j++)
+    r |= m[j];
+  return r != 0;
+#endif
+}
+
+static inline __attribute__((always_inline)) double
+KS(hsum)(vd v)
+{
+  double s;
+  int j;
+
+  s = v[0];
+  for (j = 1; j < VW; j++)
+    s += v[j];
+  return s;
+}
+
+static inline __attribute__((always_inline)) int64_t
+KS(hsumi)(vi v)
+{
+  int64_t s;
+  int j;
+
+  s = 0;
+  for (j = 0; j < VW; j++)
+    s += v[j];
+  return s;
+}
+
+/* VW values from data[i..), n: row length (lanes past it are 0). */
+static inline __attribute__((always_inline)) vd
+KS(load)(const void *data, size_t i, size_t n, int dt)
+{
+  vd x;
+  int j;
+
+  if (i + VW <= n) {
+    if (dt == QRS_DTYPE_F32)
+      return KS_LOAD_F32((const float *)data + i);
+    if (dt == QRS_DTYPE_F64) {
+      memcpy(&x, (const double *)data + i, sizeof(x));
+      return x;
+    }
+#ifdef KS_LOAD_F16
+    if (dt == QRS_DTYPE_F16)
+      return KS_LOAD_F16((const uint16_t *)data + i);
+    if (dt == QRS_DTYPE_BF16)
+      return KS_LOAD_BF16((const uint16_t *)data + i);
+#endif
+    for (j = 0; j < VW; j++)
+      x[j] = load1(data, i + (size_t)j, dt);
+    return x;
+  }
+  for (j = 0; j < VW; j++)
+    x[j] = i + (size_t)j < n ? load1(data, i + (size_t)j, dt) : 0.0;
+  return x;
+}
+
+/* exp(d) for D_NORMAL <= d <= 0 (lanes below are clamped, caller masks). */
+static inline __attribute__((always_inline)) vd
+KS(exp)(vd d)
+{
+  const double shifter = 0x1.8p52;
+  vd t, kd, r, p;
+  vi ki;
+
+  d = VSEL(d < D_NORMAL, KS(splat)(D_NORMAL), d);
+  t = d * 1.4426950408889634 + shifter;
+  kd = t - shifter;
+  ki = (vi)t - (vi)KS(splat)(shifter);
+  r = d - kd * 0.693147180369123816490;
+  r = r - kd * 1.90821492927058770002e-10;
+  /* Near-minimax degree 11 (Chebyshev interpolation on
+     [-0.3466, 0.3466]): relative error 1.7e-17 before rounding. */
+  p = KS(splat)(2.5110049204818658e-08);
+  p = 2.763265472252779e-07 + r * p;
+  p = 2.755724088722987e-06 + r * p;
+  p = 2.4801485441561313e-05 + r * p;
+  p = 0.00019841269890076403 + r * p;
+  p = 0.0013888888952352863 + r * p;
+  p = 0.008333333333319589 + r * p;
+  p = 0.04166666666648795 + r * p;
+  p = 0.1666666666666668 + r * p;
+  p = 0.5000000000000019 + r * p;
+  p = 1.0 + r * p;
+  p = 1.0 + r * p;
+  return p * (vd)((ki + 1023) << 52);
+}
+
+/* Lanes (positions pos, values x) in the set b and the predicate. */
+static inline __attribute__((always_inline)) vi
+KS(member)(vd x, vd pos, double n, const struct qrs__bound *b, double m,
+           double pinv, double pmin)
+{
+  vi in;
+
+  in = (pos < n) & ((x > b->x) | ((x == b->x) & (pos >= (double)b->i)));
+  if (pmin > -INFINITY)
+    in &= ((x - m) * pinv >= pmin);
+  return in;
+}
+
+/* Running sums of one lane group of the mass pass. */
+struct KS(macc) {
+  vd z, w, w2, cin, csmall, tiny, xmin;
+  vd bz[QRS__NEDGE], bw[QRS__NEDGE];
+};
+
+static inline __attribute__((always_inline)) void
+KS(macc_init)(struct KS(macc) *a)
+{
+  int j;
+
+  a->z = a->w = a->w2 = KS(splat)(0.0);
+  a->cin = a->csmall = KS(splat)(0.0);
+  a->tiny = KS(splat)(-INFINITY);
+  a->xmin = KS(splat)(INFINITY);
+  for (j = 0; j < QRS__NEDGE; j++)
+    a->bz[j] = a->bw[j] = KS(splat)(0.0);
+}
+
+/* One vector of the mass pass.  restricted: lanes are tested for
+   membership (else every lane is in the set). */
+static inline __attribute__((always_inline)) void
+KS(mass_step)(struct KS(macc) *a, vd x, vd pos, double n, double m,
+              double invt, const struct qrs__bound *b, double pinv,
+              double pmin, int restricted, int fw, int fb)
+{
+  vd d, dc, e, ed;
+  vi in, small;
+  int j;
+
+  d = (x - m) * invt;
+  dc = VSEL(d < D_CLAMP, KS(splat)(D_CLAMP), d);
+  e = KS(exp)(dc);
+  small = dc < D_NORMAL;
+  if (restricted) {
+    in = KS(member)(x, pos, n, b, m, pinv, pmin);
+    small &= in;
+    e = VZERO(in & ~small, e);
+    a->cin += VZERO(in, KS(splat)(1.0));
+    a->xmin = VSEL(in & (x < a->xmin), x, a->xmin);
+  } else {
+    e = VZERO(~small, e);
+  }
+  /* Lanes whose weight is subnormal or 0: counted; the largest such d
+     tells whether any is subnormal (then libm recomputes them). */
+  a->csmall += VZERO(small, KS(splat)(1.0));
+  a->tiny = VSEL(small & (dc > a->tiny), dc, a->tiny);
+  a->z += e;
+  ed = e * dc;
+  if (fw) {
+    a->w += ed;
+    a->w2 += ed * dc;
+  }
+  if (fb) {
+    for (j = 0; j < QRS__NEDGE; j++) {
+      vi mj = d >= qrs__edge[j];
+
+      a->bz[j] += VZERO(mj, e);
+      if (fw)
+        a->bw[j] += VZERO(mj, ed);
+    }
+  }
+}
+
+static inline __attribute__((always_inline)) void
+KS(mass_impl)(const struct qrs__view *v, double m, double invt,
+              const struct qrs__bound *b, double pinv, double pmin,
+              struct qrs__mass *ret, int dt, int fw, int fb)
+{
+  struct KS(macc) a0, a1;
+  vd pos, xmin, tiny;
+  size_t i, n;
+  double dn, t;
+  int j, restricted;
+
+  n = v->n;
+  dn = (double)n;
+  restricted = b->x > -INFINITY || b->i > 0 || pmin > -INFINITY;
+  KS(macc_init)(&a0);
+  KS(macc_init)(&a1);
+  pos = KS(iota)(0);
+  i = 0;
+  if (restricted) {
+    for (; i + 2 * VW <= n; i += 2 * VW, pos += (double)(2 * VW)) {
+      KS(mass_step)(&a0, KS(load)(v->data, i, n, dt), pos, dn, m, invt, b,
+                    pinv, pmin, 1, fw, fb);
+      KS(mass_step)(&a1, KS(load)(v->data, i + VW, n, dt),
+                    pos + (double)VW, dn, m, invt, b, pinv, pmin, 1, fw,
+                    fb);
+    }
+  } else {
+    for (; i + 2 * VW <= n; i += 2 * VW) {
+      KS(mass_step)(&a0, KS(load)(v->data, i, n, dt), pos, dn, m, invt, b,
+                    pinv, pmin, 0, fw, fb);
+      KS(mass_step)(&a1, KS(load)(v->data, i + VW, n, dt), pos, dn, m,
+                    invt, b, pinv, pmin, 0, fw, fb);
+    }
+    a0.cin = KS(splat)((double)i / VW);
+    a0.xmin = KS(splat)(-INFINITY);
+    pos = KS(iota)(i);
+  }
+  for (; i < n; i += VW, pos += (double)VW)
+    KS(mass_step)(&a0, KS(load)(v->data, i, n, dt), pos, dn, m, invt, b,
+                  pinv, pmin, 1, fw, fb);
+  ret->z = KS(hsum)(a0.z + a1.z);
+  ret->w = fw ? KS(hsum)(a0.w + a1.w) : 0.0;
+  ret->w2 = fw ? KS(hsum)(a0.w2 + a1.w2) : 0.0;
+  for (j = 0; j < QRS__NEDGE; j++) {
+    ret->bz[j] = fb ? KS(hsum)(a0.bz[j] + a1.bz[j]) : 0.0;
+    ret->bw[j] = fb && fw ? KS(hsum)(a0.bw[j] + a1.bw[j]) : 0.0;
+  }
+  ret->n_in = (size_t)KS(hsum)(a0.cin + a1.cin);
+  ret->nz = ret->n_in - (size_t)KS(hsum)(a0.csmall + a1.csmall);
+  xmin = VSEL(a1.xmin < a0.xmin, a1.xmin, a0.xmin);
+  tiny = VSEL(a1.tiny > a0.tiny, a1.tiny, a0.tiny);
+  ret->xmin = INFINITY;
+  t = -INFINITY;
+  for (j = 0; j < VW; j++) {
+    if (xmin[j] < ret->xmin)
+      ret->xmin = xmin[j];
+    if (tiny[j] > t)
+      t = tiny[j];
+  }
+  if (!restricted && n > 0) {
+    /* xmin of an unrestricted pass is not tracked: report the row's. */
+    ret->xmin = -INFINITY;
+  }
+  if (t >= QRS__D_UNDERFLOW)
+    mass_tiny(v, m, invt, b, pinv, pmin, ret, fw);
+}
+
+#define KS_MASS(sfx, dt, fw, fb) \
+  static KS_TARGET void \
+  KS(mass_##sfx)(const struct qrs__view *v, double m, double invt, \
+                 const struct qrs__bound *b, double pinv, double pmin, \
+                 struct qrs__mass *ret) \
+  { \
+    KS(mass_impl)(v, m, invt, b, pinv, pmin, ret, dt, fw, fb); \
+  }
+
+KS_MASS(f32_p, QRS_DTYPE_F32, 0, 0)
+KS_MASS(f32_b, QRS_DTYPE_F32, 0, 1)
+KS_MASS(f32_w, QRS_DTYPE_F32, 1, 0)
+KS_MASS(f32_wb, QRS_DTYPE_F32, 1, 1)
+KS_MASS(f64_p, QRS_DTYPE_F64, 0, 0)
+KS_MASS(f64_b, QRS_DTYPE_F64, 0, 1)
+KS_MASS(f64_w, QRS_DTYPE_F64, 1, 0)
+KS_MASS(f64_wb, QRS_DTYPE_F64, 1, 1)
+KS_MASS(f16_p, QRS_DTYPE_F16, 0, 0)
+KS_MASS(f16_b, QRS_DTYPE_F16, 0, 1)
+KS_MASS(f16_w, QRS_DTYPE_F16, 1, 0)
+KS_MASS(f16_wb, QRS_DTYPE_F16, 1, 1)
+KS_MASS(bf16_p, QRS_DTYPE_BF16, 0, 0)
+KS_MASS(bf16_b, QRS_DTYPE_BF16, 0, 1)
+KS_MASS(bf16_w, QRS_DTYPE_BF16, 1, 0)
+KS_MASS(bf16_wb, QRS_DTYPE_BF16, 1, 1)
+
+static const mass_fn KS(mass_fns)[4][4] = {
+  { KS(mass_f32_p), KS(mass_f32_b), KS(mass_f32_w), KS(mass_f32_wb) },
+  { KS(mass_f16_p), KS(mass_f16_b), KS(mass_f16_w), KS(mass_f16_wb) },
+  { KS(mass_bf16_p), KS(mass_bf16_b), KS(mass_bf16_w), KS(mass_bf16_wb) },
+  { KS(mass_f64_p), KS(mass_f64_b), KS(mass_f64_w), KS(mass_f64_wb) },
+};
+
+static inline __attribute__((always_inline)) size_t
+KS(collect_impl)(const struct qrs__view *v, double m, double invt,
+                 const struct qrs__bound *b, double dlo, double dhi,
+                 uint32_t *pos_out, double *x_out, size_t cap,
+                 size_t *ret_above, int dt)
+{
+  vd x, d, pos, above;
+  vi in, hi, sel;
+  size_t i, n, cnt;
+  int j, restricted;
+
+  n = v->n;
+  cnt = 0;
+  above = KS(splat)(0.0);
+  pos = KS(iota)(0);
+  restricted = b->x > -INFINITY || b->i > 0;
+  for (i = 0; i < n; i += VW, pos += (double)VW) {
+    x = KS(load)(v->data, i, n, dt);
+    d = (x - m) * invt;
+    hi = d >= dhi;
+    sel = ~hi & (d >= dlo);
+    if (restricted || i + VW > n) {
+      in = KS(member)(x, pos, (double)n, b, m, 1.0, -INFINITY);
+      hi &= in;
+      sel &= in;
+    }
+    above += VZERO(hi, KS(splat)(1.0));
+    if (!KS(any)(sel))
+      continue;
+    for (j = 0; j < VW; j++) {
+      if (!sel[j])
+        continue;
+      if (cnt < cap) {
+        pos_out[cnt] = (uint32_t)(i + (size_t)j);
+        x_out[cnt] = x[j];
+      }
+      cnt++;
+    }
+  }
+  if (ret_above)
+    *ret_above = (size_t)KS(hsum)(above);
+  return cnt;
+}
+
+#define KS_COLLECT(sfx, dt) \
+  static KS_TARGET size_t \
+  KS(collect_##sfx)(const struct qrs__view *v, double m, double invt, \
+                    const struct qrs__bound *b, double dlo, double dhi, \
+                    uint32_t *pos, double *x, size_t cap, size_t *above) \
+  { \
+    return KS(collect_impl)(v, m, invt, b, dlo, dhi, pos, x, cap, above, \
+                            dt); \
+  }
+
+KS_COLLECT(f32, QRS_DTYPE_F32)
+KS_COLLECT(f16, QRS_DTYPE_F16)
+KS_COLLECT(bf16, QRS_DTYPE_BF16)
+KS_COLLECT(f64, QRS_DTYPE_F64)
+
+static const collect_fn KS(collect_fns)[4] = {
+  KS(collect_f32), KS(collect_f16), KS(collect_bf16), KS(collect_f64),
+};
+
+static KS_TARGET void
+KS(kexp)(double *p, size_t n, double m, double invt)
+{
+  vd x, d, dc, e;
+  vi small;
+  size_t i;
+  int j;
+
+  for (i = 0; i < n; i += VW) {
+    x = KS(load)(p, i, n, QRS_DTYPE_F64);
+    d = (x - m) * invt;
+    dc = VSEL(d < D_CLAMP, KS(splat)(D_CLAMP), d);
+    e = KS(exp)(dc);
+    small = dc < D_NORMAL;
+    e = VZERO(~small, e);
+    if (KS(any)(small)) {
+      for (j = 0; j < VW; j++)
+        if (small[j] && dc[j] >= QRS__D_UNDERFLOW)
+          e[j] = exp(dc[j]);
+    }
+    if (i + VW <= n)
+      memcpy(p + i, &e, sizeof(e));
+    else
+      for (j = 0; i + (size_t)j < n; j++)
+        p[i + (size_t)j] = e[j];
+  }
+}
+
+static inline __attribute__((always_inline)) void
+KS(scan_impl)(const struct qrs__view *v, struct qrs__scan *ret, int dt)
+{
+  vd x, mx[4], pos;
+  vi nan;
+  size_t i, n;
+  int j, q;
+
+  n = v->n;
+  for (q = 0; q < 4; q++)
+    mx[q] = KS(splat)(-INFINITY);
+  nan = (vi)KS(splat)(0.0);
+  for (i = 0; i + 4 * VW <= n; i += 4 * VW) {
+    for (q = 0; q < 4; q++) {
+      x = KS(load)(v->data, i + (size_t)(q * VW), n, dt);
+      nan |= (x != x);
+      mx[q] = VSEL(x > mx[q], x, mx[q]);
+    }
+  }
+  pos = KS(iota)(i);
+  for (; i < n; i += VW, pos += (double)VW) {
+    x = KS(load)(v->data, i, n, dt);
+    x = VSEL(pos < (double)n, x, KS(splat)(-INFINITY));
+    nan |= (x != x);
+    mx[0] = VSEL(x > mx[0], x, mx[0]);
+  }
+  for (q = 1; q < 4; q++)
+    mx[0] = VSEL(mx[q] > mx[0], mx[q], mx[0]);
+  ret->max = -INFINITY;
+  for (j = 0; j < VW; j++)
+    if (mx[0][j] > ret->max)
+      ret->max = mx[0][j];
+  ret->has_nan = KS(any)(nan);
+  ret->has_posinf = ret->max == INFINITY;
+}
+
+#define KS_SCAN(sfx, dt) \
+  static KS_TARGET void \
+  KS(scan_##sfx)(const struct qrs__view *v, struct qrs__scan *ret) \
+  { \
+    KS(scan_impl)(v, ret, dt); \
+  }
+
+KS_SCAN(f32, QRS_DTYPE_F32)
+KS_SCAN(f16, QRS_DTYPE_F16)
+KS_SCAN(bf16, QRS_DTYPE_BF16)
+KS_SCAN(f64, QRS_DTYPE_F64)
+
+static const scan_fn KS(scan_fns)[4] = {
+  KS(scan_f32), KS(scan_f16), KS(scan_bf16), KS(scan_f64),
+};
+
+/* Top-k: a min-heap of the k best so far; a block of 8 is skipped unless
+   it holds a value >= the heap minimum (a later position outranks an
+   equal value). */
+static inline __attribute__((always_inline)) size_t
+KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
+              double *xo, int dt)
+{
+  struct hitem h[QRS__TOPK_HEAP];
+  vd x0, x1, bm;
+  size_t i, n, first;
+  double xi;
+  int j;
+
+  n = v->n;
+  for (i = 0; i < k; i++) {
+    h[i].x = load1(v->data, i, dt);
+    h[i].pos = (uint32_t)i;
+  }
+  for (i = k / 2; i-- > 0;)
+    hsift(h, k, i);
+  first = (k + 7) & ~(size_t)7;
+  if (first > n)
+    first = n;
+  for (i = k; i < first; i++) {
+    xi = load1(v->data, i, dt);
+    if (xi >= h[0].x) {
+      h[0].x = xi;
+      h[0].pos = (uint32_t)i;
+      hsift(h, k, 0);
+    }
+  }
+  for (i = first; i < n; i += 8) {
+    x0 = KS(load)(v->data, i, n, dt);
+    if (VW == 4) {
+      x1 = KS(load)(v->data, i + 4, n, dt);
+    } else {
+      x1 = KS(load)(v->data, i + 2, n, dt);
+      bm = KS(load)(v->data, i + 4, n, dt);
+      x0 = VSEL(bm > x0, bm, x0);
+      bm = KS(load)(v->data, i + 6, n, dt);
+      x1 = VSEL(bm > x1, bm, x1);
+    }
+    bm = VSEL(x1 > x0, x1, x0);
+    if (!KS(any)(bm >= h[0].x))
+      continue;
+    for (j = 0; j < 8 && i + (size_t)j < n; j++) {
+      xi = load1(v->data, i + (size_t)j, dt);
+      if (xi >= h[0].x) {
+        h[0].x = xi;
+        h[0].pos = (uint32_t)(i + (size_t)j);
+        hsift(h, k, 0);
+      }
+    }
+  }
+  for (i = 0; i < k; i++) {
+    pos[i] = h[i].pos;
+    xo[i] = h[i].x;
+  }
+  return k;
+}
+
+#define KS_TOPK(sfx, dt) \
+  static KS_TARGET size_t \
+  KS(topk_##sfx)(const struct qrs__view *v, size_t k, uint32_t *pos, \
+                 double *x) \
+  { \
+    return KS(topk_impl)(v, k, pos, x, dt); \
+  }
+
+KS_TOPK(f32, QRS_DTYPE_F32)
+KS_TOPK(f16, QRS_DTYPE_F16)
+KS_TOPK(bf16, QRS_DTYPE_BF16)
+KS_TOPK(f64, QRS_DTYPE_F64)
+
+static const topk_fn KS(topk_fns)[4] = {
+  KS(topk_f32), KS(topk_f16), KS(topk_bf16), KS(topk_f64),
+};
+
+/* The floor: blocks of FLOOR_BLOCK values, each read from memory once
+   (its max and then its exponentials while it sits in L1). */
+static inline __attribute__((always_inline)) double
+KS(floor_impl)(const struct qrs__view *v, double *ret_max, int dt)
+{
+  vd x, mx0, mx1, s0, s1, d;
+  size_t i, j, n, end, full;
+  double run_max, sum, bm, xi;
+  int l;
+
+  n = v->n;
+  run_max = -INFINITY;
+  sum = 0.0;
+  for (i = 0; i < n; i = end) {
+    end = i + FLOOR_BLOCK < n ? i + FLOOR_BLOCK : n;
+    full = i + ((end - i) & ~(size_t)(2 * VW - 1));
+    mx0 = mx1 = KS(splat)(-INFINITY);
+    for (j = i; j < full; j += 2 * VW) {
+      x = KS(load)(v->data, j, n, dt);
+      mx0 = VSEL(x > mx0, x, mx0);
+      x = KS(load)(v->data, j + VW, n, dt);
+      mx1 = VSEL(x > mx1, x, mx1);
+    }
+    mx0 = VSEL(mx1 > mx0, mx1, mx0);
+    bm = mx0[0];
+    for (l = 1; l < VW; l++)
+      bm = mx0[l] > bm ? mx0[l] : bm;
+    for (j = full; j < end; j++) {
+      xi = load1(v->data, j, dt);
+      bm = xi > bm ? xi : bm;
+    }
+    if (bm > run_max) {
+      sum = run_max == -INFINITY ? 0.0 : sum * exp(run_max - bm);
+      run_max = bm;
+    }
+    s0 = s1 = KS(splat)(0.0);
+    for (j = i; j < full; j += 2 * VW) {
+      d = KS(load)(v->data, j, n, dt) - run_max;
+      d = VSEL(d < D_CLAMP, KS(splat)(D_CLAMP), d);
+      s0 += VZERO(~(d < D_NORMAL), KS(exp)(d));
+      d = KS(load)(v->data, j + VW, n, dt) - run_max;
+      d = VSEL(d < D_CLAMP, KS(splat)(D_CLAMP), d);
+      s1 += VZERO(~(d < D_NORMAL), KS(exp)(d));
+    }
+    for (j = full; j < end; j++)
+      sum += exp(load1(v->data, j, dt) - run_max);
+    sum += KS(hsum)(s0 + s1);
+  }
+  *ret_max = run_max;
+  return sum;
+}
+
+#define KS_FLOOR(sfx, dt) \
+  static KS_TARGET double \
+  KS(floor_##sfx)(const struct qrs__view *v, double *ret_max) \
+  { \
+    return KS(floor_impl)(v, ret_max, dt); \
+  }
+
+KS_FLOOR(f32, QRS_DTYPE_F32)
+KS_FLOOR(f16, QRS_DTYPE_F16)
+KS_FLOOR(bf16, QRS_DTYPE_BF16)
+KS_FLOOR(f64, QRS_DTYPE_F64)
+
+static const floor_fn KS(floor_fns)[4] = {
+  KS(floor_f32), KS(floor_f16), KS(floor_bf16), KS(floor_f64),
+};
+
+#undef VSEL
+#undef VZERO
+#undef KS_MASS
+#undef KS_COLLECT
+#undef KS_SCAN
+#undef KS_TOPK
+#undef KS_FLOOR

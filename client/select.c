@@ -1,0 +1,880 @@
+/* Token selection: prefix cuts and a CDF search, without sorting. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <qrs/error.h>
+
+#include "select.h"
+
+/* The candidates at some stage: the elements of view v at or above the
+   bound b.  A view is the row itself or a list of some of its logits in
+   ascending token order (ids maps list positions to token ids), so the
+   tie rule "higher token id first" is "higher view position first". */
+struct cset {
+  struct qrs__view v;
+  const uint32_t *ids;
+  struct qrs__bound b;
+  double m;                       /* the row's (and the set's) max logit */
+};
+
+/* A crossing: the first element, in selection order, at which a running
+   sum reaches its target. */
+struct hit {
+  size_t vpos;                    /* position in the set's view */
+  double x;
+  double e;                       /* its weight */
+  double before;                  /* mass strictly before it */
+  double wbefore;                 /* sum of e * d strictly before it */
+  size_t rank;                    /* elements strictly before it */
+};
+
+enum {
+  X_MASS = 0,                     /* sum of e >= t */
+  X_ENTROPY = 1,                  /* entropy of the prefix >= t */
+};
+
+/* Lists refined down to this size are sorted outright. */
+#define SORT_MAX 24
+/* Buckets per refinement step. */
+#define NBUCKET 64
+
+static uint32_t
+tok(const struct cset *s, size_t vpos)
+{
+  return s->ids ? s->ids[vpos] : (uint32_t)vpos;
+}
+
+static int
+reached(int kind, double z, double w, double t)
+{
+  if (kind == X_MASS)
+    return z >= t;
+  return z > 0.0 && log(z) - w / z >= t;
+}
+
+static int
+in_bound(const struct qrs__bound *b, double x, size_t i)
+{
+  return x > b->x || (x == b->x && i >= b->i);
+}
+
+/* The larger of two bounds (the intersection of the two sets). */
+static void
+bound_raise(struct qrs__bound *b, double x, size_t i)
+{
+  if (x > b->x || (x == b->x && i > b->i)) {
+    b->x = x;
+    b->i = i;
+  }
+}
+
+int
+qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
+{
+  memset(ws, 0, sizeof(*ws));
+  if (cap == 0 || cap > UINT32_MAX)
+    return -EINVAL;
+  ws->cap = cap;
+  ws->lpos = malloc(cap * sizeof(*ws->lpos));
+  ws->lx = malloc(cap * sizeof(*ws->lx));
+  ws->le = malloc(cap * sizeof(*ws->le));
+  ws->cpos = malloc(2 * QRS__SMALL_CAP * sizeof(*ws->cpos));
+  ws->cx = malloc(2 * QRS__SMALL_CAP * sizeof(*ws->cx));
+  ws->kpos = malloc(QRS__TOPK_HEAP * sizeof(*ws->kpos));
+  ws->kx = malloc(QRS__TOPK_HEAP * sizeof(*ws->kx));
+  if (!ws->lpos || !ws->lx || !ws->le || !ws->cpos || !ws->cx ||
+      !ws->kpos || !ws->kx) {
+    qrs__sel_ws_done(ws);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+void
+qrs__sel_ws_done(struct qrs__sel_ws *ws)
+{
+  if (!ws)
+    return;
+  free(ws->lpos);
+  free(ws->lx);
+  free(ws->le);
+  free(ws->cpos);
+  free(ws->cx);
+  free(ws->kpos);
+  free(ws->kx);
+  memset(ws, 0, sizeof(*ws));
+}
+
+int
+qrs__row_check(const struct qrs__scan *scan, size_t n)
+{
+  if (n == 0)
+    return -EINVAL;
+  if (scan->has_nan || scan->has_posinf || scan->max == -INFINITY)
+    return QRS_E_LOGITS;
+  return 0;
+}
+
+/* Sort list entries [0, n) into selection order (logit descending,
+   position descending). */
+static void
+sort_list(uint32_t *pos, double *x, double *e, size_t n)
+{
+  size_t i, j;
+  uint32_t tp;
+  double tx, te;
+
+  for (i = 1; i < n; i++) {
+    tp = pos[i];
+    tx = x[i];
+    te = e ? e[i] : 0.0;
+    for (j = i; j > 0; j--) {
+      if (x[j - 1] > tx || (x[j - 1] == tx && pos[j - 1] > tp))
+        break;
+      pos[j] = pos[j - 1];
+      x[j] = x[j - 1];
+      if (e)
+        e[j] = e[j - 1];
+    }
+    pos[j] = tp;
+    x[j] = tx;
+    if (e)
+      e[j] = te;
+  }
+}
+
+/* Find the crossing in ws's list [0, n) (positions ascending, values in
+   lx, weights in le), given the mass / e*d / count of the set elements
+   before the whole list.  Returns 0, or 1 when the list is empty. */
+static int
+refine(struct qrs__sel_ws *ws, const struct cset *s, size_t n, double invt,
+       int kind, double t, double before, double wbefore, size_t rank,
+       struct hit *ret)
+{
+  double bz[NBUCKET], bw[NBUCKET], xmin, xmax, scale, cz, cw, d, e0, d0;
+  size_t bc[NBUCKET], i, k, lo, hi, mid;
+  int b, sel;
+
+  for (;;) {
+    if (n == 0)
+      return 1;
+    if (n <= SORT_MAX) {
+      sort_list(ws->lpos, ws->lx, ws->le, n);
+      for (i = 0; i < n; i++) {
+        d = (ws->lx[i] - s->m) * invt;
+        cz = before + ws->le[i];
+        cw = wbefore + ws->le[i] * d;
+        if (reached(kind, cz, cw, t) || i == n - 1)
+          break;
+        before = cz;
+        wbefore = cw;
+      }
+      ret->vpos = ws->lpos[i];
+      ret->x = ws->lx[i];
+      ret->e = ws->le[i];
+      ret->before = before;
+      ret->wbefore = wbefore;
+      ret->rank = rank + i;
+      return 0;
+    }
+    xmin = xmax = ws->lx[0];
+    for (i = 1; i < n; i++) {
+      xmin = ws->lx[i] < xmin ? ws->lx[i] : xmin;
+      xmax = ws->lx[i] > xmax ? ws->lx[i] : xmax;
+    }
+    if (xmin == xmax) {
+      /* Equal logits, equal weights: the j-th in selection order is the
+         (n-1-j)-th in the list.  The smallest j reaching t, by bisection
+         (the running sums are monotone). */
+      e0 = ws->le[0];
+      d0 = (xmin - s->m) * invt;
+      lo = 0;
+      hi = n - 1;
+      while (lo < hi) {
+        mid = lo + (hi - lo) / 2;
+        if (reached(kind, before + (double)(mid + 1) * e0,
+                    wbefore + (double)(mid + 1) * e0 * d0, t))
+          hi = mid;
+        else
+          lo = mid + 1;
+      }
+      k = n - 1 - lo;
+      ret->vpos = ws->lpos[k];
+      ret->x = ws->lx[k];
+      ret->e = e0;
+      ret->before = before + (double)lo * e0;
+      ret->wbefore = wbefore + (double)lo * e0 * d0;
+      ret->rank = rank + lo;
+      return 0;
+    }
+    scale = (double)NBUCKET / (xmax - xmin);
+    if (!isfinite(scale)) {
+      /* A range too narrow to split: sort it (only ever a few values). */
+      sort_list(ws->lpos, ws->lx, ws->le, n);
+      cz = before;
+      cw = wbefore;
+      for (i = 0; i < n; i++) {
+        d = (ws->lx[i] - s->m) * invt;
+        if (reached(kind, cz + ws->le[i], cw + ws->le[i] * d, t) ||
+            i == n - 1)
+          break;
+        cz += ws->le[i];
+        cw += ws->le[i] * d;
+      }
+      ret->vpos = ws->lpos[i];
+      ret->x = ws->lx[i];
+      ret->e = ws->le[i];
+      ret->before = cz;
+      ret->wbefore = cw;
+      ret->rank = rank + i;
+      return 0;
+    }
+    memset(bz, 0, sizeof(bz));
+    memset(bw, 0, sizeof(bw));
+    memset(bc, 0, sizeof(bc));
+    for (i = 0; i < n; i++) {
+      b = (int)((xmax - ws->lx[i]) * scale);
+      b = b < NBUCKET ? b : NBUCKET - 1;
+      bz[b] += ws->le[i];
+      bw[b] += ws->le[i] * ((ws->lx[i] - s->m) * invt);
+      bc[b]++;
+    }
+    sel = -1;
+    cz = before;
+    cw = wbefore;
+    for (b = 0; b < NBUCKET; b++) {
+      if (!bc[b])
+        continue;
+      sel = b;
+      if (reached(kind, cz + bz[b], cw + bw[b], t))
+        break;
+      cz += bz[b];
+      cw += bw[b];
+      rank += bc[b];
+    }
+    if (b == NBUCKET) {
+      /* Rounding kept the list total just short of t: its last bucket. */
+      cz -= bz[sel];
+      cw -= bw[sel];
+      rank -= bc[sel];
+    }
+    before = cz;
+    wbefore = cw;
+    k = 0;
+    for (i = 0; i < n; i++) {
+      b = (int)((xmax - ws->lx[i]) * scale);
+      b = b < NBUCKET ? b : NBUCKET - 1;
+      if (b != sel)
+        continue;
+      ws->lpos[k] = ws->lpos[i];
+      ws->lx[k] = ws->lx[i];
+      ws->le[k] = ws->le[i];
+      k++;
+    }
+    n = k;
+  }
+}
+
+/* The crossing of target t in the set s at inverse temperature invt,
+   given s's mass pass ms (with bands; with W for X_ENTROPY).  Returns 0,
+   or 1 when the set's total never reaches t. */
+static int
+xsearch(struct qrs__sel_ws *ws, const struct cset *s, double invt,
+        const struct qrs__mass *ms, int kind, double t, struct hit *ret)
+{
+  double before, wbefore, dlo, dhi, cz, cw;
+  size_t n, above;
+  int j, band;
+
+  band = -1;
+  for (j = 0; j <= QRS__NEDGE; j++) {
+    cz = j < QRS__NEDGE ? ms->bz[j] : ms->z;
+    cw = j < QRS__NEDGE ? ms->bw[j] : ms->w;
+    if (reached(kind, cz, cw, t)) {
+      band = j;
+      break;
+    }
+  }
+  if (band < 0)
+    return 1;
+  before = band > 0 ? ms->bz[band - 1] : 0.0;
+  wbefore = band > 0 ? ms->bw[band - 1] : 0.0;
+  dhi = band > 0 ? qrs__edge[band - 1] : INFINITY;
+  dlo = band < QRS__NEDGE ? qrs__edge[band] : QRS__D_UNDERFLOW;
+  n = qrs__kcollect(&s->v, s->m, invt, &s->b, dlo, dhi, ws->lpos, ws->lx,
+                    ws->cap, &above);
+  memcpy(ws->le, ws->lx, n * sizeof(*ws->le));
+  qrs__kexp(ws->le, n, s->m, invt);
+  return refine(ws, s, n, invt, kind, t, before, wbefore, above, ret);
+}
+
+/* The last candidate of the set in selection order: the smallest logit
+   with a positive weight, lowest position among equals. */
+static int
+last_candidate(const struct cset *s, double invt, struct hit *ret)
+{
+  double x, d, best;
+  size_t i, bi;
+
+  best = INFINITY;
+  bi = s->v.n;
+  for (i = 0; i < s->v.n; i++) {
+    x = qrs__kload(&s->v, i);
+    if (!in_bound(&s->b, x, i) || !(x < best))
+      continue;
+    d = (x - s->m) * invt;
+    if (d < QRS__D_UNDERFLOW || exp(d) <= 0.0)
+      continue;
+    best = x;
+    bi = i;
+  }
+  if (bi == s->v.n)
+    return 1;
+  ret->vpos = bi;
+  ret->x = best;
+  ret->e = best;
+  qrs__kexp(&ret->e, 1, s->m, invt);
+  return 0;
+}
+
+/* The first (lowest id) maximal element of the set. */
+static size_t
+argmax_first(const struct cset *s)
+{
+  size_t i;
+
+  for (i = 0; i < s->v.n; i++)
+    if (qrs__kload(&s->v, i) == s->m && in_bound(&s->b, s->m, i))
+      return i;
+  return 0;
+}
+
+/* Lexicographic order for the quickselect of a large top-k. */
+static int
+above_lex(double xa, uint32_t pa, double xb, uint32_t pb)
+{
+  return xa > xb || (xa == xb && pa > pb);
+}
+
+/* The k-th (0-based) element in selection order of the list [0, n). */
+static void
+nth_element(uint32_t *pos, double *x, size_t n, size_t k)
+{
+  size_t lo, hi, i, j, mid;
+  double px, tx;
+  uint32_t pp, tp;
+
+  lo = 0;
+  hi = n - 1;
+  while (lo < hi) {
+    mid = lo + (hi - lo) / 2;
+    /* median of three into mid */
+    if (above_lex(x[lo], pos[lo], x[mid], pos[mid])) {
+      tx = x[lo]; x[lo] = x[mid]; x[mid] = tx;
+      tp = pos[lo]; pos[lo] = pos[mid]; pos[mid] = tp;
+    }
+    if (above_lex(x[mid], pos[mid], x[hi], pos[hi])) {
+      tx = x[mid]; x[mid] = x[hi]; x[hi] = tx;
+      tp = pos[mid]; pos[mid] = pos[hi]; pos[hi] = tp;
+      if (above_lex(x[lo], pos[lo], x[mid], pos[mid])) {
+        tx = x[lo]; x[lo] = x[mid]; x[mid] = tx;
+        tp = pos[lo]; pos[lo] = pos[mid]; pos[mid] = tp;
+      }
+    }
+    /* Now x[lo] <= x[mid] <= x[hi] in lexicographic order; partition
+       with the pivot so that the larger elements come first. */
+    px = x[mid];
+    pp = pos[mid];
+    i = lo;
+    j = hi;
+    for (;;) {
+      while (above_lex(x[i], pos[i], px, pp))
+        i++;
+      while (above_lex(px, pp, x[j], pos[j]))
+        j--;
+      if (i >= j)
+        break;
+      tx = x[i]; x[i] = x[j]; x[j] = tx;
+      tp = pos[i]; pos[i] = pos[j]; pos[j] = tp;
+      i++;
+      j--;
+    }
+    if (k <= j)
+      hi = j;
+    else
+      lo = j + 1;
+  }
+}
+
+/* The support: the whole row, or its top-k.  keep_ties: every element
+   equal to the k-th is kept (HF).  Sets *ret_k to the support size. */
+static void
+support(struct qrs__sel_ws *ws, const struct qrs__view *row,
+        const struct qrs__scan *scan, long long top_k, int keep_ties,
+        struct cset *s, size_t *ret_k)
+{
+  size_t n, k, i, cnt;
+
+  n = row->n;
+  s->v = *row;
+  s->ids = NULL;
+  s->b.x = -INFINITY;
+  s->b.i = 0;
+  s->m = scan->max;
+  *ret_k = n;
+  if (top_k <= 0 || (unsigned long long)top_k >= n)
+    return;
+  k = (size_t)top_k;
+  if (k <= QRS__TOPK_HEAP && !keep_ties) {
+    qrs__ktopk(row, k, ws->kpos, ws->kx);
+    /* Into position order (insertion sort on position, k <= 1024). */
+    for (i = 1; i < k; i++) {
+      uint32_t tp = ws->kpos[i];
+      double tx = ws->kx[i];
+      size_t j = i;
+
+      while (j > 0 && ws->kpos[j - 1] > tp) {
+        ws->kpos[j] = ws->kpos[j - 1];
+        ws->kx[j] = ws->kx[j - 1];
+        j--;
+      }
+      ws->kpos[j] = tp;
+      ws->kx[j] = tx;
+    }
+    s->v.data = ws->kx;
+    s->v.dtype = QRS_DTYPE_F64;
+    s->v.n = k;
+    s->ids = ws->kpos;
+    *ret_k = k;
+    return;
+  }
+  if (k <= QRS__TOPK_HEAP) {
+    /* Ties kept: everything at or above the k-th value. */
+    qrs__ktopk(row, k, ws->kpos, ws->kx);
+    s->b.x = INFINITY;
+    for (i = 0; i < k; i++)
+      s->b.x = ws->kx[i] < s->b.x ? ws->kx[i] : s->b.x;
+  } else {
+    /* Large k: the k-th element by quickselect on a copy, then a bound
+       on the row. */
+    cnt = qrs__kcollect(row, scan->max, 1.0, &s->b, -INFINITY, INFINITY,
+                        ws->lpos, ws->lx, ws->cap, NULL);
+    nth_element(ws->lpos, ws->lx, cnt, k - 1);
+    s->b.x = ws->lx[k - 1];
+    s->b.i = keep_ties ? 0 : ws->lpos[k - 1];
+  }
+  *ret_k = k;
+  if (keep_ties)
+    *ret_k = qrs__kcollect(row, scan->max, 1.0, &s->b, -INFINITY, INFINITY,
+                           NULL, NULL, 0, NULL);
+}
+
+/* Replace the set by the list of its elements with (x - m) * pinv >= pmin
+   (into buffer slot 0 or 1) when they are at most QRS__SMALL_CAP.
+   Returns how many there are, or SIZE_MAX (set unchanged) when more. */
+static size_t
+compact(struct qrs__sel_ws *ws, struct cset *s, double pinv, double pmin,
+        int slot)
+{
+  uint32_t *pos;
+  double *x;
+  size_t cnt, i;
+
+  pos = ws->cpos + (size_t)slot * QRS__SMALL_CAP;
+  x = ws->cx + (size_t)slot * QRS__SMALL_CAP;
+  cnt = qrs__kcollect(&s->v, s->m, pinv, &s->b, pmin, INFINITY, pos, x,
+                      QRS__SMALL_CAP, NULL);
+  if (cnt > QRS__SMALL_CAP)
+    return SIZE_MAX;
+  for (i = 0; i < cnt; i++)
+    pos[i] = tok(s, pos[i]);
+  s->v.data = x;
+  s->v.dtype = QRS_DTYPE_F64;
+  s->v.n = cnt;
+  s->ids = pos;
+  s->b.x = -INFINITY;
+  s->b.i = 0;
+  return cnt;
+}
+
+/* Cut the set to its elements with (x - m) * pinv >= pmin and measure it
+   at invt: compacted when small, else by a predicate pass. */
+static void
+cut_measure(struct qrs__sel_ws *ws, struct cset *s, double pinv,
+            double pmin, int slot, double invt, unsigned flags,
+            struct qrs__mass *ms)
+{
+  /* A cut at the underflow limit keeps nearly everything: not worth a
+     compaction attempt. */
+  if (pmin > QRS__D_UNDERFLOW &&
+      compact(ws, s, pinv, pmin, slot) != SIZE_MAX)
+    pmin = -INFINITY;
+  qrs__kmass(&s->v, s->m, invt, &s->b, pinv, pmin, flags, ms);
+  if (pmin > -INFINITY)
+    bound_raise(&s->b, ms->xmin, 0);
+}
+
+static void
+finish(const struct cset *s, const struct hit *h, double z,
+       struct qrs__sel_out *out)
+{
+  out->token = tok(s, h->vpos);
+  out->rank = (uint32_t)h->rank;
+  out->prob = h->e / z;
+  out->cdf_lo = h->before / z;
+  out->cdf_hi = (h->before + h->e) / z;
+}
+
+static void
+singleton(const struct cset *s, struct qrs__sel_out *out)
+{
+  out->token = tok(s, argmax_first(s));
+  out->rank = 0;
+  out->prob = 1.0;
+  out->cdf_lo = 0.0;
+  out->cdf_hi = 1.0;
+  out->num_candidates = 1;
+  out->eff_top_p = out->eff_min_p = 1;
+}
+
+/* The CDF search over the final set: target u * z.  cut: the nucleus
+   crossing (the last candidate), or NULL. */
+static int
+cdf(struct qrs__sel_ws *ws, const struct cset *s, double invt,
+    const struct qrs__mass *ms, double u, double z, size_t ncand,
+    const struct hit *cut, struct qrs__sel_out *out)
+{
+  struct hit h;
+
+  if (ncand == 0)
+    return QRS_E_NO_CANDIDATES;
+  if (xsearch(ws, s, invt, ms, X_MASS, u * z, &h) != 0) {
+    /* u above every prefix sum (u >= 1, NaN, or rounding): the last
+       candidate. */
+    if (cut) {
+      h = *cut;
+    } else {
+      if (last_candidate(s, invt, &h) != 0)
+        return QRS_E_NO_CANDIDATES;
+      h.before = z - h.e;
+      h.wbefore = 0.0;
+    }
+    h.rank = ncand - 1;
+  }
+  out->num_candidates = (uint32_t)ncand;
+  finish(s, &h, z, out);
+  return 0;
+}
+
+/* Mass and e*d of the prefix through h (incl) or before it (excl). */
+static double
+hz(const struct hit *h, int incl)
+{
+  return incl ? h->before + h->e : h->before;
+}
+
+static double
+hh(const struct hit *h, double m, double invt, int incl)
+{
+  double z, w;
+
+  z = hz(h, incl);
+  w = incl ? h->wbefore + h->e * ((h->x - m) * invt) : h->wbefore;
+  return z > 0.0 ? log(z) - w / z : 0.0;
+}
+
+/* Entropy throttle: the prefix whose entropy is closest to the target,
+   with its mass fraction in [pmin, pmax].  Sets the cut (inclusive) in
+   *ret and the bound; returns the prefix length. */
+static size_t
+throttle(struct qrs__sel_ws *ws, struct cset *s, double invt,
+         const struct qrs__mass *ms, const struct qrs__sel_params *p,
+         size_t nall, struct hit *ret, double *ret_z)
+{
+  struct hit lo, hi, h;
+  size_t len, len_lo, len_hi;
+  int have_lo, have_hi, incl;
+
+  have_lo = xsearch(ws, s, invt, ms, X_MASS, p->thr_pmin * ms->z, &lo) == 0;
+  have_hi = xsearch(ws, s, invt, ms, X_MASS, p->thr_pmax * ms->z, &hi) == 0;
+  len_lo = have_lo ? lo.rank + 1 : 1;
+  len_hi = have_hi ? hi.rank + 1 : nall;
+  if (xsearch(ws, s, invt, ms, X_ENTROPY, p->thr_target, &h) != 0) {
+    /* Even the whole set is below the target: keep the most allowed. */
+    len = len_hi;
+    incl = 1;
+    if (have_hi)
+      h = hi;
+    else
+      h.rank = SIZE_MAX;
+  } else {
+    incl = 1;
+    if (h.rank > 0 && fabs(hh(&h, s->m, invt, 0) - p->thr_target) <
+                          fabs(hh(&h, s->m, invt, 1) - p->thr_target))
+      incl = 0;
+    len = incl ? h.rank + 1 : h.rank;
+    if (len < len_lo) {
+      h = lo;
+      incl = 1;
+      len = len_lo;
+    } else if (len > len_hi && have_hi) {
+      h = hi;
+      incl = 1;
+      len = len_hi;
+    }
+  }
+  if (h.rank == SIZE_MAX) {
+    /* Keep everything: no cut. */
+    *ret_z = ms->z;
+    ret->rank = SIZE_MAX;
+    return nall;
+  }
+  *ret_z = hz(&h, incl);
+  if (incl) {
+    bound_raise(&s->b, h.x, h.vpos);
+    *ret = h;
+  } else {
+    /* The cut is the element before h: only the bound matters (the CDF
+       target never passes it), and its mass. */
+    bound_raise(&s->b, h.x, h.vpos + 1);
+    ret->rank = SIZE_MAX;
+  }
+  return len;
+}
+
+/* Reference order (and the reference's truncate-first order). */
+static int
+sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
+              const struct qrs__scan *scan, const struct qrs__sel_params *p,
+              struct qrs__sel_out *out, int tfirst)
+{
+  struct cset s;
+  struct qrs__mass ms;
+  struct hit cut, *cutp;
+  double invt, pinv, pmin, z, theta;
+  size_t eff_k, n_minp, n_eff, ncand, nsup;
+  unsigned flags;
+  int has_minp, nucleus, r;
+
+  support(ws, row, scan, p->top_k, 0, &s, &eff_k);
+  out->eff_top_k = eff_k;
+  invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
+  has_minp = p->min_p > 0.0;
+  pinv = tfirst ? 1.0 : invt;
+  if (has_minp)
+    pmin = log(p->min_p);
+  else
+    pmin = tfirst ? QRS__D_UNDERFLOW : -INFINITY;
+  if (has_minp && pmin > 0.0) {
+    /* min_p > 1: nothing reaches it; the reference keeps the argmax. */
+    singleton(&s, out);
+    return 0;
+  }
+  nucleus = !(p->top_p >= 1.0) || p->nucleus != QRS__NUCLEUS_TOP_P;
+  flags = QRS__M_BANDS;
+  if (p->want_entropy || p->nucleus == QRS__NUCLEUS_THROTTLE)
+    flags |= QRS__M_W;
+  cut_measure(ws, &s, pinv, pmin, 0, invt, flags, &ms);
+  n_minp = has_minp || tfirst ? ms.n_in : ms.nz;
+  out->eff_min_p = n_minp;
+  z = ms.z;
+  ncand = tfirst ? ms.nz : n_minp;
+  n_eff = ncand;
+  cutp = NULL;
+  out->top_p_used = NAN;
+  if (p->nucleus == QRS__NUCLEUS_MIROSTAT) {
+    /* Keep p >= 2^-mu, i.e. d >= ln Z - mu ln 2 (at least the top). */
+    theta = log(z) - p->mu * M_LN2;
+    if (theta > 0.0) {
+      singleton(&s, out);
+      out->eff_min_p = n_minp;
+      out->top_p_used = 1.0 / z;
+      return 0;
+    }
+    cut_measure(ws, &s, invt, theta, 1, invt, flags, &ms);
+    out->top_p_used = ms.z / z;
+    z = ms.z;
+    ncand = n_eff = ms.n_in;
+    nucleus = !(p->top_p >= 1.0);
+  }
+  nsup = tfirst ? row->n : eff_k;
+  if (p->nucleus == QRS__NUCLEUS_THROTTLE) {
+    n_eff = throttle(ws, &s, invt, &ms, p, ncand, &cut, &z);
+    out->top_p_used = z / ms.z;
+    ncand = n_eff;
+    cutp = cut.rank == SIZE_MAX ? NULL : &cut;
+    if (p->want_entropy)
+      out->kept_entropy = cutp ? hh(cutp, s.m, invt, 1)
+                               : (z > 0.0 ? log(z) - ms.w / z : 0.0);
+  } else if (nucleus) {
+    r = xsearch(ws, &s, invt, &ms, X_MASS, p->top_p * z, &cut);
+    if (r == 0) {
+      bound_raise(&s.b, cut.x, cut.vpos);
+      n_eff = ncand = cut.rank + 1;
+      z = hz(&cut, 1);
+      cutp = &cut;
+      if (p->want_entropy)
+        out->kept_entropy = hh(&cut, s.m, invt, 1);
+    } else {
+      /* Never reached (top_p NaN, or rounding): every support token. */
+      n_eff = nsup;
+      if (p->want_entropy)
+        out->kept_entropy = z > 0.0 ? log(z) - ms.w / z : 0.0;
+    }
+    if (p->nucleus == QRS__NUCLEUS_TOP_P)
+      out->top_p_used = p->top_p;
+  } else if (p->want_entropy) {
+    out->kept_entropy = z > 0.0 ? log(z) - ms.w / z : 0.0;
+  }
+  out->eff_top_p = n_eff;
+  if (n_eff == 0)
+    return QRS_E_NO_CANDIDATES;
+  return cdf(ws, &s, invt, &ms, p->u, z, ncand, cutp, out);
+}
+
+/* The top element in selection order: the highest position holding the
+   max (HF and llama.cpp keep it when min-p removes everything). */
+static uint32_t
+top_element(const struct cset *s)
+{
+  size_t i;
+
+  for (i = s->v.n; i-- > 0;)
+    if (qrs__kload(&s->v, i) == s->m)
+      return tok(s, i);
+  return 0;
+}
+
+/* HF transformers: temperature, top-k (ties with the k-th kept), top-p,
+   then min-p, all at T. */
+static int
+sel_hf(struct qrs__sel_ws *ws, const struct qrs__view *row,
+       const struct qrs__scan *scan, const struct qrs__sel_params *p,
+       struct qrs__sel_out *out)
+{
+  struct cset s;
+  struct qrs__mass ms;
+  struct hit cut, *cutp;
+  double invt, z, pmin;
+  size_t eff_k, ncand;
+
+  support(ws, row, scan, p->top_k, 1, &s, &eff_k);
+  out->eff_top_k = eff_k;
+  invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
+  pmin = p->min_p > 0.0 ? log(p->min_p) : -INFINITY;
+  if (pmin > 0.0) {
+    /* Nothing reaches it: HF keeps one token, the most probable. */
+    singleton(&s, out);
+    out->token = top_element(&s);
+    return 0;
+  }
+  qrs__kmass(&s.v, s.m, invt, &s.b, 1.0, -INFINITY, QRS__M_BANDS, &ms);
+  z = ms.z;
+  ncand = ms.nz;
+  cutp = NULL;
+  if (!(p->top_p >= 1.0) &&
+      xsearch(ws, &s, invt, &ms, X_MASS, p->top_p * z, &cut) == 0) {
+    bound_raise(&s.b, cut.x, cut.vpos);
+    ncand = cut.rank + 1;
+    z = hz(&cut, 1);
+    cutp = &cut;
+  }
+  out->eff_top_p = ncand;
+  out->eff_min_p = ncand;
+  if (pmin > -INFINITY) {
+    /* min-p relative to the max, which top-p never removes: a second
+       prefix; the pass over both gives the final set. */
+    qrs__kmass(&s.v, s.m, invt, &s.b, invt, pmin, QRS__M_BANDS, &ms);
+    bound_raise(&s.b, ms.xmin, 0);
+    if (ms.n_in < ncand)
+      cutp = NULL;
+    z = ms.z;
+    ncand = ms.n_in;
+    out->eff_min_p = ncand;
+  }
+  return cdf(ws, &s, invt, &ms, p->u, z, ncand, cutp, out);
+}
+
+/* llama.cpp's default chain: top-k, then top-p and min-p on the T = 1
+   distribution, temperature last. */
+static int
+sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
+          const struct qrs__scan *scan, const struct qrs__sel_params *p,
+          struct qrs__sel_out *out)
+{
+  struct cset s;
+  struct qrs__mass ms;
+  struct hit cut;
+  double invt, pmin;
+  size_t eff_k;
+
+  support(ws, row, scan, p->top_k, 0, &s, &eff_k);
+  out->eff_top_k = eff_k;
+  invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
+  pmin = p->min_p > 0.0 ? log(p->min_p) : -INFINITY;
+  if (pmin > 0.0) {
+    singleton(&s, out);
+    out->token = top_element(&s);
+    return 0;
+  }
+  out->eff_top_p = 0;
+  if (!(p->top_p >= 1.0)) {
+    qrs__kmass(&s.v, s.m, 1.0, &s.b, 1.0, -INFINITY, QRS__M_BANDS, &ms);
+    out->eff_top_p = ms.nz;
+    if (xsearch(ws, &s, 1.0, &ms, X_MASS, p->top_p * ms.z, &cut) == 0) {
+      bound_raise(&s.b, cut.x, cut.vpos);
+      out->eff_top_p = cut.rank + 1;
+    }
+  }
+  /* min-p (a prefix too) and then the temperature, over what is left. */
+  cut_measure(ws, &s, 1.0, pmin, 0, invt, QRS__M_BANDS, &ms);
+  out->eff_min_p = ms.nz;
+  if (!out->eff_top_p)
+    out->eff_top_p = ms.nz;
+  return cdf(ws, &s, invt, &ms, p->u, ms.z, ms.nz, NULL, out);
+}
+
+int
+qrs__select(struct qrs__sel_ws *ws, const struct qrs__view *row,
+            const struct qrs__scan *scan, const struct qrs__sel_params *p,
+            struct qrs__sel_out *out)
+{
+  struct qrs__scan sc;
+  int r;
+
+  if (row->n > ws->cap)
+    return -EINVAL;
+  if (!scan) {
+    qrs__kscan(row, &sc);
+    scan = &sc;
+  }
+  r = qrs__row_check(scan, row->n);
+  if (r < 0)
+    return r;
+  memset(out, 0, sizeof(*out));
+  out->top_p_used = NAN;
+  out->kept_entropy = NAN;
+  if (!(p->T > 0.0)) {
+    /* Greedy: the first maximal logit.  (NaN T counts as greedy.) */
+    out->greedy = 1;
+    out->token = (uint32_t)qrs__kfind(row, scan->max);
+    out->prob = 1.0;
+    out->cdf_lo = 0.0;
+    out->cdf_hi = 1.0;
+    out->num_candidates = 1;
+    return 0;
+  }
+  switch (p->order) {
+  case QRS__ORDER_TRUNCATE_FIRST:
+    return sel_reference(ws, row, scan, p, out, 1);
+  case QRS__ORDER_HF:
+    return sel_hf(ws, row, scan, p, out);
+  case QRS__ORDER_LLAMA:
+    return sel_llama(ws, row, scan, p, out);
+  default:
+    return sel_reference(ws, row, scan, p, out, 0);
+  }
+}

@@ -1,0 +1,88 @@
+/* Token selection (libqrs internal): one logits row, a temperature, the
+   truncation stages and a uniform u -> one token.
+
+   Order of candidates: larger logit first; equal logits: higher token id
+   first (reference spec 1.2).  Every truncation keeps a prefix of that
+   order, so the whole pipeline is a series of prefix cuts followed by a
+   CDF search with u over the final prefix.  Nothing sorts the vocabulary:
+   cuts are logit thresholds (top-k, min-p, mirostat) or mass crossings
+   (top-p, CDF, entropy throttle) found from band masses, one compaction
+   of the crossing band and a histogram refinement of it. */
+#ifndef QRS_SELECT_H
+#define QRS_SELECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rowkern.h"
+
+enum qrs__order {
+  QRS__ORDER_REFERENCE = 0,       /* T, top-k, softmax, min-p, top-p */
+  QRS__ORDER_TRUNCATE_FIRST = 1,  /* reference's truncate_first */
+  QRS__ORDER_HF = 2,              /* T, top-k (ties kept), top-p, min-p */
+  QRS__ORDER_LLAMA = 3,           /* top-k, top-p, min-p at T=1, then T */
+};
+
+enum qrs__nucleus {
+  QRS__NUCLEUS_TOP_P = 0,         /* plain top-p */
+  QRS__NUCLEUS_THROTTLE = 1,      /* exact entropy throttle */
+  QRS__NUCLEUS_MIROSTAT = 2,      /* mirostat v2 surprise cut */
+};
+
+struct qrs__sel_params {
+  double T;
+  long long top_k;                /* <= 0: off */
+  double top_p;                   /* >= 1: off */
+  double min_p;                   /* <= 0: off */
+  double u;
+  enum qrs__order order;
+  enum qrs__nucleus nucleus;      /* reference order only */
+  double mu;                      /* mirostat: cut surprise > mu bits */
+  double thr_target;              /* throttle: target entropy, nats */
+  double thr_pmin, thr_pmax;      /* throttle: kept mass bounds */
+  int want_entropy;               /* report the final distribution's H */
+};
+
+struct qrs__sel_out {
+  uint32_t token;
+  uint32_t rank;
+  uint32_t num_candidates;
+  double prob;
+  double cdf_lo, cdf_hi;          /* C(r-1)/Z, C(r)/Z */
+  int greedy;
+  size_t eff_top_k;
+  size_t eff_top_p;
+  size_t eff_min_p;
+  double top_p_used;              /* kept mass fraction of the nucleus
+                                     stage (NaN: no nucleus stage) */
+  double kept_entropy;            /* nats, of the final distribution when
+                                     computed (want_entropy), else NaN */
+};
+
+struct qrs__sel_ws {
+  size_t cap;
+  uint32_t *lpos;                 /* cap: search list */
+  double *lx;
+  double *le;
+  uint32_t *cpos;                 /* QRS__SMALL_CAP: compacted candidates */
+  double *cx;
+  uint32_t *kpos;                 /* QRS__TOPK_HEAP: top-k list */
+  double *kx;
+};
+
+#define QRS__SMALL_CAP 4096
+
+int qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap);
+void qrs__sel_ws_done(struct qrs__sel_ws *ws);
+
+/* Select a token.  scan: the row's qrs__kscan() result (the caller has
+   rejected NaN / +inf / all -inf rows).  Returns 0, QRS_E_NO_CANDIDATES,
+   -EINVAL (row longer than the workspace). */
+int qrs__select(struct qrs__sel_ws *ws, const struct qrs__view *row,
+                const struct qrs__scan *scan,
+                const struct qrs__sel_params *p, struct qrs__sel_out *out);
+
+/* Check a row: 0, or QRS_E_LOGITS for NaN, +inf or all -inf. */
+int qrs__row_check(const struct qrs__scan *scan, size_t n);
+
+#endif

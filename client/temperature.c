@@ -1,0 +1,687 @@
+/* Temperature strategies (reference spec section 9) and two of qrs's own:
+   entropy_throttle and mirostat_v2, which pick the nucleus instead. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <qrs/error.h>
+
+#include "sampling.h"
+
+/* The guardrail box of the dynamic strategies (spec 1). */
+#define T_LO 0.3
+#define T_HI 2.2
+#define MP_LO 0.0
+#define MP_HI 0.15
+
+/* coherence_gate's EMA snaps shut below this. */
+#define EMA_FLOOR 1e-6
+
+static const char *const names[QRS__T_COUNT] = {
+  "fixed", "edt", "hvh_drift", "coherence_gate", "tt_exchange", "evdt_tt",
+  "gdt", "dynatemp", "belltemp", "mix_temperatures", "ring_buffer_ar",
+  "entropy_throttle", "mirostat_v2",
+};
+
+const char *
+qrs__strategy_name(int kind)
+{
+  if (kind < 0 || kind >= QRS__T_COUNT)
+    return NULL;
+  return names[kind];
+}
+
+int
+qrs__strategy_kind(const char *name)
+{
+  int i;
+
+  if (!name)
+    return -1;
+  for (i = 0; i < QRS__T_COUNT; i++)
+    if (!strcmp(name, names[i]))
+      return i;
+  return -1;
+}
+
+/* clip(x, lo, hi) = max(lo, min(hi, x)), as numpy.clip for finite x. */
+static double
+clip(double x, double lo, double hi)
+{
+  return x < lo ? lo : x > hi ? hi : x;
+}
+
+static void
+row_stats(struct qrs__row *r)
+{
+  struct qrs__mass ms;
+  struct qrs__bound all = { -INFINITY, 0 };
+  double m1;
+
+  qrs__kmass(&r->v, r->scan.max, 1.0, &all, 1.0, -INFINITY,
+             QRS__M_W | QRS__M_W2, &ms);
+  m1 = ms.w / ms.z;
+  r->h = log(ms.z) - m1;
+  r->h = r->h > 0.0 ? r->h : 0.0;
+  r->vh = ms.w2 / ms.z - m1 * m1;
+  r->vh = r->vh > 0.0 ? r->vh : 0.0;
+  r->have_h = r->have_vh = 1;
+}
+
+double
+qrs__row_h(struct qrs__row *r)
+{
+  if (!r->have_h)
+    row_stats(r);
+  return r->h;
+}
+
+void
+qrs__row_hvh(struct qrs__row *r, double *h, double *vh)
+{
+  if (!r->have_vh)
+    row_stats(r);
+  *h = r->h;
+  *vh = r->vh;
+}
+
+static void
+result_init(struct qrs__tresult *res)
+{
+  memset(res, 0, sizeof(*res));
+  res->H = NAN;
+  res->min_p = NAN;
+  res->varentropy = NAN;
+  res->h_ema = res->vh_ema = NAN;
+  res->gate_open = -1;
+  res->gate_boost = NAN;
+  res->coherence_valid = -1;
+  res->coherence_z = NAN;
+  res->nucleus = QRS__NUCLEUS_TOP_P;
+  res->mu = NAN;
+  res->thr_target = NAN;
+  res->top_p = NAN;
+  res->h_norm = res->pre_clamp_temp = res->pre_clamp_min_p = NAN;
+  res->d_h = res->d_vh = NAN;
+  res->h_kept = res->entropy_removed = NAN;
+  res->n_kept = -1;
+  res->alpha = res->t_mix = res->bell = res->vh_norm = res->vh_boost = NAN;
+  res->n_buffered = res->n_penalized = -1;
+  res->embeddings_attached = -1;
+}
+
+static int
+needs_vocab2(int kind)
+{
+  return kind == QRS__T_EDT || kind == QRS__T_GDT ||
+         kind == QRS__T_DYNATEMP || kind == QRS__T_BELLTEMP;
+}
+
+int
+qrs__strategy_init(struct qrs__strategy *st, int kind,
+                   const struct qrs__cfgvals *cfg, size_t vocab_size,
+                   size_t row_cap)
+{
+  int ik, r;
+
+  memset(st, 0, sizeof(*st));
+  st->kind = kind;
+  st->vocab_size = vocab_size;
+  if (kind < 0 || kind >= QRS__T_COUNT)
+    return QRS_E_CONFIG_VALUE;
+  if (needs_vocab2(kind) && vocab_size < 2)
+    return QRS_E_CONFIG_VALUE;
+  if (kind == QRS__T_COHERENCE_GATE) {
+    st->inner = calloc(1, sizeof(*st->inner));
+    if (!st->inner)
+      return -ENOMEM;
+    /* As the reference: an unresolvable or self-referential inner
+       strategy, or one that fails to build, falls back to fixed. */
+    ik = cfg->coherence_inner_strategy[0]
+             ? qrs__strategy_kind(cfg->coherence_inner_strategy)
+             : QRS__T_FIXED;
+    if (ik < 0 || ik == QRS__T_COHERENCE_GATE)
+      ik = QRS__T_FIXED;
+    r = qrs__strategy_init(st->inner, ik, cfg, vocab_size, row_cap);
+    if (r == -ENOMEM) {
+      qrs__strategy_done(st);
+      return r;
+    }
+    if (r < 0) {
+      qrs__strategy_done(st->inner);
+      ik = QRS__T_FIXED;
+      r = qrs__strategy_init(st->inner, ik, cfg, vocab_size, row_cap);
+      if (r < 0) {
+        qrs__strategy_done(st);
+        return r;
+      }
+    }
+    st->inner_kind = ik;
+  }
+  if (kind == QRS__T_RING_BUFFER_AR) {
+    st->ring_cap = (size_t)cfg->rba_buffer_n;
+    st->ring = malloc(st->ring_cap * sizeof(*st->ring));
+    st->marks = malloc(st->ring_cap * sizeof(*st->marks));
+    if (!st->ring || !st->marks) {
+      qrs__strategy_done(st);
+      return -ENOMEM;
+    }
+  }
+  if (kind == QRS__T_RING_BUFFER_AR || kind == QRS__T_MIX_TEMPERATURES) {
+    st->trow_cap = row_cap;
+    st->trow = malloc(row_cap * sizeof(*st->trow));
+    if (!st->trow) {
+      qrs__strategy_done(st);
+      return -ENOMEM;
+    }
+  }
+  qrs__strategy_reset(st, cfg);
+  return 0;
+}
+
+void
+qrs__strategy_done(struct qrs__strategy *st)
+{
+  if (!st)
+    return;
+  if (st->inner) {
+    qrs__strategy_done(st->inner);
+    free(st->inner);
+  }
+  free(st->ring);
+  free(st->marks);
+  free(st->trow);
+  free(st->emb_norm);
+  free(st->centroid);
+  memset(st, 0, sizeof(*st));
+}
+
+void
+qrs__strategy_reset(struct qrs__strategy *st, const struct qrs__cfgvals *cfg)
+{
+  st->first = 1;
+  st->h_ema = st->vh_ema = 0.0;
+  st->b_ema = 0.0;
+  st->have_meta = 0;
+  st->ring_len = st->ring_head = 0;
+  st->thr_p = cfg->throttle_p_init;
+  st->mu = 2.0 * cfg->mirostat_tau;
+  if (st->inner)
+    qrs__strategy_reset(st->inner, cfg);
+}
+
+int
+qrs__strategy_attach_embeddings(struct qrs__strategy *st, const float *table,
+                                size_t rows, size_t dim)
+{
+  double *norm, *cen, s;
+  size_t i, j;
+
+  if (st->inner)
+    st = st->inner;
+  if (!table || dim == 0 || rows != st->vocab_size)
+    return -EINVAL;
+  norm = malloc(rows * sizeof(*norm));
+  cen = malloc(dim * sizeof(*cen));
+  if (!norm || !cen) {
+    free(norm);
+    free(cen);
+    return -ENOMEM;
+  }
+  for (i = 0; i < rows; i++) {
+    s = 0.0;
+    for (j = 0; j < dim; j++)
+      s += (double)table[i * dim + j] * table[i * dim + j];
+    s = sqrt(s);
+    norm[i] = s > 1e-12 ? s : 1e-12;
+  }
+  free(st->emb_norm);
+  free(st->centroid);
+  st->emb = table;
+  st->emb_rows = rows;
+  st->emb_dim = dim;
+  st->emb_norm = norm;
+  st->centroid = cen;
+  return 0;
+}
+
+/* Copy the row into trow as doubles. */
+static void
+row_to_trow(struct qrs__strategy *st, const struct qrs__row *r)
+{
+  size_t i;
+
+  for (i = 0; i < r->v.n; i++)
+    st->trow[i] = qrs__kload(&r->v, i);
+}
+
+static int
+ring_buffer(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
+            struct qrs__row *r, struct qrs__tresult *res)
+{
+  double p0, p1, pen, dot, cn, sim;
+  size_t nb, i, j, k, start, nmark, n;
+  uint32_t id;
+  const float *ev;
+
+  res->T = clip(cfg->rba_t, T_LO, T_HI);
+  res->min_p = clip(cfg->rba_min_p, MP_LO, MP_HI);
+  nb = st->ring_len;
+  if ((size_t)cfg->rba_buffer_n < nb)
+    nb = (size_t)cfg->rba_buffer_n;
+  res->n_buffered = (long long)nb;
+  res->n_penalized = 0;
+  res->embeddings_attached = st->emb != NULL;
+  if (!(cfg->rba_lam > 0.0) || nb == 0)
+    return 0;
+  n = r->v.n;
+  /* The nb most recent ids, oldest first. */
+  start = (st->ring_head + st->ring_cap - nb) % st->ring_cap;
+  if (st->emb) {
+    for (j = 0; j < st->emb_dim; j++)
+      st->centroid[j] = 0.0;
+    for (k = 0; k < nb; k++) {
+      id = st->ring[(start + k) % st->ring_cap];
+      if (id >= st->emb_rows)
+        continue;
+      ev = st->emb + (size_t)id * st->emb_dim;
+      for (j = 0; j < st->emb_dim; j++)
+        st->centroid[j] += ev[j];
+    }
+    cn = 0.0;
+    for (j = 0; j < st->emb_dim; j++) {
+      st->centroid[j] /= (double)nb;
+      cn += st->centroid[j] * st->centroid[j];
+    }
+    cn = sqrt(cn);
+    cn = cn > 1e-12 ? cn : 1e-12;
+    row_to_trow(st, r);
+    for (i = 0; i < n && i < st->emb_rows; i++) {
+      ev = st->emb + i * st->emb_dim;
+      dot = 0.0;
+      for (j = 0; j < st->emb_dim; j++)
+        dot += ev[j] * st->centroid[j];
+      sim = dot / (st->emb_norm[i] * cn);
+      pen = cfg->rba_lam * fmax(0.0, sim - cfg->rba_threshold);
+      if (pen != 0.0) {
+        st->trow[i] -= pen;
+        res->n_penalized++;
+      }
+    }
+  } else {
+    /* Exact-id similarity: 1 for buffered ids, 0 elsewhere. */
+    p1 = cfg->rba_lam * fmax(0.0, 1.0 - cfg->rba_threshold);
+    p0 = cfg->rba_lam * fmax(0.0, 0.0 - cfg->rba_threshold);
+    nmark = 0;
+    for (k = 0; k < nb; k++) {
+      id = st->ring[(start + k) % st->ring_cap];
+      for (j = 0; j < nmark && st->marks[j] != id; j++)
+        ;
+      if (j == nmark && id < n)
+        st->marks[nmark++] = id;
+    }
+    if (p0 != 0.0) {
+      res->n_penalized = (long long)n;
+      if (p1 == 0.0)
+        res->n_penalized -= (long long)nmark;
+    } else if (p1 != 0.0) {
+      res->n_penalized = (long long)nmark;
+    }
+    if (res->n_penalized == 0)
+      return 0;
+    row_to_trow(st, r);
+    if (p0 != 0.0)
+      for (i = 0; i < n; i++)
+        st->trow[i] -= p0;
+    for (j = 0; j < nmark; j++)
+      st->trow[st->marks[j]] = qrs__kload(&r->v, st->marks[j]) - p1;
+  }
+  if (res->n_penalized > 0)
+    res->transformed = 1;
+  return 0;
+}
+
+static int
+mix_temperatures(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
+                 struct qrs__row *r, struct qrs__tresult *res)
+{
+  struct qrs__mass mc, mh;
+  struct qrs__bound all = { -INFINITY, 0 };
+  double h, vh, g, a, m, ic, ih, x, pc, ph;
+  size_t i;
+
+  qrs__row_hvh(r, &h, &vh);
+  g = cfg->mix_gate_a * (h - cfg->mix_gate_b) +
+      cfg->mix_gate_c * (vh - cfg->mix_gate_d);
+  a = 1.0 / (1.0 + exp(-clip(g, -700.0, 700.0)));
+  m = r->scan.max;
+  ic = 1.0 / cfg->mix_t_cool;
+  ih = 1.0 / cfg->mix_t_hot;
+  qrs__kmass(&r->v, m, ic, &all, 1.0, -INFINITY, 0, &mc);
+  qrs__kmass(&r->v, m, ih, &all, 1.0, -INFINITY, 0, &mh);
+  for (i = 0; i < r->v.n; i++) {
+    x = qrs__kload(&r->v, i);
+    pc = exp((x - m) * ic) / mc.z;
+    ph = exp((x - m) * ih) / mh.z;
+    st->trow[i] = log(a * ph + (1.0 - a) * pc);
+  }
+  res->T = 1.0;
+  res->H = h;
+  res->varentropy = vh;
+  res->min_p = clip(cfg->mix_min_p, MP_LO, MP_HI);
+  res->alpha = a;
+  res->t_mix = a * cfg->mix_t_hot + (1.0 - a) * cfg->mix_t_cool;
+  res->transformed = 1;
+  return 0;
+}
+
+static int
+tt_exchange(const struct qrs__cfgvals *cfg, struct qrs__row *r,
+            struct qrs__tresult *res)
+{
+  struct qrs__mass mk, mall;
+  struct qrs__bound all = { -INFINITY, 0 };
+  double h, raw_mp, mp, hk, raw_t;
+
+  h = qrs__row_h(r);
+  raw_mp = cfg->tt_min_p_base + cfg->tt_min_p_scale * h;
+  mp = clip(raw_mp, MP_LO, MP_HI);
+  if (mp > 0.0) {
+    /* The kept set e >= min_p (e = exp(x - max)): a measurement only. */
+    qrs__kmass(&r->v, r->scan.max, 1.0, &all, 1.0, log(mp), QRS__M_W, &mk);
+    hk = log(mk.z) - mk.w / mk.z;
+    res->h_kept = hk > 0.0 ? hk : 0.0;
+    res->n_kept = (long long)mk.n_in;
+  } else {
+    qrs__kmass(&r->v, r->scan.max, 1.0, &all, 1.0, -INFINITY, 0, &mall);
+    res->h_kept = h;
+    res->n_kept = (long long)mall.nz;
+  }
+  res->entropy_removed = fmax(0.0, h - res->h_kept);
+  raw_t = cfg->tt_t_base + cfg->tt_gamma * res->entropy_removed;
+  res->T = clip(raw_t, T_LO, T_HI);
+  res->H = h;
+  res->min_p = mp;
+  res->pre_clamp_temp = raw_t;
+  res->pre_clamp_min_p = raw_mp;
+  return 0;
+}
+
+/* The strategy proper, for a given config (coherence_gate passes a copy
+   with a raised base temperature). */
+static int
+compute(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
+        struct qrs__row *r, int need_h, struct qrs__tresult *res)
+{
+  double h, vh, hn, raw, raw_mp, dh, dvh, lam, vn, bell, excess, tf;
+  double lnv;
+
+  lnv = st->vocab_size >= 2 ? log((double)st->vocab_size) : NAN;
+  switch (st->kind) {
+  case QRS__T_FIXED:
+  case QRS__T_ENTROPY_THROTTLE:
+  case QRS__T_MIROSTAT_V2:
+    res->T = cfg->fixed_temperature;
+    res->H = need_h ? qrs__row_h(r) : NAN;
+    if (st->kind == QRS__T_ENTROPY_THROTTLE) {
+      if (!strcmp(cfg->throttle_mode, "controller")) {
+        res->top_p = st->thr_p;
+        res->want_kept_entropy = 1;
+      } else {
+        res->nucleus = QRS__NUCLEUS_THROTTLE;
+        res->thr_target = cfg->throttle_target_bits * M_LN2;
+      }
+    } else if (st->kind == QRS__T_MIROSTAT_V2) {
+      res->nucleus = QRS__NUCLEUS_MIROSTAT;
+      res->mu = st->mu;
+    }
+    return 0;
+  case QRS__T_EDT:
+    h = qrs__row_h(r);
+    hn = h / lnv;
+    if (hn == 0.0 && cfg->edt_exponent < 0.0)
+      return -EDOM;   /* the reference raises: 0.0 ** negative (Q5) */
+    raw = cfg->edt_base_temp * pow(hn, cfg->edt_exponent);
+    res->T = fmax(cfg->edt_min_temp, fmin(cfg->edt_max_temp, raw));
+    res->H = h;
+    res->h_norm = hn;
+    res->pre_clamp_temp = raw;
+    return 0;
+  case QRS__T_HVH_DRIFT:
+    qrs__row_hvh(r, &h, &vh);
+    if (st->first) {
+      st->h_ema = h;
+      st->vh_ema = vh;
+      dh = dvh = 0.0;
+      st->first = 0;
+    } else {
+      lam = cfg->hvh_lambda_ema;
+      dh = h - st->h_ema;
+      dvh = vh - st->vh_ema;
+      st->h_ema = (1.0 - lam) * st->h_ema + lam * h;
+      st->vh_ema = (1.0 - lam) * st->vh_ema + lam * vh;
+    }
+    raw = cfg->hvh_t_base + cfg->hvh_alpha_h * h + cfg->hvh_alpha_vh * vh +
+          cfg->hvh_gamma_dh * dh + cfg->hvh_delta_dvh * dvh;
+    raw_mp = cfg->hvh_min_p_base + cfg->hvh_kappa_h * h + cfg->hvh_nu_dh * dh;
+    res->T = clip(raw, T_LO, T_HI);
+    res->min_p = clip(raw_mp, MP_LO, MP_HI);
+    res->H = h;
+    res->varentropy = vh;
+    res->h_ema = st->h_ema;
+    res->vh_ema = st->vh_ema;
+    res->d_h = dh;
+    res->d_vh = dvh;
+    res->pre_clamp_temp = raw;
+    res->pre_clamp_min_p = raw_mp;
+    return 0;
+  case QRS__T_TT_EXCHANGE:
+    return tt_exchange(cfg, r, res);
+  case QRS__T_EVDT_TT:
+    qrs__row_hvh(r, &h, &vh);
+    raw_mp = cfg->evdt_min_p_base + cfg->evdt_min_p_scale * h +
+             cfg->evdt_min_p_vh * vh;
+    raw = cfg->evdt_t_base + cfg->evdt_alpha * h + cfg->evdt_beta * vh;
+    res->T = clip(raw, T_LO, T_HI);
+    res->min_p = clip(raw_mp, MP_LO, MP_HI);
+    res->H = h;
+    res->varentropy = vh;
+    res->pre_clamp_temp = raw;
+    res->pre_clamp_min_p = raw_mp;
+    return 0;
+  case QRS__T_GDT:
+    qrs__row_hvh(r, &h, &vh);
+    hn = clip(h / lnv, 0.0, 1.0);
+    vn = 1.0 - exp(-vh / cfg->gdt_lambda_vh);
+    bell = cfg->gdt_t_peak * exp(-(hn - cfg->gdt_mu) * (hn - cfg->gdt_mu) /
+                                 (2.0 * cfg->gdt_sigma * cfg->gdt_sigma));
+    res->vh_boost = cfg->gdt_alpha * vn * (1.0 - hn);
+    raw = cfg->gdt_t_base + bell + res->vh_boost;
+    excess = fmax(0.0, raw - cfg->gdt_t_base);
+    raw_mp = cfg->gdt_t_peak > 0.0
+                 ? cfg->gdt_min_p_base +
+                       cfg->gdt_min_p_scale * excess / cfg->gdt_t_peak
+                 : cfg->gdt_min_p_base;
+    res->T = clip(raw, T_LO, T_HI);
+    res->min_p = clip(raw_mp, MP_LO, MP_HI);
+    res->H = h;
+    res->varentropy = vh;
+    res->h_norm = hn;
+    res->vh_norm = vn;
+    res->bell = bell;
+    res->pre_clamp_temp = raw;
+    res->pre_clamp_min_p = raw_mp;
+    return 0;
+  case QRS__T_DYNATEMP:
+    h = qrs__row_h(r);
+    hn = clip(h / lnv, 0.0, 1.0);
+    raw = cfg->dynatemp_t_center - cfg->dynatemp_t_range +
+          2.0 * cfg->dynatemp_t_range * pow(hn, cfg->dynatemp_exponent);
+    res->T = clip(raw, T_LO, T_HI);
+    res->min_p = clip(cfg->dynatemp_min_p, MP_LO, MP_HI);
+    res->H = h;
+    res->h_norm = hn;
+    res->pre_clamp_temp = raw;
+    return 0;
+  case QRS__T_BELLTEMP:
+    qrs__row_hvh(r, &h, &vh);
+    hn = clip(h / lnv, 0.0, 1.0);
+    vn = 1.0 - exp(-vh / cfg->belltemp_lambda_vh);
+    bell = cfg->belltemp_t_peak *
+           exp(-(hn - cfg->belltemp_mu) * (hn - cfg->belltemp_mu) /
+               (2.0 * cfg->belltemp_sigma * cfg->belltemp_sigma));
+    raw = cfg->belltemp_t_base + bell + cfg->belltemp_vh_weight * vn;
+    res->T = clip(raw, T_LO, T_HI);
+    tf = clip((res->T - T_LO) / (T_HI - T_LO), 0.0, 1.0);
+    raw_mp = cfg->belltemp_min_p_base + cfg->belltemp_min_p_scale * tf;
+    res->min_p = clip(raw_mp, MP_LO, MP_HI);
+    res->H = h;
+    res->varentropy = vh;
+    res->h_norm = hn;
+    res->vh_norm = vn;
+    res->bell = bell;
+    res->pre_clamp_temp = raw;
+    res->pre_clamp_min_p = raw_mp;
+    return 0;
+  case QRS__T_MIX_TEMPERATURES:
+    return mix_temperatures(st, cfg, r, res);
+  case QRS__T_RING_BUFFER_AR:
+    qrs__row_hvh(r, &h, &vh);
+    res->H = h;
+    res->varentropy = vh;
+    return ring_buffer(st, cfg, r, res);
+  default:
+    return -EINVAL;
+  }
+}
+
+static int
+coherence_gate(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
+               struct qrs__row *r, int need_h, struct qrs__tresult *res)
+{
+  struct qrs__cfgvals boosted;
+  double b, boost, a;
+  int valid, ret;
+
+  valid = 0;
+  res->coherence_z = NAN;
+  if (!st->have_meta) {
+    st->b_ema = 0.0;   /* first token, or a degraded draw: hard reset */
+  } else {
+    valid = st->meta.coherence_valid != 0;
+    res->coherence_z = st->meta.coherence_z;
+    b = 0.0;
+    if (valid && st->meta.coherence_z >= cfg->coherence_threshold)
+      b = cfg->coherence_t_boost_max * fmax(0.0, st->meta.coherence_r);
+    a = cfg->coherence_ema_alpha;
+    st->b_ema = a * b + (1.0 - a) * st->b_ema;
+    if (!(st->b_ema >= EMA_FLOOR))
+      st->b_ema = 0.0;   /* also a NaN from a broken meta: fail safe */
+  }
+  res->coherence_valid = valid;
+  boost = st->b_ema;
+  ret = -1;
+  if (boost > 0.0) {
+    boosted = *cfg;
+    switch (st->inner_kind) {
+    case QRS__T_FIXED:
+      boosted.fixed_temperature += boost;
+      break;
+    case QRS__T_EDT:
+      boosted.edt_base_temp += boost;
+      break;
+    case QRS__T_HVH_DRIFT:
+      boosted.hvh_t_base += boost;
+      break;
+    default:
+      break;
+    }
+    ret = compute(st->inner, &boosted, r, need_h, res);
+    if (ret == 0 && st->inner_kind != QRS__T_FIXED &&
+        st->inner_kind != QRS__T_EDT && st->inner_kind != QRS__T_HVH_DRIFT)
+      res->T += boost;   /* no base field: added after, past its clamps */
+    if (ret != 0) {
+      /* Fail-safe: the unboosted inner result. */
+      boost = st->b_ema = 0.0;
+    }
+  }
+  if (ret != 0) {
+    ret = compute(st->inner, cfg, r, need_h, res);
+    if (ret != 0)
+      return ret;
+  }
+  res->inner = qrs__strategy_name(st->inner_kind);
+  res->gate_open = boost > 0.0;
+  res->gate_boost = boost;
+  return 0;
+}
+
+int
+qrs__strategy_compute(struct qrs__strategy *st,
+                      const struct qrs__cfgvals *cfg, struct qrs__row *r,
+                      int need_h, struct qrs__tresult *res)
+{
+  int ret;
+
+  result_init(res);
+  if (qrs__row_check(&r->scan, r->v.n) < 0)
+    return QRS_E_LOGITS;
+  if (st->kind == QRS__T_COHERENCE_GATE)
+    ret = coherence_gate(st, cfg, r, need_h, res);
+  else
+    ret = compute(st, cfg, r, need_h, res);
+  if (ret == 0 && need_h && isnan(res->H))
+    res->H = qrs__row_h(r);
+  return ret;
+}
+
+void
+qrs__strategy_observe_meta(struct qrs__strategy *st,
+                           const struct qrs_draw_meta *meta)
+{
+  if (meta) {
+    st->meta = *meta;
+    st->have_meta = 1;
+  } else {
+    st->have_meta = 0;
+  }
+}
+
+void
+qrs__strategy_observe_token(struct qrs__strategy *st,
+                            const struct qrs__cfgvals *cfg, uint32_t token,
+                            double prob, double kept_entropy)
+{
+  double hb, dev, s;
+
+  if (st->inner) {
+    qrs__strategy_observe_token(st->inner, cfg, token, prob, kept_entropy);
+    return;
+  }
+  switch (st->kind) {
+  case QRS__T_RING_BUFFER_AR:
+    st->ring[st->ring_head] = token;
+    st->ring_head = (st->ring_head + 1) % st->ring_cap;
+    if (st->ring_len < st->ring_cap)
+      st->ring_len++;
+    break;
+  case QRS__T_MIROSTAT_V2:
+    if (prob > 0.0) {
+      s = -log2(prob);
+      st->mu -= cfg->mirostat_eta * (s - cfg->mirostat_tau);
+    }
+    break;
+  case QRS__T_ENTROPY_THROTTLE:
+    if (!strcmp(cfg->throttle_mode, "controller") && !isnan(kept_entropy)) {
+      hb = kept_entropy / M_LN2;
+      dev = hb - cfg->throttle_target_bits;
+      if (fabs(dev) > cfg->throttle_tolerance_bits)
+        st->thr_p = clip(st->thr_p - cfg->throttle_gain * dev,
+                         cfg->throttle_p_min, cfg->throttle_p_max);
+    }
+    break;
+  default:
+    break;
+  }
+}
