@@ -1045,6 +1045,11 @@ cmd_draw(struct ctl *ctl, int argc, char **argv)
     while (sent < count && sent - done < window) {
       com.step = step + sent;
       r = qrs_client_draw_begin(c, &req, &tickets[sent % DRAW_WINDOW]);
+      if (r == QRS_E_BUSY && sent > done) {
+        /* qrsd allows fewer in flight than we thought: wait for one. */
+        window = sent - done;
+        break;
+      }
       if (r < 0)
         goto draw_failed;
       sent++;
