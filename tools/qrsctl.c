@@ -449,12 +449,24 @@ json_print(struct json_object *obj)
   return out_flush();
 }
 
+/* Why connecting may have failed, for the end of the error line. */
+static const char *
+connect_hint(int r)
+{
+  if (r == -ENOENT || r == -ECONNREFUSED)
+    return " (is qrsd running?)";
+  if (r == -EACCES || r == -EPERM)
+    return " (may this user open qrsd's socket?)";
+  if (r == QRS_E_VERSION)
+    return " (qrsctl and qrsd do not speak the same protocol)";
+  return "";
+}
+
 static int
 ctl_connect(const struct ctl *ctl, struct qrs_client **ret_client)
 {
   struct qrs_client_options opts;
   struct qrs_client *c;
-  const char *hint;
   int r;
 
   memset(&opts, 0, sizeof(opts));
@@ -462,20 +474,32 @@ ctl_connect(const struct ctl *ctl, struct qrs_client **ret_client)
   opts.timeout_ms = ctl->timeout_ms;
   r = qrs_client_new(ctl->socket_path, &opts, &c);
   if (r < 0) {
-    if (r == -ENOENT || r == -ECONNREFUSED)
-      hint = " (is qrsd running?)";
-    else if (r == -EACCES || r == -EPERM)
-      hint = " (may this user open qrsd's socket?)";
-    else if (r == QRS_E_VERSION)
-      hint = " (qrsctl and qrsd do not speak the same protocol)";
-    else
-      hint = "";
     fprintf(stderr, "qrsctl: cannot connect to %s: %s%s\n",
-            ctl->socket_path, qrs_strerror(r), hint);
+            ctl->socket_path, qrs_strerror(r), connect_hint(r));
     return r;
   }
   *ret_client = c;
   return 0;
+}
+
+/* Say that a call on c failed, as one line: what failed, the error, and
+   the daemon's own words when it gave some.  A connect error here comes
+   from libqrs reconnecting after qrsd went away. */
+static void
+call_error(const struct qrs_client *c, const char *what, int r)
+{
+  const char *msg;
+  char buf[256];
+
+  msg = qrs_client_errmsg(c);
+  if (*connect_hint(r))
+    fprintf(stderr, "qrsctl: %s: cannot reconnect to %s: %s%s\n", what,
+            qrs_client_socket_path(c), qrs_strerror(r), connect_hint(r));
+  else if (msg && msg[0])
+    fprintf(stderr, "qrsctl: %s: %s (%s)\n", what, qrs_strerror(r),
+            safe(buf, sizeof(buf), msg, strlen(msg) + 1));
+  else
+    fprintf(stderr, "qrsctl: %s: %s\n", what, qrs_strerror(r));
 }
 
 /* Command option parsing shared by every command: -j/--json, -h/--help.
@@ -668,11 +692,11 @@ cmd_status(struct ctl *ctl, int argc, char **argv)
   if (ctl_connect(ctl, &c) < 0)
     return EXIT_ERROR;
   r = qrs_client_status(c, &st);
+  if (r < 0)
+    call_error(c, "status request failed", r);
   qrs_client_free(c);
-  if (r < 0) {
-    fprintf(stderr, "qrsctl: status request failed: %s\n", qrs_strerror(r));
+  if (r < 0)
     return EXIT_ERROR;
-  }
 
   if (ctl->json) {
     o = json_object_new_object();
@@ -742,11 +766,11 @@ cmd_health(struct ctl *ctl, int argc, char **argv)
   if (ctl_connect(ctl, &c) < 0)
     return EXIT_ERROR;
   r = qrs_client_health(c, &h);
+  if (r < 0)
+    call_error(c, "health request failed", r);
   qrs_client_free(c);
-  if (r < 0) {
-    fprintf(stderr, "qrsctl: health request failed: %s\n", qrs_strerror(r));
+  if (r < 0)
     return EXIT_ERROR;
-  }
 
   if (h->state == QRS_HEALTH_HEALTHY)
     status = EXIT_HEALTHY;
@@ -794,12 +818,11 @@ cmd_sources(struct ctl *ctl, int argc, char **argv)
   if (ctl_connect(ctl, &c) < 0)
     return EXIT_ERROR;
   r = qrs_client_sources(c, &s);
+  if (r < 0)
+    call_error(c, "sources request failed", r);
   qrs_client_free(c);
-  if (r < 0) {
-    fprintf(stderr, "qrsctl: sources request failed: %s\n",
-            qrs_strerror(r));
+  if (r < 0)
     return EXIT_ERROR;
-  }
 
   if (ctl->json) {
     o = json_object_new_object();
@@ -954,6 +977,7 @@ cmd_draw(struct ctl *ctl, int argc, char **argv)
   struct qrs_client *c;
   uint8_t salt[SALT_MAX];
   uint32_t tickets[DRAW_WINDOW];
+  char what[QRS_NAME_MAX + 96];
   uint64_t count, samples, step, sent, done, window;
   int64_t prev_token;
   int opt, r, have_salt, have_commit_opt;
@@ -1070,11 +1094,12 @@ cmd_draw(struct ctl *ctl, int argc, char **argv)
 
 draw_failed:
   if (req.source && req.source[0])
-    fprintf(stderr, "qrsctl: draw %" PRIu64 " from source '%s' failed: "
-            "%s\n", done + 1, req.source, qrs_strerror(r));
+    snprintf(what, sizeof(what), "draw %" PRIu64 " of %" PRIu64 " from "
+             "source '%s' failed", done + 1, count, req.source);
   else
-    fprintf(stderr, "qrsctl: draw %" PRIu64 " failed: %s\n", done + 1,
-            qrs_strerror(r));
+    snprintf(what, sizeof(what), "draw %" PRIu64 " of %" PRIu64
+             " failed", done + 1, count);
+  call_error(c, what, r);
   qrs_client_free(c);             /* forgets the tickets still open */
   return EXIT_ERROR;
 }
@@ -1120,7 +1145,7 @@ cmd_bytes(struct ctl *ctl, int argc, char **argv)
   uint8_t *buf;
   uint64_t count, left;
   size_t chunk, n;
-  char by[QRS_NAME_MAX], asked[QRS_NAME_MAX];
+  char by[QRS_NAME_MAX], asked[QRS_NAME_MAX], what[128];
   int opt, r, force, warned;
 
   cmd = &commands[4];
@@ -1193,9 +1218,9 @@ cmd_bytes(struct ctl *ctl, int argc, char **argv)
     n = left < chunk ? (size_t)left : chunk;
     r = qrs_client_bytes(c, source, buf, n, &bi);
     if (r < 0) {
-      fprintf(stderr, "qrsctl: bytes: request for %zu bytes (%" PRIu64
-              " of %" PRIu64 " written) failed: %s\n", n, count - left,
-              count, qrs_strerror(r));
+      snprintf(what, sizeof(what), "bytes: request for %zu bytes (after %"
+               PRIu64 " of %" PRIu64 ") failed", n, count - left, count);
+      call_error(c, what, r);
       r = EXIT_ERROR;
       break;
     }
