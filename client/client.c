@@ -1036,6 +1036,15 @@ qrs_client_sources(struct qrs_client *c, struct qrs_sources **ret_sources)
   return 0;
 }
 
+void
+qrs_sources_free(struct qrs_sources *s)
+{
+  if (!s)
+    return;
+  free(s->sources);
+  free(s);
+}
+
 const char *
 qrs_health_state_name(enum qrs_health_state s)
 {
