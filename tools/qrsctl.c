@@ -65,15 +65,22 @@ struct command {
   const char *name;
   const char *args;         /* the synopsis after the name */
   const char *help;         /* what it does, then its options */
-  int (*run)(struct ctl *ctl, int argc, char **argv);
+  int (*run)(struct ctl *ctl, const struct command *cmd, int argc,
+             char **argv);
 };
 
-static int cmd_status(struct ctl *ctl, int argc, char **argv);
-static int cmd_health(struct ctl *ctl, int argc, char **argv);
-static int cmd_sources(struct ctl *ctl, int argc, char **argv);
-static int cmd_draw(struct ctl *ctl, int argc, char **argv);
-static int cmd_bytes(struct ctl *ctl, int argc, char **argv);
-static int cmd_validate(struct ctl *ctl, int argc, char **argv);
+static int cmd_status(struct ctl *ctl, const struct command *cmd,
+                      int argc, char **argv);
+static int cmd_health(struct ctl *ctl, const struct command *cmd,
+                      int argc, char **argv);
+static int cmd_sources(struct ctl *ctl, const struct command *cmd,
+                       int argc, char **argv);
+static int cmd_draw(struct ctl *ctl, const struct command *cmd,
+                    int argc, char **argv);
+static int cmd_bytes(struct ctl *ctl, const struct command *cmd,
+                     int argc, char **argv);
+static int cmd_validate(struct ctl *ctl, const struct command *cmd,
+                        int argc, char **argv);
 
 static const struct command commands[] = {
   { "status", "",
@@ -677,7 +684,8 @@ json_add_sources(struct json_object *o, const struct qrs_source_info *src,
 }
 
 static int
-cmd_status(struct ctl *ctl, int argc, char **argv)
+cmd_status(struct ctl *ctl, const struct command *cmd, int argc,
+           char **argv)
 {
   struct qrs_client *c;
   struct qrs_status *st;
@@ -686,7 +694,7 @@ cmd_status(struct ctl *ctl, int argc, char **argv)
   size_t i, healthy;
   int r;
 
-  r = parse_plain(ctl, &commands[0], argc, argv);
+  r = parse_plain(ctl, cmd, argc, argv);
   if (r >= 0)
     return r;
   if (ctl_connect(ctl, &c) < 0)
@@ -752,7 +760,8 @@ cmd_status(struct ctl *ctl, int argc, char **argv)
 }
 
 static int
-cmd_health(struct ctl *ctl, int argc, char **argv)
+cmd_health(struct ctl *ctl, const struct command *cmd, int argc,
+           char **argv)
 {
   struct qrs_client *c;
   struct qrs_health *h;
@@ -760,7 +769,7 @@ cmd_health(struct ctl *ctl, int argc, char **argv)
   char buf[256];
   int r, status;
 
-  r = parse_plain(ctl, &commands[1], argc, argv);
+  r = parse_plain(ctl, cmd, argc, argv);
   if (r >= 0)
     return r;
   if (ctl_connect(ctl, &c) < 0)
@@ -805,14 +814,15 @@ cmd_health(struct ctl *ctl, int argc, char **argv)
 }
 
 static int
-cmd_sources(struct ctl *ctl, int argc, char **argv)
+cmd_sources(struct ctl *ctl, const struct command *cmd, int argc,
+            char **argv)
 {
   struct qrs_client *c;
   struct qrs_sources *s;
   struct json_object *o;
   int r;
 
-  r = parse_plain(ctl, &commands[2], argc, argv);
+  r = parse_plain(ctl, cmd, argc, argv);
   if (r >= 0)
     return r;
   if (ctl_connect(ctl, &c) < 0)
@@ -955,7 +965,8 @@ print_draw(const struct ctl *ctl, uint64_t index, const struct qrs_draw *d,
 }
 
 static int
-cmd_draw(struct ctl *ctl, int argc, char **argv)
+cmd_draw(struct ctl *ctl, const struct command *cmd, int argc,
+         char **argv)
 {
   static const struct option longopts[] = {
     { "count", required_argument, NULL, 'n' },
@@ -969,7 +980,6 @@ cmd_draw(struct ctl *ctl, int argc, char **argv)
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
-  const struct command *cmd;
   const struct qrs_server_info *info;
   struct qrs_draw_request req;
   struct qrs_commitment com;
@@ -982,7 +992,6 @@ cmd_draw(struct ctl *ctl, int argc, char **argv)
   int64_t prev_token;
   int opt, r, have_salt, have_commit_opt;
 
-  cmd = &commands[3];
   memset(&req, 0, sizeof(req));
   memset(&com, 0, sizeof(com));
   count = 1;
@@ -1127,7 +1136,8 @@ write_all(int fd, const uint8_t *buf, size_t n)
 }
 
 static int
-cmd_bytes(struct ctl *ctl, int argc, char **argv)
+cmd_bytes(struct ctl *ctl, const struct command *cmd, int argc,
+          char **argv)
 {
   static const struct option longopts[] = {
     { "count", required_argument, NULL, 'n' },
@@ -1137,7 +1147,6 @@ cmd_bytes(struct ctl *ctl, int argc, char **argv)
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
-  const struct command *cmd;
   const struct qrs_server_info *info;
   struct qrs_bytes_info bi;
   struct qrs_client *c;
@@ -1148,7 +1157,6 @@ cmd_bytes(struct ctl *ctl, int argc, char **argv)
   char by[QRS_NAME_MAX], asked[QRS_NAME_MAX], what[128];
   int opt, r, force, warned;
 
-  cmd = &commands[4];
   count = 0;
   source = NULL;
   force = 0;
@@ -1275,14 +1283,14 @@ find_qrsd(char *buf, size_t size)
 }
 
 static int
-cmd_validate(struct ctl *ctl, int argc, char **argv)
+cmd_validate(struct ctl *ctl, const struct command *cmd, int argc,
+             char **argv)
 {
   static const struct option longopts[] = {
     { "json", no_argument, NULL, 'j' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
-  const struct command *cmd;
   posix_spawn_file_actions_t fa;
   struct json_object *o;
   const char *qrsd, *file;
@@ -1291,7 +1299,6 @@ cmd_validate(struct ctl *ctl, int argc, char **argv)
   pid_t pid;
   int opt, r, wstatus, valid;
 
-  cmd = &commands[5];
   optind = 0;
   while ((opt = getopt_long(argc, argv, ":jch", longopts, NULL)) != -1) {
     if (opt == 'c')
@@ -1431,7 +1438,8 @@ main(int argc, char **argv)
 
   for (i = 0; i < N_COMMANDS; i++)
     if (!strcmp(argv[optind], commands[i].name))
-      return commands[i].run(&ctl, argc - optind, argv + optind);
+      return commands[i].run(&ctl, &commands[i], argc - optind,
+                             argv + optind);
 
   fprintf(stderr, "qrsctl: unknown command '%s'\n", argv[optind]);
   usage_error();
