@@ -33,7 +33,7 @@ enum node_kind { NODE_SCALAR, NODE_MAPPING, NODE_SEQUENCE };
 
 struct node {
   enum node_kind kind;
-  int line;                 /* 1-based */
+  int line;                 /* 1-based; a mapping value: its key's */
   int plain;                /* scalar written without quotes */
   char *text;               /* scalar, NUL-terminated (no NUL inside) */
   struct node *children;    /* mapping: key, value, key, value, ... */
@@ -761,8 +761,10 @@ build_node(struct parser *p, struct reader *rd, yaml_event_t *ev, int depth,
     r = build_node(p, rd, &cev, depth + 1, sub, &child);
     if (r < 0)
       goto out;
-    /* An empty value ("key:" and nothing) is on the key's line. */
-    if (n->kind == NODE_MAPPING && count % 2 == 1 && is_null(child))
+    /* A value is reported on its key's line (a block mapping would
+       start on the line after, and "key:" with nothing after has no line
+       of its own). */
+    if (n->kind == NODE_MAPPING && count % 2 == 1)
       child->line = prev->line;
     *tail = child;
     tail = &child->next;
