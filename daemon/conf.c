@@ -531,6 +531,8 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
   char sub[MAX_PATH];
   size_t i;
 
+  if (conf->n_sources >= CONF_MAX_SOURCES)
+    return fail(p, kn->line, path, "more than %d sources", CONF_MAX_SOURCES);
   if (!valid_source_name(kn->text))
     return fail(p, kn->line, path, "invalid source name (1 to %d of "
                 "A-Z a-z 0-9 _ . -)", CONF_MAX_SOURCE_NAME);

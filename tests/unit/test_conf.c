@@ -633,6 +633,40 @@ Test(conf, bad_sources_are_rejected)
                     "source type 'noise' is not supported by this build");
 }
 
+Test(conf, source_count_is_capped)
+{
+  struct qrsd_conf *c;
+  char *text;
+  size_t len;
+  FILE *f;
+  int i;
+
+  text = NULL;
+  f = open_memstream(&text, &len);
+  cr_assert_not_null(f);
+  fputs("sources:\n  system: { type: system }\n", f);
+  for (i = 1; i < CONF_MAX_SOURCES; i++)
+    fprintf(f, "  m%d: { type: mock, seed: %d }\n", i, i);
+  cr_assert_eq(fclose(f), 0);
+  c = load_text(text);
+  cr_assert_eq(c->n_sources, CONF_MAX_SOURCES);
+  cr_assert_eq(c->sources[CONF_MAX_SOURCES - 1].mock_seed,
+               CONF_MAX_SOURCES - 1);
+  conf_free(c);
+  free(text);
+
+  text = NULL;
+  f = open_memstream(&text, &len);
+  cr_assert_not_null(f);
+  fputs("sources:\n  system: { type: system }\n", f);
+  for (i = 1; i <= CONF_MAX_SOURCES; i++)
+    fprintf(f, "  m%d: { type: mock }\n", i);
+  cr_assert_eq(fclose(f), 0);
+  expect_text_error(text, CONF_MAX_SOURCES + 2, "sources.m256: more than "
+                    "256 sources");
+  free(text);
+}
+
 Test(conf, cross_checks_fall_back_to_the_related_line)
 {
   /* default_source left at "system", which the new list lacks. */
