@@ -17,7 +17,7 @@ PACKAGES=(
   protobuf-c-compiler libprotobuf-c-dev
   libuv1-dev libgrpc-dev libyaml-dev libsystemd-dev libcriterion-dev
   libjson-c-dev libssl-dev
-  systemd valgrind
+  systemd valgrind locales
 )
 
 BUILD_DIR=${QRS_BUILD_DIR:-build}
