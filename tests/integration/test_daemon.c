@@ -635,3 +635,172 @@ Test(daemon, help_and_version)
   cr_assert(strstr(out, "qrsd 0.1.0"));
   cr_assert_eq(run_capture(bad, out, sizeof(out), NULL, 0), 2);
 }
+
+/* ---- configured daemons --------------------------------------------- */
+
+static const char mock_yaml[] =
+  "default_source: system\n"
+  "sources:\n"
+  "  system: { type: system }\n"
+  "  biased: { type: mock, seed: 11, mean_shift: 2.0 }\n"
+  "  fair: { type: mock, seed: 11, mean_shift: 0.0 }\n";
+
+static double
+mean_u(struct qrs_client *c, const char *source, int n, double *first)
+{
+  struct qrs_draw_request rq;
+  struct qrs_draw d;
+  double sum;
+  int i;
+
+  memset(&rq, 0, sizeof(rq));
+  rq.source = source;
+  sum = 0;
+  for (i = 0; i < n; i++) {
+    cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+    cr_assert_str_eq(d.served_by, source);
+    if (i == 0 && first)
+      *first = d.u;
+    sum += d.u;
+  }
+  return sum / n;
+}
+
+Test(daemon, mock_byte_shift_is_detected, .fini = stop_and_clean)
+{
+  struct qrs_sources *s;
+  struct qrs_client *c;
+  double biased, fair;
+  size_t i;
+
+  daemon_run(&D, mock_yaml);
+  c = connect_client(D.sock);
+  /* +2.0 on the byte mean is z = 2 / (73.9 / 100) = +2.7 at 10 000
+     bytes: u near 0.997. */
+  biased = mean_u(c, "biased", 200, NULL);
+  fair = mean_u(c, "fair", 200, NULL);
+  cr_log_info("mean u: biased %f, fair %f", biased, fair);
+  cr_assert_gt(biased, 0.9, "mean u of the biased mock: %f", biased);
+  cr_assert(fair > 0.4 && fair < 0.6, "mean u of the fair mock: %f", fair);
+
+  cr_assert_eq(qrs_client_sources(c, &s), 0);
+  cr_assert_eq(s->n_sources, 3);
+  for (i = 0; i < s->n_sources; i++)
+    if (!strcmp(s->sources[i].name, "biased"))
+      cr_assert_not(s->sources[i].production);
+  qrs_sources_free(s);
+  qrs_client_free(c);
+  cr_assert(daemon_log_contains(&D, "not for production"));
+}
+
+Test(daemon, mock_is_deterministic_across_daemons, .fini = stop_and_clean)
+{
+  struct qrs_client *c;
+  double a, b;
+
+  daemon_run(&D, mock_yaml);
+  c = connect_client(D.sock);
+  mean_u(c, "fair", 1, &a);
+  qrs_client_free(c);
+  cr_assert_eq(daemon_stop(&D), 0);
+  close(D.notify_fd);
+  D.notify_fd = -1;
+  daemon_start(&D, NULL);
+  c = connect_client(D.sock);
+  mean_u(c, "fair", 1, &b);
+  qrs_client_free(c);
+  cr_assert_eq(a, b, "seed 11 gave %.17g then %.17g", a, b);
+}
+
+Test(daemon, connection_limit_answers_busy, .fini = stop_and_clean)
+{
+  int a, b, extra;
+
+  daemon_run(&D, "limits: { max_connections: 2 }\n");
+  a = raw_connect(D.sock);
+  raw_hello(a);
+  b = raw_connect(D.sock);
+  raw_hello(b);
+  extra = raw_connect(D.sock);
+  raw_expect_error(extra, QRS_E_BUSY);
+  raw_expect_eof(extra);
+  close(extra);
+  send_draw(a, 2, "", 100);
+  expect_draw_reply(a, 2);
+  close(a);
+  close(b);
+  cr_assert(daemon_log_contains(&D, "connections is the limit"));
+  /* Once the others left, a new client is served. */
+  usleep(50000);
+  assert_draw_works(D.sock);
+}
+
+Test(daemon, inflight_limit_answers_busy, .fini = stop_and_clean)
+{
+  QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
+  struct qrs_frame_hdr h;
+  uint8_t buf[512], *p;
+  int fd, i, n, busy, draws;
+  size_t len;
+
+  daemon_run(&D, "limits: { max_inflight_per_connection: 2 }\n");
+  fd = raw_connect(D.sock);
+  raw_hello(fd);
+  /* Five worker-thread draws in one write: two fit, three do not. */
+  m.sample_count = 1000000;
+  len = 0;
+  for (i = 0; i < 5; i++) {
+    n = qrs__frame_pack(QRS_MSG_DRAW, 10 + (uint32_t)i, &m.base, buf + len,
+                        sizeof(buf) - len);
+    cr_assert_gt(n, 0);
+    len += (size_t)n;
+  }
+  raw_send(fd, buf, len);
+  busy = draws = 0;
+  for (i = 0; i < 5; i++) {
+    cr_assert_eq(raw_recv(fd, &h, &p), 0);
+    if (h.type == QRS_MSG_ERROR)
+      busy++;
+    else if (h.type == QRS_MSG_DRAW_REPLY)
+      draws++;
+    free(p);
+  }
+  cr_assert_eq(busy + draws, 5);
+  cr_assert_geq(busy, 1, "no BUSY with 5 requests and a limit of 2");
+  cr_assert_geq(draws, 2);
+  close(fd);
+}
+
+Test(daemon, check_mode_validates_configs)
+{
+  char out[4096], err[4096], path[128];
+  char *argv[] = { (char *)getenv("QRSD_BIN"), (char *)"-n", (char *)"-c",
+                   path, NULL };
+  int st;
+
+  snprintf(path, sizeof(path), "%s/conf/good_full.yaml",
+           QRS_TEST_SOURCE_DIR);
+  st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+  cr_assert_eq(st, 0, "%s", err);
+  cr_assert(strstr(out, "is valid"), "%s", out);
+
+  snprintf(path, sizeof(path), "%s/conf/bad_range.yaml",
+           QRS_TEST_SOURCE_DIR);
+  st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+  cr_assert_eq(st, 1);
+  cr_assert(strstr(err, "bad_range.yaml:7: limits.max_connections"), "%s",
+            err);
+}
+
+Test(daemon, broken_config_refuses_to_start)
+{
+  char out[4096], err[4096], path[128];
+  char *argv[] = { (char *)getenv("QRSD_BIN"), (char *)"-c", path,
+                   (char *)"--socket", (char *)"/tmp/qrs-never.sock", NULL };
+
+  snprintf(path, sizeof(path), "%s/conf/bad_unknown_key.yaml",
+           QRS_TEST_SOURCE_DIR);
+  cr_assert_eq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 1);
+  cr_assert(strstr(err, "bad_unknown_key.yaml:"), "%s", err);
+  cr_assert_neq(access("/tmp/qrs-never.sock", F_OK), 0);
+}

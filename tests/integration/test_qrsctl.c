@@ -176,3 +176,18 @@ Test(qrsctl, bytes_writes_exactly_n_bytes, .init = start_default,
                "%s", err);
   cr_assert_eq(atol(out), 10, "%s", out);
 }
+
+Test(qrsctl, validate_runs_the_daemons_check)
+{
+  char good[256], bad[256];
+
+  snprintf(good, sizeof(good), "%s/conf/good_full.yaml",
+           QRS_TEST_SOURCE_DIR);
+  snprintf(bad, sizeof(bad), "%s/conf/bad_type_string.yaml",
+           QRS_TEST_SOURCE_DIR);
+  setenv("QRSD", getenv("QRSD_BIN"), 1);
+  cr_assert_eq(qrsctl(NULL, "validate", good, NULL), 0, "%s", err);
+  cr_assert_eq(qrsctl(NULL, "validate", bad, NULL), 2);
+  cr_assert(strstr(err, "bad_type_string.yaml:"), "%s", err);
+  cr_assert_eq(qrsctl(NULL, "validate", "/nonexistent/qrsd.yaml", NULL), 2);
+}
