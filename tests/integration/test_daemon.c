@@ -804,3 +804,60 @@ Test(daemon, broken_config_refuses_to_start)
   cr_assert(strstr(err, "bad_unknown_key.yaml:"), "%s", err);
   cr_assert_neq(access("/tmp/qrs-never.sock", F_OK), 0);
 }
+
+/* ---- client timeouts ------------------------------------------------ */
+
+Test(daemon, calls_time_out_and_the_stream_stays_in_step,
+     .init = start_default, .fini = stop_and_clean)
+{
+  struct qrs_client_options o;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  int64_t t0, ms;
+  int r;
+
+  memset(&o, 0, sizeof(o));
+  o.timeout_ms = 300;
+  cr_assert_eq(qrs_client_new(D.sock, &o, &c), 0);
+  kill(D.pid, SIGSTOP);
+  t0 = mono_ns();
+  r = qrs_client_draw(c, NULL, &d);
+  ms = (mono_ns() - t0) / 1000000;
+  kill(D.pid, SIGCONT);
+  cr_assert_eq(r, -ETIMEDOUT, "draw on a stopped daemon: %s",
+               qrs_strerror(r));
+  cr_assert(ms >= 250 && ms < 3000, "timed out after %lld ms",
+            (long long)ms);
+  /* The late reply to the abandoned draw is skipped, not taken for the
+     next call's. */
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  qrs_client_free(c);
+}
+
+Test(daemon, connect_times_out_on_a_silent_listener)
+{
+  struct qrs_client_options o;
+  struct sockaddr_un sa;
+  struct qrs_client *c;
+  char dir[64], path[96];
+  int fd, r;
+
+  snprintf(dir, sizeof(dir), "/tmp/qrs-silent-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof(path), "%s/s.sock", dir);
+  fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  cr_assert_eq(listen(fd, 4), 0);    /* accepts, never answers HELLO */
+  memset(&o, 0, sizeof(o));
+  o.timeout_ms = 200;
+  r = qrs_client_new(path, &o, &c);
+  cr_assert_eq(r, -ETIMEDOUT, "%s", qrs_strerror(r));
+  close(fd);
+  unlink(path);
+  rmdir(dir);
+  cr_assert_eq(qrs_client_new(path, &o, &c), -ENOENT);
+}
