@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -898,44 +899,74 @@ sources_from_wire(QrsIpc__SourceInfo **v, size_t n)
   return out;
 }
 
+/* STATUS, HEALTH and SOURCES: an empty request and its reply. */
+static int
+query(struct qrs_client *c, uint16_t type, uint16_t want, const void *ret,
+      ProtobufCMessage **ret_msg)
+{
+  QrsIpc__Status empty = QRS_IPC__STATUS__INIT;
+  int r;
+
+  if (!c || !ret)
+    return -EINVAL;
+  pthread_mutex_lock(&c->lock);
+  r = call(c, type, &empty.base, want, ret_msg);
+  pthread_mutex_unlock(&c->lock);
+  return r;
+}
+
+/* A new object of size bytes (zeroed) with *sources at offset off filled
+   from the wire's table; NULL when out of memory. */
+static void *
+new_with_sources(size_t size, size_t off, QrsIpc__SourceInfo **v, size_t n)
+{
+  struct qrs_source_info *table;
+  char *o;
+
+  o = calloc(1, size);
+  table = sources_from_wire(v, n);
+  if (!o || !table) {
+    free(o);
+    free(table);
+    return NULL;
+  }
+  memcpy(o + off, &table, sizeof(table));
+  return o;
+}
+
 int
 qrs_client_status(struct qrs_client *c, struct qrs_status **ret_status)
 {
-  QrsIpc__Status m = QRS_IPC__STATUS__INIT;
   ProtobufCMessage *reply;
   QrsIpc__StatusReply *sr;
   struct qrs_status *s;
   int r;
 
-  if (!c || !ret_status)
-    return -EINVAL;
-  pthread_mutex_lock(&c->lock);
-  r = call(c, QRS_MSG_STATUS, &m.base, QRS_MSG_STATUS_REPLY, &reply);
-  pthread_mutex_unlock(&c->lock);
+  r = query(c, QRS_MSG_STATUS, QRS_MSG_STATUS_REPLY, ret_status, &reply);
   if (r < 0)
     return r;
   sr = (QrsIpc__StatusReply *)reply;
-  s = calloc(1, sizeof(*s));
-  if (s)
-    s->sources = sources_from_wire(sr->sources, sr->n_sources);
-  if (!s || !s->sources) {
-    free(s);
-    protobuf_c_message_free_unpacked(reply, NULL);
-    return -ENOMEM;
+  s = new_with_sources(sizeof(*s), offsetof(struct qrs_status, sources),
+                       sr->sources, sr->n_sources);
+  if (s) {
+    copy_str(s->server_version, sizeof(s->server_version),
+             sr->server_version);
+    s->protocol_version = sr->protocol_version;
+    s->pid = sr->pid;
+    s->uptime_ms = sr->uptime_ms;
+    copy_str(s->socket_path, sizeof(s->socket_path), sr->socket_path);
+    copy_str(s->default_source, sizeof(s->default_source),
+             sr->default_source);
+    s->connections = sr->connections;
+    s->requests = sr->requests;
+    s->draws = sr->draws;
+    s->bytes = sr->bytes;
+    s->errors = sr->errors;
+    s->n_sources = sr->n_sources;
   }
-  copy_str(s->server_version, sizeof(s->server_version), sr->server_version);
-  s->protocol_version = sr->protocol_version;
-  s->pid = sr->pid;
-  s->uptime_ms = sr->uptime_ms;
-  copy_str(s->socket_path, sizeof(s->socket_path), sr->socket_path);
-  copy_str(s->default_source, sizeof(s->default_source), sr->default_source);
-  s->connections = sr->connections;
-  s->requests = sr->requests;
-  s->draws = sr->draws;
-  s->bytes = sr->bytes;
-  s->errors = sr->errors;
-  s->n_sources = sr->n_sources;
   protobuf_c_message_free_unpacked(reply, NULL);
+  if (!s)
+    return -ENOMEM;
   *ret_status = s;
   return 0;
 }
@@ -949,48 +980,43 @@ qrs_status_free(struct qrs_status *s)
   free(s);
 }
 
+static enum qrs_health_state
+health_from_wire(QrsIpc__HealthState s)
+{
+  switch (s) {
+  case QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY:
+    return QRS_HEALTH_HEALTHY;
+  case QRS_IPC__HEALTH_STATE__HEALTH_DEGRADED:
+    return QRS_HEALTH_DEGRADED;
+  case QRS_IPC__HEALTH_STATE__HEALTH_FAILED:
+    return QRS_HEALTH_FAILED;
+  default:
+    return QRS_HEALTH_UNKNOWN;
+  }
+}
+
 int
 qrs_client_health(struct qrs_client *c, struct qrs_health **ret_health)
 {
-  QrsIpc__Health m = QRS_IPC__HEALTH__INIT;
   ProtobufCMessage *reply;
   QrsIpc__HealthReply *hr;
   struct qrs_health *h;
   int r;
 
-  if (!c || !ret_health)
-    return -EINVAL;
-  pthread_mutex_lock(&c->lock);
-  r = call(c, QRS_MSG_HEALTH, &m.base, QRS_MSG_HEALTH_REPLY, &reply);
-  pthread_mutex_unlock(&c->lock);
+  r = query(c, QRS_MSG_HEALTH, QRS_MSG_HEALTH_REPLY, ret_health, &reply);
   if (r < 0)
     return r;
   hr = (QrsIpc__HealthReply *)reply;
-  h = calloc(1, sizeof(*h));
-  if (h)
-    h->sources = sources_from_wire(hr->sources, hr->n_sources);
-  if (!h || !h->sources) {
-    free(h);
-    protobuf_c_message_free_unpacked(reply, NULL);
-    return -ENOMEM;
+  h = new_with_sources(sizeof(*h), offsetof(struct qrs_health, sources),
+                       hr->sources, hr->n_sources);
+  if (h) {
+    h->state = health_from_wire(hr->state);
+    copy_str(h->message, sizeof(h->message), hr->message);
+    h->n_sources = hr->n_sources;
   }
-  switch (hr->state) {
-  case QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY:
-    h->state = QRS_HEALTH_HEALTHY;
-    break;
-  case QRS_IPC__HEALTH_STATE__HEALTH_DEGRADED:
-    h->state = QRS_HEALTH_DEGRADED;
-    break;
-  case QRS_IPC__HEALTH_STATE__HEALTH_FAILED:
-    h->state = QRS_HEALTH_FAILED;
-    break;
-  default:
-    h->state = QRS_HEALTH_UNKNOWN;
-    break;
-  }
-  copy_str(h->message, sizeof(h->message), hr->message);
-  h->n_sources = hr->n_sources;
   protobuf_c_message_free_unpacked(reply, NULL);
+  if (!h)
+    return -ENOMEM;
   *ret_health = h;
   return 0;
 }
@@ -1007,31 +1033,25 @@ qrs_health_free(struct qrs_health *h)
 int
 qrs_client_sources(struct qrs_client *c, struct qrs_sources **ret_sources)
 {
-  QrsIpc__Sources m = QRS_IPC__SOURCES__INIT;
   QrsIpc__SourcesReply *sr;
   ProtobufCMessage *reply;
   struct qrs_sources *s;
   int r;
 
-  if (!c || !ret_sources)
-    return -EINVAL;
-  pthread_mutex_lock(&c->lock);
-  r = call(c, QRS_MSG_SOURCES, &m.base, QRS_MSG_SOURCES_REPLY, &reply);
-  pthread_mutex_unlock(&c->lock);
+  r = query(c, QRS_MSG_SOURCES, QRS_MSG_SOURCES_REPLY, ret_sources, &reply);
   if (r < 0)
     return r;
   sr = (QrsIpc__SourcesReply *)reply;
-  s = calloc(1, sizeof(*s));
-  if (s)
-    s->sources = sources_from_wire(sr->sources, sr->n_sources);
-  if (!s || !s->sources) {
-    free(s);
-    protobuf_c_message_free_unpacked(reply, NULL);
-    return -ENOMEM;
+  s = new_with_sources(sizeof(*s), offsetof(struct qrs_sources, sources),
+                       sr->sources, sr->n_sources);
+  if (s) {
+    copy_str(s->default_source, sizeof(s->default_source),
+             sr->default_source);
+    s->n_sources = sr->n_sources;
   }
-  copy_str(s->default_source, sizeof(s->default_source), sr->default_source);
-  s->n_sources = sr->n_sources;
   protobuf_c_message_free_unpacked(reply, NULL);
+  if (!s)
+    return -ENOMEM;
   *ret_sources = s;
   return 0;
 }
