@@ -265,20 +265,25 @@ fetch(struct req *rq)
   uv_timer_start(&j->timer, on_job_timeout, srv->conf->request_timeout_ms, 0);
 }
 
-/* Resolve the source or answer UNKNOWN_SOURCE. */
-static struct source *
-find_source(struct conn *c, uint32_t seq, const char *name)
+/* Start a request: resolve its source, or answer UNKNOWN_SOURCE and
+   return -1. */
+static int
+req_init(struct req *rq, enum job_kind kind, struct conn *c, uint32_t seq,
+         const struct ts *received, const char *source)
 {
-  struct source *src;
-
-  src = server_find_source(conn_server(c), name);
-  if (src)
-    return src;
-  log_info("%s: unknown source '%.64s'", conn_name(c), name);
+  memset(rq, 0, sizeof(*rq));
+  rq->kind = kind;
+  rq->conn = c;
+  rq->seq = seq;
+  rq->received = *received;
+  rq->src = server_find_source(conn_server(c), source);
+  if (rq->src)
+    return 0;
+  log_info("%s: unknown source '%.64s'", conn_name(c), source);
   conn_send_error(c, seq, QRS_E_UNKNOWN_SOURCE,
-                  "no source named '%.64s' is configured", name);
+                  "no source named '%.64s' is configured", source);
   conn_request_done(c);
-  return NULL;
+  return -1;
 }
 
 void
@@ -292,13 +297,7 @@ draw_handle(struct conn *c, uint32_t seq, const QrsIpc__Draw *m,
   int amp;
 
   srv = conn_server(c);
-  memset(&rq, 0, sizeof(rq));
-  rq.kind = JOB_DRAW;
-  rq.conn = c;
-  rq.seq = seq;
-  rq.received = *received;
-  rq.src = find_source(c, seq, m->source);
-  if (!rq.src)
+  if (req_init(&rq, JOB_DRAW, c, seq, received, m->source) < 0)
     return;
 
   amp_name_req = m->amplifier && *m->amplifier ? m->amplifier
@@ -350,13 +349,7 @@ bytes_handle(struct conn *c, uint32_t seq, const QrsIpc__Bytes *m,
   struct req rq;
 
   srv = conn_server(c);
-  memset(&rq, 0, sizeof(rq));
-  rq.kind = JOB_BYTES;
-  rq.conn = c;
-  rq.seq = seq;
-  rq.received = *received;
-  rq.src = find_source(c, seq, m->source);
-  if (!rq.src)
+  if (req_init(&rq, JOB_BYTES, c, seq, received, m->source) < 0)
     return;
   if (m->count == 0 || m->count > srv->max_bytes_per_request) {
     log_info("%s: bytes request for %u bytes refused (limit 1..%u)",
