@@ -104,6 +104,11 @@ on_stopped(struct server *s)
   uv_close((uv_handle_t *)&sig_term, NULL);
   uv_close((uv_handle_t *)&sig_int, NULL);
   uv_close((uv_handle_t *)&sig_hup, NULL);
+  /* Closing the handles restored the default actions: a second signal
+     must not kill us while we finish cleanly. */
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
 }
 
 static void

@@ -4,7 +4,8 @@
 # process reported a memory error or a definite leak.  criterion itself
 # ignores how its children exit, so the logs are what count.
 logdir=$(mktemp -d /tmp/qrs-valgrind-XXXXXX) || exit 1
-valgrind --quiet --trace-children=yes --leak-check=full \
+valgrind --quiet --trace-children=yes \
+  --trace-children-skip='/usr/bin/*,/bin/*,/usr/sbin/*,/sbin/*' --leak-check=full \
   --errors-for-leak-kinds=definite --show-leak-kinds=definite \
   --log-file="$logdir/vg.%p" "$@"
 rc=$?
