@@ -1,8 +1,290 @@
-/* qrsd: the qrs entropy daemon (work in progress). */
+/* qrsd: the qrs entropy daemon.  Owns the entropy sources and serves
+   just-in-time amplified draws over a Unix socket. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "qrs-config.h"
+
+#if HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#include <uv.h>
+
+#include "conf.h"
+#include "log.h"
+#include "server.h"
+
+static struct server srv;
+static uv_signal_t sig_term, sig_int, sig_hup;
+
+static void
+usage(FILE *f)
+{
+  fprintf(f,
+"Usage: qrsd [OPTION]...\n"
+"\n"
+"qrsd is the qrs entropy daemon.  It owns every configured entropy source\n"
+"and serves just-in-time amplified draws (fresh bytes -> one uniform u)\n"
+"and raw bytes to local clients (libqrs, qrsctl) over a Unix socket.\n"
+"It runs in the foreground; under systemd use Type=notify.\n"
+"\n"
+"Options:\n"
+"  -c, --config FILE   read the configuration from FILE (default:\n"
+"                      %s if it exists, else the\n"
+"                      built-in default, which equals the shipped file)\n"
+"  -s, --socket PATH   listen on PATH instead of the configured socket.path\n"
+"  -n, --check         check the configuration, report, and exit\n"
+"  -p, --print-config  print the effective configuration as YAML and exit\n"
+"  -v, --verbose       log debug messages too\n"
+"  -h, --help          show this help and exit\n"
+"  -V, --version       show the version and exit\n"
+"\n"
+"Signals:\n"
+"  SIGTERM, SIGINT     stop accepting, answer requests in flight, exit 0\n"
+"  SIGHUP              ignored (configuration reload is not supported yet)\n"
+"\n"
+"Socket activation: when systemd passes a listening socket (LISTEN_FDS),\n"
+"qrsd serves on it instead of binding socket.path.  At start, a socket file\n"
+"on which a live daemon answers is refused; a stale one is replaced.\n"
+"\n"
+"Exit status: 0 on a clean stop or a valid configuration (-n), 1 on a\n"
+"configuration or start-up error, 2 on bad usage.\n"
+"\n"
+"Examples:\n"
+"  qrsd -n -c /etc/qrsd/qrsd.yaml      check a configuration file\n"
+"  qrsd --socket ./run/qrsd.sock       run with the built-in default\n"
+"  qrsctl --socket ./run/qrsd.sock draw\n",
+          QRS_DEFAULT_CONFIG);
+}
+
+static struct qrsd_conf *
+load_config(const char *path)
+{
+  struct qrsd_conf *conf;
+  char err[512];
+  int r;
+
+  if (!path && access(QRS_DEFAULT_CONFIG, F_OK) == 0)
+    path = QRS_DEFAULT_CONFIG;
+  err[0] = '\0';
+  if (path)
+    r = conf_load_file(path, &conf, err, sizeof(err));
+  else
+    r = conf_load_default(&conf, err, sizeof(err));
+  if (r < 0) {
+    if (err[0])
+      fprintf(stderr, "qrsd: %s\n", err);
+    else
+      fprintf(stderr, "qrsd: cannot read %s: %s\n",
+              path ? path : "the built-in configuration", strerror(-r));
+    exit(1);
+  }
+  return conf;
+}
+
+static void
+notify(const char *state)
+{
+#if HAVE_SYSTEMD
+  sd_notify(0, state);
+#else
+  (void)state;
+#endif
+}
+
+static void
+on_stopped(struct server *s)
+{
+  uv_close((uv_handle_t *)&sig_term, NULL);
+  uv_close((uv_handle_t *)&sig_int, NULL);
+  uv_close((uv_handle_t *)&sig_hup, NULL);
+  /* Closing the handles restored the default actions: a second signal
+     must not kill us while we finish cleanly. */
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+}
+
+static void
+on_signal(uv_signal_t *h, int signum)
+{
+  if (signum == SIGHUP) {
+    log_info("SIGHUP: configuration reload is not supported yet; "
+             "ignoring");
+    return;
+  }
+  if (srv.stopping)
+    return;
+  log_info("%s: stopping", strsignal(signum));
+  notify("STOPPING=1");
+  server_stop(&srv, on_stopped);
+}
+
+/* The listening socket systemd passed, or -1. */
+static int
+activated_fd(void)
+{
+#if HAVE_SYSTEMD
+  int n;
+
+  n = sd_listen_fds(1);
+  if (n < 0)
+    fatal("cannot read the sockets systemd passed: %s", strerror(-n));
+  if (n == 0)
+    return -1;
+  if (n > 1)
+    fatal("systemd passed %d sockets; qrsd takes exactly one", n);
+  if (sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) <= 0)
+    fatal("the socket systemd passed is not a listening Unix stream "
+          "socket");
+  return SD_LISTEN_FDS_START;
+#else
+  return -1;
+#endif
+}
+
+static void
+log_start(const struct qrsd_conf *conf, int activated)
+{
+  char line[1024], desc[256];
+  size_t i, len;
+
+  len = 0;
+  line[0] = '\0';
+  for (i = 0; i < srv.n_sources && len < sizeof(line); i++) {
+    source_describe(srv.sources[i], desc, sizeof(desc));
+    len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s: %s",
+                            i ? ", " : "", srv.sources[i]->name, desc);
+  }
+  log_info("qrsd %s listening on %s (%s); default source '%s'; sources: %s;"
+           " config %s", QRS_VERSION, srv.socket_path,
+           activated ? "socket activation" : "bound by qrsd",
+           srv.default_source->name, line, conf->file);
+  for (i = 0; i < srv.n_sources; i++)
+    if (!srv.sources[i]->ops->production)
+      log_warn("source '%s' is a %s source: not for production",
+               srv.sources[i]->name, srv.sources[i]->ops->type);
+}
 
 int
-main(void)
+main(int argc, char **argv)
 {
+  static const struct option opts[] = {
+    { "config", required_argument, NULL, 'c' },
+    { "socket", required_argument, NULL, 's' },
+    { "check", no_argument, NULL, 'n' },
+    { "print-config", no_argument, NULL, 'p' },
+    { "verbose", no_argument, NULL, 'v' },
+    { "help", no_argument, NULL, 'h' },
+    { "version", no_argument, NULL, 'V' },
+    { NULL, 0, NULL, 0 },
+  };
+  const char *config_path, *socket_path;
+  struct qrsd_conf *conf;
+  int opt, check, print, fd, r;
+  uv_loop_t *loop;
+  char err[512];
+  char status[512];
+
+  config_path = NULL;
+  socket_path = NULL;
+  check = 0;
+  print = 0;
+  while ((opt = getopt_long(argc, argv, "c:s:npvhV", opts, NULL)) != -1) {
+    switch (opt) {
+    case 'c':
+      config_path = optarg;
+      break;
+    case 's':
+      socket_path = optarg;
+      break;
+    case 'n':
+      check = 1;
+      break;
+    case 'p':
+      print = 1;
+      break;
+    case 'v':
+      log_set_level(LOG_LEVEL_DEBUG);
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    case 'V':
+      printf("qrsd %s (protocol %d)\n", QRS_VERSION, QRS_PROTO_VERSION);
+      return 0;
+    default:
+      fprintf(stderr, "Try 'qrsd --help' for more information.\n");
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "qrsd: unexpected argument '%s'\n"
+            "Try 'qrsd --help' for more information.\n", argv[optind]);
+    return 2;
+  }
+
+  conf = load_config(config_path);
+  if (socket_path) {
+    free(conf->socket_path);
+    conf->socket_path = strdup(socket_path);
+    if (!conf->socket_path)
+      fatal("out of memory");
+  }
+  if (check) {
+    printf("qrsd: configuration %s is valid\n", conf->file);
+    conf_free(conf);
+    return 0;
+  }
+  if (print) {
+    r = conf_print(conf, stdout);
+    conf_free(conf);
+    return r < 0 ? 1 : 0;
+  }
+
+  signal(SIGPIPE, SIG_IGN);
+  loop = uv_default_loop();
+  r = server_init(&srv, loop, conf, err, sizeof(err));
+  if (r < 0)
+    fatal("%s", err);
+
+  fd = activated_fd();
+  if (fd >= 0)
+    r = server_listen_fd(&srv, fd, err, sizeof(err));
+  else
+    r = server_listen_path(&srv, conf->socket_path, err, sizeof(err));
+  if (r < 0) {
+    log_err("%s", err);
+    server_done(&srv);
+    conf_free(conf);
+    return 1;
+  }
+
+  uv_signal_init(loop, &sig_term);
+  uv_signal_init(loop, &sig_int);
+  uv_signal_init(loop, &sig_hup);
+  uv_signal_start(&sig_term, on_signal, SIGTERM);
+  uv_signal_start(&sig_int, on_signal, SIGINT);
+  uv_signal_start(&sig_hup, on_signal, SIGHUP);
+
+  log_start(conf, fd >= 0);
+  snprintf(status, sizeof(status), "READY=1\nSTATUS=Serving on %s "
+           "(default source %s)", srv.socket_path, srv.default_source->name);
+  notify(status);
+
+  uv_run(loop, UV_RUN_DEFAULT);
+
+  server_done(&srv);
+  conf_free(conf);
+  r = uv_loop_close(loop);
+  if (r < 0)
+    log_warn("event loop closed with handles open: %s", uv_strerror(r));
+  log_info("stopped");
   return 0;
 }

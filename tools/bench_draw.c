@@ -1,11 +1,700 @@
-/* qrs-bench draw (work in progress). */
+/* qrs-bench draw: the draw round trip through a real qrsd, against the
+   floor of the same work without the daemon.
+
+   The floor is a minimal blocking server in its own process: for each
+   request frame (the size of a DRAW frame) it calls getrandom() for
+   sample_count bytes, makes one pass over them, and writes a frame the size
+   of a DRAW_REPLY.  Draw and floor are measured in alternating rounds in
+   one run, under the same CPU pinning, and printed with their ratio. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <qrs/client.h>
 
 #include "bench.h"
+#include "frame.h"
+
+struct opts {
+  const char *socket;           /* NULL: start our own qrsd */
+  const char *qrsd;
+  uint32_t samples;
+  int rounds;
+  int per_round;
+  double seconds;               /* per throughput measurement */
+  int pin;
+};
+
+static char tmpdir[64];
+static pid_t qrsd_pid = -1;
+static pid_t floor_pid = -1;
+static char floor_sock[100];
+static char qrsd_sock[100];
+static size_t req_size, reply_size;
+
+static int64_t
+now_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void
+pin_cpu0(void)
+{
+  cpu_set_t set;
+
+  CPU_ZERO(&set);
+  CPU_SET(0, &set);
+  sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void
+unpin(void)
+{
+  cpu_set_t set;
+  long n, i;
+
+  n = sysconf(_SC_NPROCESSORS_ONLN);
+  CPU_ZERO(&set);
+  for (i = 0; i < n && i < CPU_SETSIZE; i++)
+    CPU_SET(i, &set);
+  sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* Frame sizes of a default DRAW and of the DRAW_REPLY qrsd sends. */
+static void
+measure_frame_sizes(uint32_t samples)
+{
+  QrsIpc__Draw d = QRS_IPC__DRAW__INIT;
+  QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
+  QrsIpc__Timestamp t = QRS_IPC__TIMESTAMP__INIT;
+
+  d.sample_count = samples;
+  req_size = qrs__frame_size(&d.base);
+  t.realtime_ns = 1796000000000000000ll;
+  t.monotonic_ns = 700000000000ll;
+  r.u = 0.4;
+  r.z = -0.3;
+  r.sample_mean = 127.4;
+  r.sample_count = samples;
+  r.source = "system";
+  r.served_by = "system";
+  r.amplifier = "zscore_mean";
+  r.received = &t;
+  r.generated = &t;
+  r.sent = &t;
+  reply_size = qrs__frame_size(&r.base);
+}
+
+/* ---- the floor server ----------------------------------------------- */
+
+struct floor_conn {
+  int fd;
+  uint32_t samples;
+};
+
+static int
+read_full(int fd, uint8_t *b, size_t n)
+{
+  ssize_t r;
+  size_t done;
+
+  done = 0;
+  while (done < n) {
+    r = read(fd, b + done, n - done);
+    if (r <= 0) {
+      if (r < 0 && errno == EINTR)
+        continue;
+      return -1;
+    }
+    done += (size_t)r;
+  }
+  return 0;
+}
+
+static int
+write_full(int fd, const uint8_t *b, size_t n)
+{
+  ssize_t r;
+  size_t done;
+
+  done = 0;
+  while (done < n) {
+    r = write(fd, b + done, n - done);
+    if (r <= 0) {
+      if (r < 0 && errno == EINTR)
+        continue;
+      return -1;
+    }
+    done += (size_t)r;
+  }
+  return 0;
+}
+
+static uint64_t
+one_pass(const uint8_t *b, size_t n)
+{
+  uint32_t s;
+  size_t i;
+
+  s = 0;
+  for (i = 0; i < n; i++)
+    s += b[i];
+  return s;
+}
+
+static void
+fill_random(uint8_t *b, size_t n)
+{
+  size_t done;
+  ssize_t r;
+
+  done = 0;
+  while (done < n) {
+    r = getrandom(b + done, n - done, 0);
+    if (r > 0)
+      done += (size_t)r;
+  }
+}
+
+static void *
+floor_conn_main(void *arg)
+{
+  struct floor_conn *fc;
+  uint8_t req[256], reply[512], *buf;
+  uint64_t sum;
+
+  fc = arg;
+  buf = malloc(fc->samples);
+  memset(reply, 0, sizeof(reply));
+  while (buf && read_full(fc->fd, req, req_size) == 0) {
+    fill_random(buf, fc->samples);
+    sum = one_pass(buf, fc->samples);
+    memcpy(reply + 20, &sum, sizeof(sum));
+    if (write_full(fc->fd, reply, reply_size) < 0)
+      break;
+  }
+  free(buf);
+  close(fc->fd);
+  free(fc);
+  return NULL;
+}
+
+static void
+floor_server(int lfd, uint32_t samples)
+{
+  struct floor_conn *fc;
+  pthread_t t;
+  int fd;
+
+  for (;;) {
+    fd = accept(lfd, NULL, NULL);
+    if (fd < 0)
+      continue;
+    fc = malloc(sizeof(*fc));
+    fc->fd = fd;
+    fc->samples = samples;
+    pthread_create(&t, NULL, floor_conn_main, fc);
+    pthread_detach(t);
+  }
+}
+
+static int
+listen_unix(const char *path)
+{
+  struct sockaddr_un sa;
+  int fd;
+
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+      listen(fd, 64) < 0) {
+    perror("floor server");
+    exit(1);
+  }
+  return fd;
+}
+
+static int
+connect_unix(const char *path)
+{
+  struct sockaddr_un sa;
+  int fd;
+
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+    perror(path);
+    exit(1);
+  }
+  return fd;
+}
+
+/* ---- processes ------------------------------------------------------ */
+
+static void
+start_floor(const struct opts *o)
+{
+  int lfd;
+
+  snprintf(floor_sock, sizeof(floor_sock), "%s/floor.sock", tmpdir);
+  lfd = listen_unix(floor_sock);
+  floor_pid = fork();
+  if (floor_pid == 0) {
+    if (o->pin)
+      pin_cpu0();
+    floor_server(lfd, o->samples);
+    _exit(0);
+  }
+  close(lfd);
+}
+
+static const char *
+find_qrsd(const struct opts *o)
+{
+  static char path[4200];
+  char self[4096];
+  ssize_t n;
+  char *slash;
+
+  if (o->qrsd)
+    return o->qrsd;
+  if (getenv("QRSD") && *getenv("QRSD"))
+    return getenv("QRSD");
+  n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    slash = strrchr(self, '/');
+    if (slash) {
+      *slash = '\0';
+      snprintf(path, sizeof(path), "%s/../daemon/qrsd", self);
+      if (access(path, X_OK) == 0)
+        return path;
+    }
+  }
+  return "qrsd";
+}
+
+static void
+start_qrsd(const struct opts *o)
+{
+  struct qrs_client *c;
+  const char *bin;
+  int i, r;
+
+  bin = find_qrsd(o);
+  snprintf(qrsd_sock, sizeof(qrsd_sock), "%s/qrsd.sock", tmpdir);
+  qrsd_pid = fork();
+  if (qrsd_pid == 0) {
+    if (o->pin)
+      pin_cpu0();
+    freopen("/dev/null", "w", stderr);
+    execlp(bin, "qrsd", "--socket", qrsd_sock, (char *)NULL);
+    _exit(127);
+  }
+  for (i = 0; i < 200; i++) {
+    r = qrs_client_new(qrsd_sock, NULL, &c);
+    if (r == 0) {
+      qrs_client_free(c);
+      return;
+    }
+    usleep(10000);
+  }
+  fprintf(stderr, "qrs-bench: %s did not start\n", bin);
+  exit(1);
+}
+
+static void
+cleanup(void)
+{
+  char cmd[128];
+
+  if (qrsd_pid > 0) {
+    kill(qrsd_pid, SIGTERM);
+    waitpid(qrsd_pid, NULL, 0);
+  }
+  if (floor_pid > 0) {
+    kill(floor_pid, SIGKILL);
+    waitpid(floor_pid, NULL, 0);
+  }
+  if (tmpdir[0]) {
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+      fprintf(stderr, "qrs-bench: could not remove %s\n", tmpdir);
+  }
+}
+
+/* ---- latency -------------------------------------------------------- */
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+  int64_t x, y;
+
+  x = *(const int64_t *)a;
+  y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static double
+pct_us(int64_t *v, size_t n, double p)
+{
+  size_t i;
+
+  i = (size_t)(p * (double)(n - 1) + 0.5);
+  return (double)v[i] / 1000.0;
+}
+
+struct lat {
+  int64_t *v;
+  size_t n;
+};
+
+static void
+lat_draws(struct qrs_client *c, const struct opts *o, struct lat *l)
+{
+  struct qrs_draw_request rq;
+  struct qrs_draw d;
+  int64_t t0;
+  int i, r;
+
+  memset(&rq, 0, sizeof(rq));
+  rq.sample_count = o->samples;
+  for (i = 0; i < o->per_round; i++) {
+    t0 = now_ns();
+    r = qrs_client_draw(c, &rq, &d);
+    if (r < 0) {
+      fprintf(stderr, "qrs-bench: draw: %s\n", qrs_strerror(r));
+      exit(1);
+    }
+    l->v[l->n++] = now_ns() - t0;
+  }
+}
+
+static void
+lat_floor(int fd, struct lat *l, int count)
+{
+  uint8_t req[256], reply[512];
+  int64_t t0;
+  int i;
+
+  memset(req, 0, sizeof(req));
+  for (i = 0; i < count; i++) {
+    t0 = now_ns();
+    if (write_full(fd, req, req_size) < 0 ||
+        read_full(fd, reply, reply_size) < 0) {
+      fprintf(stderr, "qrs-bench: floor server went away\n");
+      exit(1);
+    }
+    l->v[l->n++] = now_ns() - t0;
+  }
+}
+
+static void
+lat_local(struct lat *gr, struct lat *pass, int count, uint32_t samples)
+{
+  volatile uint64_t sink;
+  uint8_t *buf;
+  int64_t t0;
+  int i;
+
+  buf = malloc(samples);
+  for (i = 0; i < count; i++) {
+    t0 = now_ns();
+    fill_random(buf, samples);
+    gr->v[gr->n++] = now_ns() - t0;
+    t0 = now_ns();
+    sink = one_pass(buf, samples);
+    pass->v[pass->n++] = now_ns() - t0;
+  }
+  (void)sink;
+  free(buf);
+}
+
+static void
+lat_alloc(struct lat *l, size_t n)
+{
+  l->v = malloc(n * sizeof(*l->v));
+  l->n = 0;
+  if (!l->v) {
+    fprintf(stderr, "qrs-bench: out of memory\n");
+    exit(1);
+  }
+}
+
+static void
+print_lat(const char *name, struct lat *l)
+{
+  qsort(l->v, l->n, sizeof(*l->v), cmp_i64);
+  printf("  %-34s p50 %8.1f us   p99 %8.1f us   p99.9 %8.1f us\n", name,
+         pct_us(l->v, l->n, 0.5), pct_us(l->v, l->n, 0.99),
+         pct_us(l->v, l->n, 0.999));
+}
+
+/* ---- throughput ----------------------------------------------------- */
+
+struct tput {
+  const struct opts *o;
+  int floor;                    /* 1: against the floor server */
+  int64_t end;
+  uint64_t count;
+};
+
+static void *
+tput_main(void *arg)
+{
+  struct qrs_draw_request rq;
+  uint8_t req[256], reply[512];
+  struct qrs_client *c;
+  struct tput *t;
+  struct qrs_draw d;
+  int fd;
+
+  t = arg;
+  memset(req, 0, sizeof(req));
+  if (t->floor) {
+    fd = connect_unix(floor_sock);
+    while (now_ns() < t->end) {
+      if (write_full(fd, req, req_size) < 0 ||
+          read_full(fd, reply, reply_size) < 0)
+        break;
+      t->count++;
+    }
+    close(fd);
+    return NULL;
+  }
+  if (qrs_client_new(qrsd_sock, NULL, &c) < 0)
+    return NULL;
+  memset(&rq, 0, sizeof(rq));
+  rq.sample_count = t->o->samples;
+  while (now_ns() < t->end) {
+    if (qrs_client_draw(c, &rq, &d) < 0)
+      break;
+    t->count++;
+  }
+  qrs_client_free(c);
+  return NULL;
+}
+
+static double
+throughput(const struct opts *o, int clients, int floor)
+{
+  struct tput t[16];
+  pthread_t th[16];
+  uint64_t total;
+  int64_t start;
+  int i;
+
+  start = now_ns();
+  for (i = 0; i < clients; i++) {
+    t[i].o = o;
+    t[i].floor = floor;
+    t[i].end = start + (int64_t)(o->seconds * 1e9);
+    t[i].count = 0;
+    pthread_create(&th[i], NULL, tput_main, &t[i]);
+  }
+  total = 0;
+  for (i = 0; i < clients; i++) {
+    pthread_join(th[i], NULL);
+    total += t[i].count;
+  }
+  return (double)total / ((double)(now_ns() - start) / 1e9);
+}
+
+/* ---- main ----------------------------------------------------------- */
+
+static void
+usage(FILE *f)
+{
+  fprintf(f,
+"Usage: qrs-bench draw [OPTIONS]\n"
+"\n"
+"Measures qrsd's draw round trip (latency from one client; draws/s with\n"
+"1, 4 and 16 clients) and, in the same run, the floor: a blocking AF_UNIX\n"
+"server in its own process that answers a frame of the same size after\n"
+"getrandom() of the same byte count and one pass over the bytes.  Prints\n"
+"each figure and the ratio draw/floor.\n"
+"\n"
+"Options:\n"
+"  --socket PATH     measure a running qrsd (default: start one from the\n"
+"                    build tree on a temporary socket)\n"
+"  --qrsd PATH       the qrsd binary to start (default: $QRSD, else\n"
+"                    ../daemon/qrsd next to qrs-bench)\n"
+"  --samples N       bytes per draw (default 10000)\n"
+"  --rounds N        alternating latency rounds (default 10)\n"
+"  --per-round N     round trips per round and side (default 2000)\n"
+"  --seconds S       duration of each throughput figure (default 1.5)\n"
+"  --no-pin          do not pin client and servers to CPU 0 for the\n"
+"                    latency figures\n"
+"  -h, --help        show this help\n");
+}
 
 int
 bench_draw(int argc, char **argv)
 {
-  fprintf(stderr, "qrs-bench draw: not built yet\n");
-  return 1;
+  static const struct option lopts[] = {
+    { "socket", required_argument, NULL, 's' },
+    { "qrsd", required_argument, NULL, 'q' },
+    { "samples", required_argument, NULL, 'n' },
+    { "rounds", required_argument, NULL, 'r' },
+    { "per-round", required_argument, NULL, 'p' },
+    { "seconds", required_argument, NULL, 'S' },
+    { "no-pin", no_argument, NULL, 'P' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+  };
+  struct lat ld, lf, lg, lp;
+  struct qrs_client *c;
+  double p50d, p99d, p999d, p50f, p99f, p999f, td, tf;
+  static const int nclients[] = { 1, 4, 16 };
+  struct opts o;
+  int opt, i, fd, r;
+  size_t total;
+
+  memset(&o, 0, sizeof(o));
+  o.samples = 10000;
+  o.rounds = 10;
+  o.per_round = 2000;
+  o.seconds = 1.5;
+  o.pin = 1;
+  optind = 1;
+  while ((opt = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+    switch (opt) {
+    case 's':
+      o.socket = optarg;
+      break;
+    case 'q':
+      o.qrsd = optarg;
+      break;
+    case 'n':
+      o.samples = (uint32_t)strtoul(optarg, NULL, 10);
+      break;
+    case 'r':
+      o.rounds = atoi(optarg);
+      break;
+    case 'p':
+      o.per_round = atoi(optarg);
+      break;
+    case 'S':
+      o.seconds = atof(optarg);
+      break;
+    case 'P':
+      o.pin = 0;
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (o.samples == 0 || o.rounds < 1 || o.per_round < 10 ||
+      o.seconds <= 0) {
+    fprintf(stderr, "qrs-bench draw: bad option value\n");
+    return 2;
+  }
+
+  snprintf(tmpdir, sizeof(tmpdir), "/tmp/qrs-bench-XXXXXX");
+  if (!mkdtemp(tmpdir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  atexit(cleanup);
+  signal(SIGPIPE, SIG_IGN);
+  measure_frame_sizes(o.samples);
+  start_floor(&o);
+  if (o.socket && strlen(o.socket) >= sizeof(qrsd_sock)) {
+    fprintf(stderr, "qrs-bench draw: socket path too long\n");
+    return 2;
+  }
+  if (o.socket)
+    snprintf(qrsd_sock, sizeof(qrsd_sock), "%s", o.socket);
+  else
+    start_qrsd(&o);
+
+  if (o.pin)
+    pin_cpu0();
+  r = qrs_client_new(qrsd_sock, NULL, &c);
+  if (r < 0) {
+    fprintf(stderr, "qrs-bench: cannot connect to %s: %s\n", qrsd_sock,
+            qrs_strerror(r));
+    return 1;
+  }
+  fd = connect_unix(floor_sock);
+
+  total = (size_t)o.rounds * (size_t)o.per_round;
+  lat_alloc(&ld, total);
+  lat_alloc(&lf, total);
+  lat_alloc(&lg, total);
+  lat_alloc(&lp, total);
+  /* Warm up both paths, then alternate rounds so that the machine's
+     moods fall on both sides alike. */
+  lat_draws(c, &o, &ld);
+  lat_floor(fd, &lf, o.per_round);
+  ld.n = lf.n = 0;
+  for (i = 0; i < o.rounds; i++) {
+    lat_draws(c, &o, &ld);
+    lat_floor(fd, &lf, o.per_round);
+    lat_local(&lg, &lp, o.per_round / 4, o.samples);
+  }
+  close(fd);
+  qrs_client_free(c);
+
+  printf("qrs-bench draw: sample_count %u, request frame %zu B, reply "
+         "frame %zu B, %s, %d x %d round trips per side\n", o.samples,
+         req_size, reply_size, o.pin ? "client and servers pinned to CPU 0"
+                                      : "unpinned",
+         o.rounds, o.per_round);
+  printf("latency (one client, blocking):\n");
+  print_lat("draw through qrsd", &ld);
+  print_lat("floor (echo + getrandom + pass)", &lf);
+  print_lat("  of which getrandom", &lg);
+  print_lat("  of which one pass", &lp);
+  p50d = pct_us(ld.v, ld.n, 0.5);
+  p99d = pct_us(ld.v, ld.n, 0.99);
+  p999d = pct_us(ld.v, ld.n, 0.999);
+  p50f = pct_us(lf.v, lf.n, 0.5);
+  p99f = pct_us(lf.v, lf.n, 0.99);
+  p999f = pct_us(lf.v, lf.n, 0.999);
+  printf("  ratio draw/floor: p50 %.2fx (target <= 1.3x)   p99 %.2fx "
+         "(target <= 3x)   p99.9 %.2fx\n", p50d / p50f, p99d / p99f,
+         p999d / p999f);
+
+  if (o.pin)
+    unpin();
+  printf("throughput (%.1f s each, unpinned client threads):\n", o.seconds);
+  for (i = 0; i < 3; i++) {
+    td = throughput(&o, nclients[i], 0);
+    tf = throughput(&o, nclients[i], 1);
+    printf("  %2d client%s  draws %9.0f /s   floor %9.0f /s   ratio "
+           "%.2f\n", nclients[i], nclients[i] > 1 ? "s" : " ", td, tf,
+           td / tf);
+  }
+  free(ld.v);
+  free(lf.v);
+  free(lg.v);
+  free(lp.v);
+  return 0;
 }

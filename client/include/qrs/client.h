@@ -82,6 +82,11 @@ QRS_EXPORT void qrs_client_set_log_cb(struct qrs_client *c, qrs_log_cb cb,
 QRS_EXPORT const struct qrs_server_info *
 qrs_client_server_info(const struct qrs_client *c);
 
+/* The daemon's own words for the last error a call on c returned (e.g.
+   "no source named 'x' is configured"), or "" when the last error did not
+   come from the daemon.  Owned by the client; valid until the next call. */
+QRS_EXPORT const char *qrs_client_errmsg(const struct qrs_client *c);
+
 /* The socket path the client connects to.  Owned by the client. */
 QRS_EXPORT const char *qrs_client_socket_path(const struct qrs_client *c);
 

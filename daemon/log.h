@@ -1,0 +1,36 @@
+/* qrsd logging: one line per event to stderr, which systemd forwards to
+   the journal.  Under systemd (JOURNAL_STREAM names our stderr) each line
+   carries a <N> syslog priority prefix instead of a timestamp. */
+#ifndef QRSD_LOG_H
+#define QRSD_LOG_H
+
+#include <stdarg.h>
+
+enum log_level {
+  LOG_LEVEL_ERR = 3,
+  LOG_LEVEL_WARN = 4,
+  LOG_LEVEL_INFO = 6,
+  LOG_LEVEL_DEBUG = 7,
+};
+
+/* Messages above level are dropped (default LOG_LEVEL_INFO). */
+void log_set_level(enum log_level level);
+int log_debug_enabled(void);
+
+void log_msg(enum log_level level, const char *fmt, ...)
+  __attribute__((format(printf, 2, 3)));
+
+#define log_err(...) log_msg(LOG_LEVEL_ERR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_debug(...) \
+  do { \
+    if (log_debug_enabled()) \
+      log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__); \
+  } while (0)
+
+/* Log at error level and exit(1).  Start-up only. */
+void fatal(const char *fmt, ...)
+  __attribute__((format(printf, 1, 2), noreturn));
+
+#endif

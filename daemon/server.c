@@ -1,0 +1,1086 @@
+#define _GNU_SOURCE
+/* The qrsd server: listening socket, connections, framing, dispatch.
+
+   Everything here runs on the loop thread.  Every buffer a peer can grow
+   has a cap: a connection's read buffer holds at most one maximal frame,
+   its queued replies at most wq_max bytes (beyond that we stop reading
+   from it until the peer catches up), and its requests in flight at most
+   limits.max_inflight_per_connection (beyond that: BUSY). */
+#include <errno.h>
+#include <grp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "qrs-config.h"
+
+#include <qrs/error.h>
+
+#include "draw.h"
+#include "log.h"
+#include "server.h"
+
+#define RBUF_INITIAL (16 * 1024)
+#define WQ_MIN_CAP (4 * 1024 * 1024)
+
+struct conn {
+  uv_pipe_t pipe;               /* handle.data points back here */
+  struct server *srv;
+  struct conn *prev;
+  struct conn *next;
+  uint64_t id;
+  char name[96];                /* "conn 3 (pid 42, uid 1000)" */
+
+  uint8_t *rbuf;
+  size_t rlen;
+  size_t rcap;
+  size_t rmax;                  /* header + max frame */
+
+  size_t wq_bytes;              /* queued in uv_write, not yet written */
+  size_t wq_max;
+  uint32_t inflight;            /* requests taken, not yet answered */
+  unsigned refs;                /* 1 for the handle + 1 per worker job */
+
+  int hello_done;
+  int reading;
+  int closing;                  /* uv_close called or flushing to close */
+  char *client_name;
+};
+
+struct wreq {
+  uv_write_t req;
+  struct conn *conn;
+  size_t len;
+  uint8_t data[];
+};
+
+static void conn_close(struct conn *c);
+static void conn_close_after_flush(struct conn *c);
+static void conn_update_reading(struct conn *c);
+static void server_maybe_stopped(struct server *srv);
+
+/* ---- connections: lifetime ------------------------------------------ */
+
+struct server *
+conn_server(const struct conn *c)
+{
+  return c->srv;
+}
+
+const char *
+conn_name(const struct conn *c)
+{
+  return c->name;
+}
+
+int
+conn_alive(const struct conn *c)
+{
+  return !c->closing;
+}
+
+void
+conn_hold(struct conn *c)
+{
+  c->refs++;
+}
+
+static void
+conn_free(struct conn *c)
+{
+  free(c->rbuf);
+  free(c->client_name);
+  free(c);
+}
+
+void
+conn_release(struct conn *c)
+{
+  if (--c->refs == 0)
+    conn_free(c);
+}
+
+static void
+on_conn_closed(uv_handle_t *h)
+{
+  struct conn *c;
+  struct server *srv;
+
+  c = h->data;
+  srv = c->srv;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    srv->conns = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
+  srv->n_conns--;
+  log_debug("%s: closed", c->name);
+  conn_release(c);
+  server_maybe_stopped(srv);
+}
+
+static void
+conn_close(struct conn *c)
+{
+  if (uv_is_closing((uv_handle_t *)&c->pipe))
+    return;
+  c->closing = 1;
+  uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
+static void
+on_shutdown(uv_shutdown_t *req, int status)
+{
+  struct conn *c;
+
+  c = req->data;
+  free(req);
+  conn_close(c);
+}
+
+/* Send what is queued, then close. */
+static void
+conn_close_after_flush(struct conn *c)
+{
+  uv_shutdown_t *req;
+
+  if (c->closing)
+    return;
+  c->closing = 1;
+  uv_read_stop((uv_stream_t *)&c->pipe);
+  c->reading = 0;
+  req = malloc(sizeof(*req));
+  if (!req) {
+    c->closing = 0;
+    conn_close(c);
+    return;
+  }
+  req->data = c;
+  if (uv_shutdown(req, (uv_stream_t *)&c->pipe, on_shutdown) < 0) {
+    free(req);
+    c->closing = 0;
+    conn_close(c);
+  }
+}
+
+/* While stopping, a connection with nothing in flight is closed. */
+static void
+conn_check_idle(struct conn *c)
+{
+  if (c->srv->stopping && !c->closing && c->inflight == 0)
+    conn_close_after_flush(c);
+}
+
+void
+conn_request_done(struct conn *c)
+{
+  if (c->inflight > 0)
+    c->inflight--;
+  conn_check_idle(c);
+}
+
+/* ---- connections: writing ------------------------------------------- */
+
+static void
+on_write(uv_write_t *req, int status)
+{
+  struct wreq *w;
+  struct conn *c;
+
+  w = (struct wreq *)req;
+  c = w->conn;
+  c->wq_bytes -= w->len;
+  free(w);
+  if (status < 0 && status != UV_ECANCELED && !c->closing) {
+    log_info("%s: write failed: %s; closing", c->name, uv_strerror(status));
+    conn_close(c);
+  }
+  conn_update_reading(c);
+  conn_release(c);
+}
+
+static void
+conn_write(struct conn *c, uint8_t *frame, size_t len)
+{
+  struct wreq *w;
+  uv_buf_t b;
+  int n;
+
+  if (c->closing)
+    return;
+  b = uv_buf_init((char *)frame, (unsigned)len);
+  n = uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
+  if (n == (int)len)
+    return;
+  if (n < 0 && n != UV_EAGAIN) {
+    log_info("%s: write failed: %s; closing", c->name, uv_strerror(n));
+    conn_close(c);
+    return;
+  }
+  if (n < 0)
+    n = 0;
+  w = malloc(sizeof(*w) + len - (size_t)n);
+  if (!w) {
+    log_err("%s: out of memory queueing a reply; closing", c->name);
+    conn_close(c);
+    return;
+  }
+  w->conn = c;
+  w->len = len - (size_t)n;
+  memcpy(w->data, frame + n, w->len);
+  b = uv_buf_init((char *)w->data, (unsigned)w->len);
+  if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_write) < 0) {
+    free(w);
+    conn_close(c);
+    return;
+  }
+  c->wq_bytes += w->len;
+  conn_hold(c);
+  conn_update_reading(c);
+}
+
+void
+conn_send(struct conn *c, uint16_t type, uint32_t seq,
+          const ProtobufCMessage *m)
+{
+  uint8_t stackbuf[4096], *buf;
+  size_t size;
+  int n;
+
+  if (c->closing)
+    return;
+  size = qrs__frame_size(m);
+  buf = size <= sizeof(stackbuf) ? stackbuf : malloc(size);
+  if (!buf) {
+    log_err("%s: out of memory encoding %s; closing", c->name,
+            qrs__msg_name(type));
+    conn_close(c);
+    return;
+  }
+  n = qrs__frame_pack(type, seq, m, buf, size);
+  if (n > 0)
+    conn_write(c, buf, (size_t)n);
+  if (buf != stackbuf)
+    free(buf);
+}
+
+void
+conn_send_error(struct conn *c, uint32_t seq, int err, const char *fmt, ...)
+{
+  QrsIpc__Error e = QRS_IPC__ERROR__INIT;
+  char msg[512];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  e.code = qrs__error_to_wire(err);
+  e.message = msg;
+  c->srv->errors++;
+  conn_send(c, QRS_MSG_ERROR, seq, &e.base);
+}
+
+/* ---- connections: reading ------------------------------------------- */
+
+static void
+conn_update_reading(struct conn *c);
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void
+conn_update_reading(struct conn *c)
+{
+  int want;
+
+  if (c->closing)
+    return;
+  want = !c->srv->stopping && c->wq_bytes < c->wq_max;
+  if (want && !c->reading) {
+    if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) == 0)
+      c->reading = 1;
+  } else if (!want && c->reading) {
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    c->reading = 0;
+  }
+}
+
+static void
+on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+  struct conn *c;
+
+  c = h->data;
+  buf->base = (char *)c->rbuf + c->rlen;
+  buf->len = c->rcap - c->rlen;
+}
+
+/* Make room for need bytes in the read buffer (need <= rmax). */
+static int
+conn_reserve(struct conn *c, size_t need)
+{
+  uint8_t *p;
+
+  if (need <= c->rcap)
+    return 0;
+  p = realloc(c->rbuf, need);
+  if (!p)
+    return -ENOMEM;
+  c->rbuf = p;
+  c->rcap = need;
+  return 0;
+}
+
+static void handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
+                         const uint8_t *payload);
+
+static void
+conn_process(struct conn *c)
+{
+  struct qrs_frame_hdr h;
+  size_t off, total;
+  int r;
+
+  memset(&h, 0, sizeof(h));
+  off = 0;
+  while (!c->closing && c->rlen - off >= QRS_FRAME_HDR_SIZE) {
+    r = qrs__frame_hdr_decode(c->rbuf + off, c->srv->conf->max_frame_bytes,
+                              &h);
+    if (r == QRS_E_TOO_LARGE) {
+      log_warn("%s: %s frame of %u bytes exceeds the %u-byte limit; "
+               "closing", c->name, qrs__msg_name(h.type), h.length,
+               c->srv->conf->max_frame_bytes);
+      conn_send_error(c, h.seq, QRS_E_TOO_LARGE,
+                      "frame payload of %u bytes exceeds the limit of %u",
+                      h.length, c->srv->conf->max_frame_bytes);
+      conn_close_after_flush(c);
+      return;
+    }
+    if (r < 0) {
+      log_warn("%s: malformed frame header (magic 0x%02x%02x%02x%02x); "
+               "closing", c->name, c->rbuf[off], c->rbuf[off + 1],
+               c->rbuf[off + 2], c->rbuf[off + 3]);
+      conn_send_error(c, 0, QRS_E_PROTOCOL,
+                      "malformed frame header (bad magic, flags or "
+                      "reserved field)");
+      conn_close_after_flush(c);
+      return;
+    }
+    total = QRS_FRAME_HDR_SIZE + (size_t)h.length;
+    if (c->rlen - off < total)
+      break;
+    handle_frame(c, &h, c->rbuf + off + QRS_FRAME_HDR_SIZE);
+    off += total;
+  }
+  if (c->closing)
+    return;
+
+  /* Keep the partial frame at the front; make room for all of it. */
+  if (off > 0) {
+    memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+    c->rlen -= off;
+  }
+  if (c->rlen >= QRS_FRAME_HDR_SIZE) {
+    total = QRS_FRAME_HDR_SIZE + (size_t)h.length;
+    if (conn_reserve(c, total) < 0) {
+      log_err("%s: out of memory for a %zu-byte frame; closing", c->name,
+              total);
+      conn_close(c);
+    }
+  } else if (c->rcap > RBUF_INITIAL && c->rlen <= RBUF_INITIAL) {
+    /* Give back what a large frame took. */
+    uint8_t *p = realloc(c->rbuf, RBUF_INITIAL);
+
+    if (p) {
+      c->rbuf = p;
+      c->rcap = RBUF_INITIAL;
+    }
+  }
+}
+
+static void
+on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+  struct conn *c;
+
+  c = s->data;
+  if (nread == 0)
+    return;
+  if (nread < 0) {
+    if (nread == UV_EOF) {
+      if (c->rlen > 0 || c->inflight > 0)
+        log_info("%s: client disconnected with %s%u request(s) in flight",
+                 c->name, c->rlen > 0 ? "a partial frame and " : "",
+                 c->inflight);
+      else
+        log_debug("%s: client disconnected", c->name);
+    } else {
+      log_info("%s: read failed: %s; closing", c->name,
+               uv_strerror((int)nread));
+    }
+    conn_close(c);
+    return;
+  }
+  c->rlen += (size_t)nread;
+  conn_process(c);
+}
+
+/* ---- requests ------------------------------------------------------- */
+
+static void
+fill_source_info(struct server *srv, const struct source *s,
+                 QrsIpc__SourceInfo *info, char *detail, size_t dlen)
+{
+  qrs_ipc__source_info__init(info);
+  info->name = s->name;
+  info->type = (char *)s->ops->type;
+  info->healthy = s->healthy;
+  info->is_default = s == srv->default_source;
+  info->production = s->ops->production;
+  info->fallback = (char *)"";
+  info->draws = s->draws;
+  info->bytes = s->bytes;
+  info->failures = s->failures;
+  if (s->detail[0])
+    snprintf(detail, dlen, "%s", s->detail);
+  else
+    source_describe(s, detail, dlen);
+  info->detail = detail;
+}
+
+/* Source table for STATUS, HEALTH and SOURCES replies.  The arrays are
+   freed with free_source_infos(). */
+struct infos {
+  QrsIpc__SourceInfo *v;
+  QrsIpc__SourceInfo **p;
+  char (*detail)[256];
+};
+
+static int
+make_source_infos(struct server *srv, struct infos *in)
+{
+  size_t i;
+
+  in->v = calloc(srv->n_sources, sizeof(*in->v));
+  in->p = calloc(srv->n_sources, sizeof(*in->p));
+  in->detail = calloc(srv->n_sources, sizeof(*in->detail));
+  if (!in->v || !in->p || !in->detail) {
+    free(in->v);
+    free(in->p);
+    free(in->detail);
+    return -ENOMEM;
+  }
+  for (i = 0; i < srv->n_sources; i++) {
+    fill_source_info(srv, srv->sources[i], &in->v[i], in->detail[i],
+                     sizeof(in->detail[i]));
+    in->p[i] = &in->v[i];
+  }
+  return 0;
+}
+
+static void
+free_source_infos(struct infos *in)
+{
+  free(in->v);
+  free(in->p);
+  free(in->detail);
+}
+
+static void
+handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
+             uint16_t hdr_version)
+{
+  QrsIpc__HelloReply r = QRS_IPC__HELLO_REPLY__INIT;
+  static char *features[] = { "draw", "bytes", "pipelining", "commitment" };
+  struct server *srv;
+
+  srv = c->srv;
+  if (m->protocol_version != QRS_PROTO_VERSION) {
+    log_warn("%s: client speaks protocol %u, we speak %u; closing", c->name,
+             m->protocol_version, QRS_PROTO_VERSION);
+    conn_send_error(c, seq, QRS_E_VERSION,
+                    "qrsd %s speaks protocol version %u, not %u",
+                    QRS_VERSION, QRS_PROTO_VERSION, m->protocol_version);
+    conn_close_after_flush(c);
+    return;
+  }
+  free(c->client_name);
+  c->client_name = strndup(m->client_name ? m->client_name : "", 64);
+  c->hello_done = 1;
+  log_debug("%s: hello from '%s'", c->name,
+            c->client_name ? c->client_name : "");
+
+  r.protocol_version = QRS_PROTO_VERSION;
+  r.server_version = (char *)QRS_VERSION;
+  r.n_features = sizeof(features) / sizeof(features[0]);
+  r.features = features;
+  r.default_source = srv->default_source->name;
+  r.default_sample_count = srv->conf->amp_sample_count;
+  r.max_sample_count = srv->conf->max_sample_count;
+  r.max_inflight = srv->conf->max_inflight;
+  r.max_frame_bytes = srv->conf->max_frame_bytes;
+  r.max_bytes_per_request = srv->max_bytes_per_request;
+  conn_send(c, QRS_MSG_HELLO_REPLY, seq, &r.base);
+}
+
+static void
+handle_status(struct conn *c, uint32_t seq)
+{
+  QrsIpc__StatusReply r = QRS_IPC__STATUS_REPLY__INIT;
+  struct server *srv;
+  struct infos in;
+  struct ts now;
+
+  srv = c->srv;
+  if (make_source_infos(srv, &in) < 0) {
+    conn_send_error(c, seq, -ENOMEM, "out of memory");
+    return;
+  }
+  ts_now(&now);
+  r.server_version = (char *)QRS_VERSION;
+  r.protocol_version = QRS_PROTO_VERSION;
+  r.pid = (uint32_t)getpid();
+  r.uptime_ms = (uint64_t)(now.monotonic_ns - srv->start_mono_ns) / 1000000;
+  r.socket_path = srv->socket_path;
+  r.default_source = srv->default_source->name;
+  r.connections = srv->n_conns;
+  r.requests = srv->requests;
+  r.draws = srv->draws;
+  r.bytes = srv->bytes;
+  r.errors = srv->errors;
+  r.n_sources = srv->n_sources;
+  r.sources = in.p;
+  conn_send(c, QRS_MSG_STATUS_REPLY, seq, &r.base);
+  free_source_infos(&in);
+}
+
+static void
+handle_health(struct conn *c, uint32_t seq)
+{
+  QrsIpc__HealthReply r = QRS_IPC__HEALTH_REPLY__INIT;
+  struct server *srv;
+  struct infos in;
+  char msg[256];
+  size_t i, bad;
+
+  srv = c->srv;
+  if (make_source_infos(srv, &in) < 0) {
+    conn_send_error(c, seq, -ENOMEM, "out of memory");
+    return;
+  }
+  bad = 0;
+  for (i = 0; i < srv->n_sources; i++)
+    if (!srv->sources[i]->healthy)
+      bad++;
+  if (!srv->default_source->healthy) {
+    r.state = QRS_IPC__HEALTH_STATE__HEALTH_FAILED;
+    snprintf(msg, sizeof(msg), "default source '%s' is failing: %.160s",
+             srv->default_source->name, srv->default_source->detail);
+  } else if (bad) {
+    r.state = QRS_IPC__HEALTH_STATE__HEALTH_DEGRADED;
+    snprintf(msg, sizeof(msg), "%zu of %zu sources failing", bad,
+             srv->n_sources);
+  } else {
+    r.state = QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY;
+    snprintf(msg, sizeof(msg), "all %zu sources healthy", srv->n_sources);
+  }
+  r.message = msg;
+  r.n_sources = srv->n_sources;
+  r.sources = in.p;
+  conn_send(c, QRS_MSG_HEALTH_REPLY, seq, &r.base);
+  free_source_infos(&in);
+}
+
+static void
+handle_sources(struct conn *c, uint32_t seq)
+{
+  QrsIpc__SourcesReply r = QRS_IPC__SOURCES_REPLY__INIT;
+  struct infos in;
+
+  if (make_source_infos(c->srv, &in) < 0) {
+    conn_send_error(c, seq, -ENOMEM, "out of memory");
+    return;
+  }
+  r.default_source = c->srv->default_source->name;
+  r.n_sources = c->srv->n_sources;
+  r.sources = in.p;
+  conn_send(c, QRS_MSG_SOURCES_REPLY, seq, &r.base);
+  free_source_infos(&in);
+}
+
+static int
+is_request_type(uint16_t type)
+{
+  switch (type) {
+  case QRS_MSG_HELLO:
+  case QRS_MSG_DRAW:
+  case QRS_MSG_BYTES:
+  case QRS_MSG_STATUS:
+  case QRS_MSG_HEALTH:
+  case QRS_MSG_SOURCES:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static void
+handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
+             const uint8_t *payload)
+{
+  const ProtobufCMessageDescriptor *desc;
+  struct server *srv;
+  ProtobufCMessage *m;
+  struct ts received;
+
+  srv = c->srv;
+  ts_now(&received);
+  srv->requests++;
+
+  if (!is_request_type(h->type)) {
+    log_info("%s: unsupported message type %u (%s)", c->name, h->type,
+             qrs__msg_name(h->type));
+    conn_send_error(c, h->seq, QRS_E_UNSUPPORTED,
+                    "message type %u is not a request this qrsd serves",
+                    h->type);
+    return;
+  }
+  if (h->version != QRS_PROTO_VERSION && h->type != QRS_MSG_HELLO) {
+    log_warn("%s: frame of protocol version %u; closing", c->name,
+             h->version);
+    conn_send_error(c, h->seq, QRS_E_VERSION,
+                    "frame of protocol version %u, qrsd speaks %u",
+                    h->version, QRS_PROTO_VERSION);
+    conn_close_after_flush(c);
+    return;
+  }
+  desc = qrs__msg_descriptor(h->type);
+  m = protobuf_c_message_unpack(desc, NULL, h->length, payload);
+  if (!m) {
+    log_warn("%s: %s payload of %u bytes does not decode; closing",
+             c->name, qrs__msg_name(h->type), h->length);
+    conn_send_error(c, h->seq, QRS_E_PROTOCOL,
+                    "%s payload does not decode", qrs__msg_name(h->type));
+    conn_close_after_flush(c);
+    return;
+  }
+  if (h->type == QRS_MSG_HELLO) {
+    handle_hello(c, h->seq, (QrsIpc__Hello *)m, h->version);
+    goto out;
+  }
+  if (!c->hello_done) {
+    log_info("%s: %s before HELLO", c->name, qrs__msg_name(h->type));
+    conn_send_error(c, h->seq, QRS_E_HELLO_REQUIRED,
+                    "send HELLO before %s", qrs__msg_name(h->type));
+    goto out;
+  }
+  if (c->inflight >= srv->conf->max_inflight) {
+    log_info("%s: more than %u requests in flight; answering BUSY",
+             c->name, srv->conf->max_inflight);
+    conn_send_error(c, h->seq, QRS_E_BUSY,
+                    "more than %u requests in flight on this connection",
+                    srv->conf->max_inflight);
+    goto out;
+  }
+
+  switch (h->type) {
+  case QRS_MSG_DRAW:
+    c->inflight++;
+    draw_handle(c, h->seq, (QrsIpc__Draw *)m, &received);
+    break;
+  case QRS_MSG_BYTES:
+    c->inflight++;
+    bytes_handle(c, h->seq, (QrsIpc__Bytes *)m, &received);
+    break;
+  case QRS_MSG_STATUS:
+    handle_status(c, h->seq);
+    break;
+  case QRS_MSG_HEALTH:
+    handle_health(c, h->seq);
+    break;
+  case QRS_MSG_SOURCES:
+    handle_sources(c, h->seq);
+    break;
+  }
+
+out:
+  protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* ---- listening ------------------------------------------------------ */
+
+static void
+on_unlisted_closed(uv_handle_t *h)
+{
+  conn_release(h->data);
+}
+
+static void
+on_connection(uv_stream_t *listener, int status)
+{
+  struct server *srv;
+  struct conn *c;
+  struct ucred cred;
+  socklen_t len;
+  uv_os_fd_t fd;
+
+  srv = listener->data;
+  if (status < 0) {
+    log_warn("accept failed: %s", uv_strerror(status));
+    return;
+  }
+  c = calloc(1, sizeof(*c));
+  if (!c)
+    goto fail_alloc;
+  c->rmax = QRS_FRAME_HDR_SIZE + (size_t)srv->conf->max_frame_bytes;
+  c->rcap = RBUF_INITIAL < c->rmax ? RBUF_INITIAL : c->rmax;
+  c->rbuf = malloc(c->rcap);
+  if (!c->rbuf) {
+    free(c);
+    goto fail_alloc;
+  }
+  c->srv = srv;
+  c->refs = 1;
+  c->id = ++srv->next_conn_id;
+  c->wq_max = 2 * (size_t)srv->conf->max_frame_bytes;
+  if (c->wq_max < WQ_MIN_CAP)
+    c->wq_max = WQ_MIN_CAP;
+  uv_pipe_init(srv->loop, &c->pipe, 0);
+  c->pipe.data = c;
+  if (uv_accept(listener, (uv_stream_t *)&c->pipe) < 0) {
+    c->closing = 1;
+    uv_close((uv_handle_t *)&c->pipe, on_unlisted_closed);
+    return;
+  }
+  c->next = srv->conns;
+  if (srv->conns)
+    srv->conns->prev = c;
+  srv->conns = c;
+  srv->n_conns++;
+
+  snprintf(c->name, sizeof(c->name), "conn %llu", (unsigned long long)c->id);
+  len = sizeof(cred);
+  if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0 &&
+      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+    snprintf(c->name, sizeof(c->name), "conn %llu (pid %d, uid %u)",
+             (unsigned long long)c->id, (int)cred.pid, (unsigned)cred.uid);
+
+  if (srv->n_conns > srv->conf->max_connections) {
+    log_warn("%s: refused: %u connections is the limit", c->name,
+             srv->conf->max_connections);
+    conn_send_error(c, 0, QRS_E_BUSY, "qrsd serves at most %u connections",
+                    srv->conf->max_connections);
+    conn_close_after_flush(c);
+    return;
+  }
+  log_debug("%s: connected", c->name);
+  conn_update_reading(c);
+  return;
+
+fail_alloc:
+  log_err("out of memory accepting a connection");
+}
+
+static int
+start_listening(struct server *srv, char *err, size_t errlen)
+{
+  int r;
+
+  srv->listener.data = srv;
+  r = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection);
+  if (r < 0) {
+    snprintf(err, errlen, "cannot listen on %s: %s", srv->socket_path,
+             uv_strerror(r));
+    return r;
+  }
+  return 0;
+}
+
+/* Does a live process accept connections on path? */
+static int
+socket_is_live(const char *path)
+{
+  struct sockaddr_un sa;
+  int fd, r;
+
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return 0;
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+  r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+  close(fd);
+  return r == 0;
+}
+
+static void
+apply_group(const char *path, const char *group)
+{
+  struct group gr, *res;
+  char buf[4096];
+
+  if (!group || !*group)
+    return;
+  if (getgrnam_r(group, &gr, buf, sizeof(buf), &res) != 0 || !res) {
+    log_warn("socket group '%s' does not exist; %s keeps its group", group,
+             path);
+    return;
+  }
+  if (chown(path, (uid_t)-1, res->gr_gid) < 0)
+    log_warn("cannot give %s to group '%s': %s", path, group,
+             strerror(errno));
+}
+
+int
+server_listen_path(struct server *srv, const char *path, char *err,
+                   size_t errlen)
+{
+  struct sockaddr_un sa;
+  struct stat st;
+  mode_t old_umask;
+  int r;
+
+  if (strlen(path) >= sizeof(sa.sun_path)) {
+    snprintf(err, errlen, "socket path '%s' is longer than %zu bytes",
+             path, sizeof(sa.sun_path) - 1);
+    return -ENAMETOOLONG;
+  }
+  free(srv->socket_path);
+  srv->socket_path = strdup(path);
+  if (!srv->socket_path)
+    return -ENOMEM;
+
+  if (lstat(path, &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      snprintf(err, errlen, "%s exists and is not a socket; not touching "
+               "it", path);
+      return -EEXIST;
+    }
+    if (socket_is_live(path)) {
+      snprintf(err, errlen, "another daemon is already listening on %s",
+               path);
+      return -EADDRINUSE;
+    }
+    log_info("removing stale socket %s", path);
+    if (unlink(path) < 0 && errno != ENOENT) {
+      r = -errno;
+      snprintf(err, errlen, "cannot remove stale socket %s: %s", path,
+               strerror(errno));
+      return r;
+    }
+  }
+
+  uv_pipe_init(srv->loop, &srv->listener, 0);
+  srv->listener_open = 1;
+  /* Nobody may connect before the mode is right. */
+  old_umask = umask(0177);
+  r = uv_pipe_bind(&srv->listener, path);
+  umask(old_umask);
+  if (r < 0) {
+    snprintf(err, errlen, "cannot bind %s: %s", path, uv_strerror(r));
+    return r;
+  }
+  srv->own_socket = 1;
+  if (stat(path, &st) == 0) {
+    srv->sock_dev = st.st_dev;
+    srv->sock_ino = st.st_ino;
+  }
+  apply_group(path, srv->conf->socket_group);
+  if (chmod(path, srv->conf->socket_mode) < 0) {
+    r = -errno;
+    snprintf(err, errlen, "cannot set mode %04o on %s: %s",
+             srv->conf->socket_mode, path, strerror(errno));
+    return r;
+  }
+  return start_listening(srv, err, errlen);
+}
+
+int
+server_listen_fd(struct server *srv, int fd, char *err, size_t errlen)
+{
+  struct sockaddr_un sa;
+  socklen_t len;
+  int r;
+
+  len = sizeof(sa);
+  memset(&sa, 0, sizeof(sa));
+  free(srv->socket_path);
+  if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 && sa.sun_path[0])
+    srv->socket_path = strdup(sa.sun_path);
+  else
+    srv->socket_path = strdup("(socket activation)");
+  if (!srv->socket_path)
+    return -ENOMEM;
+  uv_pipe_init(srv->loop, &srv->listener, 0);
+  srv->listener_open = 1;
+  r = uv_pipe_open(&srv->listener, fd);
+  if (r < 0) {
+    snprintf(err, errlen, "cannot use the socket systemd passed: %s",
+             uv_strerror(r));
+    return r;
+  }
+  return start_listening(srv, err, errlen);
+}
+
+/* ---- start and stop ------------------------------------------------- */
+
+struct source *
+server_find_source(struct server *srv, const char *name)
+{
+  size_t i;
+
+  if (!name || !*name)
+    return srv->default_source;
+  for (i = 0; i < srv->n_sources; i++)
+    if (!strcmp(srv->sources[i]->name, name))
+      return srv->sources[i];
+  return NULL;
+}
+
+int
+server_init(struct server *srv, uv_loop_t *loop,
+            const struct qrsd_conf *conf, char *err, size_t errlen)
+{
+  struct ts now;
+  size_t i;
+  int r;
+
+  memset(srv, 0, sizeof(*srv));
+  srv->loop = loop;
+  srv->conf = conf;
+  ts_now(&now);
+  srv->start_mono_ns = now.monotonic_ns;
+
+  /* A BYTES reply is the data plus a few short strings. */
+  srv->max_bytes_per_request = conf->max_frame_bytes - 512;
+  if (srv->max_bytes_per_request > conf->max_sample_count)
+    srv->max_bytes_per_request = conf->max_sample_count;
+  srv->inline_max = 64 * 1024;
+  srv->scratch_size = srv->inline_max;
+  srv->scratch = malloc(srv->scratch_size);
+  /* Worker reads in flight may hold this much at once. */
+  srv->async_bytes_max = 64u * 1024 * 1024;
+  if (srv->async_bytes_max < 4 * (size_t)conf->max_sample_count)
+    srv->async_bytes_max = 4 * (size_t)conf->max_sample_count;
+  srv->sources = calloc(conf->n_sources, sizeof(*srv->sources));
+  if (!srv->scratch || !srv->sources) {
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  for (i = 0; i < conf->n_sources; i++) {
+    r = source_new(&conf->sources[i], &srv->sources[i], err, errlen);
+    if (r < 0)
+      return r;
+    srv->n_sources++;
+  }
+  srv->default_source = server_find_source(srv, conf->default_source);
+  if (!srv->default_source) {
+    snprintf(err, errlen, "default source '%s' is not declared",
+             conf->default_source);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+static void
+on_stop_timer_closed(uv_handle_t *h)
+{
+  struct server *srv;
+
+  srv = h->data;
+  srv->stop_timer_open = 0;
+  server_maybe_stopped(srv);
+}
+
+static void
+on_listener_closed(uv_handle_t *h)
+{
+  struct server *srv;
+
+  srv = h->data;
+  srv->listener_open = 0;
+  server_maybe_stopped(srv);
+}
+
+static void
+server_maybe_stopped(struct server *srv)
+{
+  void (*cb)(struct server *);
+
+  if (!srv->stopping || srv->conns || srv->listener_open)
+    return;
+  if (srv->stop_timer_open) {
+    if (!uv_is_closing((uv_handle_t *)&srv->stop_timer))
+      uv_close((uv_handle_t *)&srv->stop_timer, on_stop_timer_closed);
+    return;
+  }
+  cb = srv->on_stopped;
+  srv->on_stopped = NULL;
+  if (cb)
+    cb(srv);
+}
+
+static void
+on_stop_timeout(uv_timer_t *t)
+{
+  struct server *srv;
+  struct conn *c, *next;
+
+  srv = t->data;
+  for (c = srv->conns; c; c = next) {
+    next = c->next;
+    if (c->inflight)
+      log_warn("%s: still %u request(s) in flight at shutdown; closing",
+               c->name, c->inflight);
+    conn_close(c);
+  }
+}
+
+void
+server_stop(struct server *srv, void (*on_stopped)(struct server *))
+{
+  struct conn *c, *next;
+
+  if (srv->stopping)
+    return;
+  srv->stopping = 1;
+  srv->on_stopped = on_stopped;
+  if (srv->listener_open && !uv_is_closing((uv_handle_t *)&srv->listener))
+    uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
+  uv_timer_init(srv->loop, &srv->stop_timer);
+  srv->stop_timer.data = srv;
+  srv->stop_timer_open = 1;
+  uv_timer_start(&srv->stop_timer, on_stop_timeout,
+                 srv->conf->request_timeout_ms + 1000, 0);
+  for (c = srv->conns; c; c = next) {
+    next = c->next;
+    conn_update_reading(c);
+    conn_check_idle(c);
+  }
+  server_maybe_stopped(srv);
+}
+
+void
+server_done(struct server *srv)
+{
+  struct stat st;
+  size_t i;
+
+  if (srv->own_socket && srv->socket_path &&
+      stat(srv->socket_path, &st) == 0 && st.st_dev == srv->sock_dev &&
+      st.st_ino == srv->sock_ino)
+    unlink(srv->socket_path);
+  for (i = 0; i < srv->n_sources; i++)
+    source_free(srv->sources[i]);
+  free(srv->sources);
+  free(srv->scratch);
+  free(srv->socket_path);
+  memset(srv, 0, sizeof(*srv));
+}

@@ -1,0 +1,450 @@
+/* Integration-test harness (see harness.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <criterion/criterion.h>
+
+#include <qrs/error.h>
+
+#include "harness.h"
+
+static const char *
+qrsd_bin(void)
+{
+  const char *p;
+
+  p = getenv("QRSD_BIN");
+  cr_assert(p && *p, "QRSD_BIN is not set (run through meson test)");
+  return p;
+}
+
+static void
+write_file(const char *path, const char *text)
+{
+  FILE *f;
+
+  f = fopen(path, "w");
+  cr_assert_not_null(f, "cannot write %s", path);
+  fputs(text, f);
+  fclose(f);
+}
+
+void
+daemon_prepare(struct daemon *d, const char *yaml)
+{
+  memset(d, 0, sizeof(*d));
+  d->pid = -1;
+  d->notify_fd = -1;
+  snprintf(d->dir, sizeof(d->dir), "/tmp/qrs-test-XXXXXX");
+  cr_assert_not_null(mkdtemp(d->dir));
+  snprintf(d->sock, sizeof(d->sock), "%s/qrsd.sock", d->dir);
+  snprintf(d->log, sizeof(d->log), "%s/qrsd.log", d->dir);
+  snprintf(d->notify, sizeof(d->notify), "%s/notify", d->dir);
+  if (yaml) {
+    snprintf(d->conf, sizeof(d->conf), "%s/qrsd.yaml", d->dir);
+    write_file(d->conf, yaml);
+  }
+}
+
+static int64_t
+now_ms(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int
+daemon_wait_notify(struct daemon *d, const char *what, int timeout_ms)
+{
+  char buf[1024];
+  struct pollfd p;
+  int64_t end;
+  ssize_t n;
+
+  end = now_ms() + timeout_ms;
+  for (;;) {
+    p.fd = d->notify_fd;
+    p.events = POLLIN;
+    if (poll(&p, 1, (int)(end - now_ms() > 0 ? end - now_ms() : 0)) <= 0)
+      return 0;
+    n = recv(d->notify_fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0)
+      return 0;
+    buf[n] = '\0';
+    if (strstr(buf, what))
+      return 1;
+  }
+}
+
+void
+daemon_start(struct daemon *d, ...)
+{
+  const char *argv[32], *a;
+  struct sockaddr_un sa;
+  va_list ap;
+  int n, fd;
+
+  d->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  cr_assert_geq(d->notify_fd, 0);
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->notify);
+  unlink(d->notify);
+  cr_assert_eq(bind(d->notify_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+
+  n = 0;
+  argv[n++] = qrsd_bin();
+  argv[n++] = "--socket";
+  argv[n++] = d->sock;
+  if (d->conf[0]) {
+    argv[n++] = "-c";
+    argv[n++] = d->conf;
+  }
+  va_start(ap, d);
+  while ((a = va_arg(ap, const char *)) && n < 30)
+    argv[n++] = a;
+  va_end(ap);
+  argv[n] = NULL;
+
+  d->pid = fork();
+  cr_assert_geq(d->pid, 0);
+  if (d->pid == 0) {
+    fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0)
+      dup2(fd, 2);
+    setenv("NOTIFY_SOCKET", d->notify, 1);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  if (!daemon_wait_notify(d, "READY=1", 10000)) {
+    char cmd[512];
+
+    snprintf(cmd, sizeof(cmd), "cat %s >&2", d->log);
+    (void)system(cmd);
+    cr_assert_fail("qrsd did not report READY=1 within 10 s");
+  }
+}
+
+void
+daemon_run(struct daemon *d, const char *yaml)
+{
+  daemon_prepare(d, yaml);
+  daemon_start(d, NULL);
+}
+
+int
+daemon_stop(struct daemon *d)
+{
+  int64_t end;
+  pid_t r;
+  int st;
+
+  if (d->pid <= 0)
+    return -1;
+  kill(d->pid, SIGTERM);
+  end = now_ms() + 10000;
+  for (;;) {
+    r = waitpid(d->pid, &st, WNOHANG);
+    if (r == d->pid)
+      break;
+    if (now_ms() > end) {
+      kill(d->pid, SIGKILL);
+      waitpid(d->pid, &st, 0);
+      cr_assert_fail("qrsd did not stop within 10 s of SIGTERM");
+    }
+    usleep(5000);
+  }
+  d->pid = -1;
+  if (WIFEXITED(st))
+    return WEXITSTATUS(st);
+  return 128 + WTERMSIG(st);
+}
+
+void
+daemon_cleanup(struct daemon *d)
+{
+  char cmd[256];
+
+  if (d->pid > 0)
+    daemon_stop(d);
+  if (d->notify_fd >= 0)
+    close(d->notify_fd);
+  d->notify_fd = -1;
+  if (d->dir[0] && !getenv("QRS_KEEP_TEST_DIRS")) {
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
+    (void)system(cmd);
+  }
+}
+
+int
+daemon_log_contains(const struct daemon *d, const char *needle)
+{
+  char buf[65536];
+  size_t n;
+  FILE *f;
+
+  f = fopen(d->log, "r");
+  if (!f)
+    return 0;
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return strstr(buf, needle) != NULL;
+}
+
+static void
+drain(int fd, char *out, size_t outlen, size_t *len)
+{
+  ssize_t n;
+
+  if (!out || *len + 1 >= outlen) {
+    char sink[4096];
+
+    n = read(fd, sink, sizeof(sink));
+  } else {
+    n = read(fd, out + *len, outlen - 1 - *len);
+    if (n > 0)
+      *len += (size_t)n;
+  }
+  (void)n;
+}
+
+int
+run_capture(char *const argv[], char *out, size_t outlen, char *err,
+            size_t errlen)
+{
+  int po[2], pe[2], st, open_fds;
+  struct pollfd p[2];
+  size_t ol, el;
+  pid_t pid;
+
+  cr_assert_eq(pipe2(po, O_CLOEXEC), 0);
+  cr_assert_eq(pipe2(pe, O_CLOEXEC), 0);
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    dup2(po[1], 1);
+    dup2(pe[1], 2);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  close(po[1]);
+  close(pe[1]);
+  ol = el = 0;
+  open_fds = 2;
+  p[0].fd = po[0];
+  p[1].fd = pe[0];
+  while (open_fds > 0) {
+    p[0].events = p[1].events = POLLIN;
+    if (poll(p, 2, 20000) <= 0)
+      break;
+    if (p[0].revents) {
+      if (p[0].revents & POLLIN)
+        drain(po[0], out, outlen, &ol);
+      else {
+        p[0].fd = -1;
+        open_fds--;
+      }
+    }
+    if (p[1].revents) {
+      if (p[1].revents & POLLIN)
+        drain(pe[0], err, errlen, &el);
+      else {
+        p[1].fd = -1;
+        open_fds--;
+      }
+    }
+  }
+  if (out)
+    out[ol] = '\0';
+  if (err)
+    err[el] = '\0';
+  close(po[0]);
+  close(pe[0]);
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int
+raw_connect(const char *sock)
+{
+  struct sockaddr_un sa;
+  struct timeval tv;
+  int fd;
+
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  cr_assert_geq(fd, 0);
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+  cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0,
+               "connect %s: %s", sock, strerror(errno));
+  tv.tv_sec = 5;
+  tv.tv_usec = 0;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+void
+raw_send(int fd, const void *buf, size_t len)
+{
+  cr_assert_eq(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+void
+raw_send_msg(int fd, uint16_t type, uint32_t seq, const ProtobufCMessage *m)
+{
+  uint8_t buf[4096];
+  int n;
+
+  n = qrs__frame_pack(type, seq, m, buf, sizeof(buf));
+  cr_assert_gt(n, 0);
+  raw_send(fd, buf, (size_t)n);
+}
+
+static int
+read_full(int fd, uint8_t *buf, size_t len)
+{
+  size_t done;
+  ssize_t n;
+
+  done = 0;
+  while (done < len) {
+    n = recv(fd, buf + done, len - done, 0);
+    if (n == 0)
+      return -1;
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == ECONNRESET)
+        return -1;
+      cr_assert_fail("recv: %s", strerror(errno));
+    }
+    done += (size_t)n;
+  }
+  return 0;
+}
+
+int
+raw_recv(int fd, struct qrs_frame_hdr *h, uint8_t **payload)
+{
+  uint8_t hb[QRS_FRAME_HDR_SIZE];
+
+  if (read_full(fd, hb, sizeof(hb)) < 0)
+    return -1;
+  cr_assert_eq(qrs__frame_hdr_decode(hb, 64u << 20, h), 0);
+  *payload = malloc(h->length ? h->length : 1);
+  cr_assert_not_null(*payload);
+  cr_assert_eq(read_full(fd, *payload, h->length), 0);
+  return 0;
+}
+
+void
+raw_hello(int fd)
+{
+  QrsIpc__Hello m = QRS_IPC__HELLO__INIT;
+  struct qrs_frame_hdr h;
+  uint8_t *p;
+
+  m.protocol_version = QRS_PROTO_VERSION;
+  m.client_name = "raw-test";
+  raw_send_msg(fd, QRS_MSG_HELLO, 1, &m.base);
+  cr_assert_eq(raw_recv(fd, &h, &p), 0);
+  cr_assert_eq(h.type, QRS_MSG_HELLO_REPLY);
+  cr_assert_eq(h.seq, 1);
+  free(p);
+}
+
+uint32_t
+raw_expect_error(int fd, int code)
+{
+  struct qrs_frame_hdr h;
+  QrsIpc__Error *e;
+  uint8_t *p;
+
+  cr_assert_eq(raw_recv(fd, &h, &p), 0, "expected an ERROR frame, got EOF");
+  cr_assert_eq(h.type, QRS_MSG_ERROR, "expected ERROR, got %s",
+               qrs__msg_name(h.type));
+  e = qrs_ipc__error__unpack(NULL, h.length, p);
+  cr_assert_not_null(e);
+  cr_assert_eq(qrs__error_from_wire(e->code), code,
+               "expected %s, got %s (%s)", qrs_strerror_name(code),
+               qrs_strerror_name(qrs__error_from_wire(e->code)), e->message);
+  cr_assert_gt(strlen(e->message), 0, "error without a message");
+  qrs_ipc__error__free_unpacked(e, NULL);
+  free(p);
+  return h.seq;
+}
+
+void
+raw_expect_eof(int fd)
+{
+  uint8_t b[256];
+  ssize_t n;
+
+  do
+    n = recv(fd, b, sizeof(b), 0);
+  while (n > 0);
+  cr_assert(n == 0 || errno == ECONNRESET, "expected EOF: %s",
+            n < 0 ? strerror(errno) : "");
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+  double x, y;
+
+  x = *(const double *)a;
+  y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double
+ks_uniform_p(double *x, size_t n)
+{
+  double d, dp, dm, lambda, p, term, sn;
+  size_t i;
+  int k;
+
+  qsort(x, n, sizeof(*x), cmp_double);
+  d = 0;
+  for (i = 0; i < n; i++) {
+    dp = (double)(i + 1) / (double)n - x[i];
+    dm = x[i] - (double)i / (double)n;
+    if (dp > d)
+      d = dp;
+    if (dm > d)
+      d = dm;
+  }
+  /* Kolmogorov's limit distribution with Stephens' small-n correction. */
+  sn = sqrt((double)n);
+  lambda = (sn + 0.12 + 0.11 / sn) * d;
+  p = 0;
+  for (k = 1; k <= 100; k++) {
+    term = exp(-2.0 * k * k * lambda * lambda);
+    p += (k % 2 ? 2.0 : -2.0) * term;
+    if (term < 1e-12)
+      break;
+  }
+  if (p > 1)
+    p = 1;
+  if (p < 0)
+    p = 0;
+  return p;
+}

@@ -1,0 +1,863 @@
+/* Integration: a real qrsd on a temporary socket, driven through the real
+   libqrs and through raw frames. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <criterion/criterion.h>
+
+#include <qrs/client.h>
+
+#include "harness.h"
+
+static struct daemon D;
+
+static void
+stop_and_clean(void)
+{
+  daemon_cleanup(&D);
+}
+
+static void
+start_default(void)
+{
+  daemon_run(&D, NULL);
+}
+
+static struct qrs_client *
+connect_client(const char *sock)
+{
+  struct qrs_client *c;
+  int r;
+
+  r = qrs_client_new(sock, NULL, &c);
+  cr_assert_eq(r, 0, "qrs_client_new(%s): %s", sock, qrs_strerror(r));
+  return c;
+}
+
+static void
+assert_draw_works(const char *sock)
+{
+  struct qrs_client *c;
+  struct qrs_draw d;
+  int r;
+
+  c = connect_client(sock);
+  r = qrs_client_draw(c, NULL, &d);
+  cr_assert_eq(r, 0, "draw: %s", qrs_strerror(r));
+  cr_assert(d.u > 0 && d.u < 1);
+  qrs_client_free(c);
+}
+
+static int64_t
+mono_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- the draw path -------------------------------------------------- */
+
+Test(daemon, draw_round_trip, .init = start_default, .fini = stop_and_clean)
+{
+  const struct qrs_server_info *info;
+  struct qrs_commitment cm;
+  struct qrs_draw_request rq;
+  struct qrs_client *c;
+  struct qrs_draw d;
+
+  c = connect_client(D.sock);
+  info = qrs_client_server_info(c);
+  cr_assert_eq(info->protocol_version, 1);
+  cr_assert_str_eq(info->default_source, "system");
+  cr_assert_eq(info->default_sample_count, 10000);
+  cr_assert_eq(info->max_inflight, 64);
+
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  cr_assert(d.u > 0 && d.u < 1, "u = %f", d.u);
+  cr_assert_eq(d.sample_count, 10000);
+  cr_assert_str_eq(d.source, "system");
+  cr_assert_str_eq(d.served_by, "system");
+  cr_assert_str_eq(d.amplifier, "zscore_mean");
+  cr_assert_eq(d.fallback, 0);
+  cr_assert_eq(d.nonce, 0);
+  cr_assert_eq(d.echo, QRS_ECHO_NONE);
+  /* z and u agree: u = Phi(z). */
+  cr_assert(fabs(d.u - 0.5 * erfc(-d.z / sqrt(2.0))) < 1e-12);
+  cr_assert(fabs(d.sample_mean - (127.5 + d.z * 73.90027063 / 100.0))
+            < 1e-6);
+
+  /* The commitment nonce of spec 7's example: empty salt, step 0, -1. */
+  memset(&cm, 0, sizeof(cm));
+  cm.step = 0;
+  cm.prev_token_id = -1;
+  memset(&rq, 0, sizeof(rq));
+  rq.commitment = &cm;
+  rq.sample_count = 100;
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  cr_assert_eq(d.nonce, 8681103821628823450ull);
+  cr_assert_eq(d.sample_count, 100);
+  qrs_client_free(c);
+}
+
+Test(daemon, system_draws_are_uniform, .init = start_default,
+     .fini = stop_and_clean, .timeout = 60)
+{
+  struct qrs_client *c;
+  struct qrs_draw d;
+  double *u, p;
+  int i;
+
+  c = connect_client(D.sock);
+  u = malloc(2000 * sizeof(*u));
+  cr_assert_not_null(u);
+  for (i = 0; i < 2000; i++) {
+    cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+    u[i] = d.u;
+  }
+  p = ks_uniform_p(u, 2000);
+  cr_log_info("KS p-value of 2000 system draws: %g", p);
+  cr_assert_gt(p, 1e-4, "u not uniform: KS p = %g", p);
+  free(u);
+  qrs_client_free(c);
+}
+
+Test(daemon, timestamps_are_ordered, .init = start_default,
+     .fini = stop_and_clean)
+{
+  struct qrs_draw_request rq;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  int64_t before, after;
+  int i;
+
+  c = connect_client(D.sock);
+  memset(&rq, 0, sizeof(rq));
+  for (i = 0; i < 200; i++) {
+    /* Both paths: inline reads and worker-thread reads. */
+    rq.sample_count = i % 10 == 0 ? 200000 : 10000;
+    before = mono_ns();
+    cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+    after = mono_ns();
+    cr_assert_leq(before, d.received.monotonic_ns);
+    cr_assert_leq(d.received.monotonic_ns, d.generated.monotonic_ns);
+    cr_assert_leq(d.generated.monotonic_ns, d.sent.monotonic_ns);
+    cr_assert_leq(d.sent.monotonic_ns, after);
+    cr_assert_leq(d.received.realtime_ns, d.generated.realtime_ns);
+    cr_assert_leq(d.generated.realtime_ns, d.sent.realtime_ns);
+    cr_assert_gt(d.received.realtime_ns, 1600000000ll * 1000000000ll);
+  }
+  qrs_client_free(c);
+}
+
+Test(daemon, pipelined_draws_return_by_ticket, .init = start_default,
+     .fini = stop_and_clean)
+{
+  struct qrs_commitment cm[64];
+  struct qrs_draw_request rq;
+  struct qrs_client *c;
+  uint32_t ticket[64], extra;
+  struct qrs_draw d;
+  int i, r;
+
+  c = connect_client(D.sock);
+  for (i = 0; i < 64; i++) {
+    memset(&cm[i], 0, sizeof(cm[i]));
+    cm[i].step = (uint64_t)i;
+    cm[i].prev_token_id = -1;
+    memset(&rq, 0, sizeof(rq));
+    rq.commitment = &cm[i];
+    rq.sample_count = i % 2 ? 100000 : 1000;
+    r = qrs_client_draw_begin(c, &rq, &ticket[i]);
+    cr_assert_eq(r, 0, "begin %d: %s", i, qrs_strerror(r));
+  }
+  /* A 65th is over the daemon's in-flight limit for this client. */
+  cr_assert_eq(qrs_client_draw_begin(c, NULL, &extra), QRS_E_BUSY);
+  /* Finish in reverse: every reply lands with its own ticket. */
+  for (i = 63; i >= 0; i--) {
+    r = qrs_client_draw_finish(c, ticket[i], &d);
+    cr_assert_eq(r, 0, "finish %d: %s", i, qrs_strerror(r));
+    cr_assert_eq(d.sample_count, i % 2 ? 100000u : 1000u);
+    cr_assert_neq(d.nonce, 0);
+  }
+  cr_assert_eq(qrs_client_draw_finish(c, ticket[0], &d), QRS_E_NO_TICKET);
+  qrs_client_free(c);
+}
+
+Test(daemon, raw_pipelined_replies_carry_their_seq, .init = start_default,
+     .fini = stop_and_clean)
+{
+  QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
+  uint8_t buf[64 * 64], seen[64], *p;
+  struct qrs_frame_hdr h;
+  size_t len;
+  int fd, i, n;
+
+  fd = raw_connect(D.sock);
+  raw_hello(fd);
+  len = 0;
+  m.sample_count = 5000;
+  for (i = 0; i < 64; i++) {
+    n = qrs__frame_pack(QRS_MSG_DRAW, 1000 + (uint32_t)i, &m.base,
+                        buf + len, sizeof(buf) - len);
+    cr_assert_gt(n, 0);
+    len += (size_t)n;
+  }
+  raw_send(fd, buf, len);       /* all 64 in one write */
+  memset(seen, 0, sizeof(seen));
+  for (i = 0; i < 64; i++) {
+    cr_assert_eq(raw_recv(fd, &h, &p), 0);
+    cr_assert_eq(h.type, QRS_MSG_DRAW_REPLY);
+    cr_assert(h.seq >= 1000 && h.seq < 1064, "seq %u", h.seq);
+    cr_assert_eq(seen[h.seq - 1000], 0, "seq %u twice", h.seq);
+    seen[h.seq - 1000] = 1;
+    free(p);
+  }
+  close(fd);
+}
+
+/* ---- bad input: the daemon keeps serving ---------------------------- */
+
+Test(daemon, bad_magic_closes_only_that_connection, .init = start_default,
+     .fini = stop_and_clean)
+{
+  uint8_t junk[20];
+  int fd, other;
+
+  other = raw_connect(D.sock);
+  raw_hello(other);
+  fd = raw_connect(D.sock);
+  memset(junk, 0x41, sizeof(junk));
+  raw_send(fd, junk, sizeof(junk));
+  raw_expect_error(fd, QRS_E_PROTOCOL);
+  raw_expect_eof(fd);
+  close(fd);
+  assert_draw_works(D.sock);
+  close(other);
+  cr_assert(daemon_log_contains(&D, "malformed frame header"));
+  cr_assert_eq(daemon_stop(&D), 0);
+}
+
+Test(daemon, oversized_frame_is_refused, .init = start_default,
+     .fini = stop_and_clean)
+{
+  struct qrs_frame_hdr h;
+  uint8_t b[QRS_FRAME_HDR_SIZE];
+  int fd;
+
+  fd = raw_connect(D.sock);
+  raw_hello(fd);
+  memset(&h, 0, sizeof(h));
+  h.magic = QRS_FRAME_MAGIC;
+  h.version = 1;
+  h.type = QRS_MSG_DRAW;
+  h.length = 1048577;
+  h.seq = 5;
+  qrs__frame_hdr_encode(&h, b);
+  raw_send(fd, b, sizeof(b));
+  cr_assert_eq(raw_expect_error(fd, QRS_E_TOO_LARGE), 5);
+  raw_expect_eof(fd);
+  close(fd);
+  assert_draw_works(D.sock);
+  cr_assert(daemon_log_contains(&D, "exceeds the 1048576-byte limit"));
+}
+
+Test(daemon, undecodable_payload_closes_connection, .init = start_default,
+     .fini = stop_and_clean)
+{
+  struct qrs_frame_hdr h;
+  uint8_t b[QRS_FRAME_HDR_SIZE + 8];
+  int fd;
+
+  fd = raw_connect(D.sock);
+  raw_hello(fd);
+  memset(&h, 0, sizeof(h));
+  h.magic = QRS_FRAME_MAGIC;
+  h.version = 1;
+  h.type = QRS_MSG_DRAW;
+  h.length = 8;
+  h.seq = 6;
+  qrs__frame_hdr_encode(&h, b);
+  memset(b + QRS_FRAME_HDR_SIZE, 0xff, 8);   /* an unterminated varint */
+  raw_send(fd, b, sizeof(b));
+  cr_assert_eq(raw_expect_error(fd, QRS_E_PROTOCOL), 6);
+  raw_expect_eof(fd);
+  close(fd);
+  assert_draw_works(D.sock);
+  cr_assert(daemon_log_contains(&D, "does not decode"));
+}
+
+static void
+send_draw(int fd, uint32_t seq, const char *source, uint32_t n)
+{
+  QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
+
+  m.source = (char *)source;
+  m.sample_count = n;
+  raw_send_msg(fd, QRS_MSG_DRAW, seq, &m.base);
+}
+
+static void
+expect_draw_reply(int fd, uint32_t seq)
+{
+  struct qrs_frame_hdr h;
+  uint8_t *p;
+
+  cr_assert_eq(raw_recv(fd, &h, &p), 0);
+  cr_assert_eq(h.type, QRS_MSG_DRAW_REPLY, "got %s", qrs__msg_name(h.type));
+  cr_assert_eq(h.seq, seq);
+  free(p);
+}
+
+Test(daemon, bad_requests_get_errors_and_connection_stays,
+     .init = start_default, .fini = stop_and_clean)
+{
+  QrsIpc__Status st = QRS_IPC__STATUS__INIT;
+  int fd;
+
+  fd = raw_connect(D.sock);
+  /* Before HELLO. */
+  send_draw(fd, 2, "", 100);
+  cr_assert_eq(raw_expect_error(fd, QRS_E_HELLO_REQUIRED), 2);
+  raw_hello(fd);
+
+  send_draw(fd, 3, "", 0);
+  cr_assert_eq(raw_expect_error(fd, QRS_E_SAMPLE_COUNT), 3);
+  send_draw(fd, 4, "", 1048577);
+  cr_assert_eq(raw_expect_error(fd, QRS_E_SAMPLE_COUNT), 4);
+  send_draw(fd, 5, "no-such-source", 100);
+  cr_assert_eq(raw_expect_error(fd, QRS_E_UNKNOWN_SOURCE), 5);
+  /* A type this daemon does not serve: a reply type, and an unknown one. */
+  raw_send_msg(fd, QRS_MSG_DRAW_REPLY, 6, &st.base);
+  cr_assert_eq(raw_expect_error(fd, QRS_E_UNSUPPORTED), 6);
+  raw_send_msg(fd, 4242, 7, &st.base);
+  cr_assert_eq(raw_expect_error(fd, QRS_E_UNSUPPORTED), 7);
+
+  /* Still the same connection, still serving. */
+  send_draw(fd, 8, "system", 1000);
+  expect_draw_reply(fd, 8);
+  close(fd);
+  cr_assert(daemon_log_contains(&D, "unknown source 'no-such-source'"));
+  cr_assert(daemon_log_contains(&D, "sample_count 0 refused"));
+  cr_assert(daemon_log_contains(&D, "unsupported message type 4242"));
+}
+
+Test(daemon, bad_amplifier_and_salt_are_refused, .init = start_default,
+     .fini = stop_and_clean)
+{
+  QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
+  QrsIpc__Commitment cm = QRS_IPC__COMMITMENT__INIT;
+  uint8_t salt[257];
+  int fd;
+
+  fd = raw_connect(D.sock);
+  raw_hello(fd);
+  m.sample_count = 100;
+  m.amplifier = "ecdf-not-here";
+  raw_send_msg(fd, QRS_MSG_DRAW, 9, &m.base);
+  cr_assert_eq(raw_expect_error(fd, QRS_E_UNKNOWN_AMPLIFIER), 9);
+  m.amplifier = "";
+  memset(salt, 1, sizeof(salt));
+  cm.salt.data = salt;
+  cm.salt.len = sizeof(salt);
+  m.commitment = &cm;
+  raw_send_msg(fd, QRS_MSG_DRAW, 10, &m.base);
+  cr_assert_eq(raw_expect_error(fd, QRS_E_BAD_REQUEST), 10);
+  cm.salt.len = 256;
+  raw_send_msg(fd, QRS_MSG_DRAW, 11, &m.base);
+  expect_draw_reply(fd, 11);
+  close(fd);
+}
+
+Test(daemon, wrong_protocol_version_is_refused, .init = start_default,
+     .fini = stop_and_clean)
+{
+  QrsIpc__Hello m = QRS_IPC__HELLO__INIT;
+  int fd;
+
+  fd = raw_connect(D.sock);
+  m.protocol_version = 99;
+  m.client_name = "from-the-future";
+  raw_send_msg(fd, QRS_MSG_HELLO, 1, &m.base);
+  raw_expect_error(fd, QRS_E_VERSION);
+  raw_expect_eof(fd);
+  close(fd);
+  assert_draw_works(D.sock);
+}
+
+Test(daemon, client_vanishing_mid_request_is_cleaned_up,
+     .init = start_default, .fini = stop_and_clean)
+{
+  QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
+  uint8_t buf[256];
+  int fd, i, n;
+
+  for (i = 0; i < 20; i++) {
+    fd = raw_connect(D.sock);
+    raw_hello(fd);
+    if (i % 2) {
+      /* Half a frame, then gone. */
+      m.sample_count = 100;
+      n = qrs__frame_pack(QRS_MSG_DRAW, 3, &m.base, buf, sizeof(buf));
+      raw_send(fd, buf, (size_t)n / 2);
+    } else {
+      /* A large draw (worker thread), then gone before the reply. */
+      send_draw(fd, 3, "", 1048576);
+    }
+    close(fd);
+  }
+  assert_draw_works(D.sock);
+  cr_assert_eq(daemon_stop(&D), 0);
+  cr_assert(daemon_log_contains(&D, "disconnected with"));
+}
+
+Test(daemon, bytes_returns_raw_bytes, .init = start_default,
+     .fini = stop_and_clean)
+{
+  struct qrs_bytes_info info;
+  struct qrs_client *c;
+  uint8_t *b;
+  size_t n, i, zeros;
+
+  c = connect_client(D.sock);
+  n = qrs_client_server_info(c)->max_bytes_per_request;
+  cr_assert_gt(n, 500000);
+  b = calloc(1, n);
+  cr_assert_not_null(b);
+  cr_assert_eq(qrs_client_bytes(c, NULL, b, n, &info), 0);
+  cr_assert_str_eq(info.served_by, "system");
+  zeros = 0;
+  for (i = 0; i < n; i++)
+    zeros += b[i] == 0;
+  cr_assert(zeros < n / 128, "%zu zero bytes of %zu", zeros, n);
+  cr_assert_eq(qrs_client_bytes(c, NULL, b, n + 1, NULL), QRS_E_TOO_LARGE);
+  free(b);
+  qrs_client_free(c);
+}
+
+Test(daemon, status_health_sources, .init = start_default,
+     .fini = stop_and_clean)
+{
+  struct qrs_sources *src;
+  struct qrs_health *h;
+  struct qrs_status *s;
+  struct qrs_client *c;
+  struct qrs_draw d;
+
+  c = connect_client(D.sock);
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  cr_assert_eq(qrs_client_status(c, &s), 0);
+  cr_assert_str_eq(s->server_version, "0.1.0");
+  cr_assert_eq(s->pid, (uint32_t)D.pid);
+  cr_assert_str_eq(s->socket_path, D.sock);
+  cr_assert_eq(s->connections, 1);
+  cr_assert_geq(s->draws, 1);
+  cr_assert_geq(s->bytes, 10000);
+  cr_assert_eq(s->n_sources, 1);
+  cr_assert_str_eq(s->sources[0].name, "system");
+  cr_assert(s->sources[0].is_default && s->sources[0].healthy);
+  cr_assert_eq(s->sources[0].draws, 1);
+  qrs_status_free(s);
+
+  cr_assert_eq(qrs_client_health(c, &h), 0);
+  cr_assert_eq(h->state, QRS_HEALTH_HEALTHY);
+  cr_assert_str_eq(qrs_health_state_name(h->state), "healthy");
+  qrs_health_free(h);
+
+  cr_assert_eq(qrs_client_sources(c, &src), 0);
+  cr_assert_str_eq(src->default_source, "system");
+  cr_assert_eq(src->n_sources, 1);
+  cr_assert_str_eq(src->sources[0].type, "system");
+  cr_assert(src->sources[0].production);
+  qrs_sources_free(src);
+  qrs_client_free(c);
+}
+
+Test(daemon, errors_carry_the_daemons_message, .init = start_default,
+     .fini = stop_and_clean)
+{
+  struct qrs_draw_request rq;
+  struct qrs_client *c;
+  struct qrs_draw d;
+
+  c = connect_client(D.sock);
+  memset(&rq, 0, sizeof(rq));
+  rq.source = "elsewhere";
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), QRS_E_UNKNOWN_SOURCE);
+  cr_assert(strstr(qrs_client_errmsg(c), "elsewhere") != NULL, "%s",
+            qrs_client_errmsg(c));
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  cr_assert_str_eq(qrs_client_errmsg(c), "");
+  qrs_client_free(c);
+}
+
+/* ---- lifecycle ------------------------------------------------------ */
+
+Test(daemon, refuses_to_start_on_a_live_socket, .init = start_default,
+     .fini = stop_and_clean)
+{
+  char out[4096], err[4096];
+  char *argv[] = { (char *)getenv("QRSD_BIN"), (char *)"--socket", D.sock,
+                   NULL };
+  int st;
+
+  st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+  cr_assert_eq(st, 1, "second qrsd exited %d", st);
+  cr_assert(strstr(err, "already listening") != NULL, "%s", err);
+  /* The first one is untouched. */
+  assert_draw_works(D.sock);
+}
+
+Test(daemon, replaces_a_stale_socket_and_removes_it_on_exit,
+     .fini = stop_and_clean)
+{
+  struct sockaddr_un sa;
+  int fd;
+
+  daemon_prepare(&D, NULL);
+  /* A socket file nobody listens on, as a crashed daemon leaves it. */
+  fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", D.sock);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  close(fd);
+  cr_assert_eq(access(D.sock, F_OK), 0);
+
+  daemon_start(&D, NULL);
+  assert_draw_works(D.sock);
+  cr_assert(daemon_log_contains(&D, "removing stale socket"));
+  cr_assert_eq(daemon_stop(&D), 0);
+  cr_assert_neq(access(D.sock, F_OK), 0, "socket left behind");
+}
+
+Test(daemon, sigterm_answers_in_flight_then_exits_zero,
+     .init = start_default, .fini = stop_and_clean)
+{
+  struct qrs_draw_request rq;
+  struct qrs_client *c;
+  uint32_t t1, t2;
+  struct qrs_draw d;
+
+  c = connect_client(D.sock);
+  memset(&rq, 0, sizeof(rq));
+  rq.sample_count = 1048576;    /* worker thread: still running */
+  cr_assert_eq(qrs_client_draw_begin(c, &rq, &t1), 0);
+  cr_assert_eq(qrs_client_draw_begin(c, &rq, &t2), 0);
+  usleep(1000);
+  kill(D.pid, SIGTERM);
+  cr_assert_eq(qrs_client_draw_finish(c, t1, &d), 0);
+  cr_assert_eq(d.sample_count, 1048576);
+  cr_assert_eq(qrs_client_draw_finish(c, t2, &d), 0);
+  cr_assert(daemon_wait_notify(&D, "STOPPING=1", 5000));
+  cr_assert_eq(daemon_stop(&D), 0);
+  cr_assert(daemon_log_contains(&D, "stopping"));
+  qrs_client_free(c);
+}
+
+Test(daemon, client_reconnects_after_a_restart, .init = start_default,
+     .fini = stop_and_clean)
+{
+  struct qrs_client *c;
+  struct qrs_draw d;
+  uint32_t pid1;
+  struct qrs_status *s;
+
+  c = connect_client(D.sock);
+  cr_assert_eq(qrs_client_status(c, &s), 0);
+  pid1 = s->pid;
+  qrs_status_free(s);
+  cr_assert_eq(daemon_stop(&D), 0);
+  close(D.notify_fd);
+  D.notify_fd = -1;
+  daemon_start(&D, NULL);
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  cr_assert_eq(qrs_client_status(c, &s), 0);
+  cr_assert_neq(s->pid, pid1);
+  qrs_status_free(s);
+  qrs_client_free(c);
+}
+
+Test(daemon, socket_activation_uses_the_passed_socket,
+     .fini = stop_and_clean)
+{
+  struct sockaddr_un sa;
+  char pidstr[32];
+  int fd;
+
+  daemon_prepare(&D, NULL);
+  fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", D.sock);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  cr_assert_eq(listen(fd, 16), 0);
+  D.pid = fork();
+  cr_assert_geq(D.pid, 0);
+  if (D.pid == 0) {
+    dup2(fd, 3);
+    snprintf(pidstr, sizeof(pidstr), "%d", (int)getpid());
+    setenv("LISTEN_PID", pidstr, 1);
+    setenv("LISTEN_FDS", "1", 1);
+    execl(getenv("QRSD_BIN"), "qrsd", "--socket", "/nonexistent/x.sock",
+          (char *)NULL);
+    _exit(127);
+  }
+  close(fd);
+  /* qrsd never binds /nonexistent; it serves on what it was given. */
+  assert_draw_works(D.sock);
+  cr_assert_eq(daemon_stop(&D), 0);
+  /* The socket belongs to the service manager: left in place. */
+  cr_assert_eq(access(D.sock, F_OK), 0);
+}
+
+Test(daemon, help_and_version)
+{
+  char out[8192];
+  char *help[] = { (char *)getenv("QRSD_BIN"), (char *)"--help", NULL };
+  char *ver[] = { (char *)getenv("QRSD_BIN"), (char *)"--version", NULL };
+  char *bad[] = { (char *)getenv("QRSD_BIN"), (char *)"--bogus", NULL };
+
+  cr_assert_eq(run_capture(help, out, sizeof(out), NULL, 0), 0);
+  cr_assert(strstr(out, "Usage: qrsd") && strstr(out, "--check"));
+  cr_assert_eq(run_capture(ver, out, sizeof(out), NULL, 0), 0);
+  cr_assert(strstr(out, "qrsd 0.1.0"));
+  cr_assert_eq(run_capture(bad, out, sizeof(out), NULL, 0), 2);
+}
+
+/* ---- configured daemons --------------------------------------------- */
+
+static const char mock_yaml[] =
+  "default_source: system\n"
+  "sources:\n"
+  "  system: { type: system }\n"
+  "  biased: { type: mock, seed: 11, mean_shift: 2.0 }\n"
+  "  fair: { type: mock, seed: 11, mean_shift: 0.0 }\n";
+
+static double
+mean_u(struct qrs_client *c, const char *source, int n, double *first)
+{
+  struct qrs_draw_request rq;
+  struct qrs_draw d;
+  double sum;
+  int i;
+
+  memset(&rq, 0, sizeof(rq));
+  rq.source = source;
+  sum = 0;
+  for (i = 0; i < n; i++) {
+    cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+    cr_assert_str_eq(d.served_by, source);
+    if (i == 0 && first)
+      *first = d.u;
+    sum += d.u;
+  }
+  return sum / n;
+}
+
+Test(daemon, mock_byte_shift_is_detected, .fini = stop_and_clean)
+{
+  struct qrs_sources *s;
+  struct qrs_client *c;
+  double biased, fair;
+  size_t i;
+
+  daemon_run(&D, mock_yaml);
+  c = connect_client(D.sock);
+  /* +2.0 on the byte mean is z = 2 / (73.9 / 100) = +2.7 at 10 000
+     bytes: u near 0.997. */
+  biased = mean_u(c, "biased", 200, NULL);
+  fair = mean_u(c, "fair", 200, NULL);
+  cr_log_info("mean u: biased %f, fair %f", biased, fair);
+  cr_assert_gt(biased, 0.9, "mean u of the biased mock: %f", biased);
+  cr_assert(fair > 0.4 && fair < 0.6, "mean u of the fair mock: %f", fair);
+
+  cr_assert_eq(qrs_client_sources(c, &s), 0);
+  cr_assert_eq(s->n_sources, 3);
+  for (i = 0; i < s->n_sources; i++)
+    if (!strcmp(s->sources[i].name, "biased"))
+      cr_assert_not(s->sources[i].production);
+  qrs_sources_free(s);
+  qrs_client_free(c);
+  cr_assert(daemon_log_contains(&D, "not for production"));
+}
+
+Test(daemon, mock_is_deterministic_across_daemons, .fini = stop_and_clean)
+{
+  struct qrs_client *c;
+  double a, b;
+
+  daemon_run(&D, mock_yaml);
+  c = connect_client(D.sock);
+  mean_u(c, "fair", 1, &a);
+  qrs_client_free(c);
+  cr_assert_eq(daemon_stop(&D), 0);
+  close(D.notify_fd);
+  D.notify_fd = -1;
+  daemon_start(&D, NULL);
+  c = connect_client(D.sock);
+  mean_u(c, "fair", 1, &b);
+  qrs_client_free(c);
+  cr_assert_eq(a, b, "seed 11 gave %.17g then %.17g", a, b);
+}
+
+Test(daemon, connection_limit_answers_busy, .fini = stop_and_clean)
+{
+  int a, b, extra;
+
+  daemon_run(&D, "limits: { max_connections: 2 }\n");
+  a = raw_connect(D.sock);
+  raw_hello(a);
+  b = raw_connect(D.sock);
+  raw_hello(b);
+  extra = raw_connect(D.sock);
+  raw_expect_error(extra, QRS_E_BUSY);
+  raw_expect_eof(extra);
+  close(extra);
+  send_draw(a, 2, "", 100);
+  expect_draw_reply(a, 2);
+  close(a);
+  close(b);
+  cr_assert(daemon_log_contains(&D, "connections is the limit"));
+  /* Once the others left, a new client is served. */
+  usleep(50000);
+  assert_draw_works(D.sock);
+}
+
+Test(daemon, inflight_limit_answers_busy, .fini = stop_and_clean)
+{
+  QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
+  struct qrs_frame_hdr h;
+  uint8_t buf[512], *p;
+  int fd, i, n, busy, draws;
+  size_t len;
+
+  daemon_run(&D, "limits: { max_inflight_per_connection: 2 }\n");
+  fd = raw_connect(D.sock);
+  raw_hello(fd);
+  /* Five worker-thread draws in one write: two fit, three do not. */
+  m.sample_count = 1000000;
+  len = 0;
+  for (i = 0; i < 5; i++) {
+    n = qrs__frame_pack(QRS_MSG_DRAW, 10 + (uint32_t)i, &m.base, buf + len,
+                        sizeof(buf) - len);
+    cr_assert_gt(n, 0);
+    len += (size_t)n;
+  }
+  raw_send(fd, buf, len);
+  busy = draws = 0;
+  for (i = 0; i < 5; i++) {
+    cr_assert_eq(raw_recv(fd, &h, &p), 0);
+    if (h.type == QRS_MSG_ERROR)
+      busy++;
+    else if (h.type == QRS_MSG_DRAW_REPLY)
+      draws++;
+    free(p);
+  }
+  cr_assert_eq(busy + draws, 5);
+  cr_assert_geq(busy, 1, "no BUSY with 5 requests and a limit of 2");
+  cr_assert_geq(draws, 2);
+  close(fd);
+}
+
+Test(daemon, check_mode_validates_configs)
+{
+  char out[4096], err[4096], path[128];
+  char *argv[] = { (char *)getenv("QRSD_BIN"), (char *)"-n", (char *)"-c",
+                   path, NULL };
+  int st;
+
+  snprintf(path, sizeof(path), "%s/conf/good_full.yaml",
+           QRS_TEST_SOURCE_DIR);
+  st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+  cr_assert_eq(st, 0, "%s", err);
+  cr_assert(strstr(out, "is valid"), "%s", out);
+
+  snprintf(path, sizeof(path), "%s/conf/bad_range.yaml",
+           QRS_TEST_SOURCE_DIR);
+  st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+  cr_assert_eq(st, 1);
+  cr_assert(strstr(err, "bad_range.yaml:7: limits.max_connections"), "%s",
+            err);
+}
+
+Test(daemon, broken_config_refuses_to_start)
+{
+  char out[4096], err[4096], path[128];
+  char *argv[] = { (char *)getenv("QRSD_BIN"), (char *)"-c", path,
+                   (char *)"--socket", (char *)"/tmp/qrs-never.sock", NULL };
+
+  snprintf(path, sizeof(path), "%s/conf/bad_unknown_key.yaml",
+           QRS_TEST_SOURCE_DIR);
+  cr_assert_eq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 1);
+  cr_assert(strstr(err, "bad_unknown_key.yaml:"), "%s", err);
+  cr_assert_neq(access("/tmp/qrs-never.sock", F_OK), 0);
+}
+
+/* ---- client timeouts ------------------------------------------------ */
+
+Test(daemon, calls_time_out_and_the_stream_stays_in_step,
+     .init = start_default, .fini = stop_and_clean)
+{
+  struct qrs_client_options o;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  int64_t t0, ms;
+  int r;
+
+  memset(&o, 0, sizeof(o));
+  o.timeout_ms = 300;
+  cr_assert_eq(qrs_client_new(D.sock, &o, &c), 0);
+  kill(D.pid, SIGSTOP);
+  t0 = mono_ns();
+  r = qrs_client_draw(c, NULL, &d);
+  ms = (mono_ns() - t0) / 1000000;
+  kill(D.pid, SIGCONT);
+  cr_assert_eq(r, -ETIMEDOUT, "draw on a stopped daemon: %s",
+               qrs_strerror(r));
+  cr_assert(ms >= 250 && ms < 3000, "timed out after %lld ms",
+            (long long)ms);
+  /* The late reply to the abandoned draw is skipped, not taken for the
+     next call's. */
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  qrs_client_free(c);
+}
+
+Test(daemon, connect_times_out_on_a_silent_listener)
+{
+  struct qrs_client_options o;
+  struct sockaddr_un sa;
+  struct qrs_client *c;
+  char dir[64], path[96];
+  int fd, r;
+
+  snprintf(dir, sizeof(dir), "/tmp/qrs-silent-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof(path), "%s/s.sock", dir);
+  fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  cr_assert_eq(listen(fd, 4), 0);    /* accepts, never answers HELLO */
+  memset(&o, 0, sizeof(o));
+  o.timeout_ms = 200;
+  r = qrs_client_new(path, &o, &c);
+  cr_assert_eq(r, -ETIMEDOUT, "%s", qrs_strerror(r));
+  close(fd);
+  unlink(path);
+  rmdir(dir);
+  cr_assert_eq(qrs_client_new(path, &o, &c), -ENOENT);
+}
