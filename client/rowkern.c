@@ -24,8 +24,6 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-const double qrs__edge[QRS__NEDGE] = { -1.0, -2.0, -4.0, -8.0, -16.0, -32.0 };
-
 /* Below this, exp() is subnormal: those lanes go through libm. */
 #define D_NORMAL (-708.3964185322641)
 /* Clamp for the weighted sums, so that 0 * d stays 0 for masked logits. */
@@ -39,6 +37,9 @@ typedef size_t (*collect_fn)(const struct qrs__view *, double, double,
                              const struct qrs__bound *, double, double,
                              uint32_t *, double *, size_t, size_t *);
 typedef void (*scan_fn)(const struct qrs__view *, struct qrs__scan *);
+typedef size_t (*cbucket_fn)(const struct qrs__view *, double, double,
+                             const struct qrs__bound *, int, uint32_t *,
+                             double *, size_t *);
 typedef size_t (*topk_fn)(const struct qrs__view *, size_t, uint32_t *,
                           double *);
 typedef double (*floor_fn)(const struct qrs__view *, double *);
@@ -104,7 +105,7 @@ load1(const void *data, size_t i, int dt)
 static void
 mass_tiny(const struct qrs__view *v, double m, double invt,
           const struct qrs__bound *b, double pinv, double pmin,
-          struct qrs__mass *ret, int fw)
+          struct qrs__mass *ret, int fw, int fh)
 {
   double xi, di, ei;
   size_t i;
@@ -121,11 +122,67 @@ mass_tiny(const struct qrs__view *v, double m, double invt,
     ei = exp(di);
     ret->z += ei;
     ret->nz += ei > 0.0;
+    /* Bucket QRS__NBUCKET - 1: in the tail unless fully resolved. */
+    if (fh && ret->hsplit < QRS__NBUCKET) {
+      ret->tz += ei;
+      if (fw)
+        ret->tw += ei * di;
+    } else if (fh) {
+      ret->hz[QRS__NBUCKET - 1] += ei;
+      if (fw)
+        ret->hw[QRS__NBUCKET - 1] += ei * di;
+    }
     if (fw) {
       ret->w += ei * di;
       ret->w2 += ei * di * di;
     }
   }
+}
+
+/* Elements per histogram block: its head entries stay in L1. */
+#define HBLOCK 512
+
+/* One block's head entries (buckets below the split). */
+struct hblock {
+  size_t n;
+  double e[HBLOCK], w[HBLOCK], x[HBLOCK];
+  int32_t k[HBLOCK];
+  uint32_t p[HBLOCK];
+};
+
+/* Add a block's head entries to the histograms (two interleaved copies,
+   so that a run of equal buckets does not serialise) and to the head
+   list while it has room. */
+static void
+head_block(struct qrs__mass *ret, const struct hblock *hb,
+           double (*h)[QRS__NBUCKET + 1], double (*hw)[QRS__NBUCKET + 1])
+{
+  size_t k, o;
+
+  for (k = 0; k + 2 <= hb->n; k += 2) {
+    h[0][hb->k[k]] += hb->e[k];
+    h[1][hb->k[k + 1]] += hb->e[k + 1];
+  }
+  if (k < hb->n)
+    h[0][hb->k[k]] += hb->e[k];
+  if (hw) {
+    for (k = 0; k + 2 <= hb->n; k += 2) {
+      hw[0][hb->k[k]] += hb->w[k];
+      hw[1][hb->k[k + 1]] += hb->w[k + 1];
+    }
+    if (k < hb->n)
+      hw[0][hb->k[k]] += hb->w[k];
+  }
+  if (ret->nhead > ret->hcap || ret->nhead + hb->n > ret->hcap) {
+    ret->nhead = SIZE_MAX;   /* too many: searches collect instead */
+    return;
+  }
+  o = ret->nhead;
+  memcpy(ret->hpos + o, hb->p, hb->n * sizeof(*ret->hpos));
+  memcpy(ret->hx + o, hb->x, hb->n * sizeof(*ret->hx));
+  memcpy(ret->he + o, hb->e, hb->n * sizeof(*ret->he));
+  memcpy(ret->hk + o, hb->k, hb->n * sizeof(*ret->hk));
+  ret->nhead += hb->n;
 }
 
 /* Min-heap of (x, pos) in lexicographic order, for top-k. */
@@ -166,6 +223,8 @@ hsift(struct hitem *h, size_t n, size_t i)
 typedef double v2df __attribute__((vector_size(16)));
 typedef int64_t v2di __attribute__((vector_size(16)));
 typedef float v2sf __attribute__((vector_size(8)));
+typedef int32_t v4si __attribute__((vector_size(16)));
+typedef float v4sf __attribute__((vector_size(16)));
 
 INLINE v2df
 load_f32_2(const float *p)
@@ -176,9 +235,27 @@ load_f32_2(const float *p)
   return __builtin_convertvector(f, v2df);
 }
 
+INLINE void
+store_keys_2(int32_t *p, v2df t)
+{
+  p[0] = (int32_t)t[0];
+  p[1] = (int32_t)t[1];
+}
+
+INLINE int
+anyk_4(v4si m)
+{
+  return (m[0] | m[1] | m[2] | m[3]) != 0;
+}
+
 #define KS(name) name##_sse2
 #define KS_TARGET
 #define KS_LOAD_F32(p) load_f32_2(p)
+#define KS_STORE_KEYS(p, t) store_keys_2(p, t)
+#define KS_ANYK(m) anyk_4(m)
+#define KW 4
+#define vk v4si
+#define vfl v4sf
 #if defined(__x86_64__) && defined(__GNUC__)
 #define KS_MOVEMASK(m) _mm_movemask_pd((__m128d)(m))
 #endif
@@ -189,7 +266,12 @@ load_f32_2(const float *p)
 #undef KS
 #undef KS_TARGET
 #undef KS_LOAD_F32
+#undef KS_STORE_KEYS
 #undef KS_MOVEMASK
+#undef KS_ANYK
+#undef KW
+#undef vk
+#undef vfl
 #undef VW
 #undef vd
 #undef vi
@@ -199,7 +281,8 @@ load_f32_2(const float *p)
 /* AVX2 + FMA (+ F16C for float16 rows), 4 lanes. */
 typedef double v4df __attribute__((vector_size(32)));
 typedef int64_t v4di __attribute__((vector_size(32)));
-typedef float v4sf __attribute__((vector_size(16)));
+typedef int32_t v8si __attribute__((vector_size(32)));
+typedef float v8sf __attribute__((vector_size(32)));
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
@@ -207,6 +290,12 @@ typedef float v4sf __attribute__((vector_size(16)));
 #define KS_TARGET
 #define KS_LOAD_F32(p) ((v4df)_mm256_cvtps_pd(_mm_loadu_ps(p)))
 #define KS_MOVEMASK(m) _mm256_movemask_pd((__m256d)(m))
+#define KS_ANYK(m) (_mm256_movemask_epi8((__m256i)(m)) != 0)
+#define KW 8
+#define vk v8si
+#define vfl v8sf
+#define KS_STORE_KEYS(p, t) \
+  _mm_storeu_si128((__m128i *)(p), _mm256_cvttpd_epi32((__m256d)(t)))
 #define KS_LOAD_F16(p) \
   ((v4df)_mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(p)))))
 #define KS_LOAD_BF16(p) \
@@ -221,7 +310,12 @@ typedef float v4sf __attribute__((vector_size(16)));
 #undef KS_LOAD_F32
 #undef KS_LOAD_F16
 #undef KS_LOAD_BF16
+#undef KS_STORE_KEYS
 #undef KS_MOVEMASK
+#undef KS_ANYK
+#undef KW
+#undef vk
+#undef vfl
 #undef VW
 #undef vd
 #undef vi
@@ -278,8 +372,7 @@ qrs__kmass(const struct qrs__view *v, double m, double invt,
   int k;
 
   /* The second moment comes with W: one multiply more. */
-  k = (flags & (QRS__M_W | QRS__M_W2) ? 2 : 0) |
-      (flags & QRS__M_BANDS ? 1 : 0);
+  k = (flags & QRS__M_W ? 2 : 0) | (flags & QRS__M_HIST ? 1 : 0);
 #ifdef HAVE_AVX2_VARIANT
   if (level() == 2) {
     mass_fns_avx2[v->dtype & 3][k](v, m, invt, b, pinv, pmin, ret);
@@ -296,6 +389,15 @@ qrs__kcollect(const struct qrs__view *v, double m, double invt,
 {
   return PICK(collect_fns, v->dtype & 3)(v, m, invt, b, dlo, dhi, pos, x,
                                          cap, ret_above);
+}
+
+size_t
+qrs__kcollect_bucket(const struct qrs__view *v, double m, double invt,
+                     const struct qrs__bound *b, int key, uint32_t *pos,
+                     double *x, size_t *ret_above)
+{
+  return PICK(cbucket_fns, v->dtype & 3)(v, m, invt, b, key, pos, x,
+                                         ret_above);
 }
 
 void

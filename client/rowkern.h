@@ -29,10 +29,11 @@ struct qrs__bound {
   size_t i;
 };
 
-/* Band edges in units of d = (x - max) / T: the mass pass reports the mass
-   of the elements with d >= edge[j]. */
-#define QRS__NEDGE 6
-extern const double qrs__edge[QRS__NEDGE];
+/* The mass histogram: bucket b holds the elements with
+   key = min(QRS__NBUCKET - 1, trunc(-d * QRS__BSCALE)) == b, i.e.
+   d in (-(b+1)/16, -b/16] for d = (x - max) / T above -63.9. */
+#define QRS__NBUCKET 1024
+#define QRS__BSCALE 16.0
 
 /* exp(d) > 0 in binary64 iff d >= QRS__D_UNDERFLOW. */
 #define QRS__D_UNDERFLOW (-745.1332191019411)
@@ -49,18 +50,33 @@ struct qrs__scan {
 struct qrs__mass {
   double z;                   /* sum of e = exp(d) over the set */
   double w;                   /* sum of e * d (QRS__M_W) */
-  double w2;                  /* sum of e * d * d (QRS__M_W2) */
-  double bz[QRS__NEDGE];      /* sum of e where d >= edge[j] (BANDS) */
-  double bw[QRS__NEDGE];      /* sum of e * d there (BANDS and W) */
+  double w2;                  /* sum of e * d * d (QRS__M_W) */
+  /* QRS__M_HIST: buckets below hsplit (the caller sets it, 1 ..
+     QRS__NBUCKET) are resolved into hz / hw (caller's storage of
+     QRS__NBUCKET each); the rest are only summed into tz / tw (the tail:
+     a crossing there needs a pass with hsplit = QRS__NBUCKET). */
+  int hsplit;
+  double *hz;                 /* sum of e per bucket */
+  double *hw;                 /* the same for e * d (with W) */
+  double tz, tw;              /* the tail's sums */
+  /* The head list: the resolved buckets' elements (positions ascending)
+     while there are at most hcap of them (caller's storage); nhead
+     SIZE_MAX when there were more. */
+  size_t hcap, nhead;
+  uint32_t *hpos;
+  double *hx, *he;
+  int32_t *hk;
+  double pinv, pmin;          /* how the pass was made (for a rerun) */
+  unsigned flags;
   size_t n_in;                /* elements in the set */
   size_t nz;                  /* elements in the set with e > 0 */
-  double xmin;                /* smallest x in the set (+inf: empty) */
+  double xmin;                /* smallest x in a restricted set (a bound
+                                 or predicate); -inf when unrestricted */
 };
 
 enum {
-  QRS__M_W = 1,
-  QRS__M_W2 = 2,
-  QRS__M_BANDS = 4,
+  QRS__M_W = 1,               /* also W2 */
+  QRS__M_HIST = 4,            /* fill hz (and hw with W) */
 };
 
 double qrs__kload(const struct qrs__view *v, size_t i);
@@ -69,7 +85,8 @@ size_t qrs__kfind(const struct qrs__view *v, double x);
 
 /* Mass of the set b intersected with { (x - m) * pinv >= pmin } (pmin
    -INFINITY: no predicate) at inverse temperature invt:
-   d = (x - m) * invt, e = exp(d). */
+   d = (x - m) * invt, e = exp(d).  With QRS__M_HIST, ret->hz (and hw)
+   must point to QRS__NBUCKET doubles each. */
 void qrs__kmass(const struct qrs__view *v, double m, double invt,
                 const struct qrs__bound *b, double pinv, double pmin,
                 unsigned flags, struct qrs__mass *ret);
@@ -83,6 +100,13 @@ size_t qrs__kcollect(const struct qrs__view *v, double m, double invt,
                      const struct qrs__bound *b, double dlo, double dhi,
                      uint32_t *pos, double *x, size_t cap,
                      size_t *ret_above);
+
+/* The set b's elements (positive weight) in histogram bucket key of a
+   mass pass at invt, positions ascending, with their values; *ret_above
+   gets the number of set elements in lower buckets (larger weights). */
+size_t qrs__kcollect_bucket(const struct qrs__view *v, double m, double invt,
+                            const struct qrs__bound *b, int key,
+                            uint32_t *pos, double *x, size_t *ret_above);
 
 /* In place: v[i] = exp((v[i] - m) * invt), bit-identical to the weights of
    qrs__kmass(). */

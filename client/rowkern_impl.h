@@ -4,6 +4,9 @@
      vd, vi      vector types: VW doubles, VW int64
      KS_LOAD_F32(p)  VW floats at p as a vd
      KS_LOAD_F16(p), KS_LOAD_BF16(p)  the same for 16-bit types (optional)
+     KS_STORE_KEYS(p, t)  VW int32 at p from the doubles t (in range)
+     KW, vk, vfl  int32 / float vectors of the native width (KW lanes)
+     KS_ANYK(m)   whether any lane of the vk mask m is set
    Vectors are always of the machine's native width: GCC lowers wider
    vector comparisons lane by lane. */
 
@@ -147,38 +150,54 @@ KS(member)(vd x, vd pos, double n, const struct qrs__bound *b, double m,
 
 /* Running sums of one lane group of the mass pass. */
 struct KS(macc) {
-  vd z, w, w2, cin, csmall, tiny, xmin;
-  vd bz[QRS__NEDGE], bw[QRS__NEDGE];
+  vd z, w, w2, cin, csmall, tiny, xmin, tz, tw;
 };
 
 static inline __attribute__((always_inline)) void
 KS(macc_init)(struct KS(macc) *a)
 {
-  int j;
-
-  a->z = a->w = a->w2 = KS(splat)(0.0);
+  a->z = a->w = a->w2 = a->tz = a->tw = KS(splat)(0.0);
   a->cin = a->csmall = KS(splat)(0.0);
   a->tiny = KS(splat)(-INFINITY);
   a->xmin = KS(splat)(INFINITY);
-  for (j = 0; j < QRS__NEDGE; j++)
-    a->bz[j] = a->bw[j] = KS(splat)(0.0);
 }
 
-/* One vector of the mass pass.  restricted: lanes are tested for
-   membership (else every lane is in the set). */
-static inline __attribute__((always_inline)) void
-KS(mass_step)(struct KS(macc) *a, vd x, vd pos, double n, double m,
-              double invt, const struct qrs__bound *b, double pinv,
-              double pmin, int restricted, int fw, int fb)
+/* The histogram bucket of an element (d clamped as dc), as a double not
+   yet truncated (bucket k: [k, k + 1)): QRS__NBUCKET (no bucket) outside
+   the set or for a zero weight. */
+static inline __attribute__((always_inline)) vd
+KS(key)(vd dc, vi in)
 {
-  vd d, dc, e, ed;
-  vi in, small;
+  vd t;
+
+  t = dc * -QRS__BSCALE;
+  t = VSEL(t > (double)(QRS__NBUCKET - 1),
+           KS(splat)((double)(QRS__NBUCKET - 1)), t);
+  return VSEL(in & (dc >= QRS__D_UNDERFLOW), t,
+              KS(splat)((double)QRS__NBUCKET));
+}
+
+/* One vector (positions i..) of the mass pass.  restricted: lanes are
+   tested for membership (else every lane is in the set).  fh: the lanes
+   in buckets below hs (the head) are appended to the block buffer hb
+   for the histogram and the head list; the others only go to the tail
+   sums. */
+static inline __attribute__((always_inline)) void
+KS(mass_step)(struct KS(macc) *a, vd x, vd pos, size_t i, double n,
+              double m, double invt, const struct qrs__bound *b, double pinv,
+              double pmin, int restricted, int fw, int fh, double hs,
+              struct hblock *hb)
+{
+  vd d, dc, e, ed, t;
+  vi in, small, hd;
+  size_t k;
   int j;
 
   d = (x - m) * invt;
   dc = VSEL(d < D_CLAMP, KS(splat)(D_CLAMP), d);
   e = KS(exp)(dc);
   small = dc < D_NORMAL;
+  in = (vi)KS(splat)(0.0) == 0;
   if (restricted) {
     in = KS(member)(x, pos, n, b, m, pinv, pmin);
     small &= in;
@@ -198,13 +217,23 @@ KS(mass_step)(struct KS(macc) *a, vd x, vd pos, double n, double m,
     a->w += ed;
     a->w2 += ed * dc;
   }
-  if (fb) {
-    for (j = 0; j < QRS__NEDGE; j++) {
-      vi mj = d >= qrs__edge[j];
-
-      a->bz[j] += VZERO(mj, e);
-      if (fw)
-        a->bw[j] += VZERO(mj, ed);
+  if (fh) {
+    t = KS(key)(dc, in);
+    hd = t < hs;
+    a->tz += VZERO(~hd, e);
+    if (fw)
+      a->tw += VZERO(~hd, ed);
+    if (KS(any)(hd)) {
+      for (j = 0; j < VW; j++) {
+        if (!hd[j])
+          continue;
+        k = hb->n++;
+        hb->e[k] = e[j];
+        hb->w[k] = ed[j];
+        hb->k[k] = (int32_t)t[j];
+        hb->x[k] = x[j];
+        hb->p[k] = (uint32_t)(i + (size_t)j);
+      }
     }
   }
 }
@@ -212,12 +241,14 @@ KS(mass_step)(struct KS(macc) *a, vd x, vd pos, double n, double m,
 static inline __attribute__((always_inline)) void
 KS(mass_impl)(const struct qrs__view *v, double m, double invt,
               const struct qrs__bound *b, double pinv, double pmin,
-              struct qrs__mass *ret, int dt, int fw, int fb)
+              struct qrs__mass *ret, int dt, int fw, int fh)
 {
   struct KS(macc) a0, a1;
+  struct hblock hb;
+  double h[2][QRS__NBUCKET + 1], hw[2][QRS__NBUCKET + 1];
   vd pos, xmin, tiny;
-  size_t i, n;
-  double dn, t;
+  size_t i, n, end, full, k;
+  double t, dn, hs;
   int j, restricted;
 
   n = v->n;
@@ -225,37 +256,45 @@ KS(mass_impl)(const struct qrs__view *v, double m, double invt,
   restricted = b->x > -INFINITY || b->i > 0 || pmin > -INFINITY;
   KS(macc_init)(&a0);
   KS(macc_init)(&a1);
-  pos = KS(iota)(0);
-  i = 0;
-  if (restricted) {
-    for (; i + 2 * VW <= n; i += 2 * VW, pos += (double)(2 * VW)) {
-      KS(mass_step)(&a0, KS(load)(v->data, i, n, dt), pos, dn, m, invt, b,
-                    pinv, pmin, 1, fw, fb);
-      KS(mass_step)(&a1, KS(load)(v->data, i + VW, n, dt),
-                    pos + (double)VW, dn, m, invt, b, pinv, pmin, 1, fw,
-                    fb);
-    }
-  } else {
-    for (; i + 2 * VW <= n; i += 2 * VW) {
-      KS(mass_step)(&a0, KS(load)(v->data, i, n, dt), pos, dn, m, invt, b,
-                    pinv, pmin, 0, fw, fb);
-      KS(mass_step)(&a1, KS(load)(v->data, i + VW, n, dt), pos, dn, m,
-                    invt, b, pinv, pmin, 0, fw, fb);
-    }
-    a0.cin = KS(splat)((double)i / VW);
-    a0.xmin = KS(splat)(-INFINITY);
-    pos = KS(iota)(i);
+  if (fh) {
+    memset(h, 0, sizeof(h));
+    if (fw)
+      memset(hw, 0, sizeof(hw));
+    ret->nhead = 0;
   }
-  for (; i < n; i += VW, pos += (double)VW)
-    KS(mass_step)(&a0, KS(load)(v->data, i, n, dt), pos, dn, m, invt, b,
-                  pinv, pmin, 1, fw, fb);
+  hs = (double)ret->hsplit;
+  pos = KS(iota)(0);
+  for (i = 0; i < n; i = end) {
+    end = i + HBLOCK < n ? i + HBLOCK : n;
+    full = i + ((end - i) & ~(size_t)(2 * VW - 1));
+    hb.n = 0;
+    if (restricted) {
+      for (k = i; k < full; k += 2 * VW, pos += (double)(2 * VW)) {
+        KS(mass_step)(&a0, KS(load)(v->data, k, n, dt), pos, k, dn, m, invt,
+                      b, pinv, pmin, 1, fw, fh, hs, &hb);
+        KS(mass_step)(&a1, KS(load)(v->data, k + VW, n, dt),
+                      pos + (double)VW, k + VW, dn, m, invt, b, pinv, pmin, 1,
+                      fw, fh, hs, &hb);
+      }
+    } else {
+      for (k = i; k < full; k += 2 * VW) {
+        KS(mass_step)(&a0, KS(load)(v->data, k, n, dt), pos, k, dn, m, invt,
+                      b, pinv, pmin, 0, fw, fh, hs, &hb);
+        KS(mass_step)(&a1, KS(load)(v->data, k + VW, n, dt), pos, k + VW, dn,
+                      m, invt, b, pinv, pmin, 0, fw, fh, hs, &hb);
+      }
+      a0.cin += KS(splat)((double)(full - i) / VW);
+      pos = KS(iota)(full);
+    }
+    for (k = full; k < end; k += VW, pos += (double)VW)
+      KS(mass_step)(&a0, KS(load)(v->data, k, end, dt), pos, k, dn, m, invt,
+                    b, pinv, pmin, 1, fw, fh, hs, &hb);
+    if (fh && hb.n)
+      head_block(ret, &hb, h, fw ? hw : NULL);
+  }
   ret->z = KS(hsum)(a0.z + a1.z);
   ret->w = fw ? KS(hsum)(a0.w + a1.w) : 0.0;
   ret->w2 = fw ? KS(hsum)(a0.w2 + a1.w2) : 0.0;
-  for (j = 0; j < QRS__NEDGE; j++) {
-    ret->bz[j] = fb ? KS(hsum)(a0.bz[j] + a1.bz[j]) : 0.0;
-    ret->bw[j] = fb && fw ? KS(hsum)(a0.bw[j] + a1.bw[j]) : 0.0;
-  }
   ret->n_in = (size_t)KS(hsum)(a0.cin + a1.cin);
   ret->nz = ret->n_in - (size_t)KS(hsum)(a0.csmall + a1.csmall);
   xmin = VSEL(a1.xmin < a0.xmin, a1.xmin, a0.xmin);
@@ -268,12 +307,19 @@ KS(mass_impl)(const struct qrs__view *v, double m, double invt,
     if (tiny[j] > t)
       t = tiny[j];
   }
-  if (!restricted && n > 0) {
-    /* xmin of an unrestricted pass is not tracked: report the row's. */
+  if (!restricted && n > 0)
     ret->xmin = -INFINITY;
+  if (fh) {
+    for (j = 0; j < QRS__NBUCKET; j++) {
+      ret->hz[j] = h[0][j] + h[1][j];
+      if (fw)
+        ret->hw[j] = hw[0][j] + hw[1][j];
+    }
+    ret->tz = KS(hsum)(a0.tz + a1.tz);
+    ret->tw = fw ? KS(hsum)(a0.tw + a1.tw) : 0.0;
   }
   if (t >= QRS__D_UNDERFLOW)
-    mass_tiny(v, m, invt, b, pinv, pmin, ret, fw);
+    mass_tiny(v, m, invt, b, pinv, pmin, ret, fw, fh);
 }
 
 #define KS_MASS(sfx, dt, fw, fb) \
@@ -309,20 +355,21 @@ static const mass_fn KS(mass_fns)[4][4] = {
   { KS(mass_f64_p), KS(mass_f64_b), KS(mass_f64_w), KS(mass_f64_wb) },
 };
 
+/* Collect the set's elements with dlo <= d < dhi. */
 static inline __attribute__((always_inline)) size_t
 KS(collect_impl)(const struct qrs__view *v, double m, double invt,
                  const struct qrs__bound *b, double dlo, double dhi,
                  uint32_t *pos_out, double *x_out, size_t cap,
                  size_t *ret_above, int dt)
 {
-  vd x, d, pos, above;
+  vd x, d, pos, above, above2;
   vi in, hi, sel;
   size_t i, n, cnt;
   int j, restricted;
 
   n = v->n;
   cnt = 0;
-  above = KS(splat)(0.0);
+  above = above2 = KS(splat)(0.0);
   pos = KS(iota)(0);
   restricted = b->x > -INFINITY || b->i > 0;
   for (i = 0; i < n; i += VW, pos += (double)VW) {
@@ -335,7 +382,10 @@ KS(collect_impl)(const struct qrs__view *v, double m, double invt,
       hi &= in;
       sel &= in;
     }
-    above += VZERO(hi, KS(splat)(1.0));
+    if (i & VW)
+      above2 += VZERO(hi, KS(splat)(1.0));
+    else
+      above += VZERO(hi, KS(splat)(1.0));
     if (!KS(any)(sel))
       continue;
     for (j = 0; j < VW; j++) {
@@ -349,7 +399,7 @@ KS(collect_impl)(const struct qrs__view *v, double m, double invt,
     }
   }
   if (ret_above)
-    *ret_above = (size_t)KS(hsum)(above);
+    *ret_above = (size_t)KS(hsum)(above + above2);
   return cnt;
 }
 
@@ -443,13 +493,127 @@ KS(scan_impl)(const struct qrs__view *v, struct qrs__scan *ret, int dt)
     KS(scan_impl)(v, ret, dt); \
   }
 
-KS_SCAN(f32, QRS_DTYPE_F32)
 KS_SCAN(f16, QRS_DTYPE_F16)
 KS_SCAN(bf16, QRS_DTYPE_BF16)
 KS_SCAN(f64, QRS_DTYPE_F64)
 
+
+/* The set's elements in histogram bucket key of a mass pass at invt
+   (keys recomputed exactly as the pass computed them): positions
+   (ascending) and values; *ret_above: set elements in lower buckets. */
+static inline __attribute__((always_inline)) size_t
+KS(collect_bucket_impl)(const struct qrs__view *v, double m, double invt,
+                        const struct qrs__bound *b, int key, uint32_t *pos,
+                        double *x_out, size_t *ret_above, int dt)
+{
+  vd x, d, p, above, above2;
+  vi in, hi, sel;
+  size_t i, n, cnt;
+  double dhi, dlo;
+  int j, restricted;
+
+  /* The bucket of d is trunc(-d * 16) (clamped): scaling by 16 is exact,
+     so bucket key is exactly -(key + 1) / 16 < d <= -key / 16, and the
+     last bucket everything down to the underflow limit. */
+  dhi = -(double)key / QRS__BSCALE;
+  dlo = key == QRS__NBUCKET - 1 ? QRS__D_UNDERFLOW
+                                : -(double)(key + 1) / QRS__BSCALE;
+  n = v->n;
+  cnt = 0;
+  above = above2 = KS(splat)(0.0);
+  p = KS(iota)(0);
+  restricted = b->x > -INFINITY || b->i > 0;
+  for (i = 0; i < n; i += VW, p += (double)VW) {
+    x = KS(load)(v->data, i, n, dt);
+    d = (x - m) * invt;
+    hi = d > dhi;
+    if (key == QRS__NBUCKET - 1)
+      sel = ~hi & (d >= dlo);
+    else
+      sel = ~hi & (d > dlo);
+    if (restricted || i + VW > n) {
+      in = KS(member)(x, p, (double)n, b, m, 1.0, -INFINITY);
+      hi &= in;
+      sel &= in;
+    }
+    if (i & VW)
+      above2 += VZERO(hi, KS(splat)(1.0));
+    else
+      above += VZERO(hi, KS(splat)(1.0));
+    if (!KS(any)(sel))
+      continue;
+    for (j = 0; j < VW; j++) {
+      if (!sel[j])
+        continue;
+      pos[cnt] = (uint32_t)(i + (size_t)j);
+      x_out[cnt] = x[j];
+      cnt++;
+    }
+  }
+  if (ret_above)
+    *ret_above = (size_t)KS(hsum)(above + above2);
+  return cnt;
+}
+
+#define KS_CBUCKET(sfx, dt) \
+  static KS_TARGET size_t \
+  KS(cbucket_##sfx)(const struct qrs__view *v, double m, double invt, \
+                    const struct qrs__bound *b, int key, uint32_t *pos, \
+                    double *x, size_t *above) \
+  { \
+    return KS(collect_bucket_impl)(v, m, invt, b, key, pos, x, above, dt); \
+  }
+
+KS_CBUCKET(f32, QRS_DTYPE_F32)
+KS_CBUCKET(f16, QRS_DTYPE_F16)
+KS_CBUCKET(bf16, QRS_DTYPE_BF16)
+KS_CBUCKET(f64, QRS_DTYPE_F64)
+
+static const cbucket_fn KS(cbucket_fns)[4] = {
+  KS(cbucket_f32), KS(cbucket_f16), KS(cbucket_bf16), KS(cbucket_f64),
+};
+
+/* The float32 scan at the full float width. */
+static KS_TARGET void
+KS(scan_f32_wide)(const struct qrs__view *v, struct qrs__scan *ret)
+{
+  const float *p;
+  vfl x, mx[4];
+  vk nan;
+  size_t i, n;
+  float m;
+  int j, q;
+
+  p = v->data;
+  n = v->n;
+  for (q = 0; q < 4; q++)
+    for (j = 0; j < KW; j++)
+      mx[q][j] = -INFINITY;
+  for (j = 0; j < KW; j++)
+    nan[j] = 0;
+  for (i = 0; i + 4 * KW <= n; i += 4 * KW) {
+    for (q = 0; q < 4; q++) {
+      memcpy(&x, p + i + (size_t)(q * KW), sizeof(x));
+      nan |= x != x;
+      mx[q] = (vfl)(((vk)(x > mx[q]) & (vk)x) | (~(vk)(x > mx[q]) & (vk)mx[q]));
+    }
+  }
+  m = -INFINITY;
+  for (q = 0; q < 4; q++)
+    for (j = 0; j < KW; j++)
+      m = mx[q][j] > m ? mx[q][j] : m;
+  ret->has_nan = KS_ANYK(nan);
+  for (; i < n; i++) {
+    if (p[i] != p[i])
+      ret->has_nan = 1;
+    m = p[i] > m ? p[i] : m;
+  }
+  ret->max = m;
+  ret->has_posinf = ret->max == INFINITY;
+}
+
 static const scan_fn KS(scan_fns)[4] = {
-  KS(scan_f32), KS(scan_f16), KS(scan_bf16), KS(scan_f64),
+  KS(scan_f32_wide), KS(scan_f16), KS(scan_bf16), KS(scan_f64),
 };
 
 /* Top-k: a min-heap of the k best so far; a block of 8 is skipped unless
@@ -605,3 +769,4 @@ static const floor_fn KS(floor_fns)[4] = {
 #undef KS_SCAN
 #undef KS_TOPK
 #undef KS_FLOOR
+#undef KS_CBUCKET

@@ -85,8 +85,15 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
   ws->cx = malloc(2 * QRS__SMALL_CAP * sizeof(*ws->cx));
   ws->kpos = malloc(QRS__TOPK_HEAP * sizeof(*ws->kpos));
   ws->kx = malloc(QRS__TOPK_HEAP * sizeof(*ws->kx));
+  ws->hz = malloc(QRS__NBUCKET * sizeof(*ws->hz));
+  ws->hw = malloc(QRS__NBUCKET * sizeof(*ws->hw));
+  ws->hpos = malloc(QRS__HEAD_CAP * sizeof(*ws->hpos));
+  ws->hx = malloc(QRS__HEAD_CAP * sizeof(*ws->hx));
+  ws->he = malloc(QRS__HEAD_CAP * sizeof(*ws->he));
+  ws->hk = malloc(QRS__HEAD_CAP * sizeof(*ws->hk));
   if (!ws->lpos || !ws->lx || !ws->le || !ws->cpos || !ws->cx ||
-      !ws->kpos || !ws->kx) {
+      !ws->kpos || !ws->kx || !ws->hz || !ws->hw || !ws->hpos || !ws->hx ||
+      !ws->he || !ws->hk) {
     qrs__sel_ws_done(ws);
     return -ENOMEM;
   }
@@ -105,6 +112,12 @@ qrs__sel_ws_done(struct qrs__sel_ws *ws)
   free(ws->cx);
   free(ws->kpos);
   free(ws->kx);
+  free(ws->hz);
+  free(ws->hw);
+  free(ws->hpos);
+  free(ws->hx);
+  free(ws->he);
+  free(ws->hk);
   memset(ws, 0, sizeof(*ws));
 }
 
@@ -278,37 +291,85 @@ refine(struct qrs__sel_ws *ws, const struct cset *s, size_t n, double invt,
   }
 }
 
+/* Buckets resolved by a mass pass at first: (x - max) / T above -8.  An
+   LM row has nearly all its tokens (and rarely a crossing) below. */
+#define HSPLIT 128
+
+/* The set's mass at invt (with the predicate (x - m) * pinv >= pmin), its
+   histogram in the workspace. */
+static void
+measure(struct qrs__sel_ws *ws, const struct cset *s, double invt,
+        double pinv, double pmin, unsigned flags, struct qrs__mass *ms)
+{
+  ms->hz = ws->hz;
+  ms->hw = ws->hw;
+  ms->hsplit = HSPLIT;
+  ms->hcap = QRS__HEAD_CAP;
+  ms->hpos = ws->hpos;
+  ms->hx = ws->hx;
+  ms->he = ws->he;
+  ms->hk = ws->hk;
+  qrs__kmass(&s->v, s->m, invt, &s->b, pinv, pmin, flags, ms);
+  ms->pinv = pinv;
+  ms->pmin = pmin;
+  ms->flags = flags;
+}
+
 /* The crossing of target t in the set s at inverse temperature invt,
-   given s's mass pass ms (with bands; with W for X_ENTROPY).  Returns 0,
-   or 1 when the set's total never reaches t. */
+   given s's mass pass ms (with the histogram; with W for X_ENTROPY).
+   A crossing in the tail resolves the whole histogram first (a second
+   pass, which ms then keeps).  Returns 0, or 1 when the set's total
+   never reaches t. */
 static int
 xsearch(struct qrs__sel_ws *ws, const struct cset *s, double invt,
-        const struct qrs__mass *ms, int kind, double t, struct hit *ret)
+        struct qrs__mass *ms, int kind, double t, struct hit *ret)
 {
-  double before, wbefore, dlo, dhi, cz, cw;
-  size_t n, above;
-  int j, band;
+  double cz, cw, hw;
+  size_t n, above, i;
+  int b;
 
-  band = -1;
-  for (j = 0; j <= QRS__NEDGE; j++) {
-    cz = j < QRS__NEDGE ? ms->bz[j] : ms->z;
-    cw = j < QRS__NEDGE ? ms->bw[j] : ms->w;
-    if (reached(kind, cz, cw, t)) {
-      band = j;
+  cz = cw = 0.0;
+  for (b = 0; b < ms->hsplit; b++) {
+    hw = kind == X_ENTROPY ? ms->hw[b] : 0.0;
+    if (ms->hz[b] > 0.0 && reached(kind, cz + ms->hz[b], cw + hw, t))
       break;
-    }
+    cz += ms->hz[b];
+    cw += hw;
   }
-  if (band < 0)
-    return 1;
-  before = band > 0 ? ms->bz[band - 1] : 0.0;
-  wbefore = band > 0 ? ms->bw[band - 1] : 0.0;
-  dhi = band > 0 ? qrs__edge[band - 1] : INFINITY;
-  dlo = band < QRS__NEDGE ? qrs__edge[band] : QRS__D_UNDERFLOW;
-  n = qrs__kcollect(&s->v, s->m, invt, &s->b, dlo, dhi, ws->lpos, ws->lx,
-                    ws->cap, &above);
+  if (b == ms->hsplit) {
+    if (b == QRS__NBUCKET ||
+        !reached(kind, cz + ms->tz, cw + (kind == X_ENTROPY ? ms->tw : 0.0),
+                 t))
+      return 1;
+    /* The crossing is in the tail: resolve every bucket. */
+    ms->hsplit = QRS__NBUCKET;
+    qrs__kmass(&s->v, s->m, invt, &s->b, ms->pinv, ms->pmin, ms->flags, ms);
+    return xsearch(ws, s, invt, ms, kind, t, ret);
+  }
+  if (ms->nhead != SIZE_MAX && b < QRS__NBUCKET - 1) {
+    /* The bucket's elements are in the head list: no pass over the row.
+       (The last bucket can hold subnormal weights, which the list
+       lacks.) */
+    n = above = 0;
+    for (i = 0; i < ms->nhead; i++) {
+      if (ms->hk[i] < b) {
+        above++;
+        continue;
+      }
+      if (ms->hk[i] != b || !in_bound(&s->b, ms->hx[i], ms->hpos[i]))
+        continue;
+      ws->lpos[n] = ms->hpos[i];
+      ws->lx[n] = ms->hx[i];
+      ws->le[n] = ms->he[i];
+      n++;
+    }
+    return refine(ws, s, n, invt, kind, t, cz, cw, above, ret);
+  }
+  n = qrs__kcollect_bucket(&s->v, s->m, invt, &s->b, b, ws->lpos, ws->lx,
+                           &above);
   memcpy(ws->le, ws->lx, n * sizeof(*ws->le));
   qrs__kexp(ws->le, n, s->m, invt);
-  return refine(ws, s, n, invt, kind, t, before, wbefore, above, ret);
+  return refine(ws, s, n, invt, kind, t, cz, cw, above, ret);
 }
 
 /* The last candidate of the set in selection order: the smallest logit
@@ -512,7 +573,7 @@ cut_measure(struct qrs__sel_ws *ws, struct cset *s, double pinv,
   if (pmin > QRS__D_UNDERFLOW &&
       compact(ws, s, pinv, pmin, slot) != SIZE_MAX)
     pmin = -INFINITY;
-  qrs__kmass(&s->v, s->m, invt, &s->b, pinv, pmin, flags, ms);
+  measure(ws, s, invt, pinv, pmin, flags, ms);
   if (pmin > -INFINITY)
     bound_raise(&s->b, ms->xmin, 0);
 }
@@ -544,7 +605,7 @@ singleton(const struct cset *s, struct qrs__sel_out *out)
    crossing (the last candidate), or NULL. */
 static int
 cdf(struct qrs__sel_ws *ws, const struct cset *s, double invt,
-    const struct qrs__mass *ms, double u, double z, size_t ncand,
+    struct qrs__mass *ms, double u, double z, size_t ncand,
     const struct hit *cut, struct qrs__sel_out *out)
 {
   struct hit h;
@@ -587,60 +648,58 @@ hh(const struct hit *h, double m, double invt, int incl)
 }
 
 /* Entropy throttle: the prefix whose entropy is closest to the target,
-   with its mass fraction in [pmin, pmax].  Sets the cut (inclusive) in
-   *ret and the bound; returns the prefix length. */
+   with its mass fraction in [pmin, pmax] (the mass bounds are searched
+   only when the entropy's choice breaks them).  Sets the cut in *ret
+   (rank SIZE_MAX: no cut element to remember) and the bound; returns the
+   prefix length. */
 static size_t
 throttle(struct qrs__sel_ws *ws, struct cset *s, double invt,
-         const struct qrs__mass *ms, const struct qrs__sel_params *p,
+         struct qrs__mass *ms, const struct qrs__sel_params *p,
          size_t nall, struct hit *ret, double *ret_z)
 {
-  struct hit lo, hi, h;
-  size_t len, len_lo, len_hi;
-  int have_lo, have_hi, incl;
+  struct hit h;
+  double z, ztot;
+  size_t len;
+  int incl;
 
-  have_lo = xsearch(ws, s, invt, ms, X_MASS, p->thr_pmin * ms->z, &lo) == 0;
-  have_hi = xsearch(ws, s, invt, ms, X_MASS, p->thr_pmax * ms->z, &hi) == 0;
-  len_lo = have_lo ? lo.rank + 1 : 1;
-  len_hi = have_hi ? hi.rank + 1 : nall;
+  ztot = ms->z;
+  incl = 1;
   if (xsearch(ws, s, invt, ms, X_ENTROPY, p->thr_target, &h) != 0) {
-    /* Even the whole set is below the target: keep the most allowed. */
-    len = len_hi;
-    incl = 1;
-    if (have_hi)
-      h = hi;
-    else
-      h.rank = SIZE_MAX;
+    /* Even the whole set is below the target: keep everything allowed. */
+    h.rank = SIZE_MAX;
+    len = nall;
+    z = ztot;
   } else {
-    incl = 1;
     if (h.rank > 0 && fabs(hh(&h, s->m, invt, 0) - p->thr_target) <
                           fabs(hh(&h, s->m, invt, 1) - p->thr_target))
       incl = 0;
     len = incl ? h.rank + 1 : h.rank;
-    if (len < len_lo) {
-      h = lo;
+    z = hz(&h, incl);
+  }
+  if (z < p->thr_pmin * ztot) {
+    if (xsearch(ws, s, invt, ms, X_MASS, p->thr_pmin * ztot, &h) == 0) {
       incl = 1;
-      len = len_lo;
-    } else if (len > len_hi && have_hi) {
-      h = hi;
+      len = h.rank + 1;
+      z = hz(&h, 1);
+    }
+  } else if (z > p->thr_pmax * ztot) {
+    if (xsearch(ws, s, invt, ms, X_MASS, p->thr_pmax * ztot, &h) == 0) {
       incl = 1;
-      len = len_hi;
+      len = h.rank + 1;
+      z = hz(&h, 1);
     }
   }
-  if (h.rank == SIZE_MAX) {
-    /* Keep everything: no cut. */
-    *ret_z = ms->z;
-    ret->rank = SIZE_MAX;
-    return nall;
-  }
-  *ret_z = hz(&h, incl);
+  *ret_z = z;
+  ret->rank = SIZE_MAX;
+  if (h.rank == SIZE_MAX)
+    return len;   /* keep everything: no cut */
   if (incl) {
     bound_raise(&s->b, h.x, h.vpos);
     *ret = h;
   } else {
-    /* The cut is the element before h: only the bound matters (the CDF
-       target never passes it), and its mass. */
+    /* The cut is the element before h: the bound (everything above h)
+       and its mass are all the CDF search needs. */
     bound_raise(&s->b, h.x, h.vpos + 1);
-    ret->rank = SIZE_MAX;
   }
   return len;
 }
@@ -674,7 +733,7 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
     return 0;
   }
   nucleus = !(p->top_p >= 1.0) || p->nucleus != QRS__NUCLEUS_TOP_P;
-  flags = QRS__M_BANDS;
+  flags = QRS__M_HIST;
   if (p->want_entropy || p->nucleus == QRS__NUCLEUS_THROTTLE)
     flags |= QRS__M_W;
   cut_measure(ws, &s, pinv, pmin, 0, invt, flags, &ms);
@@ -771,7 +830,7 @@ sel_hf(struct qrs__sel_ws *ws, const struct qrs__view *row,
     out->token = top_element(&s);
     return 0;
   }
-  qrs__kmass(&s.v, s.m, invt, &s.b, 1.0, -INFINITY, QRS__M_BANDS, &ms);
+  measure(ws, &s, invt, 1.0, -INFINITY, QRS__M_HIST, &ms);
   z = ms.z;
   ncand = ms.nz;
   cutp = NULL;
@@ -787,7 +846,7 @@ sel_hf(struct qrs__sel_ws *ws, const struct qrs__view *row,
   if (pmin > -INFINITY) {
     /* min-p relative to the max, which top-p never removes: a second
        prefix; the pass over both gives the final set. */
-    qrs__kmass(&s.v, s.m, invt, &s.b, invt, pmin, QRS__M_BANDS, &ms);
+    measure(ws, &s, invt, invt, pmin, QRS__M_HIST, &ms);
     bound_raise(&s.b, ms.xmin, 0);
     if (ms.n_in < ncand)
       cutp = NULL;
@@ -822,7 +881,7 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
   }
   out->eff_top_p = 0;
   if (!(p->top_p >= 1.0)) {
-    qrs__kmass(&s.v, s.m, 1.0, &s.b, 1.0, -INFINITY, QRS__M_BANDS, &ms);
+    measure(ws, &s, 1.0, 1.0, -INFINITY, QRS__M_HIST, &ms);
     out->eff_top_p = ms.nz;
     if (xsearch(ws, &s, 1.0, &ms, X_MASS, p->top_p * ms.z, &cut) == 0) {
       bound_raise(&s.b, cut.x, cut.vpos);
@@ -830,7 +889,7 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
     }
   }
   /* min-p (a prefix too) and then the temperature, over what is left. */
-  cut_measure(ws, &s, 1.0, pmin, 0, invt, QRS__M_BANDS, &ms);
+  cut_measure(ws, &s, 1.0, pmin, 0, invt, QRS__M_HIST, &ms);
   out->eff_min_p = ms.nz;
   if (!out->eff_top_p)
     out->eff_top_p = ms.nz;

@@ -6,8 +6,11 @@
    order, so the whole pipeline is a series of prefix cuts followed by a
    CDF search with u over the final prefix.  Nothing sorts the vocabulary:
    cuts are logit thresholds (top-k, min-p, mirostat) or mass crossings
-   (top-p, CDF, entropy throttle) found from band masses, one compaction
-   of the crossing band and a histogram refinement of it. */
+   (top-p, CDF, entropy throttle).  A crossing is found from the mass
+   histogram of the pass that computed the normaliser (1/16 unit of
+   (x - max) / T per bucket): one walk over the buckets, one collection of
+   the crossing bucket, and a sort of it (refined by a histogram of its
+   logits first when a bucket is crowded, as in flat rows). */
 #ifndef QRS_SELECT_H
 #define QRS_SELECT_H
 
@@ -68,9 +71,15 @@ struct qrs__sel_ws {
   double *cx;
   uint32_t *kpos;                 /* QRS__TOPK_HEAP: top-k list */
   double *kx;
+  double *hz;                     /* QRS__NBUCKET: mass histogram */
+  double *hw;
+  uint32_t *hpos;                 /* QRS__HEAD_CAP: the head list */
+  double *hx, *he;
+  int32_t *hk;
 };
 
 #define QRS__SMALL_CAP 4096
+#define QRS__HEAD_CAP 4096
 
 int qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap);
 void qrs__sel_ws_done(struct qrs__sel_ws *ws);

@@ -60,7 +60,7 @@ row_stats(struct qrs__row *r)
   double m1;
 
   qrs__kmass(&r->v, r->scan.max, 1.0, &all, 1.0, -INFINITY,
-             QRS__M_W | QRS__M_W2, &ms);
+             QRS__M_W, &ms);
   m1 = ms.w / ms.z;
   r->h = log(ms.z) - m1;
   r->h = r->h > 0.0 ? r->h : 0.0;
