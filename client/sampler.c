@@ -294,12 +294,12 @@ fail:
 }
 
 int
-qrs_sampler_attach_embeddings(struct qrs_sampler *s, const float *table,
-                              size_t rows, size_t dim)
+qrs_sampler_attach_embeddings(struct qrs_sampler *s, const void *table,
+                              enum qrs_dtype dtype, size_t rows, size_t dim)
 {
   if (!s)
     return -EINVAL;
-  return qrs__strategy_attach_embeddings(&s->st, table, rows, dim);
+  return qrs__strategy_attach_embeddings(&s->st, table, dtype, rows, dim);
 }
 
 int
@@ -486,8 +486,10 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
   t2 = now_ns();
 
   /* 4. feedback to the strategy */
-  qrs__strategy_observe_token(&s->st, &s->cfg, so.token, so.prob,
-                              so.kept_entropy);
+  qrs__strategy_observe_token(
+      &s->st, &s->cfg, so.token,
+      tr.nucleus == QRS__NUCLEUS_MIROSTAT ? so.pre_prob : so.prob,
+      so.kept_entropy);
 
   /* 5. the record */
   memset(&rec, 0, sizeof(rec));

@@ -168,7 +168,8 @@ struct qrs__strategy {
   /* ring_buffer_ar */
   uint32_t *ring;
   size_t ring_cap, ring_len, ring_head;
-  const float *emb;
+  const void *emb;
+  enum qrs_dtype emb_dtype;
   size_t emb_rows, emb_dim;
   double *emb_norm;
   double *centroid;
@@ -207,8 +208,8 @@ void qrs__strategy_observe_token(struct qrs__strategy *st,
                                  uint32_t token, double prob,
                                  double kept_entropy);
 int qrs__strategy_attach_embeddings(struct qrs__strategy *st,
-                                    const float *table, size_t rows,
-                                    size_t dim);
+                                    const void *table, enum qrs_dtype dtype,
+                                    size_t rows, size_t dim);
 
 /* ---- records (record.c) ---- */
 

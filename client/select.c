@@ -655,14 +655,15 @@ hh(const struct hit *h, double m, double invt, int incl)
 static size_t
 throttle(struct qrs__sel_ws *ws, struct cset *s, double invt,
          struct qrs__mass *ms, const struct qrs__sel_params *p,
-         size_t nall, struct hit *ret, double *ret_z)
+         size_t nall, struct hit *ret, double *ret_z, double *ret_h)
 {
   struct hit h;
-  double z, ztot;
+  double z, ztot, wtot;
   size_t len;
   int incl;
 
   ztot = ms->z;
+  wtot = ms->w;
   incl = 1;
   if (xsearch(ws, s, invt, ms, X_ENTROPY, p->thr_target, &h) != 0) {
     /* Even the whole set is below the target: keep everything allowed. */
@@ -691,8 +692,11 @@ throttle(struct qrs__sel_ws *ws, struct cset *s, double invt,
   }
   *ret_z = z;
   ret->rank = SIZE_MAX;
-  if (h.rank == SIZE_MAX)
+  if (h.rank == SIZE_MAX) {
+    *ret_h = ztot > 0.0 ? log(ztot) - wtot / ztot : 0.0;
     return len;   /* keep everything: no cut */
+  }
+  *ret_h = hh(&h, s->m, invt, incl);
   if (incl) {
     bound_raise(&s->b, h.x, h.vpos);
     *ret = h;
@@ -713,7 +717,7 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct cset s;
   struct qrs__mass ms;
   struct hit cut, *cutp;
-  double invt, pinv, pmin, z, theta;
+  double invt, pinv, pmin, z, theta, zall, kh, zpre;
   size_t eff_k, n_minp, n_eff, ncand, nsup;
   unsigned flags;
   int has_minp, nucleus, r;
@@ -744,6 +748,7 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
   n_eff = ncand;
   cutp = NULL;
   out->top_p_used = NAN;
+  zpre = z;
   if (p->nucleus == QRS__NUCLEUS_MIROSTAT) {
     /* Keep p >= 2^-mu, i.e. d >= ln Z - mu ln 2 (at least the top). */
     theta = log(z) - p->mu * M_LN2;
@@ -751,23 +756,24 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
       singleton(&s, out);
       out->eff_min_p = n_minp;
       out->top_p_used = 1.0 / z;
+      out->pre_prob = 1.0 / z;
       return 0;
     }
     cut_measure(ws, &s, invt, theta, 1, invt, flags, &ms);
     out->top_p_used = ms.z / z;
+    zpre = z;
     z = ms.z;
     ncand = n_eff = ms.n_in;
     nucleus = !(p->top_p >= 1.0);
   }
   nsup = tfirst ? row->n : eff_k;
   if (p->nucleus == QRS__NUCLEUS_THROTTLE) {
-    n_eff = throttle(ws, &s, invt, &ms, p, ncand, &cut, &z);
-    out->top_p_used = z / ms.z;
+    zall = z;
+    n_eff = throttle(ws, &s, invt, &ms, p, ncand, &cut, &z, &kh);
+    out->top_p_used = z / zall;
     ncand = n_eff;
     cutp = cut.rank == SIZE_MAX ? NULL : &cut;
-    if (p->want_entropy)
-      out->kept_entropy = cutp ? hh(cutp, s.m, invt, 1)
-                               : (z > 0.0 ? log(z) - ms.w / z : 0.0);
+    out->kept_entropy = kh;
   } else if (nucleus) {
     r = xsearch(ws, &s, invt, &ms, X_MASS, p->top_p * z, &cut);
     if (r == 0) {
@@ -791,7 +797,10 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
   out->eff_top_p = n_eff;
   if (n_eff == 0)
     return QRS_E_NO_CANDIDATES;
-  return cdf(ws, &s, invt, &ms, p->u, z, ncand, cutp, out);
+  r = cdf(ws, &s, invt, &ms, p->u, z, ncand, cutp, out);
+  if (r == 0 && p->nucleus == QRS__NUCLEUS_MIROSTAT)
+    out->pre_prob = out->prob * z / zpre;
+  return r;
 }
 
 /* The top element in selection order: the highest position holding the
@@ -916,6 +925,7 @@ qrs__select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   memset(out, 0, sizeof(*out));
   out->top_p_used = NAN;
   out->kept_entropy = NAN;
+  out->pre_prob = NAN;
   if (!(p->T > 0.0)) {
     /* Greedy: the first maximal logit.  (NaN T counts as greedy.) */
     out->greedy = 1;

@@ -60,6 +60,8 @@ struct qrs__sel_out {
                                      stage (NaN: no nucleus stage) */
   double kept_entropy;            /* nats, of the final distribution when
                                      computed (want_entropy), else NaN */
+  double pre_prob;                /* mirostat: the token's probability
+                                     before the surprise cut */
 };
 
 struct qrs__sel_ws {

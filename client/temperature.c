@@ -211,16 +211,31 @@ qrs__strategy_reset(struct qrs__strategy *st, const struct qrs__cfgvals *cfg)
     qrs__strategy_reset(st->inner, cfg);
 }
 
-int
-qrs__strategy_attach_embeddings(struct qrs__strategy *st, const float *table,
-                                size_t rows, size_t dim)
+/* Element (i, j) of the embedding table. */
+static double
+emb_at(const struct qrs__strategy *st, size_t i, size_t j)
 {
-  double *norm, *cen, s;
+  struct qrs__view v;
+
+  v.data = st->emb;
+  v.dtype = st->emb_dtype;
+  v.n = st->emb_rows * st->emb_dim;
+  return qrs__kload(&v, i * st->emb_dim + j);
+}
+
+int
+qrs__strategy_attach_embeddings(struct qrs__strategy *st, const void *table,
+                                enum qrs_dtype dtype, size_t rows,
+                                size_t dim)
+{
+  double *norm, *cen, s, e;
   size_t i, j;
 
   if (st->inner)
     st = st->inner;
-  if (!table || dim == 0 || rows != st->vocab_size)
+  if (!table || dim == 0 || rows != st->vocab_size ||
+      (dtype != QRS_DTYPE_F32 && dtype != QRS_DTYPE_F16 &&
+       dtype != QRS_DTYPE_BF16 && dtype != QRS_DTYPE_F64))
     return -EINVAL;
   norm = malloc(rows * sizeof(*norm));
   cen = malloc(dim * sizeof(*cen));
@@ -229,18 +244,21 @@ qrs__strategy_attach_embeddings(struct qrs__strategy *st, const float *table,
     free(cen);
     return -ENOMEM;
   }
+  st->emb = table;
+  st->emb_dtype = dtype;
+  st->emb_rows = rows;
+  st->emb_dim = dim;
   for (i = 0; i < rows; i++) {
     s = 0.0;
-    for (j = 0; j < dim; j++)
-      s += (double)table[i * dim + j] * table[i * dim + j];
+    for (j = 0; j < dim; j++) {
+      e = emb_at(st, i, j);
+      s += e * e;
+    }
     s = sqrt(s);
     norm[i] = s > 1e-12 ? s : 1e-12;
   }
   free(st->emb_norm);
   free(st->centroid);
-  st->emb = table;
-  st->emb_rows = rows;
-  st->emb_dim = dim;
   st->emb_norm = norm;
   st->centroid = cen;
   return 0;
@@ -263,7 +281,6 @@ ring_buffer(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
   double p0, p1, pen, dot, cn, sim;
   size_t nb, i, j, k, start, nmark, n;
   uint32_t id;
-  const float *ev;
 
   res->T = clip(cfg->rba_t, T_LO, T_HI);
   res->min_p = clip(cfg->rba_min_p, MP_LO, MP_HI);
@@ -285,9 +302,8 @@ ring_buffer(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
       id = st->ring[(start + k) % st->ring_cap];
       if (id >= st->emb_rows)
         continue;
-      ev = st->emb + (size_t)id * st->emb_dim;
       for (j = 0; j < st->emb_dim; j++)
-        st->centroid[j] += ev[j];
+        st->centroid[j] += emb_at(st, id, j);
     }
     cn = 0.0;
     for (j = 0; j < st->emb_dim; j++) {
@@ -298,10 +314,9 @@ ring_buffer(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
     cn = cn > 1e-12 ? cn : 1e-12;
     row_to_trow(st, r);
     for (i = 0; i < n && i < st->emb_rows; i++) {
-      ev = st->emb + i * st->emb_dim;
       dot = 0.0;
       for (j = 0; j < st->emb_dim; j++)
-        dot += ev[j] * st->centroid[j];
+        dot += emb_at(st, i, j) * st->centroid[j];
       sim = dot / (st->emb_norm[i] * cn);
       pen = cfg->rba_lam * fmax(0.0, sim - cfg->rba_threshold);
       if (pen != 0.0) {

@@ -137,9 +137,12 @@ enum qrs_dtype {
                        -log2 p > mu are cut (the top token always stays),
                        u selects among the rest, then
                        mu <- mu - mirostat_eta * (-log2 p_selected -
-                       mirostat_tau), p_selected from the renormalised
-                       kept distribution; mu starts at 2 tau.  Applied
-                       after min-p, before top-p.
+                       mirostat_tau), with p_selected the token's
+                       probability before the cut (llama.cpp uses the
+                       renormalised one, which keeps mu well above tau);
+                       mu starts at 2 tau.  Applied after min-p, before
+                       top-p.  The record's token_prob * top_p_used is
+                       p_selected.
 
    qrs extension fields (defaults in brackets):
      stage_order         [reference] "reference": temperature, top-k,
@@ -373,12 +376,14 @@ QRS_EXPORT int qrs_sampler_get_config(const struct qrs_sampler *s,
                                       struct qrs_sampler_config **ret_cfg);
 
 /* ring_buffer_ar embedding mode: cosine similarity to the centroid of
-   the buffered tokens' rows of table (rows x dim float32, row-major,
-   owned by the caller, which keeps it alive and unchanged while s uses
-   it).  rows must be the sampler's vocab_size.  Returns 0, -EINVAL,
-   -ENOMEM. */
+   the buffered tokens' rows of table (rows x dim values of dtype,
+   row-major, owned by the caller, which keeps it alive and unchanged
+   while s uses it).  rows must be the sampler's vocab_size.  The
+   similarity of every vocabulary entry is computed per token (rows x dim
+   multiply-adds).  Returns 0, -EINVAL, -ENOMEM. */
 QRS_EXPORT int qrs_sampler_attach_embeddings(struct qrs_sampler *s,
-                                             const float *table,
+                                             const void *table,
+                                             enum qrs_dtype dtype,
                                              size_t rows, size_t dim);
 
 /* Where records go, as JSON lines at the config's log_level (summary:
