@@ -1,0 +1,323 @@
+/* The vectorised row passes (client/rowkern.c), in both kernel variants,
+   against plain loops over libm. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "rowkern.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static double
+rnd(void)
+{
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (double)(rng >> 11) * 0x1p-53;
+}
+
+static const int levels[] = { 1, 2 };
+
+Test(rowkern, half_and_bfloat16_convert_exactly_specials_included)
+{
+  static const struct {
+    uint16_t h;
+    double v;
+  } half[] = {
+    { 0x0000, 0.0 },      { 0x3c00, 1.0 },     { 0xc000, -2.0 },
+    { 0x7bff, 65504.0 },  { 0x0001, 0x1p-24 }, { 0x03ff, 1023 * 0x1p-24 },
+    { 0x0400, 0x1p-14 },  { 0x7c00, INFINITY }, { 0xfc00, -INFINITY },
+    { 0x3555, 0x1.554p-2 },
+  };
+  static const struct {
+    uint16_t h;
+    double v;
+  } bf[] = {
+    { 0x3f80, 1.0 }, { 0xc040, -3.0 }, { 0x7f80, INFINITY },
+    { 0xff80, -INFINITY }, { 0x0001, 0x1p-133 }, { 0x4049, 3.140625 },
+  };
+  struct qrs__view v;
+  uint16_t nan16[1] = { 0x7e00 };
+  size_t i;
+
+  v.dtype = QRS_DTYPE_F16;
+  v.n = 1;
+  for (i = 0; i < sizeof(half) / sizeof(half[0]); i++) {
+    v.data = &half[i].h;
+    cr_expect_eq(qrs__kload(&v, 0), half[i].v, "half %04x", half[i].h);
+  }
+  v.dtype = QRS_DTYPE_BF16;
+  for (i = 0; i < sizeof(bf) / sizeof(bf[0]); i++) {
+    v.data = &bf[i].h;
+    cr_expect_eq(qrs__kload(&v, 0), bf[i].v, "bf16 %04x", bf[i].h);
+  }
+  v.dtype = QRS_DTYPE_F16;
+  v.data = nan16;
+  cr_expect(isnan(qrs__kload(&v, 0)));
+}
+
+/* The vector loaders agree with the scalar one: scan and mass of a random
+   half / bfloat16 row equal those of its float64 image. */
+Test(rowkern, vector_and_scalar_loads_agree_for_16_bit_rows)
+{
+  uint16_t h[103], b[103];
+  double x[103], y[103];
+  struct qrs__view vh, vb, vx, vy;
+  struct qrs__scan s1, s2;
+  struct qrs__mass m1, m2;
+  struct qrs__bound all = { -INFINITY, 0 };
+  size_t i, l;
+
+  for (i = 0; i < 103; i++) {
+    h[i] = (uint16_t)(0x3000 + (uint16_t)(rnd() * 0x1000));
+    b[i] = (uint16_t)(0x3e00 + (uint16_t)(rnd() * 0x200));
+  }
+  vh = (struct qrs__view){ h, QRS_DTYPE_F16, 103 };
+  vb = (struct qrs__view){ b, QRS_DTYPE_BF16, 103 };
+  for (i = 0; i < 103; i++) {
+    x[i] = qrs__kload(&vh, i);
+    y[i] = qrs__kload(&vb, i);
+  }
+  vx = (struct qrs__view){ x, QRS_DTYPE_F64, 103 };
+  vy = (struct qrs__view){ y, QRS_DTYPE_F64, 103 };
+  for (l = 0; l < 2; l++) {
+    qrs__kernel_level(levels[l]);
+    qrs__kscan(&vh, &s1);
+    qrs__kscan(&vx, &s2);
+    cr_expect_eq(s1.max, s2.max);
+    qrs__kmass(&vh, s1.max, 1.3, &all, 1.0, -INFINITY, QRS__M_W, &m1);
+    qrs__kmass(&vx, s1.max, 1.3, &all, 1.0, -INFINITY, QRS__M_W, &m2);
+    cr_expect_eq(m1.z, m2.z);
+    cr_expect_eq(m1.w, m2.w);
+    qrs__kscan(&vb, &s1);
+    qrs__kscan(&vy, &s2);
+    cr_expect_eq(s1.max, s2.max);
+    qrs__kmass(&vb, s1.max, 0.7, &all, 1.0, -INFINITY, 0, &m1);
+    qrs__kmass(&vy, s1.max, 0.7, &all, 1.0, -INFINITY, 0, &m2);
+    cr_expect_eq(m1.z, m2.z);
+  }
+}
+
+Test(rowkern, scan_finds_max_nan_and_infinities)
+{
+  float f[37];
+  struct qrs__view v = { f, QRS_DTYPE_F32, 37 };
+  struct qrs__scan s;
+  size_t i, l;
+
+  for (l = 0; l < 2; l++) {
+    qrs__kernel_level(levels[l]);
+    for (i = 0; i < 37; i++)
+      f[i] = (float)(i % 7) - 3.0f;
+    f[36] = 9.5f;   /* in the tail */
+    qrs__kscan(&v, &s);
+    cr_expect_eq(s.max, 9.5);
+    cr_expect(!s.has_nan && !s.has_posinf);
+    f[35] = NAN;
+    qrs__kscan(&v, &s);
+    cr_expect(s.has_nan);
+    cr_expect_eq(s.max, 9.5, "NaN never wins the max");
+    f[35] = INFINITY;
+    qrs__kscan(&v, &s);
+    cr_expect(s.has_posinf);
+    for (i = 0; i < 37; i++)
+      f[i] = -INFINITY;
+    qrs__kscan(&v, &s);
+    cr_expect_eq(s.max, -INFINITY);
+    cr_expect_eq(qrs__kfind(&v, -INFINITY), 0);
+  }
+}
+
+/* Plain sums over libm, the bucket rule included. */
+static void
+plain_mass(const double *x, size_t n, double m, double invt, double xlo,
+           double *z, double *w, size_t *nz, double *hz)
+{
+  double d, e;
+  size_t i;
+  int k;
+
+  *z = *w = 0.0;
+  *nz = 0;
+  memset(hz, 0, QRS__NBUCKET * sizeof(*hz));
+  for (i = 0; i < n; i++) {
+    if (!(x[i] >= xlo))
+      continue;
+    d = (x[i] - m) * invt;
+    e = exp(d);
+    if (e == 0.0)
+      continue;
+    *z += e;
+    *w += e * d;
+    (*nz)++;
+    k = -d * QRS__BSCALE >= QRS__NBUCKET - 1 ? QRS__NBUCKET - 1
+                                             : (int)(-d * QRS__BSCALE);
+    hz[k] += e;
+  }
+}
+
+Test(rowkern, mass_pass_matches_libm_down_to_subnormal_weights)
+{
+  static double hz[QRS__NBUCKET], hw[QRS__NBUCKET], pz[QRS__NBUCKET];
+  static uint32_t hpos[4096];
+  static double hx[4096], he[4096];
+  static int32_t hk[4096];
+  struct qrs__view v;
+  struct qrs__mass ms;
+  struct qrs__bound all = { -INFINITY, 0 }, b;
+  double *x, z, w, m, xlo;
+  size_t n, i, nz, l, t;
+  int k;
+
+  n = 3001;
+  x = malloc(n * sizeof(*x));
+  for (l = 0; l < 2; l++) {
+    qrs__kernel_level(levels[l]);
+    for (t = 0; t < 6; t++) {
+      /* t odd: logit gaps up to 900 (subnormal and zero weights) */
+      for (i = 0; i < n; i++)
+        x[i] = t & 1 ? -900.0 * rnd() : 10.0 * rnd() - 5.0;
+      x[7] = t & 1 ? 0.0 : 5.0;
+      if (t >= 4)
+        x[11] = -INFINITY;
+      m = x[7];
+      v = (struct qrs__view){ x, QRS_DTYPE_F64, n };
+      ms.hz = hz;
+      ms.hw = hw;
+      ms.hsplit = t < 2 ? QRS__NBUCKET : 128;
+      ms.hcap = 4096;
+      ms.hpos = hpos;
+      ms.hx = hx;
+      ms.he = he;
+      ms.hk = hk;
+      qrs__kmass(&v, m, 1.0 / (0.5 + t), &all, 1.0, -INFINITY,
+                 QRS__M_W | QRS__M_HIST, &ms);
+      plain_mass(x, n, m, 1.0 / (0.5 + t), -INFINITY, &z, &w, &nz, pz);
+      cr_expect_float_eq(ms.z, z, 1e-14 * z, "t %zu: z %.17g %.17g", t, ms.z,
+                         z);
+      cr_expect_float_eq(ms.w, w, 1e-12 * fabs(w) + 1e-300);
+      cr_expect_eq(ms.nz, nz, "t %zu: nz %zu want %zu", t, ms.nz, nz);
+      cr_expect_eq(ms.n_in, n);
+      for (k = 0; k < ms.hsplit; k++)
+        cr_expect_float_eq(hz[k], pz[k], 1e-14 * pz[k] + 1e-300,
+                           "t %zu bucket %d", t, k);
+      if (ms.hsplit < QRS__NBUCKET) {
+        double tail = 0.0;
+
+        for (k = ms.hsplit; k < QRS__NBUCKET; k++)
+          tail += pz[k];
+        cr_expect_float_eq(ms.tz, tail, 1e-13 * tail + 1e-300);
+      }
+      /* A bound: only x >= xlo (with the predicate form of min-p too). */
+      xlo = m - 3.0;
+      b.x = xlo;
+      b.i = 0;
+      qrs__kmass(&v, m, 1.0, &b, 1.0, -INFINITY, 0, &ms);
+      plain_mass(x, n, m, 1.0, xlo, &z, &w, &nz, pz);
+      cr_expect_float_eq(ms.z, z, 1e-14 * z);
+      cr_expect_eq(ms.n_in, nz);
+      qrs__kmass(&v, m, 1.0, &all, 1.0, -3.0, 0, &ms);
+      cr_expect_float_eq(ms.z, z, 1e-14 * z);
+      cr_expect_geq(ms.xmin, xlo);
+    }
+  }
+  free(x);
+}
+
+Test(rowkern, exp_kernel_is_within_a_few_ulp_of_libm)
+{
+  double v[1000], d;
+  size_t i, l;
+  double worst;
+
+  for (l = 0; l < 2; l++) {
+    qrs__kernel_level(levels[l]);
+    for (i = 0; i < 1000; i++)
+      v[i] = -750.0 * (double)i / 999.0;
+    qrs__kexp(v, 1000, 0.0, 1.0);
+    worst = 0.0;
+    for (i = 0; i < 1000; i++) {
+      d = -750.0 * (double)i / 999.0;
+      if (exp(d) == 0.0) {
+        cr_expect_eq(v[i], 0.0, "underflow at %g", d);
+        continue;
+      }
+      if (fabs(v[i] / exp(d) - 1.0) > worst)
+        worst = fabs(v[i] / exp(d) - 1.0);
+    }
+    cr_expect_lt(worst, 5e-16, "worst relative error %g", worst);
+    cr_expect_gt(worst, 0.0, "not libm itself");
+  }
+}
+
+Test(rowkern, collect_and_topk_follow_the_tie_rule)
+{
+  double x[50];
+  uint32_t pos[50];
+  double xs[50];
+  struct qrs__view v = { x, QRS_DTYPE_F64, 50 };
+  struct qrs__bound all = { -INFINITY, 0 }, b;
+  size_t i, n, above, l;
+  int seen[50];
+
+  for (i = 0; i < 50; i++)
+    x[i] = (double)(i % 5);   /* ten tokens at each of 0..4 */
+  for (l = 0; l < 2; l++) {
+    qrs__kernel_level(levels[l]);
+    /* top-12: the ten 4s and the two highest-id 3s */
+    cr_assert_eq(qrs__ktopk(&v, 12, pos, xs), 12);
+    memset(seen, 0, sizeof(seen));
+    for (i = 0; i < 12; i++)
+      seen[pos[i]] = 1;
+    for (i = 0; i < 50; i++)
+      cr_expect_eq(seen[i], x[i] == 4.0 || i == 48 || i == 43,
+                   "token %zu", i);
+    /* collect d in [-2, -1): the 2s (and 3s excluded); above: 3s and 4s */
+    n = qrs__kcollect(&v, 4.0, 1.0, &all, -2.0, -1.0, pos, xs, 50, &above);
+    cr_expect_eq(n, 10);
+    cr_expect_eq(above, 20);
+    for (i = 1; i < n; i++)
+      cr_expect_gt(pos[i], pos[i - 1], "ascending");
+    /* a lexicographic bound: 3s from id 38 on, and every 4 */
+    b.x = 3.0;
+    b.i = 38;
+    n = qrs__kcollect(&v, 4.0, 1.0, &b, -INFINITY, INFINITY, pos, xs, 50,
+                      NULL);
+    cr_expect_eq(n, 13);
+    /* bucket collection agrees with the mass pass's bucket of d = -1 */
+    n = qrs__kcollect_bucket(&v, 4.0, 1.0, &all, 16, pos, xs, &above);
+    cr_expect_eq(n, 10);
+    cr_expect_eq(above, 10);
+    for (i = 0; i < n; i++)
+      cr_expect_eq(xs[i], 3.0);
+  }
+}
+
+Test(rowkern, floor_is_max_and_sum_exp)
+{
+  float *f;
+  struct qrs__view v;
+  double mx, s, ref;
+  size_t i, n, l;
+
+  n = 5000;
+  f = malloc(n * sizeof(*f));
+  for (i = 0; i < n; i++)
+    f[i] = (float)(8.0 * rnd());
+  f[4321] = 9.0f;
+  v = (struct qrs__view){ f, QRS_DTYPE_F32, n };
+  ref = 0.0;
+  for (i = 0; i < n; i++)
+    ref += exp((double)f[i] - 9.0);
+  for (l = 0; l < 2; l++) {
+    qrs__kernel_level(levels[l]);
+    s = qrs__kfloor(&v, &mx);
+    cr_expect_eq(mx, 9.0);
+    cr_expect_float_eq(s, ref, 1e-12 * ref);
+  }
+  free(f);
+}
