@@ -135,7 +135,8 @@ Test(sampler, config_hash_matches_the_reference)
   pp = vec_get(v, "pydantic_part");
   cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
   cr_assert_eq(qrs_sampler_config_hash(cfg, h), 0);
-  cr_expect_str_eq(h, json_object_get_string(vec_get(pp, "default_config_hash")));
+  cr_expect_str_eq(h, json_object_get_string(
+                          vec_get(pp, "default_config_hash")));
   cr_expect_str_eq(h, "a42d7a5feb80957d");
   qrs_sampler_config_free(cfg);
   res = vec_get(pp, "resolved_presets_over_defaults");
@@ -533,8 +534,8 @@ run_scenario(struct json_object *sc)
         draw.echo = QRS_ECHO_VERIFIED;
       if (!json_object_is_type(
               vec_get(rec_j, "entropy_server_timestamp_ns"), json_type_null))
-        draw.generated.realtime_ns =
-            json_object_get_int64(vec_get(rec_j, "entropy_server_timestamp_ns"));
+        draw.generated.realtime_ns = json_object_get_int64(
+            vec_get(rec_j, "entropy_server_timestamp_ns"));
     }
     expect_num(draw.u, vec_get(rec_j, "u_value"), 1e-12, "u", ctx);
     cr_assert_eq(qrs_sampler_step(

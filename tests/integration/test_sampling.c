@@ -1,0 +1,157 @@
+/* Integration: qrs_sampler_sample_token() against a real qrsd: the draw
+   for each token comes from the daemon with the sampler's commitment, and
+   is prefetched right after the previous selection. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include <qrs/client.h>
+#include <qrs/sampler.h>
+
+#include "harness.h"
+
+static struct daemon D;
+
+static void
+start(void)
+{
+  daemon_run(&D, NULL);
+}
+
+static void
+stop(void)
+{
+  daemon_cleanup(&D);
+}
+
+static struct qrs_client *
+client(void)
+{
+  struct qrs_client *c;
+  int r;
+
+  r = qrs_client_new(D.sock, NULL, &c);
+  cr_assert_eq(r, 0, "qrs_client_new: %s", qrs_strerror(r));
+  return c;
+}
+
+static void
+lm_row(float *row, size_t n, unsigned seed)
+{
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    row[i] = (float)(-1.3 * log(1.0 + (double)((i * 7919u + seed * 104729u) %
+                                               n)));
+}
+
+static struct qrs_sampler *
+sampler(const char *field, const char *value, size_t vocab)
+{
+  struct qrs_sampler_config *cfg;
+  struct qrs_sampler *s;
+
+  cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "sample_count", "64"), 0);
+  if (field)
+    cr_assert_eq(qrs_sampler_config_set(cfg, field, value), 0);
+  cr_assert_eq(qrs_sampler_new(cfg, vocab, &s), 0);
+  qrs_sampler_config_free(cfg);
+  return s;
+}
+
+Test(sampling, tokens_from_prefetched_committed_draws, .init = start,
+     .fini = stop)
+{
+  struct qrs_client *c;
+  struct qrs_sampler *s;
+  struct qrs_token_record rec;
+  struct qrs_commitment cm;
+  struct qrs_draw_request rq;
+  struct qrs_draw d;
+  float row[1000];
+  uint32_t tok, prev;
+  int t, r;
+
+  c = client();
+  s = sampler(NULL, NULL, 1000);
+  /* The first draw overlaps the prefill. */
+  cr_assert_eq(qrs_sampler_prefetch(s, c), 0);
+  prev = UINT32_MAX;
+  for (t = 0; t < 20; t++) {
+    lm_row(row, 1000, (unsigned)t);
+    qrs_sampler_next_commitment(s, &cm);
+    cr_assert_eq(cm.step, (uint64_t)t);
+    cr_assert_eq(cm.prev_token_id, t ? (int64_t)prev : -1);
+    r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 1000, &tok, &rec);
+    cr_assert_eq(r, 0, "token %d: %s", t, qrs_strerror(r));
+    cr_assert_lt(tok, 1000);
+    cr_expect(rec.u_value > 0.0 && rec.u_value < 1.0);
+    cr_expect_eq(rec.entropy_prefetch_hit, 1, "token %d prefetched", t);
+    cr_expect_neq(rec.entropy_nonce, 0);
+    cr_expect(rec.entropy_source_used[0], "served_by reported");
+    cr_expect(rec.cdf_lo < rec.u_value + 1e-12 &&
+              rec.u_value <= rec.cdf_hi + 1e-12);
+    cr_expect_eq(rec.step, (uint64_t)t);
+    /* The daemon derives the same nonce from the same commitment. */
+    memset(&rq, 0, sizeof(rq));
+    rq.commitment = &cm;
+    rq.sample_count = 64;
+    cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+    cr_expect_eq(d.nonce, rec.entropy_nonce, "token %d: nonce", t);
+    prev = tok;
+  }
+  /* Freeing the sampler cancels the draw it prefetched; the client goes
+     on. */
+  qrs_sampler_free(s);
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  qrs_client_free(c);
+}
+
+Test(sampling, without_prefetch_every_draw_is_serial, .init = start,
+     .fini = stop)
+{
+  struct qrs_client *c;
+  struct qrs_sampler *s;
+  struct qrs_token_record rec;
+  float row[300];
+  int t;
+
+  c = client();
+  s = sampler("entropy_prefetch", "false", 300);
+  cr_assert_eq(qrs_sampler_prefetch(s, c), 0, "a no-op");
+  for (t = 0; t < 5; t++) {
+    lm_row(row, 300, (unsigned)t);
+    cr_assert_eq(
+        qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 300, NULL, &rec),
+        0);
+    cr_expect_eq(rec.entropy_prefetch_hit, -1);
+    cr_expect_neq(rec.entropy_nonce, 0, "still committed");
+    cr_expect_geq(rec.entropy_fetch_ms, 0.0);
+  }
+  qrs_sampler_free(s);
+  qrs_client_free(c);
+}
+
+Test(sampling, unknown_source_is_the_daemons_error_and_no_token,
+     .init = start, .fini = stop)
+{
+  struct qrs_client *c;
+  struct qrs_sampler *s;
+  struct qrs_commitment cm;
+  float row[10] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+  int r;
+
+  c = client();
+  s = sampler("entropy_source_type", "no-such-source", 10);
+  r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 10, NULL, NULL);
+  cr_expect_eq(r, QRS_E_UNKNOWN_SOURCE, "%s", qrs_strerror(r));
+  qrs_sampler_next_commitment(s, &cm);
+  cr_expect_eq(cm.step, 0, "the step did not advance");
+  qrs_sampler_free(s);
+  qrs_client_free(c);
+}
