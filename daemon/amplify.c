@@ -31,21 +31,28 @@ amp_name(enum amp_type t)
 uint64_t
 amp_byte_sum(const uint8_t *b, size_t n)
 {
-  uint64_t total;
-  uint32_t s;
-  size_t i, chunk;
+  const uint64_t lo = 0x00ff00ff00ff00ffull;
+  uint64_t total, acc, x;
+  size_t i, words;
 
-  /* 255 * 2^24 fits in 32 bits: a simple loop the compiler vectorises. */
+  /* Eight bytes at a time in four 16-bit lanes (portable, and fast at
+     -O2 where the compiler does not vectorise): 128 words add at most
+     128 * 2 * 255 = 65280 to a lane, so the lanes never carry. */
   total = 0;
-  while (n) {
-    chunk = n < (1u << 24) ? n : (1u << 24);
-    s = 0;
-    for (i = 0; i < chunk; i++)
-      s += b[i];
-    total += s;
-    b += chunk;
-    n -= chunk;
+  while (n >= 8) {
+    words = n / 8 < 128 ? n / 8 : 128;
+    acc = 0;
+    for (i = 0; i < words; i++) {
+      memcpy(&x, b + 8 * i, sizeof(x));
+      acc += (x & lo) + ((x >> 8) & lo);
+    }
+    acc = (acc & 0x0000ffff0000ffffull) + ((acc >> 16) & 0x0000ffff0000ffffull);
+    total += (acc & 0xffffffffull) + (acc >> 32);
+    b += 8 * words;
+    n -= 8 * words;
   }
+  while (n--)
+    total += *b++;
   return total;
 }
 

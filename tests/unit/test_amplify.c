@@ -93,3 +93,22 @@ Test(amplify, names_resolve)
   cr_assert_eq(amp_find(""), -1);
   cr_assert_str_eq(amp_name(AMP_ZSCORE_MEAN), "zscore_mean");
 }
+
+Test(amplify, byte_sum_matches_a_plain_loop_at_every_length)
+{
+  uint8_t b[3000];
+  uint64_t want;
+  size_t n, i, off;
+
+  for (i = 0; i < sizeof(b); i++)
+    b[i] = (uint8_t)(i * 2654435761u >> 13);
+  for (off = 0; off < 8; off++) {
+    for (n = 0; n + off <= sizeof(b); n += n < 40 ? 1 : 97) {
+      want = 0;
+      for (i = 0; i < n; i++)
+        want += b[off + i];
+      cr_assert_eq(amp_byte_sum(b + off, n), want, "n %zu offset %zu", n,
+                   off);
+    }
+  }
+}
