@@ -43,6 +43,8 @@ typedef size_t (*cbucket_fn)(const struct qrs__view *, double, double,
 typedef size_t (*topk_fn)(const struct qrs__view *, size_t, uint32_t *,
                           double *);
 typedef double (*floor_fn)(const struct qrs__view *, double *);
+typedef int (*scanh_fn)(const struct qrs__view *, struct qrs__scan *,
+                        struct qrs__mass *);
 typedef void (*exp_fn)(double *, size_t, double, double);
 
 INLINE float
@@ -424,6 +426,19 @@ double
 qrs__kfloor(const struct qrs__view *v, double *ret_max)
 {
   return PICK(floor_fns, v->dtype & 3)(v, ret_max);
+}
+
+void
+qrs__kscan_entropy(const struct qrs__view *v, struct qrs__scan *sc,
+                   struct qrs__mass *ms)
+{
+  struct qrs__bound all = { -INFINITY, 0 };
+
+  if (PICK(scanh_fns, v->dtype & 3)(v, sc, ms) && !sc->has_nan &&
+      !sc->has_posinf && sc->max > -INFINITY) {
+    /* Subnormal weights: the sums again against the final max, exact. */
+    qrs__kmass(v, sc->max, 1.0, &all, 1.0, -INFINITY, QRS__M_W, ms);
+  }
 }
 
 double

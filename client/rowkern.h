@@ -117,6 +117,12 @@ void qrs__kexp(double *v, size_t n, double m, double invt);
 size_t qrs__ktopk(const struct qrs__view *v, size_t k, uint32_t *pos,
                   double *x);
 
+/* qrs__kscan() and the entropy sums z, w, w2 of the whole row at T = 1
+   (ms->z, w, w2; nothing else of ms) in one pass over memory.  The sums
+   are meaningless when the scan finds a NaN, +inf or no finite value. */
+void qrs__kscan_entropy(const struct qrs__view *v, struct qrs__scan *sc,
+                        struct qrs__mass *ms);
+
 /* The benchmark floor: one pass computing max and sum(exp(x - max)).
    Returns the sum; *ret_max gets the max. */
 double qrs__kfloor(const struct qrs__view *v, double *ret_max);

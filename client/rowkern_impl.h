@@ -762,6 +762,117 @@ static const floor_fn KS(floor_fns)[4] = {
   KS(floor_f32), KS(floor_f16), KS(floor_bf16), KS(floor_f64),
 };
 
+/* Scan and entropy sums in one pass: blocks of FLOOR_BLOCK values, each
+   read once (its max, then its weights against the running max, which
+   rescales the sums when it grows).  Returns 1 when a weight fell below
+   the normal range (the caller then redoes the sums with the final max:
+   exact subnormal weights need it). */
+static inline __attribute__((always_inline)) int
+KS(scan_entropy_impl)(const struct qrs__view *v, struct qrs__scan *sc,
+                      struct qrs__mass *ms, int dt)
+{
+  vd x, mx0, mx1, d, dc, e, ed, az, aw, aw2;
+  vi nan, small;
+  size_t i, j, n, end, full;
+  double m, bm, dl, f, z, w, w2, xi, ei;
+  int l, anysmall;
+
+  n = v->n;
+  m = -INFINITY;
+  z = w = w2 = 0.0;
+  nan = (vi)KS(splat)(0.0);
+  anysmall = 0;
+  sc->has_nan = 0;
+  for (i = 0; i < n; i = end) {
+    end = i + FLOOR_BLOCK < n ? i + FLOOR_BLOCK : n;
+    full = i + ((end - i) & ~(size_t)(2 * VW - 1));
+    mx0 = mx1 = KS(splat)(-INFINITY);
+    for (j = i; j < full; j += 2 * VW) {
+      x = KS(load)(v->data, j, n, dt);
+      nan |= x != x;
+      mx0 = VSEL(x > mx0, x, mx0);
+      x = KS(load)(v->data, j + VW, n, dt);
+      nan |= x != x;
+      mx1 = VSEL(x > mx1, x, mx1);
+    }
+    mx0 = VSEL(mx1 > mx0, mx1, mx0);
+    bm = mx0[0];
+    for (l = 1; l < VW; l++)
+      bm = mx0[l] > bm ? mx0[l] : bm;
+    for (j = full; j < end; j++) {
+      xi = load1(v->data, j, dt);
+      if (xi != xi)
+        sc->has_nan = 1;
+      bm = xi > bm ? xi : bm;
+    }
+    if (bm > m) {
+      if (m > -INFINITY && bm < INFINITY) {
+        /* d against the new max is d - dl: rescale the sums. */
+        dl = bm - m;
+        f = exp(-dl);
+        w2 = f * (w2 - 2.0 * dl * w + dl * dl * z);
+        w = f * (w - dl * z);
+        z = f * z;
+      }
+      m = bm;
+    }
+    if (!(m > -INFINITY && m < INFINITY))
+      continue;   /* nothing finite yet, or +inf: the row is rejected */
+    az = aw = aw2 = KS(splat)(0.0);
+    for (j = i; j < full; j += VW) {
+      x = KS(load)(v->data, j, n, dt);
+      d = x - m;
+      dc = VSEL(d < D_CLAMP, KS(splat)(D_CLAMP), d);
+      e = KS(exp)(dc);
+      small = dc < D_NORMAL;
+      anysmall |= KS(any)(small & (dc >= QRS__D_UNDERFLOW));
+      e = VZERO(~small, e);
+      ed = e * dc;
+      az += e;
+      aw += ed;
+      aw2 += ed * dc;
+    }
+    z += KS(hsum)(az);
+    w += KS(hsum)(aw);
+    w2 += KS(hsum)(aw2);
+    for (j = full; j < end; j++) {
+      xi = load1(v->data, j, dt) - m;
+      if (xi < D_NORMAL) {
+        anysmall |= xi >= QRS__D_UNDERFLOW;
+        continue;
+      }
+      ei = exp(xi);
+      z += ei;
+      w += ei * xi;
+      w2 += ei * xi * xi;
+    }
+  }
+  sc->max = m;
+  sc->has_nan |= KS(any)(nan);
+  sc->has_posinf = m == INFINITY;
+  ms->z = z;
+  ms->w = w;
+  ms->w2 = w2;
+  return anysmall;
+}
+
+#define KS_SCANH(sfx, dt) \
+  static KS_TARGET int \
+  KS(scanh_##sfx)(const struct qrs__view *v, struct qrs__scan *sc, \
+                  struct qrs__mass *ms) \
+  { \
+    return KS(scan_entropy_impl)(v, sc, ms, dt); \
+  }
+
+KS_SCANH(f32, QRS_DTYPE_F32)
+KS_SCANH(f16, QRS_DTYPE_F16)
+KS_SCANH(bf16, QRS_DTYPE_BF16)
+KS_SCANH(f64, QRS_DTYPE_F64)
+
+static const scanh_fn KS(scanh_fns)[4] = {
+  KS(scanh_f32), KS(scanh_f16), KS(scanh_bf16), KS(scanh_f64),
+};
+
 #undef VSEL
 #undef VZERO
 #undef KS_MASS
@@ -770,3 +881,4 @@ static const floor_fn KS(floor_fns)[4] = {
 #undef KS_TOPK
 #undef KS_FLOOR
 #undef KS_CBUCKET
+#undef KS_SCANH

@@ -435,17 +435,14 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
   if (s->cfg.bypass)
     return 1;
   t0 = now_ns();
-  memset(&row, 0, sizeof(row));
-  row.v.data = logits;
-  row.v.dtype = dtype;
-  row.v.n = n;
-  qrs__kscan(&row.v, &row.scan);
+  need_h = (s->log && s->log_level > 0) || s->diag;
+  qrs__row_prepare(&row, logits, dtype, n,
+                   need_h || qrs__strategy_wants_h(&s->st));
   r = qrs__row_check(&row.scan, n);
   if (r < 0)
     return r;
 
   /* 1. temperature */
-  need_h = (s->log && s->log_level > 0) || s->diag;
   r = qrs__strategy_compute(&s->st, &s->cfg, &row, need_h, &tr);
   if (r < 0)
     return r;

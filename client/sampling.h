@@ -121,6 +121,11 @@ struct qrs__row {
   double vh;                  /* varentropy */
 };
 
+/* Set up r for one token: the scan, and with want_h the entropy and
+   varentropy too, in the same pass over the row. */
+void qrs__row_prepare(struct qrs__row *r, const void *data,
+                      enum qrs_dtype dtype, size_t n, int want_h);
+
 /* Entropy (and varentropy) of the raw row, computed once per token.
    -inf logits are masked (probability 0), unlike the reference (Q1). */
 double qrs__row_h(struct qrs__row *r);
@@ -191,6 +196,8 @@ int qrs__strategy_init(struct qrs__strategy *st, int kind,
                        const struct qrs__cfgvals *cfg, size_t vocab_size,
                        size_t row_cap);
 void qrs__strategy_done(struct qrs__strategy *st);
+/* Whether the strategy always needs the row's entropy. */
+int qrs__strategy_wants_h(const struct qrs__strategy *st);
 /* Back to the state of a new request. */
 void qrs__strategy_reset(struct qrs__strategy *st,
                          const struct qrs__cfgvals *cfg);

@@ -53,20 +53,61 @@ clip(double x, double lo, double hi)
 }
 
 static void
+hvh_of(struct qrs__row *r, const struct qrs__mass *ms)
+{
+  double m1;
+
+  m1 = ms->w / ms->z;
+  r->h = log(ms->z) - m1;
+  r->h = r->h > 0.0 ? r->h : 0.0;
+  r->vh = ms->w2 / ms->z - m1 * m1;
+  r->vh = r->vh > 0.0 ? r->vh : 0.0;
+  r->have_h = r->have_vh = 1;
+}
+
+void
+qrs__row_prepare(struct qrs__row *r, const void *data, enum qrs_dtype dtype,
+                 size_t n, int want_h)
+{
+  struct qrs__mass ms;
+
+  memset(r, 0, sizeof(*r));
+  r->v.data = data;
+  r->v.dtype = dtype;
+  r->v.n = n;
+  if (!want_h) {
+    qrs__kscan(&r->v, &r->scan);
+    return;
+  }
+  qrs__kscan_entropy(&r->v, &r->scan, &ms);
+  if (qrs__row_check(&r->scan, n) == 0)
+    hvh_of(r, &ms);
+}
+
+int
+qrs__strategy_wants_h(const struct qrs__strategy *st)
+{
+  switch (st->kind) {
+  case QRS__T_FIXED:
+  case QRS__T_ENTROPY_THROTTLE:
+  case QRS__T_MIROSTAT_V2:
+    return 0;
+  case QRS__T_COHERENCE_GATE:
+    return st->inner && qrs__strategy_wants_h(st->inner);
+  default:
+    return 1;
+  }
+}
+
+static void
 row_stats(struct qrs__row *r)
 {
   struct qrs__mass ms;
   struct qrs__bound all = { -INFINITY, 0 };
-  double m1;
 
   qrs__kmass(&r->v, r->scan.max, 1.0, &all, 1.0, -INFINITY,
              QRS__M_W, &ms);
-  m1 = ms.w / ms.z;
-  r->h = log(ms.z) - m1;
-  r->h = r->h > 0.0 ? r->h : 0.0;
-  r->vh = ms.w2 / ms.z - m1 * m1;
-  r->vh = r->vh > 0.0 ? r->vh : 0.0;
-  r->have_h = r->have_vh = 1;
+  hvh_of(r, &ms);
 }
 
 double

@@ -267,7 +267,7 @@ usage(FILE *f)
 {
   fprintf(f,
           "Usage: qrs-bench select [-n VOCAB] [-t TOKENS] [-r REPS] "
-          "[-c CPU] [-s ZIPF] [-k CASES]\n"
+          "[-c CPU] [-s ZIPF] [-k CASES] [-K KERNELS]\n"
           "\n"
           "  -n VOCAB   logits per row (default 151936, Qwen2.5)\n"
           "  -t TOKENS  tokens per repetition (default 200)\n"
@@ -275,6 +275,7 @@ usage(FILE *f)
           "  -c CPU     pin to this CPU (default: the current one)\n"
           "  -s ZIPF    Zipf exponent of the LM-like rows (default 1.5)\n"
           "  -k CASES   run only these cases (letters, e.g. -k ad)\n"
+          "  -K KERNELS sse2 or avx2 (default: the best the CPU has)\n"
           "\n"
           "Prints microseconds per token for each configuration, the floor\n"
           "(one pass: max and sum(exp(x - max))), their ratio and the "
@@ -297,9 +298,19 @@ bench_select(int argc, char **argv)
   int c, ret;
 
   optind = 1;
-  while ((c = getopt_long(argc, argv, "n:t:r:c:s:k:h", longopts, NULL)) !=
+  while ((c = getopt_long(argc, argv, "n:t:r:c:s:k:K:h", longopts, NULL)) !=
          -1) {
     switch (c) {
+    case 'K':
+      if (!strcmp(optarg, "sse2"))
+        qrs__kernel_level(1);
+      else if (!strcmp(optarg, "avx2"))
+        qrs__kernel_level(2);
+      else {
+        usage(stderr);
+        return 2;
+      }
+      break;
     case 'k':
       o.only = optarg;
       break;
