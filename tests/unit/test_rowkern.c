@@ -321,3 +321,56 @@ Test(rowkern, floor_is_max_and_sum_exp)
   }
   free(f);
 }
+
+/* The one-pass scan and entropy equals a scan followed by a mass pass,
+   also when the running max grows from block to block and when weights
+   are subnormal. */
+Test(rowkern, scan_with_entropy_equals_scan_then_mass)
+{
+  struct qrs__view v;
+  struct qrs__scan s1, s2;
+  struct qrs__mass m1, m2;
+  struct qrs__bound all = { -INFINITY, 0 };
+  double *x;
+  float *f;
+  size_t i, n, l;
+  int t;
+
+  n = 9000;
+  x = malloc(n * sizeof(*x));
+  f = malloc(n * sizeof(*f));
+  for (l = 0; l < 2; l++) {
+    qrs__kernel_level(levels[l]);
+    for (t = 0; t < 3; t++) {
+      for (i = 0; i < n; i++) {
+        /* rising maxima across blocks; t 2: gaps into the subnormals */
+        x[i] = t == 2 ? -750.0 * rnd() : 0.001 * (double)i - 4.0 * rnd();
+        if (t == 1 && i % 97 == 0)
+          x[i] = -INFINITY;
+        f[i] = (float)x[i];
+      }
+      if (t == 2)
+        x[n - 1] = 0.0;
+      v = (struct qrs__view){ x, QRS_DTYPE_F64, n };
+      qrs__kscan_entropy(&v, &s1, &m1);
+      qrs__kscan(&v, &s2);
+      qrs__kmass(&v, s2.max, 1.0, &all, 1.0, -INFINITY, QRS__M_W, &m2);
+      cr_expect_eq(s1.max, s2.max);
+      cr_expect_eq(s1.has_nan, s2.has_nan);
+      cr_expect_float_eq(m1.z, m2.z, 1e-13 * m2.z, "t %d", t);
+      cr_expect_float_eq(m1.w, m2.w, 1e-12 * fabs(m2.w) + 1e-300, "t %d", t);
+      cr_expect_float_eq(m1.w2, m2.w2, 1e-12 * fabs(m2.w2) + 1e-300, "t %d",
+                         t);
+      v = (struct qrs__view){ f, QRS_DTYPE_F32, n };
+      qrs__kscan_entropy(&v, &s1, &m1);
+      qrs__kscan(&v, &s2);
+      cr_expect_eq(s1.max, s2.max);
+    }
+    x[5] = NAN;
+    v = (struct qrs__view){ x, QRS_DTYPE_F64, n };
+    qrs__kscan_entropy(&v, &s1, &m1);
+    cr_expect(s1.has_nan);
+  }
+  free(x);
+  free(f);
+}

@@ -861,3 +861,62 @@ Test(sampler, sample_token_checks_its_arguments_without_a_daemon)
   qrs_sampler_free(s);
   qrs_sampler_free(NULL);
 }
+
+/* Every strategy through the edge cases: greedy, no truncation, top-k
+   beyond the vocabulary, min-p, u at the clamp limits, one-token and
+   masked rows. */
+Test(sampler, every_strategy_survives_the_edge_cases)
+{
+  static const char *const strategies[] = {
+    "fixed", "edt", "hvh_drift", "coherence_gate", "tt_exchange", "evdt_tt",
+    "gdt", "dynatemp", "belltemp", "mix_temperatures", "ring_buffer_ar",
+    "entropy_throttle", "mirostat_v2",
+  };
+  static const char *const extra[][2] = {
+    { "top_p", "1.0" },          { "top_k", "999" },
+    { "min_p_base", "0.2" },     { "fixed_temperature", "0" },
+    { "truncate_first", "true" }, { "stage_order", "llama" },
+  };
+  float row[9] = { 2, -INFINITY, 1, 0.5, -INFINITY, 3, 1, -1, -INFINITY };
+  float one[1] = { -3.0f };
+  struct qrs_sampler_config *cfg;
+  struct qrs_token_record rec;
+  struct qrs_sampler *s;
+  uint32_t tok;
+  size_t i, e;
+
+  for (i = 0; i < sizeof(strategies) / sizeof(strategies[0]); i++) {
+    for (e = 0; e < sizeof(extra) / sizeof(extra[0]); e++) {
+      cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+      cr_assert_eq(qrs_sampler_config_set(cfg, "temperature_strategy",
+                                          strategies[i]),
+                   0);
+      cr_assert_eq(qrs_sampler_config_set(cfg, extra[e][0], extra[e][1]), 0);
+      cr_assert_eq(qrs_sampler_new(cfg, 9, &s), 0, "%s", strategies[i]);
+      /* u at the clamp limits: the most probable, the last candidate */
+      cr_assert_eq(qrs_sampler_select_u(s, row, QRS_DTYPE_F32, 9, 1e-10, &tok,
+                                        &rec),
+                   0, "%s %s", strategies[i], extra[e][0]);
+      cr_expect_eq(rec.token_rank, 0);
+      if (strcmp(strategies[i], "ring_buffer_ar") != 0)
+        cr_expect_eq(tok, 5, "%s %s: the top token", strategies[i],
+                     extra[e][0]);
+      cr_assert_eq(qrs_sampler_select_u(s, row, QRS_DTYPE_F32, 9,
+                                        1.0 - 1e-10, &tok, &rec),
+                   0);
+      cr_expect_eq(rec.token_rank, rec.num_candidates - 1, "%s %s",
+                   strategies[i], extra[e][0]);
+      cr_expect(row[tok] > -INFINITY, "%s %s: masked token %u",
+                strategies[i], extra[e][0], tok);
+      cr_expect_leq(rec.num_candidates, 6);
+      /* a one-token row */
+      cr_assert_eq(qrs_sampler_select_u(s, one, QRS_DTYPE_F32, 1, 0.7, &tok,
+                                        &rec),
+                   0, "%s %s: one token", strategies[i], extra[e][0]);
+      cr_expect_eq(tok, 0);
+      cr_expect_float_eq(rec.token_prob, 1.0, 1e-15);
+      qrs_sampler_free(s);
+      qrs_sampler_config_free(cfg);
+    }
+  }
+}
