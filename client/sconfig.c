@@ -756,6 +756,19 @@ qrs__config_check(const struct qrs__cfgvals *v, char *err, size_t errlen)
     seterr(err, errlen, "throttle_p_min: above throttle_p_max");
     return QRS_E_CONFIG_VALUE;
   }
+  if ((!strcmp(v->temperature_strategy, "entropy_throttle") ||
+       !strcmp(v->temperature_strategy, "mirostat_v2")) &&
+      strcmp(v->stage_order, "reference") != 0) {
+    seterr(err, errlen,
+           "temperature_strategy: %s cuts the nucleus itself: only with "
+           "stage_order reference",
+           v->temperature_strategy);
+    return QRS_E_CONFIG_VALUE;
+  }
+  if (!isfinite(v->fixed_temperature)) {
+    seterr(err, errlen, "fixed_temperature: not a finite number");
+    return QRS_E_CONFIG_VALUE;
+  }
   return 0;
 }
 

@@ -913,7 +913,7 @@ qrs__select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct qrs__scan sc;
   int r;
 
-  if (row->n > ws->cap)
+  if (row->n > ws->cap || p->T == INFINITY)
     return -EINVAL;
   if (!scan) {
     qrs__kscan(row, &sc);

@@ -920,3 +920,25 @@ Test(sampler, every_strategy_survives_the_edge_cases)
     }
   }
 }
+
+Test(sampler, nucleus_strategies_need_the_reference_order)
+{
+  struct qrs_sampler_config *cfg;
+  struct qrs_sampler *s;
+
+  cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "temperature_strategy",
+                                      "mirostat_v2"),
+               0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "stage_order", "hf"), 0);
+  cr_expect_eq(qrs_sampler_new(cfg, 10, &s), QRS_E_CONFIG_VALUE);
+  cr_expect_eq(qrs_sampler_config_validate(cfg), QRS_E_CONFIG_VALUE);
+  cr_expect(strstr(qrs_sampler_config_error(cfg), "mirostat_v2"));
+  cr_assert_eq(qrs_sampler_config_set(cfg, "stage_order", "reference"), 0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "fixed_temperature", "inf"), 0);
+  cr_expect_eq(qrs_sampler_config_validate(cfg), QRS_E_CONFIG_VALUE);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "fixed_temperature", "0.5"), 0);
+  cr_expect_eq(qrs_sampler_new(cfg, 10, &s), 0);
+  qrs_sampler_free(s);
+  qrs_sampler_config_free(cfg);
+}

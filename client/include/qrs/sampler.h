@@ -238,8 +238,9 @@ QRS_EXPORT int qrs_sampler_config_layer(const struct qrs_sampler_config *cfg,
 QRS_EXPORT const char *
 qrs_sampler_config_preset(const struct qrs_sampler_config *cfg);
 
-/* Check the whole effective configuration (what qrs_sampler_new() does).
-   Returns 0 or QRS_E_CONFIG_VALUE with qrs_sampler_config_error() set. */
+/* Check the whole effective configuration (the cross-field checks of
+   qrs_sampler_new()).  Returns 0 or QRS_E_CONFIG_VALUE with
+   qrs_sampler_config_error() set. */
 QRS_EXPORT int qrs_sampler_config_validate(struct qrs_sampler_config *cfg);
 
 /* The last error message of cfg ("top_k: not an integer: 'abc'"), or ""
@@ -338,8 +339,10 @@ struct qrs_sampler;
    be freed afterwards; NULL: defaults).  vocab_size: the model's
    vocabulary size; rows may be up to max(vocab_size, qrs_sampler_reserve)
    long.  A fresh 16-byte salt comes from getrandom().  Returns 0 and
-   *ret_sampler, or QRS_E_CONFIG_VALUE (cross-field check failed, e.g.
-   truncate_first with stage_order hf, or vocab_size < 2 for edt, gdt,
+   *ret_sampler, or QRS_E_CONFIG_VALUE (a cross-field check failed:
+   truncate_first, entropy_throttle or mirostat_v2 with a stage_order
+   other than reference, throttle_p_min above throttle_p_max, a
+   non-finite fixed_temperature; or vocab_size < 2 for edt, gdt,
    dynatemp, belltemp), -EINVAL (vocab_size 0 or above 2^32 - 1),
    -ENOMEM, or getrandom()'s error.  Free with qrs_sampler_free(). */
 QRS_EXPORT int qrs_sampler_new(const struct qrs_sampler_config *cfg,
