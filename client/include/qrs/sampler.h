@@ -392,7 +392,9 @@ QRS_EXPORT int qrs_sampler_attach_embeddings(struct qrs_sampler *s,
 /* Where records go, as JSON lines at the config's log_level (summary:
    the short form, full: every field, none: nothing).  With neither set,
    nothing is written.  _set_log_file: f stays the caller's (NULL stops
-   logging); _set_log_path: opened for appending, closed by s.  Returns 0,
+   logging); _set_log_path: opened for appending, closed by s.  Building
+   a line with json-c allocates: a sampler without a sink allocates
+   nothing per token.  A failing write never fails the token.  Returns 0,
    -EINVAL, or fopen()'s -errno. */
 QRS_EXPORT int qrs_sampler_set_log_file(struct qrs_sampler *s, FILE *f);
 QRS_EXPORT int qrs_sampler_set_log_path(struct qrs_sampler *s,
@@ -425,15 +427,19 @@ QRS_EXPORT int qrs_sampler_select_u(struct qrs_sampler *s,
                                     size_t n, double u, uint32_t *ret_token,
                                     struct qrs_token_record *ret_record);
 
-/* The whole per-token step with qrsd: temperature, then this token's draw
-   (the prefetched one, else a blocking draw, with the commitment salt /
-   step / previous token, the config's entropy_source_type,
-   signal_amplifier_type and sample_count), selection, record; then, with
-   entropy_prefetch (the default), the next token's draw is begun at once.
-   A prefetched draw that failed is retried once as a blocking draw.
-   Returns what qrs_sampler_step() returns, or the client's error
-   (QRS_E_ENTROPY, QRS_E_DISCONNECTED, -ETIMEDOUT, ...; then no token was
-   selected and the step did not advance). */
+/* The whole per-token step with qrsd: this token's draw (the prefetched
+   one, else a blocking draw, with the commitment salt / step / previous
+   token, and the config's entropy_source_type, signal_amplifier_type and
+   sample_count when set), then qrs_sampler_step() with it (temperature,
+   selection, record); then, with entropy_prefetch (the default), the next
+   token's draw is begun at once.  The draw's metadata reaches the
+   strategy after this token's temperature, so coherence_gate lags by one
+   draw as in the reference.  A prefetched draw that failed is retried
+   once as a blocking draw.  Returns what qrs_sampler_step() returns, or
+   the client's error (QRS_E_ENTROPY, QRS_E_UNKNOWN_SOURCE,
+   QRS_E_DISCONNECTED, -ETIMEDOUT, ...).  On any error no token was
+   selected and the step did not advance; the next call draws again for
+   the same step. */
 QRS_EXPORT int qrs_sampler_sample_token(struct qrs_sampler *s,
                                         struct qrs_client *c,
                                         const void *logits,
