@@ -86,8 +86,6 @@ const char *qrs__config_preset(const struct qrs_sampler_config *cfg);
 void qrs__config_hash(const struct qrs_sampler_config *cfg,
                       const struct qrs__cfgvals *v, char out[17]);
 
-void qrs__sha256(const void *data, size_t len, uint8_t out[32]);
-
 /* ---- temperature strategies (temperature.c) ---- */
 
 enum qrs__strategy_kind {

@@ -16,6 +16,8 @@
 
 #include <qrs/sampler.h>
 
+#include <openssl/sha.h>
+
 #include "sampling.h"
 
 extern char **environ;
@@ -1261,7 +1263,7 @@ qrs__config_hash(const struct qrs_sampler_config *cfg,
     free(b.p);
     return;
   }
-  qrs__sha256(b.p, b.len, dig);
+  SHA256((const unsigned char *)b.p, b.len, dig);
   for (i = 0; i < 8; i++) {
     out[2 * i] = hex[dig[i] >> 4];
     out[2 * i + 1] = hex[dig[i] & 15];

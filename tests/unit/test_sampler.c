@@ -14,6 +14,7 @@
 #include <qrs/sampler.h>
 
 #include "sampling.h"
+#include "nonce.h"
 #include "vectors.h"
 
 /* ---- allocation counting (the binary links with --wrap=malloc etc., so
@@ -389,28 +390,11 @@ amplify(const uint8_t *b, size_t n, double *mean, double *z)
   return u < 1e-10 ? 1e-10 : u > 1.0 - 1e-10 ? 1.0 - 1e-10 : u;
 }
 
-/* The commitment nonce (spec 7). */
+/* The commitment nonce (spec 7), as qrsd derives it. */
 static uint64_t
 nonce_of(const struct qrs_commitment *c)
 {
-  uint8_t m[256 + 16], d[32];
-  uint64_t v, st;
-  int64_t pv;
-  int i;
-
-  memcpy(m, c->salt, c->salt_len);
-  st = c->step;
-  pv = c->prev_token_id;
-  for (i = 0; i < 8; i++) {
-    m[c->salt_len + (size_t)i] = (uint8_t)(st >> (8 * i));
-    m[c->salt_len + 8 + (size_t)i] = (uint8_t)((uint64_t)pv >> (8 * i));
-  }
-  qrs__sha256(m, c->salt_len + 16, d);
-  v = 0;
-  for (i = 0; i < 8; i++)
-    v = v << 8 | d[i];
-  v &= 0x7fffffffffffffffull;
-  return v ? v : 1;
+  return nonce_derive(c->salt, c->salt_len, c->step, c->prev_token_id);
 }
 
 static void
