@@ -52,6 +52,13 @@ clip(double x, double lo, double hi)
   return x < lo ? lo : x > hi ? hi : x;
 }
 
+/* The bell of gdt and belltemp: peak * exp(-(h - mu)^2 / (2 sigma^2)). */
+static double
+bell_curve(double peak, double h, double mu, double sigma)
+{
+  return peak * exp(-(h - mu) * (h - mu) / (2.0 * sigma * sigma));
+}
+
 static void
 hvh_of(struct qrs__row *r, const struct qrs__mass *ms)
 {
@@ -550,8 +557,7 @@ compute(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
     qrs__row_hvh(r, &h, &vh);
     hn = clip(h / lnv, 0.0, 1.0);
     vn = 1.0 - exp(-vh / cfg->gdt_lambda_vh);
-    bell = cfg->gdt_t_peak * exp(-(hn - cfg->gdt_mu) * (hn - cfg->gdt_mu) /
-                                 (2.0 * cfg->gdt_sigma * cfg->gdt_sigma));
+    bell = bell_curve(cfg->gdt_t_peak, hn, cfg->gdt_mu, cfg->gdt_sigma);
     res->vh_boost = cfg->gdt_alpha * vn * (1.0 - hn);
     raw = cfg->gdt_t_base + bell + res->vh_boost;
     excess = fmax(0.0, raw - cfg->gdt_t_base);
@@ -584,9 +590,8 @@ compute(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
     qrs__row_hvh(r, &h, &vh);
     hn = clip(h / lnv, 0.0, 1.0);
     vn = 1.0 - exp(-vh / cfg->belltemp_lambda_vh);
-    bell = cfg->belltemp_t_peak *
-           exp(-(hn - cfg->belltemp_mu) * (hn - cfg->belltemp_mu) /
-               (2.0 * cfg->belltemp_sigma * cfg->belltemp_sigma));
+    bell = bell_curve(cfg->belltemp_t_peak, hn, cfg->belltemp_mu,
+                      cfg->belltemp_sigma);
     raw = cfg->belltemp_t_base + bell + cfg->belltemp_vh_weight * vn;
     res->T = clip(raw, T_LO, T_HI);
     tf = clip((res->T - T_LO) / (T_HI - T_LO), 0.0, 1.0);
