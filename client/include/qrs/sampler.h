@@ -19,9 +19,10 @@
 
    One token:
 
-     qrs_sampler_sample_token()  temperature -> draw from qrsd (commitment:
-                                 salt, step, previous token) -> selection
-                                 -> record; then the next token's draw is
+     qrs_sampler_sample_token()  draw from qrsd (commitment: salt, step,
+                                 previous token; usually prefetched) ->
+                                 temperature -> selection -> record;
+                                 then the next token's draw is
                                  requested at once (prefetch), so the
                                  daemon round trip overlaps the engine's
                                  next forward pass;
