@@ -4,6 +4,7 @@
 #define QRS_BENCH_H
 
 int bench_draw(int argc, char **argv);
+int bench_local(int argc, char **argv);
 int bench_select(int argc, char **argv);
 
 #endif

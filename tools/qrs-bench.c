@@ -1,7 +1,8 @@
 /* qrs-bench: benchmarks that print figures (never tests).
 
    qrs-bench draw [options]     daemon round trips against the floor
-   qrs-bench select [options]   token selection against the floor */
+   qrs-bench select [options]   token selection against the floor
+   qrs-bench local [options]    local noise mechanisms and timing source */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ usage(FILE *f)
   fprintf(f,
           "Usage: qrs-bench draw [OPTIONS]\n"
           "       qrs-bench select [OPTIONS]\n"
+          "       qrs-bench local [OPTIONS] [MECHANISM...]\n"
           "\n"
           "Benchmarks that print their figures next to a floor measured in\n"
           "the same run, and the ratio of the two.  Run a subcommand with\n"
@@ -32,6 +34,8 @@ main(int argc, char **argv)
   }
   if (!strcmp(argv[1], "draw"))
     return bench_draw(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "local"))
+    return bench_local(argc - 1, argv + 1);
   if (!strcmp(argv[1], "select"))
     return bench_select(argc - 1, argv + 1);
   fprintf(stderr, "qrs-bench: unknown benchmark '%s'\n", argv[1]);

@@ -1,0 +1,419 @@
+/* The harvester: parallel, deadline-bounded harvesting of noise
+   mechanisms, health tests per mechanism, combination, conditioning. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "noise.h"
+
+/* Von Neumann rounds harvest at most this many raw bytes at a time. */
+#define VN_CHUNK_MAX (4u << 20)
+
+int
+noise_combine_parse(const char *s, enum noise_combine *ret)
+{
+  if (strcmp(s, "xor") == 0)
+    *ret = NOISE_XOR;
+  else if (strcmp(s, "concat") == 0)
+    *ret = NOISE_CONCAT;
+  else
+    return -EINVAL;
+  return 0;
+}
+
+const char *
+noise_combine_name(enum noise_combine c)
+{
+  return c == NOISE_XOR ? "xor" : "concat";
+}
+
+int
+noise_new(const struct noise_mech *const *mechs, size_t nmechs,
+          enum condition_mode cond, enum noise_combine combine,
+          unsigned timeout_ms, double alpha, struct noise **ret_noise,
+          char *err, size_t errlen)
+{
+  struct noise *nz;
+  struct noise_slot *s;
+  size_t i, j;
+
+  nz = calloc(1, sizeof(*nz));
+  if (!nz)
+    return -ENOMEM;
+  pthread_mutex_init(&nz->lock, NULL);
+  pthread_mutex_init(&nz->stats_lock, NULL);
+  nz->cond = cond;
+  nz->combine = combine;
+  nz->timeout_ms = timeout_ms ? timeout_ms : 1000;
+  nz->nslot = nmechs ? nmechs : noise_mech_count;
+  nz->slot = calloc(nz->nslot, sizeof(*nz->slot));
+  if (!nz->slot) {
+    noise_free(nz);
+    return -ENOMEM;
+  }
+  for (i = 0; i < nz->nslot; i++) {
+    s = &nz->slot[i];
+    s->m = nmechs ? mechs[i] : &noise_mechs[i];
+    for (j = 0; j < i; j++) {
+      if (nz->slot[j].m == s->m) {
+        snprintf(err, errlen, "mechanism '%s' is listed twice", s->m->name);
+        noise_free(nz);
+        return -EINVAL;
+      }
+    }
+    s->available = s->m->probe(s->why, sizeof(s->why));
+    if (health_init(&s->health, alpha, s->m->h, 0) < 0) {
+      snprintf(err, errlen, "bad health-test parameters (alpha %g)", alpha);
+      noise_free(nz);
+      return -EINVAL;
+    }
+    if (s->available)
+      nz->navailable++;
+  }
+  if (nz->navailable == 0) {
+    snprintf(err, errlen, "none of the %zu mechanisms is available on this "
+             "host (%s: %s)", nz->nslot, nz->slot[0].m->name,
+             nz->slot[0].why);
+    noise_free(nz);
+    return -ENODEV;
+  }
+  *ret_noise = nz;
+  return 0;
+}
+
+int
+noise_new_named(const char *const *names, size_t nnames,
+                enum condition_mode cond, enum noise_combine combine,
+                unsigned timeout_ms, double alpha, struct noise **ret_noise,
+                char *err, size_t errlen)
+{
+  const struct noise_mech **m;
+  size_t i;
+  int r;
+
+  m = calloc(nnames ? nnames : 1, sizeof(*m));
+  if (!m)
+    return -ENOMEM;
+  for (i = 0; i < nnames; i++) {
+    m[i] = noise_mech_find(names[i]);
+    if (!m[i]) {
+      snprintf(err, errlen, "unknown noise mechanism '%s'", names[i]);
+      free(m);
+      return -EINVAL;
+    }
+  }
+  r = noise_new(m, nnames, cond, combine, timeout_ms, alpha, ret_noise, err,
+                errlen);
+  free(m);
+  return r;
+}
+
+void
+noise_free(struct noise *nz)
+{
+  if (!nz)
+    return;
+  free(nz->slot);
+  pthread_mutex_destroy(&nz->lock);
+  pthread_mutex_destroy(&nz->stats_lock);
+  free(nz);
+}
+
+/* One mechanism's part of one harvest, run on its own thread. */
+struct job {
+  struct noise_slot *s;
+  uint8_t *buf;
+  size_t want, got;
+  uint64_t deadline;
+  _Atomic size_t *total;        /* concat: samples of all jobs so far */
+  size_t need;                  /* concat: stop once *total reaches it */
+  int err;
+  struct health health;         /* the slot's, copied back after join */
+  struct mcv mcv;               /* this harvest's samples */
+  uint64_t busy_ns;
+  pthread_t th;
+  int started;
+};
+
+/* Harvest into job->buf, in pieces when the total matters (concat). */
+static ssize_t
+harvest_some(struct job *j, uint8_t *out, size_t n)
+{
+  size_t done, piece;
+  ssize_t r;
+
+  if (!j->total)
+    return j->s->m->harvest(out, n, j->deadline);
+  done = 0;
+  while (done < n && atomic_load(j->total) < j->need) {
+    piece = n - done < 256 ? n - done : 256;
+    r = j->s->m->harvest(out + done, piece, j->deadline);
+    if (r < 0)
+      return r;
+    done += (size_t)r;
+    atomic_fetch_add(j->total, (size_t)r);
+    if ((size_t)r < piece)
+      break;                    /* the deadline */
+  }
+  return (ssize_t)done;
+}
+
+static void *
+job_run(void *arg)
+{
+  struct job *j = arg;
+  const struct noise_mech *m = j->s->m;
+  uint8_t startup[HEALTH_STARTUP_SAMPLES];
+  uint64_t t0;
+  ssize_t r;
+
+  t0 = noise_now_ns();
+  j->got = 0;
+  j->err = 0;
+
+  /* A new or failed mechanism first passes a start-up test on samples
+     that are never used. */
+  if (j->health.state != HEALTH_OK) {
+    health_retest(&j->health);
+    r = m->harvest(startup, sizeof(startup), j->deadline);
+    if (r < 0) {
+      j->err = (int)r;
+      goto out;
+    }
+    if ((size_t)r < sizeof(startup)) {
+      j->err = -ETIMEDOUT;
+      goto out;
+    }
+    if (health_feed(&j->health, startup, sizeof(startup)) < 0) {
+      j->err = -EIO;
+      goto out;
+    }
+  }
+
+  r = harvest_some(j, j->buf, j->want);
+  if (r < 0) {
+    j->err = (int)r;
+    goto out;
+  }
+  j->got = (size_t)r;
+  mcv_add(&j->mcv, j->buf, j->got);
+  if (health_feed(&j->health, j->buf, j->got) < 0) {
+    j->err = -EIO;
+    j->got = 0;                 /* never used */
+  }
+
+out:
+  j->busy_ns = noise_now_ns() - t0;
+  return NULL;
+}
+
+static void
+note_error(struct noise_slot *s, int err)
+{
+  s->failures++;
+  if (err == -EIO && s->health.state == HEALTH_FAILED)
+    snprintf(s->last_error, sizeof(s->last_error), "%s", s->health.reason);
+  else if (err == -ETIMEDOUT)
+    snprintf(s->last_error, sizeof(s->last_error),
+             "start-up test not finished by the deadline");
+  else
+    snprintf(s->last_error, sizeof(s->last_error), "%s", strerror(-err));
+}
+
+/* Harvest n raw bytes from every available mechanism and combine them. */
+static int
+harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
+        char *detail, size_t dlen)
+{
+  struct job *jobs;
+  _Atomic size_t total;
+  size_t i, k, nj, full, copied, take;
+  int r, timeouts, healthfail;
+
+  jobs = calloc(nz->nslot, sizeof(*jobs));
+  if (!jobs)
+    return -ENOMEM;
+  atomic_init(&total, 0);
+  r = 0;
+  nj = 0;
+  for (i = 0; i < nz->nslot; i++) {
+    if (!nz->slot[i].available)
+      continue;
+    jobs[nj].s = &nz->slot[i];
+    jobs[nj].want = n;
+    jobs[nj].deadline = deadline;
+    jobs[nj].health = nz->slot[i].health;
+    if (nz->combine == NOISE_CONCAT) {
+      jobs[nj].total = &total;
+      jobs[nj].need = n;
+    }
+    jobs[nj].buf = malloc(n ? n : 1);
+    if (!jobs[nj].buf) {
+      r = -ENOMEM;
+      goto done;
+    }
+    nj++;
+  }
+  for (k = 0; k < nj; k++) {
+    if (pthread_create(&jobs[k].th, NULL, job_run, &jobs[k]) == 0)
+      jobs[k].started = 1;
+    else
+      job_run(&jobs[k]);        /* no thread to spare: harvest here */
+  }
+  for (k = 0; k < nj; k++)
+    if (jobs[k].started)
+      pthread_join(jobs[k].th, NULL);
+
+  /* Account, then combine what passed. */
+  timeouts = 0;
+  healthfail = 0;
+  full = 0;
+  copied = 0;
+  if (nz->combine == NOISE_XOR)
+    memset(out, 0, n);
+  pthread_mutex_lock(&nz->stats_lock);
+  for (k = 0; k < nj; k++) {
+    struct noise_slot *s = jobs[k].s;
+
+    s->health = jobs[k].health;
+    for (i = 0; i < 256; i++)
+      s->mcv.count[i] += jobs[k].mcv.count[i];
+    s->mcv.n += jobs[k].mcv.n;
+    s->busy_ns += jobs[k].busy_ns;
+    s->harvests++;
+    s->samples += jobs[k].got;
+    if (jobs[k].err) {
+      note_error(s, jobs[k].err);
+      if (jobs[k].err == -EIO)
+        healthfail++;
+      else
+        timeouts++;
+      continue;
+    }
+    if (nz->combine == NOISE_XOR) {
+      if (jobs[k].got < n) {
+        s->timeouts++;
+        timeouts++;
+      } else {
+        full++;
+      }
+      for (i = 0; i < jobs[k].got; i++)
+        out[i] ^= jobs[k].buf[i];
+    } else {
+      take = n - copied < jobs[k].got ? n - copied : jobs[k].got;
+      memcpy(out + copied, jobs[k].buf, take);
+      copied += take;
+    }
+  }
+  if (nz->combine == NOISE_CONCAT && copied < n) {
+    for (k = 0; k < nj; k++)
+      if (!jobs[k].err)
+        jobs[k].s->timeouts++;
+    full = 0;
+  } else if (nz->combine == NOISE_CONCAT) {
+    full = 1;
+  }
+  pthread_mutex_unlock(&nz->stats_lock);
+  if (full == 0) {
+    r = healthfail == (int)nj ? -EIO : -ETIMEDOUT;
+    if (detail) {
+      if (r == -EIO)
+        snprintf(detail, dlen, "every mechanism failed its health tests "
+                 "(%s: %s)", jobs[0].s->m->name, jobs[0].s->last_error);
+      else
+        snprintf(detail, dlen, "%zu of %zu bytes harvested in time "
+                 "(%d mechanisms short, %d failed health tests)",
+                 nz->combine == NOISE_XOR ? (size_t)0 : copied, n, timeouts,
+                 healthfail);
+    }
+  }
+
+done:
+  for (k = 0; k < nz->nslot; k++)
+    free(jobs[k].buf);
+  free(jobs);
+  return r;
+}
+
+int
+noise_read(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline_ns,
+           char *detail, size_t dlen)
+{
+  uint8_t *raw;
+  uint64_t deadline;
+  unsigned acc, nacc;
+  size_t done, chunk;
+  int r;
+
+  if (n == 0)
+    return 0;
+  deadline = noise_now_ns() + (uint64_t)nz->timeout_ms * 1000000u;
+  if (deadline_ns && deadline_ns < deadline)
+    deadline = deadline_ns;
+
+  pthread_mutex_lock(&nz->lock);
+  switch (nz->cond) {
+  case COND_RAW:
+    r = harvest(nz, out, n, deadline, detail, dlen);
+    break;
+  case COND_SHA256:
+    raw = malloc(n * COND_SHA256_RAW_PER_BYTE);
+    if (!raw) {
+      r = -ENOMEM;
+      break;
+    }
+    r = harvest(nz, raw, n * COND_SHA256_RAW_PER_BYTE, deadline, detail,
+                dlen);
+    if (r == 0)
+      r = condition_sha256(raw, n * COND_SHA256_RAW_PER_BYTE, out, n);
+    free(raw);
+    break;
+  case COND_VONNEUMANN:
+  default:
+    acc = 0;
+    nacc = 0;
+    done = 0;
+    r = 0;
+    while (done < n) {
+      chunk = 4 * (n - done) + 64;
+      if (chunk > VN_CHUNK_MAX)
+        chunk = VN_CHUNK_MAX;
+      raw = malloc(chunk);
+      if (!raw) {
+        r = -ENOMEM;
+        break;
+      }
+      r = harvest(nz, raw, chunk, deadline, detail, dlen);
+      if (r == 0)
+        done += condition_vonneumann(raw, chunk, out + done, n - done, &acc,
+                                     &nacc);
+      free(raw);
+      if (r < 0)
+        break;
+      if (done < n && noise_now_ns() >= deadline) {
+        r = -ETIMEDOUT;
+        if (detail)
+          snprintf(detail, dlen, "von Neumann: %zu of %zu bytes by the "
+                   "deadline", done, n);
+        break;
+      }
+    }
+    break;
+  }
+  pthread_mutex_unlock(&nz->lock);
+  return r;
+}
+
+size_t
+noise_snapshot(struct noise *nz, struct noise_slot *out, size_t max)
+{
+  size_t i;
+
+  pthread_mutex_lock(&nz->stats_lock);
+  for (i = 0; i < nz->nslot && i < max; i++)
+    out[i] = nz->slot[i];
+  pthread_mutex_unlock(&nz->stats_lock);
+  return i;
+}

@@ -1,0 +1,253 @@
+/* Noise mechanisms and the harvester, on this host's real hardware.
+
+   Every mechanism is tried: the available ones must deliver raw samples
+   with a min-entropy estimate and, through sha256 conditioning, bytes
+   that pass a chi-square byte-frequency test; the unavailable ones must
+   say why, and the test prints that they did not run.
+
+   Sizes: 1 MiB of conditioned output for the fast mechanisms, as the
+   issue asks; the slow ones (one sample per sleep, sensor read, page
+   fault or 16 DRAM loads) get 16 KiB, enough for the chi-square test (64 expected per
+   cell), and fsync_latency (about 400 samples/s on this VM's disk) gets
+   1,536 bytes (6 per cell) from 1,024 raw samples for the estimate; under
+   valgrind everything is at most 16 KiB. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <valgrind/valgrind.h>
+
+#include "noise.h"
+
+#define FAST_BYTES (1u << 20)
+#define SLOW_BYTES (16u << 10)
+#define FSYNC_BYTES 1536
+
+/* chi-square, 255 degrees of freedom: the 1 - 1e-5 quantile. */
+#define CHI2_255_LIMIT 363.0
+
+static int
+is_slow(const char *name)
+{
+  return !strcmp(name, "sleep_jitter") || !strcmp(name, "fsync_latency") ||
+         !strcmp(name, "hwmon") || !strcmp(name, "page_fault") ||
+         !strcmp(name, "timing");
+}
+
+static double
+chi_square(const uint8_t *b, size_t n)
+{
+  double count[256], e, chi;
+  size_t i;
+
+  memset(count, 0, sizeof(count));
+  for (i = 0; i < n; i++)
+    count[b[i]]++;
+  e = (double)n / 256.0;
+  chi = 0.0;
+  for (i = 0; i < 256; i++)
+    chi += (count[i] - e) * (count[i] - e) / e;
+  return chi;
+}
+
+Test(noise, at_least_eight_mechanisms_with_names)
+{
+  size_t i, avail;
+  char why[128];
+
+  cr_assert_geq(noise_mech_count, 8);
+  avail = 0;
+  for (i = 0; i < noise_mech_count; i++) {
+    cr_assert_not_null(noise_mech_find(noise_mechs[i].name));
+    cr_assert_gt(noise_mechs[i].h, 0.0);
+    if (noise_mechs[i].probe(why, sizeof(why))) {
+      avail++;
+    } else {
+      cr_assert_gt(strlen(why), 0, "%s: unavailable without a reason",
+                   noise_mechs[i].name);
+      printf("noise: mechanism %s is unavailable here (%s)\n",
+             noise_mechs[i].name, why);
+    }
+  }
+  /* The timing mechanisms need nothing but an x86-64 Linux host. */
+  cr_assert_geq(avail, 7, "only %zu mechanisms available", avail);
+  cr_assert_null(noise_mech_find("no_such_mechanism"));
+}
+
+static void
+check_mechanism(const struct noise_mech *m)
+{
+  struct noise *nz;
+  struct noise_slot slot;
+  uint8_t *raw, *out;
+  char why[128], err[256], detail[256];
+  size_t n, rawn;
+  ssize_t got;
+  double h, chi;
+  int r;
+
+  if (!m->probe(why, sizeof(why))) {
+    printf("noise: %s not tested: unavailable on this host (%s)\n", m->name,
+           why);
+    cr_assert_gt(strlen(why), 0);
+    return;
+  }
+  n = (is_slow(m->name) || RUNNING_ON_VALGRIND) ? SLOW_BYTES : FAST_BYTES;
+  rawn = 8192;
+  if (!strcmp(m->name, "fsync_latency")) {
+    n = FSYNC_BYTES;
+    rawn = 1024;
+  }
+
+  /* Raw samples carry a min-entropy estimate. */
+  raw = malloc(rawn);
+  cr_assert_not_null(raw);
+  got = noise_mech_raw(m, raw, rawn, noise_now_ns() + 60000000000ULL);
+  cr_assert_eq(got, (ssize_t)rawn, "%s: %zd", m->name, got);
+  h = mcv_min_entropy(raw, rawn);
+  cr_assert(h > 0.0 && h <= 8.0, "%s: MCV estimate %f", m->name, h);
+  free(raw);
+
+  /* sha256-conditioned output passes a byte-frequency test. */
+  r = noise_new(&m, 1, COND_SHA256, NOISE_XOR, 120000, HEALTH_ALPHA_DEFAULT,
+                &nz, err, sizeof(err));
+  cr_assert_eq(r, 0, "%s: %s", m->name, err);
+  out = malloc(n);
+  cr_assert_not_null(out);
+  r = noise_read(nz, out, n, 0, detail, sizeof(detail));
+  cr_assert_eq(r, 0, "%s: %s", m->name, detail);
+  chi = chi_square(out, n);
+  cr_assert_lt(chi, CHI2_255_LIMIT, "%s: chi-square %f over %zu bytes",
+               m->name, chi, n);
+  cr_assert_eq(noise_snapshot(nz, &slot, 1), 1);
+  cr_assert_eq(slot.samples, 2 * n);
+  cr_assert_eq(slot.health.state, HEALTH_OK);
+  printf("noise: %s: raw MCV %.3f bits/sample; %zu sha256 bytes, "
+         "chi-square %.1f\n", m->name, h, n, chi);
+  free(out);
+  noise_free(nz);
+}
+
+#define MECH_TEST(name)                                                   \
+  Test(noise, name)                                                       \
+  {                                                                       \
+    const struct noise_mech *m = noise_mech_find(#name);                  \
+    cr_assert_not_null(m);                                                \
+    check_mechanism(m);                                                   \
+  }
+
+MECH_TEST(clock_jitter)
+MECH_TEST(sleep_jitter)
+MECH_TEST(thread_race)
+MECH_TEST(dram_timing)
+MECH_TEST(page_fault)
+MECH_TEST(branch_timing)
+MECH_TEST(syscall_latency)
+MECH_TEST(fsync_latency)
+MECH_TEST(rdrand)
+MECH_TEST(rdseed)
+MECH_TEST(hwmon)
+
+Test(noise, timing_mechanism)
+{
+  check_mechanism(&noise_timing_mech);
+}
+
+Test(noise, unknown_or_repeated_names_are_refused)
+{
+  const char *bad[] = { "clock_jitter", "warp_core" };
+  const char *twice[] = { "clock_jitter", "clock_jitter" };
+  struct noise *nz;
+  char err[256];
+
+  cr_assert_eq(noise_new_named(bad, 2, COND_RAW, NOISE_XOR, 1000,
+                               HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err)),
+               -EINVAL);
+  cr_assert(strstr(err, "warp_core") != NULL, "%s", err);
+  cr_assert_eq(noise_new_named(twice, 2, COND_RAW, NOISE_XOR, 1000,
+                               HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err)),
+               -EINVAL);
+  cr_assert(strstr(err, "twice") != NULL, "%s", err);
+}
+
+Test(noise, all_available_mechanisms_xor_and_concat)
+{
+  const char *fast[] = { "clock_jitter", "branch_timing", "syscall_latency",
+                         "dram_timing" };
+  struct noise_slot slots[4];
+  struct noise *nz;
+  uint8_t out[4096];
+  char err[256], detail[256];
+  size_t i;
+  int r;
+
+  /* xor: every mechanism delivers every byte. */
+  r = noise_new_named(fast, 4, COND_RAW, NOISE_XOR, 60000,
+                      HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err));
+  cr_assert_eq(r, 0, "%s", err);
+  cr_assert_eq(noise_read(nz, out, sizeof(out), 0, detail, sizeof(detail)),
+               0, "%s", detail);
+  cr_assert_eq(noise_snapshot(nz, slots, 4), 4);
+  for (i = 0; i < 4; i++) {
+    cr_assert_eq(slots[i].samples, sizeof(out), "%s", slots[i].m->name);
+    cr_assert_eq(slots[i].harvests, 1);
+    cr_assert_gt(mcv_estimate(&slots[i].mcv), 0.0);
+  }
+  noise_free(nz);
+
+  /* concat: together they deliver at least the request, no more than
+     each one's share of pieces over. */
+  r = noise_new_named(fast, 4, COND_RAW, NOISE_CONCAT, 60000,
+                      HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err));
+  cr_assert_eq(r, 0, "%s", err);
+  cr_assert_eq(noise_read(nz, out, sizeof(out), 0, detail, sizeof(detail)),
+               0, "%s", detail);
+  cr_assert_eq(noise_snapshot(nz, slots, 4), 4);
+  cr_assert_geq(slots[0].samples + slots[1].samples + slots[2].samples +
+                slots[3].samples, sizeof(out));
+  noise_free(nz);
+}
+
+Test(noise, vonneumann_conditioning_delivers_whole_requests)
+{
+  const char *names[] = { "clock_jitter" };
+  struct noise *nz;
+  uint8_t out[4096];
+  char err[256], detail[256];
+
+  cr_assert_eq(noise_new_named(names, 1, COND_VONNEUMANN, NOISE_XOR, 60000,
+                               HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err)),
+               0, "%s", err);
+  cr_assert_eq(noise_read(nz, out, sizeof(out), 0, detail, sizeof(detail)),
+               0, "%s", detail);
+  noise_free(nz);
+}
+
+Test(noise, a_deadline_that_cannot_be_met_is_a_timeout)
+{
+  const char *names[] = { "sleep_jitter" };
+  struct noise *nz;
+  uint8_t *out;
+  char err[256], detail[256];
+  uint64_t t0;
+  int r;
+
+  /* One sample per sleep: a megabyte cannot arrive within 20 ms. */
+  out = malloc(1 << 20);
+  cr_assert_not_null(out);
+  cr_assert_eq(noise_new_named(names, 1, COND_RAW, NOISE_XOR, 20,
+                               HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err)),
+               0, "%s", err);
+  t0 = noise_now_ns();
+  r = noise_read(nz, out, 1 << 20, 0, detail, sizeof(detail));
+  cr_assert_eq(r, -ETIMEDOUT, "%d", r);
+  cr_assert_gt(strlen(detail), 0);
+  /* It gave up at the deadline, not after the whole harvest (generous
+     margin for a loaded machine). */
+  cr_assert_lt(noise_now_ns() - t0, 10000000000ULL);
+  noise_free(nz);
+  free(out);
+}
