@@ -114,8 +114,9 @@ harvest_sleep(uint8_t *out, size_t n, uint64_t deadline_ns)
 }
 
 /* thread_race: a second thread increments a shared counter; each sample
-   is how far it got during a short spin, XOR the time the spin and the
-   (cache-line contended) read took. */
+   is the time until the counter was seen to move (coherency misses, and
+   the scheduler when the other thread is not running), XOR how far it
+   moved. */
 struct race {
   _Atomic uint64_t counter;
   _Atomic int stop;
@@ -151,10 +152,16 @@ harvest_race(uint8_t *out, size_t n, uint64_t deadline_ns)
     if (past(i, deadline_ns))
       break;
     t0 = ticks();
-    for (spin = 0; spin < 64; spin++)
-      ;
-    c = atomic_load_explicit(&r.counter, memory_order_relaxed);
+    for (spin = 1;; spin++) {
+      c = atomic_load_explicit(&r.counter, memory_order_relaxed);
+      if (c != prev)
+        break;
+      if (spin % 4096 == 0 && noise_now_ns() >= deadline_ns)
+        break;
+    }
     t1 = ticks();
+    if (c == prev)
+      break;                    /* the deadline, not a sample */
     out[i] = fold((c - prev) ^ (t1 - t0));
     prev = c;
   }
@@ -605,8 +612,8 @@ const struct noise_mech noise_mechs[] = {
     0.05, probe_always, harvest_clock },
   { "sleep_jitter", "overshoot of a 1 us nanosleep() (timer and scheduler "
     "wake-up)", 2.0, probe_always, harvest_sleep },
-  { "thread_race", "progress of a racing counter thread and the "
-    "coherency miss of reading it", 0.2, probe_always, harvest_race },
+  { "thread_race", "wait until a racing thread's counter moves, and by "
+    "how much", 0.5, probe_always, harvest_race },
   { "dram_timing", "latency of a load from DRAM after clflush", 0.5,
     probe_x86, harvest_dram },
   { "page_fault", "time of a minor page fault on a fresh anonymous page",
