@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <criterion/criterion.h>
+#include <valgrind/valgrind.h>
 
 #include "health.h"
 
@@ -112,7 +113,7 @@ Test(health, good_source_passes_a_long_run)
   uint8_t *b;
   size_t n;
 
-  n = 1 << 20;
+  n = RUNNING_ON_VALGRIND ? 1 << 16 : 1 << 20;
   b = malloc(n);
   cr_assert_not_null(b);
   fill_good(b, n, 99);
@@ -225,7 +226,7 @@ Test(health, mcv_estimate)
   size_t n, i;
   double h;
 
-  n = 1 << 20;
+  n = RUNNING_ON_VALGRIND ? 1 << 16 : 1 << 20;
   b = malloc(n);
   cr_assert_not_null(b);
 
@@ -236,7 +237,7 @@ Test(health, mcv_estimate)
   h = mcv_min_entropy(b, n);
   cr_assert_float_eq(h, -log2(1.0 / 256 + 2.576 * sqrt((1.0 / 256) *
                      (255.0 / 256) / (double)(n - 1))), 1e-9);
-  cr_assert(h > 7.9 && h < 8.0, "%f", h);
+  cr_assert(h > 7.7 && h < 8.0, "%f", h);
 
   /* Half the samples one value: about one bit. */
   for (i = 0; i < n; i += 2)
