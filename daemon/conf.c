@@ -22,6 +22,7 @@
 #include <yaml.h>
 
 #include "conf.h"
+#include "noise.h"
 
 #define MAX_DEPTH 32          /* nesting of YAML collections */
 #define MAX_PATH 256          /* dotted key path in messages */
@@ -59,6 +60,8 @@ enum key_kind {
   KEY_DOUBLE,               /* double, dmin..dmax, bounds open as flagged */
   KEY_SOURCES,              /* the sources mapping */
   KEY_SOURCE_TYPE,          /* "type" of a source: read before the rest */
+  KEY_BOOL,                 /* int, true | false */
+  KEY_MECHANISMS,           /* a source's mechanisms: a list of names */
 };
 
 #define OPEN_MIN 1u
@@ -152,6 +155,49 @@ static const struct key mock_keys[] = {
   { .name = NULL }
 };
 
+static const char *const conditionings[] = { "raw", "vonneumann", "sha256",
+                                            NULL };
+static const char *const combines[] = { "xor", "concat", NULL };
+
+#define HEALTH_ALPHA_KEY \
+  { .name = "health_alpha_exp", .kind = KEY_U32, \
+    .offset = S_OFF(health_alpha_exp), .umin = 8, .umax = 60 }
+
+static const struct key device_keys[] = {
+  SOURCE_COMMON_KEYS,
+  { .name = "path", .kind = KEY_STRING, .offset = S_OFF(device_path),
+    .umin = 1, .umax = 4095 },
+  { .name = "chunk", .kind = KEY_U32, .offset = S_OFF(device_chunk),
+    .umin = 1, .umax = 1048576 },
+  { .name = "lock", .kind = KEY_BOOL, .offset = S_OFF(device_lock) },
+  { .name = "drain", .kind = KEY_BOOL, .offset = S_OFF(device_drain) },
+  { .name = "min_entropy", .kind = KEY_DOUBLE, .offset = S_OFF(min_entropy),
+    .dmin = 0.0, .dmax = 8.0, .open = OPEN_MIN },
+  HEALTH_ALPHA_KEY,
+  { .name = NULL }
+};
+
+static const struct key timing_keys[] = {
+  SOURCE_COMMON_KEYS,
+  { .name = "conditioning", .kind = KEY_STRING, .offset = S_OFF(conditioning),
+    .umin = 1, .umax = 15, .choices = conditionings },
+  HEALTH_ALPHA_KEY,
+  { .name = NULL }
+};
+
+static const struct key noise_keys[] = {
+  SOURCE_COMMON_KEYS,
+  { .name = "conditioning", .kind = KEY_STRING, .offset = S_OFF(conditioning),
+    .umin = 1, .umax = 15, .choices = conditionings },
+  { .name = "mechanisms", .kind = KEY_MECHANISMS },
+  { .name = "combine", .kind = KEY_STRING, .offset = S_OFF(combine),
+    .umin = 1, .umax = 15, .choices = combines },
+  { .name = "timeout_ms", .kind = KEY_U32, .offset = S_OFF(timeout_ms),
+    .umin = 1, .umax = 600000 },
+  HEALTH_ALPHA_KEY,
+  { .name = NULL }
+};
+
 static const struct {
   const char *name;
   enum conf_source_type type;
@@ -159,6 +205,9 @@ static const struct {
 } source_types[] = {
   { "system", CONF_SOURCE_SYSTEM, system_keys },
   { "mock", CONF_SOURCE_MOCK, mock_keys },
+  { "device", CONF_SOURCE_DEVICE, device_keys },
+  { "timing", CONF_SOURCE_TIMING, timing_keys },
+  { "noise", CONF_SOURCE_NOISE, noise_keys },
 };
 
 #define N_SOURCE_TYPES (sizeof(source_types) / sizeof(source_types[0]))
@@ -449,6 +498,57 @@ static int parse_mapping(struct parser *p, const struct node *map,
 static int parse_sources(struct parser *p, const struct node *v,
                          const char *path, struct qrsd_conf *conf);
 
+static void
+free_mechanisms(struct conf_source *s)
+{
+  size_t i;
+
+  for (i = 0; i < s->n_mechanisms; i++)
+    free(s->mechanisms[i]);
+  free(s->mechanisms);
+  s->mechanisms = NULL;
+  s->n_mechanisms = 0;
+}
+
+/* mechanisms: [name, ...]: known names, each once; [] = all available. */
+static int
+parse_mechanisms(struct parser *p, const struct node *v, const char *path,
+                 struct conf_source *s)
+{
+  const struct node *it;
+  size_t n, i;
+
+  if (v->kind != NODE_SEQUENCE)
+    return fail_type(p, v, path, "a list of mechanism names");
+  free_mechanisms(s);
+  n = 0;
+  for (it = v->children; it; it = it->next)
+    n++;
+  if (n > CONF_MAX_MECHANISMS)
+    return fail(p, v->line, path, "more than %d mechanisms",
+                CONF_MAX_MECHANISMS);
+  s->mechanisms = calloc(n ? n : 1, sizeof(*s->mechanisms));
+  if (!s->mechanisms)
+    return fail_nomem(p);
+  for (it = v->children; it; it = it->next) {
+    if (it->kind != NODE_SCALAR || is_null(it))
+      return fail_type(p, it, path, "a mechanism name");
+    if (!noise_mech_find(it->text))
+      return fail(p, it->line, path, "unknown noise mechanism '%.*s' (see "
+                  "qrsctl sources --json, or README: local sources)", SHOW,
+                  it->text);
+    for (i = 0; i < s->n_mechanisms; i++)
+      if (!strcmp(s->mechanisms[i], it->text))
+        return fail(p, it->line, path, "mechanism '%.*s' listed twice",
+                    SHOW, it->text);
+    s->mechanisms[s->n_mechanisms] = strdup(it->text);
+    if (!s->mechanisms[s->n_mechanisms])
+      return fail_nomem(p);
+    s->n_mechanisms++;
+  }
+  return 0;
+}
+
 static int
 parse_value(struct parser *p, const struct key *k, const struct node *v,
             const char *path, void *base)
@@ -482,6 +582,14 @@ parse_value(struct parser *p, const struct key *k, const struct node *v,
     return parse_sources(p, v, path, base);
   case KEY_SOURCE_TYPE:
     return 0;                           /* parse_source() has read it */
+  case KEY_BOOL:
+    if (v->kind != NODE_SCALAR || !v->plain ||
+        (strcmp(v->text, "true") && strcmp(v->text, "false")))
+      return fail_type(p, v, path, "true or false");
+    *(int *)(void *)field = !strcmp(v->text, "true");
+    return 0;
+  case KEY_MECHANISMS:
+    return parse_mechanisms(p, v, path, base);
   }
   return fail(p, v->line, path, "internal error: unknown kind of key");
 }
@@ -536,7 +644,7 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
   struct conf_source *s;
   char sub[MAX_PATH];
   size_t i;
-  int fb_line;
+  int fb_line, r;
 
   if (conf->n_sources >= CONF_MAX_SOURCES)
     return fail(p, kn->line, path, "more than %d sources", CONF_MAX_SOURCES);
@@ -576,14 +684,28 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
   memset(s, 0, sizeof(*s));
   s->name = strdup(kn->text);
   s->fallback = strdup("error");
+  s->device_path = strdup("");
+  s->conditioning = strdup("raw");
+  s->combine = strdup("xor");
   conf->n_sources++;
-  if (!s->name || !s->fallback)
+  if (!s->name || !s->fallback || !s->device_path || !s->conditioning ||
+      !s->combine)
     return fail_nomem(p);
   s->type = source_types[i].type;
   s->line = p->builtin ? 0 : kn->line;
   s->fallback_line = p->builtin ? 0 : fb_line;
+  s->health_alpha_exp = 30;
+  s->min_entropy = 1.0;
+  s->device_chunk = 4096;
+  s->timeout_ms = 1000;
 
-  return parse_mapping(p, vn, path, source_types[i].keys, s);
+  r = parse_mapping(p, vn, path, source_types[i].keys, s);
+  if (r < 0)
+    return r;
+  if (s->type == CONF_SOURCE_DEVICE && !s->device_path[0])
+    return fail(p, vn->line, path, "missing key 'path' (the device node, "
+                "FIFO or file to read)");
+  return 0;
 }
 
 static void
@@ -594,6 +716,10 @@ free_sources(struct qrsd_conf *conf)
   for (i = 0; i < conf->n_sources; i++) {
     free(conf->sources[i].name);
     free(conf->sources[i].fallback);
+    free(conf->sources[i].device_path);
+    free(conf->sources[i].conditioning);
+    free(conf->sources[i].combine);
+    free_mechanisms(&conf->sources[i]);
   }
   free(conf->sources);
   conf->sources = NULL;
@@ -1202,9 +1328,13 @@ print_scalar(FILE *f, const struct key *k, const void *base, locale_t loc)
                   sizeof(buf));
     fputs(buf, f);
     break;
+  case KEY_BOOL:
+    fputs(*(const int *)(const void *)field ? "true" : "false", f);
+    break;
   case KEY_SECTION:
   case KEY_SOURCES:
   case KEY_SOURCE_TYPE:
+  case KEY_MECHANISMS:
     break;
   }
 }
@@ -1245,6 +1375,15 @@ print_keys(FILE *f, const struct qrsd_conf *conf, const struct key *keys,
         if (sk->kind == KEY_SOURCE_TYPE)
           continue;
         fprintf(f, ", %s: ", sk->name);
+        if (sk->kind == KEY_MECHANISMS) {
+          size_t m;
+
+          fputc('[', f);
+          for (m = 0; m < s->n_mechanisms; m++)
+            fprintf(f, "%s%s", m ? ", " : "", s->mechanisms[m]);
+          fputc(']', f);
+          continue;
+        }
         print_scalar(f, sk, s, loc);
       }
       fputs(" }\n", f);

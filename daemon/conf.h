@@ -17,7 +17,15 @@
 #define CONF_MAX_SOURCE_NAME 63
 #define CONF_MAX_SOURCES 256
 
-enum conf_source_type { CONF_SOURCE_SYSTEM, CONF_SOURCE_MOCK };
+enum conf_source_type {
+  CONF_SOURCE_SYSTEM,
+  CONF_SOURCE_MOCK,
+  CONF_SOURCE_DEVICE,
+  CONF_SOURCE_TIMING,
+  CONF_SOURCE_NOISE,
+};
+
+#define CONF_MAX_MECHANISMS 32
 
 struct conf_source {
   char *name;
@@ -28,6 +36,19 @@ struct conf_source {
   int fallback_line;        /* of the fallback key, else of the source */
   uint64_t mock_seed;       /* mock only */
   double mock_mean_shift;   /* mock only: shift of the byte mean */
+
+  /* Local sources (device, timing, noise). */
+  uint32_t health_alpha_exp;  /* health tests: alpha = 2^-N */
+  double min_entropy;       /* device: claimed bits per byte */
+  char *device_path;        /* device */
+  uint32_t device_chunk;    /* device: bytes per read(2) */
+  int device_lock;          /* device: flock(LOCK_EX) */
+  int device_drain;         /* device: discard buffered bytes first */
+  char *conditioning;       /* timing, noise: raw | vonneumann | sha256 */
+  char *combine;            /* noise: xor | concat */
+  uint32_t timeout_ms;      /* noise: harvest timeout */
+  char **mechanisms;        /* noise: names; none = all available */
+  size_t n_mechanisms;
 };
 
 struct qrsd_conf {

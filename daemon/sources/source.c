@@ -15,6 +15,12 @@ ops_for(enum conf_source_type t)
     return &source_system_ops;
   case CONF_SOURCE_MOCK:
     return &source_mock_ops;
+  case CONF_SOURCE_DEVICE:
+    return &source_device_ops;
+  case CONF_SOURCE_TIMING:
+    return &source_timing_ops;
+  case CONF_SOURCE_NOISE:
+    return &source_noise_ops;
   }
   return NULL;
 }

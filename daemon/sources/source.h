@@ -180,5 +180,8 @@ void source_cq_close(struct source_cq *q, uv_close_cb close_cb);
 
 extern const struct source_ops source_system_ops;
 extern const struct source_ops source_mock_ops;
+extern const struct source_ops source_device_ops;
+extern const struct source_ops source_timing_ops;
+extern const struct source_ops source_noise_ops;
 
 #endif

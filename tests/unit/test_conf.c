@@ -676,8 +676,9 @@ Test(conf, bad_sources_are_rejected)
                     "0-9 _ . -)");
   expect_text_error("sources:\n  m: { type: mock, type: system }\n", 2,
                     "sources.m.type: duplicate key (first given at line 2)");
-  expect_text_error("sources:\n  m: { type: noise }\n", 2, "sources.m.type: "
-                    "source type 'noise' is not supported by this build");
+  expect_text_error("sources:\n  m: { type: quantum }\n", 2,
+                    "sources.m.type: source type 'quantum' is not supported "
+                    "by this build");
 }
 
 Test(conf, source_count_is_capped)
@@ -938,4 +939,94 @@ Test(conf, bad_arguments_are_einval)
   cr_assert_eq(conf_print(NULL, stdout), -EINVAL);
   cr_assert_null(c);
   conf_free(NULL);
+}
+
+/* ---- Local sources (device, timing, noise) ----------------------------- */
+
+Test(conf, local_sources_parse_with_defaults_and_print_back)
+{
+  struct qrsd_conf *c, *c2;
+  const struct conf_source *d, *t, *n;
+  char *text;
+
+  c = load_text("sources:\n"
+                "  system: { type: system }\n"
+                "  hw: { type: device, path: /dev/hwrng, fallback: system }\n"
+                "  fifo: { type: device, path: /run/q.fifo, chunk: 512,\n"
+                "          lock: true, drain: true, min_entropy: 7.5,\n"
+                "          health_alpha_exp: 40 }\n"
+                "  jitter: { type: timing, conditioning: sha256 }\n"
+                "  noise: { type: noise, mechanisms: [] }\n"
+                "  some: { type: noise, conditioning: vonneumann,\n"
+                "          mechanisms: [clock_jitter, rdrand],\n"
+                "          combine: concat, timeout_ms: 250 }\n");
+  d = conf_find_source(c, "hw");
+  cr_assert_not_null(d);
+  cr_assert_eq(d->type, CONF_SOURCE_DEVICE);
+  cr_assert_str_eq(d->device_path, "/dev/hwrng");
+  cr_assert_eq(d->device_chunk, 4096);
+  cr_assert_eq(d->device_lock, 0);
+  cr_assert_eq(d->health_alpha_exp, 30);
+  cr_assert_float_eq(d->min_entropy, 1.0, 1e-12);
+  d = conf_find_source(c, "fifo");
+  cr_assert_eq(d->device_chunk, 512);
+  cr_assert_eq(d->device_lock, 1);
+  cr_assert_eq(d->device_drain, 1);
+  cr_assert_float_eq(d->min_entropy, 7.5, 1e-12);
+  cr_assert_eq(d->health_alpha_exp, 40);
+  t = conf_find_source(c, "jitter");
+  cr_assert_eq(t->type, CONF_SOURCE_TIMING);
+  cr_assert_str_eq(t->conditioning, "sha256");
+  n = conf_find_source(c, "noise");
+  cr_assert_eq(n->type, CONF_SOURCE_NOISE);
+  cr_assert_eq(n->n_mechanisms, 0);
+  cr_assert_str_eq(n->conditioning, "raw");
+  cr_assert_str_eq(n->combine, "xor");
+  cr_assert_eq(n->timeout_ms, 1000);
+  n = conf_find_source(c, "some");
+  cr_assert_eq(n->n_mechanisms, 2);
+  cr_assert_str_eq(n->mechanisms[1], "rdrand");
+  cr_assert_str_eq(n->combine, "concat");
+  cr_assert_eq(n->timeout_ms, 250);
+
+  /* What conf_print() writes loads back to the same values. */
+  text = print_conf(c);
+  c2 = load_text(text);
+  n = conf_find_source(c2, "some");
+  cr_assert_eq(n->n_mechanisms, 2);
+  cr_assert_str_eq(n->mechanisms[0], "clock_jitter");
+  cr_assert_eq(conf_find_source(c2, "fifo")->device_lock, 1);
+  cr_assert_str_eq(conf_find_source(c2, "fifo")->device_path, "/run/q.fifo");
+  free(text);
+  conf_free(c2);
+  conf_free(c);
+}
+
+Test(conf, bad_local_sources_are_rejected)
+{
+  expect_text_error("sources:\n  hw: { type: device }\n", 2,
+                    "sources.hw: missing key 'path' (the device node, FIFO "
+                    "or file to read)");
+  expect_text_error("sources:\n  hw: { type: device, path: /x, lock: yes }"
+                    "\n", 2, "sources.hw.lock: expected true or false, got "
+                    "'yes'");
+  expect_text_error("sources:\n  hw: { type: device, path: /x, chunk: 0 }\n",
+                    2, "sources.hw.chunk: value 0 out of range 1..1048576");
+  expect_text_error("sources:\n  n: { type: noise, mechanisms: [warp] }\n",
+                    2, "sources.n.mechanisms: unknown noise mechanism 'warp' "
+                    "(see qrsctl sources --json, or README: local sources)");
+  expect_text_error("sources:\n  n: { type: noise, mechanisms: [rdrand,"
+                    " rdrand] }\n", 2, "sources.n.mechanisms: mechanism "
+                    "'rdrand' listed twice");
+  expect_text_error("sources:\n  n: { type: noise, mechanisms: rdrand }\n",
+                    2, "sources.n.mechanisms: expected a list of mechanism "
+                    "names, got 'rdrand'");
+  expect_text_error("sources:\n  t: { type: timing, conditioning: md5 }\n",
+                    2, "sources.t.conditioning: 'md5' is not supported by "
+                    "this build (supported: raw)");
+  expect_text_error("sources:\n  t: { type: timing, mechanisms: [] }\n",
+                    2, "sources.t.mechanisms: unknown key");
+  expect_text_error("sources:\n  t: { type: timing, health_alpha_exp: 2 }"
+                    "\n", 2, "sources.t.health_alpha_exp: value 2 out of "
+                    "range 8..60");
 }

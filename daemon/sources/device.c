@@ -1,0 +1,210 @@
+/* The device source: fresh bytes from a character device (/dev/hwrng, a
+   QRNG card's node), a FIFO fed by a vendor tool, or a file (devread.h
+   says what "fresh" means for each), read on the source's own thread.
+   Every byte read passes the SP 800-90B health tests (health.h) with the
+   configured min_entropy per byte; after a failure the source refuses
+   fetches (they go to its fallback, labelled) until a re-test of 1,024
+   fresh bytes passes. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "devread.h"
+#include "health.h"
+#include "local.h"
+
+/* Re-test a failed device at most this often. */
+#define RETEST_EVERY_NS 1000000000LL
+#define RETEST_DEADLINE_NS 2000000000LL
+
+struct device {
+  struct devread dev;
+  struct local_worker w;
+  pthread_mutex_t hlock;        /* health, mcv, retest_ns */
+  struct health health;
+  struct mcv mcv;
+  int64_t retest_ns;
+};
+
+static int64_t
+mono_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void
+retest(struct source *s)
+{
+  struct device *d = s->priv;
+  uint8_t buf[HEALTH_STARTUP_SAMPLES];
+  char why[160];
+  int r;
+
+  r = devread_read(&d->dev, buf, sizeof(buf),
+                   (uint64_t)(mono_ns() + RETEST_DEADLINE_NS), why,
+                   sizeof(why));
+  pthread_mutex_lock(&d->hlock);
+  if (r == 0) {
+    health_retest(&d->health);
+    mcv_add(&d->mcv, buf, sizeof(buf));
+    (void)health_feed(&d->health, buf, sizeof(buf));
+  }
+  pthread_mutex_unlock(&d->hlock);
+}
+
+static int
+serve(struct source *s, uint8_t *buf, size_t n, int64_t deadline_ns,
+      char *why, size_t wlen)
+{
+  struct device *d = s->priv;
+  int r;
+
+  r = devread_read(&d->dev, buf, n, (uint64_t)deadline_ns, why, wlen);
+  if (r < 0)
+    return r;
+  pthread_mutex_lock(&d->hlock);
+  mcv_add(&d->mcv, buf, n);
+  r = health_feed(&d->health, buf, n);
+  if (r < 0)
+    snprintf(why, wlen, "health test failed: %s", d->health.reason);
+  pthread_mutex_unlock(&d->hlock);
+  return r;
+}
+
+static int
+device_open(struct source *s, const struct conf_source *cs, char *err,
+            size_t errlen)
+{
+  struct device *d;
+  int r;
+
+  d = calloc(1, sizeof(*d));
+  if (!d)
+    return -ENOMEM;
+  r = devread_init(&d->dev, cs->device_path, cs->device_chunk,
+                   cs->device_lock, cs->device_drain);
+  if (r < 0) {
+    snprintf(err, errlen, "source '%s': bad device parameters", cs->name);
+    free(d);
+    return r;
+  }
+  pthread_mutex_init(&d->hlock, NULL);
+  r = health_init(&d->health, ldexp(1.0, -(int)cs->health_alpha_exp),
+                  cs->min_entropy, 0);
+  if (r < 0) {
+    snprintf(err, errlen, "source '%s': bad health-test parameters",
+             cs->name);
+    goto fail;
+  }
+  /* No start-up test at open (the device may not be there yet): the
+     first fetch is the start-up test's data. */
+  d->health.state = HEALTH_OK;
+  d->health.startup_left = 0;
+  s->priv = d;
+  r = local_worker_start(&d->w, s, serve, retest, err, errlen);
+  if (r < 0)
+    goto fail;
+  return 0;
+
+fail:
+  s->priv = NULL;
+  devread_done(&d->dev);
+  pthread_mutex_destroy(&d->hlock);
+  free(d);
+  return r;
+}
+
+static int
+device_fetch(struct source *s, struct source_fetch *f)
+{
+  struct device *d = s->priv;
+
+  return local_worker_fetch(&d->w, f);
+}
+
+static int
+device_admit(struct source *s, size_t n, char *why, size_t whylen)
+{
+  struct device *d = s->priv;
+  int failed, want;
+  int64_t now;
+
+  now = mono_ns();
+  pthread_mutex_lock(&d->hlock);
+  failed = d->health.state == HEALTH_FAILED;
+  want = failed && now >= d->retest_ns;
+  if (want)
+    d->retest_ns = now + RETEST_EVERY_NS;
+  if (failed)
+    snprintf(why, whylen, "unhealthy, re-testing: %s", d->health.reason);
+  pthread_mutex_unlock(&d->hlock);
+  if (want)
+    local_worker_want_retest(&d->w);
+  return failed ? -EIO : 0;
+}
+
+static int
+device_read(struct source *s, uint8_t *buf, size_t n, char *why,
+            size_t whylen)
+{
+  return serve(s, buf, n, mono_ns() + 5000000000LL, why, whylen);
+}
+
+static void
+device_stop(struct source *s)
+{
+  struct device *d = s->priv;
+
+  local_worker_stop(&d->w);
+}
+
+static void
+device_close(struct source *s)
+{
+  struct device *d = s->priv;
+
+  if (!d)
+    return;
+  local_worker_done(&d->w);
+  devread_done(&d->dev);
+  pthread_mutex_destroy(&d->hlock);
+  free(d);
+  s->priv = NULL;
+}
+
+static void
+device_describe(const struct source *s, char *buf, size_t len)
+{
+  struct device *d = s->priv;
+  char rate[96];
+  double h;
+  enum health_state st;
+
+  local_worker_rate_line(&d->w, rate, sizeof(rate));
+  pthread_mutex_lock(&d->hlock);
+  h = mcv_estimate(&d->mcv);
+  st = d->health.state;
+  pthread_mutex_unlock(&d->hlock);
+  snprintf(buf, len, "device %s (%s): health %s, %s, MCV %.2f bits/byte; "
+           "fresh: %s", d->dev.path, devread_kind_name(d->dev.kind),
+           health_state_name(st), rate, h, devread_freshness(d->dev.kind,
+                                                             d->dev.drain));
+}
+
+const struct source_ops source_device_ops = {
+  .type = "device",
+  .production = 1,
+  .open = device_open,
+  .fetch = device_fetch,
+  .read = device_read,
+  .admit = device_admit,
+  .stop = device_stop,
+  .close = device_close,
+  .describe = device_describe,
+};

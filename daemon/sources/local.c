@@ -1,0 +1,215 @@
+/* One worker thread per local source, first come first served. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "local.h"
+
+/* Throughput is quoted per draw of the default sample_count. */
+#define LOCAL_DRAW_BYTES 10000
+
+static int64_t
+mono_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void *
+worker_run(void *arg)
+{
+  struct local_worker *w = arg;
+  struct source_fetch *f;
+  int64_t t0;
+  int r, retest;
+
+  pthread_mutex_lock(&w->mu);
+  for (;;) {
+    while (!w->head && !w->retest_wanted && !w->stopping)
+      pthread_cond_wait(&w->cv, &w->mu);
+    if (w->retest_wanted && !w->head && !w->stopping) {
+      w->retest_wanted = 0;
+      pthread_mutex_unlock(&w->mu);
+      if (w->retest)
+        w->retest(w->src);
+      pthread_mutex_lock(&w->mu);
+      continue;
+    }
+    f = w->head;
+    if (!f)
+      break;                    /* stopping, nothing queued */
+    w->head = f->source_priv;
+    if (!w->head)
+      w->tail = NULL;
+    f->source_priv = NULL;
+    retest = w->stopping;
+    pthread_mutex_unlock(&w->mu);
+
+    t0 = mono_ns();
+    if (retest) {
+      snprintf(f->why, sizeof(f->why), "qrsd is stopping");
+      r = -ECANCELED;
+    } else if (t0 >= f->deadline_ns) {
+      snprintf(f->why, sizeof(f->why), "the deadline passed while it "
+               "waited for earlier requests");
+      r = -ETIMEDOUT;
+    } else {
+      r = w->serve(w->src, f->buf, f->n, f->deadline_ns, f->why,
+                   sizeof(f->why));
+      ts_now(&f->generated);
+      if (r == 0)
+        capacity_note(&w->cap, f->n, (uint64_t)(mono_ns() - t0));
+    }
+
+    pthread_mutex_lock(&w->mu);
+    w->queued--;
+    w->queued_bytes -= f->n;
+    pthread_mutex_unlock(&w->mu);
+    source_cq_post(&w->cq, f, r);
+    pthread_mutex_lock(&w->mu);
+  }
+  pthread_mutex_unlock(&w->mu);
+  return NULL;
+}
+
+int
+local_worker_start(struct local_worker *w, struct source *s,
+                   local_serve_fn serve, local_retest_fn retest, char *err,
+                   size_t errlen)
+{
+  int r;
+
+  memset(w, 0, sizeof(*w));
+  w->src = s;
+  w->serve = serve;
+  w->retest = retest;
+  capacity_init(&w->cap);
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->cv, NULL);
+  if (!s->loop)
+    return 0;                   /* unit tests of read(): no worker */
+  r = source_cq_init(&w->cq, s->loop);
+  if (r < 0) {
+    snprintf(err, errlen, "source '%s': %s", s->name, strerror(-r));
+    return r;
+  }
+  w->cq_open = 1;
+  r = pthread_create(&w->th, NULL, worker_run, w);
+  if (r != 0) {
+    snprintf(err, errlen, "source '%s': cannot start its thread: %s",
+             s->name, strerror(r));
+    return -r;
+  }
+  w->started = 1;
+  return 0;
+}
+
+int
+local_worker_fetch(struct local_worker *w, struct source_fetch *f)
+{
+  int64_t now;
+  uint64_t queued;
+  size_t waiting;
+
+  if (!w->started)
+    return -ENOTSUP;
+  now = mono_ns();
+  pthread_mutex_lock(&w->mu);
+  queued = w->queued_bytes;
+  waiting = w->queued;
+  pthread_mutex_unlock(&w->mu);
+
+  if (waiting >= LOCAL_QUEUE_MAX) {
+    snprintf(f->why, sizeof(f->why), "refused: %zu requests already wait "
+             "for this source", waiting);
+    source_fetch_complete(f, -EBUSY);
+    return 0;
+  }
+  if (f->deadline_ns <= now ||
+      !capacity_admit(&w->cap, f->n, queued,
+                      (uint64_t)(f->deadline_ns - now), 1.0)) {
+    snprintf(f->why, sizeof(f->why), "refused: %zu bytes (behind %llu "
+             "queued) cannot be harvested by the deadline at the measured "
+             "%.0f B/s", f->n, (unsigned long long)queued,
+             capacity_rate(&w->cap));
+    source_fetch_complete(f, -EAGAIN);
+    return 0;
+  }
+
+  f->source_priv = NULL;
+  pthread_mutex_lock(&w->mu);
+  if (w->tail)
+    w->tail->source_priv = f;
+  else
+    w->head = f;
+  w->tail = f;
+  w->queued++;
+  w->queued_bytes += f->n;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  return 0;
+}
+
+void
+local_worker_want_retest(struct local_worker *w)
+{
+  pthread_mutex_lock(&w->mu);
+  w->retest_wanted = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+static void
+on_cq_closed(uv_handle_t *h)
+{
+}
+
+void
+local_worker_stop(struct local_worker *w)
+{
+  if (w->started) {
+    pthread_mutex_lock(&w->mu);
+    w->stopping = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    /* Bounded: the fetch in hand ends by its deadline. */
+    pthread_join(w->th, NULL);
+    w->started = 0;
+  }
+  if (w->cq_open) {
+    source_cq_close(&w->cq, on_cq_closed);
+    w->cq_open = 0;
+  }
+}
+
+void
+local_worker_done(struct local_worker *w)
+{
+  if (w->started) {
+    pthread_mutex_lock(&w->mu);
+    w->stopping = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    w->started = 0;
+  }
+  capacity_done(&w->cap);
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
+}
+
+void
+local_worker_rate_line(struct local_worker *w, char *buf, size_t len)
+{
+  double r;
+
+  r = capacity_rate(&w->cap);
+  if (r <= 0.0)
+    snprintf(buf, len, "rate not measured yet");
+  else
+    snprintf(buf, len, "%.0f B/s, %.2f draws/s at %d B", r,
+             r / LOCAL_DRAW_BYTES, LOCAL_DRAW_BYTES);
+}

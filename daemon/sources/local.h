@@ -1,0 +1,69 @@
+/* The worker behind the local sources (device, timing, noise): one thread
+   per source that serves its fetches one at a time, in arrival order, so
+   that no client of a slow or exclusive device starves; completions go
+   back to the loop thread through a source_cq.  Nothing blocks the loop.
+
+   Admission: a fetch is refused at once (completed with -EAGAIN and a
+   line saying why, which sends it to the source's fallback, labelled)
+   when the source's measured rate cannot deliver its bytes, behind the
+   bytes already queued, by its deadline; or when LOCAL_QUEUE_MAX fetches
+   are already waiting.  A fetch whose deadline passes while it waits is
+   completed with -ETIMEDOUT without touching the source. */
+#ifndef QRSD_SOURCES_LOCAL_H
+#define QRSD_SOURCES_LOCAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "capacity.h"
+#include "source.h"
+
+#define LOCAL_QUEUE_MAX 64
+
+/* Blocking: n fresh bytes into buf by deadline_ns; 0 or -errno + why. */
+typedef int (*local_serve_fn)(struct source *s, uint8_t *buf, size_t n,
+                              int64_t deadline_ns, char *why, size_t wlen);
+/* Optional, blocking: re-test a failed source (health start-up test). */
+typedef void (*local_retest_fn)(struct source *s);
+
+struct local_worker {
+  struct source *src;
+  local_serve_fn serve;
+  local_retest_fn retest;
+  struct capacity cap;
+  struct source_cq cq;
+  int cq_open;
+
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct source_fetch *head, *tail;
+  size_t queued;
+  uint64_t queued_bytes;
+  int retest_wanted;
+  int stopping;
+  pthread_t th;
+  int started;
+};
+
+/* Start the worker of s (s->loop must be set).  0 or -errno + err. */
+int local_worker_start(struct local_worker *w, struct source *s,
+                       local_serve_fn serve, local_retest_fn retest,
+                       char *err, size_t errlen);
+
+/* ops->fetch. */
+int local_worker_fetch(struct local_worker *w, struct source_fetch *f);
+
+/* Ask for a re-test (at most one pending). */
+void local_worker_want_retest(struct local_worker *w);
+
+/* ops->stop: finish the fetch in hand, cancel the queued ones, close the
+   completion queue. */
+void local_worker_stop(struct local_worker *w);
+
+/* ops->close (after stop and the loop's end). */
+void local_worker_done(struct local_worker *w);
+
+/* "12.3 kB/s, 1.23 draws/s at 10000 B" or "rate not measured yet". */
+void local_worker_rate_line(struct local_worker *w, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,195 @@
+/* The noise and timing sources: the OpenEntropy-style harvester of local
+   noise mechanisms (noise.h), and CPU timing jitter around a memory-bound
+   workload (the same harvester over one mechanism).  Bytes are harvested
+   on the source's own thread after the request arrived; each mechanism's
+   raw samples pass its SP 800-90B health tests, and a failed mechanism is
+   re-tested before it contributes again. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "local.h"
+#include "noise.h"
+
+struct noise_src {
+  struct noise *nz;
+  struct local_worker w;
+};
+
+static int64_t
+mono_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int
+serve(struct source *s, uint8_t *buf, size_t n, int64_t deadline_ns,
+      char *why, size_t wlen)
+{
+  struct noise_src *ns = s->priv;
+
+  return noise_read(ns->nz, buf, n, (uint64_t)deadline_ns, why, wlen);
+}
+
+static int
+open_common(struct source *s, const struct conf_source *cs, int timing,
+            char *err, size_t errlen)
+{
+  const struct noise_mech *one;
+  struct noise_src *ns;
+  enum condition_mode cond;
+  enum noise_combine comb;
+  char e[200];
+  int r;
+
+  if (condition_parse(cs->conditioning, &cond) < 0 ||
+      noise_combine_parse(cs->combine, &comb) < 0) {
+    snprintf(err, errlen, "source '%s': bad conditioning or combine",
+             cs->name);
+    return -EINVAL;
+  }
+  ns = calloc(1, sizeof(*ns));
+  if (!ns)
+    return -ENOMEM;
+  e[0] = '\0';
+  if (timing) {
+    one = &noise_timing_mech;
+    r = noise_new(&one, 1, cond, NOISE_XOR, cs->timeout_ms,
+                  ldexp(1.0, -(int)cs->health_alpha_exp), &ns->nz, e,
+                  sizeof(e));
+  } else {
+    r = noise_new_named((const char *const *)cs->mechanisms,
+                        cs->n_mechanisms, cond, comb, cs->timeout_ms,
+                        ldexp(1.0, -(int)cs->health_alpha_exp), &ns->nz, e,
+                        sizeof(e));
+  }
+  if (r < 0) {
+    snprintf(err, errlen, "source '%s': %s", cs->name, e);
+    free(ns);
+    return r;
+  }
+  s->priv = ns;
+  r = local_worker_start(&ns->w, s, serve, NULL, err, errlen);
+  if (r < 0) {
+    noise_free(ns->nz);
+    free(ns);
+    s->priv = NULL;
+    return r;
+  }
+  return 0;
+}
+
+static int
+noise_src_open(struct source *s, const struct conf_source *cs, char *err,
+               size_t errlen)
+{
+  return open_common(s, cs, 0, err, errlen);
+}
+
+static int
+timing_src_open(struct source *s, const struct conf_source *cs, char *err,
+                size_t errlen)
+{
+  return open_common(s, cs, 1, err, errlen);
+}
+
+static int
+src_fetch(struct source *s, struct source_fetch *f)
+{
+  struct noise_src *ns = s->priv;
+
+  return local_worker_fetch(&ns->w, f);
+}
+
+static int
+src_read(struct source *s, uint8_t *buf, size_t n, char *why, size_t whylen)
+{
+  return serve(s, buf, n, mono_ns() + 5000000000LL, why, whylen);
+}
+
+static void
+src_stop(struct source *s)
+{
+  struct noise_src *ns = s->priv;
+
+  local_worker_stop(&ns->w);
+}
+
+static void
+src_close(struct source *s)
+{
+  struct noise_src *ns = s->priv;
+
+  if (!ns)
+    return;
+  local_worker_done(&ns->w);
+  noise_free(ns->nz);
+  free(ns);
+  s->priv = NULL;
+}
+
+/* "noise (sha256, xor): clock_jitter ok MCV 1.23, hwmon unavailable, ...;
+   12 B/s ..." */
+static void
+src_describe(const struct source *s, char *buf, size_t len)
+{
+  struct noise_src *ns = s->priv;
+  struct noise_slot *slot;
+  char rate[96];
+  size_t i, n, o;
+  double h;
+
+  local_worker_rate_line(&ns->w, rate, sizeof(rate));
+  o = (size_t)snprintf(buf, len, "%s (%s%s%s): %s; ", s->ops->type,
+                       condition_name(ns->nz->cond),
+                       ns->nz->nslot > 1 ? ", " : "",
+                       ns->nz->nslot > 1
+                       ? noise_combine_name(ns->nz->combine) : "", rate);
+  slot = calloc(ns->nz->nslot, sizeof(*slot));
+  if (!slot)
+    return;
+  n = noise_snapshot(ns->nz, slot, ns->nz->nslot);
+  for (i = 0; i < n && o < len; i++) {
+    if (!slot[i].available) {
+      o += (size_t)snprintf(buf + o, len - o, "%s%s unavailable",
+                            i ? ", " : "", slot[i].m->name);
+      continue;
+    }
+    h = mcv_estimate(&slot[i].mcv);
+    o += (size_t)snprintf(buf + o, len - o, "%s%s %s", i ? ", " : "",
+                          slot[i].m->name,
+                          slot[i].harvests == 0 ? "untested"
+                          : health_state_name(slot[i].health.state));
+    if (h >= 0 && o < len)
+      o += (size_t)snprintf(buf + o, len - o, " MCV %.2f", h);
+  }
+  free(slot);
+}
+
+const struct source_ops source_noise_ops = {
+  .type = "noise",
+  .production = 1,
+  .open = noise_src_open,
+  .fetch = src_fetch,
+  .read = src_read,
+  .stop = src_stop,
+  .close = src_close,
+  .describe = src_describe,
+};
+
+const struct source_ops source_timing_ops = {
+  .type = "timing",
+  .production = 1,
+  .open = timing_src_open,
+  .fetch = src_fetch,
+  .read = src_read,
+  .stop = src_stop,
+  .close = src_close,
+  .describe = src_describe,
+};
