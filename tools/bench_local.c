@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "bench.h"
+#include "devread.h"
 #include "noise.h"
 
 static double
@@ -123,6 +125,62 @@ bench_one(const struct noise_mech *m, double seconds, int reps)
     printf("%-16s   a read failed: %s\n", "", why);
 }
 
+/* The device source's reader on a path (default /dev/hwrng). */
+static void
+bench_device(const char *path, double seconds, int reps)
+{
+  struct devread d;
+  uint8_t *buf;
+  char why[256];
+  double t[64], l1, l10, rate, h;
+  uint64_t t0, got;
+  int i, k, r;
+
+  if (access(path, R_OK) != 0) {
+    printf("%-16s unavailable: %s: %s\n", "device", path, strerror(errno));
+    return;
+  }
+  buf = malloc(1 << 16);
+  if (!buf || devread_init(&d, path, 0, 0, 0) < 0) {
+    free(buf);
+    return;
+  }
+  got = 0;
+  h = -1;
+  t0 = noise_now_ns();
+  while (noise_now_ns() - t0 < (uint64_t)(seconds * 1e9)) {
+    r = devread_read(&d, buf, 4096, noise_now_ns() + 5000000000ULL, why,
+                     sizeof(why));
+    if (r < 0) {
+      printf("%-16s %s: %s\n", "device", path, why);
+      goto out;
+    }
+    if (got == 0)
+      h = mcv_min_entropy(buf, 4096);
+    got += 4096;
+  }
+  rate = (double)got / ((double)(noise_now_ns() - t0) / 1e9);
+  l1 = l10 = -1;
+  for (k = 0; k < 2; k++) {
+    for (i = 0; i < reps && i < 64; i++) {
+      t0 = noise_now_ns();
+      if (devread_read(&d, buf, k ? 10000 : 1000, t0 + 5000000000ULL, why,
+                       sizeof(why)) < 0)
+        goto out;
+      t[i] = (double)(noise_now_ns() - t0) / 1e3;
+    }
+    if (k)
+      l10 = median(t, i);
+    else
+      l1 = median(t, i);
+  }
+  printf("%-16s %12.0f %10.3f %12.1f %12.1f  %.1f   (%s)\n", "device", rate,
+         h, l1, l10, l10 > 0 ? 1e6 / l10 : 0.0, path);
+out:
+  devread_done(&d);
+  free(buf);
+}
+
 static void
 usage(FILE *f)
 {
@@ -130,12 +188,15 @@ usage(FILE *f)
           "Usage: qrs-bench local [--seconds S] [--reps N] [MECHANISM...]\n"
           "\n"
           "Measures each local noise mechanism (default: all, then the\n"
-          "timing source's): raw bytes/s, MCV min-entropy per raw sample,\n"
-          "and the median latency of a 1,000- and a 10,000-byte read\n"
+          "timing source's, then the device reader): raw bytes/s, the MCV\n"
+          "min-entropy per raw sample, and the median latency of a 1,000-\n"
+          "and a 10,000-byte read\n"
           "through the harvester, with getrandom(2) as the baseline.\n"
           "\n"
           "  --seconds S   harvest time for the throughput figure (1)\n"
-          "  --reps N      reads per latency figure, at most 64 (9)\n");
+          "  --reps N      reads per latency figure, at most 64 (9)\n"
+          "  --device PATH the device source's reader on PATH, last\n"
+          "                (/dev/hwrng)\n");
 }
 
 int
@@ -144,18 +205,23 @@ bench_local(int argc, char **argv)
   static const struct option lo[] = {
     { "seconds", required_argument, NULL, 's' },
     { "reps", required_argument, NULL, 'r' },
+    { "device", required_argument, NULL, 'd' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
   const struct noise_mech *m;
+  const char *device = "/dev/hwrng";
   double seconds, g1, g10;
   int c, reps, i;
   size_t k;
 
   seconds = 1.0;
   reps = 9;
-  while ((c = getopt_long(argc, argv, "s:r:h", lo, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "s:r:d:h", lo, NULL)) != -1) {
     switch (c) {
+    case 'd':
+      device = optarg;
+      break;
     case 's':
       seconds = atof(optarg);
       break;
@@ -195,5 +261,6 @@ bench_local(int argc, char **argv)
   for (k = 0; k < noise_mech_count; k++)
     bench_one(&noise_mechs[k], seconds, reps);
   bench_one(&noise_timing_mech, seconds, reps);
+  bench_device(device, seconds, reps);
   return 0;
 }
