@@ -181,6 +181,8 @@ static const struct key timing_keys[] = {
   SOURCE_COMMON_KEYS,
   { .name = "conditioning", .kind = KEY_STRING, .offset = S_OFF(conditioning),
     .umin = 1, .umax = 15, .choices = conditionings },
+  { .name = "timeout_ms", .kind = KEY_U32, .offset = S_OFF(timeout_ms),
+    .umin = 1, .umax = 600000 },
   HEALTH_ALPHA_KEY,
   { .name = NULL }
 };

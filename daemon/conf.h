@@ -46,7 +46,7 @@ struct conf_source {
   int device_drain;         /* device: discard buffered bytes first */
   char *conditioning;       /* timing, noise: raw | vonneumann | sha256 */
   char *combine;            /* noise: xor | concat */
-  uint32_t timeout_ms;      /* noise: harvest timeout */
+  uint32_t timeout_ms;      /* timing, noise: harvest timeout */
   char **mechanisms;        /* noise: names; none = all available */
   size_t n_mechanisms;
 };

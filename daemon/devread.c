@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "devread.h"
+#include "timestamp.h"
 
 /* Poll a regular file for appended bytes this often. */
 #define FILE_POLL_MS 10
@@ -27,10 +28,7 @@ struct devread_waiter {
 static uint64_t
 now_ns(void)
 {
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return (uint64_t)mono_now_ns();
 }
 
 int

@@ -23,6 +23,7 @@
 #endif
 
 #include "noise.h"
+#include "timestamp.h"
 
 /* How often the cheap mechanisms look at the clock for the deadline. */
 #define DEADLINE_EVERY 64
@@ -30,10 +31,7 @@
 uint64_t
 noise_now_ns(void)
 {
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return (uint64_t)mono_now_ns();
 }
 
 /* The finest clock there is: the timestamp counter on x86-64. */

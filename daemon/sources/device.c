@@ -29,15 +29,6 @@ struct device {
   int64_t retest_ns;
 };
 
-static int64_t
-mono_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void
 retest(struct source *s)
 {
@@ -47,7 +38,7 @@ retest(struct source *s)
   int r;
 
   r = devread_read(&d->dev, buf, sizeof(buf),
-                   (uint64_t)(mono_ns() + RETEST_DEADLINE_NS), why,
+                   (uint64_t)(mono_now_ns() + RETEST_DEADLINE_NS), why,
                    sizeof(why));
   pthread_mutex_lock(&d->hlock);
   if (r == 0) {
@@ -135,7 +126,7 @@ device_admit(struct source *s, size_t n, char *why, size_t whylen)
   int failed, want;
   int64_t now;
 
-  now = mono_ns();
+  now = mono_now_ns();
   pthread_mutex_lock(&d->hlock);
   failed = d->health.state == HEALTH_FAILED;
   want = failed && now >= d->retest_ns;
@@ -153,7 +144,7 @@ static int
 device_read(struct source *s, uint8_t *buf, size_t n, char *why,
             size_t whylen)
 {
-  return serve(s, buf, n, mono_ns() + 5000000000LL, why, whylen);
+  return serve(s, buf, n, mono_now_ns() + 5000000000LL, why, whylen);
 }
 
 static void

@@ -9,15 +9,6 @@
 /* Throughput is quoted per draw of the default sample_count. */
 #define LOCAL_DRAW_BYTES 10000
 
-static int64_t
-mono_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void *
 worker_run(void *arg)
 {
@@ -48,7 +39,7 @@ worker_run(void *arg)
     retest = w->stopping;
     pthread_mutex_unlock(&w->mu);
 
-    t0 = mono_ns();
+    t0 = mono_now_ns();
     if (retest) {
       snprintf(f->why, sizeof(f->why), "qrsd is stopping");
       r = -ECANCELED;
@@ -61,7 +52,7 @@ worker_run(void *arg)
                    sizeof(f->why));
       ts_now(&f->generated);
       if (r == 0)
-        capacity_note(&w->cap, f->n, (uint64_t)(mono_ns() - t0));
+        capacity_note(&w->cap, f->n, (uint64_t)(mono_now_ns() - t0));
     }
 
     pthread_mutex_lock(&w->mu);
@@ -116,7 +107,7 @@ local_worker_fetch(struct local_worker *w, struct source_fetch *f)
 
   if (!w->started)
     return -ENOTSUP;
-  now = mono_ns();
+  now = mono_now_ns();
   pthread_mutex_lock(&w->mu);
   queued = w->queued_bytes;
   waiting = w->queued;
@@ -167,18 +158,25 @@ on_cq_closed(uv_handle_t *h)
 {
 }
 
+/* Stop the thread: it cancels what is queued.  Bounded: the fetch in
+   hand ends by its deadline. */
+static void
+join_worker(struct local_worker *w)
+{
+  if (!w->started)
+    return;
+  pthread_mutex_lock(&w->mu);
+  w->stopping = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  pthread_join(w->th, NULL);
+  w->started = 0;
+}
+
 void
 local_worker_stop(struct local_worker *w)
 {
-  if (w->started) {
-    pthread_mutex_lock(&w->mu);
-    w->stopping = 1;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    /* Bounded: the fetch in hand ends by its deadline. */
-    pthread_join(w->th, NULL);
-    w->started = 0;
-  }
+  join_worker(w);
   if (w->cq_open) {
     source_cq_close(&w->cq, on_cq_closed);
     w->cq_open = 0;
@@ -188,14 +186,7 @@ local_worker_stop(struct local_worker *w)
 void
 local_worker_done(struct local_worker *w)
 {
-  if (w->started) {
-    pthread_mutex_lock(&w->mu);
-    w->stopping = 1;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->th, NULL);
-    w->started = 0;
-  }
+  join_worker(w);
   capacity_done(&w->cap);
   pthread_cond_destroy(&w->cv);
   pthread_mutex_destroy(&w->mu);

@@ -19,15 +19,6 @@ struct noise_src {
   struct local_worker w;
 };
 
-static int64_t
-mono_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static int
 serve(struct source *s, uint8_t *buf, size_t n, int64_t deadline_ns,
       char *why, size_t wlen)
@@ -110,7 +101,7 @@ src_fetch(struct source *s, struct source_fetch *f)
 static int
 src_read(struct source *s, uint8_t *buf, size_t n, char *why, size_t whylen)
 {
-  return serve(s, buf, n, mono_ns() + 5000000000LL, why, whylen);
+  return serve(s, buf, n, mono_now_ns() + 5000000000LL, why, whylen);
 }
 
 static void

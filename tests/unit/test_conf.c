@@ -1024,6 +1024,9 @@ Test(conf, bad_local_sources_are_rejected)
   expect_text_error("sources:\n  t: { type: timing, conditioning: md5 }\n",
                     2, "sources.t.conditioning: 'md5' is not supported by "
                     "this build (supported: raw)");
+  expect_text_error("sources:\n  t: { type: timing, timeout_ms: 0 }\n",
+                    2, "sources.t.timeout_ms: value 0 out of range "
+                    "1..600000");
   expect_text_error("sources:\n  t: { type: timing, mechanisms: [] }\n",
                     2, "sources.t.mechanisms: unknown key");
   expect_text_error("sources:\n  t: { type: timing, health_alpha_exp: 2 }"

@@ -253,13 +253,16 @@ Test(local, timing_and_noise_serve_fresh_bytes)
   struct got g;
   size_t i;
 
-  reg = new_registry("  jitter: { type: timing, conditioning: sha256 }\n"
+  /* Generous harvest timeouts: valgrind runs this too. */
+  reg = new_registry("  jitter: { type: timing, conditioning: sha256,"
+                     " timeout_ms: 30000 }\n"
                      "  noise: { type: noise, mechanisms: [clock_jitter,"
-                     " branch_timing, hwmon], conditioning: vonneumann }\n");
-  fetch(reg, "jitter", 4096, 20000, &g);
+                     " branch_timing, hwmon], conditioning: vonneumann,"
+                     " timeout_ms: 30000 }\n");
+  fetch(reg, "jitter", 4096, 40000, &g);
   cr_assert_eq(g.status, 0, "%s", g.why);
   cr_assert_str_eq(g.served_by, "jitter");
-  fetch(reg, "noise", 4096, 20000, &g);
+  fetch(reg, "noise", 4096, 40000, &g);
   cr_assert_eq(g.status, 0, "%s", g.why);
   cr_assert_str_eq(g.served_by, "noise");
   for (i = 0; i < registry_count(reg); i++) {
