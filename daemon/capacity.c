@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "capacity.h"
+#include "timestamp.h"
 
 /* A read's weight in the average: its duration over this time constant
    (capped at 1). */
@@ -16,6 +17,7 @@ capacity_init(struct capacity *c)
   c->bytes = 0;
   c->busy_ns = 0;
   c->refused = 0;
+  c->last_ns = 0;
 }
 
 void
@@ -43,6 +45,7 @@ capacity_note(struct capacity *c, uint64_t bytes, uint64_t ns)
   c->reads++;
   c->bytes += bytes;
   c->busy_ns += ns;
+  c->last_ns = mono_now_ns();
   pthread_mutex_unlock(&c->lock);
 }
 
@@ -65,7 +68,8 @@ capacity_admit(struct capacity *c, uint64_t n, uint64_t queued,
   int ok;
 
   pthread_mutex_lock(&c->lock);
-  if (c->reads == 0 || c->rate <= 0.0) {
+  if (c->reads == 0 || c->rate <= 0.0 ||
+      mono_now_ns() - c->last_ns > CAPACITY_STALE_NS) {
     ok = 1;
   } else {
     need_ns = (double)(n + queued) * 1e9 / c->rate * (slack > 1.0 ? slack

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define CAPACITY_STALE_NS 2000000000LL
+
 struct capacity {
   pthread_mutex_t lock;
   double rate;                  /* bytes per second; 0: not measured */
@@ -24,6 +26,7 @@ struct capacity {
   uint64_t bytes;
   uint64_t busy_ns;
   uint64_t refused;             /* admissions refused */
+  int64_t last_ns;              /* CLOCK_MONOTONIC of the last note */
 };
 
 void capacity_init(struct capacity *c);
@@ -36,9 +39,11 @@ void capacity_note(struct capacity *c, uint64_t bytes, uint64_t ns);
 double capacity_rate(struct capacity *c);
 
 /* 1 if n bytes, after `queued` bytes ahead of them, can be delivered
-   within remaining_ns at the measured rate (always 1 before anything was
-   measured: the first read is how it gets measured); else 0, counted in
-   c->refused.  slack: a factor above 1 for the rate's uncertainty. */
+   within remaining_ns at the measured rate; else 0, counted in
+   c->refused.  Always 1 before anything was measured, and when the last
+   measurement is older than CAPACITY_STALE_NS: a read is how the rate
+   gets (re-)measured, so a source that was slow once is not refused for
+   ever.  slack: a factor above 1 for the rate's uncertainty. */
 int capacity_admit(struct capacity *c, uint64_t n, uint64_t queued,
                    uint64_t remaining_ns, double slack);
 

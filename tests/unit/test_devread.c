@@ -452,3 +452,26 @@ Test(devread, four_clients_on_a_slow_device_all_progress)
   close(dr.fd);
   devread_done(&d);
 }
+
+Test(devread, capacity_admission_and_staleness)
+{
+  struct capacity c;
+
+  capacity_init(&c);
+  cr_assert_eq(capacity_admit(&c, 1u << 30, 0, 1, 1.0), 1,
+               "nothing measured: admitted");
+  capacity_note(&c, 100, 1000000000u);          /* 100 B/s */
+  cr_assert_float_eq(capacity_rate(&c), 100.0, 1e-9);
+  cr_assert_eq(capacity_admit(&c, 50, 0, 1000000000u, 1.0), 1);
+  cr_assert_eq(capacity_admit(&c, 50, 60, 1000000000u, 1.0), 0,
+               "the bytes queued ahead count");
+  cr_assert_eq(capacity_admit(&c, 1000, 0, 1000000000u, 1.0), 0);
+  cr_assert_eq(c.refused, 2);
+  /* A long read moves the average most of the way. */
+  capacity_note(&c, 2000, 2000000000u);         /* 1000 B/s over 2 s */
+  cr_assert_float_eq(capacity_rate(&c), 1000.0, 1e-9);
+  /* An old measurement no longer refuses: the next read re-measures. */
+  c.last_ns -= CAPACITY_STALE_NS + 1;
+  cr_assert_eq(capacity_admit(&c, 1u << 20, 0, 1000000u, 1.0), 1);
+  capacity_done(&c);
+}
