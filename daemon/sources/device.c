@@ -2,9 +2,10 @@
    QRNG card's node), a FIFO fed by a vendor tool, or a file (devread.h
    says what "fresh" means for each), read on the source's own thread.
    Every byte read passes the SP 800-90B health tests (health.h) with the
-   configured min_entropy per byte; after a failure the source refuses
-   fetches (they go to its fallback, labelled) until a re-test of 1,024
-   fresh bytes passes. */
+   configured min_entropy per byte, after a start-up test on 1,024 bytes
+   (read and discarded at the first fetch); after a failure the source
+   refuses fetches (they go to its fallback, labelled) until a re-test of
+   1,024 fresh bytes passes. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,24 +30,36 @@ struct device {
   int64_t retest_ns;
 };
 
+
+/* The start-up test: 1,024 fresh bytes that are never served. */
+static int
+startup(struct device *d, int64_t deadline_ns, char *why, size_t wlen)
+{
+  uint8_t tmp[HEALTH_STARTUP_SAMPLES];
+  int r;
+
+  r = devread_read(&d->dev, tmp, sizeof(tmp), (uint64_t)deadline_ns, why,
+                   wlen);
+  if (r < 0)
+    return r;
+  pthread_mutex_lock(&d->hlock);
+  health_retest(&d->health);
+  mcv_add(&d->mcv, tmp, sizeof(tmp));
+  r = health_feed(&d->health, tmp, sizeof(tmp));
+  if (r < 0)
+    snprintf(why, wlen, "start-up health test failed: %s",
+             d->health.reason);
+  pthread_mutex_unlock(&d->hlock);
+  return r;
+}
+
 static void
 retest(struct source *s)
 {
-  struct device *d = s->priv;
-  uint8_t buf[HEALTH_STARTUP_SAMPLES];
   char why[160];
-  int r;
 
-  r = devread_read(&d->dev, buf, sizeof(buf),
-                   (uint64_t)(mono_now_ns() + RETEST_DEADLINE_NS), why,
-                   sizeof(why));
-  pthread_mutex_lock(&d->hlock);
-  if (r == 0) {
-    health_retest(&d->health);
-    mcv_add(&d->mcv, buf, sizeof(buf));
-    (void)health_feed(&d->health, buf, sizeof(buf));
-  }
-  pthread_mutex_unlock(&d->hlock);
+  (void)startup(s->priv, mono_now_ns() + RETEST_DEADLINE_NS, why,
+                sizeof(why));
 }
 
 static int
@@ -54,8 +67,21 @@ serve(struct source *s, uint8_t *buf, size_t n, int64_t deadline_ns,
       char *why, size_t wlen)
 {
   struct device *d = s->priv;
+  enum health_state st;
   int r;
 
+  pthread_mutex_lock(&d->hlock);
+  st = d->health.state;
+  pthread_mutex_unlock(&d->hlock);
+  if (st == HEALTH_FAILED) {
+    snprintf(why, wlen, "unhealthy: %s", d->health.reason);
+    return -EIO;
+  }
+  if (st == HEALTH_STARTUP) {
+    r = startup(d, deadline_ns, why, wlen);
+    if (r < 0)
+      return r;
+  }
   r = devread_read(&d->dev, buf, n, (uint64_t)deadline_ns, why, wlen);
   if (r < 0)
     return r;
@@ -93,10 +119,8 @@ device_open(struct source *s, const struct conf_source *cs, char *err,
              cs->name);
     goto fail;
   }
-  /* No start-up test at open (the device may not be there yet): the
-     first fetch is the start-up test's data. */
-  d->health.state = HEALTH_OK;
-  d->health.startup_left = 0;
+  /* The start-up test runs at the first fetch (the device may not be
+     there at open): 1,024 bytes read before that fetch's own. */
   s->priv = d;
   r = local_worker_start(&d->w, s, serve, retest, err, errlen);
   if (r < 0)

@@ -68,6 +68,19 @@ fifo_writer(void)
   return w;
 }
 
+/* n bytes that pass the health tests (no long runs, no dominant value). */
+static void
+write_varied(int fd, size_t n)
+{
+  uint8_t b[4096];
+  size_t i;
+
+  cr_assert_leq(n, sizeof(b));
+  for (i = 0; i < n; i++)
+    b[i] = (uint8_t)(i * 167 + (i >> 8));
+  cr_assert_eq(write(fd, b, n), (ssize_t)n);
+}
+
 static struct registry *
 new_registry(const char *extra)
 {
@@ -142,6 +155,7 @@ Test(local, device_serves_then_falls_back_labelled_when_the_writer_goes)
 
   reg = new_registry("");
   w = fifo_writer();
+  write_varied(w, 1024);        /* the start-up test's bytes */
   cr_assert_eq(write(w, "0123456789abcdef", 16), 16);
   fetch(reg, "hw", 16, 5000, &g);
   cr_assert_eq(g.status, 0, "%s", g.why);
@@ -173,9 +187,11 @@ dribble_run(void *arg)
 {
   struct dribble *d = arg;
   struct timespec ts = { 0, 20000000 };
+  uint8_t c = 0;
 
   while (!atomic_load(&d->stop)) {
-    if (write(d->fd, "x", 1) < 0)
+    c = (uint8_t)(c + 97);
+    if (write(d->fd, &c, 1) < 0)
       break;
     nanosleep(&ts, NULL);
   }
@@ -219,6 +235,7 @@ Test(local, four_clients_on_a_slow_device_all_progress)
 
   reg = new_registry("");
   d.fd = fifo_writer();
+  write_varied(d.fd, 1024);     /* the start-up test's bytes */
   atomic_init(&d.stop, 0);
   cr_assert_eq(pthread_create(&th, NULL, dribble_run, &d), 0);
   memset(served, 0, sizeof(served));
@@ -275,5 +292,36 @@ Test(local, timing_and_noise_serve_fresh_bytes)
     cr_assert(strstr(info.detail, "hwmon") != NULL, "%s", info.detail);
     cr_assert(strstr(info.detail, "draws/s") != NULL, "%s", info.detail);
   }
+  free_registry(reg);
+}
+
+Test(local, stuck_device_fails_its_health_tests_and_falls_back)
+{
+  struct registry *reg;
+  struct reg_info info;
+  uint8_t zeros[2048];
+  struct got g;
+  int w;
+
+  reg = new_registry("");
+  w = fifo_writer();
+  write_varied(w, 1024);
+  /* A stuck device: the same byte over and over. */
+  memset(zeros, 0, sizeof(zeros));
+  cr_assert_eq(write(w, zeros, sizeof(zeros)), (ssize_t)sizeof(zeros));
+  fetch(reg, "hw", 64, 5000, &g);
+  cr_assert_eq(g.status, 0, "%s", g.why);
+  cr_assert_eq(g.fallback, 1, "a failed health test is not served");
+  cr_assert_str_eq(g.served_by, "system");
+  registry_info(reg, 1, &info);
+  cr_assert(strstr(info.last_failure, "repetition count") != NULL, "%s",
+            info.last_failure);
+  /* While unhealthy, requests go straight to the fallback. */
+  fetch(reg, "hw", 64, 5000, &g);
+  cr_assert_eq(g.fallback, 1);
+  registry_info(reg, 1, &info);
+  cr_assert(strstr(info.last_failure, "unhealthy") != NULL, "%s",
+            info.last_failure);
+  close(w);
   free_registry(reg);
 }
