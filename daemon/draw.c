@@ -70,19 +70,27 @@ draw_max_bytes(const struct draw_engine *e)
 }
 
 void
-draw_reply_error(draw_reply_fn reply, void *ctx, int err, const char *fmt,
-                 ...)
+draw_vreply_error(draw_reply_fn reply, void *ctx, int err, const char *fmt,
+                  va_list ap)
 {
   QrsIpc__Error m = QRS_IPC__ERROR__INIT;
   char msg[512];
-  va_list ap;
 
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
   m.code = qrs__error_to_wire(err);
   m.message = msg;
   reply(ctx, QRS_MSG_ERROR, &m.base);
+}
+
+void
+draw_reply_error(draw_reply_fn reply, void *ctx, int err, const char *fmt,
+                 ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  draw_vreply_error(reply, ctx, err, fmt, ap);
+  va_end(ap);
 }
 
 static void

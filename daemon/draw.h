@@ -12,6 +12,7 @@
 #ifndef QRSD_DRAW_H
 #define QRSD_DRAW_H
 
+#include <stdarg.h>
 #include <stdint.h>
 
 #include <protobuf-c/protobuf-c.h>
@@ -45,5 +46,8 @@ void bytes_handle(struct draw_engine *e, const QrsIpc__Bytes *req,
 void draw_reply_error(draw_reply_fn reply, void *ctx, int err,
                       const char *fmt, ...)
   __attribute__((format(printf, 4, 5)));
+void draw_vreply_error(draw_reply_fn reply, void *ctx, int err,
+                       const char *fmt, va_list ap)
+  __attribute__((format(printf, 4, 0)));
 
 #endif

@@ -252,20 +252,34 @@ conn_send(struct conn *c, uint16_t type, uint32_t seq,
     free(buf);
 }
 
+/* An answer to seq on c, sent at once (draw_reply_fn). */
+struct direct {
+  struct conn *conn;
+  uint32_t seq;
+};
+
+static void
+send_direct(void *ctx, uint16_t type, const ProtobufCMessage *m)
+{
+  struct direct *d;
+
+  d = ctx;
+  if (type == QRS_MSG_ERROR)
+    d->conn->srv->errors++;
+  conn_send(d->conn, type, d->seq, m);
+}
+
 static void
 conn_send_error(struct conn *c, uint32_t seq, int err, const char *fmt, ...)
 {
-  QrsIpc__Error e = QRS_IPC__ERROR__INIT;
-  char msg[512];
+  struct direct d;
   va_list ap;
 
+  d.conn = c;
+  d.seq = seq;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+  draw_vreply_error(send_direct, &d, err, fmt, ap);
   va_end(ap);
-  e.code = qrs__error_to_wire(err);
-  e.message = msg;
-  c->srv->errors++;
-  conn_send(c, QRS_MSG_ERROR, seq, &e.base);
 }
 
 /* ---- connections: reading ------------------------------------------- */
