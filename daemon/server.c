@@ -859,22 +859,29 @@ start_listening(struct server *srv, char *err, size_t errlen)
   return 0;
 }
 
-/* Does a live process accept connections on path? */
+/* Does a live process accept connections on path?  0: no, the socket is
+   stale (ECONNREFUSED, the only answer that proves it); 1: yes; a negative
+   errno: we cannot tell (EACCES: it is not ours to judge), so the caller
+   must leave it alone (issue 11 item 7). */
 static int
-socket_is_live(const char *path)
+socket_probe(const char *path)
 {
   struct sockaddr_un sa;
   int fd, r;
 
   fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
-    return 0;
+    return -errno;
   memset(&sa, 0, sizeof(sa));
   sa.sun_family = AF_UNIX;
   snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
   r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+  if (r < 0)
+    r = errno == ECONNREFUSED ? 0 : -errno;
+  else
+    r = 1;
   close(fd);
-  return r == 0;
+  return r;
 }
 
 static void
@@ -920,10 +927,16 @@ server_listen_path(struct server *srv, const char *path, char *err,
                "it", path);
       return -EEXIST;
     }
-    if (socket_is_live(path)) {
+    r = socket_probe(path);
+    if (r > 0) {
       snprintf(err, errlen, "another daemon is already listening on %s",
                path);
       return -EADDRINUSE;
+    }
+    if (r < 0) {
+      snprintf(err, errlen, "cannot tell whether a daemon listens on %s "
+               "(connect: %s); not touching it", path, strerror(-r));
+      return r;
     }
     log_info("removing stale socket %s", path);
     if (unlink(path) < 0 && errno != ENOENT) {
