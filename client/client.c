@@ -454,6 +454,10 @@ hello(struct qrs_client *c, int64_t deadline)
   in->max_frame_bytes = r->max_frame_bytes ? r->max_frame_bytes
                                            : QRS_DEFAULT_MAX_FRAME;
   in->max_bytes_per_request = r->max_bytes_per_request;
+  copy_str(in->default_source_type, sizeof(in->default_source_type),
+           r->default_source_type);
+  in->default_production = r->default_production;
+  in->test_sources_allowed = r->test_sources_allowed;
   len = 0;
   for (i = 0; i < r->n_features && len < sizeof(in->features); i++)
     len += (size_t)snprintf(in->features + len, sizeof(in->features) - len,
@@ -645,6 +649,8 @@ draw_from_wire(const QrsIpc__DrawReply *m, struct qrs_draw *d)
   copy_str(d->served_by, sizeof(d->served_by), m->served_by);
   copy_str(d->amplifier, sizeof(d->amplifier), m->amplifier);
   d->fallback = m->fallback;
+  copy_str(d->served_type, sizeof(d->served_type), m->served_type);
+  d->production = m->production;
   d->nonce = m->nonce;
   switch (m->echo) {
   case QRS_IPC__ECHO__ECHO_VERIFIED:
@@ -867,6 +873,9 @@ qrs_client_bytes(struct qrs_client *c, const char *source, void *buf,
       copy_str(info->source, sizeof(info->source), b->source);
       copy_str(info->served_by, sizeof(info->served_by), b->served_by);
       info->fallback = b->fallback;
+      copy_str(info->served_type, sizeof(info->served_type),
+               b->served_type);
+      info->production = b->production;
     }
   }
   protobuf_c_message_free_unpacked(reply, NULL);

@@ -133,6 +133,10 @@ full(struct json_object *o, const struct qrs_token_record *rec)
   ADDN("kept_entropy_bits", jdouble(rec->kept_entropy_bits));
   ADDN("mirostat_mu", jdouble(rec->mirostat_mu));
   ADD("greedy", json_object_new_boolean(rec->greedy));
+  ADD("entropy_source_type",
+      json_object_new_string(rec->entropy_source_type));
+  ADD("entropy_production",
+      json_object_new_boolean(rec->entropy_production));
 out:
   return r;
 }

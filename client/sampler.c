@@ -495,6 +495,8 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
   copy_name(rec.entropy_source_used,
             draw->served_by[0] ? draw->served_by : draw->source);
   rec.entropy_is_fallback = draw->fallback != 0;
+  copy_name(rec.entropy_source_type, draw->served_type);
+  rec.entropy_production = draw->production != 0;
   rec.sample_mean = draw->has_meta ? NAN : draw->sample_mean;
   rec.z_score = draw->has_meta ? draw->meta.z : draw->z;
   rec.u_value = draw->u;

@@ -124,6 +124,8 @@ reply_draw(struct req *rq, const struct reg_result *res)
   r.source = (char *)res->source;
   r.served_by = (char *)res->served_by;
   r.fallback = res->fallback;
+  r.served_type = (char *)res->served_type;
+  r.production = res->production;
   r.amplifier = (char *)amp_name(rq->amp);
   r.nonce = rq->nonce;
   r.echo = (QrsIpc__Echo)res->echo;
@@ -147,6 +149,8 @@ reply_bytes(struct req *rq, const struct reg_result *res)
   r.source = (char *)res->source;
   r.served_by = (char *)res->served_by;
   r.fallback = res->fallback;
+  r.served_type = (char *)res->served_type;
+  r.production = res->production;
   rq->reply(rq->ctx, QRS_MSG_BYTES_REPLY, &r.base);
 }
 

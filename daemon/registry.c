@@ -197,6 +197,14 @@ registry_new(uv_loop_t *loop, const struct qrsd_conf *conf,
   r = ensure_builtins(reg, err, errlen);
   if (r < 0)
     goto fail;
+  for (i = 0; i < reg->n && !conf->allow_test_sources; i++)
+    if (!reg->v[i]->src->ops->production) {
+      snprintf(err, errlen, "source '%s' is a %s source, for tests only; "
+               "it serves only with allow_test_sources: true",
+               reg->v[i]->src->name, reg->v[i]->src->ops->type);
+      r = -EPERM;
+      goto fail;
+    }
   reg->def = find(reg, conf->default_source);
   if (!reg->def || reg->def->builtin) {
     snprintf(err, errlen, "default source '%s' is not declared",
@@ -269,6 +277,14 @@ const char *
 registry_default(const struct registry *reg)
 {
   return reg->def->src->name;
+}
+
+void
+registry_default_type(const struct registry *reg, const char **type,
+                      int *production)
+{
+  *type = reg->def->src->ops->type;
+  *production = reg->def->src->ops->production;
 }
 
 size_t

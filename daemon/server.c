@@ -512,7 +512,9 @@ handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
 {
   QrsIpc__HelloReply r = QRS_IPC__HELLO_REPLY__INIT;
   static char *features[] = { "draw", "bytes", "pipelining", "commitment" };
+  const char *def_type;
   struct server *srv;
+  int def_production;
 
   srv = c->srv;
   if (m->protocol_version != QRS_PROTO_VERSION) {
@@ -540,6 +542,10 @@ handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
   r.max_inflight = srv->conf->max_inflight;
   r.max_frame_bytes = srv->conf->max_frame_bytes;
   r.max_bytes_per_request = draw_max_bytes(srv->draw);
+  registry_default_type(srv->reg, &def_type, &def_production);
+  r.default_source_type = (char *)def_type;
+  r.default_production = def_production;
+  r.test_sources_allowed = srv->conf->allow_test_sources;
   conn_send(c, QRS_MSG_HELLO_REPLY, seq, &r.base);
 }
 

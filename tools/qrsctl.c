@@ -874,6 +874,9 @@ json_draw(uint64_t index, const struct qrs_draw *d)
   json_object_object_add(o, "source", JSON_STR(d->source));
   json_object_object_add(o, "served_by", JSON_STR(d->served_by));
   json_object_object_add(o, "fallback", json_object_new_boolean(d->fallback));
+  json_object_object_add(o, "served_type", JSON_STR(d->served_type));
+  json_object_object_add(o, "production",
+                         json_object_new_boolean(d->production));
   json_object_object_add(o, "sample_count",
                          json_object_new_int64(d->sample_count));
   json_object_object_add(o, "sample_mean",
@@ -953,6 +956,9 @@ print_draw(const struct ctl *ctl, uint64_t index, const struct qrs_draw *d,
     fputs(" echo=MISMATCH", stdout);
   if (d->fallback)
     fputs(" [FALLBACK]", stdout);
+  if (!d->production)
+    printf(" [TEST SOURCE: %s, not for production]",
+           SAFE(amp, d->served_type));
   putchar('\n');
   if (d->has_meta)
     printf("   meta: z=%+.4f coherence_z=%+.4f coherence_r=%.4f "
@@ -1232,12 +1238,18 @@ cmd_bytes(struct ctl *ctl, const struct command *cmd, int argc,
       r = EXIT_ERROR;
       break;
     }
-    if (bi.fallback && !warned) {
+    if (bi.fallback && !(warned & 1)) {
       /* Validating a fallback's bytes is validating the wrong source. */
       fprintf(stderr, "qrsctl: warning: source '%s' is served by its "
               "fallback '%s'\n", SAFE(asked, bi.source),
               SAFE(by, bi.served_by));
       warned = 1;
+    }
+    if (!bi.production && !(warned & 2)) {
+      fprintf(stderr, "qrsctl: warning: these bytes come from '%s', a test "
+              "source (type %s), not for production\n",
+              SAFE(by, bi.served_by), SAFE(asked, bi.served_type));
+      warned |= 2;
     }
     r = write_all(STDOUT_FILENO, buf, n);
     if (r > 0) {

@@ -639,6 +639,7 @@ Test(daemon, help_and_version)
 /* ---- configured daemons --------------------------------------------- */
 
 static const char mock_yaml[] =
+  "allow_test_sources: true\n"
   "default_source: system\n"
   "sources:\n"
   "  system: { type: system }\n"
@@ -810,7 +811,8 @@ Test(daemon, fallback_is_configured_and_reported, .fini = stop_and_clean)
   struct qrs_draw d;
   size_t i;
 
-  daemon_run(&D, "default_source: fair\n"
+  daemon_run(&D, "allow_test_sources: true\n"
+                 "default_source: fair\n"
                  "sources:\n"
                  "  fair: { type: mock, seed: 3, fallback: system }\n"
                  "  other: { type: mock, seed: 4, fallback: fair }\n");

@@ -107,3 +107,58 @@ Test(limits, unprivileged_second_daemon_does_not_steal_the_socket,
   cr_assert_null(strstr(text, "removing stale socket"), "%s", text);
   assert_draw_works(D.sock);
 }
+
+/* ---- item 6: truthful labels; test sources only when allowed ---------- */
+
+Test(limits, mock_posing_as_system_is_refused_without_allow_test_sources,
+     .fini = stop_and_clean, .timeout = 30)
+{
+  char out[4096], err[4096];
+  char *argv[] = { (char *)getenv("QRSD_BIN"), (char *)"-c", D.conf,
+                   (char *)"--socket", D.sock, NULL };
+
+  daemon_prepare(&D, "default_source: system\n"
+                     "sources:\n"
+                     "  system: { type: mock, seed: 5 }\n");
+  cr_assert_eq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 1,
+               "qrsd must refuse to start: %s", err);
+  cr_assert(strstr(err, "qrsd.yaml:3: sources.system: a mock source is for "
+                   "tests only"), "%s", err);
+  cr_assert_neq(access(D.sock, F_OK), 0);
+}
+
+Test(limits, replies_name_the_serving_type_and_production_flag,
+     .fini = stop_and_clean)
+{
+  const struct qrs_server_info *info;
+  struct qrs_bytes_info bi;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  char out[4096], err[1024];
+  uint8_t buf[16];
+  char *argv[] = { (char *)getenv("QRSCTL_BIN"), (char *)"--socket", D.sock,
+                   (char *)"draw", NULL };
+
+  daemon_run(&D, "allow_test_sources: true\n"
+                 "default_source: system\n"
+                 "sources:\n"
+                 "  system: { type: mock, seed: 5 }\n"
+                 "  real: { type: system }\n");
+  c = connect_client(D.sock);
+  info = qrs_client_server_info(c);
+  cr_assert_str_eq(info->default_source_type, "mock");
+  cr_assert_not(info->default_production);
+  cr_assert(info->test_sources_allowed);
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  cr_assert_str_eq(d.served_by, "system");
+  cr_assert_str_eq(d.served_type, "mock");
+  cr_assert_not(d.production);
+  cr_assert_eq(qrs_client_bytes(c, "real", buf, sizeof(buf), &bi), 0);
+  cr_assert_str_eq(bi.served_type, "system");
+  cr_assert(bi.production);
+  qrs_client_free(c);
+  cr_assert_eq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 0,
+               "%s", err);
+  cr_assert(strstr(out, "[TEST SOURCE: mock, not for production]"), "%s",
+            out);
+}

@@ -95,6 +95,7 @@ Test(record, full_line_has_every_field_in_order_and_nulls)
     "draw_coherence_r", "purity_label", "integrated_bytes", "integrator",
     "draw_source_id", "gate_open", "gate_boost", "step", "cdf_lo", "cdf_hi",
     "top_p_used", "kept_entropy_bits", "mirostat_mu", "greedy",
+    "entropy_source_type", "entropy_production",
   };
   struct qrs_token_record r;
   struct json_object *o;

@@ -58,6 +58,9 @@ struct qrs_server_info {
   uint32_t max_frame_bytes;
   uint32_t max_bytes_per_request; /* for qrs_client_bytes() */
   char features[256];             /* space-separated feature names */
+  char default_source_type[QRS_NAME_MAX];   /* "system", "mock", ... */
+  int default_production;         /* 0: the default is test-only */
+  int test_sources_allowed;       /* qrsd may serve test-only sources */
 };
 
 /* Connect to qrsd at path (NULL: $QRS_SOCKET, else QRS_DEFAULT_SOCKET) and
@@ -151,6 +154,8 @@ struct qrs_draw {
   struct qrs_timestamp sent;      /* the reply was encoded */
   int has_meta;
   struct qrs_draw_meta meta;
+  char served_type[QRS_NAME_MAX]; /* type of served_by ("system", "mock") */
+  int production;                 /* 0: a test-only source served it */
 };
 
 /* One draw, blocking.  req may be NULL (all defaults).  Returns 0 and fills
@@ -180,6 +185,8 @@ struct qrs_bytes_info {
   char source[QRS_NAME_MAX];
   char served_by[QRS_NAME_MAX];
   int fallback;
+  char served_type[QRS_NAME_MAX]; /* type of served_by */
+  int production;                 /* 0: a test-only source served it */
 };
 
 /* n raw bytes from source (NULL: default) into buf, for validation suites

@@ -322,6 +322,8 @@ struct qrs_token_record {
                                      distribution; NaN otherwise */
   double mirostat_mu;             /* mu used for this token; NaN */
   int greedy;
+  char entropy_source_type[QRS_NAME_MAX];  /* type of the serving source */
+  int entropy_production;         /* 0: a test-only source served it */
 };
 
 /* Write rec as one JSON line (json-c) to f: level 1 = summary (token,
