@@ -271,7 +271,7 @@ recv_frame(struct qrs_client *c, struct qrs_frame_hdr *ret_hdr,
   for (;;) {
     need = QRS_FRAME_HDR_SIZE;
     if (c->rlen >= QRS_FRAME_HDR_SIZE) {
-      r = qrs__frame_hdr_decode(c->rbuf, c->info.max_frame_bytes, &h);
+      r = qrs__frame_hdr_decode(c->rbuf, c->info.max_reply_bytes, &h);
       if (r < 0) {
         disconnect(c, r);
         return QRS_E_PROTOCOL;
@@ -458,6 +458,8 @@ hello(struct qrs_client *c, int64_t deadline)
            r->default_source_type);
   in->default_production = r->default_production;
   in->test_sources_allowed = r->test_sources_allowed;
+  in->max_reply_bytes = r->max_reply_bytes > in->max_frame_bytes
+                        ? r->max_reply_bytes : in->max_frame_bytes;
   len = 0;
   for (i = 0; i < r->n_features && len < sizeof(in->features); i++)
     len += (size_t)snprintf(in->features + len, sizeof(in->features) - len,
@@ -566,6 +568,7 @@ qrs_client_new(const char *path, const struct qrs_client_options *opts,
                                            : QRS_DEFAULT_TIMEOUT_MS;
   c->no_reconnect = opts ? opts->no_reconnect : 0;
   c->info.max_frame_bytes = QRS_DEFAULT_MAX_FRAME;
+  c->info.max_reply_bytes = QRS_DEFAULT_MAX_FRAME;
 
   r = ensure_connected(c, deadline_for(c));
   if (r < 0)

@@ -60,6 +60,9 @@ struct wreq {
 };
 
 static void conn_close(struct conn *c);
+static void conn_send_error(struct conn *c, uint32_t seq, int err,
+                            const char *fmt, ...)
+  __attribute__((format(printf, 4, 5)));
 static void conn_close_after_flush(struct conn *c);
 static void conn_update_reading(struct conn *c);
 static void server_maybe_stopped(struct server *srv);
@@ -238,6 +241,16 @@ conn_send(struct conn *c, uint16_t type, uint32_t seq,
   if (c->closing)
     return;
   size = qrs__frame_size(m);
+  if (size - QRS_FRAME_HDR_SIZE > c->srv->max_reply_bytes) {
+    /* Cannot happen with the bounds above; never send what the client
+       was told it would not get. */
+    log_err("%s: %s reply of %zu bytes exceeds max_reply_bytes %u", c->name,
+            qrs__msg_name(type), size, c->srv->max_reply_bytes);
+    if (type != QRS_MSG_ERROR)
+      conn_send_error(c, seq, QRS_E_INTERNAL, "the reply would exceed %u "
+                      "bytes", c->srv->max_reply_bytes);
+    return;
+  }
   buf = size <= sizeof(stackbuf) ? stackbuf : malloc(size);
   if (!buf) {
     log_err("%s: out of memory encoding %s; closing", c->name,
@@ -546,6 +559,7 @@ handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
   r.default_source_type = (char *)def_type;
   r.default_production = def_production;
   r.test_sources_allowed = srv->conf->allow_test_sources;
+  r.max_reply_bytes = srv->max_reply_bytes;
   conn_send(c, QRS_MSG_HELLO_REPLY, seq, &r.base);
 }
 
@@ -1035,6 +1049,12 @@ server_init(struct server *srv, uv_loop_t *loop,
     snprintf(err, errlen, "out of memory");
     return r;
   }
+  /* Requests are held to max_frame_bytes; replies may be larger: a
+     SourceInfo is under 1 KiB (its strings are bounded), so STATUS with
+     every source fits here (issue 11 item 9). */
+  srv->max_reply_bytes = 2048 + 1024 * (uint32_t)registry_count(srv->reg);
+  if (srv->max_reply_bytes < conf->max_frame_bytes)
+    srv->max_reply_bytes = conf->max_frame_bytes;
   return 0;
 }
 

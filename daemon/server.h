@@ -33,6 +33,8 @@ struct server {
   uint32_t n_conns;
   uint64_t next_conn_id;
 
+  uint32_t max_reply_bytes;     /* HelloReply.max_reply_bytes */
+
   uint64_t requests;
   uint64_t draws;
   uint64_t errors;

@@ -162,3 +162,34 @@ Test(limits, replies_name_the_serving_type_and_production_flag,
   cr_assert(strstr(out, "[TEST SOURCE: mock, not for production]"), "%s",
             out);
 }
+
+/* ---- item 9: replies larger than max_frame_bytes ----------------------- */
+
+Test(limits, status_of_many_sources_fits_a_small_max_frame_bytes,
+     .fini = stop_and_clean)
+{
+  char yaml[2048], out[16384], err[1024];
+  char *argv[] = { (char *)getenv("QRSCTL_BIN"), (char *)"--socket", D.sock,
+                   (char *)"status", NULL };
+  struct qrs_status *st;
+  struct qrs_client *c;
+  size_t len;
+  int i;
+
+  len = (size_t)snprintf(yaml, sizeof(yaml), "limits: { max_frame_bytes: "
+                         "1024 }\nsources:\n");
+  for (i = 0; i < 13; i++)
+    len += (size_t)snprintf(yaml + len, sizeof(yaml) - len,
+                            "  system%02d: { type: system }\n", i);
+  snprintf(yaml + len, sizeof(yaml) - len, "default_source: system00\n");
+  daemon_run(&D, yaml);
+  c = connect_client(D.sock);
+  cr_assert_gt(qrs_client_server_info(c)->max_reply_bytes, 1024);
+  cr_assert_eq(qrs_client_status(c, &st), 0, "%s", qrs_client_errmsg(c));
+  cr_assert_eq(st->n_sources, 13);
+  qrs_status_free(st);
+  qrs_client_free(c);
+  cr_assert_eq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 0,
+               "%s", err);
+  cr_assert(strstr(out, "system12"), "%s", out);
+}

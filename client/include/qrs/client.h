@@ -61,6 +61,8 @@ struct qrs_server_info {
   char default_source_type[QRS_NAME_MAX];   /* "system", "mock", ... */
   int default_production;         /* 0: the default is test-only */
   int test_sources_allowed;       /* qrsd may serve test-only sources */
+  uint32_t max_reply_bytes;       /* largest reply payload qrsd sends
+                                     (>= max_frame_bytes) */
 };
 
 /* Connect to qrsd at path (NULL: $QRS_SOCKET, else QRS_DEFAULT_SOCKET) and
