@@ -393,6 +393,14 @@ wait_reply(struct qrs_client *c, uint32_t seq, uint16_t want,
     if (r < 0)
       return r;
     payload = c->rbuf + QRS_FRAME_HDR_SIZE;
+    if (h.seq == 0 && h.type == QRS_MSG_ERROR) {
+      /* Not an answer: the daemon is closing the connection and says why
+         (a deadline, or an older qrsd over its connection limit). */
+      r = decode_error(c, payload, h.length);
+      consume_frame(c, &h);
+      disconnect(c, r);
+      return r;
+    }
     if (h.seq != seq) {
       stash_reply(c, &h, payload);
       consume_frame(c, &h);

@@ -117,6 +117,17 @@ static const struct key limits_keys[] = {
     .offset = C_OFF(max_inflight), .umin = 1, .umax = 4096 },
   { .name = "request_timeout_ms", .kind = KEY_U32,
     .offset = C_OFF(request_timeout_ms), .umin = 1, .umax = 600000 },
+  { .name = "hello_timeout_ms", .kind = KEY_U32,
+    .offset = C_OFF(hello_timeout_ms), .umin = 1, .umax = 600000 },
+  { .name = "frame_timeout_ms", .kind = KEY_U32,
+    .offset = C_OFF(frame_timeout_ms), .umin = 1, .umax = 600000 },
+  { .name = "idle_timeout_ms", .kind = KEY_U32,
+    .offset = C_OFF(idle_timeout_ms), .umin = 0, .umax = 86400000 },
+  { .name = "max_connections_per_uid", .kind = KEY_U32,
+    .offset = C_OFF(max_connections_per_uid), .umin = 1, .umax = 65536 },
+  { .name = "memory_budget_bytes", .kind = KEY_U64,
+    .offset = C_OFF(memory_budget), .umin = 16777216,
+    .umax = 1099511627776ull },
   { .name = NULL }
 };
 

@@ -34,6 +34,7 @@ struct req {
   uint64_t nonce;
   struct ts received;
   const char *who;
+  struct reg_owner *owner;
   draw_reply_fn reply;
   void *ctx;
 };
@@ -202,8 +203,8 @@ fetch(struct req *rq, const char *source, size_t n)
   ctx = rq->ctx;
   deadline = rq->received.monotonic_ns +
              (int64_t)rq->e->conf->request_timeout_ms * 1000000;
-  r = registry_fetch(rq->e->reg, source, n, rq->nonce, deadline, on_fetched,
-                     rq);
+  r = registry_fetch_for(rq->e->reg, rq->owner, source, n, rq->nonce,
+                         deadline, on_fetched, rq);
   if (r == 0)
     return;
   free(rq);
@@ -224,8 +225,8 @@ fetch(struct req *rq, const char *source, size_t n)
 /* A new request, or NULL after answering UNKNOWN_SOURCE / out of memory. */
 static struct req *
 req_new(struct draw_engine *e, enum job_kind kind, const char *source,
-        const struct ts *received, const char *who, draw_reply_fn reply,
-        void *ctx)
+        const struct ts *received, const char *who, struct reg_owner *owner,
+        draw_reply_fn reply, void *ctx)
 {
   struct req *rq;
 
@@ -245,6 +246,7 @@ req_new(struct draw_engine *e, enum job_kind kind, const char *source,
   rq->kind = kind;
   rq->received = *received;
   rq->who = who;
+  rq->owner = owner;
   rq->reply = reply;
   rq->ctx = ctx;
   return rq;
@@ -252,15 +254,15 @@ req_new(struct draw_engine *e, enum job_kind kind, const char *source,
 
 void
 draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
-            const struct ts *received, const char *who, draw_reply_fn reply,
-            void *ctx)
+            const struct ts *received, const char *who,
+            struct reg_owner *owner, draw_reply_fn reply, void *ctx)
 {
   const QrsIpc__Commitment *cm;
   const char *amp_name_req;
   struct req *rq;
   int amp;
 
-  rq = req_new(e, JOB_DRAW, m->source, received, who, reply, ctx);
+  rq = req_new(e, JOB_DRAW, m->source, received, who, owner, reply, ctx);
   if (!rq)
     return;
 
@@ -307,12 +309,12 @@ refused:
 
 void
 bytes_handle(struct draw_engine *e, const QrsIpc__Bytes *m,
-             const struct ts *received, const char *who, draw_reply_fn reply,
-             void *ctx)
+             const struct ts *received, const char *who,
+             struct reg_owner *owner, draw_reply_fn reply, void *ctx)
 {
   struct req *rq;
 
-  rq = req_new(e, JOB_BYTES, m->source, received, who, reply, ctx);
+  rq = req_new(e, JOB_BYTES, m->source, received, who, owner, reply, ctx);
   if (!rq)
     return;
   if (m->count == 0 || m->count > e->max_bytes_per_request) {

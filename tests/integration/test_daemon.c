@@ -723,7 +723,14 @@ Test(daemon, connection_limit_answers_busy, .fini = stop_and_clean)
   b = raw_connect(D.sock);
   raw_hello(b);
   extra = raw_connect(D.sock);
-  raw_expect_error(extra, QRS_E_BUSY);
+  /* The BUSY answers the HELLO, with its seq (issue 11 item 3). */
+  {
+    QrsIpc__Hello hm = QRS_IPC__HELLO__INIT;
+
+    hm.protocol_version = QRS_PROTO_VERSION;
+    raw_send_msg(extra, QRS_MSG_HELLO, 41, &hm.base);
+  }
+  cr_assert_eq(raw_expect_error(extra, QRS_E_BUSY), 41);
   raw_expect_eof(extra);
   close(extra);
   send_draw(a, 2, "", 100);

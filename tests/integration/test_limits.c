@@ -193,3 +193,242 @@ Test(limits, status_of_many_sources_fits_a_small_max_frame_bytes,
                "%s", err);
   cr_assert(strstr(out, "system12"), "%s", out);
 }
+
+/* ---- item 3: silent connections, deadlines, per-uid cap, BUSY --------- */
+
+static void
+send_hello(int fd, uint32_t seq)
+{
+  QrsIpc__Hello m = QRS_IPC__HELLO__INIT;
+
+  m.protocol_version = QRS_PROTO_VERSION;
+  raw_send_msg(fd, QRS_MSG_HELLO, seq, &m.base);
+}
+
+Test(limits, silent_connection_is_closed_at_the_hello_deadline,
+     .fini = stop_and_clean)
+{
+  int fd;
+
+  daemon_run(&D, "limits: { hello_timeout_ms: 300 }\n");
+  fd = raw_connect(D.sock);
+  /* Nothing sent: an ERROR_TIMEOUT (seq 0) and the end, well within the
+     harness's 5 s. */
+  cr_assert_eq(raw_expect_error(fd, QRS_E_TIMEOUT), 0);
+  raw_expect_eof(fd);
+  close(fd);
+  assert_draw_works(D.sock);
+}
+
+Test(limits, half_sent_frame_is_closed_at_the_frame_deadline,
+     .fini = stop_and_clean)
+{
+  uint8_t hdr[QRS_FRAME_HDR_SIZE];
+  struct qrs_frame_hdr h;
+  int fd;
+
+  daemon_run(&D, "limits: { frame_timeout_ms: 300 }\n");
+  fd = raw_connect(D.sock);
+  raw_hello(fd);
+  memset(&h, 0, sizeof(h));
+  h.magic = QRS_FRAME_MAGIC;
+  h.version = QRS_PROTO_VERSION;
+  h.type = QRS_MSG_STATUS;
+  h.length = 10;
+  h.seq = 3;
+  qrs__frame_hdr_encode(&h, hdr);
+  raw_send(fd, hdr, sizeof(hdr));       /* the payload never comes */
+  cr_assert_eq(raw_expect_error(fd, QRS_E_TIMEOUT), 0);
+  raw_expect_eof(fd);
+  close(fd);
+}
+
+Test(limits, per_uid_cap_answers_busy_to_the_hello_and_clients_say_busy,
+     .fini = stop_and_clean)
+{
+  char out[4096], err[4096];
+  char *argv[] = { (char *)getenv("QRSCTL_BIN"), (char *)"--socket", D.sock,
+                   (char *)"draw", NULL };
+  struct qrs_client *c;
+  int a, b, x, r;
+
+  daemon_run(&D, "limits: { max_connections_per_uid: 2 }\n");
+  a = raw_connect(D.sock);
+  raw_hello(a);
+  b = raw_connect(D.sock);
+  raw_hello(b);
+  x = raw_connect(D.sock);
+  send_hello(x, 77);
+  cr_assert_eq(raw_expect_error(x, QRS_E_BUSY), 77);
+  raw_expect_eof(x);
+  close(x);
+  /* libqrs and qrsctl report BUSY, not a lost connection. */
+  r = qrs_client_new(D.sock, NULL, &c);
+  cr_assert_eq(r, QRS_E_BUSY, "qrs_client_new: %s", qrs_strerror(r));
+  cr_assert_eq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 2);
+  cr_assert(strstr(err, qrs_strerror(QRS_E_BUSY)), "%s", err);
+  cr_assert_null(strstr(err, "lost"), "%s", err);
+  close(a);
+  close(b);
+  usleep(100000);
+  assert_draw_works(D.sock);
+}
+
+Test(limits, request_above_its_type_cap_is_refused_before_buffering,
+     .fini = stop_and_clean)
+{
+  uint8_t hdr[QRS_FRAME_HDR_SIZE];
+  struct qrs_frame_hdr h;
+  int fd;
+
+  daemon_run(&D, NULL);
+  fd = raw_connect(D.sock);
+  /* Before HELLO, a 1 MiB - 1 STATUS: refused on its header alone. */
+  memset(&h, 0, sizeof(h));
+  h.magic = QRS_FRAME_MAGIC;
+  h.version = QRS_PROTO_VERSION;
+  h.type = QRS_MSG_STATUS;
+  h.length = 1048575;
+  h.seq = 12;
+  qrs__frame_hdr_encode(&h, hdr);
+  raw_send(fd, hdr, sizeof(hdr));
+  cr_assert_eq(raw_expect_error(fd, QRS_E_TOO_LARGE), 12);
+  raw_expect_eof(fd);
+  close(fd);
+  cr_assert(daemon_log_contains(&D, "exceeds the 64-byte limit of its "
+                                "type"));
+}
+
+/* ---- item 1: unread replies pin bounded memory ------------------------- */
+
+static long
+rss_kib(pid_t pid)
+{
+  char path[64], line[256];
+  long kib;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  f = fopen(path, "r");
+  cr_assert_not_null(f);
+  kib = -1;
+  while (fgets(line, sizeof(line), f))
+    if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+      break;
+  fclose(f);
+  return kib;
+}
+
+Test(limits, unread_replies_are_bounded_and_answered_busy,
+     .fini = stop_and_clean, .timeout = 120)
+{
+  QrsIpc__Bytes m = QRS_IPC__BYTES__INIT;
+  struct qrs_frame_hdr h;
+  uint8_t buf[64 * 64], *p;
+  int fd, i, n, busy, data;
+  size_t len;
+  long rss;
+
+  daemon_run(&D, "limits: { memory_budget_bytes: 16777216 }\n");
+  fd = raw_connect(D.sock);
+  raw_hello(fd);
+  /* 64 pipelined BYTES of ~1 MiB, and no reading. */
+  m.count = 1048064;
+  len = 0;
+  for (i = 0; i < 64; i++) {
+    n = qrs__frame_pack(QRS_MSG_BYTES, 100 + (uint32_t)i, &m.base,
+                        buf + len, sizeof(buf) - len);
+    cr_assert_gt(n, 0);
+    len += (size_t)n;
+  }
+  raw_send(fd, buf, len);
+  usleep(1500000);
+  rss = rss_kib(D.pid);
+  cr_log_info("qrsd RSS with 64 unread 1 MiB replies requested: %ld KiB",
+              rss);
+  /* Before the budget every reply was kept: over 64 MiB. */
+  cr_assert_lt(rss, 40 * 1024, "RSS %ld KiB", rss);
+  busy = data = 0;
+  for (i = 0; i < 64; i++) {
+    cr_assert_eq(raw_recv(fd, &h, &p), 0);
+    cr_assert(h.seq >= 100 && h.seq < 164);
+    if (h.type == QRS_MSG_BYTES_REPLY)
+      data++;
+    else if (h.type == QRS_MSG_ERROR)
+      busy++;
+    free(p);
+  }
+  cr_log_info("%d replies, %d BUSY", data, busy);
+  cr_assert_geq(busy, 48, "%d BUSY of 64", busy);
+  cr_assert_geq(data, 1);
+  close(fd);
+  assert_draw_works(D.sock);
+}
+
+/* ---- item 5: timeouts count toward health; reads per client ----------- */
+
+Test(limits, a_timeout_marks_the_source_failing, .fini = stop_and_clean)
+{
+  QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
+  char out[8192], err[1024];
+  char *argv[] = { (char *)getenv("QRSCTL_BIN"), (char *)"--socket", D.sock,
+                   (char *)"health", NULL };
+  int fd, st;
+
+  /* 16 MiB from getrandom take far more than 1 ms. */
+  daemon_run(&D, "limits: { request_timeout_ms: 1, max_sample_count: "
+                 "16777216 }\n");
+  fd = raw_connect(D.sock);
+  raw_hello(fd);
+  m.sample_count = 16777216;
+  raw_send_msg(fd, QRS_MSG_DRAW, 5, &m.base);
+  cr_assert_eq(raw_expect_error(fd, QRS_E_TIMEOUT), 5);
+  close(fd);
+  st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+  cr_assert_eq(st, 2, "health must say failed (status %d): %s", st, out);
+  cr_assert(strstr(out, "timed out") || strstr(out, "not delivered"), "%s",
+            out);
+}
+
+Test(limits, one_client_cannot_take_every_worker_read,
+     .fini = stop_and_clean)
+{
+  QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
+  struct qrs_frame_hdr h;
+  uint8_t buf[8 * 64], *p;
+  int a, b, i, n, busy;
+  size_t len;
+
+  daemon_run(&D, "limits: { max_sample_count: 16777216 }\n");
+  a = raw_connect(D.sock);
+  raw_hello(a);
+  b = raw_connect(D.sock);
+  raw_hello(b);
+  m.sample_count = 16777216;
+  len = 0;
+  for (i = 0; i < 8; i++) {
+    n = qrs__frame_pack(QRS_MSG_DRAW, 10 + (uint32_t)i, &m.base, buf + len,
+                        sizeof(buf) - len);
+    cr_assert_gt(n, 0);
+    len += (size_t)n;
+  }
+  raw_send(a, buf, len);
+  usleep(20000);
+  /* While a's reads run, b still gets a worker read. */
+  raw_send_msg(b, QRS_MSG_DRAW, 99, &m.base);
+  cr_assert_eq(raw_recv(b, &h, &p), 0);
+  cr_assert_eq(h.seq, 99);
+  cr_assert_eq(h.type, QRS_MSG_DRAW_REPLY, "b got %s%s",
+               qrs__msg_name(h.type),
+               h.type == QRS_MSG_ERROR ? " (BUSY?)" : "");
+  free(p);
+  busy = 0;
+  for (i = 0; i < 8; i++) {
+    cr_assert_eq(raw_recv(a, &h, &p), 0);
+    busy += h.type == QRS_MSG_ERROR;
+    free(p);
+  }
+  cr_assert_geq(busy, 4, "a's share is bounded: %d BUSY of 8", busy);
+  close(a);
+  close(b);
+}
