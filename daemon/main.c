@@ -2,6 +2,7 @@
    just-in-time amplified draws over a Unix socket. */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,14 +103,24 @@ notify(const char *state)
 static void
 on_stopped(struct server *s)
 {
+  sigset_t set;
+
+  (void)s;
+  /* Closing the handles restores the default actions: block the signals
+     first, so that one arriving in between waits, and is then ignored
+     instead of killing us while we finish cleanly (issue 11 item 11). */
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
   uv_close((uv_handle_t *)&sig_term, NULL);
   uv_close((uv_handle_t *)&sig_int, NULL);
   uv_close((uv_handle_t *)&sig_hup, NULL);
-  /* Closing the handles restored the default actions: a second signal
-     must not kill us while we finish cleanly. */
   signal(SIGTERM, SIG_IGN);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
+  pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
 static void

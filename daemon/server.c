@@ -7,6 +7,7 @@
    from it until the peer catches up), and its requests in flight at most
    limits.max_inflight_per_connection (beyond that: BUSY). */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1156,18 +1157,38 @@ static void
 apply_group(const char *path, const char *group)
 {
   struct group gr, *res;
-  char buf[4096];
+  size_t len;
+  char *buf;
+  int r;
 
   if (!group || !*group)
     return;
-  if (getgrnam_r(group, &gr, buf, sizeof(buf), &res) != 0 || !res) {
-    log_warn("socket group '%s' does not exist; %s keeps its group", group,
+  /* A group with many members needs more than any fixed buffer: retry on
+     ERANGE (issue 11 item 8). */
+  buf = NULL;
+  res = NULL;
+  for (len = 4096; len <= 16 * 1024 * 1024; len *= 2) {
+    free(buf);
+    buf = malloc(len);
+    if (!buf)
+      break;
+    r = getgrnam_r(group, &gr, buf, len, &res);
+    if (r != ERANGE)
+      break;
+  }
+  if (!buf || !res) {
+    log_warn("socket group '%s' %s; %s keeps its group", group,
+             buf ? "does not exist" : "cannot be looked up (out of memory)",
              path);
+    free(buf);
     return;
   }
-  if (chown(path, (uid_t)-1, res->gr_gid) < 0)
+  /* Never through a symlink someone put in place of our socket. */
+  if (fchownat(AT_FDCWD, path, (uid_t)-1, res->gr_gid,
+               AT_SYMLINK_NOFOLLOW) < 0)
     log_warn("cannot give %s to group '%s': %s", path, group,
              strerror(errno));
+  free(buf);
 }
 
 int
@@ -1217,8 +1238,9 @@ server_listen_path(struct server *srv, const char *path, char *err,
 
   uv_pipe_init(srv->loop, &srv->listener, 0);
   srv->listener_open = 1;
-  /* Nobody may connect before the mode is right. */
-  old_umask = umask(0177);
+  /* The socket is born with its final mode: no chmod by path afterwards,
+     which would follow a symlink put in its place (issue 11 item 8). */
+  old_umask = umask(0777 & ~(mode_t)srv->conf->socket_mode);
   r = uv_pipe_bind(&srv->listener, path);
   umask(old_umask);
   if (r < 0) {
@@ -1226,17 +1248,11 @@ server_listen_path(struct server *srv, const char *path, char *err,
     return r;
   }
   srv->own_socket = 1;
-  if (stat(path, &st) == 0) {
+  if (lstat(path, &st) == 0) {
     srv->sock_dev = st.st_dev;
     srv->sock_ino = st.st_ino;
   }
   apply_group(path, srv->conf->socket_group);
-  if (chmod(path, srv->conf->socket_mode) < 0) {
-    r = -errno;
-    snprintf(err, errlen, "cannot set mode %04o on %s: %s",
-             srv->conf->socket_mode, path, strerror(errno));
-    return r;
-  }
   return start_listening(srv, err, errlen);
 }
 

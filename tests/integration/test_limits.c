@@ -329,7 +329,7 @@ Test(limits, unread_replies_are_bounded_and_answered_busy,
   size_t len;
   long rss;
 
-  daemon_run(&D, "limits: { memory_budget_bytes: 16777216 }\n");
+  daemon_run(&D, NULL);
   fd = raw_connect(D.sock);
   raw_hello(fd);
   /* 64 pipelined BYTES of ~1 MiB, and no reading. */
@@ -431,4 +431,186 @@ Test(limits, one_client_cannot_take_every_worker_read,
   cr_assert_geq(busy, 4, "a's share is bounded: %d BUSY of 8", busy);
   close(a);
   close(b);
+}
+
+/* ---- item 2: logging never blocks the loop, and is rate-limited ------- */
+
+/* Connect to sock, retrying for up to 5 s; the fd. */
+static int
+connect_retry(const char *sock)
+{
+  struct qrs_client *c;
+  int i;
+
+  for (i = 0; i < 500; i++) {
+    if (qrs_client_new(sock, NULL, &c) == 0) {
+      qrs_client_free(c);
+      return 0;
+    }
+    usleep(10000);
+  }
+  return -1;
+}
+
+static pid_t stalled_pid = -1;
+
+static void
+kill_stalled(void)
+{
+  if (stalled_pid > 0) {
+    kill(stalled_pid, SIGKILL);
+    waitpid(stalled_pid, NULL, 0);
+  }
+}
+
+Test(limits, a_stalled_stderr_does_not_stall_the_daemon, .timeout = 120,
+     .fini = kill_stalled)
+{
+  char dir[] = "/tmp/qrs-log-XXXXXX", sock[128];
+  int p[2], i, fd, st;
+  pid_t pid;
+
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(sock, sizeof(sock), "%s/qrsd.sock", dir);
+  cr_assert_eq(pipe(p), 0);
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    dup2(p[1], 2);
+    close(p[0]);
+    close(p[1]);
+    execl(getenv("QRSD_BIN"), "qrsd", "-v", "--socket", sock, (char *)NULL);
+    _exit(98);
+  }
+  stalled_pid = pid;
+  close(p[1]);                          /* p[0] is never read */
+  cr_assert_eq(connect_retry(sock), 0);
+  /* Debug lines for every connection: far more than a pipe holds. */
+  for (i = 0; i < 2000; i++) {
+    fd = raw_connect(sock);
+    raw_hello(fd);
+    close(fd);
+  }
+  assert_draw_works(sock);
+  cr_assert_eq(kill(pid, SIGTERM), 0);
+  st = wait_exit(pid, 10000);
+  stalled_pid = -1;
+  cr_assert_eq(st, 0, "qrsd did not stop cleanly on SIGTERM (%d)", st);
+  close(p[0]);
+  unlink(sock);
+  rmdir(dir);
+}
+
+Test(limits, repeated_bad_frames_are_logged_with_a_limit,
+     .fini = stop_and_clean, .timeout = 120)
+{
+  char line[1024];
+  int i, fd, lines;
+  FILE *f;
+
+  daemon_run(&D, NULL);
+  for (i = 0; i < 3000; i++) {
+    fd = raw_connect(D.sock);
+    raw_send(fd, "JUNKJUNKJUNKJUNKJUNK", 20);
+    raw_expect_error(fd, QRS_E_PROTOCOL);
+    close(fd);
+  }
+  assert_draw_works(D.sock);
+  usleep(200000);
+  f = fopen(D.log, "r");
+  cr_assert_not_null(f);
+  lines = 0;
+  while (fgets(line, sizeof(line), f))
+    lines++;
+  fclose(f);
+  cr_assert_lt(lines, 300, "%d log lines for 3000 bad frames", lines);
+  /* The next one after a quiet window says how many were left out. */
+  sleep(11);
+  fd = raw_connect(D.sock);
+  raw_send(fd, "JUNKJUNKJUNKJUNKJUNK", 20);
+  raw_expect_error(fd, QRS_E_PROTOCOL);
+  close(fd);
+  usleep(200000);
+  cr_assert(daemon_log_contains(&D, "similar messages suppressed"));
+}
+
+/* ---- item 8: socket ownership by path ---------------------------------- */
+
+/* Run the next daemon_start() with the shim preloaded and var=value. */
+static void
+preload_shim(const char *var, const char *value)
+{
+  char asan[512];
+  const char *a;
+
+  cr_assert_not_null(getenv("QRS_SHIM_SOCK"));
+  setenv("LD_PRELOAD", getenv("QRS_SHIM_SOCK"), 1);
+  setenv(var, value, 1);
+  /* An ASan qrsd accepts a preloaded library after its runtime. */
+  a = getenv("ASAN_OPTIONS");
+  snprintf(asan, sizeof(asan), "%s%sverify_asan_link_order=0", a ? a : "",
+           a && *a ? ":" : "");
+  setenv("ASAN_OPTIONS", asan, 1);
+}
+
+static void
+unload_shim(const char *var)
+{
+  unsetenv("LD_PRELOAD");
+  unsetenv(var);
+}
+
+Test(limits, a_symlink_in_place_of_the_socket_is_not_followed,
+     .fini = stop_and_clean)
+{
+  char victim[160];
+  struct stat st;
+  int fd;
+
+  daemon_prepare(&D, "socket: { mode: \"0666\", group: \"\" }\n");
+  snprintf(victim, sizeof(victim), "%s/victim", D.dir);
+  fd = open(victim, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  cr_assert_eq(chmod(victim, 0600), 0);
+  preload_shim("QRS_SHIM_SWAP_VICTIM", victim);
+  daemon_start(&D, NULL);
+  unload_shim("QRS_SHIM_SWAP_VICTIM");
+  cr_assert_eq(lstat(D.sock, &st), 0);
+  cr_assert(S_ISLNK(st.st_mode), "the shim put a symlink in place");
+  cr_assert_eq(stat(victim, &st), 0);
+  cr_assert_eq(st.st_mode & 07777, 0600, "victim mode changed to %04o",
+               st.st_mode & 07777);
+}
+
+Test(limits, socket_is_born_with_its_mode_and_a_big_group_is_found,
+     .fini = stop_and_clean)
+{
+  struct stat st;
+
+  daemon_prepare(&D, "socket: { mode: \"0640\", group: qrs-test-big }\n");
+  preload_shim("QRS_SHIM_BIG_GROUP", "qrs-test-big:4242");
+  daemon_start(&D, NULL);
+  unload_shim("QRS_SHIM_BIG_GROUP");
+  cr_assert_eq(lstat(D.sock, &st), 0);
+  cr_assert(S_ISSOCK(st.st_mode));
+  cr_assert_eq(st.st_mode & 0777, 0640, "mode %04o", st.st_mode & 0777);
+  cr_assert_eq(st.st_gid, 4242, "group %u: the ERANGE retry failed",
+               (unsigned)st.st_gid);
+  cr_assert_not(daemon_log_contains(&D, "does not exist"));
+}
+
+/* ---- item 11: a second SIGTERM during shutdown ------------------------- */
+
+/* Closing the signal handles restored the default action before SIG_IGN
+   was set: the shim delivers a SIGTERM exactly in that window. */
+Test(limits, a_signal_in_the_shutdown_window_does_not_kill_the_daemon,
+     .fini = stop_and_clean)
+{
+  daemon_prepare(&D, NULL);
+  preload_shim("QRS_SHIM_SIGNAL_IN_WINDOW", "1");
+  daemon_start(&D, NULL);
+  unload_shim("QRS_SHIM_SIGNAL_IN_WINDOW");
+  assert_draw_works(D.sock);
+  cr_assert_eq(daemon_stop(&D), 0, "killed by the second signal");
 }
