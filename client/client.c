@@ -69,6 +69,9 @@ struct qrs_client {
 
 /* ---- small helpers -------------------------------------------------- */
 
+static void client_log(struct qrs_client *c, int level, const char *fmt,
+                       ...) __attribute__((format(printf, 3, 4)));
+
 static void
 client_log(struct qrs_client *c, int level, const char *fmt, ...)
 {
