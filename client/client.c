@@ -376,6 +376,20 @@ stash_reply(struct qrs_client *c, const struct qrs_frame_hdr *h,
   qrs_ipc__draw_reply__free_unpacked(m, NULL);
 }
 
+/* Take in the replies that have already arrived, without waiting: frees
+   the slots of cancelled tickets whose replies are in. */
+static void
+drain_replies(struct qrs_client *c)
+{
+  struct qrs_frame_hdr h;
+
+  memset(&h, 0, sizeof(h));
+  while (c->fd >= 0 && recv_frame(c, &h, now_ms()) == 0) {
+    stash_reply(c, &h, c->rbuf + QRS_FRAME_HDR_SIZE);
+    consume_frame(c, &h);
+  }
+}
+
 /* Wait for the reply to seq, of type want (or ERROR), stashing the others.
    On success *ret_msg holds the unpacked reply (free with
    protobuf_c_message_free_unpacked). */
@@ -758,6 +772,12 @@ qrs_client_draw_begin(struct qrs_client *c,
   for (i = 0; i < c->n_slots && !s; i++)
     if (c->slots[i].state == SLOT_FREE)
       s = &c->slots[i];
+  if (!s) {
+    drain_replies(c);
+    for (i = 0; i < c->n_slots && !s; i++)
+      if (c->slots[i].state == SLOT_FREE)
+        s = &c->slots[i];
+  }
   if (!s) {
     r = QRS_E_BUSY;
     goto out;

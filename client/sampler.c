@@ -668,6 +668,10 @@ qrs_sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
     r = qrs_client_draw_finish(c, s->pf_ticket, &draw);
     if (r == 0)
       flags = QRS_STEP_PREFETCHED;
+    else if (r == -ETIMEDOUT)
+      /* The ticket stays open after a timeout: give it back, or its late
+         reply holds the client's slot for good. */
+      (void)qrs_client_draw_cancel(c, s->pf_ticket);
   } else {
     qrs_sampler_cancel_prefetch(s);
   }
