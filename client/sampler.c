@@ -245,6 +245,8 @@ qrs_sampler_set_salt(struct qrs_sampler *s, const uint8_t *salt, size_t len)
 {
   if (!s || !salt || len == 0 || len > SALT_MAX)
     return -EINVAL;
+  /* A draw prefetched now is committed under the old salt. */
+  qrs_sampler_cancel_prefetch(s);
   memcpy(s->salt, salt, len);
   s->salt_len = len;
   return 0;

@@ -207,3 +207,42 @@ Test(sampling, timed_out_prefetch_gives_its_ticket_back, .fini = stop)
   cr_assert_eq(qrs_client_draw_finish(c, ticket, &d), 0);
   qrs_client_free(c);
 }
+
+/* Issue 11, item 18: a new salt drops the draw prefetched under the old
+   one, so the next token's draw is committed under the new salt. */
+Test(sampling, set_salt_drops_the_prefetched_draw, .init = start,
+     .fini = stop)
+{
+  static const uint8_t salt[] = "a salt the caller chose";
+  struct qrs_token_record rec;
+  struct qrs_commitment cm;
+  struct qrs_draw_request rq;
+  struct qrs_client *c;
+  struct qrs_sampler *s;
+  struct qrs_draw d;
+  float row[100];
+  int r;
+
+  c = client();
+  s = sampler(NULL, NULL, 100);
+  lm_row(row, 100, 3);
+  cr_assert_eq(qrs_sampler_prefetch(s, c), 0);
+  cr_assert_eq(qrs_sampler_set_salt(s, salt, sizeof(salt)), 0);
+  r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 100, NULL, &rec);
+  cr_assert_eq(r, 0, "%s", qrs_strerror(r));
+  /* The daemon's nonce for the new salt at step 0. */
+  memset(&cm, 0, sizeof(cm));
+  cm.salt = salt;
+  cm.salt_len = sizeof(salt);
+  cm.step = 0;
+  cm.prev_token_id = -1;
+  memset(&rq, 0, sizeof(rq));
+  rq.commitment = &cm;
+  rq.sample_count = 64;
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  cr_expect_eq(rec.entropy_nonce, d.nonce,
+               "the first token's draw is committed under the new salt");
+  cr_expect_neq(rec.entropy_prefetch_hit, 1, "the old prefetch was dropped");
+  qrs_sampler_free(s);
+  qrs_client_free(c);
+}

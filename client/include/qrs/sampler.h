@@ -365,7 +365,8 @@ QRS_EXPORT int qrs_sampler_reserve(struct qrs_sampler *s, size_t max_row);
 QRS_EXPORT int qrs_sampler_reset(struct qrs_sampler *s);
 
 /* Use this salt (1..256 bytes) for the commitments from now on (replay,
-   tests).  Returns 0 or -EINVAL. */
+   tests); an outstanding prefetch (committed under the old salt) is
+   cancelled.  Returns 0 or -EINVAL. */
 QRS_EXPORT int qrs_sampler_set_salt(struct qrs_sampler *s,
                                     const uint8_t *salt, size_t len);
 
