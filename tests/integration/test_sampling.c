@@ -3,11 +3,13 @@
    is prefetched right after the previous selection. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -158,6 +160,30 @@ Test(sampling, unknown_source_is_the_daemons_error_and_no_token,
   qrs_client_free(c);
 }
 
+/* SIGSTOP qrsd and wait until it is stopped. */
+static void
+stop_daemon_process(void)
+{
+  char path[64], buf[256], *p;
+  int i, fd;
+  ssize_t n;
+
+  kill(D.pid, SIGSTOP);
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)D.pid);
+  for (i = 0; i < 1000; i++) {
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    p = strrchr(buf, ')');
+    if (p && p[1] == ' ' && p[2] == 'T')
+      return;
+    usleep(1000);
+  }
+  cr_assert_fail("qrsd did not stop");
+}
+
 /* Issue 11, item 13: a prefetch whose finish times out must give its
    ticket back.  The daemon is stopped (SIGSTOP) so that the prefetched
    draw and the serial retry both time out; its late reply then arrives
@@ -173,7 +199,7 @@ Test(sampling, timed_out_prefetch_gives_its_ticket_back, .fini = stop)
   struct qrs_draw d;
   float row[100];
   uint32_t ticket;
-  int i, r;
+  int i, pr, r;
 
   daemon_run(&D, "limits: { max_inflight_per_connection: 3 }\n");
   memset(&o, 0, sizeof(o));
@@ -185,9 +211,13 @@ Test(sampling, timed_out_prefetch_gives_its_ticket_back, .fini = stop)
     /* A good token, which leaves the next token's draw prefetched. */
     r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 100, NULL, &rec);
     cr_assert_eq(r, 0, "round %d: %s", i, qrs_strerror(r));
-    kill(D.pid, SIGSTOP);
+    /* Its reply may be in already: prefetch again on the stopped daemon. */
+    qrs_sampler_cancel_prefetch(s);
+    stop_daemon_process();
+    pr = qrs_sampler_prefetch(s, c);
     r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 100, NULL, &rec);
     kill(D.pid, SIGCONT);
+    cr_assert_eq(pr, 0, "round %d: prefetch: %s", i, qrs_strerror(pr));
     cr_assert_eq(r, -ETIMEDOUT, "round %d on a stopped daemon: %s", i,
                  qrs_strerror(r));
   }
