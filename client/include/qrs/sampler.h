@@ -58,7 +58,14 @@
      coherence_inner_strategy), log levels, stage orders and values out of
      range are QRS_E_CONFIG_VALUE naming the field (the reference falls
      back to "fixed" for a bad inner strategy).  rba_buffer_n is capped at
-     1048576.
+     1048576.  A double field may be set to anything the reference
+     accepts (NaN, infinities), but the check of the whole configuration
+     (qrs_sampler_config_validate(), qrs_sampler_new()) requires every
+     double field to be finite and at most 1e6 in magnitude, top_p and the
+     strategies' *_min_p_base in [0, 1], population_mean in [0, 255],
+     population_std in (0, 127.5], uniform_clamp_epsilon in (0, 0.5),
+     hvh_lambda_ema in [0, 1] (the reference turns a NaN temperature into
+     greedy selection and keeps every token for a NaN top_p).
    - Infrastructure fields of the reference (grpc_*, cb_*, fallback_mode,
      quotas, entropy_source_instances, oe_*) belong to qrsd's config:
      QR_* variables naming them are ignored, setting them explicitly is
@@ -340,11 +347,12 @@ struct qrs_sampler;
    be freed afterwards; NULL: defaults).  vocab_size: the model's
    vocabulary size; rows may be up to max(vocab_size, qrs_sampler_reserve)
    long.  A fresh 16-byte salt comes from getrandom().  Returns 0 and
-   *ret_sampler, or QRS_E_CONFIG_VALUE (a cross-field check failed:
-   truncate_first, entropy_throttle or mirostat_v2 with a stage_order
-   other than reference, throttle_p_min above throttle_p_max, a
-   non-finite fixed_temperature; or vocab_size < 2 for edt, gdt,
-   dynatemp, belltemp), -EINVAL (vocab_size 0 or above 2^32 - 1),
+   *ret_sampler, or QRS_E_CONFIG_VALUE (a check of the whole
+   configuration failed: truncate_first, entropy_throttle or mirostat_v2
+   (also as coherence_inner_strategy) with a stage_order other than
+   reference, throttle_p_min above throttle_p_max, a double field not
+   finite or out of its range (see Validation above); or vocab_size < 2
+   for edt, gdt, dynatemp, belltemp), -EINVAL (vocab_size 0 or above 2^32 - 1),
    -ENOMEM, or getrandom()'s error.  Free with qrs_sampler_free(). */
 QRS_EXPORT int qrs_sampler_new(const struct qrs_sampler_config *cfg,
                                size_t vocab_size,
