@@ -46,6 +46,7 @@ struct qrs_sampler {
   /* logging */
   FILE *log;
   int log_owned;
+  char *logbuf;                   /* line buffer of a log file we opened */
   /* diagnostic_mode ring */
   struct qrs_token_record *diag;
   size_t diag_len, diag_head;
@@ -184,6 +185,7 @@ qrs_sampler_free(struct qrs_sampler *s)
   qrs_sampler_cancel_prefetch(s);
   if (s->log_owned && s->log)
     fclose(s->log);
+  free(s->logbuf);
   qrs__sel_ws_done(&s->ws);
   qrs__strategy_done(&s->st);
   free(s->diag);
@@ -311,23 +313,41 @@ qrs_sampler_set_log_file(struct qrs_sampler *s, FILE *f)
     return -EINVAL;
   if (s->log_owned && s->log)
     fclose(s->log);
+  free(s->logbuf);
+  s->logbuf = NULL;
   s->log = f;
   s->log_owned = 0;
   return 0;
 }
 
+/* Lines of records written to a file this long or shorter reach it in one
+   write(2) (O_APPEND: whole, even with other writers of the file). */
+#define LOG_LINE_MAX (64 * 1024)
+
 int
 qrs_sampler_set_log_path(struct qrs_sampler *s, const char *path)
 {
+  char *buf;
   FILE *f;
+  int r;
 
   if (!s || !path)
     return -EINVAL;
+  buf = malloc(LOG_LINE_MAX);
+  if (!buf)
+    return -ENOMEM;
   f = fopen(path, "ae");
-  if (!f)
-    return -errno;
+  if (!f) {
+    r = -errno;
+    free(buf);
+    return r;
+  }
+  /* Line buffered in a buffer larger than any record line: every line
+     is one write(2). */
+  setvbuf(f, buf, _IOLBF, LOG_LINE_MAX);
   qrs_sampler_set_log_file(s, f);
   s->log_owned = 1;
+  s->logbuf = buf;
   return 0;
 }
 

@@ -333,7 +333,9 @@ struct qrs_token_record {
 
 /* Write rec as one JSON line (json-c) to f: level 1 = summary (token,
    rank, prob, u, temp, entropy, source, fallback, fetch_ms, total_ms),
-   2 = every field.  Returns 0, -EINVAL, -EIO, -ENOMEM. */
+   2 = every field.  The line goes out in one stdio operation under f's
+   lock, so threads sharing f never interleave lines.  Returns 0, -EINVAL,
+   -EIO, -ENOMEM. */
 QRS_EXPORT int qrs_token_record_write(const struct qrs_token_record *rec,
                                       int level, FILE *f);
 
@@ -402,10 +404,13 @@ QRS_EXPORT int qrs_sampler_attach_embeddings(struct qrs_sampler *s,
 /* Where records go, as JSON lines at the config's log_level (summary:
    the short form, full: every field, none: nothing).  With neither set,
    nothing is written.  _set_log_file: f stays the caller's (NULL stops
-   logging); _set_log_path: opened for appending, closed by s.  Building
-   a line with json-c allocates: a sampler without a sink allocates
-   nothing per token.  A failing write never fails the token.  Returns 0,
-   -EINVAL, or fopen()'s -errno. */
+   logging); _set_log_path: opened for appending, line buffered, closed by
+   s: each line reaches the file in one write(2), whole, even with other
+   samplers or processes appending to the same path.  Samplers in several
+   threads may share one FILE* (lines never interleave).  Building a line
+   with json-c allocates: a sampler without a sink allocates nothing per
+   token.  A failing write never fails the token.  Returns 0, -EINVAL,
+   -ENOMEM, or fopen()'s -errno. */
 QRS_EXPORT int qrs_sampler_set_log_file(struct qrs_sampler *s, FILE *f);
 QRS_EXPORT int qrs_sampler_set_log_path(struct qrs_sampler *s,
                                         const char *path);
