@@ -29,6 +29,7 @@
 #include "frame.h"
 
 #define MAX_TICKETS 1024
+#define ERRMSG_MAX 256
 
 enum slot_state {
   SLOT_FREE = 0,
@@ -42,6 +43,7 @@ struct slot {
   uint32_t seq;
   int err;
   struct qrs_draw draw;
+  char errmsg[ERRMSG_MAX];      /* the daemon's words for err */
 };
 
 struct qrs_client {
@@ -57,7 +59,7 @@ struct qrs_client {
   int connected_once;
   uint32_t next_seq;
   struct qrs_server_info info;
-  char errmsg[256];
+  char errmsg[ERRMSG_MAX];      /* of the call in progress */
 
   uint8_t *rbuf;                /* bytes received, not yet consumed */
   size_t rlen;
@@ -68,6 +70,25 @@ struct qrs_client {
 };
 
 /* ---- small helpers -------------------------------------------------- */
+
+/* The daemon's message for the error of the calling thread's last call,
+   and the client it was made on (qrs_client_errmsg). */
+static __thread struct {
+  const struct qrs_client *c;
+  char msg[ERRMSG_MAX];
+} tl_err;
+
+/* The server info handed out by qrs_client_server_info(). */
+static __thread struct qrs_server_info tl_info;
+
+/* End of a public call, under the lock: its error message becomes the
+   calling thread's. */
+static void
+keep_errmsg(const struct qrs_client *c)
+{
+  tl_err.c = c;
+  memcpy(tl_err.msg, c->errmsg, sizeof(tl_err.msg));
+}
 
 static void client_log(struct qrs_client *c, int level, const char *fmt,
                        ...) __attribute__((format(printf, 3, 4)));
@@ -327,9 +348,11 @@ consume_frame(struct qrs_client *c, const struct qrs_frame_hdr *h)
   c->rlen -= len;
 }
 
-/* An ERROR payload -> its QRS_E_* code; keeps the daemon's message. */
+/* An ERROR payload -> its QRS_E_* code; the daemon's message goes to
+   msg (ERRMSG_MAX bytes). */
 static int
-decode_error(struct qrs_client *c, const uint8_t *payload, size_t len)
+decode_error(struct qrs_client *c, const uint8_t *payload, size_t len,
+             char *msg)
 {
   QrsIpc__Error *e;
   int r;
@@ -338,7 +361,7 @@ decode_error(struct qrs_client *c, const uint8_t *payload, size_t len)
   if (!e)
     return QRS_E_PROTOCOL;
   r = qrs__error_from_wire(e->code);
-  copy_str(c->errmsg, sizeof(c->errmsg), e->message);
+  copy_str(msg, ERRMSG_MAX, e->message);
   qrs_ipc__error__free_unpacked(e, NULL);
   return r;
 }
@@ -362,7 +385,7 @@ stash_reply(struct qrs_client *c, const struct qrs_frame_hdr *h,
   }
   s->state = SLOT_DONE;
   if (h->type == QRS_MSG_ERROR) {
-    s->err = decode_error(c, payload, h->length);
+    s->err = decode_error(c, payload, h->length, s->errmsg);
     return;
   }
   m = h->type == QRS_MSG_DRAW_REPLY
@@ -416,7 +439,7 @@ wait_reply(struct qrs_client *c, uint32_t seq, uint16_t want,
       continue;
     }
     if (h.type == QRS_MSG_ERROR) {
-      r = decode_error(c, payload, h.length);
+      r = decode_error(c, payload, h.length, c->errmsg);
       consume_frame(c, &h);
       return r;
     }
@@ -596,6 +619,8 @@ qrs_client_free(struct qrs_client *c)
 {
   if (!c)
     return;
+  if (tl_err.c == c)
+    tl_err.c = NULL;
   if (c->fd >= 0)
     close(c->fd);
   pthread_mutex_destroy(&c->lock);
@@ -615,16 +640,34 @@ qrs_client_set_log_cb(struct qrs_client *c, qrs_log_cb cb, void *userdata)
   pthread_mutex_unlock(&c->lock);
 }
 
+int
+qrs_client_get_server_info(const struct qrs_client *c,
+                           struct qrs_server_info *ret_info)
+{
+  pthread_mutex_t *lock;
+
+  if (!c || !ret_info)
+    return -EINVAL;
+  /* The lock guards a reconnect's new HELLO data; c stays const. */
+  lock = (pthread_mutex_t *)&c->lock;
+  pthread_mutex_lock(lock);
+  *ret_info = c->info;
+  pthread_mutex_unlock(lock);
+  return 0;
+}
+
 const struct qrs_server_info *
 qrs_client_server_info(const struct qrs_client *c)
 {
-  return c ? &c->info : NULL;
+  if (!c || qrs_client_get_server_info(c, &tl_info) < 0)
+    return NULL;
+  return &tl_info;
 }
 
 const char *
 qrs_client_errmsg(const struct qrs_client *c)
 {
-  return c ? c->errmsg : "";
+  return c && tl_err.c == c ? tl_err.msg : "";
 }
 
 const char *
@@ -739,6 +782,7 @@ qrs_client_draw(struct qrs_client *c, const struct qrs_draw_request *req,
     draw_from_wire((QrsIpc__DrawReply *)reply, ret_draw);
     protobuf_c_message_free_unpacked(reply, NULL);
   }
+  keep_errmsg(c);
   pthread_mutex_unlock(&c->lock);
   return r;
 }
@@ -796,6 +840,7 @@ qrs_client_draw_begin(struct qrs_client *c,
   s->state = SLOT_PENDING;
   *ret_ticket = s->seq;
 out:
+  keep_errmsg(c);
   pthread_mutex_unlock(&c->lock);
   return r;
 }
@@ -827,12 +872,16 @@ qrs_client_draw_finish(struct qrs_client *c, uint32_t ticket,
       draw_from_wire((QrsIpc__DrawReply *)reply, &s->draw);
       protobuf_c_message_free_unpacked(reply, NULL);
     }
+  } else if (s->err < 0) {
+    /* Stashed while another call waited: its message came with it. */
+    memcpy(c->errmsg, s->errmsg, sizeof(c->errmsg));
   }
   r = s->err;
   if (r == 0)
     *ret_draw = s->draw;
   s->state = SLOT_FREE;
 out:
+  keep_errmsg(c);
   pthread_mutex_unlock(&c->lock);
   return r;
 }
@@ -872,6 +921,7 @@ qrs_client_bytes(struct qrs_client *c, const char *source, void *buf,
   if (!c || !buf || n == 0)
     return -EINVAL;
   pthread_mutex_lock(&c->lock);
+  c->errmsg[0] = '\0';
   if (c->info.max_bytes_per_request && n > c->info.max_bytes_per_request) {
     r = QRS_E_TOO_LARGE;
     goto out;
@@ -894,6 +944,7 @@ qrs_client_bytes(struct qrs_client *c, const char *source, void *buf,
   }
   protobuf_c_message_free_unpacked(reply, NULL);
 out:
+  keep_errmsg(c);
   pthread_mutex_unlock(&c->lock);
   return r;
 }
@@ -934,6 +985,7 @@ query(struct qrs_client *c, uint16_t type, uint16_t want, const void *ret,
     return -EINVAL;
   pthread_mutex_lock(&c->lock);
   r = call(c, type, &empty.base, want, ret_msg);
+  keep_errmsg(c);
   pthread_mutex_unlock(&c->lock);
   return r;
 }

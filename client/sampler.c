@@ -128,7 +128,9 @@ qrs_sampler_new(const struct qrs_sampler_config *cfg, size_t vocab_size,
   r = qrs__config_check(&s->cfg, err, sizeof(err));
   if (r < 0)
     goto fail;
-  qrs__config_hash(cfg, &s->cfg, s->config_hash);
+  r = qrs__config_hash(cfg, &s->cfg, s->config_hash);
+  if (r < 0)
+    goto fail;
   pn = qrs__config_preset(cfg);
   if (pn) {
     snprintf(s->preset, sizeof(s->preset), "%s", pn);

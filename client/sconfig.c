@@ -1296,7 +1296,7 @@ sb_member(struct sbuf *b, const struct field *f, const struct qrs__cfgvals *v)
   sb_value(b, f, v);
 }
 
-void
+int
 qrs__config_hash(const struct qrs_sampler_config *cfg,
                  const struct qrs__cfgvals *v, char out[17])
 {
@@ -1342,10 +1342,8 @@ qrs__config_hash(const struct qrs_sampler_config *cfg,
   }
   sb_add(&b, "}");
   if (b.oom) {
-    memset(out, '0', 16);
-    out[16] = 0;
     free(b.p);
-    return;
+    return -ENOMEM;
   }
   SHA256((const unsigned char *)b.p, b.len, dig);
   for (i = 0; i < 8; i++) {
@@ -1354,6 +1352,7 @@ qrs__config_hash(const struct qrs_sampler_config *cfg,
   }
   out[16] = 0;
   free(b.p);
+  return 0;
 }
 
 int
@@ -1364,6 +1363,5 @@ qrs_sampler_config_hash(const struct qrs_sampler_config *cfg, char buf[17])
   if (!cfg || !buf)
     return -EINVAL;
   qrs__config_resolve(cfg, &v);
-  qrs__config_hash(cfg, &v, buf);
-  return 0;
+  return qrs__config_hash(cfg, &v, buf);
 }

@@ -29,13 +29,26 @@ void *__wrap_realloc(void *p, size_t n);
 
 static int counting;
 static long nalloc;
+/* >= 0: that many more allocations succeed, then they fail (ENOMEM). */
+static long fail_after = -1;
+
+static int
+inject_failure(void)
+{
+  if (fail_after < 0)
+    return 0;
+  if (fail_after == 0)
+    return 1;
+  fail_after--;
+  return 0;
+}
 
 void *
 __wrap_malloc(size_t n)
 {
   if (counting)
     nalloc++;
-  return __real_malloc(n);
+  return inject_failure() ? NULL : __real_malloc(n);
 }
 
 void *
@@ -43,7 +56,7 @@ __wrap_calloc(size_t n, size_t m)
 {
   if (counting)
     nalloc++;
-  return __real_calloc(n, m);
+  return inject_failure() ? NULL : __real_calloc(n, m);
 }
 
 void *
@@ -51,7 +64,7 @@ __wrap_realloc(void *p, size_t n)
 {
   if (counting)
     nalloc++;
-  return __real_realloc(p, n);
+  return inject_failure() ? NULL : __real_realloc(p, n);
 }
 
 /* ---- helpers ---- */
@@ -1040,4 +1053,53 @@ Test(sampler, nan_temperatures_of_the_issue_are_refused)
               qrs_sampler_config_error(cfg));
     qrs_sampler_config_free(cfg);
   }
+}
+
+/* Issue 11, item 20: the config hash out of memory is -ENOMEM, never
+   success with "0000000000000000"; qrs_sampler_new fails with it. */
+Test(sampler, config_hash_out_of_memory_is_an_error)
+{
+  struct qrs_sampler_config *cfg;
+  struct qrs_token_record rec;
+  struct qrs_sampler *s;
+  float row[4] = { 0.5f, 1.0f, 2.0f, 0.0f };
+  char good[17], h[17];
+  long k;
+  int r, failed;
+
+  cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "temperature_strategy", "edt"),
+               0);
+  cr_assert_eq(qrs_sampler_config_hash(cfg, good), 0);
+  failed = 0;
+  for (k = 0; k < 64; k++) {
+    memcpy(h, "untouched", 10);
+    fail_after = k;
+    r = qrs_sampler_config_hash(cfg, h);
+    fail_after = -1;
+    if (r == 0) {
+      cr_expect_str_eq(h, good, "allocation %ld failed: a wrong hash", k);
+    } else {
+      failed++;
+      cr_expect_eq(r, -ENOMEM, "allocation %ld: %d", k, r);
+      cr_expect_str_eq(h, "untouched");
+    }
+  }
+  cr_expect_gt(failed, 0, "no allocation of the hash was made to fail");
+  for (k = 0; k < 64; k++) {
+    s = NULL;
+    fail_after = k;
+    r = qrs_sampler_new(cfg, 4, &s);
+    fail_after = -1;
+    if (r == 0) {
+      cr_assert_eq(qrs_sampler_select_u(s, row, QRS_DTYPE_F32, 4, 0.5, NULL,
+                                        &rec), 0);
+      cr_expect_str_eq(rec.config_hash, good,
+                       "allocation %ld failed: the records' hash", k);
+      qrs_sampler_free(s);
+    } else {
+      cr_expect_eq(r, -ENOMEM, "allocation %ld: %d", k, r);
+    }
+  }
+  qrs_sampler_config_free(cfg);
 }

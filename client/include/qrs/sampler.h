@@ -260,7 +260,7 @@ qrs_sampler_config_error(const struct qrs_sampler_config *cfg);
    the reference's compact JSON dump of the effective configuration (the
    reference's infrastructure fields at their defaults; its "preset" field
    is $QR_PRESET, as in the reference).  buf gets 16 digits and a NUL.
-   Returns 0 or -EINVAL. */
+   Returns 0, -EINVAL, or -ENOMEM (buf untouched). */
 QRS_EXPORT int qrs_sampler_config_hash(const struct qrs_sampler_config *cfg,
                                        char buf[17]);
 
