@@ -30,6 +30,14 @@
 
 #define MAX_TICKETS 1024
 #define ERRMSG_MAX 256
+/* Replies are unpacked into a per-client arena: a draw's reply, or an
+   ERROR, takes well under 1 KiB, so the token path never allocates.
+   Larger replies (BYTES, STATUS with many sources) go to the heap, at most
+   ARENA_HEAP_FACTOR times the frame limit in all for one reply (protobuf-c
+   turns a 2-byte empty element of a repeated message into a whole
+   struct). */
+#define ARENA_SIZE (16 * 1024)
+#define ARENA_HEAP_FACTOR 4
 
 enum slot_state {
   SLOT_FREE = 0,
@@ -67,6 +75,11 @@ struct qrs_client {
 
   struct slot *slots;
   size_t n_slots;
+
+  ProtobufCAllocator pb_alloc;  /* over the arena below */
+  size_t arena_used;            /* bytes handed out since the last unpack */
+  size_t heap_used;             /* heap bytes handed out since then */
+  _Alignas(16) uint8_t arena[ARENA_SIZE];
 };
 
 /* ---- small helpers -------------------------------------------------- */
@@ -160,6 +173,61 @@ find_slot(struct qrs_client *c, uint32_t seq)
     if (c->slots[i].state != SLOT_FREE && c->slots[i].seq == seq)
       return &c->slots[i];
   return NULL;
+}
+
+/* ---- unpacking replies --------------------------------------------- */
+
+static void *
+arena_alloc(void *ud, size_t size)
+{
+  struct qrs_client *c = ud;
+  size_t need, limit;
+  void *p;
+
+  need = (size + 15) & ~(size_t)15;
+  if (need >= size && need <= ARENA_SIZE - c->arena_used) {
+    p = c->arena + c->arena_used;
+    c->arena_used += need;
+    return p;
+  }
+  limit = (size_t)c->info.max_frame_bytes * ARENA_HEAP_FACTOR;
+  if (size > limit || c->heap_used > limit - size)
+    return NULL;                /* unpack fails: QRS_E_PROTOCOL */
+  p = malloc(size);
+  if (p)
+    c->heap_used += size;
+  return p;
+}
+
+static void
+arena_free(void *ud, void *p)
+{
+  struct qrs_client *c = ud;
+  uintptr_t a = (uintptr_t)p, lo = (uintptr_t)c->arena;
+
+  if (a >= lo && a < lo + ARENA_SIZE)
+    return;                     /* the arena is reset as a whole */
+  free(p);
+}
+
+/* Unpack a payload into the arena.  At most one unpacked reply is alive
+   at a time (under the lock); release() it before the next. */
+static ProtobufCMessage *
+unpack(struct qrs_client *c, const ProtobufCMessageDescriptor *desc,
+       size_t len, const uint8_t *data)
+{
+  c->arena_used = 0;
+  c->heap_used = 0;
+  return protobuf_c_message_unpack(desc, &c->pb_alloc, len, data);
+}
+
+static void
+release(struct qrs_client *c, ProtobufCMessage *m)
+{
+  if (m)
+    protobuf_c_message_free_unpacked(m, &c->pb_alloc);
+  c->arena_used = 0;
+  c->heap_used = 0;
 }
 
 /* ---- connection ----------------------------------------------------- */
@@ -357,12 +425,13 @@ decode_error(struct qrs_client *c, const uint8_t *payload, size_t len,
   QrsIpc__Error *e;
   int r;
 
-  e = qrs_ipc__error__unpack(NULL, len, payload);
+  e = (QrsIpc__Error *)unpack(c, &qrs_ipc__error__descriptor, len,
+                              payload);
   if (!e)
     return QRS_E_PROTOCOL;
   r = qrs__error_from_wire(e->code);
   copy_str(msg, ERRMSG_MAX, e->message);
-  qrs_ipc__error__free_unpacked(e, NULL);
+  release(c, &e->base);
   return r;
 }
 
@@ -389,14 +458,16 @@ stash_reply(struct qrs_client *c, const struct qrs_frame_hdr *h,
     return;
   }
   m = h->type == QRS_MSG_DRAW_REPLY
-        ? qrs_ipc__draw_reply__unpack(NULL, h->length, payload) : NULL;
+        ? (QrsIpc__DrawReply *)unpack(c, &qrs_ipc__draw_reply__descriptor,
+                                      h->length, payload)
+        : NULL;
   if (!m) {
     s->err = QRS_E_PROTOCOL;
     return;
   }
   s->err = 0;
   draw_from_wire(m, &s->draw);
-  qrs_ipc__draw_reply__free_unpacked(m, NULL);
+  release(c, &m->base);
 }
 
 /* Take in the replies that have already arrived, without waiting: frees
@@ -414,8 +485,8 @@ drain_replies(struct qrs_client *c)
 }
 
 /* Wait for the reply to seq, of type want (or ERROR), stashing the others.
-   On success *ret_msg holds the unpacked reply (free with
-   protobuf_c_message_free_unpacked). */
+   On success *ret_msg holds the unpacked reply (give it back with
+   release()). */
 static int
 wait_reply(struct qrs_client *c, uint32_t seq, uint16_t want,
            ProtobufCMessage **ret_msg, int64_t deadline)
@@ -447,8 +518,7 @@ wait_reply(struct qrs_client *c, uint32_t seq, uint16_t want,
       disconnect(c, QRS_E_PROTOCOL);
       return QRS_E_PROTOCOL;
     }
-    m = protobuf_c_message_unpack(qrs__msg_descriptor(want), NULL, h.length,
-                                  payload);
+    m = unpack(c, qrs__msg_descriptor(want), h.length, payload);
     consume_frame(c, &h);
     if (!m) {
       disconnect(c, QRS_E_PROTOCOL);
@@ -498,7 +568,7 @@ hello(struct qrs_client *c, int64_t deadline)
   for (i = 0; i < r->n_features && len < sizeof(in->features); i++)
     len += (size_t)snprintf(in->features + len, sizeof(in->features) - len,
                             "%s%s", i ? " " : "", r->features[i]);
-  qrs_ipc__hello_reply__free_unpacked(r, NULL);
+  release(c, &r->base);
 
   n = in->max_inflight;
   if (n == 0 || n > MAX_TICKETS)
@@ -590,6 +660,9 @@ qrs_client_new(const char *path, const struct qrs_client_options *opts,
   if (!c)
     return -ENOMEM;
   c->fd = -1;
+  c->pb_alloc.alloc = arena_alloc;
+  c->pb_alloc.free = arena_free;
+  c->pb_alloc.allocator_data = c;
   pthread_mutex_init(&c->lock, NULL);
   if (strlen(path) >= sizeof(c->path)) {
     r = -ENAMETOOLONG;
@@ -780,7 +853,7 @@ qrs_client_draw(struct qrs_client *c, const struct qrs_draw_request *req,
   r = call(c, QRS_MSG_DRAW, &m.base, QRS_MSG_DRAW_REPLY, &reply);
   if (r == 0) {
     draw_from_wire((QrsIpc__DrawReply *)reply, ret_draw);
-    protobuf_c_message_free_unpacked(reply, NULL);
+    release(c, reply);
   }
   keep_errmsg(c);
   pthread_mutex_unlock(&c->lock);
@@ -870,7 +943,7 @@ qrs_client_draw_finish(struct qrs_client *c, uint32_t ticket,
     s->err = r;
     if (r == 0) {
       draw_from_wire((QrsIpc__DrawReply *)reply, &s->draw);
-      protobuf_c_message_free_unpacked(reply, NULL);
+      release(c, reply);
     }
   } else if (s->err < 0) {
     /* Stashed while another call waited: its message came with it. */
@@ -942,7 +1015,7 @@ qrs_client_bytes(struct qrs_client *c, const char *source, void *buf,
       info->fallback = b->fallback;
     }
   }
-  protobuf_c_message_free_unpacked(reply, NULL);
+  release(c, reply);
 out:
   keep_errmsg(c);
   pthread_mutex_unlock(&c->lock);
@@ -1039,7 +1112,7 @@ qrs_client_status(struct qrs_client *c, struct qrs_status **ret_status)
     s->errors = sr->errors;
     s->n_sources = sr->n_sources;
   }
-  protobuf_c_message_free_unpacked(reply, NULL);
+  release(c, reply);
   if (!s)
     return -ENOMEM;
   *ret_status = s;
@@ -1089,7 +1162,7 @@ qrs_client_health(struct qrs_client *c, struct qrs_health **ret_health)
     copy_str(h->message, sizeof(h->message), hr->message);
     h->n_sources = hr->n_sources;
   }
-  protobuf_c_message_free_unpacked(reply, NULL);
+  release(c, reply);
   if (!h)
     return -ENOMEM;
   *ret_health = h;
@@ -1124,7 +1197,7 @@ qrs_client_sources(struct qrs_client *c, struct qrs_sources **ret_sources)
              sr->default_source);
     s->n_sources = sr->n_sources;
   }
-  protobuf_c_message_free_unpacked(reply, NULL);
+  release(c, reply);
   if (!s)
     return -ENOMEM;
   *ret_sources = s;

@@ -10,6 +10,12 @@
    by libqrs and freed with the matching _free() function, which accepts
    NULL.  Strings in request structs are read during the call only.
 
+   Memory: replies are unpacked into a 16 KiB arena of the client, so
+   draws (qrs_client_draw, _draw_begin/_finish) make no heap allocation
+   once connected.  Larger replies (BYTES, STATUS) use the heap, at most
+   four times the frame limit for one reply; a reply that would need more
+   is QRS_E_PROTOCOL.
+
    Errors: every int-returning function returns 0 on success or a negative
    errno / QRS_E_* code (see qrs/error.h); out-parameters are written only
    on success.  The library never prints, exits or aborts.  Added in 0.1
