@@ -26,6 +26,7 @@
 
 #include <qrs/client.h>
 
+#include "clientint.h"
 #include "frame.h"
 
 #define MAX_TICKETS 1024
@@ -642,19 +643,12 @@ call(struct qrs_client *c, uint16_t type, const ProtobufCMessage *m,
 
 /* ---- public: lifetime ----------------------------------------------- */
 
-int
-qrs_client_new(const char *path, const struct qrs_client_options *opts,
-               struct qrs_client **ret_client)
+static int
+client_alloc(const char *path, const struct qrs_client_options *opts,
+             struct qrs_client **ret_client)
 {
   struct qrs_client *c;
   int r;
-
-  if (!ret_client)
-    return -EINVAL;
-  if (!path || !*path)
-    path = getenv("QRS_SOCKET");
-  if (!path || !*path)
-    path = QRS_DEFAULT_SOCKET;
 
   c = calloc(1, sizeof(*c));
   if (!c)
@@ -675,16 +669,68 @@ qrs_client_new(const char *path, const struct qrs_client_options *opts,
                                            : QRS_DEFAULT_TIMEOUT_MS;
   c->no_reconnect = opts ? opts->no_reconnect : 0;
   c->info.max_frame_bytes = QRS_DEFAULT_MAX_FRAME;
-
-  r = ensure_connected(c, deadline_for(c));
-  if (r < 0)
-    goto fail;
   *ret_client = c;
   return 0;
 
 fail:
   qrs_client_free(c);
   return r;
+}
+
+int
+qrs_client_new(const char *path, const struct qrs_client_options *opts,
+               struct qrs_client **ret_client)
+{
+  struct qrs_client *c;
+  int r;
+
+  if (!ret_client)
+    return -EINVAL;
+  if (!path || !*path)
+    path = getenv("QRS_SOCKET");
+  if (!path || !*path)
+    path = QRS_DEFAULT_SOCKET;
+  r = client_alloc(path, opts, &c);
+  if (r < 0)
+    return r;
+  r = ensure_connected(c, deadline_for(c));
+  if (r < 0) {
+    qrs_client_free(c);
+    return r;
+  }
+  *ret_client = c;
+  return 0;
+}
+
+int
+qrs__client_new_fd(int fd, const struct qrs_client_options *opts,
+                   struct qrs_client **ret_client)
+{
+  struct qrs_client *c;
+  int r;
+
+  if (fd < 0 || !ret_client) {
+    if (fd >= 0)
+      close(fd);
+    return -EINVAL;
+  }
+  r = client_alloc("(fd)", opts, &c);
+  if (r < 0) {
+    close(fd);
+    return r;
+  }
+  c->no_reconnect = 1;
+  c->fd = fd;
+  r = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 ? -errno : 0;
+  if (r == 0)
+    r = hello(c, deadline_for(c));
+  if (r < 0) {
+    qrs_client_free(c);
+    return r;
+  }
+  c->connected_once = 1;
+  *ret_client = c;
+  return 0;
 }
 
 void
