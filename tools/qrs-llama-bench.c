@@ -16,6 +16,7 @@
 #include <qrs/qrs.h>
 
 #include "cliparse.h"
+#include "llamatool.h"
 
 #define PROG "qrs-llama-bench"
 
@@ -50,22 +51,6 @@ struct bench {
   double *v[M_COUNT];
   size_t nv[M_COUNT];
 };
-
-static double
-now_ms(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void
-quiet_log(enum ggml_log_level level, const char *text, void *data)
-{
-  if (level == GGML_LOG_LEVEL_ERROR)
-    fputs(text, stderr);
-}
 
 static void
 usage(FILE *f)
@@ -108,14 +93,6 @@ usage(FILE *f)
 "  build/tools/" PROG " --socket /tmp/qrsd.sock\n", f);
 }
 
-static int
-cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-
-  return (x > y) - (x < y);
-}
-
 static void
 add(struct bench *b, int m, double ms)
 {
@@ -147,7 +124,7 @@ median(const struct bench *b, int m)
     return NAN;
   }
   memcpy(v, b->v[m], n * sizeof(*v));
-  qsort(v, n, sizeof(*v), cmp_double);
+  qsort(v, n, sizeof(*v), lt_cmp_double);
   r = v[n / 2];
   free(v);
   return r;
@@ -250,15 +227,15 @@ run(struct bench *b, int prefetch, int compare)
       goto out;
   }
   qrs_sampler_prefetch(qrs_llama_sampler_get(qs), b->client);
-  t0 = now_ms();
+  t0 = lt_now_ms();
   r = llama_decode(ctx, llama_batch_get_one(prompt, n_prompt));
-  dec_ms = now_ms() - t0;
+  dec_ms = lt_now_ms() - t0;
   for (i = 0; r == 0 && i < b->n; i++) {
     if (i > 0)
       add(b, M_DECODE, dec_ms);   /* one-token decodes only */
     row = llama_get_logits_ith(ctx, -1);
     if (compare) {
-      t0 = now_ms();
+      t0 = lt_now_ms();
       for (k = 0; k < b->n_vocab; k++) {
         cand[k].id = (llama_token)k;
         cand[k].logit = row[k];
@@ -268,18 +245,18 @@ run(struct bench *b, int prefetch, int compare)
       cur.size = b->n_vocab;
       cur.selected = -1;
       cur.sorted = false;
-      t1 = now_ms();
+      t1 = lt_now_ms();
       llama_sampler_apply(chain, &cur);
-      add(b, M_LLAMA_CHAIN, now_ms() - t1);
-      add(b, M_LLAMA_FULL, now_ms() - t0);
-      t0 = now_ms();
+      add(b, M_LLAMA_CHAIN, lt_now_ms() - t1);
+      add(b, M_LLAMA_FULL, lt_now_ms() - t0);
+      t0 = lt_now_ms();
       qrs_sampler_select_u(twin, row, QRS_DTYPE_F32, b->n_vocab, 0.5, &tw,
                            NULL);
-      add(b, M_QRS_SELECT, now_ms() - t0);
+      add(b, M_QRS_SELECT, lt_now_ms() - t0);
     }
-    t0 = now_ms();
+    t0 = lt_now_ms();
     r = qrs_llama_sample_logits(qs, ctx, -1, &tok, &rec);
-    t1 = now_ms();
+    t1 = lt_now_ms();
     if (r != 0) {
       fprintf(stderr, PROG ": sampling: %s%s%s\n", qrs_strerror(r),
               qrs_client_errmsg(b->client)[0] ? ": " : "",
@@ -291,9 +268,9 @@ run(struct bench *b, int prefetch, int compare)
       add(b, M_QRS_STEP, t1 - t0 - rec.entropy_fetch_ms);
     if (llama_vocab_is_eog(b->vocab, tok))
       tok = prompt[0];            /* keep going: timings, not text */
-    t0 = now_ms();
+    t0 = lt_now_ms();
     r = llama_decode(ctx, llama_batch_get_one(&tok, 1));
-    dec_ms = now_ms() - t0;
+    dec_ms = lt_now_ms() - t0;
   }
   if (r != 0) {
     fprintf(stderr, PROG ": llama_decode failed (%d)\n", r);
@@ -327,7 +304,7 @@ report(struct bench *b)
     if (!v)
       return;
     memcpy(v, b->v[m], n * sizeof(*v));
-    qsort(v, n, sizeof(*v), cmp_double);
+    qsort(v, n, sizeof(*v), lt_cmp_double);
     printf("%-31s %9.4f %9.4f %9.4f\n", m_names[m], mean(b, m), v[n / 2],
            v[(n * 9) / 10]);
     free(v);
@@ -365,7 +342,6 @@ main(int argc, char **argv)
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
-  struct llama_model_params mp;
   struct bench b;
   uint64_t cpu;
   cpu_set_t set;
@@ -437,19 +413,9 @@ main(int argc, char **argv)
     return 2;
   }
   rc = 2;
-  llama_log_set(quiet_log, NULL);
-  llama_backend_init();
-  if (qrs_llama_load_backends(getenv("GGML_BACKEND_DIR")) < 0) {
-    fprintf(stderr, PROG ": no llama.cpp CPU backend\n");
+  b.model = lt_load_model(PROG, b.model_path, 0);
+  if (!b.model)
     goto out;
-  }
-  mp = llama_model_default_params();
-  mp.n_gpu_layers = 0;
-  b.model = llama_model_load_from_file(b.model_path, mp);
-  if (!b.model) {
-    fprintf(stderr, PROG ": %s: cannot load the model\n", b.model_path);
-    goto out;
-  }
   b.vocab = llama_model_get_vocab(b.model);
   b.n_vocab = (size_t)llama_vocab_n_tokens(b.vocab);
   for (m = 0; m < M_COUNT; m++) {
