@@ -2,7 +2,7 @@
 """Write a tiny Qwen2-architecture GGUF model with random weights and the
 real Qwen2 tokenizer, for qrs's llama.cpp tests.
 
-  make-test-model.py LLAMA_DIR OUT.gguf
+  make-test-model.py LLAMA_DIR OUT.gguf [EMBD LAYERS FFN]
 
 LLAMA_DIR is what `./setup.sh llama` fetched: gguf-py/ (llama.cpp's GGUF
 writer) and models/ggml-vocab-qwen2.gguf (a vocab-only model with the
@@ -11,11 +11,12 @@ attention heads over 2 KV heads, FFN 128, float32, the output tied to the
 token embedding; seeded, so every run writes the same file.  Its logits
 rows are real llama.cpp output, 151,936 wide; the embedding scale (0.5)
 gives LM-like rows (entropy 2 to 6 nats; scale 1 gives nearly one-hot
-rows, 0.05 nearly flat ones)."""
+rows, 0.05 nearly flat ones).  EMBD LAYERS FFN make a bigger model of the
+same kind, e.g. 512 8 1024 for benchmarks (qrs-llama-bench -m)."""
 import os
 import sys
 
-if len(sys.argv) != 3:
+if len(sys.argv) not in (3, 6):
     sys.exit(__doc__)
 llama_dir, out = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(llama_dir, "gguf-py"))
@@ -24,6 +25,8 @@ import numpy as np  # noqa: E402
 import gguf  # noqa: E402
 
 N_EMBD, N_LAYER, N_HEAD, N_HEAD_KV, N_FF, N_CTX = 64, 2, 4, 2, 128, 512
+if len(sys.argv) == 6:
+    N_EMBD, N_LAYER, N_FF = (int(a) for a in sys.argv[3:6])
 HEAD_DIM = N_EMBD // N_HEAD
 
 vocab = gguf.GGUFReader(os.path.join(llama_dir, "models",
