@@ -24,6 +24,7 @@ PACKAGES=(
   libjson-c-dev libssl-dev
   systemd valgrind locales
   git python3-numpy python3-yaml
+  clang libclang-rt-14-dev
 )
 
 # llama.cpp (Debian 12 has no package): node-llama-cpp ships a git bundle of
