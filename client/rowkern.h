@@ -127,6 +127,46 @@ void qrs__kscan_entropy(const struct qrs__view *v, struct qrs__scan *sc,
    Returns the sum; *ret_max gets the max. */
 double qrs__kfloor(const struct qrs__view *v, double *ret_max);
 
+/* Denormals-are-zero and flush-to-zero (MXCSR bits that
+   torch.set_flush_denormal(True) or any -ffast-math library may leave
+   set in the engine's thread) change what subnormal logits compare equal
+   to and what subnormal weights are.  Every kernel entry and the
+   selection run with both bits clear and restore the caller's mode:
+   qrs__fpenv_enter() returns the mode to hand to qrs__fpenv_leave(). */
+#if defined(__x86_64__) || (defined(__i386__) && defined(__SSE__))
+#include <xmmintrin.h>
+#define QRS__MXCSR_DAZ_FTZ 0x8040u
+
+static inline unsigned
+qrs__fpenv_enter(void)
+{
+  unsigned csr = _mm_getcsr();
+
+  if (csr & QRS__MXCSR_DAZ_FTZ)
+    _mm_setcsr(csr & ~QRS__MXCSR_DAZ_FTZ);
+  return csr;
+}
+
+static inline void
+qrs__fpenv_leave(unsigned csr)
+{
+  if (csr & QRS__MXCSR_DAZ_FTZ)
+    _mm_setcsr(csr);
+}
+#else
+static inline unsigned
+qrs__fpenv_enter(void)
+{
+  return 0;
+}
+
+static inline void
+qrs__fpenv_leave(unsigned csr)
+{
+  (void)csr;
+}
+#endif
+
 /* The kernel variant in use: 1 SSE2, 2 AVX2+FMA.  force 1 or 2 switches
    (tests run both; a variant the build lacks falls back to 1); any other
    value just reports. */

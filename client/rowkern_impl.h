@@ -809,10 +809,16 @@ KS(scan_entropy_impl)(const struct qrs__view *v, struct qrs__scan *sc,
       if (m > -INFINITY && bm < INFINITY) {
         /* d against the new max is d - dl: rescale the sums. */
         dl = bm - m;
-        f = exp(-dl);
-        w2 = f * (w2 - 2.0 * dl * w + dl * dl * z);
-        w = f * (w - dl * z);
-        z = f * z;
+        if (!(dl <= -QRS__D_UNDERFLOW)) {
+          /* Every earlier weight is 0 against the new max (and dl may be
+             inf, e.g. after a -DBL_MAX mask: dl * dl would overflow). */
+          z = w = w2 = 0.0;
+        } else {
+          f = exp(-dl);
+          w2 = f * (w2 - 2.0 * dl * w + dl * dl * z);
+          w = f * (w - dl * z);
+          z = f * z;
+        }
       }
       m = bm;
     }

@@ -1,5 +1,6 @@
 /* Token selection: prefix cuts and a CDF search, without sorting. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -401,7 +402,8 @@ last_candidate(const struct cset *s, double invt, struct hit *ret)
   return 0;
 }
 
-/* The first (lowest id) maximal element of the set. */
+/* The first (lowest id) maximal element of the set; s->v.n when there
+   is none (an internal error: the max came from the same row). */
 static size_t
 argmax_first(const struct cset *s)
 {
@@ -410,7 +412,7 @@ argmax_first(const struct cset *s)
   for (i = 0; i < s->v.n; i++)
     if (qrs__kload(&s->v, i) == s->m && in_bound(&s->b, s->m, i))
       return i;
-  return 0;
+  return s->v.n;
 }
 
 /* Lexicographic order for the quickselect of a large top-k. */
@@ -589,16 +591,22 @@ finish(const struct cset *s, const struct hit *h, double z,
   out->cdf_hi = (h->before + h->e) / z;
 }
 
-static void
+static int
 singleton(const struct cset *s, struct qrs__sel_out *out)
 {
-  out->token = tok(s, argmax_first(s));
+  size_t i;
+
+  i = argmax_first(s);
+  if (i >= s->v.n)
+    return QRS_E_INTERNAL;
+  out->token = tok(s, i);
   out->rank = 0;
   out->prob = 1.0;
   out->cdf_lo = 0.0;
   out->cdf_hi = 1.0;
   out->num_candidates = 1;
   out->eff_top_p = out->eff_min_p = 1;
+  return 0;
 }
 
 /* The CDF search over the final set: target u * z.  cut: the nucleus
@@ -708,6 +716,33 @@ throttle(struct qrs__sel_ws *ws, struct cset *s, double invt,
   return len;
 }
 
+/* 1 / T for the selection.  Below T = 2^-1024, 1 / T overflows (and
+   (x - max) * inf is NaN at the max): for float32 and 16-bit rows every
+   positive logit gap is at least 2^-149, so every weight but the max's is
+   exactly 0 at T and at 1 / T = DBL_MAX alike, and every logit threshold
+   cuts the same elements; float64 rows can hold gaps small enough to
+   matter, so there such a T is QRS_E_CONFIG_VALUE, never a guess. */
+static int
+inv_temp(double T, const struct qrs__view *row, double *ret)
+{
+  double invt;
+
+  if (T == 1.0) {
+    *ret = 1.0;
+    return 0;
+  }
+  invt = 1.0 / T;
+  if (isfinite(invt)) {
+    *ret = invt;
+    return 0;
+  }
+  if (row->dtype != QRS_DTYPE_F64) {
+    *ret = DBL_MAX;
+    return 0;
+  }
+  return QRS_E_CONFIG_VALUE;
+}
+
 /* Reference order (and the reference's truncate-first order). */
 static int
 sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
@@ -724,7 +759,9 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
 
   support(ws, row, scan, p->top_k, 0, &s, &eff_k);
   out->eff_top_k = eff_k;
-  invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
+  r = inv_temp(p->T, row, &invt);
+  if (r < 0)
+    return r;
   has_minp = p->min_p > 0.0;
   pinv = tfirst ? 1.0 : invt;
   if (has_minp)
@@ -733,8 +770,7 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
     pmin = tfirst ? QRS__D_UNDERFLOW : -INFINITY;
   if (has_minp && pmin > 0.0) {
     /* min_p > 1: nothing reaches it; the reference keeps the argmax. */
-    singleton(&s, out);
-    return 0;
+    return singleton(&s, out);
   }
   nucleus = !(p->top_p >= 1.0) || p->nucleus != QRS__NUCLEUS_TOP_P;
   flags = QRS__M_HIST;
@@ -753,7 +789,9 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
     /* Keep p >= 2^-mu, i.e. d >= ln Z - mu ln 2 (at least the top). */
     theta = log(z) - p->mu * M_LN2;
     if (theta > 0.0) {
-      singleton(&s, out);
+      r = singleton(&s, out);
+      if (r < 0)
+        return r;
       out->eff_min_p = n_minp;
       out->top_p_used = 1.0 / z;
       out->pre_prob = 1.0 / z;
@@ -804,16 +842,19 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
 }
 
 /* The top element in selection order: the highest position holding the
-   max (HF and llama.cpp keep it when min-p removes everything). */
-static uint32_t
-top_element(const struct cset *s)
+   max (HF and llama.cpp keep it when min-p removes everything).
+   QRS_E_INTERNAL when there is none. */
+static int
+top_element(const struct cset *s, struct qrs__sel_out *out)
 {
   size_t i;
 
   for (i = s->v.n; i-- > 0;)
-    if (qrs__kload(&s->v, i) == s->m)
-      return tok(s, i);
-  return 0;
+    if (qrs__kload(&s->v, i) == s->m) {
+      out->token = tok(s, i);
+      return 0;
+    }
+  return QRS_E_INTERNAL;
 }
 
 /* HF transformers: temperature, top-k (ties with the k-th kept), top-p,
@@ -828,16 +869,18 @@ sel_hf(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct hit cut, *cutp;
   double invt, z, pmin;
   size_t eff_k, ncand;
+  int r;
 
   support(ws, row, scan, p->top_k, 1, &s, &eff_k);
   out->eff_top_k = eff_k;
-  invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
+  r = inv_temp(p->T, row, &invt);
+  if (r < 0)
+    return r;
   pmin = p->min_p > 0.0 ? log(p->min_p) : -INFINITY;
   if (pmin > 0.0) {
     /* Nothing reaches it: HF keeps one token, the most probable. */
-    singleton(&s, out);
-    out->token = top_element(&s);
-    return 0;
+    r = singleton(&s, out);
+    return r < 0 ? r : top_element(&s, out);
   }
   measure(ws, &s, invt, 1.0, -INFINITY, QRS__M_HIST, &ms);
   z = ms.z;
@@ -878,15 +921,17 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct hit cut;
   double invt, pmin;
   size_t eff_k;
+  int r;
 
   support(ws, row, scan, p->top_k, 0, &s, &eff_k);
   out->eff_top_k = eff_k;
-  invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
+  r = inv_temp(p->T, row, &invt);
+  if (r < 0)
+    return r;
   pmin = p->min_p > 0.0 ? log(p->min_p) : -INFINITY;
   if (pmin > 0.0) {
-    singleton(&s, out);
-    out->token = top_element(&s);
-    return 0;
+    r = singleton(&s, out);
+    return r < 0 ? r : top_element(&s, out);
   }
   out->eff_top_p = 0;
   if (!(p->top_p >= 1.0)) {
@@ -905,8 +950,8 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
   return cdf(ws, &s, invt, &ms, p->u, ms.z, ms.nz, NULL, out);
 }
 
-int
-qrs__select(struct qrs__sel_ws *ws, const struct qrs__view *row,
+static int
+select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
             const struct qrs__scan *scan, const struct qrs__sel_params *p,
             struct qrs__sel_out *out)
 {
@@ -930,6 +975,8 @@ qrs__select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     /* Greedy: the first maximal logit.  (NaN T counts as greedy.) */
     out->greedy = 1;
     out->token = (uint32_t)qrs__kfind(row, scan->max);
+    if (out->token >= row->n)
+      return QRS_E_INTERNAL;   /* never a token: a bug, not a pick */
     out->prob = 1.0;
     out->cdf_lo = 0.0;
     out->cdf_hi = 1.0;
@@ -946,4 +993,18 @@ qrs__select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   default:
     return sel_reference(ws, row, scan, p, out, 0);
   }
+}
+
+int
+qrs__select(struct qrs__sel_ws *ws, const struct qrs__view *row,
+            const struct qrs__scan *scan, const struct qrs__sel_params *p,
+            struct qrs__sel_out *out)
+{
+  unsigned fe;
+  int r;
+
+  fe = qrs__fpenv_enter();
+  r = select_impl(ws, row, scan, p, out);
+  qrs__fpenv_leave(fe);
+  return r;
 }
