@@ -12,6 +12,7 @@
    glibc's exp() to 2-3 ulp.  Results that would be subnormal (d below
    about -708.4) are recomputed with libm's exp() so that exp(d) > 0 exactly
    when the C library says so; below QRS__D_UNDERFLOW the weight is 0. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -46,6 +47,11 @@ typedef double (*floor_fn)(const struct qrs__view *, double *);
 typedef int (*scanh_fn)(const struct qrs__view *, struct qrs__scan *,
                         struct qrs__mass *);
 typedef void (*exp_fn)(double *, size_t, double, double);
+typedef size_t (*fpass_fn)(const struct qrs__view *, float, float, float,
+                           uint32_t *, float *, float *,
+                           struct qrs__fpass *);
+typedef size_t (*fcollect_fn)(const struct qrs__view *, double, double,
+                              double, float, uint32_t *, double *, size_t);
 
 /* IEEE half to float with integer operations only: no arithmetic on a
    subnormal, so denormals-are-zero / flush-to-zero modes (set by
@@ -268,6 +274,7 @@ anyk_4(v4si m)
 #define vfl v4sf
 #if defined(__x86_64__) && defined(__GNUC__)
 #define KS_MOVEMASK(m) _mm_movemask_pd((__m128d)(m))
+#define KS_MOVEMASKF(m) _mm_movemask_ps((__m128)(m))
 #endif
 #define VW 2
 #define vd v2df
@@ -278,6 +285,9 @@ anyk_4(v4si m)
 #undef KS_LOAD_F32
 #undef KS_STORE_KEYS
 #undef KS_MOVEMASK
+#undef KS_MOVEMASKF
+#undef KS_LOADF_F16
+#undef KS_LOADF_BF16
 #undef KS_ANYK
 #undef KW
 #undef vk
@@ -300,6 +310,12 @@ typedef float v8sf __attribute__((vector_size(32)));
 #define KS_TARGET
 #define KS_LOAD_F32(p) ((v4df)_mm256_cvtps_pd(_mm_loadu_ps(p)))
 #define KS_MOVEMASK(m) _mm256_movemask_pd((__m256d)(m))
+#define KS_MOVEMASKF(m) _mm256_movemask_ps((__m256)(m))
+#define KS_LOADF_F16(p) \
+  ((v8sf)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p))))
+#define KS_LOADF_BF16(p) \
+  ((v8sf)_mm256_slli_epi32( \
+      _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define KS_ANYK(m) (_mm256_movemask_epi8((__m256i)(m)) != 0)
 #define KW 8
 #define vk v8si
@@ -322,6 +338,9 @@ typedef float v8sf __attribute__((vector_size(32)));
 #undef KS_LOAD_BF16
 #undef KS_STORE_KEYS
 #undef KS_MOVEMASK
+#undef KS_MOVEMASKF
+#undef KS_LOADF_F16
+#undef KS_LOADF_BF16
 #undef KS_ANYK
 #undef KW
 #undef vk
@@ -400,8 +419,25 @@ qrs__kcollect(const struct qrs__view *v, double m, double invt,
               uint32_t *pos, double *x, size_t cap, size_t *ret_above)
 {
   unsigned fe = qrs__fpenv_enter();
+  double thr;
   size_t r;
 
+  if (v->dtype != QRS_DTYPE_F64 && b->x == -INFINITY && b->i == 0 &&
+      dhi == INFINITY && invt > 0.0 && isfinite(dlo) && isfinite(m)) {
+    /* A cut of float values: a float compare against a threshold below
+       every member (the exact test follows), at float width. */
+    thr = m + dlo / invt;
+    thr -= 1e-5 * (fabs(m) + fabs(dlo / invt)) + 1e-30;
+    if (thr > -FLT_MAX && thr < FLT_MAX) {
+      if (ret_above)
+        *ret_above = 0;
+      r = PICK(fcollect_fns, v->dtype & 3)(v, m, invt, dlo,
+                                           nextafterf((float)thr, -INFINITY),
+                                           pos, x, cap);
+      qrs__fpenv_leave(fe);
+      return r;
+    }
+  }
   r = PICK(collect_fns, v->dtype & 3)(v, m, invt, b, dlo, dhi, pos, x, cap,
                                       ret_above);
   qrs__fpenv_leave(fe);
@@ -477,6 +513,62 @@ qrs__kscan_entropy(const struct qrs__view *v, struct qrs__scan *sc,
     qrs__kmass(v, sc->max, 1.0, &all, 1.0, -INFINITY, QRS__M_W, ms);
   }
   qrs__fpenv_leave(fe);
+}
+
+size_t
+qrs__kfpass(const struct qrs__view *v, float m, float invt, float dhead,
+            uint32_t *hpos, float *hx, float *he, struct qrs__fpass *ret)
+{
+  unsigned fe = qrs__fpenv_enter();
+  size_t r;
+
+  r = PICK(fpass_fns, v->dtype & 3)(v, m, invt, dhead, hpos, hx, he, ret);
+  qrs__fpenv_leave(fe);
+  return r;
+}
+
+/* The float exp of the fast path for one value (tests check its error
+   bound). */
+float
+qrs__kexpf(float d)
+{
+  float r;
+
+  r = level() == 2 ?
+#ifdef HAVE_AVX2_VARIANT
+                   expf1_avx2(d) :
+#else
+                   0.0f :
+#endif
+                   expf1_sse2(d);
+  return r;
+}
+
+double
+qrs__kfloor_float(const struct qrs__view *v, double *ret_max)
+{
+  unsigned fe = qrs__fpenv_enter();
+  double r;
+
+  if (v->dtype == QRS_DTYPE_F64)
+    r = qrs__kfloor(v, ret_max);
+  else
+    r = PICK(ffloor_fns, v->dtype & 3)(v, ret_max);
+  qrs__fpenv_leave(fe);
+  return r;
+}
+
+double
+qrs__kread(const struct qrs__view *v)
+{
+  struct qrs__scan sc;
+  double m;
+
+  if (v->dtype == QRS_DTYPE_F64) {
+    qrs__kscan(v, &sc);
+    return sc.max;
+  }
+  return PICK(fread_fns, v->dtype & 3)(v, &m);
 }
 
 double

@@ -92,7 +92,15 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
   ws->hx = malloc(QRS__HEAD_CAP * sizeof(*ws->hx));
   ws->he = malloc(QRS__HEAD_CAP * sizeof(*ws->he));
   ws->hk = malloc(QRS__HEAD_CAP * sizeof(*ws->hk));
-  if (!ws->lpos || !ws->lx || !ws->le || !ws->cpos || !ws->cx ||
+  ws->fpos = malloc(cap * sizeof(*ws->fpos));
+  ws->fx = malloc(cap * sizeof(*ws->fx));
+  ws->fe = malloc(cap * sizeof(*ws->fe));
+  ws->fk = malloc(cap * sizeof(*ws->fk));
+  ws->fz = malloc(QRS__NBUCKET * sizeof(*ws->fz));
+  ws->ferr = malloc(QRS__NBUCKET * sizeof(*ws->ferr));
+  ws->fcnt = malloc(QRS__NBUCKET * sizeof(*ws->fcnt));
+  if (!ws->fpos || !ws->fx || !ws->fe || !ws->fk || !ws->fz || !ws->ferr ||
+      !ws->fcnt || !ws->lpos || !ws->lx || !ws->le || !ws->cpos || !ws->cx ||
       !ws->kpos || !ws->kx || !ws->hz || !ws->hw || !ws->hpos || !ws->hx ||
       !ws->he || !ws->hk) {
     qrs__sel_ws_done(ws);
@@ -119,6 +127,13 @@ qrs__sel_ws_done(struct qrs__sel_ws *ws)
   free(ws->hx);
   free(ws->he);
   free(ws->hk);
+  free(ws->fpos);
+  free(ws->fx);
+  free(ws->fe);
+  free(ws->fk);
+  free(ws->fz);
+  free(ws->ferr);
+  free(ws->fcnt);
   memset(ws, 0, sizeof(*ws));
 }
 
@@ -950,6 +965,203 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
   return cdf(ws, &s, invt, &ms, p->u, ms.z, ms.nz, NULL, out);
 }
 
+/* ---- the float fast path ----
+
+   Reference order, plain top-p or none, no top-k / min-p (those are
+   logit cuts the double path already does at read speed), float32 and
+   16-bit rows.  One float pass (qrs__kfpass) gives Z with an error bound
+   E and the head list (d >= FAST_DHEAD), bucketed by 1/16 of d.  Each
+   crossing (top-p at p Z, then u Z_nucleus) is placed in one bucket by
+   the float sums; that bucket's elements get their exact double weights
+   (the double path's own exp) and are ordered by refine().  The decision
+   is certified when the crossing element is the same at both ends of the
+   target's uncertainty (the bound of Z, of the mass before the bucket,
+   and 4e-11 Z for the double sums' rounding); otherwise the double path
+   decides (the exact resolution). */
+
+#define FAST_MIN_N 256
+#define FAST_DHEAD (-16.0f)
+#define FAST_NB 256
+/* Relative bound of the double sums' rounding (either path). */
+#define FAST_DROUND 4e-11
+
+static int fast_on = 1;
+static struct qrs__fast_stats fstats;
+
+void
+qrs__fast_enable(int on)
+{
+  __atomic_store_n(&fast_on, on, __ATOMIC_RELAXED);
+}
+
+void
+qrs__fast_stats_get(struct qrs__fast_stats *ret)
+{
+  ret->fast = __atomic_load_n(&fstats.fast, __ATOMIC_RELAXED);
+  ret->resolved = __atomic_load_n(&fstats.resolved, __ATOMIC_RELAXED);
+  ret->ineligible = __atomic_load_n(&fstats.ineligible, __ATOMIC_RELAXED);
+}
+
+/* The elements of head bucket b (within the bound lim when given) into
+   the search list with their exact weights.  Returns how many. */
+static size_t
+fast_gather(struct qrs__sel_ws *ws, const struct cset *s, double invt,
+            size_t nh, int b, const struct qrs__bound *lim)
+{
+  size_t i, k;
+
+  for (i = k = 0; i < nh; i++) {
+    if (ws->fk[i] != b)
+      continue;
+    if (lim && !in_bound(lim, ws->fx[i], ws->fpos[i]))
+      continue;
+    ws->lpos[k] = ws->fpos[i];
+    ws->lx[k] = ws->fx[i];
+    k++;
+  }
+  memcpy(ws->le, ws->lx, k * sizeof(*ws->le));
+  qrs__kexp(ws->le, k, s->m, invt);
+  return k;
+}
+
+/* The crossing of target t, known to within +-mt, among the head's
+   elements (those within lim when given, lim in bucket blim).  Returns 0
+   with the hit and the error bound of hit->before, or 1 when the
+   crossing is not certain (or not in the head). */
+static int
+fast_cross(struct qrs__sel_ws *ws, const struct cset *s, double invt,
+           size_t nh, double t, double mt, const struct qrs__bound *lim,
+           int blim, struct hit *ret, double *ret_eb)
+{
+  struct hit h1, h2;
+  double cb, eb, dlo, dhi, tot;
+  size_t rank, k, i;
+  int b;
+
+  cb = eb = 0.0;
+  rank = 0;
+  for (b = 0; b < FAST_NB; b++) {
+    if (lim && b > blim)
+      return 1;
+    if (!ws->fcnt[b])
+      continue;
+    if (cb + ws->fz[b] >= t)
+      break;
+    cb += ws->fz[b];
+    eb += ws->ferr[b];
+    rank += ws->fcnt[b];
+  }
+  if (b == FAST_NB)
+    return 1;
+  eb *= 1.01;
+  dlo = t - mt - cb - eb;
+  dhi = t + mt - cb + eb;
+  if (!(dlo > 0.0))
+    return 1;
+  k = fast_gather(ws, s, invt, nh, b, lim && b == blim ? lim : NULL);
+  tot = 0.0;
+  for (i = 0; i < k; i++)
+    tot += ws->le[i];
+  if (k == 0 || !(tot * (1.0 - 1e-14) >= dhi))
+    return 1;
+  if (refine(ws, s, k, invt, X_MASS, dlo, 0.0, 0.0, 0, &h1) != 0)
+    return 1;
+  k = fast_gather(ws, s, invt, nh, b, lim && b == blim ? lim : NULL);
+  if (refine(ws, s, k, invt, X_MASS, dhi, 0.0, 0.0, 0, &h2) != 0 ||
+      h1.vpos != h2.vpos)
+    return 1;
+  *ret = h2;
+  ret->before += cb;
+  ret->rank += rank;
+  *ret_eb = eb;
+  return 0;
+}
+
+/* 0: selected; 1: not a fast-path configuration; 2: a decision within
+   the error bound (the double path decides). */
+static int
+fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
+            const struct qrs__scan *scan, const struct qrs__sel_params *p,
+            struct qrs__sel_out *out)
+{
+  struct qrs__fpass fp;
+  struct qrs__bound cb;
+  struct cset s;
+  struct hit cut, h;
+  double invt, z, ez, mz, zn, ezn, eb, df;
+  float mf, invf;
+  size_t nh, i, nz, ncand;
+  int k, bcut;
+
+  if (!__atomic_load_n(&fast_on, __ATOMIC_RELAXED) ||
+      row->dtype == QRS_DTYPE_F64 || row->n < FAST_MIN_N ||
+      p->order != QRS__ORDER_REFERENCE ||
+      p->nucleus != QRS__NUCLEUS_TOP_P ||
+      (p->top_k > 0 && (unsigned long long)p->top_k < row->n) ||
+      p->min_p > 0.0 || p->want_entropy || !(p->T >= 0.01) ||
+      !(p->T <= 100.0) || !(p->u > 0.0 && p->u < 1.0) ||
+      !(p->top_p > 0.0))
+    return 1;
+  invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
+  mf = (float)scan->max;
+  invf = (float)invt;
+  nh = qrs__kfpass(row, mf, invf, FAST_DHEAD, ws->fpos, ws->fx, ws->fe, &fp);
+  if (fp.cnt_a != fp.cnt_b)
+    return 2;                   /* weights at the underflow limit */
+  nz = fp.cnt_a;
+  z = fp.z;
+  /* Weights below FEXP_MIN count as 0: at most 1.7e-38 each. */
+  ez = fp.err * 1.01 + (double)row->n * 1.7e-38;
+  mz = FAST_DROUND * z;
+  memset(ws->fz, 0, FAST_NB * sizeof(*ws->fz));
+  memset(ws->ferr, 0, FAST_NB * sizeof(*ws->ferr));
+  memset(ws->fcnt, 0, FAST_NB * sizeof(*ws->fcnt));
+  for (i = 0; i < nh; i++) {
+    df = (double)((ws->fx[i] - mf) * invf);
+    k = (int)(-df * 16.0);
+    k = k < FAST_NB ? k : FAST_NB - 1;
+    ws->fk[i] = (uint16_t)k;
+    ws->fz[k] += ws->fe[i];
+    ws->ferr[k] += ws->fe[i] * (QRS__FP_C0 - QRS__FP_C1 * df);
+    ws->fcnt[k]++;
+  }
+  s.v = *row;
+  s.ids = NULL;
+  s.b.x = -INFINITY;
+  s.b.i = 0;
+  s.m = scan->max;
+  if (!(p->top_p >= 1.0)) {
+    if (fast_cross(ws, &s, invt, nh, p->top_p * z, p->top_p * ez + mz,
+                   NULL, 0, &cut, &eb) != 0)
+      return 2;
+    ncand = cut.rank + 1;
+    zn = cut.before + cut.e;
+    ezn = eb + mz;
+    cb.x = cut.x;
+    cb.i = cut.vpos;
+    df = (double)((float)cut.x - mf) * invf;
+    bcut = (int)(-(double)(((float)cut.x - mf) * invf) * 16.0);
+    bcut = bcut < FAST_NB ? bcut : FAST_NB - 1;
+    (void)df;
+    if (fast_cross(ws, &s, invt, nh, p->u * zn, p->u * ezn + mz, &cb, bcut,
+                   &h, &eb) != 0)
+      return 2;
+    out->top_p_used = p->top_p;
+  } else {
+    ncand = nz;
+    zn = z;
+    if (fast_cross(ws, &s, invt, nh, p->u * z, p->u * ez + mz, NULL, 0, &h,
+                   &eb) != 0)
+      return 2;
+  }
+  out->eff_top_k = row->n;
+  out->eff_min_p = nz;
+  out->eff_top_p = ncand;
+  out->num_candidates = (uint32_t)ncand;
+  finish(&s, &h, zn, out);
+  return 0;
+}
+
 static int
 select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
             const struct qrs__scan *scan, const struct qrs__sel_params *p,
@@ -982,6 +1194,19 @@ select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
     out->cdf_hi = 1.0;
     out->num_candidates = 1;
     return 0;
+  }
+  r = fast_select(ws, row, scan, p, out);
+  if (r == 0) {
+    __atomic_fetch_add(&fstats.fast, 1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  __atomic_fetch_add(r == 2 ? &fstats.resolved : &fstats.ineligible, 1,
+                     __ATOMIC_RELAXED);
+  if (r == 2) {
+    memset(out, 0, sizeof(*out));
+    out->top_p_used = NAN;
+    out->kept_entropy = NAN;
+    out->pre_prob = NAN;
   }
   switch (p->order) {
   case QRS__ORDER_TRUNCATE_FIRST:
