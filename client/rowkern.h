@@ -182,8 +182,10 @@ qrs__fpenv_leave(unsigned csr)
 #define QRS__FP_DMIN (-87.0)
 
 struct qrs__fpass {
-  double z;                   /* sum of the float weights */
-  double err;                 /* sum of e * (C0 + C1 |d|) (the bound) */
+  double z;                   /* sum of the float weights outside the
+                                 head (d < dhead) */
+  double err;                 /* their sum of e * (C0 + C1 |d|) (the
+                                 bound) */
   size_t cnt_a;               /* elements with float d >= -745.0 */
   size_t cnt_b;               /* elements with float d >= -745.3 */
 };

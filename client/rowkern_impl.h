@@ -1160,7 +1160,8 @@ static const floor_fn KS(fread_fns)[4] = {
 
 /* The float pass of the fast selection (select.c): weights
    e = expf((x - m) * invt) in float, their sum and an upper bound of its
-   error against the exact weights, the counts of d >= -745.0 and
+   error against the exact weights (both over the elements outside the
+   head only: the head's weights are summed by the caller), the counts of d >= -745.0 and
    d >= -745.3, and the head list: positions, values and weights of the
    elements with d >= dhead (positions ascending). */
 static inline __attribute__((always_inline)) size_t
@@ -1168,7 +1169,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m, float invt, float dhead,
                uint32_t *hpos, float *hx, float *he, struct qrs__fpass *ret,
                int dt)
 {
-  vfl x, d, dc, e, z8, r8, zb, rb, mv, iv, hv, lo, c0, c1;
+  vfl x, d, dc, e, et, z8, r8, zb, rb, mv, iv, hv, lo, c0, c1;
   vk ca, cb, hm;
   size_t i, n, nh, blk;
   double z, err;
@@ -1196,9 +1197,10 @@ KS(fpass_impl)(const struct qrs__view *v, float m, float invt, float dhead,
       cb -= (vk)(d >= -745.3f);
       dc = FMAX(d, lo);
       e = (vfl)((vk)KS(expf)(dc) & (vk)(d >= lo));
-      zb += e;
-      rb += e * (c0 - c1 * dc);
       hm = (vk)(d >= hv);
+      et = (vfl)((vk)e & ~hm);
+      zb += et;
+      rb += et * (c0 - c1 * dc);
       mask = KS(maskf)(hm);
       while (mask) {
         j = __builtin_ctz(mask);
@@ -1226,15 +1228,11 @@ KS(fpass_impl)(const struct qrs__view *v, float m, float invt, float dhead,
     df = (xf - m) * invt;
     ret->cnt_a += df >= -745.0f;
     ret->cnt_b += df >= -745.3f;
-    ef = 0.0f;
-    if (df >= FEXP_MIN) {
-      vfl t = KS(splatf)(df);
-
-      ef = KS(expf)(t)[0];
+    ef = df >= FEXP_MIN ? KS(expf1)(df) : 0.0f;
+    if (df < dhead) {
       z += ef;
       err += (double)ef * (QRS__FP_C0 - QRS__FP_C1 * (double)df);
-    }
-    if (df >= dhead) {
+    } else {
       hpos[nh] = (uint32_t)i;
       hx[nh] = xf;
       he[nh] = ef;

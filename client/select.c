@@ -96,10 +96,12 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
   ws->fx = malloc(cap * sizeof(*ws->fx));
   ws->fe = malloc(cap * sizeof(*ws->fe));
   ws->fk = malloc(cap * sizeof(*ws->fk));
+  ws->fxe = malloc(cap * sizeof(*ws->fxe));
+  ws->fzx = malloc(QRS__NBUCKET * sizeof(*ws->fzx));
   ws->fz = malloc(QRS__NBUCKET * sizeof(*ws->fz));
   ws->ferr = malloc(QRS__NBUCKET * sizeof(*ws->ferr));
   ws->fcnt = malloc(QRS__NBUCKET * sizeof(*ws->fcnt));
-  if (!ws->fpos || !ws->fx || !ws->fe || !ws->fk || !ws->fz || !ws->ferr ||
+  if (!ws->fxe || !ws->fzx || !ws->fpos || !ws->fx || !ws->fe || !ws->fk || !ws->fz || !ws->ferr ||
       !ws->fcnt || !ws->lpos || !ws->lx || !ws->le || !ws->cpos || !ws->cx ||
       !ws->kpos || !ws->kx || !ws->hz || !ws->hw || !ws->hpos || !ws->hx ||
       !ws->he || !ws->hk) {
@@ -132,6 +134,8 @@ qrs__sel_ws_done(struct qrs__sel_ws *ws)
   free(ws->fe);
   free(ws->fk);
   free(ws->fz);
+  free(ws->fxe);
+  free(ws->fzx);
   free(ws->ferr);
   free(ws->fcnt);
   memset(ws, 0, sizeof(*ws));
@@ -980,6 +984,7 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
    decides (the exact resolution). */
 
 #define FAST_MIN_N 256
+#define FAST_DHEAD0 (-8.0f)
 #define FAST_DHEAD (-16.0f)
 #define FAST_NB 256
 /* Relative bound of the double sums' rounding (either path). */
@@ -1005,60 +1010,57 @@ qrs__fast_stats_get(struct qrs__fast_stats *ret)
 /* The elements of head bucket b (within the bound lim when given) into
    the search list with their exact weights.  Returns how many. */
 static size_t
-fast_gather(struct qrs__sel_ws *ws, const struct cset *s, double invt,
-            size_t nh, int b, const struct qrs__bound *lim)
+fast_gather(struct qrs__sel_ws *ws, size_t nx, int b,
+            const struct qrs__bound *lim)
 {
   size_t i, k;
 
-  for (i = k = 0; i < nh; i++) {
+  for (i = k = 0; i < nx; i++) {
     if (ws->fk[i] != b)
       continue;
     if (lim && !in_bound(lim, ws->fx[i], ws->fpos[i]))
       continue;
     ws->lpos[k] = ws->fpos[i];
     ws->lx[k] = ws->fx[i];
+    ws->le[k] = ws->fxe[i];
     k++;
   }
-  memcpy(ws->le, ws->lx, k * sizeof(*ws->le));
-  qrs__kexp(ws->le, k, s->m, invt);
   return k;
 }
 
-/* The crossing of target t, known to within +-mt, among the head's
-   elements (those within lim when given, lim in bucket blim).  Returns 0
-   with the hit and the error bound of hit->before, or 1 when the
-   crossing is not certain (or not in the head). */
+/* The crossing of target t, known to within +-mt, among the exact
+   buckets 0 .. bmax (within lim when given, lim in bucket blim).  Returns
+   0 with the hit, or 1 when the crossing is not certain (or beyond the
+   exact buckets). */
 static int
 fast_cross(struct qrs__sel_ws *ws, const struct cset *s, double invt,
-           size_t nh, double t, double mt, const struct qrs__bound *lim,
-           int blim, struct hit *ret, double *ret_eb)
+           size_t nx, int bmax, double t, double mt,
+           const struct qrs__bound *lim, int blim, struct hit *ret)
 {
   struct hit h1, h2;
-  double cb, eb, dlo, dhi, tot;
+  double cb, dlo, dhi, tot;
   size_t rank, k, i;
   int b;
 
-  cb = eb = 0.0;
+  cb = 0.0;
   rank = 0;
-  for (b = 0; b < FAST_NB; b++) {
+  for (b = 0; b <= bmax; b++) {
     if (lim && b > blim)
       return 1;
     if (!ws->fcnt[b])
       continue;
-    if (cb + ws->fz[b] >= t)
+    if (cb + ws->fzx[b] >= t)
       break;
-    cb += ws->fz[b];
-    eb += ws->ferr[b];
+    cb += ws->fzx[b];
     rank += ws->fcnt[b];
   }
-  if (b == FAST_NB)
+  if (b > bmax)
     return 1;
-  eb *= 1.01;
-  dlo = t - mt - cb - eb;
-  dhi = t + mt - cb + eb;
+  dlo = t - mt - cb;
+  dhi = t + mt - cb;
   if (!(dlo > 0.0))
     return 1;
-  k = fast_gather(ws, s, invt, nh, b, lim && b == blim ? lim : NULL);
+  k = fast_gather(ws, nx, b, lim && b == blim ? lim : NULL);
   tot = 0.0;
   for (i = 0; i < k; i++)
     tot += ws->le[i];
@@ -1066,15 +1068,24 @@ fast_cross(struct qrs__sel_ws *ws, const struct cset *s, double invt,
     return 1;
   if (refine(ws, s, k, invt, X_MASS, dlo, 0.0, 0.0, 0, &h1) != 0)
     return 1;
-  k = fast_gather(ws, s, invt, nh, b, lim && b == blim ? lim : NULL);
+  k = fast_gather(ws, nx, b, lim && b == blim ? lim : NULL);
   if (refine(ws, s, k, invt, X_MASS, dhi, 0.0, 0.0, 0, &h2) != 0 ||
       h1.vpos != h2.vpos)
     return 1;
   *ret = h2;
   ret->before += cb;
   ret->rank += rank;
-  *ret_eb = eb;
   return 0;
+}
+
+/* The head bucket of a float value (as the float pass's d). */
+static int
+fast_key(float x, float mf, float invf)
+{
+  int k;
+
+  k = (int)(-(double)((x - mf) * invf) * 16.0);
+  return k < FAST_NB ? k : FAST_NB - 1;
 }
 
 /* 0: selected; 1: not a fast-path configuration; 2: a decision within
@@ -1088,10 +1099,10 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct qrs__bound cb;
   struct cset s;
   struct hit cut, h;
-  double invt, z, ez, mz, zn, ezn, eb, df;
+  double invt, z, ez, mz, zn, tf, cum, zx, rz, rerr;
   float mf, invf;
-  size_t nh, i, nz, ncand;
-  int k, bcut;
+  size_t nh, nx, i, nz, ncand;
+  int k, bmax, rung;
 
   if (!__atomic_load_n(&fast_on, __ATOMIC_RELAXED) ||
       row->dtype == QRS_DTYPE_F64 || row->n < FAST_MIN_N ||
@@ -1105,53 +1116,100 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
   mf = (float)scan->max;
   invf = (float)invt;
-  nh = qrs__kfpass(row, mf, invf, FAST_DHEAD, ws->fpos, ws->fx, ws->fe, &fp);
-  if (fp.cnt_a != fp.cnt_b)
-    return 2;                   /* weights at the underflow limit */
-  nz = fp.cnt_a;
-  z = fp.z;
-  /* Weights below FEXP_MIN count as 0: at most 1.7e-38 each. */
-  ez = fp.err * 1.01 + (double)row->n * 1.7e-38;
-  mz = FAST_DROUND * z;
-  memset(ws->fz, 0, FAST_NB * sizeof(*ws->fz));
-  memset(ws->ferr, 0, FAST_NB * sizeof(*ws->ferr));
-  memset(ws->fcnt, 0, FAST_NB * sizeof(*ws->fcnt));
-  for (i = 0; i < nh; i++) {
-    df = (double)((ws->fx[i] - mf) * invf);
-    k = (int)(-df * 16.0);
-    k = k < FAST_NB ? k : FAST_NB - 1;
-    ws->fk[i] = (uint16_t)k;
-    ws->fz[k] += ws->fe[i];
-    ws->ferr[k] += ws->fe[i] * (QRS__FP_C0 - QRS__FP_C1 * df);
-    ws->fcnt[k]++;
+  /* The ladder: a head down to d = -8 first (an LM row's nucleus and
+     most of its mass), the whole pass again down to -16 when the head's
+     mass falls short of the first crossing. */
+  for (rung = 0;; rung++) {
+    nh = qrs__kfpass(row, mf, invf, rung ? FAST_DHEAD : FAST_DHEAD0,
+                     ws->fpos, ws->fx, ws->fe, &fp);
+    if (fp.cnt_a != fp.cnt_b)
+      return 2;                 /* weights at the underflow limit */
+    nz = fp.cnt_a;
+    memset(ws->fz, 0, FAST_NB * sizeof(*ws->fz));
+    memset(ws->fcnt, 0, FAST_NB * sizeof(*ws->fcnt));
+    for (i = 0; i < nh; i++) {
+      k = fast_key(ws->fx[i], mf, invf);
+      ws->fk[i] = (uint16_t)k;
+      ws->fz[k] += ws->fe[i];
+      ws->fcnt[k]++;
+    }
+    /* z: the float Z (the pass's sum outside the head, the head's bucket
+       sums), ez its error bound (a bucket's |d| is at most (k + 1) / 16);
+       weights below FEXP_MIN count as 0: at most 1.7e-38 each. */
+    z = fp.z;
+    ez = fp.err;
+    for (k = 0; k < FAST_NB; k++) {
+      ws->ferr[k] = ws->fz[k] *
+                    (QRS__FP_C0 + QRS__FP_C1 * (double)(k + 1) / 16.0);
+      z += ws->fz[k];
+      ez += ws->ferr[k];
+    }
+    ez = ez * 1.01 + (double)row->n * 1.7e-38;
+    tf = (p->top_p < 1.0 ? p->top_p : p->u) * z + 2.0 * ez;
+    if (rung || z - fp.z >= tf)
+      break;
   }
+  /* The exact buckets: the float sums place the first crossing (the
+     nucleus cut, else u Z); every head element up to one bucket past it
+     gets its exact weight, so only the mass after those buckets is
+     known from floats. */
+  cum = 0.0;
+  for (bmax = 0; bmax < FAST_NB - 1; bmax++) {
+    cum += ws->fz[bmax];
+    if (cum >= tf)
+      break;
+  }
+  bmax = bmax + 1 < FAST_NB ? bmax + 1 : FAST_NB - 1;
+  for (i = nx = 0; i < nh; i++) {
+    if (ws->fk[i] > bmax)
+      continue;
+    ws->fpos[nx] = ws->fpos[i];
+    ws->fx[nx] = ws->fx[i];
+    ws->fk[nx] = ws->fk[i];
+    ws->fxe[nx] = ws->fx[i];
+    nx++;
+  }
+  qrs__kexp(ws->fxe, nx, scan->max, invt);
+  memset(ws->fzx, 0, FAST_NB * sizeof(*ws->fzx));
+  for (i = 0; i < nx; i++)
+    ws->fzx[ws->fk[i]] += ws->fxe[i];
+  /* The rest: the float mass after the exact buckets and its bound. */
+  zx = 0.0;
+  rz = fp.z;
+  rerr = fp.err;
+  for (k = 0; k < FAST_NB; k++) {
+    if (k <= bmax) {
+      zx += ws->fzx[k];
+    } else {
+      rz += ws->fz[k];
+      rerr += ws->ferr[k];
+    }
+  }
+  rerr = rerr * 1.01 + (double)row->n * 1.7e-38;
+  z = zx + rz;
+  mz = FAST_DROUND * z;
   s.v = *row;
   s.ids = NULL;
   s.b.x = -INFINITY;
   s.b.i = 0;
   s.m = scan->max;
-  if (!(p->top_p >= 1.0)) {
-    if (fast_cross(ws, &s, invt, nh, p->top_p * z, p->top_p * ez + mz,
-                   NULL, 0, &cut, &eb) != 0)
+  if (p->top_p < 1.0) {
+    if (fast_cross(ws, &s, invt, nx, bmax, p->top_p * z,
+                   p->top_p * rerr + mz, NULL, 0, &cut) != 0)
       return 2;
     ncand = cut.rank + 1;
-    zn = cut.before + cut.e;
-    ezn = eb + mz;
+    zn = cut.before + cut.e;      /* exact weights only */
     cb.x = cut.x;
     cb.i = cut.vpos;
-    df = (double)((float)cut.x - mf) * invf;
-    bcut = (int)(-(double)(((float)cut.x - mf) * invf) * 16.0);
-    bcut = bcut < FAST_NB ? bcut : FAST_NB - 1;
-    (void)df;
-    if (fast_cross(ws, &s, invt, nh, p->u * zn, p->u * ezn + mz, &cb, bcut,
-                   &h, &eb) != 0)
+    if (fast_cross(ws, &s, invt, nx, bmax, p->u * zn, 2.0 * mz, &cb,
+                   fast_key((float)cut.x, mf, invf), &h) != 0)
       return 2;
     out->top_p_used = p->top_p;
   } else {
     ncand = nz;
     zn = z;
-    if (fast_cross(ws, &s, invt, nh, p->u * z, p->u * ez + mz, NULL, 0, &h,
-                   &eb) != 0)
+    if (fast_cross(ws, &s, invt, nx, bmax, p->u * z, p->u * rerr + mz, NULL,
+                   0, &h) != 0)
       return 2;
   }
   out->eff_top_k = row->n;

@@ -82,7 +82,9 @@ struct qrs__sel_ws {
   uint32_t *fpos;
   float *fx, *fe;
   uint16_t *fk;
+  double *fxe;                    /* cap: exact weights of the head */
   double *fz, *ferr;              /* QRS__NBUCKET: head bucket sums */
+  double *fzx;                    /* QRS__NBUCKET: exact bucket sums */
   size_t *fcnt;
 };
 

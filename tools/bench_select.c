@@ -26,6 +26,7 @@
 
 #include "bench.h"
 #include "rowkern.h"
+#include "select.h"
 
 #define NROWS 4
 #define NU 64
@@ -274,6 +275,9 @@ struct result {
   double floor_us;                /* median float exp pass */
   double read_us;                 /* median read-only pass */
   double ratio;                   /* median per-repetition us / floor */
+  double resolved;                /* fraction of fast-path selections
+                                     resolved by the double path */
+  double fast;                    /* fraction decided by the fast path */
 };
 
 /* Each repetition times the two floors and then the case on the same
@@ -287,8 +291,12 @@ time_case(const struct bcase *bc, const struct rowset *rs, const double *us,
   double t0, *tc, *tf, *tr, *ra;
   int r, k, rc, ret;
 
+  struct qrs__fast_stats f0, f1;
+  double all;
+
   if (make_sampler(bc, o->vocab, &s) < 0)
     return -1;
+  qrs__fast_stats_get(&f0);
   ret = -1;
   tc = calloc((size_t)o->reps, sizeof(*tc));
   tf = calloc((size_t)o->reps, sizeof(*tf));
@@ -316,6 +324,11 @@ time_case(const struct bcase *bc, const struct rowset *rs, const double *us,
   res->floor_us = median(tf, o->reps);
   res->read_us = median(tr, o->reps);
   res->ratio = median(ra, o->reps);
+  qrs__fast_stats_get(&f1);
+  all = (double)(f1.fast - f0.fast + f1.resolved - f0.resolved +
+                 f1.ineligible - f0.ineligible);
+  res->fast = all > 0 ? (double)(f1.fast - f0.fast) / all : 0.0;
+  res->resolved = all > 0 ? (double)(f1.resolved - f0.resolved) / all : 0.0;
   ret = 0;
 out:
   free(tc);
@@ -564,9 +577,9 @@ bench_select(int argc, char **argv)
   printf("\nEach token: qrs_sampler_select_u() (strategy, selection, "
          "record), log level none.\n\n");
   if (!o.batch)
-    printf("%-3s %-34s %-6s %-4s %9s %9s %8s %8s %7s\n", "", "configuration",
-           "shape", "type", "us/token", "floor us", "x floor", "read us",
-           "target");
+    printf("%-3s %-34s %-6s %-4s %9s %9s %8s %8s %7s %6s %6s\n", "",
+           "configuration", "shape", "type", "us/token", "floor us",
+           "x floor", "read us", "target", "fast%", "exact%");
   for (dt = 0; dt < 2; dt++) {
     if (!(o.dtypes & (1 << dt)))
       continue;
@@ -591,10 +604,12 @@ bench_select(int argc, char **argv)
         if (time_case(&cases[c2], &rs, us, &o, &res) < 0)
           goto out;
         target = shapes[i].lm ? cases[c2].target_lm : cases[c2].target_flat;
-        printf("(%s) %-34s %-6s %-4s %9.1f %9.1f %8.2f %8.1f %6.1fx%s\n",
+        printf("(%s) %-34s %-6s %-4s %9.1f %9.1f %8.2f %8.1f %6.1fx %6.1f "
+               "%6.1f%s\n",
                cases[c2].name, cases[c2].desc, shapes[i].name,
                dt ? "bf16" : "f32", res.us, res.floor_us, res.ratio,
-               res.read_us, target, res.ratio <= target ? "" : "  over");
+               res.read_us, target, 100.0 * res.fast, 100.0 * res.resolved,
+               res.ratio <= target ? "" : "  over");
         fflush(stdout);
       }
     }
@@ -603,7 +618,10 @@ bench_select(int argc, char **argv)
     printf("\nfloor: max and sum(exp(x - max)) in one vectorised float "
            "pass (degree-6\npolynomial exp); read: a read-only pass (the "
            "max); both timed in every\nrepetition of every line; x floor "
-           "is the median of the per-repetition ratios.\n");
+           "is the median of the per-repetition ratios.\nfast%%: "
+           "selections the float fast path decided; exact%%: those it "
+           "handed to\nthe double path because a decision fell within its "
+           "error bound.\n");
   ret = 0;
 out:
   for (i = 0; i < NSHAPES; i++)
