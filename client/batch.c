@@ -91,8 +91,10 @@ worker(void *arg)
   struct qrs_pool *p = arg;
   unsigned long seen;
 
+  /* Generation 0 is "no batch yet": a batch begun before this thread
+     first takes the lock is still seen as new. */
+  seen = 0;
   pthread_mutex_lock(&p->lock);
-  seen = p->gen;
   for (;;) {
     while (!p->stop && p->gen == seen)
       pthread_cond_wait(&p->wake, &p->lock);
