@@ -547,8 +547,6 @@ KS(scan_impl)(const struct qrs__view *v, struct qrs__scan *ret, int dt)
     KS(scan_impl)(v, ret, dt); \
   }
 
-KS_SCAN(f16, QRS_DTYPE_F16)
-KS_SCAN(bf16, QRS_DTYPE_BF16)
 KS_SCAN(f64, QRS_DTYPE_F64)
 
 
@@ -627,29 +625,26 @@ static const cbucket_fn KS(cbucket_fns)[4] = {
   KS(cbucket_f32), KS(cbucket_f16), KS(cbucket_bf16), KS(cbucket_f64),
 };
 
-/* The float32 scan at the full float width. */
-static KS_TARGET void
-KS(scan_f32_wide)(const struct qrs__view *v, struct qrs__scan *ret)
+/* The scan of float32 and 16-bit rows at the full float width (the
+   conversions are exact). */
+static inline __attribute__((always_inline)) void
+KS(scan_wide_impl)(const struct qrs__view *v, struct qrs__scan *ret, int dt)
 {
-  const float *p;
   vfl x, mx[4];
   vk nan;
   size_t i, n;
-  float m;
+  float m, xi;
   int j, q;
 
-  p = v->data;
   n = v->n;
   for (q = 0; q < 4; q++)
-    for (j = 0; j < KW; j++)
-      mx[q][j] = -INFINITY;
-  for (j = 0; j < KW; j++)
-    nan[j] = 0;
+    mx[q] = KS(splatf)(-INFINITY);
+  nan = (vk)KS(splatf)(0.0f);
   for (i = 0; i + 4 * KW <= n; i += 4 * KW) {
     for (q = 0; q < 4; q++) {
-      memcpy(&x, p + i + (size_t)(q * KW), sizeof(x));
+      x = KS(loadf)(v->data, i + (size_t)(q * KW), dt);
       nan |= x != x;
-      mx[q] = (vfl)(((vk)(x > mx[q]) & (vk)x) | (~(vk)(x > mx[q]) & (vk)mx[q]));
+      mx[q] = FMAX(x, mx[q]);
     }
   }
   m = -INFINITY;
@@ -658,16 +653,28 @@ KS(scan_f32_wide)(const struct qrs__view *v, struct qrs__scan *ret)
       m = mx[q][j] > m ? mx[q][j] : m;
   ret->has_nan = KS_ANYK(nan);
   for (; i < n; i++) {
-    if (p[i] != p[i])
+    xi = (float)load1(v->data, i, dt);
+    if (xi != xi)
       ret->has_nan = 1;
-    m = p[i] > m ? p[i] : m;
+    m = xi > m ? xi : m;
   }
   ret->max = m;
   ret->has_posinf = ret->max == INFINITY;
 }
 
+#define KS_SCANW(sfx, dt) \
+  static KS_TARGET void \
+  KS(scanw_##sfx)(const struct qrs__view *v, struct qrs__scan *ret) \
+  { \
+    KS(scan_wide_impl)(v, ret, dt); \
+  }
+
+KS_SCANW(f32, QRS_DTYPE_F32)
+KS_SCANW(f16, QRS_DTYPE_F16)
+KS_SCANW(bf16, QRS_DTYPE_BF16)
+
 static const scan_fn KS(scan_fns)[4] = {
-  KS(scan_f32_wide), KS(scan_f16), KS(scan_bf16), KS(scan_f64),
+  KS(scanw_f32), KS(scanw_f16), KS(scanw_bf16), KS(scan_f64),
 };
 
 /* Top-k: a min-heap of the k best so far; a block of 8 is skipped unless
@@ -704,7 +711,26 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
   if (dt != QRS_DTYPE_F64) {
     /* The values are floats: skip KW of them with one float compare
        (h[0].x is one of them, exactly). */
-    for (i = first; i + KW <= n; i += KW) {
+    vfl hm, q0, q1;
+
+    /* 4 KW values per test while none reaches the heap minimum. */
+    for (i = first; i + 4 * KW <= n; i += 4 * KW) {
+      q0 = FMAX(KS(loadf)(v->data, i, dt), KS(loadf)(v->data, i + KW, dt));
+      q1 = FMAX(KS(loadf)(v->data, i + 2 * KW, dt),
+                KS(loadf)(v->data, i + 3 * KW, dt));
+      hm = KS(splatf)((float)h[0].x);
+      if (!KS(maskf)((vk)(FMAX(q0, q1) >= hm)))
+        continue;
+      for (j = 0; j < 4 * KW; j++) {
+        xi = load1(v->data, i + (size_t)j, dt);
+        if (xi >= h[0].x) {
+          h[0].x = xi;
+          h[0].pos = (uint32_t)(i + (size_t)j);
+          hsift(h, k, 0);
+        }
+      }
+    }
+    for (; i + KW <= n; i += KW) {
       if (!KS(maskf)((vk)(KS(loadf)(v->data, i, dt) >= (float)h[0].x)))
         continue;
       for (j = 0; j < KW; j++) {
@@ -1271,3 +1297,4 @@ static const fpass_fn KS(fpass_fns)[4] = {
 #undef KS_FLOOR
 #undef KS_CBUCKET
 #undef KS_SCANH
+#undef KS_SCANW
