@@ -1195,7 +1195,8 @@ KS(fpass_impl)(const struct qrs__view *v, float m, float invt, float dhead,
                uint32_t *hpos, float *hx, float *he, struct qrs__fpass *ret,
                int dt)
 {
-  vfl x, d, dc, e, et, z8, r8, zb, rb, mv, iv, hv, lo, c0, c1;
+  vfl x, d, dc, e, et, zb, rb, mv, iv, hv, lo, c0, c1;
+  vd zd, rd;
   vk ca, cb, hm;
   size_t i, n, nh, blk;
   double z, err;
@@ -1206,6 +1207,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m, float invt, float dhead,
   n = v->n;
   nh = 0;
   z = err = 0.0;
+  zd = rd = KS(splat)(0.0);
   mv = KS(splatf)(m);
   iv = KS(splatf)(invt);
   hv = KS(splatf)(dhead);
@@ -1237,13 +1239,13 @@ KS(fpass_impl)(const struct qrs__view *v, float m, float invt, float dhead,
         nh++;
       }
     }
-    z8 = zb;
-    r8 = rb;
-    for (j = 0; j < KW; j++) {
-      z += z8[j];
-      err += r8[j];
+    for (j = 0; j < VW; j++) {
+      zd[j] += (double)zb[j] + (double)zb[j + VW];
+      rd[j] += (double)rb[j] + (double)rb[j + VW];
     }
   }
+  z = KS(hsum)(zd);
+  err = KS(hsum)(rd);
   ret->cnt_a = ret->cnt_b = 0;
   for (j = 0; j < KW; j++) {
     ret->cnt_a += (size_t)ca[j];

@@ -974,7 +974,7 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
    Reference order, plain top-p or none, no top-k / min-p (those are
    logit cuts the double path already does at read speed), float32 and
    16-bit rows.  One float pass (qrs__kfpass) gives Z with an error bound
-   E and the head list (d >= FAST_DHEAD), bucketed by 1/16 of d.  Each
+   E and the head list (d >= -8, -12 or -16), bucketed by 1/16 of d.  Each
    crossing (top-p at p Z, then u Z_nucleus) is placed in one bucket by
    the float sums; that bucket's elements get their exact double weights
    (the double path's own exp) and are ordered by refine().  The decision
@@ -984,8 +984,8 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
    decides (the exact resolution). */
 
 #define FAST_MIN_N 256
-#define FAST_DHEAD0 (-8.0f)
-#define FAST_DHEAD (-16.0f)
+/* The head ladder: d >= -8, then -12, then -16. */
+static const float fast_dhead[3] = { -8.0f, -12.0f, -16.0f };
 #define FAST_NB 256
 /* Relative bound of the double sums' rounding (either path). */
 #define FAST_DROUND 4e-11
@@ -1117,11 +1117,11 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   mf = (float)scan->max;
   invf = (float)invt;
   /* The ladder: a head down to d = -8 first (an LM row's nucleus and
-     most of its mass), the whole pass again down to -16 when the head's
-     mass falls short of the first crossing. */
+     most of its mass), the whole pass again down to -12 and then -16
+     when the head's mass falls short of the first crossing. */
   for (rung = 0;; rung++) {
-    nh = qrs__kfpass(row, mf, invf, rung ? FAST_DHEAD : FAST_DHEAD0,
-                     ws->fpos, ws->fx, ws->fe, &fp);
+    nh = qrs__kfpass(row, mf, invf, fast_dhead[rung], ws->fpos, ws->fx,
+                     ws->fe, &fp);
     if (fp.cnt_a != fp.cnt_b)
       return 2;                 /* weights at the underflow limit */
     nz = fp.cnt_a;
@@ -1146,7 +1146,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     }
     ez = ez * 1.01 + (double)row->n * 1.7e-38;
     tf = (p->top_p < 1.0 ? p->top_p : p->u) * z + 2.0 * ez;
-    if (rung || z - fp.z >= tf)
+    if (rung == 2 || z - fp.z >= tf)
       break;
   }
   /* The exact buckets: the float sums place the first crossing (the
