@@ -25,6 +25,7 @@
 #define SALT "000102030405060708090a0b0c0d0e0f"
 
 #define MOCK_YAML(seed)                                                     \
+  "allow_test_sources: true\n"                                              \
   "default_source: mock\n"                                                  \
   "sources:\n"                                                              \
   "  mock: { type: mock, seed: " #seed " }\n"                               \
