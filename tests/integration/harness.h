@@ -41,7 +41,7 @@ int daemon_stop(struct daemon *d);
 /* Remove the temporary directory (after daemon_stop). */
 void daemon_cleanup(struct daemon *d);
 
-/* Does qrsd's log contain needle? */
+/* Does qrsd's log contain needle (waits up to 3 s for it)? */
 int daemon_log_contains(const struct daemon *d, const char *needle);
 
 /* Wait for "STOPPING=1" (or another line) on the notify socket. */
