@@ -6,7 +6,7 @@
    top-p exactly at a prefix mass) that must take the exact resolution.
 
    QRS_FASTSEL_TRIPLES=N sets the number of random triples (default
-   1000000; 300000 under ASan, 20000 under valgrind; the long run:
+   1000000; 100000 under ASan, 5000 under valgrind; the long run:
    QRS_FASTSEL_TRIPLES=20000000 build/tests/unit/test_fastsel). */
 #include <math.h>
 #include <stdint.h>
@@ -291,10 +291,10 @@ Test(fastsel, random_triples_match_the_double_path)
   env = getenv("QRS_FASTSEL_TRIPLES");
   total = 1000000ull;
 #ifdef __SANITIZE_ADDRESS__
-  total = 300000ull;
+  total = 100000ull;
 #endif
   if (RUNNING_ON_VALGRIND)
-    total = 20000ull;
+    total = 5000ull;
   if (env)
     total = strtoull(env, NULL, 10);
   per_row = 200;
