@@ -39,7 +39,9 @@
 
    Threads: as llama.cpp's samplers, one thread at a time per sampler; the
    qrs_client may be shared (its calls are serialised).  The client must
-   outlive every sampler made with it.  Errors: int functions return 0 or
+   outlive every sampler made with it.  A clone (llama_sampler_clone())
+   has the same configuration, client and fixed salt, its own state, and
+   no log sink.  Errors: int functions return 0 or
    a negative errno / QRS_E_* code (qrs/error.h).  Added in 0.1. */
 #ifndef QRS_LLAMA_H
 #define QRS_LLAMA_H
@@ -101,7 +103,8 @@ QRS_EXPORT int qrs_llama_sampler_record(const struct llama_sampler *smpl,
    apply smpl (a chain holding a qrs sampler, or a qrs sampler alone, in
    which case this is qrs_llama_sample_logits()), accept the token.
    Returns 0 and *ret_token; or the qrs sampler's error, or
-   QRS_E_NO_CANDIDATES when the chain selected nothing, -EINVAL (no
+   QRS_E_NO_CANDIDATES when the chain selected nothing (also when the
+   config says bypass and no later sampler chose), -EINVAL (no
    logits at idx), -ENOENT (no qrs sampler in smpl), -ENOMEM.  On error
    nothing was accepted and the qrs step did not advance: calling again
    draws again for the same token. */
