@@ -38,6 +38,11 @@
    turns a 2-byte empty element of a repeated message into a whole
    struct). */
 #define ARENA_SIZE (16 * 1024)
+/* The receive buffer grows by at most this much ahead of the bytes
+   received. */
+#define RECV_CHUNK (256 * 1024)
+/* A daemon's frame limit is believed up to qrsd's own maximum. */
+#define MAX_FRAME_LIMIT (64u * 1024u * 1024u)
 #define ARENA_HEAP_FACTOR 4
 
 enum slot_state {
@@ -375,6 +380,9 @@ recv_frame(struct qrs_client *c, struct qrs_frame_hdr *ret_hdr,
         return 0;
       }
     }
+    /* Grow with the bytes that arrive, not with what a header claims. */
+    if (need - c->rlen > RECV_CHUNK)
+      need = c->rlen + RECV_CHUNK;
     if (need > c->rcap) {
       nb = realloc(c->rbuf, need);
       if (!nb)
@@ -572,6 +580,8 @@ hello(struct qrs_client *c, int64_t deadline)
   in->max_inflight = r->max_inflight;
   in->max_frame_bytes = r->max_frame_bytes ? r->max_frame_bytes
                                            : QRS_DEFAULT_MAX_FRAME;
+  if (in->max_frame_bytes > MAX_FRAME_LIMIT)
+    in->max_frame_bytes = MAX_FRAME_LIMIT;
   in->max_bytes_per_request = r->max_bytes_per_request;
   copy_str(in->default_source_type, sizeof(in->default_source_type),
            r->default_source_type);

@@ -14,7 +14,9 @@
    draws (qrs_client_draw, _draw_begin/_finish) make no heap allocation
    once connected.  Larger replies (BYTES, STATUS) use the heap, at most
    four times the frame limit for one reply; a reply that would need more
-   is QRS_E_PROTOCOL.
+   is QRS_E_PROTOCOL.  The daemon's frame limit is believed up to 64 MiB
+   (qrsd's own maximum), and the receive buffer grows with the bytes that
+   arrive, not with the length a header claims.
 
    Errors: every int-returning function returns 0 on success or a negative
    errno / QRS_E_* code (see qrs/error.h); out-parameters are written only
