@@ -45,6 +45,16 @@ wait_exit(pid_t pid, int ms)
   return -1;
 }
 
+/* In a child about to exec qrsd: close criterion's descriptors too. */
+static void
+close_from(int lowfd)
+{
+  int fd;
+
+  for (fd = lowfd; fd < 1024; fd++)
+    close(fd);
+}
+
 /* ---- item 7: only ECONNREFUSED means a stale socket ------------------- */
 
 Test(limits, unprivileged_second_daemon_does_not_steal_the_socket,
@@ -66,6 +76,7 @@ Test(limits, unprivileged_second_daemon_does_not_steal_the_socket,
   if (pid == 0) {
     fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     dup2(fd, 2);
+    close_from(3);
     if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
       _exit(99);
     execl(getenv("QRSD_BIN"), "qrsd", "--socket", D.sock, (char *)NULL);
@@ -453,8 +464,7 @@ Test(limits, a_stalled_stderr_does_not_stall_the_daemon, .timeout = 120,
   cr_assert_geq(pid, 0);
   if (pid == 0) {
     dup2(p[1], 2);
-    close(p[0]);
-    close(p[1]);
+    close_from(3);
     execl(getenv("QRSD_BIN"), "qrsd", "-v", "--socket", sock, (char *)NULL);
     _exit(98);
   }
