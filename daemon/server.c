@@ -208,7 +208,8 @@ on_write(uv_write_t *req, int status)
   c->srv->mem_queued -= w->len;
   free(w);
   if (status < 0 && status != UV_ECANCELED && !c->closing) {
-    log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO, "%s: write failed: %s; closing", c->name, uv_strerror(status));
+    log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO,
+                "%s: write failed: %s; closing", c->name, uv_strerror(status));
     conn_close(c);
   }
   conn_update_reading(c);
@@ -233,7 +234,8 @@ conn_write(struct conn *c, struct wreq *w, size_t len)
     return;
   }
   if (n < 0 && n != UV_EAGAIN) {
-    log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO, "%s: write failed: %s; closing", c->name, uv_strerror(n));
+    log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO,
+                "%s: write failed: %s; closing", c->name, uv_strerror(n));
     free(w);
     conn_close(c);
     return;
@@ -497,14 +499,16 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
   if (nread < 0) {
     if (nread == UV_EOF) {
       if (c->rlen > 0 || c->inflight > 0)
-        log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO, "%s: client disconnected with %s%u request(s) in flight",
-                 c->name, c->rlen > 0 ? "a partial frame and " : "",
-                 c->inflight);
+        log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO,
+                    "%s: client disconnected with %s%u request(s) in flight",
+                    c->name, c->rlen > 0 ? "a partial frame and " : "",
+                    c->inflight);
       else
         log_debug("%s: client disconnected", c->name);
     } else {
-      log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO, "%s: read failed: %s; closing", c->name,
-               uv_strerror((int)nread));
+      log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO,
+                  "%s: read failed: %s; closing", c->name,
+                  uv_strerror((int)nread));
     }
     conn_close(c);
     return;
@@ -605,8 +609,9 @@ handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
 
   srv = c->srv;
   if (m->protocol_version != QRS_PROTO_VERSION) {
-    log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN, "%s: client speaks protocol %u, we speak %u; closing", c->name,
-             m->protocol_version, QRS_PROTO_VERSION);
+    log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN,
+                "%s: client speaks protocol %u, we speak %u; closing", c->name,
+                m->protocol_version, QRS_PROTO_VERSION);
     conn_send_error(c, seq, QRS_E_VERSION,
                     "qrsd %s speaks protocol version %u, not %u",
                     QRS_VERSION, QRS_PROTO_VERSION, m->protocol_version);
@@ -845,16 +850,18 @@ handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
   srv->requests++;
 
   if (!is_request_type(h->type)) {
-    log_limited(&c->srv->rl_frame, LOG_LEVEL_INFO, "%s: unsupported message type %u (%s)", c->name, h->type,
-             qrs__msg_name(h->type));
+    log_limited(&c->srv->rl_frame, LOG_LEVEL_INFO,
+                "%s: unsupported message type %u (%s)", c->name, h->type,
+                qrs__msg_name(h->type));
     conn_send_error(c, h->seq, QRS_E_UNSUPPORTED,
                     "message type %u is not a request this qrsd serves",
                     h->type);
     return;
   }
   if (h->version != QRS_PROTO_VERSION && h->type != QRS_MSG_HELLO) {
-    log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN, "%s: frame of protocol version %u; closing", c->name,
-             h->version);
+    log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN,
+                "%s: frame of protocol version %u; closing", c->name,
+                h->version);
     conn_send_error(c, h->seq, QRS_E_VERSION,
                     "frame of protocol version %u, qrsd speaks %u",
                     h->version, QRS_PROTO_VERSION);
@@ -870,8 +877,9 @@ handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
   srv->arena_used = 0;
   m = protobuf_c_message_unpack(desc, &alloc, h->length, payload);
   if (!m) {
-    log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN, "%s: %s payload of %u bytes does not decode; closing",
-             c->name, qrs__msg_name(h->type), h->length);
+    log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN,
+                "%s: %s payload of %u bytes does not decode; closing",
+                c->name, qrs__msg_name(h->type), h->length);
     conn_send_error(c, h->seq, QRS_E_PROTOCOL,
                     "%s payload does not decode", qrs__msg_name(h->type));
     conn_close_after_flush(c);
@@ -882,14 +890,16 @@ handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
     goto out;
   }
   if (!c->hello_done) {
-    log_limited(&c->srv->rl_frame, LOG_LEVEL_INFO, "%s: %s before HELLO", c->name, qrs__msg_name(h->type));
+    log_limited(&c->srv->rl_frame, LOG_LEVEL_INFO,
+                "%s: %s before HELLO", c->name, qrs__msg_name(h->type));
     conn_send_error(c, h->seq, QRS_E_HELLO_REQUIRED,
                     "send HELLO before %s", qrs__msg_name(h->type));
     goto out;
   }
   if (c->inflight >= srv->conf->max_inflight) {
-    log_limited(&c->srv->rl_busy, LOG_LEVEL_INFO, "%s: more than %u requests in flight; answering BUSY",
-             c->name, srv->conf->max_inflight);
+    log_limited(&c->srv->rl_busy, LOG_LEVEL_INFO,
+                "%s: more than %u requests in flight; answering BUSY",
+                c->name, srv->conf->max_inflight);
     conn_send_error(c, h->seq, QRS_E_BUSY,
                     "more than %u requests in flight on this connection",
                     srv->conf->max_inflight);
@@ -974,7 +984,8 @@ on_connection(uv_stream_t *listener, int status)
 
   srv = listener->data;
   if (status < 0) {
-    log_limited(&srv->rl_conn, LOG_LEVEL_WARN, "accept failed: %s", uv_strerror(status));
+    log_limited(&srv->rl_conn, LOG_LEVEL_WARN,
+                "accept failed: %s", uv_strerror(status));
     return;
   }
   c = calloc(1, sizeof(*c));

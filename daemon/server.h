@@ -61,7 +61,8 @@ struct server {
 };
 
 /* Open every configured source (the registry) and the draw engine.  0,
-   or a negative errno with err filled in.  srv is the caller's storage; undo with server_done(). */
+   or a negative errno with err filled in.  srv is the caller's storage;
+   undo with server_done(). */
 int server_init(struct server *srv, uv_loop_t *loop,
                 const struct qrsd_conf *conf, char *err, size_t errlen);
 

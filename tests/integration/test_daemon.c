@@ -19,6 +19,7 @@
 #include <qrs/client.h>
 
 #include "harness.h"
+#include "harness_client.h"
 
 static struct daemon D;
 
@@ -32,31 +33,6 @@ static void
 start_default(void)
 {
   daemon_run(&D, NULL);
-}
-
-static struct qrs_client *
-connect_client(const char *sock)
-{
-  struct qrs_client *c;
-  int r;
-
-  r = qrs_client_new(sock, NULL, &c);
-  cr_assert_eq(r, 0, "qrs_client_new(%s): %s", sock, qrs_strerror(r));
-  return c;
-}
-
-static void
-assert_draw_works(const char *sock)
-{
-  struct qrs_client *c;
-  struct qrs_draw d;
-  int r;
-
-  c = connect_client(sock);
-  r = qrs_client_draw(c, NULL, &d);
-  cr_assert_eq(r, 0, "draw: %s", qrs_strerror(r));
-  cr_assert(d.u > 0 && d.u < 1);
-  qrs_client_free(c);
 }
 
 static int64_t

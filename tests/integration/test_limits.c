@@ -18,6 +18,7 @@
 #include <qrs/client.h>
 
 #include "harness.h"
+#include "harness_client.h"
 
 static struct daemon D;
 
@@ -25,31 +26,6 @@ static void
 stop_and_clean(void)
 {
   daemon_cleanup(&D);
-}
-
-static struct qrs_client *
-connect_client(const char *sock)
-{
-  struct qrs_client *c;
-  int r;
-
-  r = qrs_client_new(sock, NULL, &c);
-  cr_assert_eq(r, 0, "qrs_client_new(%s): %s", sock, qrs_strerror(r));
-  return c;
-}
-
-static void
-assert_draw_works(const char *sock)
-{
-  struct qrs_client *c;
-  struct qrs_draw d;
-  int r;
-
-  c = connect_client(sock);
-  r = qrs_client_draw(c, NULL, &d);
-  cr_assert_eq(r, 0, "draw: %s", qrs_strerror(r));
-  cr_assert(d.u > 0 && d.u < 1);
-  qrs_client_free(c);
 }
 
 /* Wait up to ms for pid; its exit status, or -1 if it still runs (then it
@@ -67,6 +43,16 @@ wait_exit(pid_t pid, int ms)
   kill(pid, SIGKILL);
   waitpid(pid, &st, 0);
   return -1;
+}
+
+/* In a child about to exec qrsd: close criterion's descriptors too. */
+static void
+close_from(int lowfd)
+{
+  int fd;
+
+  for (fd = lowfd; fd < 1024; fd++)
+    close(fd);
 }
 
 /* ---- item 7: only ECONNREFUSED means a stale socket ------------------- */
@@ -90,6 +76,7 @@ Test(limits, unprivileged_second_daemon_does_not_steal_the_socket,
   if (pid == 0) {
     fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     dup2(fd, 2);
+    close_from(3);
     if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
       _exit(99);
     execl(getenv("QRSD_BIN"), "qrsd", "--socket", D.sock, (char *)NULL);
@@ -477,8 +464,7 @@ Test(limits, a_stalled_stderr_does_not_stall_the_daemon, .timeout = 120,
   cr_assert_geq(pid, 0);
   if (pid == 0) {
     dup2(p[1], 2);
-    close(p[0]);
-    close(p[1]);
+    close_from(3);
     execl(getenv("QRSD_BIN"), "qrsd", "-v", "--socket", sock, (char *)NULL);
     _exit(98);
   }

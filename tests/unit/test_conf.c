@@ -99,6 +99,11 @@ assert_conf_eq(const struct qrsd_conf *a, const struct qrsd_conf *b)
   cr_assert_eq(a->max_inflight, b->max_inflight);
   cr_assert_eq(a->request_timeout_ms, b->request_timeout_ms);
   cr_assert_eq(a->allow_test_sources, b->allow_test_sources);
+  cr_assert_eq(a->hello_timeout_ms, b->hello_timeout_ms);
+  cr_assert_eq(a->frame_timeout_ms, b->frame_timeout_ms);
+  cr_assert_eq(a->idle_timeout_ms, b->idle_timeout_ms);
+  cr_assert_eq(a->max_connections_per_uid, b->max_connections_per_uid);
+  cr_assert_eq(a->memory_budget, b->memory_budget);
   cr_assert_eq(a->n_sources, b->n_sources);
   for (i = 0; i < a->n_sources; i++) {
     cr_assert_str_eq(a->sources[i].name, b->sources[i].name);
@@ -505,6 +510,37 @@ Test(conf, fallback_cycles_are_rejected)
                     "  system: { type: system, fallback: system }\n", 2,
                     "sources.system.fallback: fallback cycle: system -> "
                     "system");
+}
+
+Test(conf, connection_limits_have_defaults_and_ranges)
+{
+  struct qrsd_conf *c;
+
+  c = load_default();
+  cr_assert_eq(c->hello_timeout_ms, 5000);
+  cr_assert_eq(c->frame_timeout_ms, 10000);
+  cr_assert_eq(c->idle_timeout_ms, 0);
+  cr_assert_eq(c->max_connections_per_uid, 256);
+  cr_assert_eq(c->memory_budget, 268435456);
+  conf_free(c);
+  c = load_text("limits: { hello_timeout_ms: 1, frame_timeout_ms: 600000, "
+                "idle_timeout_ms: 86400000, max_connections_per_uid: 1, "
+                "memory_budget_bytes: 1099511627776 }\n");
+  cr_assert_eq(c->hello_timeout_ms, 1);
+  cr_assert_eq(c->frame_timeout_ms, 600000);
+  cr_assert_eq(c->idle_timeout_ms, 86400000);
+  cr_assert_eq(c->max_connections_per_uid, 1);
+  cr_assert_eq(c->memory_budget, 1099511627776ull);
+  conf_free(c);
+  expect_text_error("limits: { hello_timeout_ms: 0 }\n", 1,
+                    "limits.hello_timeout_ms: value 0 out of range "
+                    "1..600000");
+  expect_text_error("limits:\n  memory_budget_bytes: 1000\n", 2,
+                    "limits.memory_budget_bytes: value 1000 out of range "
+                    "16777216..1099511627776");
+  expect_text_error("limits: { max_connections_per_uid: 0 }\n", 1,
+                    "limits.max_connections_per_uid: value 0 out of range "
+                    "1..65536");
 }
 
 Test(conf, test_sources_need_allow_test_sources)
