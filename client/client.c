@@ -646,6 +646,10 @@ draw_from_wire(const QrsIpc__DrawReply *m, struct qrs_draw *d)
   copy_str(d->amplifier, sizeof(d->amplifier), m->amplifier);
   d->fallback = m->fallback;
   d->nonce = m->nonce;
+  d->byte_sum = m->byte_sum;
+  d->population_mean = m->population_mean;
+  d->population_std = m->population_std;
+  d->extra_bytes = m->extra_bytes;
   switch (m->echo) {
   case QRS_IPC__ECHO__ECHO_VERIFIED:
     d->echo = QRS_ECHO_VERIFIED;
@@ -676,11 +680,37 @@ draw_from_wire(const QrsIpc__DrawReply *m, struct qrs_draw *d)
   }
 }
 
-/* Fill the wire request; cm is the caller's storage for the commitment. */
+/* Storage for the submessages of one wire Draw. */
+struct draw_wire {
+  QrsIpc__Commitment cm;
+  QrsIpc__DoubleValue mean, std, eps;
+  QrsIpc__UInt32Value zcal, ecal;
+};
+
+static QrsIpc__DoubleValue *
+wire_double(QrsIpc__DoubleValue *w, double v)
+{
+  qrs_ipc__double_value__init(w);
+  w->value = v;
+  return w;
+}
+
+static QrsIpc__UInt32Value *
+wire_u32(QrsIpc__UInt32Value *w, uint32_t v)
+{
+  qrs_ipc__uint32_value__init(w);
+  w->value = v;
+  return w;
+}
+
+/* Fill the wire request; dw is the caller's storage for submessages. */
 static int
 draw_to_wire(const struct qrs_client *c, const struct qrs_draw_request *req,
-             QrsIpc__Draw *m, QrsIpc__Commitment *cm)
+             QrsIpc__Draw *m, struct draw_wire *dw)
 {
+  const struct qrs_amp_params *ap;
+  QrsIpc__Commitment *cm = &dw->cm;
+
   qrs_ipc__draw__init(m);
   if (!req)
     return 0;
@@ -697,6 +727,22 @@ draw_to_wire(const struct qrs_client *c, const struct qrs_draw_request *req,
     cm->prev_token_id = req->commitment->prev_token_id;
     m->commitment = cm;
   }
+  ap = req->amp;
+  if (ap) {
+    if (ap->set & QRS_AMP_POPULATION_MEAN)
+      m->population_mean = wire_double(&dw->mean, ap->population_mean);
+    if (ap->set & QRS_AMP_POPULATION_STD)
+      m->population_std = wire_double(&dw->std, ap->population_std);
+    if (ap->set & QRS_AMP_EPSILON)
+      m->uniform_clamp_epsilon = wire_double(&dw->eps,
+                                             ap->uniform_clamp_epsilon);
+    if (ap->set & QRS_AMP_ZSCORE_CALIBRATION)
+      m->zscore_calibration_samples = wire_u32(&dw->zcal,
+                                         ap->zscore_calibration_samples);
+    if (ap->set & QRS_AMP_ECDF_CALIBRATION)
+      m->ecdf_calibration_samples = wire_u32(&dw->ecal,
+                                             ap->ecdf_calibration_samples);
+  }
   return 0;
 }
 
@@ -704,14 +750,14 @@ int
 qrs_client_draw(struct qrs_client *c, const struct qrs_draw_request *req,
                 struct qrs_draw *ret_draw)
 {
-  QrsIpc__Commitment cm;
+  struct draw_wire dw;
   ProtobufCMessage *reply;
   QrsIpc__Draw m;
   int r;
 
   if (!c || !ret_draw)
     return -EINVAL;
-  r = draw_to_wire(c, req, &m, &cm);
+  r = draw_to_wire(c, req, &m, &dw);
   if (r < 0)
     return r;
   pthread_mutex_lock(&c->lock);
@@ -731,7 +777,7 @@ qrs_client_draw_begin(struct qrs_client *c,
                       const struct qrs_draw_request *req,
                       uint32_t *ret_ticket)
 {
-  QrsIpc__Commitment cm;
+  struct draw_wire dw;
   struct slot *s;
   QrsIpc__Draw m;
   int64_t deadline;
@@ -740,7 +786,7 @@ qrs_client_draw_begin(struct qrs_client *c,
 
   if (!c || !ret_ticket)
     return -EINVAL;
-  r = draw_to_wire(c, req, &m, &cm);
+  r = draw_to_wire(c, req, &m, &dw);
   if (r < 0)
     return r;
   pthread_mutex_lock(&c->lock);

@@ -29,6 +29,7 @@ struct qrs_sampler {
   const char *source;
   const char *amplifier;
   uint32_t sample_count;
+  struct qrs_amp_params amp;    /* the explicitly set amplifier fields */
   size_t vocab_size;
   size_t cap;                     /* longest row */
   struct qrs__sel_ws ws;
@@ -99,6 +100,32 @@ order_of(const struct qrs__cfgvals *v)
                            : QRS__ORDER_REFERENCE;
 }
 
+/* The amplifier fields set above the default layer go to qrsd with every
+   draw; the others take qrsd's configured values (whose population_std is
+   the correct 73.9003, not the reference's 73.612). */
+static void
+amp_params_of(const struct qrs_sampler_config *cfg,
+              const struct qrs__cfgvals *v, struct qrs_amp_params *ret)
+{
+  memset(ret, 0, sizeof(*ret));
+  if (qrs_sampler_config_layer(cfg, "population_mean") != QRS_LAYER_DEFAULT)
+    ret->set |= QRS_AMP_POPULATION_MEAN;
+  if (qrs_sampler_config_layer(cfg, "population_std") != QRS_LAYER_DEFAULT)
+    ret->set |= QRS_AMP_POPULATION_STD;
+  if (qrs_sampler_config_layer(cfg, "uniform_clamp_epsilon") !=
+      QRS_LAYER_DEFAULT)
+    ret->set |= QRS_AMP_EPSILON;
+  if (qrs_sampler_config_layer(cfg, "zscore_calibration_samples") !=
+          QRS_LAYER_DEFAULT &&
+      v->zscore_calibration_samples >= 0 &&
+      v->zscore_calibration_samples <= UINT32_MAX)
+    ret->set |= QRS_AMP_ZSCORE_CALIBRATION;
+  ret->population_mean = v->population_mean;
+  ret->population_std = v->population_std;
+  ret->uniform_clamp_epsilon = v->uniform_clamp_epsilon;
+  ret->zscore_calibration_samples = (uint32_t)v->zscore_calibration_samples;
+}
+
 int
 qrs_sampler_new(const struct qrs_sampler_config *cfg, size_t vocab_size,
                 struct qrs_sampler **ret_sampler)
@@ -145,6 +172,7 @@ qrs_sampler_new(const struct qrs_sampler_config *cfg, size_t vocab_size,
   if (qrs_sampler_config_layer(cfg, "sample_count") != QRS_LAYER_DEFAULT &&
       s->cfg.sample_count > 0 && s->cfg.sample_count <= UINT32_MAX)
     s->sample_count = (uint32_t)s->cfg.sample_count;
+  amp_params_of(cfg, &s->cfg, &s->amp);
   s->vocab_size = vocab_size;
   s->cap = vocab_size;
   s->prev_token = -1;
@@ -603,6 +631,7 @@ draw_request(const struct qrs_sampler *s, struct qrs_commitment *cm,
   req->amplifier = s->amplifier;
   req->sample_count = s->sample_count;
   req->commitment = cm;
+  req->amp = s->amp.set ? &s->amp : NULL;
 }
 
 int
