@@ -5,5 +5,6 @@
 #include <qrs/error.h>
 #include <qrs/client.h>
 #include <qrs/sampler.h>
+#include <qrs/roller.h>
 
 #endif
