@@ -1,6 +1,8 @@
 /* Per-draw amplifier parameters (ampreq.h). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <qrs/error.h>
 
@@ -108,5 +110,131 @@ ampreq_calibration_blocks(const struct amp_req *a)
     return a->ecal;
   default:
     return 0;
+  }
+}
+
+void
+amp_state_init(struct amp_state *st)
+{
+  memset(st, 0, sizeof(*st));
+}
+
+void
+amp_state_free(struct amp_state *st)
+{
+  int i;
+
+  for (i = 0; i < AMP_ECDF_CACHE; i++)
+    amp_ecdf_free(&st->ecdf[i].e);
+}
+
+static int
+ecdf_slot(struct amp_state *st, uint32_t sample_count, uint32_t blocks)
+{
+  int i;
+
+  for (i = 0; i < AMP_ECDF_CACHE; i++)
+    if (st->ecdf[i].e.means && st->ecdf[i].sample_count == sample_count &&
+        st->ecdf[i].blocks == blocks)
+      return i;
+  return -1;
+}
+
+uint32_t
+amp_state_missing(struct amp_state *st, const struct amp_req *a)
+{
+  double m, s;
+
+  switch (a->type) {
+  case AMP_ZSCORE_MEAN:
+  case AMP_ZSCORE_THOUGHT:
+    if (!a->zcal || amp_calib_lookup(&st->z, a->sample_count, a->zcal, &m, &s))
+      return 0;
+    return a->zcal;
+  case AMP_ECDF:
+    return ecdf_slot(st, a->sample_count, a->ecal) < 0 ? a->ecal : 0;
+  default:
+    return 0;
+  }
+}
+
+int
+amp_state_calibrate(struct amp_state *st, const struct amp_req *a,
+                    const uint8_t *buf, uint32_t blocks, char *msg,
+                    size_t len)
+{
+  struct amp_ecdf e = { NULL, 0 };
+  double *means, mean, std;
+  uint32_t i;
+  int r, slot;
+
+  means = malloc((blocks ? blocks : 1) * sizeof(*means));
+  if (!means)
+    return -ENOMEM;
+  for (i = 0; i < blocks; i++)
+    means[i] = (double)amp_byte_sum(buf + (size_t)i * a->sample_count,
+                                    a->sample_count) / (double)a->sample_count;
+  if (a->type == AMP_ECDF) {
+    r = amp_ecdf_calibrate(&e, means, blocks);
+    if (r == 0) {
+      slot = 0;
+      for (i = 0; i < AMP_ECDF_CACHE; i++) {
+        if (!st->ecdf[i].e.means) {
+          slot = (int)i;
+          break;
+        }
+        if (st->ecdf[i].used < st->ecdf[slot].used)
+          slot = (int)i;
+      }
+      amp_ecdf_free(&st->ecdf[slot].e);
+      st->ecdf[slot].e = e;
+      st->ecdf[slot].sample_count = a->sample_count;
+      st->ecdf[slot].blocks = blocks;
+      st->ecdf[slot].used = ++st->clock;
+    }
+  } else {
+    r = amp_zscore_calibrate(means, blocks, a->sample_count, &mean, &std);
+    if (r == 0)
+      amp_calib_store(&st->z, a->sample_count, blocks, mean, std);
+  }
+  free(means);
+  if (r == AMP_E_ZERO_VARIANCE) {
+    snprintf(msg, len, "%s", amp_strerror(a->type, r));
+    return QRS_E_CALIBRATION;
+  }
+  return r;
+}
+
+int
+amp_state_run(struct amp_state *st, const struct amp_req *a,
+              const struct amp_exact_table *t, const uint8_t *buf,
+              struct amp_result *ret, struct amp_params *ret_p)
+{
+  struct amp_params p;
+  int slot;
+
+  p = a->p;
+  switch (a->type) {
+  case AMP_ZSCORE_MEAN:
+  case AMP_ZSCORE_THOUGHT:
+    if (a->zcal && !amp_calib_lookup(&st->z, a->sample_count, a->zcal,
+                                     &p.population_mean, &p.population_std))
+      return QRS_E_CALIBRATION;
+    *ret_p = p;
+    return amp_zscore_mean(&p, buf, a->sample_count, ret);
+  case AMP_ECDF:
+    slot = ecdf_slot(st, a->sample_count, a->ecal);
+    if (slot < 0)
+      return QRS_E_CALIBRATION;
+    st->ecdf[slot].used = ++st->clock;
+    *ret_p = p;
+    return amp_ecdf(&st->ecdf[slot].e, &p, buf, a->sample_count, ret);
+  case AMP_EXACT:
+    if (!t || t->n != a->sample_count)
+      return -EINVAL;
+    *ret_p = p;
+    return amp_exact(t, &p, buf, a->sample_count, ret);
+  default:
+    return -EINVAL;
   }
 }
