@@ -941,6 +941,14 @@ sources_from_wire(QrsIpc__SourceInfo **v, size_t n)
     out[i].bytes = v[i]->bytes;
     out[i].failures = v[i]->failures;
     copy_str(out[i].detail, sizeof(out[i].detail), v[i]->detail);
+    out[i].stats.window = v[i]->stat_window;
+    out[i].stats.ks = v[i]->stat_ks;
+    out[i].stats.ks_p = v[i]->stat_ks_p;
+    out[i].stats.cusum_hi = v[i]->stat_cusum_hi;
+    out[i].stats.cusum_lo = v[i]->stat_cusum_lo;
+    out[i].stats.alarm = v[i]->stat_alarm;
+    copy_str(out[i].stats.alarm_reason, sizeof(out[i].stats.alarm_reason),
+             v[i]->stat_alarm_reason);
   }
   return out;
 }

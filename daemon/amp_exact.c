@@ -376,6 +376,24 @@ amp_exact_release(struct amp_exact_table *t)
 }
 
 int
+amp_exact_try_get(uint32_t n, struct amp_exact_table **ret)
+{
+  struct amp_exact_table *t;
+
+  pthread_mutex_lock(&cache_lock);
+  t = lookup(n);
+  if (t) {
+    t->refs++;
+    t->used = ++cache_clock;
+  }
+  pthread_mutex_unlock(&cache_lock);
+  if (!t)
+    return -ENOENT;
+  *ret = t;
+  return 0;
+}
+
+int
 amp_exact_cached(uint32_t n)
 {
   int r;

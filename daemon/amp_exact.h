@@ -54,6 +54,8 @@ double amp_exact_cdf(const struct amp_exact_table *t, int64_t s);
    alone exceeds the cache limit. */
 int amp_exact_get(uint32_t n, struct amp_exact_table **ret);
 void amp_exact_release(struct amp_exact_table *t);
+/* The table for N if it is in the cache (never builds): 0 or -ENOENT. */
+int amp_exact_try_get(uint32_t n, struct amp_exact_table **ret);
 /* Whether the table for N is in the cache now (no build). */
 int amp_exact_cached(uint32_t n);
 /* Set the cache's byte limit (default 64 MiB); drops unused tables above

@@ -163,10 +163,9 @@ amp_state_calibrate(struct amp_state *st, const struct amp_req *a,
                     const uint8_t *buf, uint32_t blocks, char *msg,
                     size_t len)
 {
-  struct amp_ecdf e = { NULL, 0 };
-  double *means, mean, std;
+  double *means;
   uint32_t i;
-  int r, slot;
+  int r;
 
   means = malloc((blocks ? blocks : 1) * sizeof(*means));
   if (!means)
@@ -174,6 +173,21 @@ amp_state_calibrate(struct amp_state *st, const struct amp_req *a,
   for (i = 0; i < blocks; i++)
     means[i] = (double)amp_byte_sum(buf + (size_t)i * a->sample_count,
                                     a->sample_count) / (double)a->sample_count;
+  r = amp_state_calibrate_means(st, a, means, blocks, msg, len);
+  free(means);
+  return r;
+}
+
+int
+amp_state_calibrate_means(struct amp_state *st, const struct amp_req *a,
+                          const double *means, uint32_t blocks, char *msg,
+                          size_t len)
+{
+  struct amp_ecdf e = { NULL, 0 };
+  double mean, std;
+  uint32_t i;
+  int r, slot;
+
   if (a->type == AMP_ECDF) {
     r = amp_ecdf_calibrate(&e, means, blocks);
     if (r == 0) {
@@ -197,11 +211,12 @@ amp_state_calibrate(struct amp_state *st, const struct amp_req *a,
     if (r == 0)
       amp_calib_store(&st->z, a->sample_count, blocks, mean, std);
   }
-  free(means);
   if (r == AMP_E_ZERO_VARIANCE) {
     snprintf(msg, len, "%s", amp_strerror(a->type, r));
     return QRS_E_CALIBRATION;
   }
+  if (r < 0)
+    snprintf(msg, len, "%s", amp_strerror(a->type, r));
   return r;
 }
 

@@ -62,6 +62,10 @@ uint32_t amp_state_missing(struct amp_state *st, const struct amp_req *a);
 int amp_state_calibrate(struct amp_state *st, const struct amp_req *a,
                         const uint8_t *buf, uint32_t blocks, char *msg,
                         size_t len);
+/* The same from the blocks' byte means. */
+int amp_state_calibrate_means(struct amp_state *st, const struct amp_req *a,
+                              const double *means, uint32_t blocks,
+                              char *msg, size_t len);
 
 /* Amplify buf (ampreq_read_bytes(a) bytes) with a's amplifier, using the
    cached calibration (which must be there: amp_state_missing() == 0) and,

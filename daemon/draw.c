@@ -10,6 +10,7 @@
 
 #include "amplify.h"
 #include "draw.h"
+#include "drawamp.h"
 #include "log.h"
 #include "nonce.h"
 
@@ -24,8 +25,9 @@ struct req {
   struct conn *conn;
   struct source *src;
   uint32_t seq;
-  size_t n;
-  enum amp_type amp;
+  size_t n;                     /* bytes to read */
+  struct amp_req amp;           /* DRAW: the amplifier and its parameters */
+  struct amp_exact_table *table;  /* exact: its table (a reference) */
   uint64_t nonce;
   struct ts received;
   struct ts generated;
@@ -60,6 +62,14 @@ ts_to_wire(const struct ts *t, QrsIpc__Timestamp *w)
   w->monotonic_ns = t->monotonic_ns;
 }
 
+/* The request is over: drop what it holds. */
+static void
+req_end(struct req *rq)
+{
+  amp_exact_release(rq->table);
+  rq->table = NULL;
+}
+
 static void
 reply_draw(struct req *rq, const uint8_t *buf)
 {
@@ -69,23 +79,35 @@ reply_draw(struct req *rq, const uint8_t *buf)
   struct amp_params p;
   struct amp_result a;
   struct ts now;
+  int err;
 
   srv = conn_server(rq->conn);
-  p.population_mean = srv->conf->amp_population_mean;
-  p.population_std = srv->conf->amp_population_std;
-  p.epsilon = srv->conf->amp_epsilon;
-  amp_zscore_mean(&p, buf, rq->n, &a);   /* n >= 1 was checked */
+  err = drawamp_run(srv, rq->src, &rq->amp, rq->table, buf, &a, &p);
+  if (err < 0) {
+    /* only if the calibration was dropped from its bounded cache between
+       the preparation and the read */
+    log_warn("%s: %s draw could not be amplified: %s", conn_name(rq->conn),
+             amp_name(rq->amp.type), qrs_strerror(err));
+    conn_send_error(rq->conn, rq->seq, err, "the %s calibration was "
+                    "replaced while the draw was read; try again",
+                    amp_name(rq->amp.type));
+    return;
+  }
 
   r.u = a.u;
   r.z = a.z;
   r.sample_mean = a.sample_mean;
-  r.sample_count = (uint32_t)rq->n;
+  r.sample_count = rq->amp.sample_count;
   r.source = rq->src->name;
   r.served_by = rq->src->name;
   r.fallback = 0;
-  r.amplifier = (char *)amp_name(rq->amp);
+  r.amplifier = (char *)amp_name(rq->amp.type);
   r.nonce = rq->nonce;
   r.echo = QRS_IPC__ECHO__ECHO_NONE;
+  r.byte_sum = a.byte_sum;
+  r.population_mean = p.population_mean;
+  r.population_std = p.population_std;
+  r.extra_bytes = (uint32_t)(rq->n - rq->amp.sample_count);
   ts_to_wire(&rq->received, &received);
   ts_to_wire(&rq->generated, &generated);
   r.received = &received;
@@ -142,6 +164,7 @@ finish(struct req *rq, const uint8_t *buf, int err)
     else
       reply_bytes(rq, buf);
   }
+  req_end(rq);
   conn_request_done(rq->conn);
 }
 
@@ -178,6 +201,7 @@ job_after(uv_work_t *w, int status)
     if (conn_alive(c))
       finish(&j->req, j->buf, status < 0 ? status : j->err);
   }
+  req_end(&j->req);
   free(j->buf);
   j->buf = NULL;
   conn_release(c);
@@ -231,6 +255,7 @@ fetch(struct req *rq)
              conn_name(rq->conn), srv->async_bytes);
     conn_send_error(rq->conn, rq->seq, QRS_E_BUSY,
                     "qrsd is busy: too many large reads in progress");
+    req_end(rq);
     conn_request_done(rq->conn);
     return;
   }
@@ -242,6 +267,7 @@ fetch(struct req *rq)
     log_err("%s: out of memory for a %zu-byte read", conn_name(rq->conn),
             rq->n);
     conn_send_error(rq->conn, rq->seq, -ENOMEM, "out of memory");
+    req_end(rq);
     conn_request_done(rq->conn);
     return;
   }
@@ -255,6 +281,7 @@ fetch(struct req *rq)
             uv_strerror(r));
     conn_send_error(rq->conn, rq->seq, QRS_E_INTERNAL,
                     "cannot queue the read: %s", uv_strerror(r));
+    req_end(rq);
     conn_request_done(rq->conn);
     free(j->buf);
     uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
@@ -286,32 +313,112 @@ req_init(struct req *rq, enum job_kind kind, struct conn *c, uint32_t seq,
   return -1;
 }
 
+/* The preparation of a draw (calibration, exact table) on a worker
+   thread; then the draw itself. */
+struct prepjob {
+  uv_work_t work;
+  struct req req;
+  struct drawamp_prep p;
+  size_t held;
+};
+
+static void
+prep_work(uv_work_t *w)
+{
+  struct prepjob *pj;
+
+  pj = w->data;
+  drawamp_prep_work(&pj->p);
+}
+
+static void
+prep_after(uv_work_t *w, int status)
+{
+  struct prepjob *pj;
+  struct server *srv;
+  struct conn *c;
+  int err;
+
+  pj = w->data;
+  c = pj->req.conn;
+  srv = conn_server(c);
+  srv->async_bytes -= pj->held;
+  pj->req.table = pj->p.table;         /* the request holds it now */
+  err = status < 0 ? status : drawamp_prep_finish(srv, &pj->p);
+  if (!conn_alive(c)) {
+    req_end(&pj->req);
+  } else if (err < 0) {
+    if (err == QRS_E_ENTROPY) {
+      pj->req.src->failures++;
+      log_warn("%s: %s", conn_name(c), pj->p.msg);
+    }
+    conn_send_error(c, pj->req.seq, err, "%s", pj->p.msg[0] ? pj->p.msg :
+                    qrs_strerror(err));
+    req_end(&pj->req);
+    conn_request_done(c);
+  } else {
+    fetch(&pj->req);
+  }
+  free(pj->p.means);
+  conn_release(c);
+  free(pj);
+}
+
+/* Queue the preparation rq needs (0), or answer and return -1. */
+static int
+prepare(struct req *rq, const struct drawamp_prep *p)
+{
+  struct prepjob *pj;
+  struct server *srv;
+  size_t held;
+  int r;
+
+  srv = conn_server(rq->conn);
+  held = drawamp_prep_bytes(p);
+  if (held && srv->async_bytes + held > srv->async_bytes_max) {
+    conn_send_error(rq->conn, rq->seq, QRS_E_BUSY,
+                    "qrsd is busy: too many large reads in progress");
+    return -1;
+  }
+  pj = calloc(1, sizeof(*pj));
+  if (!pj) {
+    conn_send_error(rq->conn, rq->seq, -ENOMEM, "out of memory");
+    return -1;
+  }
+  pj->req = *rq;
+  pj->p = *p;
+  pj->held = held;
+  pj->work.data = pj;
+  r = uv_queue_work(srv->loop, &pj->work, prep_work, prep_after);
+  if (r < 0) {
+    free(pj);
+    conn_send_error(rq->conn, rq->seq, QRS_E_INTERNAL,
+                    "cannot queue the calibration: %s", uv_strerror(r));
+    return -1;
+  }
+  if (p->blocks)
+    log_info("%s: calibrating %s on source '%s' (%u blocks of %u bytes)",
+             conn_name(rq->conn), amp_name(p->amp.type), rq->src->name,
+             p->blocks, p->amp.sample_count);
+  srv->async_bytes += held;
+  conn_hold(rq->conn);
+  return 0;
+}
+
 void
 draw_handle(struct conn *c, uint32_t seq, const QrsIpc__Draw *m,
             const struct ts *received)
 {
   const QrsIpc__Commitment *cm;
-  const char *amp_name_req;
+  struct drawamp_prep prep;
   struct server *srv;
   struct req rq;
-  int amp;
+  char msg[256];
+  int r;
 
   srv = conn_server(c);
   if (req_init(&rq, JOB_DRAW, c, seq, received, m->source) < 0)
     return;
-
-  amp_name_req = m->amplifier && *m->amplifier ? m->amplifier
-                                                : srv->conf->amp_type;
-  amp = amp_find(amp_name_req);
-  if (amp < 0) {
-    log_info("%s: unknown amplifier '%.64s'", conn_name(c), amp_name_req);
-    conn_send_error(c, seq, QRS_E_UNKNOWN_AMPLIFIER,
-                    "no amplifier named '%.64s' (known: zscore_mean)",
-                    amp_name_req);
-    conn_request_done(c);
-    return;
-  }
-  rq.amp = (enum amp_type)amp;
 
   if (m->sample_count == 0 || m->sample_count > srv->conf->max_sample_count) {
     log_info("%s: draw with sample_count %u refused (limit 1..%u)",
@@ -322,7 +429,16 @@ draw_handle(struct conn *c, uint32_t seq, const QrsIpc__Draw *m,
     conn_request_done(c);
     return;
   }
-  rq.n = m->sample_count;
+
+  r = ampreq_resolve(srv->conf, m, m->sample_count, &rq.amp, msg,
+                     sizeof(msg));
+  if (r < 0) {
+    log_info("%s: draw refused: %s", conn_name(c), msg);
+    conn_send_error(c, seq, r, "%s", msg);
+    conn_request_done(c);
+    return;
+  }
+  rq.n = ampreq_read_bytes(&rq.amp);
 
   cm = m->commitment;
   if (cm) {
@@ -337,6 +453,13 @@ draw_handle(struct conn *c, uint32_t seq, const QrsIpc__Draw *m,
     }
     rq.nonce = nonce_derive(cm->salt.data, cm->salt.len, cm->step,
                             cm->prev_token_id);
+  }
+  if (drawamp_needs_prep(srv, rq.src, &rq.amp, &rq.table, &prep)) {
+    if (prepare(&rq, &prep) < 0) {
+      req_end(&rq);
+      conn_request_done(c);
+    }
+    return;
   }
   fetch(&rq);
 }

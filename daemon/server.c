@@ -22,6 +22,7 @@
 #include <qrs/error.h>
 
 #include "draw.h"
+#include "drawamp.h"
 #include "log.h"
 #include "server.h"
 
@@ -437,6 +438,8 @@ static void
 fill_source_info(struct server *srv, const struct source *s,
                  QrsIpc__SourceInfo *info, char *detail, size_t dlen)
 {
+  struct srcamp *sa;
+
   qrs_ipc__source_info__init(info);
   info->name = s->name;
   info->type = (char *)s->ops->type;
@@ -447,6 +450,18 @@ fill_source_info(struct server *srv, const struct source *s,
   info->draws = s->draws;
   info->bytes = s->bytes;
   info->failures = s->failures;
+  sa = srv->amp ? drawamp_of(srv, s) : NULL;
+  if (sa && sa->mon.conf.window) {
+    /* KS as of the monitor's last check (every window/8 draws): no sort
+       on the loop thread for a status request */
+    info->stat_window = sa->mon.n;
+    info->stat_ks = sa->mon.ks;
+    info->stat_ks_p = sa->mon.ks_p;
+    info->stat_cusum_hi = sa->mon.cusum_hi;
+    info->stat_cusum_lo = sa->mon.cusum_lo;
+    info->stat_alarm = sa->mon.alarm;
+    info->stat_alarm_reason = sa->mon.reason;
+  }
   if (s->detail[0])
     snprintf(detail, dlen, "%s", s->detail);
   else
@@ -497,7 +512,9 @@ handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
              uint16_t hdr_version)
 {
   QrsIpc__HelloReply r = QRS_IPC__HELLO_REPLY__INIT;
-  static char *features[] = { "draw", "bytes", "pipelining", "commitment" };
+  static char *features[] = { "draw", "bytes", "pipelining", "commitment",
+                              "amp-params", "amp-exact", "amp-ecdf",
+                              "amp-zscore-thought", "stat-monitor" };
   struct server *srv;
 
   srv = c->srv;
@@ -567,7 +584,7 @@ handle_health(struct conn *c, uint32_t seq)
   struct server *srv;
   struct infos in;
   char msg[256];
-  size_t i, bad;
+  size_t i, bad, alarms, first_alarm;
 
   srv = c->srv;
   if (make_source_infos(srv, &in) < 0) {
@@ -575,9 +592,14 @@ handle_health(struct conn *c, uint32_t seq)
     return;
   }
   bad = 0;
-  for (i = 0; i < srv->n_sources; i++)
+  alarms = 0;
+  first_alarm = 0;
+  for (i = 0; i < srv->n_sources; i++) {
     if (!srv->sources[i]->healthy)
       bad++;
+    if (srv->amp && srv->amp[i].mon.alarm && !alarms++)
+      first_alarm = i;
+  }
   if (!srv->default_source->healthy) {
     r.state = QRS_IPC__HEALTH_STATE__HEALTH_FAILED;
     snprintf(msg, sizeof(msg), "default source '%s' is failing: %.160s",
@@ -586,6 +608,12 @@ handle_health(struct conn *c, uint32_t seq)
     r.state = QRS_IPC__HEALTH_STATE__HEALTH_DEGRADED;
     snprintf(msg, sizeof(msg), "%zu of %zu sources failing", bad,
              srv->n_sources);
+  } else if (alarms) {
+    r.state = QRS_IPC__HEALTH_STATE__HEALTH_DEGRADED;
+    snprintf(msg, sizeof(msg), "statistics alarm on %zu source%s; '%s': "
+             "%.150s", alarms, alarms == 1 ? "" : "s",
+             srv->sources[first_alarm]->name,
+             srv->amp[first_alarm].mon.reason);
   } else {
     r.state = QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY;
     snprintf(msg, sizeof(msg), "all %zu sources healthy", srv->n_sources);
@@ -986,7 +1014,7 @@ server_init(struct server *srv, uv_loop_t *loop,
              conf->default_source);
     return -EINVAL;
   }
-  return 0;
+  return drawamp_init(srv, err, errlen);
 }
 
 static void
@@ -1077,6 +1105,7 @@ server_done(struct server *srv)
       stat(srv->socket_path, &st) == 0 && st.st_dev == srv->sock_dev &&
       st.st_ino == srv->sock_ino)
     unlink(srv->socket_path);
+  drawamp_done(srv);
   for (i = 0; i < srv->n_sources; i++)
     source_free(srv->sources[i]);
   free(srv->sources);

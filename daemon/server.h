@@ -13,6 +13,7 @@
 #include "source.h"
 
 struct conn;
+struct srcamp;
 
 struct server {
   uv_loop_t *loop;
@@ -28,6 +29,8 @@ struct server {
   struct source **sources;
   size_t n_sources;
   struct source *default_source;
+  struct srcamp *amp;           /* per source, parallel to sources
+                                   (drawamp.h) */
 
   struct conn *conns;           /* doubly linked list */
   uint32_t n_conns;

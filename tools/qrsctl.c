@@ -667,12 +667,28 @@ print_sources_table(const struct qrs_source_info *src, size_t n)
            num[1], wx, num[2], src[i].production ? "" : "[test only] ",
            SAFE(detail, src[i].detail));
   }
+
+  /* the live statistics of the served u */
+  printf("\n  %-*s  %7s  %8s  %9s  %8s  %8s  %s\n", wn, "NAME", "WINDOW",
+         "KS", "KS-P", "CUSUM+", "CUSUM-", "ALARM");
+  for (i = 0; i < n; i++) {
+    if (!src[i].stats.window) {
+      printf("  %-*s  %7s  %8s  %9s  %8s  %8s  %s\n", wn,
+             SAFE(name, src[i].name), "-", "-", "-", "-", "-", "-");
+      continue;
+    }
+    printf("  %-*s  %7" PRIu32 "  %8.5f  %9.3g  %8.2f  %8.2f  %s\n", wn,
+           SAFE(name, src[i].name), src[i].stats.window, src[i].stats.ks,
+           src[i].stats.ks_p, src[i].stats.cusum_hi, src[i].stats.cusum_lo,
+           src[i].stats.alarm ? SAFE(detail, src[i].stats.alarm_reason) :
+           "-");
+  }
 }
 
 static struct json_object *
 json_source(const struct qrs_source_info *si)
 {
-  struct json_object *o;
+  struct json_object *o, *st;
 
   o = json_object_new_object();
   if (!o)
@@ -690,6 +706,22 @@ json_source(const struct qrs_source_info *si)
   json_object_object_add(o, "failures",
                          json_object_new_uint64(si->failures));
   json_object_object_add(o, "detail", JSON_STR(si->detail));
+  st = json_object_new_object();
+  if (!st) {
+    json_object_put(o);
+    return NULL;
+  }
+  json_object_object_add(o, "stats", st);
+  json_object_object_add(st, "window",
+                         json_object_new_int64(si->stats.window));
+  json_object_object_add(st, "ks", json_double(si->stats.ks));
+  json_object_object_add(st, "ks_p", json_double(si->stats.ks_p));
+  json_object_object_add(st, "cusum_hi", json_double(si->stats.cusum_hi));
+  json_object_object_add(st, "cusum_lo", json_double(si->stats.cusum_lo));
+  json_object_object_add(st, "alarm",
+                         json_object_new_boolean(si->stats.alarm));
+  json_object_object_add(st, "alarm_reason",
+                         JSON_STR(si->stats.alarm_reason));
   return o;
 }
 

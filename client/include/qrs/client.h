@@ -230,6 +230,17 @@ struct qrs_source_info {
   uint64_t bytes;
   uint64_t failures;
   char detail[256];
+  /* Live statistics of the u this source served (qrsd's monitor:
+     section); window 0: monitoring is off or no draw yet. */
+  struct {
+    uint32_t window;              /* u values in the KS window */
+    double ks;                    /* KS distance against uniform */
+    double ks_p;                  /* its p-value */
+    double cusum_hi;              /* one-sided CUSUMs of z */
+    double cusum_lo;
+    int alarm;                    /* latched until qrsd restarts */
+    char alarm_reason[160];
+  } stats;
 };
 
 struct qrs_status {
