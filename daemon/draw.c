@@ -314,13 +314,23 @@ req_init(struct req *rq, enum job_kind kind, struct conn *c, uint32_t seq,
 }
 
 /* The preparation of a draw (calibration, exact table) on a worker
-   thread; then the draw itself. */
+   thread; then the draw itself.  Draws that need the same preparation
+   while one is in progress wait for it instead of repeating it. */
+struct waiter {
+  struct req req;
+  struct waiter *next;
+};
+
 struct prepjob {
   uv_work_t work;
   struct req req;
   struct drawamp_prep p;
   size_t held;
+  struct waiter *waiters;
+  struct prepjob *next;         /* in the source's in-flight list */
 };
+
+static int prepare(struct req *rq, const struct drawamp_prep *p);
 
 static void
 prep_work(uv_work_t *w)
@@ -331,10 +341,42 @@ prep_work(uv_work_t *w)
   drawamp_prep_work(&pj->p);
 }
 
+/* After the preparation: go on with rq (err 0) or answer err. */
+static void
+prep_resume(struct req *rq, int err, const char *msg)
+{
+  struct drawamp_prep again;
+  struct server *srv;
+
+  srv = conn_server(rq->conn);
+  if (!conn_alive(rq->conn)) {
+    req_end(rq);
+    return;
+  }
+  if (err < 0) {
+    conn_send_error(rq->conn, rq->seq, err, "%s", msg[0] ? msg :
+                    qrs_strerror(err));
+    req_end(rq);
+    conn_request_done(rq->conn);
+    return;
+  }
+  if (!rq->table &&
+      drawamp_needs_prep(srv, rq->src, &rq->amp, &rq->table, &again)) {
+    if (prepare(rq, &again) < 0) {       /* dropped from a cache meanwhile */
+      req_end(rq);
+      conn_request_done(rq->conn);
+    }
+    return;
+  }
+  fetch(rq);
+}
+
 static void
 prep_after(uv_work_t *w, int status)
 {
-  struct prepjob *pj;
+  struct prepjob *pj, **pp;
+  struct waiter *wt, *next;
+  struct srcamp *sa;
   struct server *srv;
   struct conn *c;
   int err;
@@ -343,37 +385,59 @@ prep_after(uv_work_t *w, int status)
   c = pj->req.conn;
   srv = conn_server(c);
   srv->async_bytes -= pj->held;
+  sa = drawamp_of(srv, pj->req.src);
+  for (pp = (struct prepjob **)&sa->inflight; *pp; pp = &(*pp)->next)
+    if (*pp == pj) {
+      *pp = pj->next;
+      break;
+    }
   pj->req.table = pj->p.table;         /* the request holds it now */
   err = status < 0 ? status : drawamp_prep_finish(srv, &pj->p);
-  if (!conn_alive(c)) {
-    req_end(&pj->req);
-  } else if (err < 0) {
-    if (err == QRS_E_ENTROPY) {
-      pj->req.src->failures++;
-      log_warn("%s: %s", conn_name(c), pj->p.msg);
-    }
-    conn_send_error(c, pj->req.seq, err, "%s", pj->p.msg[0] ? pj->p.msg :
-                    qrs_strerror(err));
-    req_end(&pj->req);
-    conn_request_done(c);
-  } else {
-    fetch(&pj->req);
+  if (err == QRS_E_ENTROPY) {
+    pj->req.src->failures++;
+    log_warn("%s", pj->p.msg);
+  }
+  prep_resume(&pj->req, err, pj->p.msg);
+  conn_release(c);
+  for (wt = pj->waiters; wt; wt = next) {
+    next = wt->next;
+    c = wt->req.conn;
+    prep_resume(&wt->req, err, pj->p.msg);
+    conn_release(c);
+    free(wt);
   }
   free(pj->p.means);
-  conn_release(c);
   free(pj);
 }
 
-/* Queue the preparation rq needs (0), or answer and return -1. */
+/* Queue the preparation rq needs, or wait for the same one in progress
+   (0); or answer and return -1. */
 static int
 prepare(struct req *rq, const struct drawamp_prep *p)
 {
   struct prepjob *pj;
+  struct waiter *wt;
+  struct srcamp *sa;
   struct server *srv;
   size_t held;
   int r;
 
   srv = conn_server(rq->conn);
+  sa = drawamp_of(srv, rq->src);
+  for (pj = sa->inflight; pj; pj = pj->next) {
+    if (!drawamp_prep_same(&pj->p, p))
+      continue;
+    wt = calloc(1, sizeof(*wt));
+    if (!wt) {
+      conn_send_error(rq->conn, rq->seq, -ENOMEM, "out of memory");
+      return -1;
+    }
+    wt->req = *rq;
+    wt->next = pj->waiters;
+    pj->waiters = wt;
+    conn_hold(rq->conn);
+    return 0;
+  }
   held = drawamp_prep_bytes(p);
   if (held && srv->async_bytes + held > srv->async_bytes_max) {
     conn_send_error(rq->conn, rq->seq, QRS_E_BUSY,
@@ -400,6 +464,8 @@ prepare(struct req *rq, const struct drawamp_prep *p)
     log_info("%s: calibrating %s on source '%s' (%u blocks of %u bytes)",
              conn_name(rq->conn), amp_name(p->amp.type), rq->src->name,
              p->blocks, p->amp.sample_count);
+  pj->next = sa->inflight;
+  sa->inflight = pj;
   srv->async_bytes += held;
   conn_hold(rq->conn);
   return 0;

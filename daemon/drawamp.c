@@ -92,6 +92,19 @@ drawamp_needs_prep(struct server *srv, struct source *src,
   return 1;
 }
 
+int
+drawamp_prep_same(const struct drawamp_prep *a, const struct drawamp_prep *b)
+{
+  int za, zb;
+
+  if (a->src != b->src || a->amp.sample_count != b->amp.sample_count ||
+      a->blocks != b->blocks || a->want_table != b->want_table)
+    return 0;
+  za = a->amp.type == AMP_ZSCORE_MEAN || a->amp.type == AMP_ZSCORE_THOUGHT;
+  zb = b->amp.type == AMP_ZSCORE_MEAN || b->amp.type == AMP_ZSCORE_THOUGHT;
+  return za == zb && (za || a->amp.type == b->amp.type);
+}
+
 size_t
 drawamp_prep_bytes(const struct drawamp_prep *p)
 {

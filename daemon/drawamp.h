@@ -19,6 +19,7 @@ struct server;
 struct srcamp {
   struct amp_state st;
   struct monitor mon;
+  void *inflight;               /* draw.c's preparations in progress */
 };
 
 /* Set up srv->amp for srv's sources (after they are open). */
@@ -52,6 +53,10 @@ void drawamp_prep_work(struct drawamp_prep *p);
 /* The loop half: store the calibration.  0, or an error for the client
    (QRS_E_CALIBRATION / QRS_E_ENTROPY / -ENOMEM) with p->msg set. */
 int drawamp_prep_finish(struct server *srv, struct drawamp_prep *p);
+/* Whether two preparations do the same work (so one can wait for the
+   other). */
+int drawamp_prep_same(const struct drawamp_prep *a,
+                      const struct drawamp_prep *b);
 /* Bytes of memory a preparation holds while it runs. */
 size_t drawamp_prep_bytes(const struct drawamp_prep *p);
 

@@ -149,7 +149,8 @@ qrs__frame_pack(uint16_t type, uint32_t seq, const ProtobufCMessage *m,
 QrsIpc__ErrorCode
 qrs__error_to_wire(int err)
 {
-  if (err <= QRS_E_PROTOCOL && err >= QRS_E_HELLO_REQUIRED)
+  if ((err <= QRS_E_PROTOCOL && err >= QRS_E_HELLO_REQUIRED) ||
+      err == QRS_E_AMP_PARAMS || err == QRS_E_CALIBRATION)
     return (QrsIpc__ErrorCode)(-err - 1000);
   if (err == -ETIMEDOUT)
     return QRS_IPC__ERROR_CODE__ERROR_TIMEOUT;
@@ -161,7 +162,8 @@ qrs__error_to_wire(int err)
 int
 qrs__error_from_wire(int code)
 {
-  if (code >= 1 && code <= -QRS_E_HELLO_REQUIRED - 1000)
+  if ((code >= 1 && code <= -QRS_E_HELLO_REQUIRED - 1000) ||
+      code == -QRS_E_AMP_PARAMS - 1000 || code == -QRS_E_CALIBRATION - 1000)
     return -1000 - code;
   return QRS_E_INTERNAL;
 }

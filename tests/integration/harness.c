@@ -193,11 +193,13 @@ daemon_cleanup(struct daemon *d)
 }
 
 int
-daemon_log_contains(const struct daemon *d, const char *needle)
+daemon_log_count(const struct daemon *d, const char *needle)
 {
   char buf[65536];
+  const char *p;
   size_t n;
   FILE *f;
+  int k;
 
   f = fopen(d->log, "r");
   if (!f)
@@ -205,7 +207,16 @@ daemon_log_contains(const struct daemon *d, const char *needle)
   n = fread(buf, 1, sizeof(buf) - 1, f);
   fclose(f);
   buf[n] = '\0';
-  return strstr(buf, needle) != NULL;
+  k = 0;
+  for (p = buf; (p = strstr(p, needle)); p += strlen(needle))
+    k++;
+  return k;
+}
+
+int
+daemon_log_contains(const struct daemon *d, const char *needle)
+{
+  return daemon_log_count(d, needle) > 0;
 }
 
 static void

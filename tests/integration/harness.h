@@ -41,8 +41,9 @@ int daemon_stop(struct daemon *d);
 /* Remove the temporary directory (after daemon_stop). */
 void daemon_cleanup(struct daemon *d);
 
-/* Does qrsd's log contain needle? */
+/* Does qrsd's log contain needle?  How often? (the first 64 KiB) */
 int daemon_log_contains(const struct daemon *d, const char *needle);
+int daemon_log_count(const struct daemon *d, const char *needle);
 
 /* Wait for "STOPPING=1" (or another line) on the notify socket. */
 int daemon_wait_notify(struct daemon *d, const char *what, int timeout_ms);
