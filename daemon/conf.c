@@ -423,9 +423,17 @@ parse_string(struct parser *p, const struct key *k, const struct node *v,
     for (c = k->choices; *c; c++)
       if (!strcmp(*c, v->text))
         break;
-    if (!*c)
+    if (!*c) {
+      char list[256];
+      size_t n = 0;
+
+      list[0] = '\0';
+      for (c = k->choices; *c && n < sizeof(list); c++)
+        n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s",
+                              c == k->choices ? "" : ", ", *c);
       return fail(p, v->line, path, "'%.*s' is not supported by this build "
-                  "(supported: %s)", SHOW, v->text, k->choices[0]);
+                  "(supported: %s)", SHOW, v->text, list);
+    }
   }
 
   dup = strdup(v->text);
