@@ -683,32 +683,14 @@ draw_from_wire(const QrsIpc__DrawReply *m, struct qrs_draw *d)
 /* Storage for the submessages of one wire Draw. */
 struct draw_wire {
   QrsIpc__Commitment cm;
-  QrsIpc__DoubleValue mean, std, eps;
-  QrsIpc__UInt32Value zcal, ecal;
+  struct qrs__amp_wire amp;
 };
-
-static QrsIpc__DoubleValue *
-wire_double(QrsIpc__DoubleValue *w, double v)
-{
-  qrs_ipc__double_value__init(w);
-  w->value = v;
-  return w;
-}
-
-static QrsIpc__UInt32Value *
-wire_u32(QrsIpc__UInt32Value *w, uint32_t v)
-{
-  qrs_ipc__uint32_value__init(w);
-  w->value = v;
-  return w;
-}
 
 /* Fill the wire request; dw is the caller's storage for submessages. */
 static int
 draw_to_wire(const struct qrs_client *c, const struct qrs_draw_request *req,
              QrsIpc__Draw *m, struct draw_wire *dw)
 {
-  const struct qrs_amp_params *ap;
   QrsIpc__Commitment *cm = &dw->cm;
 
   qrs_ipc__draw__init(m);
@@ -727,22 +709,7 @@ draw_to_wire(const struct qrs_client *c, const struct qrs_draw_request *req,
     cm->prev_token_id = req->commitment->prev_token_id;
     m->commitment = cm;
   }
-  ap = req->amp;
-  if (ap) {
-    if (ap->set & QRS_AMP_POPULATION_MEAN)
-      m->population_mean = wire_double(&dw->mean, ap->population_mean);
-    if (ap->set & QRS_AMP_POPULATION_STD)
-      m->population_std = wire_double(&dw->std, ap->population_std);
-    if (ap->set & QRS_AMP_EPSILON)
-      m->uniform_clamp_epsilon = wire_double(&dw->eps,
-                                             ap->uniform_clamp_epsilon);
-    if (ap->set & QRS_AMP_ZSCORE_CALIBRATION)
-      m->zscore_calibration_samples = wire_u32(&dw->zcal,
-                                         ap->zscore_calibration_samples);
-    if (ap->set & QRS_AMP_ECDF_CALIBRATION)
-      m->ecdf_calibration_samples = wire_u32(&dw->ecal,
-                                             ap->ecdf_calibration_samples);
-  }
+  qrs__amp_to_wire(req->amp, m, &dw->amp);
   return 0;
 }
 

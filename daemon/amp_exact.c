@@ -316,15 +316,9 @@ amp_exact_get(uint32_t n, struct amp_exact_table **ret)
   struct amp_exact_table *t, *have;
   int i, r;
 
-  pthread_mutex_lock(&cache_lock);
-  t = lookup(n);
-  if (t) {
-    t->refs++;
-    t->used = ++cache_clock;
-    pthread_mutex_unlock(&cache_lock);
-    *ret = t;
+  if (amp_exact_try_get(n, ret) == 0)
     return 0;
-  }
+  pthread_mutex_lock(&cache_lock);
   if (amp_exact_table_bytes(n) > cache_max) {
     pthread_mutex_unlock(&cache_lock);
     return -E2BIG;

@@ -37,6 +37,7 @@
 
 #include "amp_exact.h"
 #include "ampreq.h"
+#include "frame.h"
 #include "source.h"
 #include "ustat.h"
 
@@ -188,11 +189,7 @@ drawer_init(struct drawer *d, const struct opts *o, uint32_t samples,
             struct source *cal)
 {
   QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
-  QrsIpc__DoubleValue mean = QRS_IPC__DOUBLE_VALUE__INIT,
-                      std = QRS_IPC__DOUBLE_VALUE__INIT,
-                      eps = QRS_IPC__DOUBLE_VALUE__INIT;
-  QrsIpc__UInt32Value zc = QRS_IPC__UINT32_VALUE__INIT,
-                      ec = QRS_IPC__UINT32_VALUE__INIT;
+  struct qrs__amp_wire w;
   char msg[256];
   int r;
 
@@ -222,26 +219,7 @@ drawer_init(struct drawer *d, const struct opts *o, uint32_t samples,
   d->conf.max_calibration_bytes = UINT64_MAX;
   d->conf.exact_cache_bytes = 1ull << 31;
   m.amplifier = (char *)o->amplifier;
-  if (o->amp.set & QRS_AMP_POPULATION_MEAN) {
-    mean.value = o->amp.population_mean;
-    m.population_mean = &mean;
-  }
-  if (o->amp.set & QRS_AMP_POPULATION_STD) {
-    std.value = o->amp.population_std;
-    m.population_std = &std;
-  }
-  if (o->amp.set & QRS_AMP_EPSILON) {
-    eps.value = o->amp.uniform_clamp_epsilon;
-    m.uniform_clamp_epsilon = &eps;
-  }
-  if (o->amp.set & QRS_AMP_ZSCORE_CALIBRATION) {
-    zc.value = o->amp.zscore_calibration_samples;
-    m.zscore_calibration_samples = &zc;
-  }
-  if (o->amp.set & QRS_AMP_ECDF_CALIBRATION) {
-    ec.value = o->amp.ecdf_calibration_samples;
-    m.ecdf_calibration_samples = &ec;
-  }
+  qrs__amp_to_wire(&o->amp, &m, &w);
   r = ampreq_resolve(&d->conf, &m, samples, &d->req, msg, sizeof(msg));
   if (r < 0) {
     fprintf(stderr, "qrs-stat: %s\n", msg);
@@ -699,6 +677,16 @@ cmd_power(const struct opts *o)
   return 0;
 }
 
+/* v within [lo, hi], else a message naming opt. */
+static int
+in_range(double v, double lo, double hi, const char *opt)
+{
+  if (v >= lo && v <= hi)
+    return 1;
+  fprintf(stderr, "qrs-stat: %s must be %.10g .. %.10g\n", opt, lo, hi);
+  return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -762,17 +750,13 @@ main(int argc, char **argv)
       o.source = optarg;
       break;
     case 'M':
-      if (v < 1 || v > 1e9) {
-        fprintf(stderr, "qrs-stat: --draws must be 1 .. 1e9\n");
+      if (!in_range(v, 1, 1e9, "--draws"))
         return 2;
-      }
       o.draws = (uint64_t)v;
       break;
     case 'N':
-      if (v < 1 || v > 16777216) {
-        fprintf(stderr, "qrs-stat: --samples must be 1 .. 16777216\n");
+      if (!in_range(v, 1, 16777216, "--samples"))
         return 2;
-      }
       o.samples = (uint32_t)v;
       break;
     case 'a':
@@ -792,11 +776,8 @@ main(int argc, char **argv)
       break;
     case 4:
     case 5:
-      if (v < 0 || v > UINT32_MAX) {
-        fprintf(stderr, "qrs-stat: calibration blocks must be 0 .. %u\n",
-                UINT32_MAX);
+      if (!in_range(v, 0, UINT32_MAX, "calibration blocks"))
         return 2;
-      }
       if (opt == 5) {
         o.amp.ecdf_calibration_samples = (uint32_t)v;
         o.amp.set |= QRS_AMP_ECDF_CALIBRATION;
@@ -812,17 +793,13 @@ main(int argc, char **argv)
       o.seed = (uint64_t)v;
       break;
     case 8:
-      if (v < 1 || v > 1e7) {
-        fprintf(stderr, "qrs-stat: --power-draws must be 1 .. 1e7\n");
+      if (!in_range(v, 1, 1e7, "--power-draws"))
         return 2;
-      }
       o.power_draws = (uint32_t)v;
       break;
     case 9:
-      if (v < 1 || v > 1e7) {
-        fprintf(stderr, "qrs-stat: --power-trials must be 1 .. 1e7\n");
+      if (!in_range(v, 1, 1e7, "--power-trials"))
         return 2;
-      }
       o.power_trials = (uint32_t)v;
       break;
     case 10:
