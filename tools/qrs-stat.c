@@ -506,7 +506,7 @@ cmd_uniformity(const struct opts *o)
          "  -> u is NOT uniform" : "");
   printf("distinct u       %" PRIu64 " (%.4f%% of draws)\n", distinct,
          100.0 * (double)distinct / (double)o->draws);
-  printf("mean u           %.6f  (uniform: 0.5 +- %.6f)\n", mean,
+  printf("mean u           %.7f  (uniform: 0.5 +- %.7f)\n", mean,
          sqrt(1.0 / 12.0 / (double)o->draws));
   printf("Stouffer Z       %+.3f\n", stouffer);
   fflush(stdout);
@@ -650,7 +650,7 @@ cmd_power(const struct opts *o)
   if (!f)
     return 2;
   fprintf(f,
-"set terminal pngcairo size 900,600 font 'DejaVu Sans,11' noenhanced\n"
+"set terminal pngcairo size 900,700 font 'DejaVu Sans,11' noenhanced\n"
 "set output 'power.png'\n"
 "set title \"Detection power of a byte-mean shift (%s, Stouffer Z over "
 "%u draws, alpha 0.05, %u tests per point)\"\n"
@@ -659,7 +659,7 @@ cmd_power(const struct opts *o)
 "set yrange [0:1.05]\n"
 "set xrange [0:*]\n"
 "set samples 400\n"
-"set key left top\n"
+"set key outside below\n"
 "set grid\n"
 "N = '%s'\n"
 "D = %u.0\n"
