@@ -163,6 +163,7 @@ amp_state_calibrate(struct amp_state *st, const struct amp_req *a,
                     const uint8_t *buf, uint32_t blocks, char *msg,
                     size_t len)
 {
+  struct amp_calibration c;
   double *means;
   uint32_t i;
   int r;
@@ -173,44 +174,27 @@ amp_state_calibrate(struct amp_state *st, const struct amp_req *a,
   for (i = 0; i < blocks; i++)
     means[i] = (double)amp_byte_sum(buf + (size_t)i * a->sample_count,
                                     a->sample_count) / (double)a->sample_count;
-  r = amp_state_calibrate_means(st, a, means, blocks, msg, len);
+  r = amp_calibration_compute(a, means, blocks, &c, msg, len);
   free(means);
+  if (r == 0)
+    amp_calibration_store(st, a, &c);
   return r;
 }
 
 int
-amp_state_calibrate_means(struct amp_state *st, const struct amp_req *a,
-                          const double *means, uint32_t blocks, char *msg,
-                          size_t len)
+amp_calibration_compute(const struct amp_req *a, const double *means,
+                        uint32_t blocks, struct amp_calibration *c,
+                        char *msg, size_t len)
 {
-  struct amp_ecdf e = { NULL, 0 };
-  double mean, std;
-  uint32_t i;
-  int r, slot;
+  int r;
 
-  if (a->type == AMP_ECDF) {
-    r = amp_ecdf_calibrate(&e, means, blocks);
-    if (r == 0) {
-      slot = 0;
-      for (i = 0; i < AMP_ECDF_CACHE; i++) {
-        if (!st->ecdf[i].e.means) {
-          slot = (int)i;
-          break;
-        }
-        if (st->ecdf[i].used < st->ecdf[slot].used)
-          slot = (int)i;
-      }
-      amp_ecdf_free(&st->ecdf[slot].e);
-      st->ecdf[slot].e = e;
-      st->ecdf[slot].sample_count = a->sample_count;
-      st->ecdf[slot].blocks = blocks;
-      st->ecdf[slot].used = ++st->clock;
-    }
-  } else {
-    r = amp_zscore_calibrate(means, blocks, a->sample_count, &mean, &std);
-    if (r == 0)
-      amp_calib_store(&st->z, a->sample_count, blocks, mean, std);
-  }
+  memset(c, 0, sizeof(*c));
+  c->blocks = blocks;
+  if (a->type == AMP_ECDF)
+    r = amp_ecdf_calibrate(&c->ecdf, means, blocks);
+  else
+    r = amp_zscore_calibrate(means, blocks, a->sample_count, &c->mean,
+                             &c->std);
   if (r == AMP_E_ZERO_VARIANCE) {
     snprintf(msg, len, "%s", amp_strerror(a->type, r));
     return QRS_E_CALIBRATION;
@@ -218,6 +202,43 @@ amp_state_calibrate_means(struct amp_state *st, const struct amp_req *a,
   if (r < 0)
     snprintf(msg, len, "%s", amp_strerror(a->type, r));
   return r;
+}
+
+void
+amp_calibration_store(struct amp_state *st, const struct amp_req *a,
+                      struct amp_calibration *c)
+{
+  int i, slot;
+
+  if (a->type != AMP_ECDF) {
+    amp_calib_store(&st->z, a->sample_count, c->blocks, c->mean, c->std);
+    return;
+  }
+  slot = ecdf_slot(st, a->sample_count, c->blocks);
+  if (slot < 0) {
+    slot = 0;
+    for (i = 0; i < AMP_ECDF_CACHE; i++) {
+      if (!st->ecdf[i].e.means) {
+        slot = i;
+        break;
+      }
+      if (st->ecdf[i].used < st->ecdf[slot].used)
+        slot = i;
+    }
+  }
+  amp_ecdf_free(&st->ecdf[slot].e);
+  st->ecdf[slot].e = c->ecdf;
+  st->ecdf[slot].sample_count = a->sample_count;
+  st->ecdf[slot].blocks = c->blocks;
+  st->ecdf[slot].used = ++st->clock;
+  c->ecdf.means = NULL;
+  c->ecdf.n = 0;
+}
+
+void
+amp_calibration_free(struct amp_calibration *c)
+{
+  amp_ecdf_free(&c->ecdf);
 }
 
 int

@@ -62,10 +62,21 @@ uint32_t amp_state_missing(struct amp_state *st, const struct amp_req *a);
 int amp_state_calibrate(struct amp_state *st, const struct amp_req *a,
                         const uint8_t *buf, uint32_t blocks, char *msg,
                         size_t len);
-/* The same from the blocks' byte means. */
-int amp_state_calibrate_means(struct amp_state *st, const struct amp_req *a,
-                              const double *means, uint32_t blocks,
-                              char *msg, size_t len);
+/* The same in two halves: compute a calibration from the blocks' byte
+   means (any thread; c owns what it computed), then store it in st (the
+   owner thread; takes c's memory).  compute returns like calibrate. */
+struct amp_calibration {
+  struct amp_ecdf ecdf;     /* ecdf */
+  double mean, std;         /* zscore_* */
+  uint32_t blocks;
+};
+
+int amp_calibration_compute(const struct amp_req *a, const double *means,
+                            uint32_t blocks, struct amp_calibration *c,
+                            char *msg, size_t len);
+void amp_calibration_store(struct amp_state *st, const struct amp_req *a,
+                           struct amp_calibration *c);
+void amp_calibration_free(struct amp_calibration *c);
 
 /* Amplify buf (ampreq_read_bytes(a) bytes) with a's amplifier, using the
    cached calibration (which must be there: amp_state_missing() == 0) and,

@@ -406,7 +406,6 @@ prep_after(uv_work_t *w, int status)
     conn_release(c);
     free(wt);
   }
-  free(pj->p.means);
   free(pj);
 }
 

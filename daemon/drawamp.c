@@ -121,6 +121,7 @@ void
 drawamp_prep_work(struct drawamp_prep *p)
 {
   uint32_t per, i, done, k;
+  double *means;
   size_t n;
   uint8_t *buf;
   int r;
@@ -140,9 +141,10 @@ drawamp_prep_work(struct drawamp_prep *p)
   n = p->amp.sample_count;
   per = n >= PREP_CHUNK ? 1 : (uint32_t)(PREP_CHUNK / n);
   buf = malloc(per * n);
-  p->means = malloc((size_t)p->blocks * sizeof(double));
-  if (!buf || !p->means) {
+  means = malloc((size_t)p->blocks * sizeof(double));
+  if (!buf || !means) {
     free(buf);
+    free(means);
     p->err = -ENOMEM;
     snprintf(p->msg, sizeof(p->msg), "out of memory for the calibration");
     return;
@@ -158,34 +160,33 @@ drawamp_prep_work(struct drawamp_prep *p)
       break;
     }
     for (i = 0; i < k; i++)
-      p->means[done + i] = (double)amp_byte_sum(buf + (size_t)i * n, n) /
-                           (double)n;
+      means[done + i] = (double)amp_byte_sum(buf + (size_t)i * n, n) /
+                        (double)n;
   }
   free(buf);
+  if (!p->err)
+    p->err = amp_calibration_compute(&p->amp, means, p->blocks, &p->cal,
+                                     p->msg, sizeof(p->msg));
+  free(means);
 }
 
 int
 drawamp_prep_finish(struct server *srv, struct drawamp_prep *p)
 {
   struct srcamp *sa;
-  int r;
 
-  r = p->err;
-  if (r == 0 && p->blocks) {
+  if (p->blocks && p->err == 0) {
     sa = drawamp_of(srv, p->src);
-    r = amp_state_calibrate_means(&sa->st, &p->amp, p->means, p->blocks,
-                                  p->msg, sizeof(p->msg));
-    if (r == 0)
-      log_info("source '%s': %s calibrated from %u blocks of %u bytes",
-               p->src->name, amp_name(p->amp.type), p->blocks,
-               p->amp.sample_count);
-    else
-      log_warn("source '%s': %s calibration failed: %s", p->src->name,
-               amp_name(p->amp.type), p->msg);
+    amp_calibration_store(&sa->st, &p->amp, &p->cal);
+    log_info("source '%s': %s calibrated from %u blocks of %u bytes",
+             p->src->name, amp_name(p->amp.type), p->blocks,
+             p->amp.sample_count);
+  } else if (p->blocks && p->err == QRS_E_CALIBRATION) {
+    log_warn("source '%s': %s calibration failed: %s", p->src->name,
+             amp_name(p->amp.type), p->msg);
   }
-  free(p->means);
-  p->means = NULL;
-  return r;
+  amp_calibration_free(&p->cal);
+  return p->err;
 }
 
 int

@@ -34,7 +34,7 @@ struct drawamp_prep {
   struct source *src;
   struct amp_req amp;
   uint32_t blocks;              /* calibration blocks to read (0: none) */
-  double *means;                /* out: their byte means */
+  struct amp_calibration cal;   /* out: computed from them */
   int want_table;
   struct amp_exact_table *table;  /* out (caller releases) */
   int err;                      /* out: 0 or a negative errno */
@@ -50,8 +50,9 @@ int drawamp_needs_prep(struct server *srv, struct source *src,
                        struct drawamp_prep *p);
 /* The worker half (thread-safe). */
 void drawamp_prep_work(struct drawamp_prep *p);
-/* The loop half: store the calibration.  0, or an error for the client
-   (QRS_E_CALIBRATION / QRS_E_ENTROPY / -ENOMEM) with p->msg set. */
+/* The loop half: store the calibration (no computing: a pointer swap).
+   0, or an error for the client (QRS_E_CALIBRATION / QRS_E_ENTROPY /
+   -ENOMEM) with p->msg set.  Frees what p holds except the table. */
 int drawamp_prep_finish(struct server *srv, struct drawamp_prep *p);
 /* Whether two preparations do the same work (so one can wait for the
    other). */
