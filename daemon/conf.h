@@ -23,6 +23,9 @@ struct conf_source {
   char *name;
   enum conf_source_type type;
   int line;                 /* where it was declared (0: built-in) */
+  char *fallback;           /* "error" (default), "system", "mock" or a
+                               declared source; no cycles */
+  int fallback_line;        /* of the fallback key, else of the source */
   uint64_t mock_seed;       /* mock only */
   double mock_mean_shift;   /* mock only: shift of the byte mean */
 };

@@ -1,57 +1,193 @@
-/* The draw engine: fresh bytes for each DRAW / BYTES request, generated
-   after the request arrived, amplified into u (DRAW) or returned raw
-   (BYTES). */
+/* The draw engine: fresh bytes for each DRAW / BYTES request, fetched
+   from the registry after the request arrived, amplified into u (DRAW) or
+   returned raw (BYTES). */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <qrs/error.h>
 
+#include "amp_exact.h"
+#include "ampreq.h"
 #include "amplify.h"
 #include "draw.h"
-#include "drawamp.h"
 #include "log.h"
+#include "monitor.h"
 #include "nonce.h"
+
+struct prep;
+
+/* Per source (as the registry lists them): its calibrations, keyed by the
+   source a request asks for, and the live statistics of the u it served,
+   keyed by the source that served the bytes. */
+struct srcamp {
+  char *name;
+  struct amp_state st;
+  struct monitor mon;
+  struct prep *inflight;        /* preparations in progress */
+};
+
+struct draw_engine {
+  const struct qrsd_conf *conf;
+  struct registry *reg;
+  uv_loop_t *loop;
+  uint32_t max_bytes_per_request;
+  struct log_ratelimit fail_rl;
+  struct srcamp *amp;
+  size_t n_amp;
+};
 
 enum job_kind {
   JOB_DRAW,
   JOB_BYTES,
 };
 
-/* One request's entropy: what to read and how to answer. */
+/* One request, from registry_fetch() to its reply. */
 struct req {
+  struct draw_engine *e;
   enum job_kind kind;
-  struct conn *conn;
-  struct source *src;
-  uint32_t seq;
-  size_t n;                     /* bytes to read */
+  char source[64];              /* as asked ("": the default) */
   struct amp_req amp;           /* DRAW: the amplifier and its parameters */
   struct amp_exact_table *table;  /* exact: its table (a reference) */
+  struct req *next;             /* waiting for a preparation */
   uint64_t nonce;
   struct ts received;
-  struct ts generated;
+  const char *who;
+  draw_reply_fn reply;
+  void *ctx;
 };
 
-/* A read on a worker thread. */
-struct job {
-  uv_work_t work;
-  uv_timer_t timer;
-  struct req req;
-  uint8_t *buf;
-  int err;
-  int answered;                 /* reply or timeout error sent */
-};
+int
+draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
+                uv_loop_t *loop, struct draw_engine **ret_engine)
+{
+  struct monitor_conf mc;
+  struct draw_engine *e;
+  struct reg_info ri;
+  size_t i;
+
+  e = calloc(1, sizeof(*e));
+  if (!e)
+    return -ENOMEM;
+  e->conf = conf;
+  e->reg = reg;
+  e->loop = loop;
+  e->n_amp = registry_count(reg);
+  e->amp = calloc(e->n_amp ? e->n_amp : 1, sizeof(*e->amp));
+  if (!e->amp) {
+    free(e);
+    return -ENOMEM;
+  }
+  mc.window = conf->monitor_window;
+  mc.ks_alarm_p = conf->monitor_ks_alarm_p;
+  mc.cusum_k = conf->monitor_cusum_k;
+  mc.cusum_h = conf->monitor_cusum_h;
+  for (i = 0; i < e->n_amp; i++) {
+    registry_info(reg, i, &ri);
+    e->amp[i].name = strdup(ri.name);
+    amp_state_init(&e->amp[i].st);
+    if (!e->amp[i].name || monitor_init(&e->amp[i].mon, &mc) < 0) {
+      e->n_amp = i + 1;
+      draw_engine_free(e);
+      return -ENOMEM;
+    }
+  }
+  amp_exact_cache_limit(conf->exact_cache_bytes);
+  /* A BYTES reply is the data plus a few short strings. */
+  e->max_bytes_per_request = conf->max_frame_bytes - 512;
+  if (e->max_bytes_per_request > conf->max_sample_count)
+    e->max_bytes_per_request = conf->max_sample_count;
+  *ret_engine = e;
+  return 0;
+}
 
 void
-ts_now(struct ts *t)
+draw_engine_free(struct draw_engine *e)
 {
-  struct timespec a, b;
+  size_t i;
 
-  clock_gettime(CLOCK_REALTIME, &a);
-  clock_gettime(CLOCK_MONOTONIC, &b);
-  t->realtime_ns = (int64_t)a.tv_sec * 1000000000 + a.tv_nsec;
-  t->monotonic_ns = (int64_t)b.tv_sec * 1000000000 + b.tv_nsec;
+  if (!e)
+    return;
+  for (i = 0; i < e->n_amp; i++) {
+    free(e->amp[i].name);
+    amp_state_free(&e->amp[i].st);
+    monitor_free(&e->amp[i].mon);
+  }
+  free(e->amp);
+  free(e);
+}
+
+static struct srcamp *
+srcamp_of(struct draw_engine *e, const char *name)
+{
+  size_t i;
+
+  if (!name || !*name)
+    name = registry_default(e->reg);
+  for (i = 0; i < e->n_amp; i++)
+    if (!strcmp(e->amp[i].name, name))
+      return &e->amp[i];
+  return NULL;
+}
+
+const struct monitor *
+draw_monitor(struct draw_engine *e, const char *source)
+{
+  struct srcamp *sa;
+
+  sa = srcamp_of(e, source);
+  return sa ? &sa->mon : NULL;
+}
+
+int
+draw_alarms(const struct draw_engine *e, const char **ret_source,
+            const char **ret_reason)
+{
+  size_t i;
+  int n;
+
+  n = 0;
+  for (i = 0; i < e->n_amp; i++) {
+    if (!e->amp[i].mon.alarm)
+      continue;
+    if (!n++) {
+      *ret_source = e->amp[i].name;
+      *ret_reason = e->amp[i].mon.reason;
+    }
+  }
+  return n;
+}
+
+/* The request is over: drop what it holds. */
+static void
+req_free(struct req *rq)
+{
+  amp_exact_release(rq->table);
+  free(rq);
+}
+
+uint32_t
+draw_max_bytes(const struct draw_engine *e)
+{
+  return e->max_bytes_per_request;
+}
+
+void
+draw_reply_error(draw_reply_fn reply, void *ctx, int err, const char *fmt,
+                 ...)
+{
+  QrsIpc__Error m = QRS_IPC__ERROR__INIT;
+  char msg[512];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  m.code = qrs__error_to_wire(err);
+  m.message = msg;
+  reply(ctx, QRS_MSG_ERROR, &m.base);
 }
 
 static void
@@ -62,492 +198,502 @@ ts_to_wire(const struct ts *t, QrsIpc__Timestamp *w)
   w->monotonic_ns = t->monotonic_ns;
 }
 
-/* The request is over: drop what it holds. */
 static void
-req_end(struct req *rq)
-{
-  amp_exact_release(rq->table);
-  rq->table = NULL;
-}
-
-static void
-reply_draw(struct req *rq, const uint8_t *buf)
+reply_draw(struct req *rq, const struct reg_result *res)
 {
   QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
   QrsIpc__Timestamp received, generated, sent;
-  struct server *srv;
+  struct srcamp *asked, *served;
   struct amp_params p;
   struct amp_result a;
   struct ts now;
   int err;
 
-  srv = conn_server(rq->conn);
-  err = drawamp_run(srv, rq->src, &rq->amp, rq->table, buf, &a, &p);
+  /* calibrations belong to the source asked for, the statistics to the
+     one that served */
+  asked = srcamp_of(rq->e, rq->source);
+  err = amp_state_run(&asked->st, &rq->amp, rq->table, res->data, &a, &p);
   if (err < 0) {
     /* only if the calibration was dropped from its bounded cache between
        the preparation and the read */
-    log_warn("%s: %s draw could not be amplified: %s", conn_name(rq->conn),
+    log_warn("%s: %s draw could not be amplified: %s", rq->who,
              amp_name(rq->amp.type), qrs_strerror(err));
-    conn_send_error(rq->conn, rq->seq, err, "the %s calibration was "
-                    "replaced while the draw was read; try again",
-                    amp_name(rq->amp.type));
+    draw_reply_error(rq->reply, rq->ctx, err, "the %s calibration was "
+                     "replaced while the draw was read; try again",
+                     amp_name(rq->amp.type));
     return;
   }
+  served = srcamp_of(rq->e, res->served_by);
+  if (served && monitor_add(&served->mon, a.u, a.z))
+    log_warn("source '%s': statistics alarm: %s", served->name,
+             served->mon.reason);
 
   r.u = a.u;
   r.z = a.z;
   r.sample_mean = a.sample_mean;
   r.sample_count = rq->amp.sample_count;
-  r.source = rq->src->name;
-  r.served_by = rq->src->name;
-  r.fallback = 0;
+  r.source = (char *)res->source;
+  r.served_by = (char *)res->served_by;
+  r.fallback = res->fallback;
   r.amplifier = (char *)amp_name(rq->amp.type);
   r.nonce = rq->nonce;
-  r.echo = QRS_IPC__ECHO__ECHO_NONE;
+  r.echo = (QrsIpc__Echo)res->echo;
   r.byte_sum = a.byte_sum;
   r.population_mean = p.population_mean;
   r.population_std = p.population_std;
-  r.extra_bytes = (uint32_t)(rq->n - rq->amp.sample_count);
+  r.extra_bytes = (uint32_t)(res->n - rq->amp.sample_count);
   ts_to_wire(&rq->received, &received);
-  ts_to_wire(&rq->generated, &generated);
+  ts_to_wire(&res->generated, &generated);
   r.received = &received;
   r.generated = &generated;
   r.sent = &sent;
   ts_now(&now);
   ts_to_wire(&now, &sent);
-  srv->draws++;
-  conn_send(rq->conn, QRS_MSG_DRAW_REPLY, rq->seq, &r.base);
+  rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
 }
 
 static void
-reply_bytes(struct req *rq, const uint8_t *buf)
+reply_bytes(struct req *rq, const struct reg_result *res)
 {
   QrsIpc__BytesReply r = QRS_IPC__BYTES_REPLY__INIT;
 
-  r.data.data = (uint8_t *)buf;
-  r.data.len = rq->n;
-  r.source = rq->src->name;
-  r.served_by = rq->src->name;
-  r.fallback = 0;
-  conn_send(rq->conn, QRS_MSG_BYTES_REPLY, rq->seq, &r.base);
+  r.data.data = (uint8_t *)res->data;
+  r.data.len = res->n;
+  r.source = (char *)res->source;
+  r.served_by = (char *)res->served_by;
+  r.fallback = res->fallback;
+  rq->reply(rq->ctx, QRS_MSG_BYTES_REPLY, &r.base);
 }
 
-/* The bytes (or the error) for rq are in: account and answer. */
+/* The registry's answer for rq. */
 static void
-finish(struct req *rq, const uint8_t *buf, int err)
+on_fetched(void *ctx, const struct reg_result *res)
 {
-  struct source *src;
-  struct server *srv;
+  struct req *rq;
 
-  src = rq->src;
-  srv = conn_server(rq->conn);
-  if (err < 0) {
-    src->failures++;
-    src->healthy = 0;
-    snprintf(src->detail, sizeof(src->detail), "read of %zu bytes failed: "
-             "%s", rq->n, qrs_strerror(err));
-    log_warn("source '%s': read of %zu bytes for %s failed: %s", src->name,
-             rq->n, conn_name(rq->conn), qrs_strerror(err));
-    conn_send_error(rq->conn, rq->seq, QRS_E_ENTROPY,
-                    "source '%s' could not deliver %zu bytes: %s", src->name,
-                    rq->n, qrs_strerror(err));
-  } else {
-    if (!src->healthy)
-      log_info("source '%s' recovered", src->name);
-    src->healthy = 1;
-    src->detail[0] = '\0';
-    src->draws++;
-    src->bytes += rq->n;
-    srv->bytes += rq->n;
+  rq = ctx;
+  if (res->status == 0) {
     if (rq->kind == JOB_DRAW)
-      reply_draw(rq, buf);
+      reply_draw(rq, res);
     else
-      reply_bytes(rq, buf);
+      reply_bytes(rq, res);
+  } else if (res->status == -ETIMEDOUT) {
+    log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: %zu bytes from "
+                "source '%s' timed out: %s", rq->who, res->n, res->source,
+                res->why);
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_TIMEOUT, "source '%s' did "
+                     "not deliver %zu bytes within %u ms: %.300s",
+                     res->source, res->n, rq->e->conf->request_timeout_ms,
+                     res->why);
+  } else {
+    log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: %zu bytes from "
+                "source '%s' failed: %s", rq->who, res->n, res->source,
+                res->why);
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_ENTROPY, "source '%s' could "
+                     "not deliver %zu bytes: %.300s", res->source, res->n,
+                     res->why);
   }
-  req_end(rq);
-  conn_request_done(rq->conn);
+  req_free(rq);
 }
 
+/* Ask the registry for n bytes for rq (which it then owns), by
+   deadline. */
 static void
-job_work(uv_work_t *w)
+fetch(struct req *rq, const char *source, size_t n, int64_t deadline)
 {
-  struct job *j;
+  struct draw_engine *e;
+  draw_reply_fn reply;
+  const char *who;
+  void *ctx;
+  int r;
 
-  j = w->data;
-  j->err = j->req.src->ops->read(j->req.src, j->buf, j->req.n);
-  ts_now(&j->req.generated);
-}
-
-static void
-on_job_timer_closed(uv_handle_t *h)
-{
-  free(h->data);
-}
-
-static void
-job_after(uv_work_t *w, int status)
-{
-  struct server *srv;
-  struct conn *c;
-  struct job *j;
-
-  j = w->data;
-  c = j->req.conn;
-  srv = conn_server(c);
-  srv->async_bytes -= j->req.n;
-  if (!j->answered) {
-    j->answered = 1;
-    uv_timer_stop(&j->timer);
-    if (conn_alive(c))
-      finish(&j->req, j->buf, status < 0 ? status : j->err);
-  }
-  req_end(&j->req);
-  free(j->buf);
-  j->buf = NULL;
-  conn_release(c);
-  uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
-}
-
-static void
-on_job_timeout(uv_timer_t *t)
-{
-  struct job *j;
-
-  j = t->data;
-  if (j->answered)
+  e = rq->e;
+  who = rq->who;
+  reply = rq->reply;
+  ctx = rq->ctx;
+  r = registry_fetch(rq->e->reg, source, n, rq->nonce, deadline, on_fetched,
+                     rq);
+  if (r == 0)
     return;
-  j->answered = 1;
-  log_warn("source '%s': %zu bytes for %s not ready after %u ms", j->req.src->name,
-           j->req.n, conn_name(j->req.conn),
-           conn_server(j->req.conn)->conf->request_timeout_ms);
-  j->req.src->failures++;
-  if (conn_alive(j->req.conn)) {
-    conn_send_error(j->req.conn, j->req.seq, QRS_E_TIMEOUT,
-                    "source '%s' did not deliver %zu bytes within %u ms",
-                    j->req.src->name, j->req.n,
-                    conn_server(j->req.conn)->conf->request_timeout_ms);
-    conn_request_done(j->req.conn);
+  req_free(rq);
+  if (r == -EBUSY) {
+    log_limited(&e->fail_rl, LOG_LEVEL_INFO, "%s: too many bytes of "
+                "reads in progress; answering BUSY", who);
+    draw_reply_error(reply, ctx, QRS_E_BUSY, "qrsd is busy: too many large "
+                     "reads in progress");
+  } else if (r == -ENOENT) {
+    draw_reply_error(reply, ctx, QRS_E_UNKNOWN_SOURCE, "no source named "
+                     "'%.64s' is configured", source);
+  } else {
+    draw_reply_error(reply, ctx, QRS_E_INTERNAL, "cannot start the read: %s",
+                     qrs_strerror(r));
   }
 }
 
-/* Get rq->n fresh bytes and answer: inline when the source promises not to
-   block for that size, else on a worker thread. */
-static void
-fetch(struct req *rq)
+/* A new request, or NULL after answering UNKNOWN_SOURCE / out of memory. */
+static struct req *
+req_new(struct draw_engine *e, enum job_kind kind, const char *source,
+        const struct ts *received, const char *who, draw_reply_fn reply,
+        void *ctx)
 {
-  struct server *srv;
-  struct job *j;
-  size_t limit;
-  int err, r;
+  struct req *rq;
 
-  srv = conn_server(rq->conn);
-  limit = rq->src->inline_max < srv->inline_max ? rq->src->inline_max
-                                                 : srv->inline_max;
-  if (rq->n <= limit) {
-    err = rq->src->ops->read(rq->src, srv->scratch, rq->n);
-    ts_now(&rq->generated);
-    finish(rq, srv->scratch, err);
-    return;
+  if (!registry_has(e->reg, source)) {
+    log_info("%s: unknown source '%.64s'", who, source);
+    draw_reply_error(reply, ctx, QRS_E_UNKNOWN_SOURCE,
+                     "no source named '%.64s' is configured", source);
+    return NULL;
   }
-
-  if (srv->async_bytes + rq->n > srv->async_bytes_max) {
-    log_info("%s: %zu bytes of reads already in progress; answering BUSY",
-             conn_name(rq->conn), srv->async_bytes);
-    conn_send_error(rq->conn, rq->seq, QRS_E_BUSY,
-                    "qrsd is busy: too many large reads in progress");
-    req_end(rq);
-    conn_request_done(rq->conn);
-    return;
+  rq = calloc(1, sizeof(*rq));
+  if (!rq) {
+    log_err("%s: out of memory for a request", who);
+    draw_reply_error(reply, ctx, -ENOMEM, "out of memory");
+    return NULL;
   }
-  j = calloc(1, sizeof(*j));
-  if (j)
-    j->buf = malloc(rq->n);
-  if (!j || !j->buf) {
-    free(j);
-    log_err("%s: out of memory for a %zu-byte read", conn_name(rq->conn),
-            rq->n);
-    conn_send_error(rq->conn, rq->seq, -ENOMEM, "out of memory");
-    req_end(rq);
-    conn_request_done(rq->conn);
-    return;
-  }
-  j->req = *rq;
-  j->work.data = j;
-  j->timer.data = j;
-  uv_timer_init(srv->loop, &j->timer);
-  r = uv_queue_work(srv->loop, &j->work, job_work, job_after);
-  if (r < 0) {
-    log_err("%s: cannot queue a read: %s", conn_name(rq->conn),
-            uv_strerror(r));
-    conn_send_error(rq->conn, rq->seq, QRS_E_INTERNAL,
-                    "cannot queue the read: %s", uv_strerror(r));
-    req_end(rq);
-    conn_request_done(rq->conn);
-    free(j->buf);
-    uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
-    return;
-  }
-  srv->async_bytes += rq->n;
-  conn_hold(rq->conn);
-  uv_timer_start(&j->timer, on_job_timeout, srv->conf->request_timeout_ms, 0);
-}
-
-/* Start a request: resolve its source, or answer UNKNOWN_SOURCE and
-   return -1. */
-static int
-req_init(struct req *rq, enum job_kind kind, struct conn *c, uint32_t seq,
-         const struct ts *received, const char *source)
-{
-  memset(rq, 0, sizeof(*rq));
+  rq->e = e;
   rq->kind = kind;
-  rq->conn = c;
-  rq->seq = seq;
+  snprintf(rq->source, sizeof(rq->source), "%s", source ? source : "");
   rq->received = *received;
-  rq->src = server_find_source(conn_server(c), source);
-  if (rq->src)
-    return 0;
-  log_info("%s: unknown source '%.64s'", conn_name(c), source);
-  conn_send_error(c, seq, QRS_E_UNKNOWN_SOURCE,
-                  "no source named '%.64s' is configured", source);
-  conn_request_done(c);
-  return -1;
+  rq->who = who;
+  rq->reply = reply;
+  rq->ctx = ctx;
+  return rq;
 }
 
-/* The preparation of a draw (calibration, exact table) on a worker
-   thread; then the draw itself.  Draws that need the same preparation
-   while one is in progress wait for it instead of repeating it. */
-struct waiter {
-  struct req req;
-  struct waiter *next;
-};
+/* ---- preparations: a calibration or the exact table ----------------
 
-struct prepjob {
+   A draw whose calibration is not cached, or whose exact table is not
+   built, first waits for a preparation: the calibration blocks are fetched
+   through the registry in chunks of at most PREP_CHUNK bytes (their byte
+   means summed as they arrive), then the calibration (the ecdf sort
+   included) is computed and the exact table built on a worker thread, and
+   stored on the loop thread.  Draws that need the same preparation wait
+   for the one in progress; all are then served (or refused with its
+   error) in the order they came. */
+
+#define PREP_CHUNK (1u << 20)
+
+struct prep {
+  struct draw_engine *e;
+  struct srcamp *sa;
+  struct amp_req amp;
+  char source[64];
+  uint32_t blocks, done, per;
+  double *means;
+  int want_table;
+  struct amp_calibration cal;
+  struct amp_exact_table *table;
+  int err;
+  char msg[256];
   uv_work_t work;
-  struct req req;
-  struct drawamp_prep p;
-  size_t held;
-  struct waiter *waiters;
-  struct prepjob *next;         /* in the source's in-flight list */
+  struct req *waiters, **tail;
+  struct prep *next;
 };
 
-static int prepare(struct req *rq, const struct drawamp_prep *p);
+static int
+deadline_from_now(const struct draw_engine *e, int64_t *ret)
+{
+  struct ts now;
+
+  ts_now(&now);
+  *ret = now.monotonic_ns + (int64_t)e->conf->request_timeout_ms * 1000000;
+  return 0;
+}
+
+static int
+same_prep(const struct prep *p, const struct amp_req *a, uint32_t blocks,
+          int want_table)
+{
+  int za, zb;
+
+  if (p->amp.sample_count != a->sample_count || p->blocks != blocks ||
+      p->want_table != want_table)
+    return 0;
+  za = p->amp.type == AMP_ZSCORE_MEAN || p->amp.type == AMP_ZSCORE_THOUGHT;
+  zb = a->type == AMP_ZSCORE_MEAN || a->type == AMP_ZSCORE_THOUGHT;
+  return za == zb && (za || p->amp.type == a->type);
+}
+
+static void prep_next_chunk(struct prep *p);
+static void start_draw(struct req *rq);
 
 static void
 prep_work(uv_work_t *w)
 {
-  struct prepjob *pj;
+  struct prep *p;
+  int r;
 
-  pj = w->data;
-  drawamp_prep_work(&pj->p);
-}
-
-/* After the preparation: go on with rq (err 0) or answer err. */
-static void
-prep_resume(struct req *rq, int err, const char *msg)
-{
-  struct drawamp_prep again;
-  struct server *srv;
-
-  srv = conn_server(rq->conn);
-  if (!conn_alive(rq->conn)) {
-    req_end(rq);
-    return;
-  }
-  if (err < 0) {
-    conn_send_error(rq->conn, rq->seq, err, "%s", msg[0] ? msg :
-                    qrs_strerror(err));
-    req_end(rq);
-    conn_request_done(rq->conn);
-    return;
-  }
-  if (!rq->table &&
-      drawamp_needs_prep(srv, rq->src, &rq->amp, &rq->table, &again)) {
-    if (prepare(rq, &again) < 0) {       /* dropped from a cache meanwhile */
-      req_end(rq);
-      conn_request_done(rq->conn);
+  p = w->data;
+  if (!p->err && p->blocks)
+    p->err = amp_calibration_compute(&p->amp, p->means, p->blocks, &p->cal,
+                                      p->msg, sizeof(p->msg));
+  if (!p->err && p->want_table) {
+    r = amp_exact_get(p->amp.sample_count, &p->table);
+    if (r < 0) {
+      p->err = r;
+      snprintf(p->msg, sizeof(p->msg), "cannot build the exact "
+               "amplifier's table for sample_count %u: %s",
+               p->amp.sample_count, qrs_strerror(r));
     }
-    return;
   }
-  fetch(rq);
 }
 
 static void
 prep_after(uv_work_t *w, int status)
 {
-  struct prepjob *pj, **pp;
-  struct waiter *wt, *next;
-  struct srcamp *sa;
-  struct server *srv;
-  struct conn *c;
-  int err;
+  struct prep *p, **pp;
+  struct req *rq, *next;
 
-  pj = w->data;
-  c = pj->req.conn;
-  srv = conn_server(c);
-  srv->async_bytes -= pj->held;
-  sa = drawamp_of(srv, pj->req.src);
-  for (pp = (struct prepjob **)&sa->inflight; *pp; pp = &(*pp)->next)
-    if (*pp == pj) {
-      *pp = pj->next;
+  p = w->data;
+  for (pp = &p->sa->inflight; *pp; pp = &(*pp)->next)
+    if (*pp == p) {
+      *pp = p->next;
       break;
     }
-  pj->req.table = pj->p.table;         /* the request holds it now */
-  err = status < 0 ? status : drawamp_prep_finish(srv, &pj->p);
-  if (err == QRS_E_ENTROPY) {
-    pj->req.src->failures++;
-    log_warn("%s", pj->p.msg);
+  if (status < 0 && !p->err) {
+    p->err = QRS_E_INTERNAL;
+    snprintf(p->msg, sizeof(p->msg), "the preparation was cancelled");
   }
-  prep_resume(&pj->req, err, pj->p.msg);
-  conn_release(c);
-  for (wt = pj->waiters; wt; wt = next) {
-    next = wt->next;
-    c = wt->req.conn;
-    prep_resume(&wt->req, err, pj->p.msg);
-    conn_release(c);
-    free(wt);
+  if (!p->err && p->blocks) {
+    amp_calibration_store(&p->sa->st, &p->amp, &p->cal);
+    log_info("source '%s': %s calibrated from %u blocks of %u bytes",
+             p->sa->name, amp_name(p->amp.type), p->blocks,
+             p->amp.sample_count);
+  } else if (p->err) {
+    log_warn("source '%s': %s preparation failed: %s", p->sa->name,
+             amp_name(p->amp.type), p->msg);
   }
-  free(pj);
+  amp_calibration_free(&p->cal);
+  for (rq = p->waiters; rq; rq = next) {
+    next = rq->next;
+    rq->next = NULL;
+    if (p->err) {
+      draw_reply_error(rq->reply, rq->ctx, p->err, "%s", p->msg);
+      req_free(rq);
+      continue;
+    }
+    if (p->table && !rq->table) {
+      rq->table = p->table;             /* the first one takes the ref */
+      p->table = NULL;
+    }
+    start_draw(rq);
+  }
+  amp_exact_release(p->table);
+  free(p->means);
+  free(p);
 }
 
-/* Queue the preparation rq needs, or wait for the same one in progress
-   (0); or answer and return -1. */
-static int
-prepare(struct req *rq, const struct drawamp_prep *p)
+/* Every block is in (or the fetch failed): compute on a worker. */
+static void
+prep_compute(struct prep *p)
 {
-  struct prepjob *pj;
-  struct waiter *wt;
-  struct srcamp *sa;
-  struct server *srv;
-  size_t held;
   int r;
 
-  srv = conn_server(rq->conn);
-  sa = drawamp_of(srv, rq->src);
-  for (pj = sa->inflight; pj; pj = pj->next) {
-    if (!drawamp_prep_same(&pj->p, p))
-      continue;
-    wt = calloc(1, sizeof(*wt));
-    if (!wt) {
-      conn_send_error(rq->conn, rq->seq, -ENOMEM, "out of memory");
-      return -1;
-    }
-    wt->req = *rq;
-    wt->next = pj->waiters;
-    pj->waiters = wt;
-    conn_hold(rq->conn);
-    return 0;
-  }
-  held = drawamp_prep_bytes(p);
-  if (held && srv->async_bytes + held > srv->async_bytes_max) {
-    conn_send_error(rq->conn, rq->seq, QRS_E_BUSY,
-                    "qrsd is busy: too many large reads in progress");
-    return -1;
-  }
-  pj = calloc(1, sizeof(*pj));
-  if (!pj) {
-    conn_send_error(rq->conn, rq->seq, -ENOMEM, "out of memory");
-    return -1;
-  }
-  pj->req = *rq;
-  pj->p = *p;
-  pj->held = held;
-  pj->work.data = pj;
-  r = uv_queue_work(srv->loop, &pj->work, prep_work, prep_after);
+  p->work.data = p;
+  r = uv_queue_work(p->e->loop, &p->work, prep_work, prep_after);
   if (r < 0) {
-    free(pj);
-    conn_send_error(rq->conn, rq->seq, QRS_E_INTERNAL,
-                    "cannot queue the calibration: %s", uv_strerror(r));
-    return -1;
+    p->err = QRS_E_INTERNAL;
+    snprintf(p->msg, sizeof(p->msg), "cannot queue the preparation: %s",
+             uv_strerror(r));
+    prep_after(&p->work, 0);
   }
-  if (p->blocks)
-    log_info("%s: calibrating %s on source '%s' (%u blocks of %u bytes)",
-             conn_name(rq->conn), amp_name(p->amp.type), rq->src->name,
-             p->blocks, p->amp.sample_count);
-  pj->next = sa->inflight;
-  sa->inflight = pj;
-  srv->async_bytes += held;
-  conn_hold(rq->conn);
-  return 0;
+}
+
+static void
+on_chunk(void *ctx, const struct reg_result *res)
+{
+  struct prep *p;
+  uint32_t i, k;
+  size_t n;
+
+  p = ctx;
+  n = p->amp.sample_count;
+  if (res->status < 0) {
+    p->err = res->status == -ETIMEDOUT ? QRS_E_TIMEOUT : QRS_E_ENTROPY;
+    snprintf(p->msg, sizeof(p->msg), "the %s calibration could not read "
+             "source '%s': %.160s", amp_name(p->amp.type), res->source,
+             res->why);
+    prep_compute(p);
+    return;
+  }
+  k = (uint32_t)(res->n / n);
+  for (i = 0; i < k; i++)
+    p->means[p->done + i] = (double)amp_byte_sum(res->data + (size_t)i * n,
+                                                 n) / (double)n;
+  p->done += k;
+  if (p->done < p->blocks)
+    prep_next_chunk(p);
+  else
+    prep_compute(p);
+}
+
+static void
+prep_next_chunk(struct prep *p)
+{
+  int64_t deadline;
+  uint32_t k;
+  int r;
+
+  k = p->blocks - p->done < p->per ? p->blocks - p->done : p->per;
+  deadline_from_now(p->e, &deadline);
+  r = registry_fetch(p->e->reg, p->source, (size_t)k * p->amp.sample_count,
+                     0, deadline, on_chunk, p);
+  if (r < 0) {
+    p->err = r == -EBUSY ? QRS_E_BUSY : QRS_E_INTERNAL;
+    snprintf(p->msg, sizeof(p->msg), "the %s calibration could not start "
+             "a read: %s", amp_name(p->amp.type), r == -EBUSY ?
+             "too many large reads in progress" : qrs_strerror(r));
+    prep_compute(p);
+  }
+}
+
+/* Queue rq behind the preparation it needs. */
+static void
+prep_join(struct req *rq, struct srcamp *sa, uint32_t blocks, int want_table)
+{
+  struct draw_engine *e;
+  struct prep *p;
+
+  e = rq->e;
+  for (p = sa->inflight; p; p = p->next)
+    if (same_prep(p, &rq->amp, blocks, want_table))
+      break;
+  if (!p) {
+    p = calloc(1, sizeof(*p));
+    if (p && blocks)
+      p->means = malloc((size_t)blocks * sizeof(double));
+    if (!p || (blocks && !p->means)) {
+      free(p);
+      log_err("%s: out of memory for a calibration", rq->who);
+      draw_reply_error(rq->reply, rq->ctx, -ENOMEM, "out of memory");
+      req_free(rq);
+      return;
+    }
+    p->e = e;
+    p->sa = sa;
+    p->amp = rq->amp;
+    snprintf(p->source, sizeof(p->source), "%s", rq->source);
+    p->blocks = blocks;
+    p->per = rq->amp.sample_count >= PREP_CHUNK ? 1 :
+             (uint32_t)(PREP_CHUNK / rq->amp.sample_count);
+    p->want_table = want_table;
+    p->tail = &p->waiters;
+    p->next = sa->inflight;
+    sa->inflight = p;
+    if (blocks) {
+      log_info("%s: calibrating %s on source '%s' (%u blocks of %u bytes)",
+               rq->who, amp_name(rq->amp.type), sa->name, blocks,
+               rq->amp.sample_count);
+      prep_next_chunk(p);
+    } else {
+      prep_compute(p);
+    }
+  }
+  *p->tail = rq;
+  p->tail = &rq->next;
+}
+
+/* Prepare (if needed) and fetch the draw's bytes. */
+static void
+start_draw(struct req *rq)
+{
+  struct srcamp *sa;
+  int64_t deadline;
+  uint32_t blocks;
+  int want_table;
+
+  sa = srcamp_of(rq->e, rq->source);
+  blocks = amp_state_missing(&sa->st, &rq->amp);
+  want_table = rq->amp.type == AMP_EXACT && !rq->table &&
+               amp_exact_try_get(rq->amp.sample_count, &rq->table) < 0;
+  if (blocks || want_table) {
+    prep_join(rq, sa, blocks, want_table);
+    return;
+  }
+  /* the request's own deadline, or a fresh one after a preparation */
+  deadline = rq->received.monotonic_ns +
+             (int64_t)rq->e->conf->request_timeout_ms * 1000000;
+  if (rq->table || rq->amp.zcal || rq->amp.type == AMP_ECDF) {
+    int64_t fresh;
+
+    deadline_from_now(rq->e, &fresh);
+    if (fresh > deadline)
+      deadline = fresh;
+  }
+  fetch(rq, rq->source, ampreq_read_bytes(&rq->amp), deadline);
 }
 
 void
-draw_handle(struct conn *c, uint32_t seq, const QrsIpc__Draw *m,
-            const struct ts *received)
+draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
+            const struct ts *received, const char *who, draw_reply_fn reply,
+            void *ctx)
 {
   const QrsIpc__Commitment *cm;
-  struct drawamp_prep prep;
-  struct server *srv;
-  struct req rq;
+  struct req *rq;
   char msg[256];
   int r;
 
-  srv = conn_server(c);
-  if (req_init(&rq, JOB_DRAW, c, seq, received, m->source) < 0)
+  rq = req_new(e, JOB_DRAW, m->source, received, who, reply, ctx);
+  if (!rq)
     return;
 
-  if (m->sample_count == 0 || m->sample_count > srv->conf->max_sample_count) {
-    log_info("%s: draw with sample_count %u refused (limit 1..%u)",
-             conn_name(c), m->sample_count, srv->conf->max_sample_count);
-    conn_send_error(c, seq, QRS_E_SAMPLE_COUNT,
-                    "sample_count %u is outside 1..%u", m->sample_count,
-                    srv->conf->max_sample_count);
-    conn_request_done(c);
-    return;
+  if (m->sample_count == 0 || m->sample_count > e->conf->max_sample_count) {
+    log_info("%s: draw with sample_count %u refused (limit 1..%u)", who,
+             m->sample_count, e->conf->max_sample_count);
+    draw_reply_error(reply, ctx, QRS_E_SAMPLE_COUNT,
+                     "sample_count %u is outside 1..%u", m->sample_count,
+                     e->conf->max_sample_count);
+    goto refused;
   }
 
-  r = ampreq_resolve(srv->conf, m, m->sample_count, &rq.amp, msg,
+  r = ampreq_resolve(e->conf, m, m->sample_count, &rq->amp, msg,
                      sizeof(msg));
   if (r < 0) {
-    log_info("%s: draw refused: %s", conn_name(c), msg);
-    conn_send_error(c, seq, r, "%s", msg);
-    conn_request_done(c);
-    return;
+    log_info("%s: draw refused: %s", who, msg);
+    draw_reply_error(reply, ctx, r, "%s", msg);
+    goto refused;
   }
-  rq.n = ampreq_read_bytes(&rq.amp);
 
   cm = m->commitment;
   if (cm) {
     if (cm->salt.len > NONCE_MAX_SALT) {
-      log_info("%s: commitment salt of %zu bytes refused", conn_name(c),
+      log_info("%s: commitment salt of %zu bytes refused", who,
                cm->salt.len);
-      conn_send_error(c, seq, QRS_E_BAD_REQUEST,
-                      "commitment salt of %zu bytes exceeds %d",
-                      cm->salt.len, NONCE_MAX_SALT);
-      conn_request_done(c);
-      return;
+      draw_reply_error(reply, ctx, QRS_E_BAD_REQUEST,
+                       "commitment salt of %zu bytes exceeds %d",
+                       cm->salt.len, NONCE_MAX_SALT);
+      goto refused;
     }
-    rq.nonce = nonce_derive(cm->salt.data, cm->salt.len, cm->step,
-                            cm->prev_token_id);
+    rq->nonce = nonce_derive(cm->salt.data, cm->salt.len, cm->step,
+                             cm->prev_token_id);
   }
-  if (drawamp_needs_prep(srv, rq.src, &rq.amp, &rq.table, &prep)) {
-    if (prepare(&rq, &prep) < 0) {
-      req_end(&rq);
-      conn_request_done(c);
-    }
-    return;
-  }
-  fetch(&rq);
+  start_draw(rq);
+  return;
+
+refused:
+  req_free(rq);
 }
 
 void
-bytes_handle(struct conn *c, uint32_t seq, const QrsIpc__Bytes *m,
-             const struct ts *received)
+bytes_handle(struct draw_engine *e, const QrsIpc__Bytes *m,
+             const struct ts *received, const char *who, draw_reply_fn reply,
+             void *ctx)
 {
-  struct server *srv;
-  struct req rq;
+  struct req *rq;
 
-  srv = conn_server(c);
-  if (req_init(&rq, JOB_BYTES, c, seq, received, m->source) < 0)
+  rq = req_new(e, JOB_BYTES, m->source, received, who, reply, ctx);
+  if (!rq)
     return;
-  if (m->count == 0 || m->count > srv->max_bytes_per_request) {
-    log_info("%s: bytes request for %u bytes refused (limit 1..%u)",
-             conn_name(c), m->count, srv->max_bytes_per_request);
-    conn_send_error(c, seq, m->count ? QRS_E_TOO_LARGE : QRS_E_BAD_REQUEST,
-                    "count %u is outside 1..%u", m->count,
-                    srv->max_bytes_per_request);
-    conn_request_done(c);
+  if (m->count == 0 || m->count > e->max_bytes_per_request) {
+    log_info("%s: bytes request for %u bytes refused (limit 1..%u)", who,
+             m->count, e->max_bytes_per_request);
+    draw_reply_error(reply, ctx, m->count ? QRS_E_TOO_LARGE
+                                          : QRS_E_BAD_REQUEST,
+                     "count %u is outside 1..%u", m->count,
+                     e->max_bytes_per_request);
+    req_free(rq);
     return;
   }
-  rq.n = m->count;
-  fetch(&rq);
+  fetch(rq, m->source, m->count, received->monotonic_ns +
+        (int64_t)e->conf->request_timeout_ms * 1000000);
 }

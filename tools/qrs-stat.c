@@ -121,6 +121,21 @@ struct drawer {
   struct qrs_draw_request dreq;
 };
 
+/* n bytes from s (in-process: its synchronous read), or an error said. */
+static int
+read_source(struct source *s, uint8_t *buf, size_t n)
+{
+  char why[160];
+  int r;
+
+  why[0] = '\0';
+  r = s->ops->read(s, buf, n, why, sizeof(why));
+  if (r < 0)
+    fprintf(stderr, "qrs-stat: source '%s': %s\n", s->name,
+            why[0] ? why : qrs_strerror(r));
+  return r;
+}
+
 static int
 open_source(struct drawer *d, const char *type, double shift, uint64_t seed)
 {
@@ -141,7 +156,7 @@ open_source(struct drawer *d, const char *type, double shift, uint64_t seed)
             "not '%s'\n", type);
     return -EINVAL;
   }
-  r = source_new(&cs, &d->src, err, sizeof(err));
+  r = source_new(&cs, NULL, &d->src, err, sizeof(err));
   if (r < 0)
     fprintf(stderr, "qrs-stat: %s\n", err);
   return r;
@@ -162,8 +177,8 @@ prepare(struct drawer *d, struct source *cal)
     b = malloc((size_t)blocks * d->req.sample_count);
     if (!b)
       return -ENOMEM;
-    r = (cal ? cal : d->src)->ops->read(cal ? cal : d->src, b,
-                                         (size_t)blocks * d->req.sample_count);
+    r = read_source(cal ? cal : d->src, b,
+                    (size_t)blocks * d->req.sample_count);
     if (r == 0)
       r = amp_state_calibrate(&d->st, &d->req, b, blocks, msg, sizeof(msg));
     free(b);
@@ -258,11 +273,9 @@ draw_local(struct drawer *d, double *ret_u, double *ret_z)
 
   rb = ampreq_read_bytes(&d->req);
   if (d->buf_next == d->buf_have) {
-    r = d->src->ops->read(d->src, d->buf, d->buf_draws * rb);
-    if (r < 0) {
-      fprintf(stderr, "qrs-stat: source read: %s\n", qrs_strerror(r));
+    r = read_source(d->src, d->buf, d->buf_draws * rb);
+    if (r < 0)
       return r;
-    }
     d->buf_have = d->buf_draws;
     d->buf_next = 0;
   }
@@ -575,7 +588,7 @@ cmd_power(const struct opts *o)
   cs.name = (char *)"null";
   cs.type = CONF_SOURCE_MOCK;
   cs.mock_seed = o->seed + 1000003;
-  if (source_new(&cs, &cal, err, sizeof(err)) < 0) {
+  if (source_new(&cs, NULL, &cal, err, sizeof(err)) < 0) {
     fprintf(stderr, "qrs-stat: %s\n", err);
     free(u);
     return 2;

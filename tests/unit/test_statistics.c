@@ -56,7 +56,7 @@ open_src(enum conf_source_type type, double shift, uint64_t seed)
   cs.type = type;
   cs.mock_mean_shift = shift;
   cs.mock_seed = seed;
-  cr_assert_eq(source_new(&cs, &s, err, sizeof(err)), 0, "%s", err);
+  cr_assert_eq(source_new(&cs, NULL, &s, err, sizeof(err)), 0, "%s", err);
   return s;
 }
 
@@ -84,7 +84,7 @@ draws(const char *amp, struct source *src, struct source *cal, double *u,
   if (blocks) {
     buf = malloc((size_t)blocks * samples);
     cr_assert_not_null(buf);
-    cr_assert_eq(cal->ops->read(cal, buf, (size_t)blocks * samples), 0);
+    cr_assert_eq(cal->ops->read(cal, buf, (size_t)blocks * samples, msg, sizeof(msg)), 0);
     cr_assert_eq(amp_state_calibrate(&st, &a, buf, blocks, msg,
                                      sizeof(msg)), 0, "%s", msg);
     free(buf);
@@ -95,7 +95,7 @@ draws(const char *amp, struct source *src, struct source *cal, double *u,
   rb = ampreq_read_bytes(&a);
   buf = malloc(n * rb);
   cr_assert_not_null(buf);
-  cr_assert_eq(src->ops->read(src, buf, n * rb), 0);
+  cr_assert_eq(src->ops->read(src, buf, n * rb, msg, sizeof(msg)), 0);
   for (i = 0; i < n; i++) {
     cr_assert_eq(amp_state_run(&st, &a, t, buf + i * rb, &r, &p), 0);
     u[i] = r.u;
