@@ -580,6 +580,8 @@ prep_join(struct req *rq, struct srcamp *sa, uint32_t blocks, int want_table)
     p->tail = &p->waiters;
     p->next = sa->inflight;
     sa->inflight = p;
+    *p->tail = rq;                      /* before anything can complete */
+    p->tail = &rq->next;
     if (blocks) {
       log_info("%s: calibrating %s on source '%s' (%u blocks of %u bytes)",
                rq->who, amp_name(rq->amp.type), sa->name, blocks,
@@ -588,6 +590,7 @@ prep_join(struct req *rq, struct srcamp *sa, uint32_t blocks, int want_table)
     } else {
       prep_compute(p);
     }
+    return;
   }
   *p->tail = rq;
   p->tail = &rq->next;
