@@ -11,7 +11,10 @@
 #include "ustat.h"
 
 /* P(S = s) for N bytes by N direct convolutions with the byte
-   distribution, in long double (running sums over 256 terms). */
+   distribution, in long double (running sums over 256 terms).  Natively
+   this oracle is good to ~1e-16 (the table agrees to 3e-16); valgrind
+   computes long double as double, where it is good to ~1e-13.  The
+   assertion is the promise, 1e-12. */
 static long double *
 convolve(uint32_t n)
 {
@@ -59,7 +62,7 @@ Test(exact, cdf_matches_direct_convolution)
       if (err > maxerr)
         maxerr = err;
     }
-    cr_assert_lt(maxerr, 1e-13, "N %u: max |F - F_conv| = %g", ns[i],
+    cr_assert_lt(maxerr, 1e-12, "N %u: max |F - F_conv| = %g", ns[i],
                  maxerr);
     cr_log_info("N %u: max |F - F_conv| = %g", ns[i], maxerr);
     cr_assert_eq(amp_exact_cdf(t, -1), 0.0);
