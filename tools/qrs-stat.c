@@ -611,24 +611,11 @@ cmd_power(const struct opts *o)
     for (i = 0; i < ns; i++) {
       r = drawer_init(&d, o, (uint32_t)counts[j], "mock", shifts[i],
                       o->seed + (uint64_t)(i * 131 + j), cal);
-      if (r < 0) {
-        drawer_free(&d);
-        source_free(cal);
-        free(u);
-        if (f)
-          fclose(f);
-        return 2;
-      }
       hits = 0;
-      for (t = 0; t < o->power_trials; t++) {
-        if (draw_many(&d, u, NULL, o->power_draws) < 0) {
-          drawer_free(&d);
-          source_free(cal);
-          free(u);
-          if (f)
-            fclose(f);
-          return 2;
-        }
+      for (t = 0; r == 0 && t < o->power_trials; t++) {
+        r = draw_many(&d, u, NULL, o->power_draws);
+        if (r < 0)
+          break;
         z = 0.0;
         for (k = 0; k < o->power_draws; k++)
           z += ustat_phi_inv(u[k]);
@@ -637,6 +624,13 @@ cmd_power(const struct opts *o)
           hits++;
       }
       drawer_free(&d);
+      if (r < 0) {
+        source_free(cal);
+        free(u);
+        if (f)
+          fclose(f);
+        return 2;
+      }
       power = (double)hits / o->power_trials;
       mu = fabs(shifts[i]) * sqrt(counts[j] * o->power_draws) / SIGMA_NULL;
       theory = ustat_phi(mu - 1.959964);
