@@ -6,8 +6,13 @@
 #                     and show a draw; Ctrl-C stops it
 #   ./setup.sh test   install packages, build (warnings are errors), run
 #                     the whole test suite
-#   ./setup.sh deps   only install the Debian packages
+#   ./setup.sh deps   install the Debian packages and fetch llama.cpp
 #   ./setup.sh build  only install packages and build into ./build
+#   ./setup.sh llama  only fetch llama.cpp (headers, prebuilt CPU
+#                     libraries, gguf-py, the Qwen2 vocabulary) from the
+#                     npm registry into .cache/llama (never committed);
+#                     QRS_LLAMA=0 skips it (meson then builds without
+#                     the llama.cpp parts and says so)
 set -euo pipefail
 
 cd "$(dirname "$0")"
@@ -18,7 +23,16 @@ PACKAGES=(
   libuv1-dev libgrpc-dev libyaml-dev libsystemd-dev libcriterion-dev
   libjson-c-dev libssl-dev libfftw3-dev gnuplot-nox
   systemd valgrind locales
+  git python3-numpy python3-yaml
+  clang libclang-rt-14-dev
 )
+
+# llama.cpp (Debian 12 has no package): node-llama-cpp ships a git bundle of
+# llama.cpp at the release its prebuilt libraries were built from, and
+# @node-llama-cpp/linux-x64 those CPU libraries.  Pinned; fetched with
+# `npm pack` (integrity-checked by npm), never installed or committed.
+LLAMA_NPM_VERSION=3.21.1
+LLAMA_DIR=$PWD/.cache/llama
 
 BUILD_DIR=${QRS_BUILD_DIR:-build}
 RUN_DIR=$PWD/run
@@ -26,7 +40,7 @@ SOCK=$RUN_DIR/qrsd.sock
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
-deps() {
+apt_deps() {
   local missing=() p
   for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
@@ -44,6 +58,55 @@ deps() {
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
     --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+deps() {
+  apt_deps
+  llama
+}
+
+# Fetch llama.cpp into $LLAMA_DIR:
+#   include/  llama.h and ggml's headers      lib/  the prebuilt .so files
+#   gguf-py/  llama.cpp's GGUF writer         models/ggml-vocab-qwen2.gguf
+# Nothing is done when the stamp says this version is already there.
+llama() {
+  local stamp=$LLAMA_DIR/STAMP want="node-llama-cpp $LLAMA_NPM_VERSION"
+  if [ "${QRS_LLAMA:-1}" = 0 ]; then
+    say "QRS_LLAMA=0: not fetching llama.cpp"
+    return 0
+  fi
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  if ! command -v npm >/dev/null; then
+    local PACKAGES=(nodejs npm)
+    apt_deps
+  fi
+  say "Fetching llama.cpp ($want) from the npm registry into $LLAMA_DIR"
+  local tmp
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/qrs-llama.XXXXXX")
+  (
+    set -e
+    cd "$tmp"
+    npm pack --silent "node-llama-cpp@$LLAMA_NPM_VERSION" \
+      "@node-llama-cpp/linux-x64@$LLAMA_NPM_VERSION" >/dev/null
+    tar xzf "node-llama-cpp-$LLAMA_NPM_VERSION.tgz" \
+      package/llama/gitRelease.bundle
+    git clone -q --bare package/llama/gitRelease.bundle src.git
+    mkdir -p out/lib
+    git --git-dir=src.git archive HEAD include ggml/include gguf-py LICENSE \
+      models/ggml-vocab-qwen2.gguf | tar x -C out
+    mv out/ggml/include/* out/include/ && rm -r out/ggml
+    tar xzf "node-llama-cpp-linux-x64-$LLAMA_NPM_VERSION.tgz" \
+      --wildcards 'package/bins/linux-x64/lib*.so'
+    mv package/bins/linux-x64/lib*.so out/lib/
+    rm -f out/lib/libllama-common.so
+    echo "$want" > out/STAMP
+  ) || { rm -rf "$tmp"; echo "setup.sh: fetching llama.cpp failed" >&2; exit 1; }
+  rm -rf "$LLAMA_DIR"
+  mkdir -p "$(dirname "$LLAMA_DIR")"
+  mv "$tmp/out" "$LLAMA_DIR"
+  rm -rf "$tmp"
 }
 
 build() {
@@ -98,9 +161,10 @@ case "${1:-}" in
   run) run ;;
   test) tests ;;
   deps) deps ;;
+  llama) llama ;;
   build) build ;;
   *)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

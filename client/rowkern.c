@@ -12,6 +12,7 @@
    glibc's exp() to 2-3 ulp.  Results that would be subnormal (d below
    about -708.4) are recomputed with libm's exp() so that exp(d) > 0 exactly
    when the C library says so; below QRS__D_UNDERFLOW the weight is 0. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -46,25 +47,38 @@ typedef double (*floor_fn)(const struct qrs__view *, double *);
 typedef int (*scanh_fn)(const struct qrs__view *, struct qrs__scan *,
                         struct qrs__mass *);
 typedef void (*exp_fn)(double *, size_t, double, double);
+typedef size_t (*fpass_fn)(const struct qrs__view *, float, float, float,
+                           uint32_t *, float *, float *,
+                           struct qrs__fpass *);
+typedef size_t (*fcollect_fn)(const struct qrs__view *, double, double,
+                              double, float, uint32_t *, double *, size_t);
 
+/* IEEE half to float with integer operations only: no arithmetic on a
+   subnormal, so denormals-are-zero / flush-to-zero modes (set by
+   torch.set_flush_denormal(True) or -ffast-math code in the same process)
+   cannot change the value, and it equals what F16C's vcvtph2ps gives. */
 INLINE float
 half_to_float(uint16_t h)
 {
-  uint32_t sign, em, bits;
+  uint32_t sign, em, mant, bits;
+  int sh;
   float f;
 
   sign = (uint32_t)(h & 0x8000u) << 16;
   em = h & 0x7fffu;
   if (em >= 0x7c00u) {
     bits = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
-    memcpy(&f, &bits, sizeof(f));
-    return f;
+  } else if (em >= 0x0400u) {
+    bits = sign | ((em + ((127u - 15u) << 10)) << 13);
+  } else if (em == 0) {
+    bits = sign;
+  } else {
+    /* Subnormal half m * 2^-24: normalise m (a float normal). */
+    mant = em;
+    sh = __builtin_clz(mant) - 21;      /* shifts that bring bit 10 up */
+    mant = (mant << sh) & 0x3ffu;
+    bits = sign | ((uint32_t)(127 - 15 + 1 - sh) << 23) | (mant << 13);
   }
-  bits = em << 13;
-  memcpy(&f, &bits, sizeof(f));
-  f *= 0x1p112f;
-  memcpy(&bits, &f, sizeof(bits));
-  bits |= sign;
   memcpy(&f, &bits, sizeof(f));
   return f;
 }
@@ -260,6 +274,7 @@ anyk_4(v4si m)
 #define vfl v4sf
 #if defined(__x86_64__) && defined(__GNUC__)
 #define KS_MOVEMASK(m) _mm_movemask_pd((__m128d)(m))
+#define KS_MOVEMASKF(m) _mm_movemask_ps((__m128)(m))
 #endif
 #define VW 2
 #define vd v2df
@@ -270,6 +285,9 @@ anyk_4(v4si m)
 #undef KS_LOAD_F32
 #undef KS_STORE_KEYS
 #undef KS_MOVEMASK
+#undef KS_MOVEMASKF
+#undef KS_LOADF_F16
+#undef KS_LOADF_BF16
 #undef KS_ANYK
 #undef KW
 #undef vk
@@ -292,6 +310,12 @@ typedef float v8sf __attribute__((vector_size(32)));
 #define KS_TARGET
 #define KS_LOAD_F32(p) ((v4df)_mm256_cvtps_pd(_mm_loadu_ps(p)))
 #define KS_MOVEMASK(m) _mm256_movemask_pd((__m256d)(m))
+#define KS_MOVEMASKF(m) _mm256_movemask_ps((__m256)(m))
+#define KS_LOADF_F16(p) \
+  ((v8sf)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p))))
+#define KS_LOADF_BF16(p) \
+  ((v8sf)_mm256_slli_epi32( \
+      _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define KS_ANYK(m) (_mm256_movemask_epi8((__m256i)(m)) != 0)
 #define KW 8
 #define vk v8si
@@ -314,6 +338,9 @@ typedef float v8sf __attribute__((vector_size(32)));
 #undef KS_LOAD_BF16
 #undef KS_STORE_KEYS
 #undef KS_MOVEMASK
+#undef KS_MOVEMASKF
+#undef KS_LOADF_F16
+#undef KS_LOADF_BF16
 #undef KS_ANYK
 #undef KW
 #undef vk
@@ -371,17 +398,19 @@ qrs__kmass(const struct qrs__view *v, double m, double invt,
            const struct qrs__bound *b, double pinv, double pmin,
            unsigned flags, struct qrs__mass *ret)
 {
+  unsigned fe;
   int k;
 
   /* The second moment comes with W: one multiply more. */
   k = (flags & QRS__M_W ? 2 : 0) | (flags & QRS__M_HIST ? 1 : 0);
+  fe = qrs__fpenv_enter();
 #ifdef HAVE_AVX2_VARIANT
-  if (level() == 2) {
+  if (level() == 2)
     mass_fns_avx2[v->dtype & 3][k](v, m, invt, b, pinv, pmin, ret);
-    return;
-  }
+  else
 #endif
-  mass_fns_sse2[v->dtype & 3][k](v, m, invt, b, pinv, pmin, ret);
+    mass_fns_sse2[v->dtype & 3][k](v, m, invt, b, pinv, pmin, ret);
+  qrs__fpenv_leave(fe);
 }
 
 size_t
@@ -389,8 +418,30 @@ qrs__kcollect(const struct qrs__view *v, double m, double invt,
               const struct qrs__bound *b, double dlo, double dhi,
               uint32_t *pos, double *x, size_t cap, size_t *ret_above)
 {
-  return PICK(collect_fns, v->dtype & 3)(v, m, invt, b, dlo, dhi, pos, x,
-                                         cap, ret_above);
+  unsigned fe = qrs__fpenv_enter();
+  double thr;
+  size_t r;
+
+  if (v->dtype != QRS_DTYPE_F64 && b->x == -INFINITY && b->i == 0 &&
+      dhi == INFINITY && invt > 0.0 && isfinite(dlo) && isfinite(m)) {
+    /* A cut of float values: a float compare against a threshold below
+       every member (the exact test follows), at float width. */
+    thr = m + dlo / invt;
+    thr -= 1e-5 * (fabs(m) + fabs(dlo / invt)) + 1e-30;
+    if (thr > -FLT_MAX && thr < FLT_MAX) {
+      if (ret_above)
+        *ret_above = 0;
+      r = PICK(fcollect_fns, v->dtype & 3)(v, m, invt, dlo,
+                                           nextafterf((float)thr, -INFINITY),
+                                           pos, x, cap);
+      qrs__fpenv_leave(fe);
+      return r;
+    }
+  }
+  r = PICK(collect_fns, v->dtype & 3)(v, m, invt, b, dlo, dhi, pos, x, cap,
+                                      ret_above);
+  qrs__fpenv_leave(fe);
+  return r;
 }
 
 size_t
@@ -398,34 +449,55 @@ qrs__kcollect_bucket(const struct qrs__view *v, double m, double invt,
                      const struct qrs__bound *b, int key, uint32_t *pos,
                      double *x, size_t *ret_above)
 {
-  return PICK(cbucket_fns, v->dtype & 3)(v, m, invt, b, key, pos, x,
-                                         ret_above);
+  unsigned fe = qrs__fpenv_enter();
+  size_t r;
+
+  r = PICK(cbucket_fns, v->dtype & 3)(v, m, invt, b, key, pos, x, ret_above);
+  qrs__fpenv_leave(fe);
+  return r;
 }
 
 void
 qrs__kexp(double *v, size_t n, double m, double invt)
 {
+  unsigned fe = qrs__fpenv_enter();
+
   PICK1(kexp)(v, n, m, invt);
+  qrs__fpenv_leave(fe);
 }
 
 void
 qrs__kscan(const struct qrs__view *v, struct qrs__scan *ret)
 {
+  unsigned fe = qrs__fpenv_enter();
+
   PICK(scan_fns, v->dtype & 3)(v, ret);
+  qrs__fpenv_leave(fe);
 }
 
 size_t
 qrs__ktopk(const struct qrs__view *v, size_t k, uint32_t *pos, double *x)
 {
+  unsigned fe;
+  size_t r;
+
   if (k == 0 || k > QRS__TOPK_HEAP || k > v->n)
     return 0;
-  return PICK(topk_fns, v->dtype & 3)(v, k, pos, x);
+  fe = qrs__fpenv_enter();
+  r = PICK(topk_fns, v->dtype & 3)(v, k, pos, x);
+  qrs__fpenv_leave(fe);
+  return r;
 }
 
 double
 qrs__kfloor(const struct qrs__view *v, double *ret_max)
 {
-  return PICK(floor_fns, v->dtype & 3)(v, ret_max);
+  unsigned fe = qrs__fpenv_enter();
+  double r;
+
+  r = PICK(floor_fns, v->dtype & 3)(v, ret_max);
+  qrs__fpenv_leave(fe);
+  return r;
 }
 
 void
@@ -433,27 +505,92 @@ qrs__kscan_entropy(const struct qrs__view *v, struct qrs__scan *sc,
                    struct qrs__mass *ms)
 {
   struct qrs__bound all = { -INFINITY, 0 };
+  unsigned fe = qrs__fpenv_enter();
 
   if (PICK(scanh_fns, v->dtype & 3)(v, sc, ms) && !sc->has_nan &&
       !sc->has_posinf && sc->max > -INFINITY) {
     /* Subnormal weights: the sums again against the final max, exact. */
     qrs__kmass(v, sc->max, 1.0, &all, 1.0, -INFINITY, QRS__M_W, ms);
   }
+  qrs__fpenv_leave(fe);
+}
+
+size_t
+qrs__kfpass(const struct qrs__view *v, float m, float invt, float dhead,
+            uint32_t *hpos, float *hx, float *he, struct qrs__fpass *ret)
+{
+  unsigned fe = qrs__fpenv_enter();
+  size_t r;
+
+  r = PICK(fpass_fns, v->dtype & 3)(v, m, invt, dhead, hpos, hx, he, ret);
+  qrs__fpenv_leave(fe);
+  return r;
+}
+
+/* The float exp of the fast path for one value (tests check its error
+   bound). */
+float
+qrs__kexpf(float d)
+{
+  float r;
+
+  r = level() == 2 ?
+#ifdef HAVE_AVX2_VARIANT
+                   expf1_avx2(d) :
+#else
+                   0.0f :
+#endif
+                   expf1_sse2(d);
+  return r;
+}
+
+double
+qrs__kfloor_float(const struct qrs__view *v, double *ret_max)
+{
+  unsigned fe = qrs__fpenv_enter();
+  double r;
+
+  if (v->dtype == QRS_DTYPE_F64)
+    r = qrs__kfloor(v, ret_max);
+  else
+    r = PICK(ffloor_fns, v->dtype & 3)(v, ret_max);
+  qrs__fpenv_leave(fe);
+  return r;
+}
+
+double
+qrs__kread(const struct qrs__view *v)
+{
+  struct qrs__scan sc;
+  double m;
+
+  if (v->dtype == QRS_DTYPE_F64) {
+    qrs__kscan(v, &sc);
+    return sc.max;
+  }
+  return PICK(fread_fns, v->dtype & 3)(v, &m);
 }
 
 double
 qrs__kload(const struct qrs__view *v, size_t i)
 {
-  return load1(v->data, i, v->dtype);
+  unsigned fe = qrs__fpenv_enter();
+  double r;
+
+  r = load1(v->data, i, v->dtype);
+  qrs__fpenv_leave(fe);
+  return r;
 }
 
 size_t
 qrs__kfind(const struct qrs__view *v, double x)
 {
+  unsigned fe = qrs__fpenv_enter();
   size_t i;
 
   for (i = 0; i < v->n; i++)
     if (load1(v->data, i, v->dtype) == x)
-      return i;
-  return v->n;
+      break;
+  qrs__fpenv_leave(fe);
+  return i;
 }

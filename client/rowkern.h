@@ -127,6 +127,86 @@ void qrs__kscan_entropy(const struct qrs__view *v, struct qrs__scan *sc,
    Returns the sum; *ret_max gets the max. */
 double qrs__kfloor(const struct qrs__view *v, double *ret_max);
 
+/* Denormals-are-zero and flush-to-zero (MXCSR bits that
+   torch.set_flush_denormal(True) or any -ffast-math library may leave
+   set in the engine's thread) change what subnormal logits compare equal
+   to and what subnormal weights are.  Every kernel entry and the
+   selection run with both bits clear and restore the caller's mode:
+   qrs__fpenv_enter() returns the mode to hand to qrs__fpenv_leave(). */
+#if defined(__x86_64__) || (defined(__i386__) && defined(__SSE__))
+#include <xmmintrin.h>
+#define QRS__MXCSR_DAZ_FTZ 0x8040u
+
+static inline unsigned
+qrs__fpenv_enter(void)
+{
+  unsigned csr = _mm_getcsr();
+
+  if (csr & QRS__MXCSR_DAZ_FTZ)
+    _mm_setcsr(csr & ~QRS__MXCSR_DAZ_FTZ);
+  return csr;
+}
+
+static inline void
+qrs__fpenv_leave(unsigned csr)
+{
+  if (csr & QRS__MXCSR_DAZ_FTZ)
+    _mm_setcsr(csr);
+}
+#else
+static inline unsigned
+qrs__fpenv_enter(void)
+{
+  return 0;
+}
+
+static inline void
+qrs__fpenv_leave(unsigned csr)
+{
+  (void)csr;
+}
+#endif
+
+/* The float pass of the fast selection.  Each weight's relative error
+   against exp of the exact (x - m) / T is at most
+   QRS__FP_C0 + QRS__FP_C1 * |d| (d the float (x - m) * invt, down to
+   FEXP_MIN = -87, below which the weight is 0): C0 covers the
+   polynomial and its rounding (16 u; measured at most 4.2 u) and the
+   float partial sums (8 terms: 8 u), C1 the
+   three roundings of d (x - m, invt, the product) amplified by exp.
+   docs/sampling.md has the derivation; test_rowkern checks the
+   polynomial part on a dense sweep. */
+#define QRS__FP_U 0x1p-24
+#define QRS__FP_C0 (24.0 * QRS__FP_U)
+#define QRS__FP_C1 (3.01 * QRS__FP_U)
+#define QRS__FP_DMIN (-87.0)
+
+struct qrs__fpass {
+  double z;                   /* sum of the float weights outside the
+                                 head (d < dhead) */
+  double err;                 /* their sum of e * (C0 + C1 |d|) (the
+                                 bound) */
+  size_t cnt_a;               /* elements with float d >= -745.0 */
+  size_t cnt_b;               /* elements with float d >= -745.3 */
+};
+
+/* float32 / 16-bit rows only: the pass above over the whole row at
+   max m, inverse temperature invt; the head list (elements with float
+   d >= dhead) goes to hpos / hx / he (room for the whole row).  Returns
+   the head's length. */
+size_t qrs__kfpass(const struct qrs__view *v, float m, float invt,
+                   float dhead, uint32_t *hpos, float *hx, float *he,
+                   struct qrs__fpass *ret);
+float qrs__kexpf(float d);
+
+/* The real floor of the benchmark: the same in float32 (degree-6
+   polynomial exp), at the machine's float width; float64 rows fall back
+   to qrs__kfloor(). */
+double qrs__kfloor_float(const struct qrs__view *v, double *ret_max);
+
+/* The read-only floor: one pass computing only the max. */
+double qrs__kread(const struct qrs__view *v);
+
 /* The kernel variant in use: 1 SSE2, 2 AVX2+FMA.  force 1 or 2 switches
    (tests run both; a variant the build lacks falls back to 1); any other
    value just reports. */

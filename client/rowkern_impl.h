@@ -75,6 +75,60 @@ KS(hsumi)(vi v)
   return s;
 }
 
+static inline __attribute__((always_inline)) vfl
+KS(splatf)(float x)
+{
+  vfl v;
+  int j;
+
+  for (j = 0; j < KW; j++)
+    v[j] = x;
+  return v;
+}
+
+/* KW floats of a float32 / float16 / bfloat16 row from i (i + KW <= n);
+   exact conversions. */
+static inline __attribute__((always_inline)) vfl
+KS(loadf)(const void *data, size_t i, int dt)
+{
+  vfl x;
+  int j;
+
+  if (dt == QRS_DTYPE_F32) {
+    memcpy(&x, (const float *)data + i, sizeof(x));
+    return x;
+  }
+#ifdef KS_LOADF_F16
+  if (dt == QRS_DTYPE_F16)
+    return KS_LOADF_F16((const uint16_t *)data + i);
+  if (dt == QRS_DTYPE_BF16)
+    return KS_LOADF_BF16((const uint16_t *)data + i);
+#endif
+  x = KS(splatf)(0.0f);
+  for (j = 0; j < KW; j++)
+    x[j] = (float)load1(data, i + (size_t)j, dt);
+  return x;
+}
+
+static inline __attribute__((always_inline)) unsigned
+KS(maskf)(vk m)
+{
+#ifdef KS_MOVEMASKF
+  return (unsigned)KS_MOVEMASKF(m);
+#else
+  unsigned r = 0;
+  int j;
+
+  for (j = 0; j < KW; j++)
+    r |= (unsigned)(m[j] != 0) << j;
+  return r;
+#endif
+}
+
+
+#define FMAX(a, b) \
+  ((vfl)(((vk)((a) > (b)) & (vk)(a)) | (~(vk)((a) > (b)) & (vk)(b))))
+
 /* VW values from data[i..), n: row length (lanes past it are 0). */
 static inline __attribute__((always_inline)) vd
 KS(load)(const void *data, size_t i, size_t n, int dt)
@@ -493,8 +547,6 @@ KS(scan_impl)(const struct qrs__view *v, struct qrs__scan *ret, int dt)
     KS(scan_impl)(v, ret, dt); \
   }
 
-KS_SCAN(f16, QRS_DTYPE_F16)
-KS_SCAN(bf16, QRS_DTYPE_BF16)
 KS_SCAN(f64, QRS_DTYPE_F64)
 
 
@@ -573,29 +625,26 @@ static const cbucket_fn KS(cbucket_fns)[4] = {
   KS(cbucket_f32), KS(cbucket_f16), KS(cbucket_bf16), KS(cbucket_f64),
 };
 
-/* The float32 scan at the full float width. */
-static KS_TARGET void
-KS(scan_f32_wide)(const struct qrs__view *v, struct qrs__scan *ret)
+/* The scan of float32 and 16-bit rows at the full float width (the
+   conversions are exact). */
+static inline __attribute__((always_inline)) void
+KS(scan_wide_impl)(const struct qrs__view *v, struct qrs__scan *ret, int dt)
 {
-  const float *p;
   vfl x, mx[4];
   vk nan;
   size_t i, n;
-  float m;
+  float m, xi;
   int j, q;
 
-  p = v->data;
   n = v->n;
   for (q = 0; q < 4; q++)
-    for (j = 0; j < KW; j++)
-      mx[q][j] = -INFINITY;
-  for (j = 0; j < KW; j++)
-    nan[j] = 0;
+    mx[q] = KS(splatf)(-INFINITY);
+  nan = (vk)KS(splatf)(0.0f);
   for (i = 0; i + 4 * KW <= n; i += 4 * KW) {
     for (q = 0; q < 4; q++) {
-      memcpy(&x, p + i + (size_t)(q * KW), sizeof(x));
+      x = KS(loadf)(v->data, i + (size_t)(q * KW), dt);
       nan |= x != x;
-      mx[q] = (vfl)(((vk)(x > mx[q]) & (vk)x) | (~(vk)(x > mx[q]) & (vk)mx[q]));
+      mx[q] = FMAX(x, mx[q]);
     }
   }
   m = -INFINITY;
@@ -604,16 +653,28 @@ KS(scan_f32_wide)(const struct qrs__view *v, struct qrs__scan *ret)
       m = mx[q][j] > m ? mx[q][j] : m;
   ret->has_nan = KS_ANYK(nan);
   for (; i < n; i++) {
-    if (p[i] != p[i])
+    xi = (float)load1(v->data, i, dt);
+    if (xi != xi)
       ret->has_nan = 1;
-    m = p[i] > m ? p[i] : m;
+    m = xi > m ? xi : m;
   }
   ret->max = m;
   ret->has_posinf = ret->max == INFINITY;
 }
 
+#define KS_SCANW(sfx, dt) \
+  static KS_TARGET void \
+  KS(scanw_##sfx)(const struct qrs__view *v, struct qrs__scan *ret) \
+  { \
+    KS(scan_wide_impl)(v, ret, dt); \
+  }
+
+KS_SCANW(f32, QRS_DTYPE_F32)
+KS_SCANW(f16, QRS_DTYPE_F16)
+KS_SCANW(bf16, QRS_DTYPE_BF16)
+
 static const scan_fn KS(scan_fns)[4] = {
-  KS(scan_f32_wide), KS(scan_f16), KS(scan_bf16), KS(scan_f64),
+  KS(scanw_f32), KS(scanw_f16), KS(scanw_bf16), KS(scan_f64),
 };
 
 /* Top-k: a min-heap of the k best so far; a block of 8 is skipped unless
@@ -646,6 +707,42 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
       h[0].pos = (uint32_t)i;
       hsift(h, k, 0);
     }
+  }
+  if (dt != QRS_DTYPE_F64) {
+    /* The values are floats: skip KW of them with one float compare
+       (h[0].x is one of them, exactly). */
+    vfl hm, q0, q1;
+
+    /* 4 KW values per test while none reaches the heap minimum. */
+    for (i = first; i + 4 * KW <= n; i += 4 * KW) {
+      q0 = FMAX(KS(loadf)(v->data, i, dt), KS(loadf)(v->data, i + KW, dt));
+      q1 = FMAX(KS(loadf)(v->data, i + 2 * KW, dt),
+                KS(loadf)(v->data, i + 3 * KW, dt));
+      hm = KS(splatf)((float)h[0].x);
+      if (!KS(maskf)((vk)(FMAX(q0, q1) >= hm)))
+        continue;
+      for (j = 0; j < 4 * KW; j++) {
+        xi = load1(v->data, i + (size_t)j, dt);
+        if (xi >= h[0].x) {
+          h[0].x = xi;
+          h[0].pos = (uint32_t)(i + (size_t)j);
+          hsift(h, k, 0);
+        }
+      }
+    }
+    for (; i + KW <= n; i += KW) {
+      if (!KS(maskf)((vk)(KS(loadf)(v->data, i, dt) >= (float)h[0].x)))
+        continue;
+      for (j = 0; j < KW; j++) {
+        xi = load1(v->data, i + (size_t)j, dt);
+        if (xi >= h[0].x) {
+          h[0].x = xi;
+          h[0].pos = (uint32_t)(i + (size_t)j);
+          hsift(h, k, 0);
+        }
+      }
+    }
+    first = i;
   }
   for (i = first; i < n; i += 8) {
     x0 = KS(load)(v->data, i, n, dt);
@@ -809,10 +906,16 @@ KS(scan_entropy_impl)(const struct qrs__view *v, struct qrs__scan *sc,
       if (m > -INFINITY && bm < INFINITY) {
         /* d against the new max is d - dl: rescale the sums. */
         dl = bm - m;
-        f = exp(-dl);
-        w2 = f * (w2 - 2.0 * dl * w + dl * dl * z);
-        w = f * (w - dl * z);
-        z = f * z;
+        if (!(dl <= -QRS__D_UNDERFLOW)) {
+          /* Every earlier weight is 0 against the new max (and dl may be
+             inf, e.g. after a -DBL_MAX mask: dl * dl would overflow). */
+          z = w = w2 = 0.0;
+        } else {
+          f = exp(-dl);
+          w2 = f * (w2 - 2.0 * dl * w + dl * dl * z);
+          w = f * (w - dl * z);
+          z = f * z;
+        }
       }
       m = bm;
     }
@@ -873,7 +976,321 @@ static const scanh_fn KS(scanh_fns)[4] = {
   KS(scanh_f32), KS(scanh_f16), KS(scanh_bf16), KS(scanh_f64),
 };
 
+/* ---- float-width passes (float32 and 16-bit rows) ---- */
+
+/* The set of the whole row's elements with dlo <= (x - m) * invt (in
+   double, exactly as collect_impl decides), found by a float compare
+   against a threshold no element of the set is below, then the exact
+   test on the few lanes that pass.  thr: that threshold. */
+static inline __attribute__((always_inline)) size_t
+KS(fcollect_impl)(const struct qrs__view *v, double m, double invt,
+                  double dlo, float thr, uint32_t *pos_out, double *x_out,
+                  size_t cap, int dt)
+{
+  vfl x, t;
+  size_t i, n, cnt;
+  unsigned mask;
+  double xd;
+  int j;
+
+  n = v->n;
+  cnt = 0;
+  t = KS(splatf)(thr);
+  for (i = 0; i + KW <= n; i += KW) {
+    x = KS(loadf)(v->data, i, dt);
+    mask = KS(maskf)((vk)(x >= t));
+    while (mask) {
+      j = __builtin_ctz(mask);
+      mask &= mask - 1;
+      xd = x[j];
+      if (!((xd - m) * invt >= dlo))
+        continue;
+      if (cnt < cap) {
+        pos_out[cnt] = (uint32_t)(i + (size_t)j);
+        x_out[cnt] = xd;
+      }
+      cnt++;
+    }
+  }
+  for (; i < n; i++) {
+    xd = load1(v->data, i, dt);
+    if (!((xd - m) * invt >= dlo))
+      continue;
+    if (cnt < cap) {
+      pos_out[cnt] = (uint32_t)i;
+      x_out[cnt] = xd;
+    }
+    cnt++;
+  }
+  return cnt;
+}
+
+#define KS_FCOLLECT(sfx, dt) \
+  static KS_TARGET size_t \
+  KS(fcollect_##sfx)(const struct qrs__view *v, double m, double invt, \
+                     double dlo, float thr, uint32_t *pos, double *x, \
+                     size_t cap) \
+  { \
+    return KS(fcollect_impl)(v, m, invt, dlo, thr, pos, x, cap, dt); \
+  }
+
+KS_FCOLLECT(f32, QRS_DTYPE_F32)
+KS_FCOLLECT(f16, QRS_DTYPE_F16)
+KS_FCOLLECT(bf16, QRS_DTYPE_BF16)
+
+static const fcollect_fn KS(fcollect_fns)[4] = {
+  KS(fcollect_f32), KS(fcollect_f16), KS(fcollect_bf16), NULL,
+};
+
+/* exp(d) in float for d <= 0: d = k ln2 + r, |r| <= ln2 / 2 (ln2 split in
+   two floats), the degree-6 Taylor polynomial of exp(r) (truncation below
+   1.2e-7 relative), times 2^k built in the exponent field; 0 below
+   FEXP_MIN (where the result would leave the normal range). */
+#define FEXP_MIN (-87.0f)
+
+static inline __attribute__((always_inline)) vfl
+KS(expf)(vfl d)
+{
+  vfl kf, r, p;
+  vk ki, lo;
+
+  lo = d < FEXP_MIN;
+  d = (vfl)(((vk)d & ~lo) | ((vk)KS(splatf)(FEXP_MIN) & lo));
+  kf = d * 1.44269504f + 12582912.0f;       /* round to nearest */
+  ki = (vk)kf - (vk)KS(splatf)(12582912.0f);
+  kf = kf - 12582912.0f;
+  r = d - kf * 0.693145751953125f;
+  r = r - kf * 1.428606765330187e-06f;
+  p = 1.0f / 720 * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  p = (vfl)((vk)p + (ki << 23));
+  return (vfl)((vk)p & ~lo);
+}
+
+static KS_TARGET float
+KS(expf1)(float d)
+{
+  vfl t = KS(splatf)(d);
+
+  t = KS(expf)(FMAX(t, KS(splatf)(FEXP_MIN)));
+  return d >= FEXP_MIN ? t[0] : 0.0f;
+}
+
+/* The benchmark's floor: max and sum(exp(x - max)) in float, each block
+   read from memory once (its max, then its exponentials from L1). */
+static inline __attribute__((always_inline)) double
+KS(ffloor_impl)(const struct qrs__view *v, double *ret_max, int dt)
+{
+  vfl x, mx0, mx1, s0, s1;
+  size_t i, j, n, end, full;
+  double run_max, sum;
+  float bm, xi;
+  int l;
+
+  n = v->n;
+  run_max = -INFINITY;
+  sum = 0.0;
+  for (i = 0; i < n; i = end) {
+    end = i + FLOOR_BLOCK < n ? i + FLOOR_BLOCK : n;
+    full = i + ((end - i) & ~(size_t)(2 * KW - 1));
+    mx0 = mx1 = KS(splatf)(-INFINITY);
+    for (j = i; j < full; j += 2 * KW) {
+      x = KS(loadf)(v->data, j, dt);
+      mx0 = FMAX(x, mx0);
+      x = KS(loadf)(v->data, j + KW, dt);
+      mx1 = FMAX(x, mx1);
+    }
+    mx0 = FMAX(mx1, mx0);
+    bm = mx0[0];
+    for (l = 1; l < KW; l++)
+      bm = mx0[l] > bm ? mx0[l] : bm;
+    for (j = full; j < end; j++) {
+      xi = (float)load1(v->data, j, dt);
+      bm = xi > bm ? xi : bm;
+    }
+    if (bm > run_max) {
+      sum = run_max == -INFINITY ? 0.0 : sum * exp(run_max - bm);
+      run_max = bm;
+    }
+    s0 = s1 = KS(splatf)(0.0f);
+    for (j = i; j < full; j += 2 * KW) {
+      s0 += KS(expf)(KS(loadf)(v->data, j, dt) - (float)run_max);
+      s1 += KS(expf)(KS(loadf)(v->data, j + KW, dt) - (float)run_max);
+    }
+    s0 += s1;
+    for (l = 0; l < KW; l++)
+      sum += s0[l];
+    for (j = full; j < end; j++)
+      sum += exp(load1(v->data, j, dt) - run_max);
+  }
+  *ret_max = run_max;
+  return sum;
+}
+
+/* The read-only floor: the max, four accumulators. */
+static inline __attribute__((always_inline)) double
+KS(fread_impl)(const struct qrs__view *v, int dt)
+{
+  vfl x, mx[4];
+  size_t i, n;
+  float m, xi;
+  int j, q;
+
+  n = v->n;
+  for (q = 0; q < 4; q++)
+    mx[q] = KS(splatf)(-INFINITY);
+  for (i = 0; i + 4 * KW <= n; i += 4 * KW) {
+    for (q = 0; q < 4; q++) {
+      x = KS(loadf)(v->data, i + (size_t)(q * KW), dt);
+      mx[q] = FMAX(x, mx[q]);
+    }
+  }
+  m = -INFINITY;
+  for (q = 0; q < 4; q++)
+    for (j = 0; j < KW; j++)
+      m = mx[q][j] > m ? mx[q][j] : m;
+  for (; i < n; i++) {
+    xi = (float)load1(v->data, i, dt);
+    m = xi > m ? xi : m;
+  }
+  return m;
+}
+
+#define KS_FFLOOR(sfx, dt) \
+  static KS_TARGET double \
+  KS(ffloor_##sfx)(const struct qrs__view *v, double *ret_max) \
+  { \
+    return KS(ffloor_impl)(v, ret_max, dt); \
+  } \
+  static KS_TARGET double \
+  KS(fread_##sfx)(const struct qrs__view *v, double *ret_max) \
+  { \
+    return *ret_max = KS(fread_impl)(v, dt); \
+  }
+
+KS_FFLOOR(f32, QRS_DTYPE_F32)
+KS_FFLOOR(f16, QRS_DTYPE_F16)
+KS_FFLOOR(bf16, QRS_DTYPE_BF16)
+
+static const floor_fn KS(ffloor_fns)[4] = {
+  KS(ffloor_f32), KS(ffloor_f16), KS(ffloor_bf16), NULL,
+};
+
+static const floor_fn KS(fread_fns)[4] = {
+  KS(fread_f32), KS(fread_f16), KS(fread_bf16), NULL,
+};
+
+/* The float pass of the fast selection (select.c): weights
+   e = expf((x - m) * invt) in float, their sum and an upper bound of its
+   error against the exact weights (both over the elements outside the
+   head only: the head's weights are summed by the caller), the counts of d >= -745.0 and
+   d >= -745.3, and the head list: positions, values and weights of the
+   elements with d >= dhead (positions ascending). */
+static inline __attribute__((always_inline)) size_t
+KS(fpass_impl)(const struct qrs__view *v, float m, float invt, float dhead,
+               uint32_t *hpos, float *hx, float *he, struct qrs__fpass *ret,
+               int dt)
+{
+  vfl x, d, dc, e, et, zb, rb, mv, iv, hv, lo, c0, c1;
+  vd zd, rd;
+  vk ca, cb, hm;
+  size_t i, n, nh, blk;
+  double z, err;
+  unsigned mask;
+  float xf, df, ef;
+  int j;
+
+  n = v->n;
+  nh = 0;
+  z = err = 0.0;
+  zd = rd = KS(splat)(0.0);
+  mv = KS(splatf)(m);
+  iv = KS(splatf)(invt);
+  hv = KS(splatf)(dhead);
+  lo = KS(splatf)(FEXP_MIN);
+  c0 = KS(splatf)(QRS__FP_C0);
+  c1 = KS(splatf)(QRS__FP_C1);
+  ca = cb = (vk)KS(splatf)(0.0f);
+  for (i = 0; i + KW <= n;) {
+    /* Float sums over at most 8 vectors, then into doubles. */
+    zb = rb = KS(splatf)(0.0f);
+    for (blk = 0; blk < 8 && i + KW <= n; blk++, i += KW) {
+      x = KS(loadf)(v->data, i, dt);
+      d = (x - mv) * iv;
+      ca -= (vk)(d >= -745.0f);
+      cb -= (vk)(d >= -745.3f);
+      dc = FMAX(d, lo);
+      e = (vfl)((vk)KS(expf)(dc) & (vk)(d >= lo));
+      hm = (vk)(d >= hv);
+      et = (vfl)((vk)e & ~hm);
+      zb += et;
+      rb += et * (c0 - c1 * dc);
+      mask = KS(maskf)(hm);
+      while (mask) {
+        j = __builtin_ctz(mask);
+        mask &= mask - 1;
+        hpos[nh] = (uint32_t)(i + (size_t)j);
+        hx[nh] = x[j];
+        he[nh] = e[j];
+        nh++;
+      }
+    }
+    for (j = 0; j < VW; j++) {
+      zd[j] += (double)zb[j] + (double)zb[j + VW];
+      rd[j] += (double)rb[j] + (double)rb[j + VW];
+    }
+  }
+  z = KS(hsum)(zd);
+  err = KS(hsum)(rd);
+  ret->cnt_a = ret->cnt_b = 0;
+  for (j = 0; j < KW; j++) {
+    ret->cnt_a += (size_t)ca[j];
+    ret->cnt_b += (size_t)cb[j];
+  }
+  for (; i < n; i++) {
+    xf = (float)load1(v->data, i, dt);
+    df = (xf - m) * invt;
+    ret->cnt_a += df >= -745.0f;
+    ret->cnt_b += df >= -745.3f;
+    ef = df >= FEXP_MIN ? KS(expf1)(df) : 0.0f;
+    if (df < dhead) {
+      z += ef;
+      err += (double)ef * (QRS__FP_C0 - QRS__FP_C1 * (double)df);
+    } else {
+      hpos[nh] = (uint32_t)i;
+      hx[nh] = xf;
+      he[nh] = ef;
+      nh++;
+    }
+  }
+  ret->z = z;
+  ret->err = err;
+  return nh;
+}
+
+#define KS_FPASS(sfx, dt) \
+  static KS_TARGET size_t \
+  KS(fpass_##sfx)(const struct qrs__view *v, float m, float invt, \
+                  float dhead, uint32_t *hpos, float *hx, float *he, \
+                  struct qrs__fpass *ret) \
+  { \
+    return KS(fpass_impl)(v, m, invt, dhead, hpos, hx, he, ret, dt); \
+  }
+
+KS_FPASS(f32, QRS_DTYPE_F32)
+KS_FPASS(f16, QRS_DTYPE_F16)
+KS_FPASS(bf16, QRS_DTYPE_BF16)
+
+static const fpass_fn KS(fpass_fns)[4] = {
+  KS(fpass_f32), KS(fpass_f16), KS(fpass_bf16), NULL,
+};
+
 #undef VSEL
+#undef FMAX
 #undef VZERO
 #undef KS_MASS
 #undef KS_COLLECT
@@ -882,3 +1299,4 @@ static const scanh_fn KS(scanh_fns)[4] = {
 #undef KS_FLOOR
 #undef KS_CBUCKET
 #undef KS_SCANH
+#undef KS_SCANW

@@ -91,9 +91,10 @@ void qrs__draw_setup(const struct qrs_sampler_config *cfg,
                      const char **ret_amplifier, uint32_t *ret_sample_count,
                      struct qrs_amp_params *ret_amp);
 
-/* The reference-compatible config hash (16 hex digits + NUL). */
-void qrs__config_hash(const struct qrs_sampler_config *cfg,
-                      const struct qrs__cfgvals *v, char out[17]);
+/* The reference-compatible config hash (16 hex digits + NUL).  0, or
+   -ENOMEM (out untouched). */
+int qrs__config_hash(const struct qrs_sampler_config *cfg,
+                     const struct qrs__cfgvals *v, char out[17]);
 
 /* ---- temperature strategies (temperature.c) ---- */
 

@@ -1,5 +1,6 @@
 /* Token selection: prefix cuts and a CDF search, without sorting. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -91,7 +92,17 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
   ws->hx = malloc(QRS__HEAD_CAP * sizeof(*ws->hx));
   ws->he = malloc(QRS__HEAD_CAP * sizeof(*ws->he));
   ws->hk = malloc(QRS__HEAD_CAP * sizeof(*ws->hk));
-  if (!ws->lpos || !ws->lx || !ws->le || !ws->cpos || !ws->cx ||
+  ws->fpos = malloc(cap * sizeof(*ws->fpos));
+  ws->fx = malloc(cap * sizeof(*ws->fx));
+  ws->fe = malloc(cap * sizeof(*ws->fe));
+  ws->fk = malloc(cap * sizeof(*ws->fk));
+  ws->fxe = malloc(cap * sizeof(*ws->fxe));
+  ws->fzx = malloc(QRS__NBUCKET * sizeof(*ws->fzx));
+  ws->fz = malloc(QRS__NBUCKET * sizeof(*ws->fz));
+  ws->ferr = malloc(QRS__NBUCKET * sizeof(*ws->ferr));
+  ws->fcnt = malloc(QRS__NBUCKET * sizeof(*ws->fcnt));
+  if (!ws->fxe || !ws->fzx || !ws->fpos || !ws->fx || !ws->fe || !ws->fk || !ws->fz || !ws->ferr ||
+      !ws->fcnt || !ws->lpos || !ws->lx || !ws->le || !ws->cpos || !ws->cx ||
       !ws->kpos || !ws->kx || !ws->hz || !ws->hw || !ws->hpos || !ws->hx ||
       !ws->he || !ws->hk) {
     qrs__sel_ws_done(ws);
@@ -118,6 +129,15 @@ qrs__sel_ws_done(struct qrs__sel_ws *ws)
   free(ws->hx);
   free(ws->he);
   free(ws->hk);
+  free(ws->fpos);
+  free(ws->fx);
+  free(ws->fe);
+  free(ws->fk);
+  free(ws->fz);
+  free(ws->fxe);
+  free(ws->fzx);
+  free(ws->ferr);
+  free(ws->fcnt);
   memset(ws, 0, sizeof(*ws));
 }
 
@@ -401,7 +421,8 @@ last_candidate(const struct cset *s, double invt, struct hit *ret)
   return 0;
 }
 
-/* The first (lowest id) maximal element of the set. */
+/* The first (lowest id) maximal element of the set; s->v.n when there
+   is none (an internal error: the max came from the same row). */
 static size_t
 argmax_first(const struct cset *s)
 {
@@ -410,7 +431,7 @@ argmax_first(const struct cset *s)
   for (i = 0; i < s->v.n; i++)
     if (qrs__kload(&s->v, i) == s->m && in_bound(&s->b, s->m, i))
       return i;
-  return 0;
+  return s->v.n;
 }
 
 /* Lexicographic order for the quickselect of a large top-k. */
@@ -589,16 +610,22 @@ finish(const struct cset *s, const struct hit *h, double z,
   out->cdf_hi = (h->before + h->e) / z;
 }
 
-static void
+static int
 singleton(const struct cset *s, struct qrs__sel_out *out)
 {
-  out->token = tok(s, argmax_first(s));
+  size_t i;
+
+  i = argmax_first(s);
+  if (i >= s->v.n)
+    return QRS_E_INTERNAL;
+  out->token = tok(s, i);
   out->rank = 0;
   out->prob = 1.0;
   out->cdf_lo = 0.0;
   out->cdf_hi = 1.0;
   out->num_candidates = 1;
   out->eff_top_p = out->eff_min_p = 1;
+  return 0;
 }
 
 /* The CDF search over the final set: target u * z.  cut: the nucleus
@@ -708,6 +735,33 @@ throttle(struct qrs__sel_ws *ws, struct cset *s, double invt,
   return len;
 }
 
+/* 1 / T for the selection.  Below T = 2^-1024, 1 / T overflows (and
+   (x - max) * inf is NaN at the max): for float32 and 16-bit rows every
+   positive logit gap is at least 2^-149, so every weight but the max's is
+   exactly 0 at T and at 1 / T = DBL_MAX alike, and every logit threshold
+   cuts the same elements; float64 rows can hold gaps small enough to
+   matter, so there such a T is QRS_E_CONFIG_VALUE, never a guess. */
+static int
+inv_temp(double T, const struct qrs__view *row, double *ret)
+{
+  double invt;
+
+  if (T == 1.0) {
+    *ret = 1.0;
+    return 0;
+  }
+  invt = 1.0 / T;
+  if (isfinite(invt)) {
+    *ret = invt;
+    return 0;
+  }
+  if (row->dtype != QRS_DTYPE_F64) {
+    *ret = DBL_MAX;
+    return 0;
+  }
+  return QRS_E_CONFIG_VALUE;
+}
+
 /* Reference order (and the reference's truncate-first order). */
 static int
 sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
@@ -724,7 +778,9 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
 
   support(ws, row, scan, p->top_k, 0, &s, &eff_k);
   out->eff_top_k = eff_k;
-  invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
+  r = inv_temp(p->T, row, &invt);
+  if (r < 0)
+    return r;
   has_minp = p->min_p > 0.0;
   pinv = tfirst ? 1.0 : invt;
   if (has_minp)
@@ -733,8 +789,7 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
     pmin = tfirst ? QRS__D_UNDERFLOW : -INFINITY;
   if (has_minp && pmin > 0.0) {
     /* min_p > 1: nothing reaches it; the reference keeps the argmax. */
-    singleton(&s, out);
-    return 0;
+    return singleton(&s, out);
   }
   nucleus = !(p->top_p >= 1.0) || p->nucleus != QRS__NUCLEUS_TOP_P;
   flags = QRS__M_HIST;
@@ -753,7 +808,9 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
     /* Keep p >= 2^-mu, i.e. d >= ln Z - mu ln 2 (at least the top). */
     theta = log(z) - p->mu * M_LN2;
     if (theta > 0.0) {
-      singleton(&s, out);
+      r = singleton(&s, out);
+      if (r < 0)
+        return r;
       out->eff_min_p = n_minp;
       out->top_p_used = 1.0 / z;
       out->pre_prob = 1.0 / z;
@@ -804,16 +861,19 @@ sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
 }
 
 /* The top element in selection order: the highest position holding the
-   max (HF and llama.cpp keep it when min-p removes everything). */
-static uint32_t
-top_element(const struct cset *s)
+   max (HF and llama.cpp keep it when min-p removes everything).
+   QRS_E_INTERNAL when there is none. */
+static int
+top_element(const struct cset *s, struct qrs__sel_out *out)
 {
   size_t i;
 
   for (i = s->v.n; i-- > 0;)
-    if (qrs__kload(&s->v, i) == s->m)
-      return tok(s, i);
-  return 0;
+    if (qrs__kload(&s->v, i) == s->m) {
+      out->token = tok(s, i);
+      return 0;
+    }
+  return QRS_E_INTERNAL;
 }
 
 /* HF transformers: temperature, top-k (ties with the k-th kept), top-p,
@@ -828,16 +888,18 @@ sel_hf(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct hit cut, *cutp;
   double invt, z, pmin;
   size_t eff_k, ncand;
+  int r;
 
   support(ws, row, scan, p->top_k, 1, &s, &eff_k);
   out->eff_top_k = eff_k;
-  invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
+  r = inv_temp(p->T, row, &invt);
+  if (r < 0)
+    return r;
   pmin = p->min_p > 0.0 ? log(p->min_p) : -INFINITY;
   if (pmin > 0.0) {
     /* Nothing reaches it: HF keeps one token, the most probable. */
-    singleton(&s, out);
-    out->token = top_element(&s);
-    return 0;
+    r = singleton(&s, out);
+    return r < 0 ? r : top_element(&s, out);
   }
   measure(ws, &s, invt, 1.0, -INFINITY, QRS__M_HIST, &ms);
   z = ms.z;
@@ -878,15 +940,17 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct hit cut;
   double invt, pmin;
   size_t eff_k;
+  int r;
 
   support(ws, row, scan, p->top_k, 0, &s, &eff_k);
   out->eff_top_k = eff_k;
-  invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
+  r = inv_temp(p->T, row, &invt);
+  if (r < 0)
+    return r;
   pmin = p->min_p > 0.0 ? log(p->min_p) : -INFINITY;
   if (pmin > 0.0) {
-    singleton(&s, out);
-    out->token = top_element(&s);
-    return 0;
+    r = singleton(&s, out);
+    return r < 0 ? r : top_element(&s, out);
   }
   out->eff_top_p = 0;
   if (!(p->top_p >= 1.0)) {
@@ -905,8 +969,259 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
   return cdf(ws, &s, invt, &ms, p->u, ms.z, ms.nz, NULL, out);
 }
 
-int
-qrs__select(struct qrs__sel_ws *ws, const struct qrs__view *row,
+/* ---- the float fast path ----
+
+   Reference order, plain top-p or none, no top-k / min-p (those are
+   logit cuts the double path already does at read speed), float32 and
+   16-bit rows.  One float pass (qrs__kfpass) gives Z with an error bound
+   E and the head list (d >= -8, -12 or -16), bucketed by 1/16 of d.  Each
+   crossing (top-p at p Z, then u Z_nucleus) is placed in one bucket by
+   the float sums; that bucket's elements get their exact double weights
+   (the double path's own exp) and are ordered by refine().  The decision
+   is certified when the crossing element is the same at both ends of the
+   target's uncertainty (the bound of Z, of the mass before the bucket,
+   and 4e-11 Z for the double sums' rounding); otherwise the double path
+   decides (the exact resolution). */
+
+#define FAST_MIN_N 256
+/* The head ladder: d >= -8, then -12, then -16. */
+static const float fast_dhead[3] = { -8.0f, -12.0f, -16.0f };
+#define FAST_NB 256
+/* Relative bound of the double sums' rounding (either path). */
+#define FAST_DROUND 4e-11
+
+static int fast_on = 1;
+static struct qrs__fast_stats fstats;
+
+void
+qrs__fast_enable(int on)
+{
+  __atomic_store_n(&fast_on, on, __ATOMIC_RELAXED);
+}
+
+void
+qrs__fast_stats_get(struct qrs__fast_stats *ret)
+{
+  ret->fast = __atomic_load_n(&fstats.fast, __ATOMIC_RELAXED);
+  ret->resolved = __atomic_load_n(&fstats.resolved, __ATOMIC_RELAXED);
+  ret->ineligible = __atomic_load_n(&fstats.ineligible, __ATOMIC_RELAXED);
+}
+
+/* The elements of head bucket b (within the bound lim when given) into
+   the search list with their exact weights.  Returns how many. */
+static size_t
+fast_gather(struct qrs__sel_ws *ws, size_t nx, int b,
+            const struct qrs__bound *lim)
+{
+  size_t i, k;
+
+  for (i = k = 0; i < nx; i++) {
+    if (ws->fk[i] != b)
+      continue;
+    if (lim && !in_bound(lim, ws->fx[i], ws->fpos[i]))
+      continue;
+    ws->lpos[k] = ws->fpos[i];
+    ws->lx[k] = ws->fx[i];
+    ws->le[k] = ws->fxe[i];
+    k++;
+  }
+  return k;
+}
+
+/* The crossing of target t, known to within +-mt, among the exact
+   buckets 0 .. bmax (within lim when given, lim in bucket blim).  Returns
+   0 with the hit, or 1 when the crossing is not certain (or beyond the
+   exact buckets). */
+static int
+fast_cross(struct qrs__sel_ws *ws, const struct cset *s, double invt,
+           size_t nx, int bmax, double t, double mt,
+           const struct qrs__bound *lim, int blim, struct hit *ret)
+{
+  struct hit h1, h2;
+  double cb, dlo, dhi, tot;
+  size_t rank, k, i;
+  int b;
+
+  cb = 0.0;
+  rank = 0;
+  for (b = 0; b <= bmax; b++) {
+    if (lim && b > blim)
+      return 1;
+    if (!ws->fcnt[b])
+      continue;
+    if (cb + ws->fzx[b] >= t)
+      break;
+    cb += ws->fzx[b];
+    rank += ws->fcnt[b];
+  }
+  if (b > bmax)
+    return 1;
+  dlo = t - mt - cb;
+  dhi = t + mt - cb;
+  if (!(dlo > 0.0))
+    return 1;
+  k = fast_gather(ws, nx, b, lim && b == blim ? lim : NULL);
+  tot = 0.0;
+  for (i = 0; i < k; i++)
+    tot += ws->le[i];
+  if (k == 0 || !(tot * (1.0 - 1e-14) >= dhi))
+    return 1;
+  if (refine(ws, s, k, invt, X_MASS, dlo, 0.0, 0.0, 0, &h1) != 0)
+    return 1;
+  k = fast_gather(ws, nx, b, lim && b == blim ? lim : NULL);
+  if (refine(ws, s, k, invt, X_MASS, dhi, 0.0, 0.0, 0, &h2) != 0 ||
+      h1.vpos != h2.vpos)
+    return 1;
+  *ret = h2;
+  ret->before += cb;
+  ret->rank += rank;
+  return 0;
+}
+
+/* The head bucket of a float value (as the float pass's d). */
+static int
+fast_key(float x, float mf, float invf)
+{
+  int k;
+
+  k = (int)(-(double)((x - mf) * invf) * 16.0);
+  return k < FAST_NB ? k : FAST_NB - 1;
+}
+
+/* 0: selected; 1: not a fast-path configuration; 2: a decision within
+   the error bound (the double path decides). */
+static int
+fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
+            const struct qrs__scan *scan, const struct qrs__sel_params *p,
+            struct qrs__sel_out *out)
+{
+  struct qrs__fpass fp;
+  struct qrs__bound cb;
+  struct cset s;
+  struct hit cut, h;
+  double invt, z, ez, mz, zn, tf, cum, zx, rz, rerr;
+  float mf, invf;
+  size_t nh, nx, i, nz, ncand;
+  int k, bmax, rung;
+
+  if (!__atomic_load_n(&fast_on, __ATOMIC_RELAXED) ||
+      row->dtype == QRS_DTYPE_F64 || row->n < FAST_MIN_N ||
+      p->order != QRS__ORDER_REFERENCE ||
+      p->nucleus != QRS__NUCLEUS_TOP_P ||
+      (p->top_k > 0 && (unsigned long long)p->top_k < row->n) ||
+      p->min_p > 0.0 || p->want_entropy || !(p->T >= 0.01) ||
+      !(p->T <= 100.0) || !(p->u > 0.0 && p->u < 1.0) ||
+      !(p->top_p > 0.0))
+    return 1;
+  invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
+  mf = (float)scan->max;
+  invf = (float)invt;
+  /* The ladder: a head down to d = -8 first (an LM row's nucleus and
+     most of its mass), the whole pass again down to -12 and then -16
+     when the head's mass falls short of the first crossing. */
+  for (rung = 0;; rung++) {
+    nh = qrs__kfpass(row, mf, invf, fast_dhead[rung], ws->fpos, ws->fx,
+                     ws->fe, &fp);
+    if (fp.cnt_a != fp.cnt_b)
+      return 2;                 /* weights at the underflow limit */
+    nz = fp.cnt_a;
+    memset(ws->fz, 0, FAST_NB * sizeof(*ws->fz));
+    memset(ws->fcnt, 0, FAST_NB * sizeof(*ws->fcnt));
+    for (i = 0; i < nh; i++) {
+      k = fast_key(ws->fx[i], mf, invf);
+      ws->fk[i] = (uint16_t)k;
+      ws->fz[k] += ws->fe[i];
+      ws->fcnt[k]++;
+    }
+    /* z: the float Z (the pass's sum outside the head, the head's bucket
+       sums), ez its error bound (a bucket's |d| is at most (k + 1) / 16);
+       weights below FEXP_MIN count as 0: at most 1.7e-38 each. */
+    z = fp.z;
+    ez = fp.err;
+    for (k = 0; k < FAST_NB; k++) {
+      ws->ferr[k] = ws->fz[k] *
+                    (QRS__FP_C0 + QRS__FP_C1 * (double)(k + 1) / 16.0);
+      z += ws->fz[k];
+      ez += ws->ferr[k];
+    }
+    ez = ez * 1.01 + (double)row->n * 1.7e-38;
+    tf = (p->top_p < 1.0 ? p->top_p : p->u) * z + 2.0 * ez;
+    if (rung == 2 || z - fp.z >= tf)
+      break;
+  }
+  /* The exact buckets: the float sums place the first crossing (the
+     nucleus cut, else u Z); every head element up to one bucket past it
+     gets its exact weight, so only the mass after those buckets is
+     known from floats. */
+  cum = 0.0;
+  for (bmax = 0; bmax < FAST_NB - 1; bmax++) {
+    cum += ws->fz[bmax];
+    if (cum >= tf)
+      break;
+  }
+  bmax = bmax + 1 < FAST_NB ? bmax + 1 : FAST_NB - 1;
+  for (i = nx = 0; i < nh; i++) {
+    if (ws->fk[i] > bmax)
+      continue;
+    ws->fpos[nx] = ws->fpos[i];
+    ws->fx[nx] = ws->fx[i];
+    ws->fk[nx] = ws->fk[i];
+    ws->fxe[nx] = ws->fx[i];
+    nx++;
+  }
+  qrs__kexp(ws->fxe, nx, scan->max, invt);
+  memset(ws->fzx, 0, FAST_NB * sizeof(*ws->fzx));
+  for (i = 0; i < nx; i++)
+    ws->fzx[ws->fk[i]] += ws->fxe[i];
+  /* The rest: the float mass after the exact buckets and its bound. */
+  zx = 0.0;
+  rz = fp.z;
+  rerr = fp.err;
+  for (k = 0; k < FAST_NB; k++) {
+    if (k <= bmax) {
+      zx += ws->fzx[k];
+    } else {
+      rz += ws->fz[k];
+      rerr += ws->ferr[k];
+    }
+  }
+  rerr = rerr * 1.01 + (double)row->n * 1.7e-38;
+  z = zx + rz;
+  mz = FAST_DROUND * z;
+  s.v = *row;
+  s.ids = NULL;
+  s.b.x = -INFINITY;
+  s.b.i = 0;
+  s.m = scan->max;
+  if (p->top_p < 1.0) {
+    if (fast_cross(ws, &s, invt, nx, bmax, p->top_p * z,
+                   p->top_p * rerr + mz, NULL, 0, &cut) != 0)
+      return 2;
+    ncand = cut.rank + 1;
+    zn = cut.before + cut.e;      /* exact weights only */
+    cb.x = cut.x;
+    cb.i = cut.vpos;
+    if (fast_cross(ws, &s, invt, nx, bmax, p->u * zn, 2.0 * mz, &cb,
+                   fast_key((float)cut.x, mf, invf), &h) != 0)
+      return 2;
+    out->top_p_used = p->top_p;
+  } else {
+    ncand = nz;
+    zn = z;
+    if (fast_cross(ws, &s, invt, nx, bmax, p->u * z, p->u * rerr + mz, NULL,
+                   0, &h) != 0)
+      return 2;
+  }
+  out->eff_top_k = row->n;
+  out->eff_min_p = nz;
+  out->eff_top_p = ncand;
+  out->num_candidates = (uint32_t)ncand;
+  finish(&s, &h, zn, out);
+  return 0;
+}
+
+static int
+select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
             const struct qrs__scan *scan, const struct qrs__sel_params *p,
             struct qrs__sel_out *out)
 {
@@ -930,11 +1245,26 @@ qrs__select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     /* Greedy: the first maximal logit.  (NaN T counts as greedy.) */
     out->greedy = 1;
     out->token = (uint32_t)qrs__kfind(row, scan->max);
+    if (out->token >= row->n)
+      return QRS_E_INTERNAL;   /* never a token: a bug, not a pick */
     out->prob = 1.0;
     out->cdf_lo = 0.0;
     out->cdf_hi = 1.0;
     out->num_candidates = 1;
     return 0;
+  }
+  r = fast_select(ws, row, scan, p, out);
+  if (r == 0) {
+    __atomic_fetch_add(&fstats.fast, 1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  __atomic_fetch_add(r == 2 ? &fstats.resolved : &fstats.ineligible, 1,
+                     __ATOMIC_RELAXED);
+  if (r == 2) {
+    memset(out, 0, sizeof(*out));
+    out->top_p_used = NAN;
+    out->kept_entropy = NAN;
+    out->pre_prob = NAN;
   }
   switch (p->order) {
   case QRS__ORDER_TRUNCATE_FIRST:
@@ -946,4 +1276,18 @@ qrs__select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   default:
     return sel_reference(ws, row, scan, p, out, 0);
   }
+}
+
+int
+qrs__select(struct qrs__sel_ws *ws, const struct qrs__view *row,
+            const struct qrs__scan *scan, const struct qrs__sel_params *p,
+            struct qrs__sel_out *out)
+{
+  unsigned fe;
+  int r;
+
+  fe = qrs__fpenv_enter();
+  r = select_impl(ws, row, scan, p, out);
+  qrs__fpenv_leave(fe);
+  return r;
 }

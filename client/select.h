@@ -78,7 +78,28 @@ struct qrs__sel_ws {
   uint32_t *hpos;                 /* QRS__HEAD_CAP: the head list */
   double *hx, *he;
   int32_t *hk;
+  /* the fast path's head list (cap each) */
+  uint32_t *fpos;
+  float *fx, *fe;
+  uint16_t *fk;
+  double *fxe;                    /* cap: exact weights of the head */
+  double *fz, *ferr;              /* QRS__NBUCKET: head bucket sums */
+  double *fzx;                    /* QRS__NBUCKET: exact bucket sums */
+  size_t *fcnt;
 };
+
+/* Fast-path statistics (process-wide, relaxed atomics): selections the
+   float path decided, and those it handed to the double path because a
+   decision fell within its error bound (the exact resolution). */
+struct qrs__fast_stats {
+  unsigned long long fast;
+  unsigned long long resolved;
+  unsigned long long ineligible;
+};
+void qrs__fast_stats_get(struct qrs__fast_stats *ret);
+/* 0: the float fast path off (the double path only; tests compare the
+   two), 1: on (the default). */
+void qrs__fast_enable(int on);
 
 #define QRS__SMALL_CAP 4096
 #define QRS__HEAD_CAP 4096

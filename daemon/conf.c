@@ -56,6 +56,7 @@ enum key_kind {
   KEY_MODE,                 /* unsigned, octal text, umin..umax */
   KEY_U32,                  /* uint32_t, decimal, umin..umax */
   KEY_U64,                  /* uint64_t, decimal, umin..umax */
+  KEY_BOOL,                 /* int 0/1, YAML true/false */
   KEY_DOUBLE,               /* double, dmin..dmax, bounds open as flagged */
   KEY_SOURCES,              /* the sources mapping */
   KEY_SOURCE_TYPE,          /* "type" of a source: read before the rest */
@@ -131,6 +132,17 @@ static const struct key limits_keys[] = {
   { .name = "exact_cache_bytes", .kind = KEY_U64,
     .offset = C_OFF(exact_cache_bytes), .umin = 1048576,
     .umax = 17179869184ull },
+  { .name = "hello_timeout_ms", .kind = KEY_U32,
+    .offset = C_OFF(hello_timeout_ms), .umin = 1, .umax = 600000 },
+  { .name = "frame_timeout_ms", .kind = KEY_U32,
+    .offset = C_OFF(frame_timeout_ms), .umin = 1, .umax = 600000 },
+  { .name = "idle_timeout_ms", .kind = KEY_U32,
+    .offset = C_OFF(idle_timeout_ms), .umin = 0, .umax = 86400000 },
+  { .name = "max_connections_per_uid", .kind = KEY_U32,
+    .offset = C_OFF(max_connections_per_uid), .umin = 1, .umax = 65536 },
+  { .name = "memory_budget_bytes", .kind = KEY_U64,
+    .offset = C_OFF(memory_budget), .umin = 16777216,
+    .umax = 1099511627776ull },
   { .name = NULL }
 };
 
@@ -155,6 +167,8 @@ static const struct key top_keys[] = {
   { .name = "amplifier", .kind = KEY_SECTION, .sub = amplifier_keys },
   { .name = "limits", .kind = KEY_SECTION, .sub = limits_keys },
   { .name = "monitor", .kind = KEY_SECTION, .sub = monitor_keys },
+  { .name = "allow_test_sources", .kind = KEY_BOOL,
+    .offset = C_OFF(allow_test_sources) },
   { .name = "sources", .kind = KEY_SOURCES },
   { .name = NULL }
 };
@@ -184,9 +198,10 @@ static const struct {
   const char *name;
   enum conf_source_type type;
   const struct key *keys;
+  int test_only;            /* needs allow_test_sources: true */
 } source_types[] = {
-  { "system", CONF_SOURCE_SYSTEM, system_keys },
-  { "mock", CONF_SOURCE_MOCK, mock_keys },
+  { "system", CONF_SOURCE_SYSTEM, system_keys, 0 },
+  { "mock", CONF_SOURCE_MOCK, mock_keys, 1 },
 };
 
 #define N_SOURCE_TYPES (sizeof(source_types) / sizeof(source_types[0]))
@@ -482,6 +497,30 @@ check_key(struct parser *p, const struct node *map, const struct node *kn,
 static int parse_mapping(struct parser *p, const struct node *map,
                          const char *path, const struct key *keys,
                          void *base);
+
+/* YAML 1.2 core booleans only: true/false (any case of the first letter
+   or all capitals), no yes/no/on/off. */
+static int
+parse_bool(struct parser *p, const struct node *v, const char *path,
+           int *ret)
+{
+  static const char *const yes[] = { "true", "True", "TRUE", NULL };
+  static const char *const no[] = { "false", "False", "FALSE", NULL };
+  int i;
+
+  if (v->kind == NODE_SCALAR && v->plain)
+    for (i = 0; yes[i]; i++) {
+      if (!strcmp(v->text, yes[i])) {
+        *ret = 1;
+        return 0;
+      }
+      if (!strcmp(v->text, no[i])) {
+        *ret = 0;
+        return 0;
+      }
+    }
+  return fail_type(p, v, path, "true or false");
+}
 static int parse_sources(struct parser *p, const struct node *v,
                          const char *path, struct qrsd_conf *conf);
 
@@ -512,6 +551,8 @@ parse_value(struct parser *p, const struct key *k, const struct node *v,
     return r;
   case KEY_U64:
     return parse_uint(p, k, v, path, (uint64_t *)(void *)field);
+  case KEY_BOOL:
+    return parse_bool(p, v, path, (int *)(void *)field);
   case KEY_DOUBLE:
     return parse_double(p, k, v, path, (double *)(void *)field);
   case KEY_SOURCES:
@@ -980,6 +1021,36 @@ check_fallbacks(struct parser *p, const struct qrsd_conf *conf)
   return 0;
 }
 
+/* Test-only sources (and fallbacks to the built-in mock) need
+   allow_test_sources: true, so that a mock cannot serve, under any name,
+   by accident (issue 11 item 6). */
+static int
+check_test_sources(struct parser *p, const struct qrsd_conf *conf)
+{
+  const struct conf_source *s;
+  char path[MAX_PATH];
+  size_t i;
+
+  if (conf->allow_test_sources)
+    return 0;
+  for (i = 0; i < conf->n_sources; i++) {
+    s = &conf->sources[i];
+    if (conf_source_type_is_test(s->type)) {
+      snprintf(path, sizeof(path), "sources.%s", s->name);
+      return fail(p, s->line, path, "a %s source is for tests only and "
+                  "serves only with allow_test_sources: true",
+                  conf_source_type_name(s->type));
+    }
+    if (!strcmp(s->fallback, "mock") && !conf_find_source(conf, "mock")) {
+      snprintf(path, sizeof(path), "sources.%s.fallback", s->name);
+      return fail(p, s->fallback_line, path, "the built-in mock source is "
+                  "for tests only and serves only with allow_test_sources: "
+                  "true");
+    }
+  }
+  return 0;
+}
+
 /* The checks that involve more than one key. */
 static int
 check(struct parser *p, const struct qrsd_conf *conf, const struct node *root)
@@ -1015,7 +1086,7 @@ check(struct parser *p, const struct qrsd_conf *conf, const struct node *root)
                 "limits.max_calibration_samples (%" PRIu32 ")",
                 conf->max_calibration_samples);
   }
-  return 0;
+  return check_test_sources(p, conf);
 }
 
 /* The embedded default, then text unless only_default. */
@@ -1191,6 +1262,17 @@ conf_find_source(const struct qrsd_conf *conf, const char *name)
   return NULL;
 }
 
+int
+conf_source_type_is_test(enum conf_source_type t)
+{
+  size_t i;
+
+  for (i = 0; i < N_SOURCE_TYPES; i++)
+    if (source_types[i].type == t)
+      return source_types[i].test_only;
+  return 1;
+}
+
 const char *
 conf_source_type_name(enum conf_source_type t)
 {
@@ -1244,6 +1326,9 @@ print_scalar(FILE *f, const struct key *k, const void *base, locale_t loc)
     format_double(*(const double *)(const void *)field, loc, buf,
                   sizeof(buf));
     fputs(buf, f);
+    break;
+  case KEY_BOOL:
+    fputs(*(const int *)(const void *)field ? "true" : "false", f);
     break;
   case KEY_SECTION:
   case KEY_SOURCES:

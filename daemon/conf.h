@@ -56,6 +56,12 @@ struct qrsd_conf {
                                          below this */
   double monitor_cusum_k;             /* CUSUM drift allowance (z units) */
   double monitor_cusum_h;             /* CUSUM alarm threshold */
+  uint32_t hello_timeout_ms;    /* HELLO must come within this */
+  uint32_t frame_timeout_ms;    /* a started frame must complete */
+  uint32_t idle_timeout_ms;     /* 0: idle connections stay */
+  uint32_t max_connections_per_uid;
+  uint64_t memory_budget;       /* queued replies + reads in progress */
+  int allow_test_sources;   /* serve non-production (mock) sources */
   struct conf_source *sources;  /* in the order declared */
   size_t n_sources;             /* 1 .. CONF_MAX_SOURCES */
 };
@@ -99,5 +105,8 @@ const struct conf_source *conf_find_source(const struct qrsd_conf *conf,
 
 /* "system", "mock" (a static string; "unknown" for a bad value). */
 const char *conf_source_type_name(enum conf_source_type t);
+
+/* Is a source of type t for tests only (mock)? */
+int conf_source_type_is_test(enum conf_source_type t);
 
 #endif

@@ -55,6 +55,7 @@ struct req {
   uint64_t nonce;
   struct ts received;
   const char *who;
+  struct reg_owner *owner;
   draw_reply_fn reply;
   void *ctx;
 };
@@ -175,19 +176,27 @@ draw_max_bytes(const struct draw_engine *e)
 }
 
 void
-draw_reply_error(draw_reply_fn reply, void *ctx, int err, const char *fmt,
-                 ...)
+draw_vreply_error(draw_reply_fn reply, void *ctx, int err, const char *fmt,
+                  va_list ap)
 {
   QrsIpc__Error m = QRS_IPC__ERROR__INIT;
   char msg[512];
-  va_list ap;
 
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
   m.code = qrs__error_to_wire(err);
   m.message = msg;
   reply(ctx, QRS_MSG_ERROR, &m.base);
+}
+
+void
+draw_reply_error(draw_reply_fn reply, void *ctx, int err, const char *fmt,
+                 ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  draw_vreply_error(reply, ctx, err, fmt, ap);
+  va_end(ap);
 }
 
 static void
@@ -235,6 +244,8 @@ reply_draw(struct req *rq, const struct reg_result *res)
   r.source = (char *)res->source;
   r.served_by = (char *)res->served_by;
   r.fallback = res->fallback;
+  r.served_type = (char *)res->served_type;
+  r.production = res->production;
   r.amplifier = (char *)amp_name(rq->amp.type);
   r.nonce = rq->nonce;
   r.echo = (QrsIpc__Echo)res->echo;
@@ -262,6 +273,8 @@ reply_bytes(struct req *rq, const struct reg_result *res)
   r.source = (char *)res->source;
   r.served_by = (char *)res->served_by;
   r.fallback = res->fallback;
+  r.served_type = (char *)res->served_type;
+  r.production = res->production;
   rq->reply(rq->ctx, QRS_MSG_BYTES_REPLY, &r.base);
 }
 
@@ -311,8 +324,8 @@ fetch(struct req *rq, const char *source, size_t n, int64_t deadline)
   who = rq->who;
   reply = rq->reply;
   ctx = rq->ctx;
-  r = registry_fetch(rq->e->reg, source, n, rq->nonce, deadline, on_fetched,
-                     rq);
+  r = registry_fetch_for(rq->e->reg, rq->owner, source, n, rq->nonce,
+                         deadline, on_fetched, rq);
   if (r == 0)
     return;
   req_free(rq);
@@ -333,8 +346,8 @@ fetch(struct req *rq, const char *source, size_t n, int64_t deadline)
 /* A new request, or NULL after answering UNKNOWN_SOURCE / out of memory. */
 static struct req *
 req_new(struct draw_engine *e, enum job_kind kind, const char *source,
-        const struct ts *received, const char *who, draw_reply_fn reply,
-        void *ctx)
+        const struct ts *received, const char *who, struct reg_owner *owner,
+        draw_reply_fn reply, void *ctx)
 {
   struct req *rq;
 
@@ -355,6 +368,7 @@ req_new(struct draw_engine *e, enum job_kind kind, const char *source,
   snprintf(rq->source, sizeof(rq->source), "%s", source ? source : "");
   rq->received = *received;
   rq->who = who;
+  rq->owner = owner;
   rq->reply = reply;
   rq->ctx = ctx;
   return rq;
@@ -628,15 +642,15 @@ start_draw(struct req *rq)
 
 void
 draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
-            const struct ts *received, const char *who, draw_reply_fn reply,
-            void *ctx)
+            const struct ts *received, const char *who,
+            struct reg_owner *owner, draw_reply_fn reply, void *ctx)
 {
   const QrsIpc__Commitment *cm;
   struct req *rq;
   char msg[256];
   int r;
 
-  rq = req_new(e, JOB_DRAW, m->source, received, who, reply, ctx);
+  rq = req_new(e, JOB_DRAW, m->source, received, who, owner, reply, ctx);
   if (!rq)
     return;
 
@@ -679,12 +693,12 @@ refused:
 
 void
 bytes_handle(struct draw_engine *e, const QrsIpc__Bytes *m,
-             const struct ts *received, const char *who, draw_reply_fn reply,
-             void *ctx)
+             const struct ts *received, const char *who,
+             struct reg_owner *owner, draw_reply_fn reply, void *ctx)
 {
   struct req *rq;
 
-  rq = req_new(e, JOB_BYTES, m->source, received, who, reply, ctx);
+  rq = req_new(e, JOB_BYTES, m->source, received, who, owner, reply, ctx);
   if (!rq)
     return;
   if (m->count == 0 || m->count > e->max_bytes_per_request) {

@@ -7,11 +7,13 @@
    BYTES_REPLY) or an ERROR - possibly before draw_handle()/bytes_handle()
    returns.  The message and everything it points to is valid during that
    call only.  who (e.g. "conn 3 (pid 42, uid 1000)") names the client in
-   log lines; the caller keeps it valid until the reply.  Loop thread
-   only. */
+   log lines; the caller keeps it valid until the reply.  owner (may be
+   NULL) accounts the client's reads in progress (registry.h).  Loop
+   thread only. */
 #ifndef QRSD_DRAW_H
 #define QRSD_DRAW_H
 
+#include <stdarg.h>
 #include <stdint.h>
 
 #include <protobuf-c/protobuf-c.h>
@@ -39,10 +41,10 @@ uint32_t draw_max_bytes(const struct draw_engine *e);
 
 void draw_handle(struct draw_engine *e, const QrsIpc__Draw *req,
                  const struct ts *received, const char *who,
-                 draw_reply_fn reply, void *ctx);
+                 struct reg_owner *owner, draw_reply_fn reply, void *ctx);
 void bytes_handle(struct draw_engine *e, const QrsIpc__Bytes *req,
                   const struct ts *received, const char *who,
-                  draw_reply_fn reply, void *ctx);
+                  struct reg_owner *owner, draw_reply_fn reply, void *ctx);
 
 /* The live statistics of the u that source served (monitor.h), or NULL
    for an unknown name. */
@@ -58,5 +60,8 @@ int draw_alarms(const struct draw_engine *e, const char **ret_source,
 void draw_reply_error(draw_reply_fn reply, void *ctx, int err,
                       const char *fmt, ...)
   __attribute__((format(printf, 4, 5)));
+void draw_vreply_error(draw_reply_fn reply, void *ctx, int err,
+                       const char *fmt, va_list ap)
+  __attribute__((format(printf, 4, 0)));
 
 #endif

@@ -1,15 +1,55 @@
-/* qrsd logging to stderr (journal-aware). */
+/* qrsd logging that never blocks the loop (issue 11 item 2).
+
+   log_msg() formats the line and puts it in a bounded queue; a writer
+   thread takes it from there to the journal (sd_journal_send, when
+   systemd gave us a journal stream and journald listens) or to stderr.  A
+   sink that stalls (a pipe nobody drains) stalls only the writer: once
+   the queue is full, lines are dropped and counted, and the writer says
+   how many when it can write again.  Repeated events of one kind are
+   limited before they get here (log_limited). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "qrs-config.h"
+
+#if HAVE_SYSTEMD
+#include <systemd/sd-journal.h>
+#endif
+
 #include "log.h"
 
+#define QUEUE_LINES 512
+#define LINE_MAX_LEN 1024
+
+struct line {
+  enum log_level level;
+  struct timespec when;
+  char text[LINE_MAX_LEN];
+};
+
 static enum log_level max_level = LOG_LEVEL_INFO;
-static int journal = -1;   /* -1: not checked yet */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t drained = PTHREAD_COND_INITIALIZER;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static struct line *queue;        /* QUEUE_LINES, a ring */
+static unsigned head, count;
+static uint64_t dropped;
+static int started;               /* the writer thread runs */
+static int stop;
+static int exited;                /* the writer thread returned */
+static pthread_t writer;
+static int journal;               /* 1: journald, 0: stderr */
 
 void
 log_set_level(enum log_level level)
@@ -23,10 +63,11 @@ log_debug_enabled(void)
   return max_level >= LOG_LEVEL_DEBUG;
 }
 
-/* Is stderr the journal stream systemd gave us? */
+/* Is stderr the journal stream systemd gave us, and journald there? */
 static int
-stderr_is_journal(void)
+use_journal(void)
 {
+#if HAVE_SYSTEMD
   unsigned long long dev, ino;
   const char *e;
   struct stat st;
@@ -36,7 +77,13 @@ stderr_is_journal(void)
     return 0;
   if (fstat(STDERR_FILENO, &st) < 0)
     return 0;
-  return st.st_dev == (dev_t)dev && st.st_ino == (ino_t)ino;
+  if (st.st_dev != (dev_t)dev || st.st_ino != (ino_t)ino)
+    return 0;
+  /* sd_journal_send() returns 0 when nobody listens (toolchain.md 7). */
+  return access("/run/systemd/journal/socket", W_OK) == 0;
+#else
+  return 0;
+#endif
 }
 
 static const char *
@@ -54,32 +101,168 @@ level_name(enum log_level level)
   }
 }
 
+/* Write one line to the sink; blocking is fine here (writer thread or a
+   dying process). */
+static void
+emit(const struct line *l)
+{
+  char stamp[32], buf[LINE_MAX_LEN + 96];
+  struct tm tm;
+  size_t off;
+  ssize_t w;
+  int n;
+
+#if HAVE_SYSTEMD
+  if (journal) {
+    sd_journal_send("MESSAGE=%s", l->text, "PRIORITY=%d", (int)l->level,
+                    "SYSLOG_IDENTIFIER=qrsd", NULL);
+    return;
+  }
+#endif
+  gmtime_r(&l->when.tv_sec, &tm);
+  strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+  n = snprintf(buf, sizeof(buf), "%s.%03ldZ qrsd[%d]: %s: %s\n", stamp,
+               l->when.tv_nsec / 1000000, (int)getpid(),
+               level_name(l->level), l->text);
+  if (n < 0)
+    return;
+  if ((size_t)n >= sizeof(buf))
+    n = (int)sizeof(buf) - 1;
+  for (off = 0; off < (size_t)n; off += (size_t)w) {
+    w = write(STDERR_FILENO, buf + off, (size_t)n - off);
+    if (w < 0 && errno == EINTR)
+      w = 0;
+    else if (w <= 0)
+      return;
+  }
+}
+
+static void *
+writer_main(void *arg)
+{
+  struct line l;
+  uint64_t lost;
+
+  (void)arg;
+  pthread_mutex_lock(&lock);
+  for (;;) {
+    while (!count && !dropped && !stop)
+      pthread_cond_wait(&wake, &lock);
+    if (!count && !dropped && stop)
+      break;
+    lost = dropped;
+    dropped = 0;
+    if (count) {
+      l = queue[head];
+      head = (head + 1) % QUEUE_LINES;
+      count--;
+    } else {
+      l.text[0] = '\0';
+    }
+    pthread_mutex_unlock(&lock);
+    if (lost) {
+      struct line m;
+
+      m.level = LOG_LEVEL_WARN;
+      clock_gettime(CLOCK_REALTIME, &m.when);
+      snprintf(m.text, sizeof(m.text), "%llu log messages dropped: the "
+               "log sink was too slow", (unsigned long long)lost);
+      emit(&m);
+    }
+    if (l.text[0])
+      emit(&l);
+    pthread_mutex_lock(&lock);
+  }
+  exited = 1;
+  pthread_cond_broadcast(&drained);
+  pthread_mutex_unlock(&lock);
+  return NULL;
+}
+
+static void
+log_atexit(void)
+{
+  log_flush();
+}
+
+static void
+start(void)
+{
+  sigset_t all, old;
+
+  journal = use_journal();
+  queue = calloc(QUEUE_LINES, sizeof(*queue));
+  if (!queue)
+    return;
+  /* The writer takes no signals: they belong to the loop. */
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  started = pthread_create(&writer, NULL, writer_main, NULL) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (started)
+    atexit(log_atexit);
+}
+
+void
+log_flush(void)
+{
+  struct timespec until;
+  int done;
+
+  pthread_mutex_lock(&lock);
+  if (!started || stop) {
+    pthread_mutex_unlock(&lock);
+    return;
+  }
+  stop = 1;
+  pthread_cond_signal(&wake);
+  /* Give a stalled sink 2 s, then leave the writer to its fate: exiting
+     must not hang on a pipe nobody reads. */
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 2;
+  while (!exited &&
+         pthread_cond_timedwait(&drained, &lock, &until) != ETIMEDOUT)
+    ;
+  done = exited;
+  pthread_mutex_unlock(&lock);
+  if (done) {
+    pthread_join(writer, NULL);
+    free(queue);
+    queue = NULL;
+  }
+}
+
 static void
 log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
-  char line[1024], stamp[32];
-  struct timespec ts;
-  struct tm tm;
+  struct line *l, now;
   int n;
 
-  if (journal < 0)
-    journal = stderr_is_journal();
-
-  vsnprintf(line, sizeof(line), fmt, ap);
+  pthread_once(&once, start);
+  clock_gettime(CLOCK_REALTIME, &now.when);
+  now.level = level;
+  vsnprintf(now.text, sizeof(now.text), fmt, ap);
   /* A peer's text may end up in a message: keep it on one line. */
-  for (n = 0; line[n]; n++)
-    if (line[n] == '\n' || line[n] == '\r')
-      line[n] = ' ';
+  for (n = 0; now.text[n]; n++)
+    if (now.text[n] == '\n' || now.text[n] == '\r')
+      now.text[n] = ' ';
 
-  if (journal) {
-    fprintf(stderr, "<%d>%s\n", (int)level, line);
+  pthread_mutex_lock(&lock);
+  if (!started || stop) {
+    /* No writer (out of memory, or after log_flush): write ourselves. */
+    pthread_mutex_unlock(&lock);
+    emit(&now);
     return;
   }
-  clock_gettime(CLOCK_REALTIME, &ts);
-  gmtime_r(&ts.tv_sec, &tm);
-  strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
-  fprintf(stderr, "%s.%03ldZ qrsd[%d]: %s: %s\n", stamp,
-          ts.tv_nsec / 1000000, (int)getpid(), level_name(level), line);
+  if (count == QUEUE_LINES) {
+    dropped++;
+  } else {
+    l = &queue[(head + count) % QUEUE_LINES];
+    *l = now;
+    count++;
+  }
+  pthread_cond_signal(&wake);
+  pthread_mutex_unlock(&lock);
 }
 
 void
@@ -141,5 +324,5 @@ fatal(const char *fmt, ...)
   va_start(ap, fmt);
   log_vmsg(LOG_LEVEL_ERR, fmt, ap);
   va_end(ap);
-  exit(1);
+  exit(1);                      /* atexit: the queue is written out */
 }

@@ -1,6 +1,9 @@
-/* qrsd logging: one line per event to stderr, which systemd forwards to
-   the journal.  Under systemd (JOURNAL_STREAM names our stderr) each line
-   carries a <N> syslog priority prefix instead of a timestamp. */
+/* qrsd logging: one line per event, to the journal (sd_journal_send) when
+   systemd gave us a journal stream and journald listens, else to stderr
+   with a timestamp.  Never blocks the caller: lines go through a bounded
+   queue to a writer thread; when the sink stalls and the queue is full,
+   lines are dropped and counted ("N log messages dropped").  Events a
+   peer can repeat at will go through log_limited(). */
 #ifndef QRSD_LOG_H
 #define QRSD_LOG_H
 
@@ -45,6 +48,10 @@ struct log_ratelimit {
 void log_limited(struct log_ratelimit *rl, enum log_level level,
                  const char *fmt, ...)
   __attribute__((format(printf, 3, 4)));
+
+/* Write out what is queued (at most 2 s if the sink stalls) and write
+   synchronously from then on.  Runs at exit by itself. */
+void log_flush(void);
 
 /* Log at error level and exit(1).  Start-up only. */
 void fatal(const char *fmt, ...)

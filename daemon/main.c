@@ -2,11 +2,13 @@
    just-in-time amplified draws over a Unix socket. */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 
 #include "qrs-config.h"
 
@@ -101,14 +103,24 @@ notify(const char *state)
 static void
 on_stopped(struct server *s)
 {
+  sigset_t set;
+
+  (void)s;
+  /* Closing the handles restores the default actions: block the signals
+     first, so that one arriving in between waits, and is then ignored
+     instead of killing us while we finish cleanly (issue 11 item 11). */
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
   uv_close((uv_handle_t *)&sig_term, NULL);
   uv_close((uv_handle_t *)&sig_int, NULL);
   uv_close((uv_handle_t *)&sig_hup, NULL);
-  /* Closing the handles restored the default actions: a second signal
-     must not kill us while we finish cleanly. */
   signal(SIGTERM, SIG_IGN);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
+  pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
 static void
@@ -147,6 +159,31 @@ activated_fd(void)
 #else
   return -1;
 #endif
+}
+
+/* Descriptors the config needs: a connection each, those refused with
+   BUSY, and some for sources, the journal and the listener.  Raise the
+   soft limit towards the hard one if needed; warn if it stays short
+   (issue 11 item 3). */
+static void
+check_nofile(const struct qrsd_conf *conf)
+{
+  struct rlimit rl;
+  rlim_t need;
+
+  need = (rlim_t)conf->max_connections + 64 + 64 + conf->n_sources;
+  if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+    return;
+  if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need)
+    rl.rlim_cur = need;
+  else
+    rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need)
+    log_warn("limits.max_connections %u needs about %llu file descriptors, "
+             "but RLIMIT_NOFILE is %llu: raise it (LimitNOFILE= in "
+             "qrsd.service) or lower max_connections", conf->max_connections,
+             (unsigned long long)need, (unsigned long long)rl.rlim_cur);
 }
 
 static void
@@ -281,6 +318,7 @@ main(int argc, char **argv)
   uv_signal_start(&sig_hup, on_signal, SIGHUP);
 
   log_start(conf, fd >= 0);
+  check_nofile(conf);
   snprintf(status, sizeof(status), "READY=1\nSTATUS=Serving on %s "
            "(default source %s)", srv.socket_path, registry_default(srv.reg));
   notify(status);

@@ -52,6 +52,7 @@ struct request;
 struct leg {
   struct source_fetch f;
   struct registry *reg;
+  struct reg_owner *owner;
   struct rsrc *rs;
   struct request *rq;           /* NULL: abandoned at its deadline */
   int64_t start_ns;
@@ -59,6 +60,7 @@ struct leg {
 
 struct request {
   struct registry *reg;
+  struct reg_owner *owner;
   struct rsrc *asked;
   struct leg *leg;              /* the leg running, or NULL */
   unsigned leg_gen;
@@ -197,6 +199,14 @@ registry_new(uv_loop_t *loop, const struct qrsd_conf *conf,
   r = ensure_builtins(reg, err, errlen);
   if (r < 0)
     goto fail;
+  for (i = 0; i < reg->n && !conf->allow_test_sources; i++)
+    if (!reg->v[i]->src->ops->production) {
+      snprintf(err, errlen, "source '%s' is a %s source, for tests only; "
+               "it serves only with allow_test_sources: true",
+               reg->v[i]->src->name, reg->v[i]->src->ops->type);
+      r = -EPERM;
+      goto fail;
+    }
   reg->def = find(reg, conf->default_source);
   if (!reg->def || reg->def->builtin) {
     snprintf(err, errlen, "default source '%s' is not declared",
@@ -271,6 +281,14 @@ registry_default(const struct registry *reg)
   return reg->def->src->name;
 }
 
+void
+registry_default_type(const struct registry *reg, const char **type,
+                      int *production)
+{
+  *type = reg->def->src->ops->type;
+  *production = reg->def->src->ops->production;
+}
+
 size_t
 registry_count(const struct registry *reg)
 {
@@ -281,6 +299,12 @@ uint64_t
 registry_bytes(const struct registry *reg)
 {
   return reg->bytes_total;
+}
+
+size_t
+registry_bytes_held(const struct registry *reg)
+{
+  return reg->bytes_held;
 }
 
 void
@@ -449,6 +473,10 @@ static void
 leg_free(struct leg *leg)
 {
   leg->reg->bytes_held -= leg->f.n;
+  if (leg->owner) {
+    leg->owner->held -= leg->f.n;
+    leg->owner->put(leg->owner);
+  }
   free(leg->f.buf);
   free(leg);
 }
@@ -579,6 +607,11 @@ try_leg(struct request *rq, struct rsrc *rs)
   now = mono_now_ns();
   dl = leg_deadline(rq, rs, now);
   leg->reg = reg;
+  leg->owner = rq->owner;
+  if (leg->owner) {
+    leg->owner->held += rq->n;
+    leg->owner->get(leg->owner);
+  }
   leg->rs = rs;
   leg->rq = rq;
   leg->start_ns = now;
@@ -627,6 +660,15 @@ registry_fetch(struct registry *reg, const char *name, size_t n,
                uint64_t nonce, int64_t deadline_ns, reg_done_fn done,
                void *ctx)
 {
+  return registry_fetch_for(reg, NULL, name, n, nonce, deadline_ns, done,
+                            ctx);
+}
+
+int
+registry_fetch_for(struct registry *reg, struct reg_owner *owner,
+                   const char *name, size_t n, uint64_t nonce,
+                   int64_t deadline_ns, reg_done_fn done, void *ctx)
+{
   struct request *rq;
   struct rsrc *rs;
 
@@ -642,6 +684,7 @@ registry_fetch(struct registry *reg, const char *name, size_t n,
   if (!rq)
     return -ENOMEM;
   rq->reg = reg;
+  rq->owner = owner;
   rq->asked = rs;
   rq->n = n;
   rq->nonce = nonce;

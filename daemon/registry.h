@@ -129,10 +129,29 @@ int registry_add(struct registry *reg, struct source *s, const char *fb);
 /* Is there a source of that name a request may ask for? */
 int registry_has(const struct registry *reg, const char *name);
 const char *registry_default(const struct registry *reg);
+/* The default source's type and production flag. */
+void registry_default_type(const struct registry *reg, const char **type,
+                           int *production);
 
 int registry_fetch(struct registry *reg, const char *name, size_t n,
                    uint64_t nonce, int64_t deadline_ns, reg_done_fn done,
                    void *ctx);
+
+/* Who a fetch is for, so that a client's reads in progress - also those
+   abandoned at their deadline and still running - can be bounded
+   (issue 11 item 5).  The registry adds each leg's n to held and calls
+   get() when the leg starts, and subtracts it and calls put() when the
+   leg's buffer is freed, which may be long after done was called. */
+struct reg_owner {
+  size_t held;
+  void (*get)(struct reg_owner *o);
+  void (*put)(struct reg_owner *o);
+};
+
+/* registry_fetch() on behalf of owner (NULL: nobody in particular). */
+int registry_fetch_for(struct registry *reg, struct reg_owner *owner,
+                       const char *name, size_t n, uint64_t nonce,
+                       int64_t deadline_ns, reg_done_fn done, void *ctx);
 
 /* Sources, in config order, then the built-in fallbacks in use. */
 size_t registry_count(const struct registry *reg);
@@ -146,6 +165,9 @@ enum reg_state registry_health(const struct registry *reg, char *msg,
 
 /* Totals over all sources. */
 uint64_t registry_bytes(const struct registry *reg);
+
+/* Bytes held by fetches in progress (also late ones). */
+size_t registry_bytes_held(const struct registry *reg);
 
 const char *registry_state_name(enum reg_state s);
 

@@ -7,8 +7,10 @@
    from it until the peer catches up), and its requests in flight at most
    limits.max_inflight_per_connection (beyond that: BUSY). */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,12 @@
 
 #define RBUF_INITIAL (16 * 1024)
 #define WQ_MIN_CAP (4 * 1024 * 1024)
+#define DECODE_ARENA (64 * 1024)      /* protobuf-c's allocations for one
+                                         request of at most 1 KiB */
+#define DRAW_REPLY_MAX 1024           /* a DrawReply's encoded size bound */
+#define SWEEP_MS 100                  /* how often deadlines are checked */
+#define REFUSED_SLACK 64              /* refused connections kept to answer
+                                         BUSY; beyond: closed at once */
 
 struct conn {
   uv_pipe_t pipe;               /* handle.data points back here */
@@ -51,16 +59,33 @@ struct conn {
   int reading;
   int closing;                  /* uv_close called or flushing to close */
   char *client_name;
+
+  uid_t uid;
+  int has_uid;
+  int refused;                  /* over a connection limit: the first
+                                   frame is answered BUSY, then close */
+  char refuse_msg[96];
+  int64_t accepted_ns;          /* CLOCK_MONOTONIC */
+  int64_t partial_ns;           /* an incomplete frame began; 0: none */
+  int64_t active_ns;            /* last byte read or reply sent */
+  size_t reserved;              /* reply bytes reserved for requests */
+  struct reg_owner owner;       /* its reads in progress */
 };
 
+/* A queued write.  The frame is packed straight into data, and what
+   uv_try_write() did not take is written from there: a reply is copied
+   once, by the encoder (issue 11 item 4). */
 struct wreq {
   uv_write_t req;
   struct conn *conn;
-  size_t len;
+  size_t len;                   /* bytes still to write */
   uint8_t data[];
 };
 
 static void conn_close(struct conn *c);
+static void conn_send_error(struct conn *c, uint32_t seq, int err,
+                            const char *fmt, ...)
+  __attribute__((format(printf, 4, 5)));
 static void conn_close_after_flush(struct conn *c);
 static void conn_update_reading(struct conn *c);
 static void server_maybe_stopped(struct server *srv);
@@ -103,6 +128,8 @@ on_conn_closed(uv_handle_t *h)
   if (c->next)
     c->next->prev = c->prev;
   srv->n_conns--;
+  if (c->refused)
+    srv->n_refused--;
   log_debug("%s: closed", c->name);
   conn_release(c);
   server_maybe_stopped(srv);
@@ -179,51 +206,51 @@ on_write(uv_write_t *req, int status)
   w = (struct wreq *)req;
   c = w->conn;
   c->wq_bytes -= w->len;
+  c->srv->mem_queued -= w->len;
   free(w);
   if (status < 0 && status != UV_ECANCELED && !c->closing) {
-    log_info("%s: write failed: %s; closing", c->name, uv_strerror(status));
+    log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO, "%s: write failed: %s; closing", c->name, uv_strerror(status));
     conn_close(c);
   }
   conn_update_reading(c);
   conn_release(c);
 }
 
+/* Write the len-byte frame in w->data (w from malloc; taken). */
 static void
-conn_write(struct conn *c, uint8_t *frame, size_t len)
+conn_write(struct conn *c, struct wreq *w, size_t len)
 {
-  struct wreq *w;
   uv_buf_t b;
   int n;
 
-  if (c->closing)
+  if (c->closing) {
+    free(w);
     return;
-  b = uv_buf_init((char *)frame, (unsigned)len);
+  }
+  b = uv_buf_init((char *)w->data, (unsigned)len);
   n = uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
-  if (n == (int)len)
+  if (n == (int)len) {
+    free(w);
     return;
+  }
   if (n < 0 && n != UV_EAGAIN) {
-    log_info("%s: write failed: %s; closing", c->name, uv_strerror(n));
+    log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO, "%s: write failed: %s; closing", c->name, uv_strerror(n));
+    free(w);
     conn_close(c);
     return;
   }
   if (n < 0)
     n = 0;
-  w = malloc(sizeof(*w) + len - (size_t)n);
-  if (!w) {
-    log_err("%s: out of memory queueing a reply; closing", c->name);
-    conn_close(c);
-    return;
-  }
   w->conn = c;
   w->len = len - (size_t)n;
-  memcpy(w->data, frame + n, w->len);
-  b = uv_buf_init((char *)w->data, (unsigned)w->len);
+  b = uv_buf_init((char *)w->data + n, (unsigned)w->len);
   if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_write) < 0) {
     free(w);
     conn_close(c);
     return;
   }
   c->wq_bytes += w->len;
+  c->srv->mem_queued += w->len;
   conn_hold(c);
   conn_update_reading(c);
 }
@@ -232,41 +259,67 @@ static void
 conn_send(struct conn *c, uint16_t type, uint32_t seq,
           const ProtobufCMessage *m)
 {
-  uint8_t stackbuf[4096], *buf;
+  struct wreq *w;
   size_t size;
   int n;
 
   if (c->closing)
     return;
   size = qrs__frame_size(m);
-  buf = size <= sizeof(stackbuf) ? stackbuf : malloc(size);
-  if (!buf) {
+  if (size - QRS_FRAME_HDR_SIZE > c->srv->max_reply_bytes) {
+    /* Cannot happen with the bounds above; never send what the client
+       was told it would not get. */
+    log_err("%s: %s reply of %zu bytes exceeds max_reply_bytes %u", c->name,
+            qrs__msg_name(type), size, c->srv->max_reply_bytes);
+    if (type != QRS_MSG_ERROR)
+      conn_send_error(c, seq, QRS_E_INTERNAL, "the reply would exceed %u "
+                      "bytes", c->srv->max_reply_bytes);
+    return;
+  }
+  w = malloc(sizeof(*w) + size);
+  if (!w) {
     log_err("%s: out of memory encoding %s; closing", c->name,
             qrs__msg_name(type));
     conn_close(c);
     return;
   }
-  n = qrs__frame_pack(type, seq, m, buf, size);
-  if (n > 0)
-    conn_write(c, buf, (size_t)n);
-  if (buf != stackbuf)
-    free(buf);
+  n = qrs__frame_pack(type, seq, m, w->data, size);
+  if (n <= 0) {
+    free(w);
+    return;
+  }
+  c->active_ns = mono_now_ns();
+  conn_write(c, w, (size_t)n);
+}
+
+/* An answer to seq on c, sent at once (draw_reply_fn). */
+struct direct {
+  struct conn *conn;
+  uint32_t seq;
+};
+
+static void
+send_direct(void *ctx, uint16_t type, const ProtobufCMessage *m)
+{
+  struct direct *d;
+
+  d = ctx;
+  if (type == QRS_MSG_ERROR)
+    d->conn->srv->errors++;
+  conn_send(d->conn, type, d->seq, m);
 }
 
 static void
 conn_send_error(struct conn *c, uint32_t seq, int err, const char *fmt, ...)
 {
-  QrsIpc__Error e = QRS_IPC__ERROR__INIT;
-  char msg[512];
+  struct direct d;
   va_list ap;
 
+  d.conn = c;
+  d.seq = seq;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+  draw_vreply_error(send_direct, &d, err, fmt, ap);
   va_end(ap);
-  e.code = qrs__error_to_wire(err);
-  e.message = msg;
-  c->srv->errors++;
-  conn_send(c, QRS_MSG_ERROR, seq, &e.base);
 }
 
 /* ---- connections: reading ------------------------------------------- */
@@ -323,6 +376,29 @@ conn_reserve(struct conn *c, size_t need)
 static void handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
                          const uint8_t *payload);
 
+/* The largest payload of each request type (issue 11 item 4): real
+   requests are far smaller, and the cap is checked on the header, before
+   the payload is buffered or decoded.  A Draw is two names of at most 63
+   bytes, a salt of at most 256 and a few numbers; Status, Health and
+   Sources are empty. */
+static uint32_t
+request_cap(uint16_t type)
+{
+  switch (type) {
+  case QRS_MSG_HELLO:
+  case QRS_MSG_DRAW:
+    return 1024;
+  case QRS_MSG_BYTES:
+    return 256;
+  case QRS_MSG_STATUS:
+  case QRS_MSG_HEALTH:
+  case QRS_MSG_SOURCES:
+    return 64;
+  default:
+    return 1024;                /* answered ERROR_UNSUPPORTED */
+  }
+}
+
 static void
 conn_process(struct conn *c)
 {
@@ -335,10 +411,28 @@ conn_process(struct conn *c)
   while (!c->closing && c->rlen - off >= QRS_FRAME_HDR_SIZE) {
     r = qrs__frame_hdr_decode(c->rbuf + off, c->srv->conf->max_frame_bytes,
                               &h);
+    if (r == 0 && c->refused) {
+      /* Over a connection limit: answer the first request and go. */
+      conn_send_error(c, h.seq, QRS_E_BUSY, "%s", c->refuse_msg);
+      conn_close_after_flush(c);
+      return;
+    }
+    if (r == 0 && h.length > request_cap(h.type)) {
+      log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN, "%s: %s request of %u "
+                  "bytes exceeds the %u-byte limit of its type; closing",
+                  c->name, qrs__msg_name(h.type), h.length,
+                  request_cap(h.type));
+      conn_send_error(c, h.seq, QRS_E_TOO_LARGE, "%s payload of %u bytes "
+                      "exceeds the limit of %u for its type",
+                      qrs__msg_name(h.type), h.length, request_cap(h.type));
+      conn_close_after_flush(c);
+      return;
+    }
     if (r == QRS_E_TOO_LARGE) {
-      log_warn("%s: %s frame of %u bytes exceeds the %u-byte limit; "
-               "closing", c->name, qrs__msg_name(h.type), h.length,
-               c->srv->conf->max_frame_bytes);
+      log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN, "%s: %s frame of %u "
+                  "bytes exceeds the %u-byte limit; closing", c->name,
+                  qrs__msg_name(h.type), h.length,
+                  c->srv->conf->max_frame_bytes);
       conn_send_error(c, h.seq, QRS_E_TOO_LARGE,
                       "frame payload of %u bytes exceeds the limit of %u",
                       h.length, c->srv->conf->max_frame_bytes);
@@ -346,9 +440,10 @@ conn_process(struct conn *c)
       return;
     }
     if (r < 0) {
-      log_warn("%s: malformed frame header (magic 0x%02x%02x%02x%02x); "
-               "closing", c->name, c->rbuf[off], c->rbuf[off + 1],
-               c->rbuf[off + 2], c->rbuf[off + 3]);
+      log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN, "%s: malformed frame "
+                  "header (magic 0x%02x%02x%02x%02x); closing", c->name,
+                  c->rbuf[off], c->rbuf[off + 1], c->rbuf[off + 2],
+                  c->rbuf[off + 3]);
       conn_send_error(c, 0, QRS_E_PROTOCOL,
                       "malformed frame header (bad magic, flags or "
                       "reserved field)");
@@ -369,6 +464,11 @@ conn_process(struct conn *c)
     memmove(c->rbuf, c->rbuf + off, c->rlen - off);
     c->rlen -= off;
   }
+  /* The frame deadline runs from the first byte of a frame. */
+  if (c->rlen == 0)
+    c->partial_ns = 0;
+  else if (off > 0 || c->partial_ns == 0)
+    c->partial_ns = mono_now_ns();
   if (c->rlen >= QRS_FRAME_HDR_SIZE) {
     total = QRS_FRAME_HDR_SIZE + (size_t)h.length;
     if (conn_reserve(c, total) < 0) {
@@ -398,19 +498,20 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
   if (nread < 0) {
     if (nread == UV_EOF) {
       if (c->rlen > 0 || c->inflight > 0)
-        log_info("%s: client disconnected with %s%u request(s) in flight",
+        log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO, "%s: client disconnected with %s%u request(s) in flight",
                  c->name, c->rlen > 0 ? "a partial frame and " : "",
                  c->inflight);
       else
         log_debug("%s: client disconnected", c->name);
     } else {
-      log_info("%s: read failed: %s; closing", c->name,
+      log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO, "%s: read failed: %s; closing", c->name,
                uv_strerror((int)nread));
     }
     conn_close(c);
     return;
   }
   c->rlen += (size_t)nread;
+  c->active_ns = mono_now_ns();
   conn_process(c);
 }
 
@@ -516,11 +617,13 @@ handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
   static char *features[] = { "draw", "bytes", "pipelining", "commitment",
                               "amp-params", "amp-exact", "amp-ecdf",
                               "amp-zscore-thought", "stat-monitor" };
+  const char *def_type;
   struct server *srv;
+  int def_production;
 
   srv = c->srv;
   if (m->protocol_version != QRS_PROTO_VERSION) {
-    log_warn("%s: client speaks protocol %u, we speak %u; closing", c->name,
+    log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN, "%s: client speaks protocol %u, we speak %u; closing", c->name,
              m->protocol_version, QRS_PROTO_VERSION);
     conn_send_error(c, seq, QRS_E_VERSION,
                     "qrsd %s speaks protocol version %u, not %u",
@@ -544,6 +647,11 @@ handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
   r.max_inflight = srv->conf->max_inflight;
   r.max_frame_bytes = srv->conf->max_frame_bytes;
   r.max_bytes_per_request = draw_max_bytes(srv->draw);
+  registry_default_type(srv->reg, &def_type, &def_production);
+  r.default_source_type = (char *)def_type;
+  r.default_production = def_production;
+  r.test_sources_allowed = srv->conf->allow_test_sources;
+  r.max_reply_bytes = srv->max_reply_bytes;
   conn_send(c, QRS_MSG_HELLO_REPLY, seq, &r.base);
 }
 
@@ -642,6 +750,7 @@ handle_sources(struct conn *c, uint32_t seq)
 struct pending {
   struct conn *conn;
   uint32_t seq;
+  size_t reserved;              /* bytes of reply budget held */
 };
 
 static void
@@ -652,6 +761,8 @@ on_reply(void *ctx, uint16_t type, const ProtobufCMessage *m)
 
   p = ctx;
   c = p->conn;
+  c->reserved -= p->reserved;
+  c->srv->mem_reserved -= p->reserved;
   if (type == QRS_MSG_ERROR)
     c->srv->errors++;
   else if (type == QRS_MSG_DRAW_REPLY)
@@ -662,11 +773,35 @@ on_reply(void *ctx, uint16_t type, const ProtobufCMessage *m)
   conn_release(c);
 }
 
+/* Admit a request whose reply takes up to reply bytes and whose read
+   takes up to read bytes, or answer BUSY to its seq and return NULL
+   (issue 11 items 1 and 5): the reply must fit the connection's write
+   queue, everything must fit the memory budget, and the client's reads in
+   progress (also those abandoned at their deadline) must fit its share. */
 static struct pending *
-pending_new(struct conn *c, uint32_t seq)
+pending_new(struct conn *c, uint32_t seq, size_t reply, size_t read)
 {
+  struct server *srv;
   struct pending *p;
+  const char *why;
+  size_t used;
 
+  srv = c->srv;
+  used = srv->mem_queued + srv->mem_reserved +
+         registry_bytes_held(srv->reg);
+  why = NULL;
+  if (c->wq_bytes + c->reserved + reply > c->wq_max)
+    why = "its replies are not being read";
+  else if (used + reply + read > srv->conf->memory_budget)
+    why = "the memory budget for requests in progress is used up";
+  else if (c->owner.held + read > srv->read_max_per_conn)
+    why = "its reads in progress use its share of the read budget";
+  if (why) {
+    log_limited(&srv->rl_busy, LOG_LEVEL_INFO, "%s: answering BUSY: %s",
+                c->name, why);
+    conn_send_error(c, seq, QRS_E_BUSY, "qrsd is busy: %s", why);
+    return NULL;
+  }
   p = malloc(sizeof(*p));
   if (!p) {
     log_err("%s: out of memory for a request", c->name);
@@ -675,9 +810,34 @@ pending_new(struct conn *c, uint32_t seq)
   }
   p->conn = c;
   p->seq = seq;
+  p->reserved = reply;
+  c->reserved += reply;
+  srv->mem_reserved += reply;
   c->inflight++;
   conn_hold(c);
   return p;
+}
+
+static void *
+arena_alloc(void *data, size_t size)
+{
+  struct server *srv;
+  void *p;
+
+  srv = data;
+  size = (size + 15) & ~(size_t)15;
+  if (size > DECODE_ARENA - srv->arena_used)
+    return NULL;
+  p = srv->arena + srv->arena_used;
+  srv->arena_used += size;
+  return p;
+}
+
+static void
+arena_free(void *data, void *p)
+{
+  (void)data;
+  (void)p;
 }
 
 static int
@@ -701,17 +861,19 @@ handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
              const uint8_t *payload)
 {
   const ProtobufCMessageDescriptor *desc;
+  ProtobufCAllocator alloc;
   struct pending *p;
   struct server *srv;
   ProtobufCMessage *m;
   struct ts received;
+  size_t n;
 
   srv = c->srv;
   ts_now(&received);
   srv->requests++;
 
   if (!is_request_type(h->type)) {
-    log_info("%s: unsupported message type %u (%s)", c->name, h->type,
+    log_limited(&c->srv->rl_frame, LOG_LEVEL_INFO, "%s: unsupported message type %u (%s)", c->name, h->type,
              qrs__msg_name(h->type));
     conn_send_error(c, h->seq, QRS_E_UNSUPPORTED,
                     "message type %u is not a request this qrsd serves",
@@ -719,7 +881,7 @@ handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
     return;
   }
   if (h->version != QRS_PROTO_VERSION && h->type != QRS_MSG_HELLO) {
-    log_warn("%s: frame of protocol version %u; closing", c->name,
+    log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN, "%s: frame of protocol version %u; closing", c->name,
              h->version);
     conn_send_error(c, h->seq, QRS_E_VERSION,
                     "frame of protocol version %u, qrsd speaks %u",
@@ -728,9 +890,15 @@ handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
     return;
   }
   desc = qrs__msg_descriptor(h->type);
-  m = protobuf_c_message_unpack(desc, NULL, h->length, payload);
+  /* Decoding allocates from a fixed arena (issue 11 item 4): whatever a
+     peer packs into its 1 KiB, it cannot make us allocate more. */
+  alloc.alloc = arena_alloc;
+  alloc.free = arena_free;
+  alloc.allocator_data = srv;
+  srv->arena_used = 0;
+  m = protobuf_c_message_unpack(desc, &alloc, h->length, payload);
   if (!m) {
-    log_warn("%s: %s payload of %u bytes does not decode; closing",
+    log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN, "%s: %s payload of %u bytes does not decode; closing",
              c->name, qrs__msg_name(h->type), h->length);
     conn_send_error(c, h->seq, QRS_E_PROTOCOL,
                     "%s payload does not decode", qrs__msg_name(h->type));
@@ -742,13 +910,13 @@ handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
     goto out;
   }
   if (!c->hello_done) {
-    log_info("%s: %s before HELLO", c->name, qrs__msg_name(h->type));
+    log_limited(&c->srv->rl_frame, LOG_LEVEL_INFO, "%s: %s before HELLO", c->name, qrs__msg_name(h->type));
     conn_send_error(c, h->seq, QRS_E_HELLO_REQUIRED,
                     "send HELLO before %s", qrs__msg_name(h->type));
     goto out;
   }
   if (c->inflight >= srv->conf->max_inflight) {
-    log_info("%s: more than %u requests in flight; answering BUSY",
+    log_limited(&c->srv->rl_busy, LOG_LEVEL_INFO, "%s: more than %u requests in flight; answering BUSY",
              c->name, srv->conf->max_inflight);
     conn_send_error(c, h->seq, QRS_E_BUSY,
                     "more than %u requests in flight on this connection",
@@ -758,16 +926,22 @@ handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
 
   switch (h->type) {
   case QRS_MSG_DRAW:
-    p = pending_new(c, h->seq);
+    n = ((QrsIpc__Draw *)m)->sample_count;
+    if (n > srv->conf->max_sample_count)
+      n = 0;                    /* refused by the engine */
+    p = pending_new(c, h->seq, DRAW_REPLY_MAX, n);
     if (p)
       draw_handle(srv->draw, (QrsIpc__Draw *)m, &received, c->name,
-                  on_reply, p);
+                  &c->owner, on_reply, p);
     break;
   case QRS_MSG_BYTES:
-    p = pending_new(c, h->seq);
+    n = ((QrsIpc__Bytes *)m)->count;
+    if (n > draw_max_bytes(srv->draw))
+      n = 0;
+    p = pending_new(c, h->seq, QRS_FRAME_HDR_SIZE + 512 + n, n);
     if (p)
       bytes_handle(srv->draw, (QrsIpc__Bytes *)m, &received, c->name,
-                   on_reply, p);
+                   &c->owner, on_reply, p);
     break;
   case QRS_MSG_STATUS:
     handle_status(c, h->seq);
@@ -781,10 +955,35 @@ handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
   }
 
 out:
-  protobuf_c_message_free_unpacked(m, NULL);
+  protobuf_c_message_free_unpacked(m, &alloc);
 }
 
 /* ---- listening ------------------------------------------------------ */
+
+static void
+owner_get(struct reg_owner *o)
+{
+  conn_hold((struct conn *)((char *)o - offsetof(struct conn, owner)));
+}
+
+static void
+owner_put(struct reg_owner *o)
+{
+  conn_release((struct conn *)((char *)o - offsetof(struct conn, owner)));
+}
+
+/* Connections of uid that are served (not refused). */
+static uint32_t
+conns_of_uid(const struct server *srv, uid_t uid)
+{
+  const struct conn *c;
+  uint32_t n;
+
+  n = 0;
+  for (c = srv->conns; c; c = c->next)
+    n += c->has_uid && c->uid == uid && !c->refused && !c->closing;
+  return n;
+}
 
 static void
 on_unlisted_closed(uv_handle_t *h)
@@ -803,7 +1002,7 @@ on_connection(uv_stream_t *listener, int status)
 
   srv = listener->data;
   if (status < 0) {
-    log_warn("accept failed: %s", uv_strerror(status));
+    log_limited(&srv->rl_conn, LOG_LEVEL_WARN, "accept failed: %s", uv_strerror(status));
     return;
   }
   c = calloc(1, sizeof(*c));
@@ -819,6 +1018,10 @@ on_connection(uv_stream_t *listener, int status)
   c->srv = srv;
   c->refs = 1;
   c->id = ++srv->next_conn_id;
+  c->owner.get = owner_get;
+  c->owner.put = owner_put;
+  c->accepted_ns = mono_now_ns();
+  c->active_ns = c->accepted_ns;
   c->wq_max = 2 * (size_t)srv->conf->max_frame_bytes;
   if (c->wq_max < WQ_MIN_CAP)
     c->wq_max = WQ_MIN_CAP;
@@ -838,24 +1041,100 @@ on_connection(uv_stream_t *listener, int status)
   snprintf(c->name, sizeof(c->name), "conn %llu", (unsigned long long)c->id);
   len = sizeof(cred);
   if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0 &&
-      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
     snprintf(c->name, sizeof(c->name), "conn %llu (pid %d, uid %u)",
              (unsigned long long)c->id, (int)cred.pid, (unsigned)cred.uid);
+    c->uid = cred.uid;
+    c->has_uid = 1;
+  }
 
-  if (srv->n_conns > srv->conf->max_connections) {
-    log_warn("%s: refused: %u connections is the limit", c->name,
-             srv->conf->max_connections);
-    conn_send_error(c, 0, QRS_E_BUSY, "qrsd serves at most %u connections",
-                    srv->conf->max_connections);
-    conn_close_after_flush(c);
+  /* Over a limit, the client's first request (its HELLO) is answered
+     BUSY with that request's seq, so that it can say BUSY rather than
+     "connection lost" (issue 11 item 3); the HELLO deadline still
+     applies.  Far over, we do not wait. */
+  if (srv->n_refused >= REFUSED_SLACK) {
+    log_limited(&srv->rl_busy, LOG_LEVEL_WARN, "%s: refused at once: "
+                "%u connections is the limit", c->name,
+                srv->conf->max_connections);
+    conn_close(c);
     return;
   }
+  if (srv->n_conns - srv->n_refused > srv->conf->max_connections) {
+    c->refused = 1;
+    snprintf(c->refuse_msg, sizeof(c->refuse_msg), "qrsd serves at most %u "
+             "connections", srv->conf->max_connections);
+    log_limited(&srv->rl_busy, LOG_LEVEL_WARN, "%s: refused: %u "
+                "connections is the limit", c->name,
+                srv->conf->max_connections);
+  } else if (c->has_uid && conns_of_uid(srv, c->uid) >
+             srv->conf->max_connections_per_uid) {
+    c->refused = 1;
+    snprintf(c->refuse_msg, sizeof(c->refuse_msg), "qrsd serves at most %u "
+             "connections per user", srv->conf->max_connections_per_uid);
+    log_limited(&srv->rl_busy, LOG_LEVEL_WARN, "%s: refused: %u "
+                "connections per user is the limit", c->name,
+                srv->conf->max_connections_per_uid);
+  }
+  if (c->refused)
+    srv->n_refused++;
   log_debug("%s: connected", c->name);
   conn_update_reading(c);
   return;
 
 fail_alloc:
   log_err("out of memory accepting a connection");
+}
+
+/* Close c with an ERROR_TIMEOUT saying why (seq 0: no request). */
+static void
+conn_expire(struct conn *c, const char *what, uint32_t ms)
+{
+  log_limited(&c->srv->rl_deadline, LOG_LEVEL_INFO, "%s: %s within %u ms; "
+              "closing", c->name, what, ms);
+  conn_send_error(c, 0, QRS_E_TIMEOUT, "%s within %u ms; closing", what, ms);
+  conn_close_after_flush(c);
+}
+
+/* The HELLO, frame and idle deadlines (issue 11 item 3). */
+static void
+on_sweep(uv_timer_t *t)
+{
+  const struct qrsd_conf *conf;
+  struct conn *c, *next;
+  struct server *srv;
+  int64_t now;
+
+  srv = t->data;
+  conf = srv->conf;
+  now = mono_now_ns();
+  for (c = srv->conns; c; c = next) {
+    next = c->next;
+    if (c->closing)
+      continue;
+    if (!c->hello_done &&
+        now - c->accepted_ns > (int64_t)conf->hello_timeout_ms * 1000000)
+      conn_expire(c, "no HELLO", conf->hello_timeout_ms);
+    else if (c->partial_ns && c->reading &&
+             now - c->partial_ns > (int64_t)conf->frame_timeout_ms * 1000000)
+      conn_expire(c, "a frame was not completed", conf->frame_timeout_ms);
+    else if (conf->idle_timeout_ms && c->inflight == 0 && c->rlen == 0 &&
+             c->wq_bytes == 0 &&
+             now - c->active_ns > (int64_t)conf->idle_timeout_ms * 1000000) {
+      log_debug("%s: idle for %u ms; closing", c->name,
+                conf->idle_timeout_ms);
+      conn_close_after_flush(c);
+    }
+  }
+}
+
+static void
+on_sweep_closed(uv_handle_t *h)
+{
+  struct server *srv;
+
+  srv = h->data;
+  srv->sweep_open = 0;
+  server_maybe_stopped(srv);
 }
 
 static int
@@ -870,43 +1149,74 @@ start_listening(struct server *srv, char *err, size_t errlen)
              uv_strerror(r));
     return r;
   }
+  uv_timer_init(srv->loop, &srv->sweep);
+  srv->sweep.data = srv;
+  srv->sweep_open = 1;
+  uv_timer_start(&srv->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
   return 0;
 }
 
-/* Does a live process accept connections on path? */
+/* Does a live process accept connections on path?  0: no, the socket is
+   stale (ECONNREFUSED, the only answer that proves it); 1: yes; a negative
+   errno: we cannot tell (EACCES: it is not ours to judge), so the caller
+   must leave it alone (issue 11 item 7). */
 static int
-socket_is_live(const char *path)
+socket_probe(const char *path)
 {
   struct sockaddr_un sa;
   int fd, r;
 
   fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
-    return 0;
+    return -errno;
   memset(&sa, 0, sizeof(sa));
   sa.sun_family = AF_UNIX;
   snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
   r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+  if (r < 0)
+    r = errno == ECONNREFUSED ? 0 : -errno;
+  else
+    r = 1;
   close(fd);
-  return r == 0;
+  return r;
 }
 
 static void
 apply_group(const char *path, const char *group)
 {
   struct group gr, *res;
-  char buf[4096];
+  size_t len;
+  char *buf;
+  int r;
 
   if (!group || !*group)
     return;
-  if (getgrnam_r(group, &gr, buf, sizeof(buf), &res) != 0 || !res) {
-    log_warn("socket group '%s' does not exist; %s keeps its group", group,
+  /* A group with many members needs more than any fixed buffer: retry on
+     ERANGE (issue 11 item 8). */
+  buf = NULL;
+  res = NULL;
+  for (len = 4096; len <= 16 * 1024 * 1024; len *= 2) {
+    free(buf);
+    buf = malloc(len);
+    if (!buf)
+      break;
+    r = getgrnam_r(group, &gr, buf, len, &res);
+    if (r != ERANGE)
+      break;
+  }
+  if (!buf || !res) {
+    log_warn("socket group '%s' %s; %s keeps its group", group,
+             buf ? "does not exist" : "cannot be looked up (out of memory)",
              path);
+    free(buf);
     return;
   }
-  if (chown(path, (uid_t)-1, res->gr_gid) < 0)
+  /* Never through a symlink someone put in place of our socket. */
+  if (fchownat(AT_FDCWD, path, (uid_t)-1, res->gr_gid,
+               AT_SYMLINK_NOFOLLOW) < 0)
     log_warn("cannot give %s to group '%s': %s", path, group,
              strerror(errno));
+  free(buf);
 }
 
 int
@@ -934,10 +1244,16 @@ server_listen_path(struct server *srv, const char *path, char *err,
                "it", path);
       return -EEXIST;
     }
-    if (socket_is_live(path)) {
+    r = socket_probe(path);
+    if (r > 0) {
       snprintf(err, errlen, "another daemon is already listening on %s",
                path);
       return -EADDRINUSE;
+    }
+    if (r < 0) {
+      snprintf(err, errlen, "cannot tell whether a daemon listens on %s "
+               "(connect: %s); not touching it", path, strerror(-r));
+      return r;
     }
     log_info("removing stale socket %s", path);
     if (unlink(path) < 0 && errno != ENOENT) {
@@ -950,8 +1266,9 @@ server_listen_path(struct server *srv, const char *path, char *err,
 
   uv_pipe_init(srv->loop, &srv->listener, 0);
   srv->listener_open = 1;
-  /* Nobody may connect before the mode is right. */
-  old_umask = umask(0177);
+  /* The socket is born with its final mode: no chmod by path afterwards,
+     which would follow a symlink put in its place (issue 11 item 8). */
+  old_umask = umask(0777 & ~(mode_t)srv->conf->socket_mode);
   r = uv_pipe_bind(&srv->listener, path);
   umask(old_umask);
   if (r < 0) {
@@ -959,17 +1276,11 @@ server_listen_path(struct server *srv, const char *path, char *err,
     return r;
   }
   srv->own_socket = 1;
-  if (stat(path, &st) == 0) {
+  if (lstat(path, &st) == 0) {
     srv->sock_dev = st.st_dev;
     srv->sock_ino = st.st_ino;
   }
   apply_group(path, srv->conf->socket_group);
-  if (chmod(path, srv->conf->socket_mode) < 0) {
-    r = -errno;
-    snprintf(err, errlen, "cannot set mode %04o on %s: %s",
-             srv->conf->socket_mode, path, strerror(errno));
-    return r;
-  }
   return start_listening(srv, err, errlen);
 }
 
@@ -1025,11 +1336,27 @@ server_init(struct server *srv, uv_loop_t *loop,
   r = registry_new(loop, conf, &lim, &srv->reg, err, errlen);
   if (r < 0)
     return r;
+  /* One client's reads in progress: a quarter of the read budget, but at
+     least one read of the largest size (issue 11 item 5). */
+  srv->read_max_per_conn = lim.bytes_max / 4;
+  if (srv->read_max_per_conn < conf->max_sample_count)
+    srv->read_max_per_conn = conf->max_sample_count;
+  srv->arena = malloc(DECODE_ARENA);
+  if (!srv->arena) {
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
   r = draw_engine_new(conf, srv->reg, loop, &srv->draw);
   if (r < 0) {
     snprintf(err, errlen, "out of memory");
     return r;
   }
+  /* Requests are held to max_frame_bytes; replies may be larger: a
+     SourceInfo is under 1 KiB (its strings are bounded), so STATUS with
+     every source fits here (issue 11 item 9). */
+  srv->max_reply_bytes = 2048 + 1024 * (uint32_t)registry_count(srv->reg);
+  if (srv->max_reply_bytes < conf->max_frame_bytes)
+    srv->max_reply_bytes = conf->max_frame_bytes;
   return 0;
 }
 
@@ -1058,7 +1385,8 @@ server_maybe_stopped(struct server *srv)
 {
   void (*cb)(struct server *);
 
-  if (!srv->stopping || srv->conns || srv->listener_open)
+  if (!srv->stopping || srv->conns || srv->listener_open ||
+      srv->sweep_open)
     return;
   if (srv->stop_timer_open) {
     if (!uv_is_closing((uv_handle_t *)&srv->stop_timer))
@@ -1100,6 +1428,8 @@ server_stop(struct server *srv, void (*on_stopped)(struct server *))
   srv->on_stopped = on_stopped;
   if (srv->listener_open && !uv_is_closing((uv_handle_t *)&srv->listener))
     uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
+  if (srv->sweep_open && !uv_is_closing((uv_handle_t *)&srv->sweep))
+    uv_close((uv_handle_t *)&srv->sweep, on_sweep_closed);
   uv_timer_init(srv->loop, &srv->stop_timer);
   srv->stop_timer.data = srv;
   srv->stop_timer_open = 1;
@@ -1124,6 +1454,7 @@ server_done(struct server *srv)
     unlink(srv->socket_path);
   draw_engine_free(srv->draw);
   registry_free(srv->reg);
+  free(srv->arena);
   free(srv->socket_path);
   memset(srv, 0, sizeof(*srv));
 }

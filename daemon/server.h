@@ -11,6 +11,7 @@
 #include "frame.h"
 #include "conf.h"
 #include "draw.h"
+#include "log.h"
 #include "registry.h"
 
 struct conn;
@@ -31,7 +32,22 @@ struct server {
 
   struct conn *conns;           /* doubly linked list */
   uint32_t n_conns;
+  uint32_t n_refused;           /* of which over a limit, closing soon */
   uint64_t next_conn_id;
+
+  uint32_t max_reply_bytes;     /* HelloReply.max_reply_bytes */
+  size_t mem_queued;            /* replies queued for writing */
+  size_t mem_reserved;          /* replies of requests in progress */
+  size_t read_max_per_conn;     /* a client's reads in progress */
+  uint8_t *arena;               /* request decoding (bounded) */
+  size_t arena_used;
+
+  uv_timer_t sweep;             /* HELLO, frame and idle deadlines */
+  int sweep_open;
+  struct log_ratelimit rl_deadline;
+  struct log_ratelimit rl_busy;
+  struct log_ratelimit rl_frame;
+  struct log_ratelimit rl_conn;
 
   uint64_t requests;
   uint64_t draws;

@@ -1,12 +1,15 @@
 /* qrs-bench select: microseconds per token of libqrs's selection on rows
-   of a real vocabulary size, next to a floor measured in the same run.
+   of a real vocabulary size, next to two floors timed in the same run.
 
-   The floor is one pass over the row computing its max and
-   sum(exp(x - max)) with the library's own vectorised exponential: the
-   least any softmax-based sampler must do.  Each configuration runs the
-   whole per-token step (qrs_sampler_select_u(): temperature strategy,
-   selection, record) with log level none, over a set of rows and uniform
-   u values, and reports the median of several repetitions. */
+   The floors: one vectorised float pass computing the max and
+   sum(exp(x - max)) (degree-6 polynomial exp, the machine's float width:
+   the least any softmax-based sampler must do), and one read-only pass
+   (the max).  Each configuration runs the whole per-token step
+   (qrs_sampler_select_u(): temperature strategy, selection, record) with
+   log level none over a set of rows and u values; every repetition times
+   both floors and then the case on the same rows, and the medians of the
+   repetitions are reported.  --batch B runs qrs_sample_batch() on B rows
+   with --threads N next to 1 thread and B single calls. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -19,10 +22,13 @@
 
 #include <qrs/sampler.h>
 
+#include <qrs/batch.h>
+
 #include "bench.h"
 #include "rowkern.h"
+#include "select.h"
 
-#define NROWS 8
+#define NROWS 4
 #define NU 64
 
 struct bench_opts {
@@ -32,13 +38,17 @@ struct bench_opts {
   int cpu;                        /* -1: stay where we are */
   double zipf;
   const char *only;               /* run only these cases */
+  const char *shapes;             /* run only these shapes (initials) */
+  int dtypes;                     /* 1 f32, 2 bf16, 3 both */
+  int batch;                      /* 0: single rows */
+  int threads;
 };
 
 struct bcase {
   const char *name;
   const char *desc;
-  int flat;                       /* use the flat rows */
-  double target;                  /* x floor */
+  double target_lm;               /* x float floor, LM rows */
+  double target_flat;             /* x float floor, the flat row */
   const char *const *settings;    /* field=value pairs, NULL-terminated */
   const char *preset;
 };
@@ -55,20 +65,32 @@ static const char *const set_g[] = { "temperature_strategy=entropy_throttle",
                                      NULL };
 
 static const struct bcase cases[] = {
-  { "a", "fixed T=1, no truncation", 0, 3.0, set_a, NULL },
-  { "b", "fixed T=0.8 + min-p 0.05 + top-p 0.95", 0, 1.5, set_b, NULL },
-  { "c", "top-k 50 + top-p 0.9", 0, 1.5, set_c, NULL },
-  { "d", "edt + top-p 0.95", 0, 3.0, set_d, NULL },
-  { "e", "creative_sampling preset (hvh_drift)", 0, 3.0, set_e,
+  { "a", "fixed T=1, no truncation", 1.5, 4.0, set_a, NULL },
+  { "b", "T 0.8 + min-p 0.05 + top-p 0.95", 0.6, 4.0, set_b, NULL },
+  { "c", "top-k 50 + top-p 0.9", 0.6, 4.0, set_c, NULL },
+  { "d", "edt + top-p 0.95", 2.0, 4.0, set_d, NULL },
+  { "e", "creative_sampling (hvh_drift)", 1.5, 4.0, set_e,
     "creative_sampling" },
-  { "f", "flat row, top-p 0.95", 1, 15.0, set_f, NULL },
-  { "g", "entropy_throttle (exact, 2 bits)", 0, 3.0, set_g, NULL },
+  { "f", "top-p 0.95", 2.0, 4.0, set_f, NULL },
+  { "g", "entropy_throttle (exact, 2 bits)", 1.5, 4.0, set_g, NULL },
 };
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
+/* Single-row figures use the thread's CPU time: on a shared machine the
+   time this thread spends descheduled is not the selection's.  The batch
+   figures (several threads) use wall-clock time. */
 static double
 now_us(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static double
+wall_us(void)
 {
   struct timespec ts;
 
@@ -98,16 +120,44 @@ gauss(void)
   return sqrt(-2.0 * log(u1 + 1e-300)) * cos(2.0 * M_PI * u2);
 }
 
-/* An LM-like row: the r-th most probable token has p ~ r^-s (Zipf), with
-   log-normal jitter, the token ids shuffled. */
+/* Row shapes: the issue's Zipf rows a (ln(V/2) - ln r) + sigma N(0,1)
+   over ranks r shuffled across token ids ("peaked", "mid", "broad"), the
+   flat worst case 2 (ln(V/2 + 545) - ln(r + 545)) + 0.5 N(0,1), and an
+   LM-like row of our own (12 - s ln r + 0.3 N(0,1), s from -s). */
+struct shape {
+  const char *name;
+  double a, sigma, off;           /* off > 0: the flat form */
+  int lm;                         /* LM row (targets) or the flat one */
+};
+
+static const struct shape shapes[] = {
+  { "peaked", 3.0, 1.0, 0.0, 1 },
+  { "mid", 1.7, 1.0, 0.0, 1 },
+  { "broad", 1.35, 1.0, 0.0, 1 },
+  { "flat", 2.0, 0.5, 545.0, 0 },
+  { "lm", 0.0, 0.3, 0.0, 1 },
+};
+
+#define NSHAPES (sizeof(shapes) / sizeof(shapes[0]))
+
 static void
-make_zipf_row(float *row, size_t n, double s)
+make_row(const struct shape *sh, double zipf, float *row, size_t n)
 {
+  double r, hv;
   size_t i, j;
   float t;
 
-  for (i = 0; i < n; i++)
-    row[i] = (float)(12.0 - s * log((double)(i + 1)) + 0.3 * gauss());
+  hv = (double)n / 2.0;
+  for (i = 0; i < n; i++) {
+    r = (double)(i + 1);
+    if (sh->off > 0.0)
+      row[i] = (float)(sh->a * (log(hv + sh->off) - log(r + sh->off)) +
+                       sh->sigma * gauss());
+    else if (sh->a > 0.0)
+      row[i] = (float)(sh->a * (log(hv) - log(r)) + sh->sigma * gauss());
+    else
+      row[i] = (float)(12.0 - zipf * log(r) + sh->sigma * gauss());
+  }
   for (i = n - 1; i > 0; i--) {
     j = (size_t)(rnd() * (double)(i + 1));
     t = row[i];
@@ -116,14 +166,15 @@ make_zipf_row(float *row, size_t n, double s)
   }
 }
 
-/* The flat worst case: every logit uniform in [0, 1). */
-static void
-make_flat_row(float *row, size_t n)
+/* float32 to bfloat16, round to nearest even (finite values). */
+static uint16_t
+to_bf16(float f)
 {
-  size_t i;
+  uint32_t b;
 
-  for (i = 0; i < n; i++)
-    row[i] = (float)rnd();
+  memcpy(&b, &f, sizeof(b));
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return (uint16_t)(b >> 16);
 }
 
 static int
@@ -159,9 +210,16 @@ row_entropy(const float *row, size_t n)
   return log(z) - w / z;
 }
 
-/* Microseconds per token of the floor over tokens rows. */
+/* The rows of one shape in one dtype. */
+struct rowset {
+  const void *rows[NROWS];
+  enum qrs_dtype dtype;
+};
+
+/* Microseconds per token of a floor over the rows (kind 0: float exp
+   pass, 1: read-only pass). */
 static double
-floor_once(float *const *rows, const struct bench_opts *o)
+floor_once(const struct rowset *rs, const struct bench_opts *o, int kind)
 {
   struct qrs__view v;
   double t0, sink, mx;
@@ -170,14 +228,17 @@ floor_once(float *const *rows, const struct bench_opts *o)
   sink = 0.0;
   t0 = now_us();
   for (k = 0; k < o->tokens; k++) {
-    v.data = rows[k % NROWS];
-    v.dtype = QRS_DTYPE_F32;
+    v.data = rs->rows[k % NROWS];
+    v.dtype = rs->dtype;
     v.n = o->vocab;
-    sink += qrs__kfloor(&v, &mx);
+    if (kind == 0)
+      sink += qrs__kfloor_float(&v, &mx);
+    else
+      sink += qrs__kread(&v);
   }
   t0 = (now_us() - t0) / o->tokens;
-  if (!(sink > 0.0))
-    fprintf(stderr, "floor: unexpected sum\n");
+  if (!(sink > -INFINITY))
+    fprintf(stderr, "floor: unexpected result\n");
   return t0;
 }
 
@@ -211,35 +272,44 @@ make_sampler(const struct bcase *bc, size_t vocab, struct qrs_sampler **ret)
 
 struct result {
   double us;                      /* median us per token */
-  double floor_us;                /* median of the interleaved floors */
-  double ratio;                   /* median of the per-repetition ratios */
+  double floor_us;                /* median float exp pass */
+  double read_us;                 /* median read-only pass */
+  double ratio;                   /* median per-repetition us / floor */
+  double resolved;                /* fraction of fast-path selections
+                                     resolved by the double path */
+  double fast;                    /* fraction decided by the fast path */
 };
 
-/* Each repetition times the floor and then the case on the same rows, so
-   that the ratio survives a machine whose speed drifts (other tenants,
-   frequency changes). */
+/* Each repetition times the two floors and then the case on the same
+   rows, so that the ratio survives a machine whose speed drifts. */
 static int
-time_case(const struct bcase *bc, float *const *rows, const double *us,
+time_case(const struct bcase *bc, const struct rowset *rs, const double *us,
           const struct bench_opts *o, struct result *res)
 {
   struct qrs_sampler *s;
   uint32_t tok;
-  double t0, *tc, *tf, *ra;
+  double t0, *tc, *tf, *tr, *ra;
   int r, k, rc, ret;
+
+  struct qrs__fast_stats f0, f1;
+  double all;
 
   if (make_sampler(bc, o->vocab, &s) < 0)
     return -1;
+  qrs__fast_stats_get(&f0);
   ret = -1;
   tc = calloc((size_t)o->reps, sizeof(*tc));
   tf = calloc((size_t)o->reps, sizeof(*tf));
+  tr = calloc((size_t)o->reps, sizeof(*tr));
   ra = calloc((size_t)o->reps, sizeof(*ra));
-  if (!tc || !tf || !ra)
+  if (!tc || !tf || !tr || !ra)
     goto out;
   for (r = 0; r < o->reps; r++) {
-    tf[r] = floor_once(rows, o);
+    tf[r] = floor_once(rs, o, 0);
+    tr[r] = floor_once(rs, o, 1);
     t0 = now_us();
     for (k = 0; k < o->tokens; k++) {
-      rc = qrs_sampler_select_u(s, rows[k % NROWS], QRS_DTYPE_F32, o->vocab,
+      rc = qrs_sampler_select_u(s, rs->rows[k % NROWS], rs->dtype, o->vocab,
                                 us[(k * 7 + r) % NU], &tok, NULL);
       if (rc < 0) {
         fprintf(stderr, "qrs-bench select: case %s: %s\n", bc->name,
@@ -252,13 +322,97 @@ time_case(const struct bcase *bc, float *const *rows, const double *us,
   }
   res->us = median(tc, o->reps);
   res->floor_us = median(tf, o->reps);
+  res->read_us = median(tr, o->reps);
   res->ratio = median(ra, o->reps);
+  qrs__fast_stats_get(&f1);
+  all = (double)(f1.fast - f0.fast + f1.resolved - f0.resolved +
+                 f1.ineligible - f0.ineligible);
+  res->fast = all > 0 ? (double)(f1.fast - f0.fast) / all : 0.0;
+  res->resolved = all > 0 ? (double)(f1.resolved - f0.resolved) / all : 0.0;
   ret = 0;
 out:
   free(tc);
   free(tf);
+  free(tr);
   free(ra);
   qrs_sampler_free(s);
+  return ret;
+}
+
+/* --batch: B rows (copies of the shape's rows) in one buffer; per
+   repetition, B single calls, one batch on 1 thread and one batch on N
+   threads (medians of rows per second). */
+static int
+time_batch(const struct bcase *bc, const struct rowset *rs,
+           const double *us, const struct bench_opts *o, char *buf)
+{
+  struct qrs_sampler **smp;
+  struct qrs_batch_row *rows;
+  struct qrs_pool *p1, *pn;
+  size_t b, B, es;
+  double t0, *ts, *t1, *tn;
+  uint32_t tok;
+  int r, k, ret, bad;
+
+  B = (size_t)o->batch;
+  es = rs->dtype == QRS_DTYPE_F32 ? 4 : 2;
+  ret = -1;
+  p1 = pn = NULL;
+  smp = calloc(B, sizeof(*smp));
+  rows = calloc(B, sizeof(*rows));
+  ts = calloc((size_t)o->reps, sizeof(double));
+  t1 = calloc((size_t)o->reps, sizeof(double));
+  tn = calloc((size_t)o->reps, sizeof(double));
+  if (!smp || !rows || !ts || !t1 || !tn)
+    goto out;
+  for (b = 0; b < B; b++) {
+    if (make_sampler(bc, o->vocab, &smp[b]) < 0)
+      goto out;
+    memcpy(buf + b * o->vocab * es, rs->rows[b % NROWS], o->vocab * es);
+  }
+  if (qrs_pool_new(1, &p1) < 0 || qrs_pool_new((unsigned)o->threads, &pn) < 0)
+    goto out;
+  for (r = 0; r < o->reps; r++) {
+    for (k = 0; k < 3; k++) {
+      for (b = 0; b < B; b++) {
+        rows[b].sampler = smp[b];
+        rows[b].u = us[(b * 7 + (size_t)r) % NU];
+      }
+      t0 = wall_us();
+      if (k == 0) {
+        for (b = 0; b < B; b++)
+          if (qrs_sampler_select_u(smp[b], buf + b * o->vocab * es,
+                                   rs->dtype, o->vocab, rows[b].u, &tok,
+                                   NULL) < 0)
+            goto out;
+      } else {
+        bad = qrs_sample_batch(k == 1 ? p1 : pn, buf, rs->dtype, o->vocab,
+                               o->vocab, rows, B);
+        if (bad != 0) {
+          fprintf(stderr, "qrs-bench select: batch: %d rows failed\n", bad);
+          goto out;
+        }
+      }
+      t0 = wall_us() - t0;
+      (k == 0 ? ts : k == 1 ? t1 : tn)[r] = (double)B / t0 * 1e6;
+    }
+  }
+  printf("(%s) %-32s B=%-4zu single %9.0f rows/s  batch x1 %9.0f (%.2fx "
+         "single cost)  batch x%d %9.0f (%.2fx x1)\n",
+         bc->name, bc->desc, B, median(ts, o->reps), median(t1, o->reps),
+         median(ts, o->reps) / median(t1, o->reps), o->threads,
+         median(tn, o->reps), median(tn, o->reps) / median(t1, o->reps));
+  ret = 0;
+out:
+  qrs_pool_free(p1);
+  qrs_pool_free(pn);
+  for (b = 0; smp && b < B; b++)
+    qrs_sampler_free(smp[b]);
+  free(smp);
+  free(rows);
+  free(ts);
+  free(t1);
+  free(tn);
   return ret;
 }
 
@@ -267,18 +421,30 @@ usage(FILE *f)
 {
   fprintf(f,
           "Usage: qrs-bench select [-n VOCAB] [-t TOKENS] [-r REPS] "
-          "[-c CPU] [-s ZIPF] [-k CASES] [-K KERNELS]\n"
+          "[-c CPU] [-s ZIPF]\n"
+          "                        [-k CASES] [-S SHAPES] [-d DTYPES] "
+          "[-K KERNELS]\n"
+          "                        [--batch B [--threads N]]\n"
           "\n"
-          "  -n VOCAB   logits per row (default 151936, Qwen2.5)\n"
-          "  -t TOKENS  tokens per repetition (default 200)\n"
-          "  -r REPS    repetitions; medians are reported (default 7)\n"
-          "  -c CPU     pin to this CPU (default: the current one)\n"
-          "  -s ZIPF    Zipf exponent of the LM-like rows (default 1.5)\n"
-          "  -k CASES   run only these cases (letters, e.g. -k ad)\n"
-          "  -K KERNELS sse2 or avx2 (default: the best the CPU has)\n"
+          "  -n VOCAB     logits per row (default 151936, Qwen2.5)\n"
+          "  -t TOKENS    tokens per repetition (default 40)\n"
+          "  -r REPS      repetitions; medians are reported (default 7)\n"
+          "  -c CPU       pin to this CPU (default: the current one; "
+          "not with --threads > 1)\n"
+          "  -s ZIPF      Zipf exponent of the lm row (default 1.5)\n"
+          "  -k CASES     run only these cases (letters a-g, e.g. -k ad)\n"
+          "  -S SHAPES    run only these row shapes (initials of peaked, "
+          "mid, broad,\n"
+          "               flat, lm; e.g. -S pf)\n"
+          "  -d DTYPES    f32, bf16 or both (default both)\n"
+          "  -K KERNELS   sse2 or avx2 (default: the best the CPU has)\n"
+          "  --batch B    time qrs_sample_batch() on B rows instead\n"
+          "  --threads N  the batch pool's threads (default 2)\n"
           "\n"
-          "Prints microseconds per token for each configuration, the floor\n"
-          "(one pass: max and sum(exp(x - max))), their ratio and the "
+          "Prints microseconds per token for each configuration and row "
+          "shape, the\nfloat exp floor (max and sum(exp(x - max)) in one "
+          "vectorised float pass) and\nthe read-only floor timed in the "
+          "same repetitions, the ratio to the float\nfloor and the "
           "target.\n");
 }
 
@@ -287,19 +453,24 @@ bench_select(int argc, char **argv)
 {
   static const struct option longopts[] = {
     { "help", no_argument, NULL, 'h' },
+    { "batch", required_argument, NULL, 'B' },
+    { "threads", required_argument, NULL, 'T' },
     { NULL, 0, NULL, 0 },
   };
-  struct bench_opts o = { 151936, 200, 7, -1, 1.5, NULL };
-  float *zrows[NROWS], *frows[NROWS];
+  struct bench_opts o = { 151936, 40, 7, -1, 1.5, NULL, NULL, 3, 0, 2 };
+  float *frows[NSHAPES][NROWS];
+  uint16_t *hrows[NSHAPES][NROWS];
+  struct rowset rs;
   struct result res;
-  double us[NU], h;
+  double us[NU], target;
+  char *buf;
   cpu_set_t set;
-  size_t i;
-  int c, ret;
+  size_t i, j, c2;
+  int c, ret, dt;
 
   optind = 1;
-  while ((c = getopt_long(argc, argv, "n:t:r:c:s:k:K:h", longopts, NULL)) !=
-         -1) {
+  while ((c = getopt_long(argc, argv, "n:t:r:c:s:k:K:S:d:h", longopts,
+                          NULL)) != -1) {
     switch (c) {
     case 'K':
       if (!strcmp(optarg, "sse2"))
@@ -313,6 +484,17 @@ bench_select(int argc, char **argv)
       break;
     case 'k':
       o.only = optarg;
+      break;
+    case 'S':
+      o.shapes = optarg;
+      break;
+    case 'd':
+      o.dtypes = !strcmp(optarg, "f32") ? 1 : !strcmp(optarg, "bf16") ? 2
+                 : !strcmp(optarg, "both") ? 3 : 0;
+      if (!o.dtypes) {
+        usage(stderr);
+        return 2;
+      }
       break;
     case 'n':
       o.vocab = strtoul(optarg, NULL, 10);
@@ -329,6 +511,12 @@ bench_select(int argc, char **argv)
     case 's':
       o.zipf = atof(optarg);
       break;
+    case 'B':
+      o.batch = atoi(optarg);
+      break;
+    case 'T':
+      o.threads = atoi(optarg);
+      break;
     case 'h':
       usage(stdout);
       return 0;
@@ -337,64 +525,110 @@ bench_select(int argc, char **argv)
       return 2;
     }
   }
-  if (o.vocab < 16 || o.vocab > UINT32_MAX || o.tokens < 1 || o.reps < 1) {
+  if (o.vocab < 16 || o.vocab > UINT32_MAX || o.tokens < 1 || o.reps < 1 ||
+      o.batch < 0 || o.batch > 4096 || o.threads < 1 ||
+      o.threads > QRS_POOL_MAX_THREADS) {
     usage(stderr);
     return 2;
   }
-  if (o.cpu < 0)
-    o.cpu = sched_getcpu();
-  CPU_ZERO(&set);
-  CPU_SET(o.cpu, &set);
-  if (sched_setaffinity(0, sizeof(set), &set) < 0)
-    fprintf(stderr, "qrs-bench select: cannot pin to CPU %d: %s\n", o.cpu,
-            strerror(errno));
+  if (o.cpu >= 0 || (o.batch == 0 && o.cpu < 0)) {
+    if (o.cpu < 0)
+      o.cpu = sched_getcpu();
+    CPU_ZERO(&set);
+    CPU_SET(o.cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) < 0)
+      fprintf(stderr, "qrs-bench select: cannot pin to CPU %d: %s\n",
+              o.cpu, strerror(errno));
+  }
   ret = 1;
-  memset(zrows, 0, sizeof(zrows));
+  buf = NULL;
   memset(frows, 0, sizeof(frows));
-  for (i = 0; i < NROWS; i++) {
-    zrows[i] = malloc(o.vocab * sizeof(float));
-    frows[i] = malloc(o.vocab * sizeof(float));
-    if (!zrows[i] || !frows[i]) {
+  memset(hrows, 0, sizeof(hrows));
+  for (i = 0; i < NSHAPES; i++) {
+    for (j = 0; j < NROWS; j++) {
+      frows[i][j] = malloc(o.vocab * sizeof(float));
+      hrows[i][j] = malloc(o.vocab * sizeof(uint16_t));
+      if (!frows[i][j] || !hrows[i][j]) {
+        fprintf(stderr, "qrs-bench select: out of memory\n");
+        goto out;
+      }
+      make_row(&shapes[i], o.zipf, frows[i][j], o.vocab);
+      for (c2 = 0; c2 < o.vocab; c2++)
+        hrows[i][j][c2] = to_bf16(frows[i][j][c2]);
+    }
+  }
+  if (o.batch) {
+    buf = malloc((size_t)o.batch * o.vocab * sizeof(float));
+    if (!buf) {
       fprintf(stderr, "qrs-bench select: out of memory\n");
       goto out;
     }
-    make_zipf_row(zrows[i], o.vocab, o.zipf);
-    make_flat_row(frows[i], o.vocab);
   }
   for (i = 0; i < NU; i++)
     us[i] = (i + 0.5) / NU;
-  h = row_entropy(zrows[0], o.vocab);
-  printf("qrs-bench select: %zu logits (float32) per row, %d rows, %d tokens "
-         "x %d repetitions (median), CPU %d, kernels %s\n",
-         o.vocab, NROWS, o.tokens, o.reps, o.cpu,
+  printf("qrs-bench select: %zu logits per row, %d rows per shape, %d "
+         "tokens x %d repetitions (median), %s, kernels %s\n",
+         o.vocab, NROWS, o.tokens, o.reps,
+         o.batch ? "batch mode" : "pinned", 
          qrs__kernel_level(0) == 2 ? "AVX2+FMA" : "SSE2");
-  printf("LM-like rows: Zipf s=%.2f with log-normal jitter, entropy %.2f "
-         "nats; flat rows: logits uniform in [0,1).\n"
-         "Each token: qrs_sampler_select_u() (strategy, selection, record), "
-         "log level none.\n\n",
-         o.zipf, h);
-  /* Warm up caches and the CPU clock. */
-  floor_once(zrows, &o);
-  printf("%-3s %-42s %9s %9s %8s %8s\n", "", "configuration", "us/token",
-         "floor us", "x floor", "target");
-  for (i = 0; i < NCASES; i++) {
-    if (o.only && !strchr(o.only, cases[i].name[0]))
+  printf("row entropies (nats):");
+  for (i = 0; i < NSHAPES; i++)
+    printf(" %s %.2f", shapes[i].name, row_entropy(frows[i][0], o.vocab));
+  printf("\nEach token: qrs_sampler_select_u() (strategy, selection, "
+         "record), log level none.\n\n");
+  if (!o.batch)
+    printf("%-3s %-34s %-6s %-4s %9s %9s %8s %8s %7s %6s %6s\n", "",
+           "configuration", "shape", "type", "us/token", "floor us",
+           "x floor", "read us", "target", "fast%", "exact%");
+  for (dt = 0; dt < 2; dt++) {
+    if (!(o.dtypes & (1 << dt)))
       continue;
-    if (time_case(&cases[i], cases[i].flat ? frows : zrows, us, &o, &res) < 0)
-      goto out;
-    printf("(%s) %-42s %9.1f %9.1f %8.2f %7.1fx%s\n", cases[i].name,
-           cases[i].desc, res.us, res.floor_us, res.ratio, cases[i].target,
-           res.ratio <= cases[i].target ? "" : "  over");
+    for (c2 = 0; c2 < NCASES; c2++) {
+      if (o.only && !strchr(o.only, cases[c2].name[0]))
+        continue;
+      for (i = 0; i < NSHAPES; i++) {
+        if (o.shapes && !strchr(o.shapes, shapes[i].name[0]))
+          continue;
+        rs.dtype = dt ? QRS_DTYPE_BF16 : QRS_DTYPE_F32;
+        for (j = 0; j < NROWS; j++)
+          rs.rows[j] = dt ? (const void *)hrows[i][j]
+                          : (const void *)frows[i][j];
+        if (o.batch) {
+          printf("%-6s %-4s ", shapes[i].name, dt ? "bf16" : "f32");
+          if (time_batch(&cases[c2], &rs, us, &o, buf) < 0)
+            goto out;
+          continue;
+        }
+        /* Warm up caches and the CPU clock. */
+        floor_once(&rs, &o, 0);
+        if (time_case(&cases[c2], &rs, us, &o, &res) < 0)
+          goto out;
+        target = shapes[i].lm ? cases[c2].target_lm : cases[c2].target_flat;
+        printf("(%s) %-34s %-6s %-4s %9.1f %9.1f %8.2f %8.1f %6.1fx %6.1f "
+               "%6.1f%s\n",
+               cases[c2].name, cases[c2].desc, shapes[i].name,
+               dt ? "bf16" : "f32", res.us, res.floor_us, res.ratio,
+               res.read_us, target, 100.0 * res.fast, 100.0 * res.resolved,
+               res.ratio <= target ? "" : "  over");
+        fflush(stdout);
+      }
+    }
   }
-  printf("\nfloor: one pass computing max and sum(exp(x - max)) over the "
-         "row with the\nlibrary's vectorised exp, timed before each "
-         "repetition of each configuration;\nx floor is the median of the "
-         "per-repetition ratios.\n");
+  if (!o.batch)
+    printf("\nfloor: max and sum(exp(x - max)) in one vectorised float "
+           "pass (degree-6\npolynomial exp); read: a read-only pass (the "
+           "max); both timed in every\nrepetition of every line; x floor "
+           "is the median of the per-repetition ratios.\nfast%%: "
+           "selections the float fast path decided; exact%%: those it "
+           "handed to\nthe double path because a decision fell within its "
+           "error bound.\n");
   ret = 0;
 out:
-  for (i = 0; i < NROWS; i++) {
-    free(zrows[i]);
-    free(frows[i]);
-  }
+  for (i = 0; i < NSHAPES; i++)
+    for (j = 0; j < NROWS; j++) {
+      free(frows[i][j]);
+      free(hrows[i][j]);
+    }
+  free(buf);
   return ret;
 }

@@ -36,6 +36,8 @@
 #include <qrs/client.h>
 #include <qrs/error.h>
 
+#include "cliparse.h"
+
 #ifndef QRSCTL_VERSION
 #define QRSCTL_VERSION "unknown"
 #endif
@@ -254,62 +256,6 @@ option_error(int c, char **argv)
     fprintf(stderr, "qrsctl: unknown option '%s'\n", arg);
 }
 
-/* Strict unsigned decimal: the whole string, no sign, no spaces, in
-   [min, max].  With suffixes, one of k/K/M/G multiplies by 2^10/2^20/2^30.
-   Prints what is wrong, naming the option, and returns -1. */
-static int
-parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max,
-          int suffixes, uint64_t *ret)
-{
-  unsigned long long v;
-  uint64_t mult;
-  char *end;
-
-  mult = 1;
-  if (!isdigit((unsigned char)s[0]))
-    goto bad;
-  errno = 0;
-  v = strtoull(s, &end, 10);
-  if (errno == ERANGE)
-    goto range;
-  if (suffixes && *end) {
-    switch (*end) {
-    case 'k':
-    case 'K':
-      mult = UINT64_C(1) << 10;
-      break;
-    case 'M':
-      mult = UINT64_C(1) << 20;
-      break;
-    case 'G':
-      mult = UINT64_C(1) << 30;
-      break;
-    default:
-      goto bad;
-    }
-    end++;
-  }
-  if (*end)
-    goto bad;
-  if (v > max / mult)
-    goto range;
-  v *= mult;
-  if (v < min)
-    goto range;
-  *ret = v;
-  return 0;
-
-bad:
-  fprintf(stderr, "qrsctl: %s: '%s' is not %s\n", opt, s,
-          suffixes ? "an unsigned number (with an optional k, M or G)" :
-          "an unsigned number");
-  return -1;
-range:
-  fprintf(stderr, "qrsctl: %s: '%s' is out of range (%" PRIu64 " to %"
-          PRIu64 ")\n", opt, s, min, max);
-  return -1;
-}
-
 /* Strict signed decimal in [min, max]. */
 static int
 parse_i64(const char *opt, const char *s, int64_t min, int64_t max,
@@ -351,44 +297,6 @@ parse_double(const char *opt, const char *s, double *ret)
     return -1;
   }
   *ret = v;
-  return 0;
-}
-
-static int
-hex_value(int c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
-/* An even number of hex digits, at most SALT_MAX bytes. */
-static int
-parse_salt(const char *s, uint8_t *buf, size_t *ret_len)
-{
-  size_t len, i;
-  int hi, lo;
-
-  len = strlen(s);
-  if (len % 2 || len / 2 > SALT_MAX) {
-    fprintf(stderr, "qrsctl: --salt: want an even number of hex digits, "
-            "at most %d bytes\n", SALT_MAX);
-    return -1;
-  }
-  for (i = 0; i < len / 2; i++) {
-    hi = hex_value((unsigned char)s[2 * i]);
-    lo = hex_value((unsigned char)s[2 * i + 1]);
-    if (hi < 0 || lo < 0) {
-      fprintf(stderr, "qrsctl: --salt: '%s' is not hexadecimal\n", s);
-      return -1;
-    }
-    buf[i] = (uint8_t)(hi << 4 | lo);
-  }
-  *ret_len = len / 2;
   return 0;
 }
 
@@ -938,6 +846,9 @@ json_draw(uint64_t index, const struct qrs_draw *d)
   json_object_object_add(o, "source", JSON_STR(d->source));
   json_object_object_add(o, "served_by", JSON_STR(d->served_by));
   json_object_object_add(o, "fallback", json_object_new_boolean(d->fallback));
+  json_object_object_add(o, "served_type", JSON_STR(d->served_type));
+  json_object_object_add(o, "production",
+                         json_object_new_boolean(d->production));
   json_object_object_add(o, "sample_count",
                          json_object_new_int64(d->sample_count));
   json_object_object_add(o, "sample_mean",
@@ -1017,6 +928,9 @@ print_draw(const struct ctl *ctl, uint64_t index, const struct qrs_draw *d,
     fputs(" echo=MISMATCH", stdout);
   if (d->fallback)
     fputs(" [FALLBACK]", stdout);
+  if (!d->production)
+    printf(" [TEST SOURCE: %s, not for production]",
+           SAFE(amp, d->served_type));
   putchar('\n');
   if (d->has_meta)
     printf("   meta: z=%+.4f coherence_z=%+.4f coherence_r=%.4f "
@@ -1075,14 +989,15 @@ cmd_draw(struct ctl *ctl, const struct command *cmd, int argc,
   while ((opt = getopt_long(argc, argv, ":n:jch", longopts, NULL)) != -1) {
     switch (opt) {
     case 'n':
-      if (parse_u64("-n", optarg, 1, UINT32_MAX, 0, &count) < 0)
+      if (cli_parse_u64("qrsctl", "-n", optarg, 1, UINT32_MAX, 0, &count) < 0)
         return EXIT_ERROR;
       break;
     case 'S':
       req.source = optarg;
       break;
     case 'N':
-      if (parse_u64("--samples", optarg, 1, UINT32_MAX, 0, &samples) < 0)
+      if (cli_parse_u64("qrsctl", "--samples",
+                        optarg, 1, UINT32_MAX, 0, &samples) < 0)
         return EXIT_ERROR;
       break;
     case 'a':
@@ -1105,9 +1020,9 @@ cmd_draw(struct ctl *ctl, const struct command *cmd, int argc,
       break;
     case 'Z':
     case 'C':
-      if (parse_u64(opt == 'Z' ? "--zscore-calibration" :
-                    "--ecdf-calibration", optarg, 0, UINT32_MAX, 0,
-                    &blocks) < 0)
+      if (cli_parse_u64("qrsctl", opt == 'Z' ? "--zscore-calibration" :
+                        "--ecdf-calibration", optarg, 0, UINT32_MAX, 0,
+                        &blocks) < 0)
         return EXIT_ERROR;
       if (opt == 'Z') {
         amp.zscore_calibration_samples = (uint32_t)blocks;
@@ -1118,12 +1033,14 @@ cmd_draw(struct ctl *ctl, const struct command *cmd, int argc,
       }
       break;
     case 'x':
-      if (parse_salt(optarg, salt, &com.salt_len) < 0)
+      if (cli_parse_hex("qrsctl", "--salt", optarg, salt, SALT_MAX,
+                        &com.salt_len) < 0)
         return EXIT_ERROR;
       have_salt = 1;
       break;
     case 'T':
-      if (parse_u64("--step", optarg, 0, UINT64_MAX, 0, &step) < 0)
+      if (cli_parse_u64("qrsctl", "--step",
+                        optarg, 0, UINT64_MAX, 0, &step) < 0)
         return EXIT_ERROR;
       have_commit_opt = 1;
       break;
@@ -1266,7 +1183,7 @@ cmd_bytes(struct ctl *ctl, const struct command *cmd, int argc,
   while ((opt = getopt_long(argc, argv, ":n:fjch", longopts, NULL)) != -1) {
     switch (opt) {
     case 'n':
-      if (parse_u64("-n", optarg, 1, UINT64_MAX, 1, &count) < 0)
+      if (cli_parse_u64("qrsctl", "-n", optarg, 1, UINT64_MAX, 1, &count) < 0)
         return EXIT_ERROR;
       break;
     case 'S':
@@ -1334,12 +1251,18 @@ cmd_bytes(struct ctl *ctl, const struct command *cmd, int argc,
       r = EXIT_ERROR;
       break;
     }
-    if (bi.fallback && !warned) {
+    if (bi.fallback && !(warned & 1)) {
       /* Validating a fallback's bytes is validating the wrong source. */
       fprintf(stderr, "qrsctl: warning: source '%s' is served by its "
               "fallback '%s'\n", SAFE(asked, bi.source),
               SAFE(by, bi.served_by));
       warned = 1;
+    }
+    if (!bi.production && !(warned & 2)) {
+      fprintf(stderr, "qrsctl: warning: these bytes come from '%s', a test "
+              "source (type %s), not for production\n",
+              SAFE(by, bi.served_by), SAFE(asked, bi.served_type));
+      warned |= 2;
     }
     r = write_all(STDOUT_FILENO, buf, n);
     if (r > 0) {
@@ -1511,7 +1434,8 @@ main(int argc, char **argv)
       ctl.json = 1;
       break;
     case 't':
-      if (parse_u64("--timeout", optarg, 0, INT_MAX, 0, &timeout) < 0)
+      if (cli_parse_u64("qrsctl", "--timeout",
+                        optarg, 0, INT_MAX, 0, &timeout) < 0)
         return EXIT_ERROR;
       ctl.timeout_ms = timeout ? (int)timeout : -1;
       break;

@@ -18,7 +18,8 @@ struct mock {
   uint64_t st[4];
   uint64_t seed;
   double shift;
-  uint32_t threshold;       /* replace when a 32-bit draw is below this */
+  uint64_t threshold;       /* replace when a 32-bit draw is below this;
+                               0 .. 2^32 (2^32: always) */
   uint8_t fill;             /* 255 or 0 */
 };
 
@@ -80,7 +81,9 @@ mock_open(struct source *s, const struct conf_source *cs, char *err,
   for (i = 0; i < 4; i++)
     m->st[i] = splitmix64(&x);
   q = fabs(m->shift) / 127.5;
-  m->threshold = q >= 1.0 ? UINT32_MAX : (uint32_t)llround(q * 4294967296.0);
+  /* In 64 bits: q just below 1 rounds to 2^32, which must stay "always"
+     and not wrap to 0 (issue 11 item 10). */
+  m->threshold = (uint64_t)llround(q * 4294967296.0);
   m->fill = m->shift > 0 ? 255 : 0;
   s->priv = m;
   s->inline_max = 256 * 1024;
@@ -107,9 +110,9 @@ mock_read(struct source *s, uint8_t *buf, size_t n, char *why, size_t whylen)
       continue;
     for (k = 0; k < 8 && i + k < n; k += 2) {
       w = xoshiro_next(m->st);
-      if ((uint32_t)w < m->threshold)
+      if ((uint64_t)(uint32_t)w < m->threshold)
         buf[i + k] = m->fill;
-      if (k + 1 < 8 && i + k + 1 < n && (uint32_t)(w >> 32) < m->threshold)
+      if (k + 1 < 8 && i + k + 1 < n && (w >> 32) < m->threshold)
         buf[i + k + 1] = m->fill;
     }
   }

@@ -41,8 +41,9 @@ int daemon_stop(struct daemon *d);
 /* Remove the temporary directory (after daemon_stop). */
 void daemon_cleanup(struct daemon *d);
 
-/* Does qrsd's log contain needle?  How often? (the first 64 KiB) */
+/* Does qrsd's log contain needle (waits up to 3 s for it)? */
 int daemon_log_contains(const struct daemon *d, const char *needle);
+/* How often it occurs now (the first MiB; no waiting). */
 int daemon_log_count(const struct daemon *d, const char *needle);
 
 /* Wait for "STOPPING=1" (or another line) on the notify socket. */

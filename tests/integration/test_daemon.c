@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -502,6 +503,72 @@ Test(daemon, errors_carry_the_daemons_message, .init = start_default,
   qrs_client_free(c);
 }
 
+/* Issue 11, item 20: each thread sees the message of its own call; a
+   reply stashed for another ticket keeps its message for that ticket. */
+struct errmsg_job {
+  struct qrs_client *c;
+  int r;
+  char msg[256];
+};
+
+static void *
+good_draw_thread(void *arg)
+{
+  struct errmsg_job *j = arg;
+  struct qrs_draw d;
+
+  j->r = qrs_client_draw(j->c, NULL, &d);
+  snprintf(j->msg, sizeof(j->msg), "%s", qrs_client_errmsg(j->c));
+  return NULL;
+}
+
+Test(daemon, errmsg_is_the_calling_threads, .init = start_default,
+     .fini = stop_and_clean)
+{
+  struct qrs_draw_request rq;
+  struct errmsg_job j;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  pthread_t t;
+
+  c = connect_client(D.sock);
+  memset(&rq, 0, sizeof(rq));
+  rq.source = "elsewhere";
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), QRS_E_UNKNOWN_SOURCE);
+  /* Another thread's successful call in between. */
+  memset(&j, 0, sizeof(j));
+  j.c = c;
+  cr_assert_eq(pthread_create(&t, NULL, good_draw_thread, &j), 0);
+  pthread_join(t, NULL);
+  cr_assert_eq(j.r, 0);
+  cr_expect_str_eq(j.msg, "", "the other thread's call succeeded");
+  cr_expect(strstr(qrs_client_errmsg(c), "elsewhere") != NULL,
+            "this thread's message survives: '%s'", qrs_client_errmsg(c));
+  qrs_client_free(c);
+}
+
+Test(daemon, a_stashed_error_keeps_its_message_for_its_ticket,
+     .init = start_default, .fini = stop_and_clean)
+{
+  struct qrs_draw_request rq;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  uint32_t t;
+
+  c = connect_client(D.sock);
+  memset(&rq, 0, sizeof(rq));
+  rq.source = "elsewhere";
+  cr_assert_eq(qrs_client_draw_begin(c, &rq, &t), 0);
+  usleep(100000);               /* its ERROR comes before the next reply */
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  cr_expect_str_eq(qrs_client_errmsg(c), "",
+                   "a successful call has no message");
+  cr_assert_eq(qrs_client_draw_finish(c, t, &d), QRS_E_UNKNOWN_SOURCE);
+  cr_expect(strstr(qrs_client_errmsg(c), "elsewhere") != NULL,
+            "the ticket's message: '%s'", qrs_client_errmsg(c));
+  qrs_client_free(c);
+}
+
 /* ---- lifecycle ------------------------------------------------------ */
 
 Test(daemon, refuses_to_start_on_a_live_socket, .init = start_default,
@@ -639,6 +706,7 @@ Test(daemon, help_and_version)
 /* ---- configured daemons --------------------------------------------- */
 
 static const char mock_yaml[] =
+  "allow_test_sources: true\n"
   "default_source: system\n"
   "sources:\n"
   "  system: { type: system }\n"
@@ -722,7 +790,14 @@ Test(daemon, connection_limit_answers_busy, .fini = stop_and_clean)
   b = raw_connect(D.sock);
   raw_hello(b);
   extra = raw_connect(D.sock);
-  raw_expect_error(extra, QRS_E_BUSY);
+  /* The BUSY answers the HELLO, with its seq (issue 11 item 3). */
+  {
+    QrsIpc__Hello hm = QRS_IPC__HELLO__INIT;
+
+    hm.protocol_version = QRS_PROTO_VERSION;
+    raw_send_msg(extra, QRS_MSG_HELLO, 41, &hm.base);
+  }
+  cr_assert_eq(raw_expect_error(extra, QRS_E_BUSY), 41);
   raw_expect_eof(extra);
   close(extra);
   send_draw(a, 2, "", 100);
@@ -810,7 +885,8 @@ Test(daemon, fallback_is_configured_and_reported, .fini = stop_and_clean)
   struct qrs_draw d;
   size_t i;
 
-  daemon_run(&D, "default_source: fair\n"
+  daemon_run(&D, "allow_test_sources: true\n"
+                 "default_source: fair\n"
                  "sources:\n"
                  "  fair: { type: mock, seed: 3, fallback: system }\n"
                  "  other: { type: mock, seed: 4, fallback: fair }\n");

@@ -30,6 +30,7 @@ stop_and_clean(void)
 
 static const char yaml[] =
   "default_source: system\n"
+  "allow_test_sources: true\n"
   "limits: { max_calibration_samples: 200000 }\n"
   "monitor: { window: 2000, cusum_h: 20 }\n"
   "sources:\n"

@@ -18,6 +18,22 @@
 
 /* ---- Helpers ----------------------------------------------------------- */
 
+/* text with "allow_test_sources: true" appended if it has a mock (which
+   needs it; appended so that line numbers stay), unless it sets the
+   key itself.  Static storage. */
+static const char *
+allow_tests(const char *text)
+{
+  static char buf[65536];
+
+  if (!strstr(text, "mock") || strstr(text, "allow_test_sources") ||
+      strlen(text) + 64 > sizeof(buf))
+    return text;
+  snprintf(buf, sizeof(buf), "%s%sallow_test_sources: true\n", text,
+           text[0] && text[strlen(text) - 1] != '\n' ? "\n" : "");
+  return buf;
+}
+
 static struct qrsd_conf *
 load_default(void)
 {
@@ -40,6 +56,7 @@ load_text(const char *text)
   int r;
 
   c = NULL;
+  text = allow_tests(text);
   r = conf_load_string(text, strlen(text), "t.yaml", &c, err, sizeof(err));
   cr_assert_eq(r, 0, "unexpected error %d: %s\n--- text:\n%s", r, err, text);
   cr_assert_not_null(c);
@@ -81,6 +98,7 @@ assert_conf_eq(const struct qrsd_conf *a, const struct qrsd_conf *b)
   cr_assert_eq(a->max_connections, b->max_connections);
   cr_assert_eq(a->max_inflight, b->max_inflight);
   cr_assert_eq(a->request_timeout_ms, b->request_timeout_ms);
+  cr_assert_eq(a->allow_test_sources, b->allow_test_sources);
   cr_assert_eq(a->n_sources, b->n_sources);
   for (i = 0; i < a->n_sources; i++) {
     cr_assert_str_eq(a->sources[i].name, b->sources[i].name);
@@ -141,6 +159,7 @@ expect_text_error(const char *text, int line, const char *msg)
   else
     snprintf(want, sizeof(want), "t.yaml: %s", msg);
   c = NULL;
+  text = allow_tests(text);
   r = conf_load_string(text, strlen(text), "t.yaml", &c, err, sizeof(err));
   cr_assert_eq(r, -EINVAL, "got %d (%s)\n--- text:\n%s", r, err, text);
   cr_assert_null(c);
@@ -302,7 +321,8 @@ Test(conf, flow_and_block_style_load_the_same)
   b = load_text("{ socket: { path: rel/q.sock, mode: 0600 },"
                 " default_source: \"m\", amplifier: { sample_count: 77,"
                 " epsilon: 1e-3 }, sources: { m: { type: mock, seed: 42,"
-                " mean_shift: -1.25 }, s: { type: system } } }\n");
+                " mean_shift: -1.25 }, s: { type: system } },"
+                " allow_test_sources: true }\n");
   assert_conf_eq(a, b);
   cr_assert_str_eq(a->socket_path, "rel/q.sock");
   cr_assert_eq(a->socket_mode, 0600);
@@ -485,6 +505,36 @@ Test(conf, fallback_cycles_are_rejected)
                     "  system: { type: system, fallback: system }\n", 2,
                     "sources.system.fallback: fallback cycle: system -> "
                     "system");
+}
+
+Test(conf, test_sources_need_allow_test_sources)
+{
+  struct qrsd_conf *c;
+  char err[256];
+  const char *mock = "default_source: system\n"
+                     "sources:\n"
+                     "  system: { type: mock, seed: 1 }\n";
+  const char *fb = "sources:\n"
+                   "  system: { type: system, fallback: mock }\n";
+
+  cr_assert_eq(conf_load_string(mock, strlen(mock), "t.yaml", &c, err,
+                                sizeof(err)), -EINVAL);
+  cr_assert_str_eq(err, "t.yaml:3: sources.system: a mock source is for "
+                   "tests only and serves only with allow_test_sources: "
+                   "true");
+  cr_assert_eq(conf_load_string(fb, strlen(fb), "t.yaml", &c, err,
+                                sizeof(err)), -EINVAL);
+  cr_assert_str_eq(err, "t.yaml:2: sources.system.fallback: the built-in "
+                   "mock source is for tests only and serves only with "
+                   "allow_test_sources: true");
+  c = load_text(mock);
+  cr_assert(c->allow_test_sources);
+  conf_free(c);
+  c = load_default();
+  cr_assert_not(c->allow_test_sources);
+  conf_free(c);
+  expect_text_error("allow_test_sources: yes\n", 1, "allow_test_sources: "
+                    "expected true or false, got 'yes'");
 }
 
 /* ---- Each kind of bad file --------------------------------------------- */

@@ -1,5 +1,6 @@
 /* The vectorised row passes (client/rowkern.c), in both kernel variants,
    against plain loops over libm. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -373,4 +374,193 @@ Test(rowkern, scan_with_entropy_equals_scan_then_mass)
   }
   free(x);
   free(f);
+}
+
+/* ---- issue 11 item 15: masks at -DBL_MAX ---- */
+
+/* numpy's finfo(float64).min as a mask before the max: the running
+   rescale of the one-pass entropy sums must not overflow (dl * dl). */
+Test(rowkern, entropy_pass_survives_minus_dbl_max_masks)
+{
+  struct qrs__view v;
+  struct qrs__scan s1, s2;
+  struct qrs__mass m1, m2;
+  struct qrs__bound all = { -INFINITY, 0 };
+  double *x;
+  size_t i, n, l;
+
+  n = 5000;
+  x = malloc(n * sizeof(*x));
+  for (l = 0; l < 2; l++) {
+    qrs__kernel_level(levels[l]);
+    for (i = 0; i < n; i++)
+      x[i] = i < 2100 || i % 3 == 0 ? -DBL_MAX : 2.0 * rnd();
+    v = (struct qrs__view){ x, QRS_DTYPE_F64, n };
+    qrs__kscan_entropy(&v, &s1, &m1);
+    qrs__kscan(&v, &s2);
+    qrs__kmass(&v, s2.max, 1.0, &all, 1.0, -INFINITY, QRS__M_W, &m2);
+    cr_assert(isfinite(m1.z) && isfinite(m1.w) && isfinite(m1.w2),
+              "z %g w %g w2 %g", m1.z, m1.w, m1.w2);
+    cr_expect_float_eq(m1.z, m2.z, 1e-13 * m2.z);
+    cr_expect_float_eq(m1.w, m2.w, 1e-12 * fabs(m2.w));
+    cr_expect_float_eq(m1.w2, m2.w2, 1e-12 * fabs(m2.w2));
+    cr_expect(log(m1.z) - m1.w / m1.z > 1.0);
+  }
+  free(x);
+}
+
+/* ---- issue 11 item 12: denormals-are-zero / flush-to-zero ---- */
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+
+static unsigned
+daz_on(void)
+{
+  unsigned old = _mm_getcsr();
+
+  _mm_setcsr(old | 0x8040u);     /* DAZ | FTZ */
+  return old;
+}
+
+static void
+daz_off(unsigned old)
+{
+  _mm_setcsr(old);
+}
+
+/* The results of every row kernel on a row, for comparison across
+   floating-point modes. */
+struct kres {
+  struct qrs__scan sc;
+  struct qrs__mass ms;
+  size_t find, ncol, above, nb, ntop;
+  uint32_t pos[64], bpos[64], tpos[8];
+  double x[64], bx[64], tx[8], hz[QRS__NBUCKET], hw[QRS__NBUCKET];
+  double floor_z, floor_m, e1;
+};
+
+static void
+all_kernels(const struct qrs__view *v, struct kres *r)
+{
+  struct qrs__bound all = { -INFINITY, 0 };
+  struct qrs__mass ms;
+  static uint32_t hpos[4096];
+  static double hx[4096], he[4096];
+  static int32_t hk[4096];
+
+  memset(r, 0, sizeof(*r));
+  qrs__kscan(v, &r->sc);
+  r->find = qrs__kfind(v, r->sc.max);
+  memset(&ms, 0, sizeof(ms));
+  ms.hz = r->hz;
+  ms.hw = r->hw;
+  ms.hsplit = QRS__NBUCKET;
+  ms.hcap = 4096;
+  ms.hpos = hpos;
+  ms.hx = hx;
+  ms.he = he;
+  ms.hk = hk;
+  qrs__kmass(v, r->sc.max, 1.0, &all, 1.0, -INFINITY,
+             QRS__M_W | QRS__M_HIST, &ms);
+  r->ms = ms;
+  r->ncol = qrs__kcollect(v, r->sc.max, 1.0, &all, -1e-30, INFINITY,
+                          r->pos, r->x, 64, &r->above);
+  r->nb = qrs__kcollect_bucket(v, r->sc.max, 1.0, &all, 0, r->bpos, r->bx,
+                               NULL);
+  r->ntop = qrs__ktopk(v, 8, r->tpos, r->tx);
+  r->floor_z = qrs__kfloor(v, &r->floor_m);
+  r->e1 = qrs__kload(v, 3);
+}
+
+/* A float16 row whose logits are all half subnormals (|x| < 2^-14), the
+   max among them: under DAZ/FTZ the scalar loader used to flush them to
+   0, so the greedy search found no element equal to the max and
+   returned the row length as a token.  Every kernel must give the same
+   results in both modes, in both kernel variants, for every dtype. */
+Test(rowkern, every_kernel_is_immune_to_daz_and_ftz)
+{
+  struct kres a, b;
+  struct qrs__view v;
+  uint16_t h[61];
+  float f[61];
+  double d[61];
+  size_t i, n, l;
+  unsigned old;
+  int dt;
+
+  n = 61;                 /* not a multiple of any vector width */
+  for (i = 0; i < n; i++) {
+    h[i] = (uint16_t)(1 + (i * 37) % 1000);     /* subnormal halves */
+    if (i % 5 == 0)
+      h[i] |= 0x8000u;
+  }
+  h[17] = 1003;                                 /* the max */
+  for (i = 0; i < n; i++) {
+    f[i] = (float)(i % 7) * 0x1p-140f;          /* float subnormals */
+    d[i] = (double)(i % 9) * 0x1p-1070;         /* double subnormals */
+  }
+  f[33] = 9 * 0x1p-140f;
+  d[44] = 11 * 0x1p-1070;
+  for (l = 0; l < 2; l++) {
+    qrs__kernel_level(levels[l]);
+    for (dt = 0; dt < 4; dt++) {
+      if (dt == QRS_DTYPE_BF16)
+        continue;       /* below, from the float row's top bits */
+      v.dtype = (enum qrs_dtype)dt;
+      v.n = n;
+      v.data = dt == QRS_DTYPE_F16 ? (const void *)h
+               : dt == QRS_DTYPE_F32 ? (const void *)f : (const void *)d;
+      all_kernels(&v, &a);
+      old = daz_on();
+      all_kernels(&v, &b);
+      daz_off(old);
+      cr_assert_lt(b.find, n, "level %d dtype %d: max not found", levels[l],
+                   dt);
+      cr_expect_eq(a.find, b.find, "level %d dtype %d", levels[l], dt);
+      cr_expect_eq(a.sc.max, b.sc.max, "level %d dtype %d", levels[l], dt);
+      cr_expect_eq(a.e1, b.e1, "level %d dtype %d", levels[l], dt);
+      cr_expect_eq(a.ms.z, b.ms.z, "level %d dtype %d", levels[l], dt);
+      cr_expect_eq(a.ms.nz, b.ms.nz, "level %d dtype %d", levels[l], dt);
+      cr_expect_eq(a.ncol, b.ncol, "level %d dtype %d", levels[l], dt);
+      cr_expect_eq(a.above, b.above, "level %d dtype %d", levels[l], dt);
+      cr_expect_eq(a.nb, b.nb, "level %d dtype %d", levels[l], dt);
+      cr_expect_eq(a.ntop, b.ntop);
+      cr_expect_eq(memcmp(a.pos, b.pos, sizeof(a.pos)), 0);
+      cr_expect_eq(memcmp(a.x, b.x, sizeof(a.x)), 0);
+      cr_expect_eq(memcmp(a.tpos, b.tpos, sizeof(a.tpos)), 0);
+      cr_expect_eq(memcmp(a.hz, b.hz, sizeof(a.hz)), 0);
+      cr_expect_eq(a.floor_m, b.floor_m);
+      cr_expect_eq(a.floor_z, b.floor_z);
+    }
+  }
+}
+#endif
+
+/* The fast path's float exp: within 16 u (u = 2^-24, relative) of exp of
+   its float argument over [-87, 0] (two thirds of QRS__FP_C0; the rest
+   covers the float partial sums), in both kernel variants; 0 below. */
+Test(rowkern, float_exp_is_within_its_certified_bound)
+{
+  double worst, e, ref;
+  float d;
+  size_t l;
+  int i;
+
+  for (l = 0; l < 2; l++) {
+    qrs__kernel_level(levels[l]);
+    worst = 0.0;
+    for (i = 0; i <= 2000000; i++) {
+      d = (float)(-87.0 * (double)i / 2000000.0);
+      if (i % 3 == 1)
+        d = nextafterf(d, 0.0f);
+      ref = exp((double)d);
+      e = fabs((double)qrs__kexpf(d) - ref) / ref;
+      worst = e > worst ? e : worst;
+    }
+    cr_expect_lt(worst, 16.0 * QRS__FP_U, "level %d: %g", levels[l], worst);
+    cr_expect_eq(qrs__kexpf(-87.5f), 0.0f);
+    cr_log_info("float exp: worst relative error %.3g (%.2f x 2^-24)",
+                worst, worst / QRS__FP_U);
+  }
 }

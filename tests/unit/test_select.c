@@ -259,6 +259,13 @@ Test(select, reference_vectors_through_the_sampler)
     snprintf(buf, sizeof(buf), "%d",
              json_object_get_boolean(vec_get(c, "truncate_first")));
     cr_assert_eq(qrs_sampler_config_set(cfg, "truncate_first", buf), 0);
+    if (isnan(vec_double(vec_get(c, "top_p")))) {
+      /* The reference keeps every token; libqrs refuses a NaN field. */
+      cr_expect_eq(qrs_sampler_new(cfg, n, &s), QRS_E_CONFIG_VALUE);
+      qrs_sampler_config_free(cfg);
+      free(x);
+      continue;
+    }
     cr_assert_eq(qrs_sampler_new(cfg, n, &s), 0);
     r = qrs_sampler_select_u(s, x, QRS_DTYPE_F64, n,
                              vec_double(vec_get(c, "u")), &tok, &rec);
@@ -792,4 +799,99 @@ Test(select, frequencies_of_uniform_u_match_the_distribution)
   for (i = 0; i < K; i++)
     chi += (cnt[i] - N * pr[i]) * (cnt[i] - N * pr[i]) / (N * pr[i]);
   cr_expect_lt(chi2_q(chi, K - 1), 1e-4);
+}
+
+/* ---- issue 11 items 12 and 14 ---- */
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <valgrind/valgrind.h>
+#include <xmmintrin.h>
+
+/* A float16 row of half subnormals under DAZ/FTZ: greedy (and every
+   configuration) returns a token of the row, the same one as without
+   the mode, never the row length. */
+Test(select, daz_ftz_mode_never_changes_a_pick)
+{
+  struct qrs__sel_ws ws;
+  struct qrs__sel_out a, b;
+  struct qrs__sel_params p;
+  struct qrs__view v;
+  uint16_t h[53];
+  size_t i, l, c;
+  unsigned old;
+  static const int levels[] = { 1, 2 };
+  static const double Ts[] = { 0.0, 1.0, 1e-6 };
+
+  if (RUNNING_ON_VALGRIND)
+    cr_skip_test("valgrind does not model the MXCSR DAZ/FTZ bits (this "
+                 "test runs in the normal and ASan suites)");
+  for (i = 0; i < 53; i++)
+    h[i] = (uint16_t)(1 + (i * 29) % 900);
+  h[40] = 950;
+  v = (struct qrs__view){ h, QRS_DTYPE_F16, 53 };
+  cr_assert_eq(qrs__sel_ws_init(&ws, 53), 0);
+  for (l = 0; l < 2; l++) {
+    qrs__kernel_level(levels[l]);
+    for (c = 0; c < 3; c++) {
+      p = params(Ts[c], c == 2 ? 5 : 0, 0.9, 0.0, 0.4);
+      cr_assert_eq(qrs__select(&ws, &v, NULL, &p, &a), 0);
+      old = _mm_getcsr();
+      _mm_setcsr(old | 0x8040u);
+      i = (size_t)qrs__select(&ws, &v, NULL, &p, &b);
+      cr_assert_eq(_mm_getcsr(), old | 0x8040u, "mode restored");
+      _mm_setcsr(old);
+      cr_assert_eq((int)i, 0);
+      cr_expect_lt(b.token, 53);
+      cr_expect_eq(a.token, b.token, "T %g level %d", Ts[c], levels[l]);
+      cr_expect_eq(a.num_candidates, b.num_candidates);
+    }
+  }
+  qrs__sel_ws_done(&ws);
+}
+#endif
+
+/* T below 2^-1024: 1 / T overflows.  The selection stays exact (the
+   max's ties share the mass, every other weight is 0) for float32 rows
+   and is a typed error for float64 rows, never NaN probabilities,
+   NO_CANDIDATES with min-p or wrong mirostat counts. */
+Test(select, temperatures_below_the_reciprocal_range_stay_exact)
+{
+  static const float f[6] = { 1.0f, 3.0f, 3.0f, 0x1p-20f, 3.0f, -2.0f };
+  double x[6];
+  struct qrs__sel_ws ws;
+  struct qrs__sel_out o;
+  struct qrs__sel_params p;
+  struct qrs__view v = { f, QRS_DTYPE_F32, 6 };
+  size_t i, k;
+  static const enum qrs__order ord[] = {
+    QRS__ORDER_REFERENCE, QRS__ORDER_TRUNCATE_FIRST, QRS__ORDER_HF,
+    QRS__ORDER_LLAMA };
+
+  cr_assert_eq(qrs__sel_ws_init(&ws, 6), 0);
+  for (k = 0; k < 4; k++) {
+    for (i = 0; i < 3; i++) {
+      p = params(0x1p-1060, 0, i == 1 ? 0.5 : 1.0, i == 2 ? 0.1 : 0.0,
+                 0.5);
+      p.order = ord[k];
+      cr_assert_eq(qrs__select(&ws, &v, NULL, &p, &o), 0, "order %zu", k);
+      cr_expect_eq(o.num_candidates, i == 1 ? 2u : 3u,
+                   "order %zu case %zu: %u", k, i, o.num_candidates);
+      cr_expect(o.token == 1 || o.token == 2 || o.token == 4);
+      cr_expect(isfinite(o.prob) && o.prob > 0.3, "prob %g", o.prob);
+    }
+  }
+  p = params(0x1p-1060, 0, 1.0, 0.0, 0.5);
+  p.nucleus = QRS__NUCLEUS_MIROSTAT;
+  p.mu = 10.0;
+  cr_assert_eq(qrs__select(&ws, &v, NULL, &p, &o), 0);
+  cr_expect_eq(o.num_candidates, 3u);
+  for (i = 0; i < 6; i++)
+    x[i] = f[i];
+  v = (struct qrs__view){ x, QRS_DTYPE_F64, 6 };
+  p = params(0x1p-1060, 0, 0.9, 0.1, 0.5);
+  cr_expect_eq(qrs__select(&ws, &v, NULL, &p, &o), QRS_E_CONFIG_VALUE);
+  p.T = 0x1p-1000;          /* 1 / T still finite: selected */
+  cr_expect_eq(qrs__select(&ws, &v, NULL, &p, &o), 0);
+  cr_expect(o.token == 1 || o.token == 2 || o.token == 4);
+  qrs__sel_ws_done(&ws);
 }

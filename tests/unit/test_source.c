@@ -76,6 +76,20 @@ Test(source, mock_mean_shift_moves_the_byte_mean)
   cr_assert(m > 124.5 - 0.2 && m < 124.5 + 0.2, "-3 shifted mean %f", m);
 }
 
+/* Issue 11 item 10: near the limit the replacement probability rounds to
+   2^32, which must not wrap to "never replace". */
+Test(source, mock_mean_shift_near_the_limit_does_not_wrap)
+{
+  double m;
+
+  m = mock_mean(127.49999999999);
+  cr_assert_gt(m, 254.9, "+127.49999999999 shifted mean %f", m);
+  m = mock_mean(-127.49999999999);
+  cr_assert_lt(m, 0.1, "-127.49999999999 shifted mean %f", m);
+  m = mock_mean(127.5);
+  cr_assert_eq(m, 255.0);
+}
+
 Test(source, mock_rejects_impossible_shift)
 {
   struct conf_source cs;

@@ -6,5 +6,6 @@
 #include <qrs/client.h>
 #include <qrs/sampler.h>
 #include <qrs/roller.h>
+#include <qrs/batch.h>
 
 #endif

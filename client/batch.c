@@ -1,0 +1,275 @@
+/* Batch sampling over a thread pool (qrs/batch.h).
+
+   The pool's workers sleep on a condition variable between batches.  A
+   batch bumps the generation, and the caller and every worker take rows
+   from one atomic counter until none is left; the caller returns once
+   every worker has left the batch, so nothing refers to the rows after
+   the call.  Rows run the public single-row calls unchanged, so a batch
+   is B single calls by construction. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <qrs/batch.h>
+
+struct qrs_pool {
+  unsigned threads;
+  pthread_t *tid;                 /* threads - 1 workers */
+  unsigned started;
+  pthread_mutex_t run_lock;       /* one batch at a time */
+  pthread_mutex_t lock;
+  pthread_cond_t wake;            /* workers: a new generation or stop */
+  pthread_cond_t done;            /* caller: every worker left */
+  unsigned long gen;
+  unsigned left;                  /* workers that left this generation */
+  int stop;
+  /* the batch */
+  const char *logits;
+  size_t esize, n, stride, nrows;
+  enum qrs_dtype dtype;
+  struct qrs_batch_row *rows;
+  size_t next;                    /* atomic: next row to take */
+  /* duplicate check: sorted sampler pointers */
+  struct qrs_sampler **sorted;
+  size_t sorted_cap;
+};
+
+static size_t
+elem_size(enum qrs_dtype dt)
+{
+  switch (dt) {
+  case QRS_DTYPE_F32:
+    return 4;
+  case QRS_DTYPE_F16:
+  case QRS_DTYPE_BF16:
+    return 2;
+  case QRS_DTYPE_F64:
+    return 8;
+  default:
+    return 0;
+  }
+}
+
+static void
+run_row(struct qrs_pool *p, size_t i)
+{
+  struct qrs_batch_row *r = &p->rows[i];
+  const void *row = p->logits + i * p->stride * p->esize;
+
+  if (r->status < 0)
+    return;                       /* rejected before the batch */
+  if (r->client)
+    r->status = qrs_sampler_sample_token(r->sampler, r->client, row,
+                                         p->dtype, p->n, &r->token,
+                                         r->record);
+  else if (r->draw)
+    r->status = qrs_sampler_step(r->sampler, row, p->dtype, p->n, r->draw,
+                                 r->flags, &r->token, r->record);
+  else
+    r->status = qrs_sampler_select_u(r->sampler, row, p->dtype, p->n, r->u,
+                                     &r->token, r->record);
+}
+
+static void
+take_rows(struct qrs_pool *p)
+{
+  size_t i;
+
+  for (;;) {
+    i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+    if (i >= p->nrows)
+      return;
+    run_row(p, i);
+  }
+}
+
+static void *
+worker(void *arg)
+{
+  struct qrs_pool *p = arg;
+  unsigned long seen;
+
+  /* Generation 0 is "no batch yet": a batch begun before this thread
+     first takes the lock is still seen as new. */
+  seen = 0;
+  pthread_mutex_lock(&p->lock);
+  for (;;) {
+    while (!p->stop && p->gen == seen)
+      pthread_cond_wait(&p->wake, &p->lock);
+    if (p->stop)
+      break;
+    seen = p->gen;
+    pthread_mutex_unlock(&p->lock);
+    take_rows(p);
+    pthread_mutex_lock(&p->lock);
+    if (++p->left == p->threads - 1)
+      pthread_cond_signal(&p->done);
+  }
+  pthread_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+void
+qrs_pool_free(struct qrs_pool *p)
+{
+  unsigned i;
+
+  if (!p)
+    return;
+  pthread_mutex_lock(&p->lock);
+  p->stop = 1;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->lock);
+  for (i = 0; i < p->started; i++)
+    pthread_join(p->tid[i], NULL);
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->done);
+  pthread_mutex_destroy(&p->lock);
+  pthread_mutex_destroy(&p->run_lock);
+  free(p->tid);
+  free(p->sorted);
+  free(p);
+}
+
+int
+qrs_pool_new(unsigned threads, struct qrs_pool **ret_pool)
+{
+  struct qrs_pool *p;
+  long ncpu;
+  int r;
+
+  if (!ret_pool)
+    return -EINVAL;
+  if (threads == 0) {
+    ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = ncpu > 0 ? (unsigned)ncpu : 1;
+    threads = threads < QRS_POOL_MAX_THREADS ? threads
+                                             : QRS_POOL_MAX_THREADS;
+  }
+  if (threads > QRS_POOL_MAX_THREADS)
+    return -EINVAL;
+  p = calloc(1, sizeof(*p));
+  if (!p)
+    return -ENOMEM;
+  p->threads = threads;
+  pthread_mutex_init(&p->run_lock, NULL);
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  pthread_cond_init(&p->done, NULL);
+  if (threads > 1) {
+    p->tid = calloc(threads - 1, sizeof(*p->tid));
+    if (!p->tid) {
+      qrs_pool_free(p);
+      return -ENOMEM;
+    }
+  }
+  for (p->started = 0; p->started + 1 < threads; p->started++) {
+    r = pthread_create(&p->tid[p->started], NULL, worker, p);
+    if (r != 0) {
+      qrs_pool_free(p);
+      return -r;
+    }
+  }
+  *ret_pool = p;
+  return 0;
+}
+
+unsigned
+qrs_pool_threads(const struct qrs_pool *p)
+{
+  return p ? p->threads : 0;
+}
+
+static int
+cmp_ptr(const void *a, const void *b)
+{
+  uintptr_t x = (uintptr_t)*(struct qrs_sampler *const *)a;
+  uintptr_t y = (uintptr_t)*(struct qrs_sampler *const *)b;
+
+  return x < y ? -1 : x > y;
+}
+
+/* Marks rows with a NULL sampler, and every row of a sampler that appears
+   twice, -EINVAL (a sampler is one thread's at a time).  Returns -ENOMEM
+   when the check's array cannot grow. */
+static int
+check_rows(struct qrs_pool *p, struct qrs_batch_row *rows, size_t nrows)
+{
+  struct qrs_sampler **s;
+  size_t i, k;
+
+  if (nrows > p->sorted_cap) {
+    s = realloc(p->sorted, nrows * sizeof(*s));
+    if (!s)
+      return -ENOMEM;
+    p->sorted = s;
+    p->sorted_cap = nrows;
+  }
+  for (i = k = 0; i < nrows; i++) {
+    rows[i].status = rows[i].sampler ? 0 : -EINVAL;
+    if (rows[i].sampler)
+      p->sorted[k++] = rows[i].sampler;
+  }
+  qsort(p->sorted, k, sizeof(*p->sorted), cmp_ptr);
+  for (i = 1; i < k; i++) {
+    if (p->sorted[i] != p->sorted[i - 1])
+      continue;
+    /* Rare: mark every row of that sampler. */
+    for (size_t j = 0; j < nrows; j++)
+      if (rows[j].sampler == p->sorted[i])
+        rows[j].status = -EINVAL;
+  }
+  return 0;
+}
+
+int
+qrs_sample_batch(struct qrs_pool *p, const void *logits,
+                 enum qrs_dtype dtype, size_t n, size_t row_stride,
+                 struct qrs_batch_row *rows, size_t nrows)
+{
+  size_t i, es;
+  int r, bad;
+
+  es = elem_size(dtype);
+  if (!p || !logits || (!rows && nrows) || n == 0 || row_stride < n ||
+      es == 0 || (nrows && row_stride > SIZE_MAX / es / nrows))
+    return -EINVAL;
+  if (nrows == 0)
+    return 0;
+  pthread_mutex_lock(&p->run_lock);
+  r = check_rows(p, rows, nrows);
+  if (r < 0) {
+    pthread_mutex_unlock(&p->run_lock);
+    return r;
+  }
+  p->logits = logits;
+  p->esize = es;
+  p->n = n;
+  p->stride = row_stride;
+  p->dtype = dtype;
+  p->rows = rows;
+  p->nrows = nrows;
+  p->next = 0;
+  if (p->threads > 1 && nrows > 1) {
+    pthread_mutex_lock(&p->lock);
+    p->left = 0;
+    p->gen++;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    take_rows(p);
+    pthread_mutex_lock(&p->lock);
+    while (p->left < p->threads - 1)
+      pthread_cond_wait(&p->done, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+  } else {
+    take_rows(p);
+  }
+  p->rows = NULL;
+  pthread_mutex_unlock(&p->run_lock);
+  bad = 0;
+  for (i = 0; i < nrows; i++)
+    bad += rows[i].status < 0;
+  return bad;
+}

@@ -1,0 +1,321 @@
+/* The float fast path of the selection (client/select.c) against the
+   double path (the oracle): identical token, rank, candidate counts, and
+   probability / CDF interval within the certified bound, on random
+   (row, configuration, u) triples across row shapes, dtypes and stage
+   orders, and on adversarial ones (u within 1e-12 of a CDF boundary,
+   top-p exactly at a prefix mass) that must take the exact resolution.
+
+   QRS_FASTSEL_TRIPLES=N sets the number of random triples (default
+   1000000; 300000 under ASan, 20000 under valgrind; the long run:
+   QRS_FASTSEL_TRIPLES=20000000 build/tests/unit/test_fastsel). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <valgrind/valgrind.h>
+
+#include <qrs/sampler.h>
+
+#include "select.h"
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+
+static double
+rnd(void)
+{
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (double)(rng >> 11) * 0x1p-53;
+}
+
+static double
+gauss(void)
+{
+  return sqrt(-2.0 * log(rnd() + 1e-300)) * cos(6.283185307179586 * rnd());
+}
+
+static uint16_t
+to_bf16(float f)
+{
+  uint32_t b;
+
+  memcpy(&b, &f, sizeof(b));
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return (uint16_t)(b >> 16);
+}
+
+#define NMAX 4096
+
+struct row {
+  float f[NMAX];
+  uint16_t h[NMAX];
+  size_t n;
+  enum qrs_dtype dt;
+};
+
+/* Shapes: 0 peaked, 1 mid, 2 broad (Zipf a (ln(n/2) - ln r) + N(0,1)),
+   3 flat, 4 quantised (many exact ties), 5 LM-like with -inf masks. */
+static void
+make_row(struct row *r, int shape, size_t n, enum qrs_dtype dt)
+{
+  static const double a[3] = { 3.0, 1.7, 1.35 };
+  size_t i, j;
+  float t;
+
+  r->n = n;
+  r->dt = dt;
+  for (i = 0; i < n; i++) {
+    double rr = (double)(i + 1);
+
+    switch (shape) {
+    case 0:
+    case 1:
+    case 2:
+      r->f[i] = (float)(a[shape] * (log(n / 2.0) - log(rr)) + gauss());
+      break;
+    case 3:
+      r->f[i] = (float)(2.0 * (log(n / 2.0 + 545.0) - log(rr + 545.0)) +
+                        0.5 * gauss());
+      break;
+    case 4:
+      r->f[i] = (float)floor(8.0 * rnd()) * 0.25f;
+      break;
+    default:
+      r->f[i] = rnd() < 0.3 ? -INFINITY
+                            : (float)(12.0 - 1.5 * log(rr) + 0.3 * gauss());
+      break;
+    }
+  }
+  for (i = n - 1; i > 0; i--) {
+    j = (size_t)(rnd() * (double)(i + 1));
+    t = r->f[i];
+    r->f[i] = r->f[j];
+    r->f[j] = t;
+  }
+  if (shape == 5)
+    r->f[(size_t)(rnd() * (double)n)] = 11.0f;      /* one finite max */
+  if (dt == QRS_DTYPE_BF16 || dt == QRS_DTYPE_F16) {
+    for (i = 0; i < n; i++)
+      r->h[i] = to_bf16(r->f[i]);
+    if (dt == QRS_DTYPE_F16) {
+      /* float16: exact conversions of values with few mantissa bits */
+      for (i = 0; i < n; i++) {
+        float v = r->f[i];
+        uint32_t b;
+
+        if (v == -INFINITY) {
+          r->h[i] = 0xfc00u;
+          continue;
+        }
+        v = v < -60000.0f ? -60000.0f : v;
+        memcpy(&b, &v, sizeof(b));
+        b &= 0xffffe000u;   /* 10 mantissa bits: exactly representable */
+        memcpy(&v, &b, sizeof(v));
+        if (fabsf(v) < 0x1p-14f) {
+          r->h[i] = 0;
+          continue;
+        }
+        {
+          uint32_t sign = (b >> 16) & 0x8000u;
+          int e = (int)((b >> 23) & 0xff) - 127 + 15;
+          uint32_t m = (b >> 13) & 0x3ffu;
+
+          r->h[i] = (uint16_t)(sign | ((uint32_t)e << 10) | m);
+        }
+      }
+    }
+  }
+}
+
+static struct qrs__view
+view(const struct row *r)
+{
+  struct qrs__view v;
+
+  v.data = r->dt == QRS_DTYPE_F32 ? (const void *)r->f : (const void *)r->h;
+  v.dtype = r->dt;
+  v.n = r->n;
+  return v;
+}
+
+static struct qrs__sel_ws ws;
+static unsigned long long mismatches;
+
+static void
+setup(void)
+{
+  cr_assert_eq(qrs__sel_ws_init(&ws, NMAX), 0);
+}
+
+static void
+teardown(void)
+{
+  qrs__sel_ws_done(&ws);
+  qrs__fast_enable(1);
+}
+
+/* One triple: the oracle, then the fast path (which may resolve). */
+static void
+check(const struct row *r, const struct qrs__sel_params *p,
+      struct qrs__sel_out *ret_oracle)
+{
+  struct qrs__sel_out a, b;
+  struct qrs__view v = view(r);
+  int ra, rb;
+
+  qrs__fast_enable(0);
+  ra = qrs__select(&ws, &v, NULL, p, &a);
+  qrs__fast_enable(1);
+  rb = qrs__select(&ws, &v, NULL, p, &b);
+  if (ret_oracle)
+    *ret_oracle = a;
+  if (ra != rb || (ra == 0 &&
+      (a.token != b.token || a.rank != b.rank ||
+       a.num_candidates != b.num_candidates ||
+       a.eff_top_k != b.eff_top_k || a.eff_top_p != b.eff_top_p ||
+       a.eff_min_p != b.eff_min_p ||
+       fabs(a.prob - b.prob) > 1e-5 * a.prob ||
+       fabs(a.cdf_lo - b.cdf_lo) > 1e-5 ||
+       fabs(a.cdf_hi - b.cdf_hi) > 1e-5 ||
+       !(b.cdf_lo <= p->u + 1e-12 && p->u <= b.cdf_hi + 1e-12)))) {
+    if (mismatches++ < 10)
+      cr_log_error("n %zu dt %d T %.17g top_p %.17g u %.17g order %d: "
+                   "r %d/%d token %u/%u rank %u/%u cand %u/%u "
+                   "prob %.17g/%.17g cdf [%.17g %.17g]/[%.17g %.17g]",
+                   r->n, r->dt, p->T, p->top_p, p->u, p->order, ra, rb,
+                   a.token, b.token, a.rank, b.rank, a.num_candidates,
+                   b.num_candidates, a.prob, b.prob, a.cdf_lo, a.cdf_hi,
+                   b.cdf_lo, b.cdf_hi);
+  }
+}
+
+static struct qrs__sel_params
+params(double T, double top_p, double u, int order)
+{
+  struct qrs__sel_params p;
+
+  memset(&p, 0, sizeof(p));
+  p.T = T;
+  p.top_p = top_p;
+  p.u = u;
+  p.order = (enum qrs__order)order;
+  return p;
+}
+
+TestSuite(fastsel, .init = setup, .fini = teardown, .timeout = 600);
+
+Test(fastsel, vector_like_cases_and_every_stage_order)
+{
+  static const enum qrs_dtype dts[3] = { QRS_DTYPE_F32, QRS_DTYPE_BF16,
+                                         QRS_DTYPE_F16 };
+  static struct row r;
+  struct qrs__fast_stats s0, s1;
+  struct qrs__sel_params p;
+  int shape, d, o, k;
+
+  qrs__fast_stats_get(&s0);
+  for (shape = 0; shape < 6; shape++)
+    for (d = 0; d < 3; d++) {
+      make_row(&r, shape, 3000, dts[d]);
+      for (o = 0; o < 4; o++)
+        for (k = 0; k < 20; k++) {
+          p = params(k % 3 ? 0.5 + rnd() : 1.0, k % 2 ? 0.9 : 1.0, rnd(),
+                     o);
+          check(&r, &p, NULL);
+        }
+    }
+  qrs__fast_stats_get(&s1);
+  cr_expect_eq(mismatches, 0);
+  cr_expect_gt(s1.fast - s0.fast, 300, "fast %llu",
+               s1.fast - s0.fast);
+}
+
+/* u within 1e-12 of a CDF boundary and top-p exactly at a prefix mass:
+   the fast path must not decide these with float sums; it resolves them
+   in double, and still gives the oracle's answer. */
+Test(fastsel, adversarial_boundaries_take_the_exact_resolution)
+{
+  static struct row r;
+  struct qrs__fast_stats s0, s1;
+  struct qrs__sel_params p;
+  struct qrs__sel_out o;
+  double u0, tp;
+  int shape, k, j;
+
+  qrs__fast_stats_get(&s0);
+  for (shape = 0; shape < 6; shape++) {
+    make_row(&r, shape, 2048, shape % 2 ? QRS_DTYPE_BF16 : QRS_DTYPE_F32);
+    for (k = 0; k < 40; k++) {
+      tp = k % 2 ? 0.95 : 1.0;
+      p = params(k % 4 < 2 ? 1.0 : 0.8, tp, rnd(), 0);
+      check(&r, &p, &o);
+      /* u just below, at and just above both ends of the interval */
+      for (j = 0; j < 6; j++) {
+        u0 = j < 3 ? o.cdf_hi : o.cdf_lo;
+        p.u = u0 + (double)(j % 3 - 1) * 1e-13;
+        if (p.u > 0.0 && p.u < 1.0)
+          check(&r, &p, NULL);
+      }
+      /* top-p exactly at the chosen token's prefix mass (the oracle's
+         probabilities are those of the full distribution here) */
+      if (tp >= 1.0 && o.cdf_hi < 1.0) {
+        p.top_p = o.cdf_hi;
+        p.u = rnd();
+        check(&r, &p, NULL);
+      }
+    }
+  }
+  qrs__fast_stats_get(&s1);
+  cr_expect_eq(mismatches, 0);
+  cr_log_info("adversarial: fast %llu, resolved %llu",
+              s1.fast - s0.fast, s1.resolved - s0.resolved);
+  cr_expect_gt(s1.resolved - s0.resolved, 200, "resolved %llu",
+               s1.resolved - s0.resolved);
+}
+
+Test(fastsel, random_triples_match_the_double_path)
+{
+  static const enum qrs_dtype dts[3] = { QRS_DTYPE_F32, QRS_DTYPE_BF16,
+                                         QRS_DTYPE_F16 };
+  static struct row r;
+  struct qrs__fast_stats s0, s1;
+  struct qrs__sel_params p;
+  unsigned long long total, t, per_row;
+  const char *env;
+  size_t n;
+  int o;
+
+  env = getenv("QRS_FASTSEL_TRIPLES");
+  total = 1000000ull;
+#ifdef __SANITIZE_ADDRESS__
+  total = 300000ull;
+#endif
+  if (RUNNING_ON_VALGRIND)
+    total = 20000ull;
+  if (env)
+    total = strtoull(env, NULL, 10);
+  per_row = 200;
+  qrs__fast_stats_get(&s0);
+  for (t = 0; t < total; t++) {
+    if (t % per_row == 0) {
+      n = 256 + (size_t)(rnd() * 700.0);
+      if (t % (per_row * 50) == 0)
+        n = NMAX;
+      make_row(&r, (int)(rnd() * 6.0), n, dts[(int)(rnd() * 3.0)]);
+    }
+    o = rnd() < 0.9 ? 0 : (int)(rnd() * 4.0);
+    p = params(rnd() < 0.3 ? 1.0 : 0.3 + 2.0 * rnd(),
+               rnd() < 0.4 ? 1.0 : 0.5 + 0.5 * rnd(), rnd(), o);
+    check(&r, &p, NULL);
+  }
+  qrs__fast_stats_get(&s1);
+  cr_log_info("random: %llu triples, fast %llu, resolved %llu, "
+              "ineligible %llu", total, s1.fast - s0.fast,
+              s1.resolved - s0.resolved, s1.ineligible - s0.ineligible);
+  cr_expect_eq(mismatches, 0, "%llu mismatches", mismatches);
+  cr_expect_gt((s1.fast - s0.fast) * 10, total * 7,
+               "the fast path decided only %llu", s1.fast - s0.fast);
+}
