@@ -21,7 +21,7 @@ PACKAGES=(
   meson ninja-build pkg-config gcc
   protobuf-c-compiler libprotobuf-c-dev
   libuv1-dev libgrpc-dev libyaml-dev libsystemd-dev libcriterion-dev
-  libjson-c-dev libssl-dev
+  libjson-c-dev libssl-dev libfftw3-dev gnuplot-nox
   systemd valgrind locales
   git python3-numpy python3-yaml
   clang libclang-rt-14-dev

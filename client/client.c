@@ -852,6 +852,10 @@ draw_from_wire(const QrsIpc__DrawReply *m, struct qrs_draw *d)
   copy_str(d->served_type, sizeof(d->served_type), m->served_type);
   d->production = m->production;
   d->nonce = m->nonce;
+  d->byte_sum = m->byte_sum;
+  d->population_mean = m->population_mean;
+  d->population_std = m->population_std;
+  d->extra_bytes = m->extra_bytes;
   switch (m->echo) {
   case QRS_IPC__ECHO__ECHO_VERIFIED:
     d->echo = QRS_ECHO_VERIFIED;
@@ -882,11 +886,19 @@ draw_from_wire(const QrsIpc__DrawReply *m, struct qrs_draw *d)
   }
 }
 
-/* Fill the wire request; cm is the caller's storage for the commitment. */
+/* Storage for the submessages of one wire Draw. */
+struct draw_wire {
+  QrsIpc__Commitment cm;
+  struct qrs__amp_wire amp;
+};
+
+/* Fill the wire request; dw is the caller's storage for submessages. */
 static int
 draw_to_wire(const struct qrs_client *c, const struct qrs_draw_request *req,
-             QrsIpc__Draw *m, QrsIpc__Commitment *cm)
+             QrsIpc__Draw *m, struct draw_wire *dw)
 {
+  QrsIpc__Commitment *cm = &dw->cm;
+
   qrs_ipc__draw__init(m);
   if (!req)
     return 0;
@@ -903,6 +915,7 @@ draw_to_wire(const struct qrs_client *c, const struct qrs_draw_request *req,
     cm->prev_token_id = req->commitment->prev_token_id;
     m->commitment = cm;
   }
+  qrs__amp_to_wire(req->amp, m, &dw->amp);
   return 0;
 }
 
@@ -910,14 +923,14 @@ int
 qrs_client_draw(struct qrs_client *c, const struct qrs_draw_request *req,
                 struct qrs_draw *ret_draw)
 {
-  QrsIpc__Commitment cm;
+  struct draw_wire dw;
   ProtobufCMessage *reply;
   QrsIpc__Draw m;
   int r;
 
   if (!c || !ret_draw)
     return -EINVAL;
-  r = draw_to_wire(c, req, &m, &cm);
+  r = draw_to_wire(c, req, &m, &dw);
   if (r < 0)
     return r;
   pthread_mutex_lock(&c->lock);
@@ -938,7 +951,7 @@ qrs_client_draw_begin(struct qrs_client *c,
                       const struct qrs_draw_request *req,
                       uint32_t *ret_ticket)
 {
-  QrsIpc__Commitment cm;
+  struct draw_wire dw;
   struct slot *s;
   QrsIpc__Draw m;
   int64_t deadline;
@@ -947,7 +960,7 @@ qrs_client_draw_begin(struct qrs_client *c,
 
   if (!c || !ret_ticket)
     return -EINVAL;
-  r = draw_to_wire(c, req, &m, &cm);
+  r = draw_to_wire(c, req, &m, &dw);
   if (r < 0)
     return r;
   pthread_mutex_lock(&c->lock);
@@ -1118,6 +1131,14 @@ sources_from_wire(QrsIpc__SourceInfo **v, size_t n)
     out[i].bytes = v[i]->bytes;
     out[i].failures = v[i]->failures;
     copy_str(out[i].detail, sizeof(out[i].detail), v[i]->detail);
+    out[i].stats.window = v[i]->stat_window;
+    out[i].stats.ks = v[i]->stat_ks;
+    out[i].stats.ks_p = v[i]->stat_ks_p;
+    out[i].stats.cusum_hi = v[i]->stat_cusum_hi;
+    out[i].stats.cusum_lo = v[i]->stat_cusum_lo;
+    out[i].stats.alarm = v[i]->stat_alarm;
+    copy_str(out[i].stats.alarm_reason, sizeof(out[i].stats.alarm_reason),
+             v[i]->stat_alarm_reason);
   }
   return out;
 }

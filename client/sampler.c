@@ -29,6 +29,7 @@ struct qrs_sampler {
   const char *source;
   const char *amplifier;
   uint32_t sample_count;
+  struct qrs_amp_params amp;    /* the explicitly set amplifier fields */
   size_t vocab_size;
   size_t cap;                     /* longest row */
   struct qrs__sel_ws ws;
@@ -100,6 +101,48 @@ order_of(const struct qrs__cfgvals *v)
                            : QRS__ORDER_REFERENCE;
 }
 
+/* The draw fields set above the default layer go to qrsd with every
+   draw; the others take qrsd's configured values (whose population_std is
+   the correct 73.9003, not the reference's 73.612). */
+void
+qrs__draw_setup(const struct qrs_sampler_config *cfg,
+                const struct qrs__cfgvals *v, const char **ret_source,
+                const char **ret_amplifier, uint32_t *ret_sample_count,
+                struct qrs_amp_params *ret_amp)
+{
+  *ret_source = NULL;
+  *ret_amplifier = NULL;
+  *ret_sample_count = 0;
+  if (qrs_sampler_config_layer(cfg, "entropy_source_type") !=
+      QRS_LAYER_DEFAULT)
+    *ret_source = v->entropy_source_type;
+  if (qrs_sampler_config_layer(cfg, "signal_amplifier_type") !=
+      QRS_LAYER_DEFAULT)
+    *ret_amplifier = v->signal_amplifier_type;
+  if (qrs_sampler_config_layer(cfg, "sample_count") != QRS_LAYER_DEFAULT &&
+      v->sample_count > 0 && v->sample_count <= UINT32_MAX)
+    *ret_sample_count = (uint32_t)v->sample_count;
+
+  memset(ret_amp, 0, sizeof(*ret_amp));
+  if (qrs_sampler_config_layer(cfg, "population_mean") != QRS_LAYER_DEFAULT)
+    ret_amp->set |= QRS_AMP_POPULATION_MEAN;
+  if (qrs_sampler_config_layer(cfg, "population_std") != QRS_LAYER_DEFAULT)
+    ret_amp->set |= QRS_AMP_POPULATION_STD;
+  if (qrs_sampler_config_layer(cfg, "uniform_clamp_epsilon") !=
+      QRS_LAYER_DEFAULT)
+    ret_amp->set |= QRS_AMP_EPSILON;
+  if (qrs_sampler_config_layer(cfg, "zscore_calibration_samples") !=
+          QRS_LAYER_DEFAULT &&
+      v->zscore_calibration_samples >= 0 &&
+      v->zscore_calibration_samples <= UINT32_MAX)
+    ret_amp->set |= QRS_AMP_ZSCORE_CALIBRATION;
+  ret_amp->population_mean = v->population_mean;
+  ret_amp->population_std = v->population_std;
+  ret_amp->uniform_clamp_epsilon = v->uniform_clamp_epsilon;
+  ret_amp->zscore_calibration_samples =
+      (uint32_t)v->zscore_calibration_samples;
+}
+
 int
 qrs_sampler_new(const struct qrs_sampler_config *cfg, size_t vocab_size,
                 struct qrs_sampler **ret_sampler)
@@ -139,15 +182,8 @@ qrs_sampler_new(const struct qrs_sampler_config *cfg, size_t vocab_size,
   s->strategy_kind = qrs__strategy_kind(s->cfg.temperature_strategy);
   s->order = order_of(&s->cfg);
   s->log_level = level_of(s->cfg.log_level);
-  if (qrs_sampler_config_layer(cfg, "entropy_source_type") !=
-      QRS_LAYER_DEFAULT)
-    s->source = s->cfg.entropy_source_type;
-  if (qrs_sampler_config_layer(cfg, "signal_amplifier_type") !=
-      QRS_LAYER_DEFAULT)
-    s->amplifier = s->cfg.signal_amplifier_type;
-  if (qrs_sampler_config_layer(cfg, "sample_count") != QRS_LAYER_DEFAULT &&
-      s->cfg.sample_count > 0 && s->cfg.sample_count <= UINT32_MAX)
-    s->sample_count = (uint32_t)s->cfg.sample_count;
+  qrs__draw_setup(cfg, &s->cfg, &s->source, &s->amplifier, &s->sample_count,
+                  &s->amp);
   s->vocab_size = vocab_size;
   s->cap = vocab_size;
   s->prev_token = -1;
@@ -629,6 +665,7 @@ draw_request(const struct qrs_sampler *s, struct qrs_commitment *cm,
   req->amplifier = s->amplifier;
   req->sample_count = s->sample_count;
   req->commitment = cm;
+  req->amp = s->amp.set ? &s->amp : NULL;
 }
 
 int

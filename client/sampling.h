@@ -82,6 +82,15 @@ int qrs__cfgvals_text(const struct qrs__cfgvals *v, const char *field,
 /* The preset in effect (explicit, else environment) or NULL. */
 const char *qrs__config_preset(const struct qrs_sampler_config *cfg);
 
+/* What a draw sends for cfg (sampler.c): source, amplifier and
+   sample_count when set above the default layer (else NULL / 0: qrsd's
+   defaults), and the amplifier parameters likewise.  The strings point
+   into v. */
+void qrs__draw_setup(const struct qrs_sampler_config *cfg,
+                     const struct qrs__cfgvals *v, const char **ret_source,
+                     const char **ret_amplifier, uint32_t *ret_sample_count,
+                     struct qrs_amp_params *ret_amp);
+
 /* The reference-compatible config hash (16 hex digits + NUL).  0, or
    -ENOMEM (out untouched). */
 int qrs__config_hash(const struct qrs_sampler_config *cfg,

@@ -81,7 +81,8 @@ struct key {
 #define C_OFF(field) offsetof(struct qrsd_conf, field)
 #define S_OFF(field) offsetof(struct conf_source, field)
 
-static const char *const amp_types[] = { "zscore_mean", NULL };
+static const char *const amp_types[] = { "zscore_mean", "zscore_thought",
+                                         "ecdf", "exact", NULL };
 
 static const struct key socket_keys[] = {
   { .name = "path", .kind = KEY_STRING, .offset = C_OFF(socket_path),
@@ -105,6 +106,12 @@ static const struct key amplifier_keys[] = {
     .open = OPEN_MIN },
   { .name = "epsilon", .kind = KEY_DOUBLE, .offset = C_OFF(amp_epsilon),
     .dmin = 0.0, .dmax = 0.5, .open = OPEN_MIN | OPEN_MAX },
+  { .name = "zscore_calibration_samples", .kind = KEY_U32,
+    .offset = C_OFF(amp_zscore_calibration_samples), .umin = 0,
+    .umax = 10000000 },
+  { .name = "ecdf_calibration_samples", .kind = KEY_U32,
+    .offset = C_OFF(amp_ecdf_calibration_samples), .umin = 2,
+    .umax = 10000000 },
   { .name = NULL }
 };
 
@@ -119,6 +126,14 @@ static const struct key limits_keys[] = {
     .offset = C_OFF(max_inflight), .umin = 1, .umax = 4096 },
   { .name = "request_timeout_ms", .kind = KEY_U32,
     .offset = C_OFF(request_timeout_ms), .umin = 1, .umax = 600000 },
+  { .name = "max_calibration_samples", .kind = KEY_U32,
+    .offset = C_OFF(max_calibration_samples), .umin = 2, .umax = 10000000 },
+  { .name = "max_calibration_bytes", .kind = KEY_U64,
+    .offset = C_OFF(max_calibration_bytes), .umin = 1,
+    .umax = 17179869184ull },
+  { .name = "exact_cache_bytes", .kind = KEY_U64,
+    .offset = C_OFF(exact_cache_bytes), .umin = 1048576,
+    .umax = 17179869184ull },
   { .name = "hello_timeout_ms", .kind = KEY_U32,
     .offset = C_OFF(hello_timeout_ms), .umin = 1, .umax = 600000 },
   { .name = "frame_timeout_ms", .kind = KEY_U32,
@@ -133,6 +148,18 @@ static const struct key limits_keys[] = {
   { .name = NULL }
 };
 
+static const struct key monitor_keys[] = {
+  { .name = "window", .kind = KEY_U32, .offset = C_OFF(monitor_window),
+    .umin = 0, .umax = 100000 },
+  { .name = "ks_alarm_p", .kind = KEY_DOUBLE,
+    .offset = C_OFF(monitor_ks_alarm_p), .dmin = 0.0, .dmax = 0.5 },
+  { .name = "cusum_k", .kind = KEY_DOUBLE, .offset = C_OFF(monitor_cusum_k),
+    .dmin = 0.0, .dmax = 10.0 },
+  { .name = "cusum_h", .kind = KEY_DOUBLE, .offset = C_OFF(monitor_cusum_h),
+    .dmin = 0.0, .dmax = 1e9, .open = OPEN_MIN },
+  { .name = NULL }
+};
+
 /* The top level, in the order conf_print() writes it. */
 static const struct key top_keys[] = {
   { .name = "socket", .kind = KEY_SECTION, .sub = socket_keys },
@@ -141,6 +168,7 @@ static const struct key top_keys[] = {
     .umax = CONF_MAX_SOURCE_NAME },
   { .name = "amplifier", .kind = KEY_SECTION, .sub = amplifier_keys },
   { .name = "limits", .kind = KEY_SECTION, .sub = limits_keys },
+  { .name = "monitor", .kind = KEY_SECTION, .sub = monitor_keys },
   { .name = "allow_test_sources", .kind = KEY_BOOL,
     .offset = C_OFF(allow_test_sources) },
   { .name = "sources", .kind = KEY_SOURCES },
@@ -466,9 +494,17 @@ parse_string(struct parser *p, const struct key *k, const struct node *v,
     for (c = k->choices; *c; c++)
       if (!strcmp(*c, v->text))
         break;
-    if (!*c)
+    if (!*c) {
+      char list[256];
+      size_t n = 0;
+
+      list[0] = '\0';
+      for (c = k->choices; *c && n < sizeof(list); c++)
+        n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s",
+                              c == k->choices ? "" : ", ", *c);
       return fail(p, v->line, path, "'%.*s' is not supported by this build "
-                  "(supported: %s)", SHOW, v->text, k->choices[0]);
+                  "(supported: %s)", SHOW, v->text, list);
+    }
   }
 
   dup = strdup(v->text);
@@ -1163,6 +1199,13 @@ check(struct parser *p, const struct qrsd_conf *conf, const struct node *root)
     return fail(p, line, "amplifier.sample_count", "value %" PRIu32
                 " is above limits.max_sample_count (%" PRIu32 ")",
                 conf->amp_sample_count, conf->max_sample_count);
+  }
+  if (conf->amp_zscore_calibration_samples > conf->max_calibration_samples ||
+      conf->amp_ecdf_calibration_samples > conf->max_calibration_samples) {
+    line = key_line(root, "limits", "max_calibration_samples");
+    return fail(p, line, "amplifier", "calibration samples above "
+                "limits.max_calibration_samples (%" PRIu32 ")",
+                conf->max_calibration_samples);
   }
   return check_test_sources(p, conf);
 }

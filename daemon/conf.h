@@ -62,11 +62,21 @@ struct qrsd_conf {
   double amp_population_mean;
   double amp_population_std;
   double amp_epsilon;
+  uint32_t amp_zscore_calibration_samples;  /* 0: no calibration */
+  uint32_t amp_ecdf_calibration_samples;    /* 2 .. */
   uint32_t max_frame_bytes;
   uint32_t max_sample_count;
   uint32_t max_connections;
   uint32_t max_inflight;    /* per connection */
   uint32_t request_timeout_ms;
+  uint32_t max_calibration_samples;   /* blocks of one calibration */
+  uint64_t max_calibration_bytes;     /* blocks * sample_count */
+  uint64_t exact_cache_bytes;         /* the exact amplifier's tables */
+  uint32_t monitor_window;            /* u values in the KS window; 0: off */
+  double monitor_ks_alarm_p;          /* alarm when the window's KS p is
+                                         below this */
+  double monitor_cusum_k;             /* CUSUM drift allowance (z units) */
+  double monitor_cusum_h;             /* CUSUM alarm threshold */
   uint32_t hello_timeout_ms;    /* HELLO must come within this */
   uint32_t frame_timeout_ms;    /* a started frame must complete */
   uint32_t idle_timeout_ms;     /* 0: idle connections stay */

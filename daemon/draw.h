@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include <protobuf-c/protobuf-c.h>
+#include <uv.h>
 
 #include "conf.h"
 #include "frame.h"
@@ -28,9 +29,11 @@ struct draw_engine;
 typedef void (*draw_reply_fn)(void *ctx, uint16_t type,
                               const ProtobufCMessage *m);
 
-/* 0 and a new engine on reg (which must outlive it), or -ENOMEM. */
+/* 0 and a new engine on reg (which must outlive it), or -ENOMEM.  loop
+   runs the amplifiers' preparations (calibrations, exact tables) on its
+   worker threads. */
 int draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
-                    struct draw_engine **ret_engine);
+                    uv_loop_t *loop, struct draw_engine **ret_engine);
 void draw_engine_free(struct draw_engine *e);   /* accepts NULL */
 
 /* The largest BYTES count served (HelloReply.max_bytes_per_request). */
@@ -42,6 +45,16 @@ void draw_handle(struct draw_engine *e, const QrsIpc__Draw *req,
 void bytes_handle(struct draw_engine *e, const QrsIpc__Bytes *req,
                   const struct ts *received, const char *who,
                   struct reg_owner *owner, draw_reply_fn reply, void *ctx);
+
+/* The live statistics of the u that source served (monitor.h), or NULL
+   for an unknown name. */
+struct monitor;
+const struct monitor *draw_monitor(struct draw_engine *e,
+                                   const char *source);
+/* How many sources raised a statistics alarm; the first one's name and
+   reason when there is one. */
+int draw_alarms(const struct draw_engine *e, const char **ret_source,
+                const char **ret_reason);
 
 /* Send an Error through reply (also used by the server). */
 void draw_reply_error(draw_reply_fn reply, void *ctx, int err,

@@ -24,6 +24,7 @@
 #include <qrs/error.h>
 
 #include "draw.h"
+#include "monitor.h"
 #include "log.h"
 #include "server.h"
 
@@ -535,9 +536,24 @@ state_to_wire(enum reg_state st)
 }
 
 static void
-fill_source_info(const struct reg_info *ri, QrsIpc__SourceInfo *info)
+fill_source_info(struct server *srv, const struct reg_info *ri,
+                 QrsIpc__SourceInfo *info)
 {
+  const struct monitor *mon;
+
   qrs_ipc__source_info__init(info);
+  /* the statistics as of the monitor's last check (every window/8
+     draws): no sort on the loop thread for a status request */
+  mon = draw_monitor(srv->draw, ri->name);
+  if (mon && mon->conf.window) {
+    info->stat_window = mon->n;
+    info->stat_ks = mon->ks;
+    info->stat_ks_p = mon->ks_p;
+    info->stat_cusum_hi = mon->cusum_hi;
+    info->stat_cusum_lo = mon->cusum_lo;
+    info->stat_alarm = mon->alarm;
+    info->stat_alarm_reason = (char *)mon->reason;
+  }
   info->name = (char *)ri->name;
   info->type = (char *)ri->type;
   info->healthy = ri->state == REG_OK;
@@ -583,7 +599,7 @@ make_source_infos(struct server *srv, struct infos *in)
   }
   for (i = 0; i < in->n; i++) {
     registry_info(srv->reg, i, &in->ri[i]);
-    fill_source_info(&in->ri[i], &in->v[i]);
+    fill_source_info(srv, &in->ri[i], &in->v[i]);
     in->p[i] = &in->v[i];
   }
   return 0;
@@ -602,7 +618,9 @@ handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
              uint16_t hdr_version)
 {
   QrsIpc__HelloReply r = QRS_IPC__HELLO_REPLY__INIT;
-  static char *features[] = { "draw", "bytes", "pipelining", "commitment" };
+  static char *features[] = { "draw", "bytes", "pipelining", "commitment",
+                              "amp-params", "amp-exact", "amp-ecdf",
+                              "amp-zscore-thought", "stat-monitor" };
   const char *def_type;
   struct server *srv;
   int def_production;
@@ -677,9 +695,11 @@ static void
 handle_health(struct conn *c, uint32_t seq)
 {
   QrsIpc__HealthReply r = QRS_IPC__HEALTH_REPLY__INIT;
+  const char *alarm_src, *alarm_reason;
   struct server *srv;
   struct infos in;
   char msg[256];
+  int alarms;
 
   srv = c->srv;
   if (make_source_infos(srv, &in) < 0) {
@@ -696,6 +716,14 @@ handle_health(struct conn *c, uint32_t seq)
   case REG_OK:
     r.state = QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY;
     break;
+  }
+  /* a statistics alarm (the served u drifts) degrades a healthy daemon */
+  alarms = draw_alarms(srv->draw, &alarm_src, &alarm_reason);
+  if (alarms && r.state == QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY) {
+    r.state = QRS_IPC__HEALTH_STATE__HEALTH_DEGRADED;
+    snprintf(msg, sizeof(msg), "statistics alarm on %d source%s; '%s': "
+             "%.150s", alarms, alarms == 1 ? "" : "s", alarm_src,
+             alarm_reason);
   }
   r.message = msg;
   r.n_sources = in.n;
@@ -1329,7 +1357,7 @@ server_init(struct server *srv, uv_loop_t *loop,
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
   }
-  r = draw_engine_new(conf, srv->reg, &srv->draw);
+  r = draw_engine_new(conf, srv->reg, loop, &srv->draw);
   if (r < 0) {
     snprintf(err, errlen, "out of memory");
     return r;

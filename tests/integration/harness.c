@@ -199,24 +199,36 @@ daemon_cleanup(struct daemon *d)
 int
 daemon_log_contains(const struct daemon *d, const char *needle)
 {
-  static char buf[1 << 20];
-  size_t n;
-  FILE *f;
   int i;
 
   /* qrsd writes its log from a thread of its own: give it 3 s. */
   for (i = 0; i < 300; i++) {
-    f = fopen(d->log, "r");
-    if (f) {
-      n = fread(buf, 1, sizeof(buf) - 1, f);
-      fclose(f);
-      buf[n] = '\0';
-      if (strstr(buf, needle))
-        return 1;
-    }
+    if (daemon_log_count(d, needle) > 0)
+      return 1;
     usleep(10000);
   }
   return 0;
+}
+
+int
+daemon_log_count(const struct daemon *d, const char *needle)
+{
+  static char buf[1 << 20];
+  const char *p;
+  size_t n;
+  FILE *f;
+  int k;
+
+  f = fopen(d->log, "r");
+  if (!f)
+    return 0;
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  k = 0;
+  for (p = buf; (p = strstr(p, needle)); p += strlen(needle))
+    k++;
+  return k;
 }
 
 static void

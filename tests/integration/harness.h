@@ -43,6 +43,8 @@ void daemon_cleanup(struct daemon *d);
 
 /* Does qrsd's log contain needle (waits up to 3 s for it)? */
 int daemon_log_contains(const struct daemon *d, const char *needle);
+/* How often it occurs now (the first MiB; no waiting). */
+int daemon_log_count(const struct daemon *d, const char *needle);
 
 /* Wait for "STOPPING=1" (or another line) on the notify socket. */
 int daemon_wait_notify(struct daemon *d, const char *what, int timeout_ms);

@@ -722,7 +722,7 @@ Test(conf, bad_strings_are_rejected)
                     "socket.group: expected a string, got no value");
   expect_text_error("amplifier:\n  type: mean\n", 2, "amplifier.type: 'mean'"
                     " is not supported by this build (supported: "
-                    "zscore_mean)");
+                    "zscore_mean, zscore_thought, ecdf, exact)");
 }
 
 Test(conf, bad_modes_are_rejected)
@@ -1109,7 +1109,7 @@ Test(conf, bad_local_sources_are_rejected)
                     "names, got 'rdrand'");
   expect_text_error("sources:\n  t: { type: timing, conditioning: md5 }\n",
                     2, "sources.t.conditioning: 'md5' is not supported by "
-                    "this build (supported: raw)");
+                    "this build (supported: raw, vonneumann, sha256)");
   expect_text_error("sources:\n  t: { type: timing, timeout_ms: 0 }\n",
                     2, "sources.t.timeout_ms: value 0 out of range "
                     "1..600000");
@@ -1118,4 +1118,77 @@ Test(conf, bad_local_sources_are_rejected)
   expect_text_error("sources:\n  t: { type: timing, health_alpha_exp: 2 }"
                     "\n", 2, "sources.t.health_alpha_exp: value 2 out of "
                     "range 8..60");
+}
+
+/* ---- Amplifiers and the monitor (issue 8) ------------------------------ */
+
+Test(conf, amplifier_and_monitor_defaults)
+{
+  struct qrsd_conf *c;
+
+  c = load_default();
+  cr_assert_eq(c->amp_zscore_calibration_samples, 0);
+  cr_assert_eq(c->amp_ecdf_calibration_samples, 2000);
+  cr_assert_eq(c->max_calibration_samples, 100000);
+  cr_assert_eq(c->max_calibration_bytes, 268435456);
+  cr_assert_eq(c->exact_cache_bytes, 67108864);
+  cr_assert_eq(c->monitor_window, 10000);
+  cr_assert_eq(c->monitor_ks_alarm_p, 1e-6);
+  cr_assert_eq(c->monitor_cusum_k, 0.5);
+  cr_assert_eq(c->monitor_cusum_h, 20.0);
+  conf_free(c);
+}
+
+Test(conf, amplifier_types_and_monitor_keys_load)
+{
+  static const char *const types[] = { "zscore_mean", "zscore_thought",
+                                       "ecdf", "exact" };
+  struct qrsd_conf *c;
+  char text[256];
+  size_t i;
+
+  for (i = 0; i < 4; i++) {
+    snprintf(text, sizeof(text), "amplifier: { type: %s }\n", types[i]);
+    c = load_text(text);
+    cr_assert_str_eq(c->amp_type, types[i]);
+    conf_free(c);
+  }
+  c = load_text("amplifier: { zscore_calibration_samples: 200,\n"
+                "             ecdf_calibration_samples: 5000 }\n"
+                "limits: { max_calibration_samples: 5000,\n"
+                "          max_calibration_bytes: 1000000,\n"
+                "          exact_cache_bytes: 2097152 }\n"
+                "monitor: { window: 0, ks_alarm_p: 0, cusum_k: 1.5,\n"
+                "           cusum_h: 8 }\n");
+  cr_assert_eq(c->amp_zscore_calibration_samples, 200);
+  cr_assert_eq(c->amp_ecdf_calibration_samples, 5000);
+  cr_assert_eq(c->max_calibration_bytes, 1000000);
+  cr_assert_eq(c->exact_cache_bytes, 2097152);
+  cr_assert_eq(c->monitor_window, 0);
+  cr_assert_eq(c->monitor_ks_alarm_p, 0.0);
+  cr_assert_eq(c->monitor_cusum_k, 1.5);
+  cr_assert_eq(c->monitor_cusum_h, 8.0);
+  conf_free(c);
+}
+
+Test(conf, amplifier_and_monitor_values_are_checked)
+{
+  expect_text_error("amplifier: { type: server }\n", 1,
+                    "amplifier.type: 'server' is not supported by this "
+                    "build (supported: zscore_mean, zscore_thought, ecdf, "
+                    "exact)");
+  expect_text_error("amplifier: { ecdf_calibration_samples: 1 }\n", 1,
+                    "amplifier.ecdf_calibration_samples: value 1 out of "
+                    "range 2..10000000");
+  expect_text_error("monitor: { window: 100001 }\n", 1,
+                    "monitor.window: value 100001 out of range 0..100000");
+  expect_text_error("monitor: { cusum_h: 0 }\n", 1,
+                    "monitor.cusum_h: value 0 out of range 0 < x <= 1e+09");
+  expect_text_error("limits: { exact_cache_bytes: 1000 }\n", 1,
+                    "limits.exact_cache_bytes: value 1000 out of range "
+                    "1048576..17179869184");
+  expect_text_error("amplifier: { zscore_calibration_samples: 300 }\n"
+                    "limits: { max_calibration_samples: 200 }\n", 2,
+                    "amplifier: calibration samples above "
+                    "limits.max_calibration_samples (200)");
 }

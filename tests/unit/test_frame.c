@@ -212,6 +212,13 @@ Test(frame, error_codes_round_trip_through_the_wire)
                  "%s", qrs_strerror_name(e));
   cr_assert_eq(qrs__error_to_wire(-ETIMEDOUT),
                QRS_IPC__ERROR_CODE__ERROR_TIMEOUT);
+  cr_assert_eq(qrs__error_to_wire(QRS_E_AMP_PARAMS),
+               QRS_IPC__ERROR_CODE__ERROR_AMPLIFIER_PARAMS);
+  cr_assert_eq(qrs__error_to_wire(QRS_E_CALIBRATION),
+               QRS_IPC__ERROR_CODE__ERROR_CALIBRATION);
+  cr_assert_eq(qrs__error_from_wire(20), QRS_E_AMP_PARAMS);
+  cr_assert_eq(qrs__error_from_wire(21), QRS_E_CALIBRATION);
+  cr_assert_eq(qrs__error_from_wire(15), QRS_E_INTERNAL);   /* unassigned */
   cr_assert_eq(qrs__error_from_wire(0), QRS_E_INTERNAL);
   cr_assert_eq(qrs__error_from_wire(9999), QRS_E_INTERNAL);
 }

@@ -124,11 +124,35 @@ struct qrs_commitment {
   int64_t prev_token_id;
 };
 
+/* Amplifier parameters of one draw (reference spec 3.2).  Only the
+   fields whose QRS_AMP_* bit is in set are sent; the others take qrsd's
+   configured values.  qrsd checks them against its limits and answers
+   QRS_E_AMP_PARAMS when one is outside (see qrs_ipc.proto, Draw).
+   Added in 0.1 (protocol additions Draw 20-24). */
+enum qrs_amp_field {
+  QRS_AMP_POPULATION_MEAN = 1 << 0,
+  QRS_AMP_POPULATION_STD = 1 << 1,
+  QRS_AMP_EPSILON = 1 << 2,
+  QRS_AMP_ZSCORE_CALIBRATION = 1 << 3,
+  QRS_AMP_ECDF_CALIBRATION = 1 << 4,
+};
+
+struct qrs_amp_params {
+  unsigned set;                     /* QRS_AMP_* bits of the fields sent */
+  double population_mean;           /* finite, 0 .. 255 */
+  double population_std;            /* finite, > 0 */
+  double uniform_clamp_epsilon;     /* 0 <= eps < 0.5 */
+  uint32_t zscore_calibration_samples;  /* 0: no calibration */
+  uint32_t ecdf_calibration_samples;    /* >= 2 */
+};
+
 struct qrs_draw_request {
   const char *source;       /* NULL or "": the daemon's default source */
-  const char *amplifier;    /* NULL or "": the configured default */
+  const char *amplifier;    /* NULL or "": the configured default
+                               (zscore_mean, zscore_thought, ecdf, exact) */
   uint32_t sample_count;    /* 0: the configured default */
   const struct qrs_commitment *commitment; /* NULL: no nonce */
+  const struct qrs_amp_params *amp;        /* NULL: all daemon defaults */
 };
 
 struct qrs_timestamp {
@@ -169,6 +193,11 @@ struct qrs_draw {
   char amplifier[QRS_NAME_MAX];
   int fallback;                   /* 1: served by a fallback leg */
   uint64_t nonce;                 /* 0: no commitment */
+  uint64_t byte_sum;              /* exact sum of the sample_count bytes */
+  double population_mean;         /* the mean and std z was computed */
+  double population_std;          /* with (calibrated when calibrated) */
+  uint32_t extra_bytes;           /* bytes read beyond sample_count
+                                     (exact: 7, the bits of V) */
   enum qrs_echo echo;
   struct qrs_timestamp received;  /* qrsd decoded the request */
   struct qrs_timestamp generated; /* the entropy was in hand */
@@ -229,6 +258,17 @@ struct qrs_source_info {
   uint64_t bytes;
   uint64_t failures;
   char detail[256];
+  /* Live statistics of the u this source served (qrsd's monitor:
+     section); window 0: monitoring is off or no draw yet. */
+  struct {
+    uint32_t window;              /* u values in the KS window */
+    double ks;                    /* KS distance against uniform */
+    double ks_p;                  /* its p-value */
+    double cusum_hi;              /* one-sided CUSUMs of z */
+    double cusum_lo;
+    int alarm;                    /* latched until qrsd restarts */
+    char alarm_reason[160];
+  } stats;
 };
 
 struct qrs_status {

@@ -33,6 +33,8 @@ enum qrs_error {
   QRS_E_UNKNOWN_AMPLIFIER = -1012,/* no such amplifier */
   QRS_E_SHUTDOWN = -1013,         /* qrsd is shutting down */
   QRS_E_HELLO_REQUIRED = -1014,   /* request sent before HELLO */
+  QRS_E_AMP_PARAMS = -1020,       /* amplifier parameter out of range */
+  QRS_E_CALIBRATION = -1021,      /* amplifier calibration failed */
 
   /* Errors raised inside libqrs itself. */
   QRS_E_DISCONNECTED = -1100,     /* connection lost with the request

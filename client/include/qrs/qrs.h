@@ -5,6 +5,7 @@
 #include <qrs/error.h>
 #include <qrs/client.h>
 #include <qrs/sampler.h>
+#include <qrs/roller.h>
 #include <qrs/batch.h>
 
 #endif

@@ -1,0 +1,305 @@
+/* The amplifiers through a real qrsd (issue 8): KS uniformity of 20,000 u
+   from the system source for zscore_mean (qrsd's sigma), calibrated ecdf
+   and exact; mean shifts of +-0.5 from mock sources detected in their
+   direction; the per-draw amplifier parameters and their typed errors;
+   and the live monitor's alarm in health, sources and the log.
+
+   (ecdf is calibrated on the source it serves, so a daemon-calibrated
+   ecdf has absorbed a constant bias by design; its shift detection, with
+   the calibration taken from the null, is in tests/unit/test_statistics.c.) */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include <qrs/client.h>
+#include <qrs/error.h>
+
+#include "harness.h"
+
+static struct daemon D;
+
+static void
+stop_and_clean(void)
+{
+  daemon_cleanup(&D);
+}
+
+static const char yaml[] =
+  "default_source: system\n"
+  "allow_test_sources: true\n"
+  "limits: { max_calibration_samples: 200000 }\n"
+  "monitor: { window: 2000, cusum_h: 20 }\n"
+  "sources:\n"
+  "  system: { type: system }\n"
+  "  up: { type: mock, seed: 5, mean_shift: 0.5 }\n"
+  "  down: { type: mock, seed: 6, mean_shift: -0.5 }\n"
+  "  drift: { type: mock, seed: 7, mean_shift: 3.0 }\n";
+
+static struct qrs_client *
+connect_client(void)
+{
+  struct qrs_client *c;
+  int r;
+
+  r = qrs_client_new(D.sock, NULL, &c);
+  cr_assert_eq(r, 0, "qrs_client_new: %s", qrs_strerror(r));
+  return c;
+}
+
+/* n pipelined draws into u (and the last reply into last). */
+static void
+draws(struct qrs_client *c, const struct qrs_draw_request *rq, double *u,
+      size_t n, struct qrs_draw *last)
+{
+  uint32_t t[32];
+  struct qrs_draw d;
+  size_t sent, done;
+  int r;
+
+  sent = done = 0;
+  while (done < n) {
+    while (sent < n && sent - done < 32) {
+      r = qrs_client_draw_begin(c, rq, &t[sent % 32]);
+      cr_assert_eq(r, 0, "draw_begin: %s", qrs_strerror(r));
+      sent++;
+    }
+    r = qrs_client_draw_finish(c, t[done % 32], &d);
+    cr_assert_eq(r, 0, "draw %zu: %s (%s)", done, qrs_strerror(r),
+                 qrs_client_errmsg(c));
+    u[done++] = d.u;
+  }
+  if (last)
+    *last = d;
+}
+
+static double
+uniform_p(const char *amp, uint32_t samples, const struct qrs_amp_params *ap)
+{
+  struct qrs_draw_request rq;
+  struct qrs_client *c;
+  struct qrs_draw last;
+  double *u, p;
+  size_t n;
+
+  n = 20000;
+  u = malloc(n * sizeof(*u));
+  cr_assert_not_null(u);
+  memset(&rq, 0, sizeof(rq));
+  rq.amplifier = amp;
+  rq.sample_count = samples;
+  rq.amp = ap;
+  c = connect_client();
+  draws(c, &rq, u, n, &last);
+  cr_assert_str_eq(last.amplifier, amp);
+  cr_assert_eq(last.sample_count, samples);
+  qrs_client_free(c);
+  p = ks_uniform_p(u, n);
+  cr_log_info("%s (N %u): KS p %.4g", amp, samples, p);
+  free(u);
+  return p;
+}
+
+Test(stat, zscore_mean_exact_and_calibrated_ecdf_are_uniform,
+     .fini = stop_and_clean, .timeout = 240)
+{
+  struct qrs_amp_params ap;
+
+  daemon_run(&D, yaml);
+  cr_assert_gt(uniform_p("zscore_mean", 1000, NULL), 1e-4);
+  cr_assert_gt(uniform_p("exact", 1000, NULL), 1e-4);
+  /* ecdf's u is uniform up to its calibration's KS error ~0.87/sqrt(K):
+     K must be well above the 20,000 draws tested (docs/statistics.md) */
+  memset(&ap, 0, sizeof(ap));
+  ap.set = QRS_AMP_ECDF_CALIBRATION;
+  ap.ecdf_calibration_samples = 200000;
+  cr_assert_gt(uniform_p("ecdf", 100, &ap), 1e-4);
+  cr_assert(daemon_log_contains(&D, "ecdf calibrated from 200000 blocks"));
+}
+
+/* Mean u of 2,000 draws of 1,000 bytes: a byte-mean shift of 0.5 moves z
+   by 0.5 sqrt(1000) / 73.9 = 0.214, so E u ~ 0.5 +- 0.059, against a
+   standard error of 0.0065. */
+static double
+mean_u(struct qrs_client *c, const char *source, const char *amp)
+{
+  struct qrs_draw_request rq;
+  struct qrs_draw last;
+  double u[2000], m;
+  size_t i;
+
+  memset(&rq, 0, sizeof(rq));
+  rq.source = source;
+  rq.amplifier = amp;
+  rq.sample_count = 1000;
+  draws(c, &rq, u, 2000, &last);
+  cr_assert_str_eq(last.served_by, source);
+  m = 0.0;
+  for (i = 0; i < 2000; i++)
+    m += u[i];
+  return m / 2000.0;
+}
+
+Test(stat, mean_shifts_are_detected_in_their_direction,
+     .fini = stop_and_clean, .timeout = 240)
+{
+  static const char *const amps[] = { "zscore_mean", "zscore_thought",
+                                      "exact" };
+  struct qrs_client *c;
+  double up, down;
+  size_t i;
+
+  daemon_run(&D, yaml);
+  c = connect_client();
+  for (i = 0; i < sizeof(amps) / sizeof(amps[0]); i++) {
+    up = mean_u(c, "up", amps[i]);
+    down = mean_u(c, "down", amps[i]);
+    cr_log_info("%s: mean u %.4f (+0.5), %.4f (-0.5)", amps[i], up, down);
+    cr_assert_gt(up, 0.53, "%s: +0.5 gave mean u %f", amps[i], up);
+    cr_assert_lt(down, 0.47, "%s: -0.5 gave mean u %f", amps[i], down);
+  }
+  qrs_client_free(c);
+}
+
+Test(stat, per_draw_parameters_and_their_errors, .fini = stop_and_clean)
+{
+  struct qrs_draw_request rq;
+  struct qrs_amp_params ap;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  double z;
+  int r;
+
+  daemon_run(&D, yaml);
+  c = connect_client();
+  memset(&rq, 0, sizeof(rq));
+  memset(&ap, 0, sizeof(ap));
+  rq.sample_count = 1000;
+
+  /* default: qrsd's sigma, and the reply says so */
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  cr_assert_str_eq(d.amplifier, "zscore_mean");
+  cr_assert_float_eq(d.population_std, 73.90027063, 1e-12);
+  cr_assert_eq(d.extra_bytes, 0);
+  z = ((double)d.byte_sum / 1000.0 - 127.5) / (d.population_std /
+                                                sqrt(1000.0));
+  cr_assert_float_eq(d.z, z, 1e-12);
+
+  /* the reference's sigma for a replication study */
+  ap.set = QRS_AMP_POPULATION_STD | QRS_AMP_EPSILON;
+  ap.population_std = 73.61215932167728;
+  ap.uniform_clamp_epsilon = 0.0;
+  rq.amp = &ap;
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  cr_assert_eq(d.population_std, 73.61215932167728);
+
+  /* exact reads 7 more bytes and says so */
+  rq.amplifier = "exact";
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  cr_assert_str_eq(d.amplifier, "exact");
+  cr_assert_eq(d.sample_count, 1000);
+  cr_assert_eq(d.extra_bytes, 7);
+  cr_assert(d.u >= 0.0 && d.u < 1.0);
+
+  /* out-of-range parameters: typed errors, the connection lives on */
+  ap.set = QRS_AMP_POPULATION_STD;
+  ap.population_std = -1.0;
+  r = qrs_client_draw(c, &rq, &d);
+  cr_assert_eq(r, QRS_E_AMP_PARAMS, "%s", qrs_strerror(r));
+  cr_assert(strstr(qrs_client_errmsg(c), "population_std"), "%s",
+            qrs_client_errmsg(c));
+  ap.set = QRS_AMP_EPSILON;
+  ap.uniform_clamp_epsilon = 0.5;
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), QRS_E_AMP_PARAMS);
+  ap.set = QRS_AMP_ZSCORE_CALIBRATION;
+  ap.zscore_calibration_samples = 300000;      /* above the limit */
+  rq.amplifier = "zscore_mean";
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), QRS_E_AMP_PARAMS);
+  cr_assert(strstr(qrs_client_errmsg(c), "max_calibration_samples"));
+
+  /* one calibration block: the reference's zero-variance error (Q6) */
+  ap.zscore_calibration_samples = 1;
+  r = qrs_client_draw(c, &rq, &d);
+  cr_assert_eq(r, QRS_E_CALIBRATION, "%s", qrs_strerror(r));
+  cr_assert(strstr(qrs_client_errmsg(c), "zero block-mean variance"), "%s",
+            qrs_client_errmsg(c));
+
+  /* a real calibration: mean and std from 500 blocks, then cached */
+  ap.zscore_calibration_samples = 500;
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  cr_assert_neq(d.population_mean, 127.5);
+  cr_assert(fabs(d.population_std - 73.9) < 5.0, "%f", d.population_std);
+  z = d.population_std;
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  cr_assert_eq(d.population_std, z);           /* the cached calibration */
+
+  rq.amplifier = "server";
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), QRS_E_UNKNOWN_AMPLIFIER);
+  rq.amplifier = NULL;
+  rq.amp = NULL;
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  qrs_client_free(c);
+}
+
+static int
+qrsctl(const char *cmd, char *out, size_t outlen)
+{
+  char *argv[] = { getenv("QRSCTL_BIN"), (char *)"-s", D.sock,
+                   (char *)cmd, NULL };
+
+  cr_assert_not_null(argv[0]);
+  return run_capture(argv, out, outlen, NULL, 0);
+}
+
+Test(stat, a_drifting_source_raises_one_alarm, .fini = stop_and_clean)
+{
+  struct qrs_draw_request rq;
+  struct qrs_sources *s;
+  struct qrs_client *c;
+  double u[200];
+  char out[8192];
+  size_t i;
+  int found;
+
+  daemon_run(&D, yaml);
+  c = connect_client();
+  cr_assert_eq(qrsctl("health", out, sizeof(out)), 0, "%s", out);
+
+  /* +3.0 per byte at 1,000 bytes: z ~ +1.3 a draw, CUSUM > 20 in ~25 */
+  memset(&rq, 0, sizeof(rq));
+  rq.source = "drift";
+  rq.sample_count = 1000;
+  draws(c, &rq, u, 200, NULL);
+  rq.source = "system";
+  draws(c, &rq, u, 200, NULL);
+
+  cr_assert_eq(qrs_client_sources(c, &s), 0);
+  found = 0;
+  for (i = 0; i < s->n_sources; i++) {
+    if (!strcmp(s->sources[i].name, "drift")) {
+      found = 1;
+      cr_assert(s->sources[i].stats.alarm);
+      cr_assert_gt(s->sources[i].stats.cusum_hi, 20.0);
+      cr_assert(strstr(s->sources[i].stats.alarm_reason, "CUSUM"));
+      cr_assert_eq(s->sources[i].stats.window, 200);
+    } else if (!strcmp(s->sources[i].name, "system")) {
+      cr_assert_not(s->sources[i].stats.alarm);
+      cr_assert_eq(s->sources[i].stats.window, 200);
+    }
+  }
+  cr_assert(found);
+  qrs_sources_free(s);
+  qrs_client_free(c);
+
+  cr_assert_eq(qrsctl("health", out, sizeof(out)), 1, "%s", out);
+  cr_assert(strstr(out, "statistics alarm"), "%s", out);
+  cr_assert_eq(qrsctl("sources", out, sizeof(out)), 0, "%s", out);
+  cr_assert(strstr(out, "CUSUM"), "%s", out);
+  cr_assert(strstr(out, "KS-P"), "%s", out);
+  /* logged once, although all 200 draws were far off */
+  cr_assert(daemon_log_contains(&D, "source 'drift': statistics alarm"));
+  cr_assert_eq(daemon_log_count(&D, "statistics alarm"), 1);
+}
