@@ -103,7 +103,7 @@ on_got(void *arg, const struct upstream_result *res)
   struct got *g = arg;
 
   g->r = *res;
-  if (res->err == 0 && res->len <= sizeof(g->data))
+  if (res->err == 0 && res->len > 0 && res->len <= sizeof(g->data))
     memcpy(g->data, res->data, res->len);
   g->r.data = NULL;
   g->done = 1;

@@ -26,7 +26,7 @@ section(struct json_object **root, const char *name)
 static int
 slice_eq(struct gw_slice s, const char *str)
 {
-  return s.len == strlen(str) && memcmp(s.data, str, s.len) == 0;
+  return s.len == strlen(str) && (s.len == 0 || memcmp(s.data, str, s.len) == 0);
 }
 
 Test(gwire, varints_match_the_reference)
