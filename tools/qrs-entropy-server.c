@@ -27,11 +27,11 @@
 #include <unistd.h>
 
 #include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 #include <uv.h>
 
 #include "gbridge.h"
+#include "gserve.h"
 #include "gwire.h"
 
 #define DEFAULT_MAX_BYTES (1u << 20)
@@ -44,20 +44,6 @@
 #define POP_MEAN 127.5
 #define POP_STD 73.90027063549903
 #define U_EPS 1e-10
-
-enum kind {
-  K_ENTROPY,                    /* GetEntropy */
-  K_ENTROPY_STREAM,             /* StreamEntropy */
-  K_DRAW,                       /* GetDraw */
-  K_DRAW_STREAM,                /* StreamDraws */
-  K_OTHER,                      /* any other method: UNIMPLEMENTED */
-  K_COUNT
-};
-
-static const char *const method_path[K_OTHER] = {
-  GW_ENTROPY_METHOD, GW_ENTROPY_STREAM_METHOD,
-  GW_DRAW_METHOD, GW_DRAW_STREAM_METHOD,
-};
 
 struct options {
   const char *listen;
@@ -76,46 +62,29 @@ struct options {
   int verbose;
 };
 
+/* A request held back: delayed by --latency-ms/--jitter-ms, or stalled. */
+struct held {
+  struct srv *s;
+  struct gserve_req *r;
+  uv_timer_t timer;
+  struct held *next, *prev;
+};
+
 struct srv {
   struct options o;
   uv_loop_t *loop;
   struct gbridge br;
-  grpc_server *server;
-  void *method[K_OTHER];        /* registered method handles */
+  struct gserve *g;
   char *api_key;
   size_t api_key_len;
   int dev_fd;
-  uint64_t answered;            /* requests answered with data */
   int stopping;
   int exit_code;
-  struct gb_op shutdown_op;
+  struct held *held;            /* delayed or stalled requests */
   uv_signal_t sigint, sigterm;
   unsigned short rng[3];
 };
 
-struct call {
-  struct srv *s;
-  enum kind kind;
-  struct gb_op op_new, op_close, op_send, op_recv;
-  grpc_call *call;
-  gpr_timespec deadline;
-  grpc_metadata_array md;
-  grpc_call_details details;    /* K_OTHER only */
-  grpc_byte_buffer *payload;    /* request (unary) or last received */
-  grpc_byte_buffer *out;
-  int cancelled;
-  int refs;                     /* outstanding ops + pending timer */
-  int started;                  /* initial metadata sent */
-  uv_timer_t timer;
-  int timer_init;
-  uint8_t req[GW_MAX_REQUEST];  /* request kept across a delay */
-  size_t req_len;
-};
-
-static struct srv *the_srv;
-
-static void call_unref(struct call *c);
-static void request_new(struct srv *s, enum kind k);
 static void srv_stop(struct srv *s, int code);
 
 /* ======================================================================
@@ -171,166 +140,6 @@ logmsg(struct srv *s, const char *fmt, ...)
   va_end(ap);
 }
 
-/* Constant-time comparison of the presented key with ours. */
-static int
-key_ok(struct srv *s, const grpc_metadata_array *md)
-{
-  size_t i, j;
-  unsigned diff;
-  const grpc_slice *v;
-
-  if (!s->api_key)
-    return 1;
-  for (i = 0; i < md->count; i++) {
-    if (grpc_slice_str_cmp(md->metadata[i].key, s->o.api_key_header) != 0)
-      continue;
-    v = &md->metadata[i].value;
-    if (GRPC_SLICE_LENGTH(*v) != s->api_key_len)
-      return 0;
-    diff = 0;
-    for (j = 0; j < s->api_key_len; j++)
-      diff |= GRPC_SLICE_START_PTR(*v)[j] ^ (uint8_t)s->api_key[j];
-    return diff == 0;
-  }
-  return 0;
-}
-
-static void
-on_timer_closed(uv_handle_t *h)
-{
-  struct call *c = h->data;
-
-  free(c);
-}
-
-static void
-call_unref(struct call *c)
-{
-  if (--c->refs > 0)
-    return;
-  if (c->payload)
-    grpc_byte_buffer_destroy(c->payload);
-  if (c->out)
-    grpc_byte_buffer_destroy(c->out);
-  grpc_metadata_array_destroy(&c->md);
-  if (c->kind == K_OTHER)
-    grpc_call_details_destroy(&c->details);
-  if (c->call)
-    grpc_call_unref(c->call);
-  if (c->timer_init)
-    uv_close((uv_handle_t *)&c->timer, on_timer_closed);
-  else
-    free(c);
-}
-
-static void
-on_send_done(struct gb_op *op, int ok)
-{
-  struct call *c = (struct call *)((char *)op - offsetof(struct call,
-                                                         op_send));
-
-  if (c->out) {
-    grpc_byte_buffer_destroy(c->out);
-    c->out = NULL;
-  }
-  call_unref(c);
-}
-
-/* End the call with a status (and no further message). */
-static void
-finish(struct call *c, grpc_status_code code, const char *details)
-{
-  grpc_op ops[2];
-  grpc_slice d = grpc_slice_from_copied_string(details ? details : "");
-  size_t n = 0;
-
-  memset(ops, 0, sizeof(ops));
-  if (!c->started) {
-    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    c->started = 1;
-  }
-  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-  ops[n].data.send_status_from_server.status = code;
-  ops[n].data.send_status_from_server.status_details = &d;
-  n++;
-  c->refs++;
-  if (gbridge_batch(c->call, ops, n, &c->op_send, on_send_done) !=
-      GRPC_CALL_OK)
-    call_unref(c);
-  grpc_slice_unref(d);
-  if (c->s->o.verbose && code != GRPC_STATUS_OK)
-    logmsg(c->s, "%s: status %d (%s)", c->kind < K_OTHER ?
-           method_path[c->kind] : "call", (int)code, details);
-}
-
-static void on_recv(struct gb_op *op, int ok);
-
-static void
-recv_next(struct call *c)
-{
-  grpc_op ops[2];
-  size_t n = 0;
-
-  memset(ops, 0, sizeof(ops));
-  if (!c->started) {
-    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    c->started = 1;
-  }
-  ops[n].op = GRPC_OP_RECV_MESSAGE;
-  ops[n].data.recv_message.recv_message = &c->payload;
-  n++;
-  c->refs++;
-  if (gbridge_batch(c->call, ops, n, &c->op_recv, on_recv) != GRPC_CALL_OK)
-    call_unref(c);
-}
-
-static void
-on_stream_send_done(struct gb_op *op, int ok)
-{
-  struct call *c = (struct call *)((char *)op - offsetof(struct call,
-                                                         op_send));
-
-  if (c->out) {
-    grpc_byte_buffer_destroy(c->out);
-    c->out = NULL;
-  }
-  if (ok && !c->cancelled)
-    recv_next(c);
-  call_unref(c);
-}
-
-/* Send one reply message: the whole unary answer, or one stream reply. */
-static void
-send_reply(struct call *c, const uint8_t *msg, size_t len)
-{
-  grpc_op ops[3];
-  grpc_slice d = grpc_empty_slice();
-  size_t n = 0;
-  int stream = c->kind == K_ENTROPY_STREAM || c->kind == K_DRAW_STREAM;
-
-  memset(ops, 0, sizeof(ops));
-  c->out = gbridge_buffer(msg, len);
-  if (!c->started) {
-    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    c->started = 1;
-  }
-  ops[n].op = GRPC_OP_SEND_MESSAGE;
-  ops[n].data.send_message.send_message = c->out;
-  n++;
-  if (!stream) {
-    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[n].data.send_status_from_server.status = GRPC_STATUS_OK;
-    ops[n].data.send_status_from_server.status_details = &d;
-    n++;
-  }
-  c->refs++;
-  c->s->answered++;
-  if (gbridge_batch(c->call, ops, n, &c->op_send,
-                    stream ? on_stream_send_done : on_send_done) !=
-      GRPC_CALL_OK)
-    call_unref(c);
-}
-
 static double
 uniform01(struct srv *s)
 {
@@ -349,111 +158,88 @@ echo_of(struct srv *s, uint64_t seq)
 
 /* Answer one EntropyRequest. */
 static void
-answer_entropy(struct call *c)
+answer_entropy(struct srv *s, struct gserve_req *r)
 {
-  struct srv *s = c->s;
-  struct gw_entropy_req req;
   struct gw_entropy_resp resp;
-  uint8_t *data = NULL, *msg = NULL;
-  size_t n, cap, len;
+  uint64_t n64 = r->entropy.bytes_needed;
+  uint8_t *data;
   char why[160];
-  int r;
+  size_t n;
+  int e;
 
-  if (gw_entropy_req_decode(c->req, c->req_len, &req) < 0) {
-    finish(c, GRPC_STATUS_INVALID_ARGUMENT, "malformed EntropyRequest");
+  if (n64 == 0 || n64 > INT32_MAX) {
+    gserve_reply_error(r, GRPC_STATUS_INVALID_ARGUMENT,
+                       "bytes_needed must be between 1 and 2147483647");
     return;
   }
-  if (req.bytes_needed == 0 || req.bytes_needed > INT32_MAX) {
-    finish(c, GRPC_STATUS_INVALID_ARGUMENT,
-           "bytes_needed must be between 1 and 2147483647");
-    return;
-  }
-  if (req.bytes_needed > s->o.max_bytes) {
+  if (n64 > s->o.max_bytes) {
     snprintf(why, sizeof(why), "bytes_needed %" PRIu64 " above the "
-             "server's maximum of %" PRIu32, req.bytes_needed,
-             s->o.max_bytes);
-    finish(c, GRPC_STATUS_OUT_OF_RANGE, why);
+             "server's maximum of %" PRIu32, n64, s->o.max_bytes);
+    gserve_reply_error(r, GRPC_STATUS_OUT_OF_RANGE, why);
     return;
   }
-  n = (size_t)req.bytes_needed;
+  n = (size_t)n64;
   data = malloc(n);
   if (!data) {
-    finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    gserve_reply_error(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
   memset(&resp, 0, sizeof(resp));
-  r = read_entropy(s, data, n, &resp.generation_timestamp_ns);
-  if (r < 0) {
-    snprintf(why, sizeof(why), "entropy source failed: %s", strerror(-r));
+  e = read_entropy(s, data, n, &resp.generation_timestamp_ns);
+  if (e < 0) {
+    snprintf(why, sizeof(why), "entropy source failed: %s", strerror(-e));
     logmsg(s, "%s", why);
     free(data);
-    finish(c, GRPC_STATUS_UNAVAILABLE, why);
+    gserve_reply_error(r, GRPC_STATUS_UNAVAILABLE, why);
     return;
   }
   resp.data.data = data;
   resp.data.len = s->o.empty_data ? 0 : s->o.short_data ? n / 2 : n;
-  resp.sequence_id = echo_of(s, req.sequence_id);
+  resp.sequence_id = echo_of(s, r->entropy.sequence_id);
   resp.device_id.data = (const uint8_t *)s->o.device_id;
   resp.device_id.len = strlen(s->o.device_id);
-  cap = gw_entropy_resp_bound(n, resp.device_id.len);
-  msg = malloc(cap);
-  if (!msg) {
-    free(data);
-    finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-    return;
-  }
-  len = gw_entropy_resp_encode(&resp, msg, cap);
-  send_reply(c, msg, len);
-  free(msg);
+  gserve_reply_entropy(r, &resp);
   free(data);
 }
 
 /* Answer one DrawRequest: integrate a fresh block into z and u = Phi(z)
    (byte mean against the uniform population). */
 static void
-answer_draw(struct call *c)
+answer_draw(struct srv *s, struct gserve_req *r)
 {
-  struct srv *s = c->s;
-  struct gw_draw_req req;
   struct gw_draw_resp resp;
-  uint8_t *data, msg[512];
+  uint8_t *data;
   uint64_t sum = 0;
-  size_t n, i, len;
+  size_t n, i;
   char why[160];
   double mean, z, u;
-  int r;
+  int e;
 
-  if (gw_draw_req_decode(c->req, c->req_len, &req) < 0) {
-    finish(c, GRPC_STATUS_INVALID_ARGUMENT, "malformed DrawRequest");
-    return;
-  }
-  if (req.source_id.len > 0 &&
-      (req.source_id.len != strlen(s->o.device_id) ||
-       memcmp(req.source_id.data, s->o.device_id, req.source_id.len))) {
+  if (r->drw.source_id.len > 0 && strcmp(r->source_id, s->o.device_id)) {
     snprintf(why, sizeof(why), "unknown source_id (this server serves "
              "'%s')", s->o.device_id);
-    finish(c, GRPC_STATUS_NOT_FOUND, why);
+    gserve_reply_error(r, GRPC_STATUS_NOT_FOUND, why);
     return;
   }
-  n = req.block_bytes ? (size_t)req.block_bytes : s->o.block_bytes;
-  if (n > s->o.max_bytes) {
-    snprintf(why, sizeof(why), "block_bytes %zu above the server's maximum "
-             "of %" PRIu32, n, s->o.max_bytes);
-    finish(c, GRPC_STATUS_OUT_OF_RANGE, why);
+  if (r->drw.block_bytes > s->o.max_bytes) {
+    snprintf(why, sizeof(why), "block_bytes %" PRIu64 " above the server's "
+             "maximum of %" PRIu32, r->drw.block_bytes, s->o.max_bytes);
+    gserve_reply_error(r, GRPC_STATUS_OUT_OF_RANGE, why);
     return;
   }
+  n = r->drw.block_bytes ? (size_t)r->drw.block_bytes : s->o.block_bytes;
   data = malloc(n);
   if (!data) {
-    finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    gserve_reply_error(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
   memset(&resp, 0, sizeof(resp));
-  r = read_entropy(s, data, n, &resp.generation_timestamp_ns);
-  if (r < 0) {
-    snprintf(why, sizeof(why), "entropy source failed: %s", strerror(-r));
+  e = read_entropy(s, data, n, &resp.generation_timestamp_ns);
+  if (e < 0) {
+    snprintf(why, sizeof(why), "entropy source failed: %s", strerror(-e));
     logmsg(s, "%s", why);
     free(data);
-    finish(c, GRPC_STATUS_UNAVAILABLE, why);
+    gserve_reply_error(r, GRPC_STATUS_UNAVAILABLE, why);
     return;
   }
   if (s->o.short_data)
@@ -472,7 +258,7 @@ answer_draw(struct call *c)
     u = 1.5;
   resp.u = s->o.empty_data ? 0.0 : u;   /* u = 0 on the wire: absent */
   resp.z = z;
-  resp.sequence_id = echo_of(s, req.sequence_id);
+  resp.sequence_id = echo_of(s, r->drw.sequence_id);
   resp.source_id.data = (const uint8_t *)s->o.device_id;
   resp.source_id.len = strlen(s->o.device_id);
   resp.purity_label.data = (const uint8_t *)(s->dev_fd >= 0 ?
@@ -482,200 +268,108 @@ answer_draw(struct call *c)
   resp.integrated_bytes = n;
   resp.integrator.data = (const uint8_t *)"byte_mean_z";
   resp.integrator.len = strlen("byte_mean_z");
-  len = gw_draw_resp_encode(&resp, msg, sizeof(msg));
-  if (len > sizeof(msg)) {
-    finish(c, GRPC_STATUS_INTERNAL, "reply too large");
-    return;
-  }
-  send_reply(c, msg, len);
+  gserve_reply_draw(r, &resp);
 }
 
 static void
-answer(struct call *c)
+answer(struct srv *s, struct gserve_req *r)
 {
-  struct srv *s = c->s;
-
-  if (s->o.drop_after && s->answered >= s->o.drop_after) {
+  if (s->stopping) {
+    gserve_reply_error(r, GRPC_STATUS_UNAVAILABLE, "server going away");
+    return;
+  }
+  if (s->o.drop_after && gserve_answered(s->g) >= s->o.drop_after) {
     logmsg(s, "--drop-after %" PRIu64 ": dropping every connection and "
            "exiting", s->o.drop_after);
-    finish(c, GRPC_STATUS_UNAVAILABLE, "server going away");
+    gserve_reply_error(r, GRPC_STATUS_UNAVAILABLE, "server going away");
     srv_stop(s, 0);
     return;
   }
   if (s->o.error_rate > 0 && uniform01(s) < s->o.error_rate) {
-    finish(c, GRPC_STATUS_UNAVAILABLE, "injected error (--error-rate)");
+    gserve_reply_error(r, GRPC_STATUS_UNAVAILABLE,
+                       "injected error (--error-rate)");
     return;
   }
-  if (c->kind == K_ENTROPY || c->kind == K_ENTROPY_STREAM)
-    answer_entropy(c);
+  if (r->draw)
+    answer_draw(s, r);
   else
-    answer_draw(c);
+    answer_entropy(s, r);
+}
+
+static void
+on_held_closed(uv_handle_t *h)
+{
+  free(h->data);
+}
+
+static void
+held_release(struct held *h)
+{
+  struct srv *s = h->s;
+
+  if (h->prev)
+    h->prev->next = h->next;
+  else
+    s->held = h->next;
+  if (h->next)
+    h->next->prev = h->prev;
+  uv_close((uv_handle_t *)&h->timer, on_held_closed);
 }
 
 static void
 on_delay(uv_timer_t *t)
 {
-  struct call *c = t->data;
+  struct held *h = t->data;
 
-  if (!c->cancelled && !c->s->stopping)
-    answer(c);
-  call_unref(c);
+  answer(h->s, h->r);
+  held_release(h);
 }
 
-/* A request has arrived in c->payload: keep a copy and answer it after
-   the configured delay (or never, with --stall). */
+/* gserve's backend: a request has arrived. */
 static void
-take_request(struct call *c)
+on_request(void *ctx, struct gserve_req *r)
 {
-  struct srv *s = c->s;
-  grpc_slice sl = gbridge_read_all(c->payload);
+  struct srv *s = ctx;
+  struct held *h;
   double delay;
 
-  grpc_byte_buffer_destroy(c->payload);
-  c->payload = NULL;
-  if (GRPC_SLICE_LENGTH(sl) > sizeof(c->req)) {
-    grpc_slice_unref(sl);
-    finish(c, GRPC_STATUS_INVALID_ARGUMENT, "request too large");
-    return;
-  }
-  c->req_len = GRPC_SLICE_LENGTH(sl);
-  memcpy(c->req, GRPC_SLICE_START_PTR(sl), c->req_len);
-  grpc_slice_unref(sl);
-
-  if (s->o.stall)
-    return;                     /* held until the client gives up */
   delay = s->o.latency_ms + s->o.jitter_ms * uniform01(s);
-  if (delay <= 0) {
-    answer(c);
+  if (!s->o.stall && delay <= 0) {
+    answer(s, r);
     return;
   }
-  if (!c->timer_init) {
-    uv_timer_init(s->loop, &c->timer);
-    c->timer.data = c;
-    c->timer_init = 1;
-  }
-  c->refs++;
-  uv_timer_start(&c->timer, on_delay, (uint64_t)ceil(delay), 0);
-}
-
-static void
-on_recv(struct gb_op *op, int ok)
-{
-  struct call *c = (struct call *)((char *)op - offsetof(struct call,
-                                                         op_recv));
-
-  if (!ok || !c->payload || c->cancelled) {
-    /* The client half-closed (or went away): end the stream. */
-    if (!c->cancelled)
-      finish(c, GRPC_STATUS_OK, "");
-  } else {
-    take_request(c);
-  }
-  call_unref(c);
-}
-
-static void
-on_close(struct gb_op *op, int ok)
-{
-  struct call *c = (struct call *)((char *)op - offsetof(struct call,
-                                                         op_close));
-
-  call_unref(c);
-}
-
-static void
-on_new(struct gb_op *op, int ok)
-{
-  struct call *c = (struct call *)((char *)op - offsetof(struct call,
-                                                         op_new));
-  struct srv *s = c->s;
-  grpc_op close_op;
-
-  if (!ok || s->stopping) {
-    /* Server shutting down: the pending request comes back unused. */
-    c->refs = 1;
-    call_unref(c);
+  h = calloc(1, sizeof(*h));
+  if (!h) {
+    gserve_reply_error(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
-  request_new(s, c->kind);
-
-  c->refs = 1;                  /* the close op */
-  memset(&close_op, 0, sizeof(close_op));
-  close_op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-  close_op.data.recv_close_on_server.cancelled = &c->cancelled;
-  if (gbridge_batch(c->call, &close_op, 1, &c->op_close, on_close) !=
-      GRPC_CALL_OK) {
-    call_unref(c);
-    return;
-  }
-  c->refs++;                    /* held while we decide */
-
-  if (c->kind == K_OTHER) {
-    finish(c, GRPC_STATUS_UNIMPLEMENTED, "method not implemented");
-  } else if (!key_ok(s, &c->md)) {
-    finish(c, GRPC_STATUS_UNAUTHENTICATED, "missing or wrong api key");
-  } else if (c->kind == K_ENTROPY_STREAM || c->kind == K_DRAW_STREAM) {
-    recv_next(c);
-  } else if (!c->payload) {
-    finish(c, GRPC_STATUS_INVALID_ARGUMENT, "no request message");
-  } else {
-    take_request(c);
-  }
-  call_unref(c);
-}
-
-static void
-request_new(struct srv *s, enum kind k)
-{
-  struct call *c;
-  grpc_call_error e;
-
-  if (s->stopping)
-    return;
-  c = calloc(1, sizeof(*c));
-  if (!c) {
-    logmsg(s, "out of memory");
-    srv_stop(s, 1);
-    return;
-  }
-  c->s = s;
-  c->kind = k;
-  c->op_new.cb = on_new;
-  grpc_metadata_array_init(&c->md);
-  if (k == K_OTHER) {
-    grpc_call_details_init(&c->details);
-    e = grpc_server_request_call(s->server, &c->call, &c->details, &c->md,
-                                 s->br.cq, s->br.cq, &c->op_new);
-  } else {
-    e = grpc_server_request_registered_call(s->server, s->method[k],
-          &c->call, &c->deadline, &c->md,
-          k == K_ENTROPY || k == K_DRAW ? &c->payload : NULL,
-          s->br.cq, s->br.cq, &c->op_new);
-  }
-  if (e != GRPC_CALL_OK) {
-    logmsg(s, "cannot accept calls (error %d)", (int)e);
-    c->refs = 1;
-    call_unref(c);
-    srv_stop(s, 1);
-  }
+  h->s = s;
+  h->r = r;
+  uv_timer_init(s->loop, &h->timer);
+  h->timer.data = h;
+  h->next = s->held;
+  if (h->next)
+    h->next->prev = h;
+  s->held = h;
+  if (!s->o.stall)              /* stalled: held until we stop */
+    uv_timer_start(&h->timer, on_delay, (uint64_t)ceil(delay), 0);
 }
 
 static void
 on_bridge_closed(struct gbridge *b)
 {
-  struct srv *s = the_srv;
+  struct srv *s = (struct srv *)((char *)b - offsetof(struct srv, br));
 
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
 }
 
 static void
-on_shutdown(struct gb_op *op, int ok)
+on_stopped(void *arg)
 {
-  struct srv *s = the_srv;
+  struct srv *s = arg;
 
-  grpc_server_destroy(s->server);
-  s->server = NULL;
+  s->g = NULL;
   gbridge_close(&s->br, on_bridge_closed);
 }
 
@@ -686,9 +380,14 @@ srv_stop(struct srv *s, int code)
     return;
   s->stopping = 1;
   s->exit_code = code;
-  s->shutdown_op.cb = on_shutdown;
-  grpc_server_shutdown_and_notify(s->server, s->br.cq, &s->shutdown_op);
-  grpc_server_cancel_all_calls(s->server);
+  gserve_stop(s->g, on_stopped, s);
+  /* Held requests are answered now (their calls are being cancelled). */
+  while (s->held) {
+    uv_timer_stop(&s->held->timer);
+    gserve_reply_error(s->held->r, GRPC_STATUS_UNAVAILABLE,
+                       "server going away");
+    held_release(s->held);
+  }
 }
 
 static void
@@ -939,34 +638,6 @@ parse_args(int argc, char **argv, struct options *o)
   return 0;
 }
 
-static grpc_server_credentials *
-make_creds(struct srv *s)
-{
-  grpc_ssl_pem_key_cert_pair pair;
-  grpc_server_credentials *creds = NULL;
-  char *cert = NULL, *key = NULL, *ca = NULL;
-
-  if (!s->o.tls_cert)
-    return grpc_insecure_server_credentials_create();
-  cert = read_file(s->o.tls_cert, 1 << 20, "certificate");
-  key = read_file(s->o.tls_key, 1 << 20, "private key");
-  if (s->o.tls_client_ca)
-    ca = read_file(s->o.tls_client_ca, 1 << 20, "client CA");
-  if (cert && key && (ca || !s->o.tls_client_ca)) {
-    pair.cert_chain = cert;
-    pair.private_key = key;
-    creds = grpc_ssl_server_credentials_create_ex(ca, &pair, 1,
-              ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-                 : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE, NULL);
-  }
-  if (key)
-    explicit_bzero(key, strlen(key));
-  free(cert);
-  free(key);
-  free(ca);
-  return creds;
-}
-
 static int
 load_key(struct srv *s)
 {
@@ -995,15 +666,13 @@ int
 main(int argc, char **argv)
 {
   struct srv s;
-  grpc_server_credentials *creds;
-  grpc_arg arg;
-  grpc_channel_args args;
-  char bound[300];
-  int port, k;
+  struct gserve_conf gc;
+  struct gserve_backend be = { NULL, on_request };
+  char bound[300], err[300];
+  int port;
 
   memset(&s, 0, sizeof(s));
   s.dev_fd = -1;
-  the_srv = &s;
   if (parse_args(argc, argv, &s.o) < 0)
     return 2;
   s.rng[0] = (unsigned short)s.o.seed;
@@ -1027,42 +696,24 @@ main(int argc, char **argv)
     fputs("qrs-entropy-server: cannot start the completion queue\n", stderr);
     return 1;
   }
-  /* Requests are a few bytes: refuse anything large before decoding. */
-  arg.type = GRPC_ARG_INTEGER;
-  arg.key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  arg.value.integer = 64 * 1024;
-  args.num_args = 1;
-  args.args = &arg;
-  s.server = grpc_server_create(&args, NULL);
-  grpc_server_register_completion_queue(s.server, s.br.cq, NULL);
-  for (k = 0; k < K_OTHER; k++) {
-    if (s.o.refuse_purity && (k == K_DRAW || k == K_DRAW_STREAM))
-      continue;
-    s.method[k] = grpc_server_register_method(s.server, method_path[k],
-      NULL, k == K_ENTROPY || k == K_DRAW ?
-      GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER : GRPC_SRM_PAYLOAD_NONE, 0);
-  }
-  creds = make_creds(&s);
-  if (!creds) {
-    fputs("qrs-entropy-server: cannot set up TLS credentials\n", stderr);
-    return 1;
-  }
-  port = grpc_server_add_http2_port(s.server, s.o.listen, creds);
-  grpc_server_credentials_release(creds);
-  if (port == 0) {
-    fprintf(stderr, "qrs-entropy-server: cannot listen on '%s'\n",
-            s.o.listen);
-    grpc_server_destroy(s.server);  /* no listener: destroy is allowed */
-    s.server = NULL;
+  memset(&gc, 0, sizeof(gc));
+  gc.listen = s.o.listen;
+  gc.tls_cert = s.o.tls_cert;
+  gc.tls_key = s.o.tls_key;
+  gc.tls_client_ca = s.o.tls_client_ca;
+  gc.api_key = s.api_key;
+  gc.api_key_len = s.api_key_len;
+  gc.api_key_header = s.o.api_key_header;
+  gc.refuse_purity = s.o.refuse_purity;
+  gc.verbose = s.o.verbose;
+  be.ctx = &s;
+  if (gserve_start(&s.br, &gc, &be, &s.g, &port, err, sizeof(err)) < 0) {
+    fprintf(stderr, "qrs-entropy-server: %s\n", err);
     gbridge_close(&s.br, NULL);
     uv_run(s.loop, UV_RUN_DEFAULT);
     grpc_shutdown();
     return 1;
   }
-  grpc_server_start(s.server);
-  for (k = 0; k < K_COUNT; k++)
-    if (k == K_OTHER || s.method[k])
-      request_new(&s, (enum kind)k);
 
   uv_signal_init(s.loop, &s.sigint);
   uv_signal_init(s.loop, &s.sigterm);
