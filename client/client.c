@@ -687,6 +687,9 @@ draw_to_wire(const struct qrs_client *c, const struct qrs_draw_request *req,
   m->source = (char *)(req->source ? req->source : "");
   m->amplifier = (char *)(req->amplifier ? req->amplifier : "");
   m->sample_count = req->sample_count;
+  m->draw_source_id = (char *)(req->draw_source_id ? req->draw_source_id :
+                               "");
+  m->draw_block_bytes = req->draw_block_bytes;
   if (req->commitment) {
     if (req->commitment->salt_len && !req->commitment->salt)
       return -EINVAL;

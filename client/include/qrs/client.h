@@ -105,6 +105,12 @@ struct qrs_draw_request {
   const char *amplifier;    /* NULL or "": the configured default */
   uint32_t sample_count;    /* 0: the configured default */
   const struct qrs_commitment *commitment; /* NULL: no nonce */
+  /* Amplifier "server" only (an upstream's PurityService integrates the
+     draw): the upstream source id (NULL or "": the one its api key is
+     bound to) and the raw bytes to integrate (0: the upstream's
+     default).  Added in 0.1. */
+  const char *draw_source_id;
+  uint32_t draw_block_bytes;
 };
 
 struct qrs_timestamp {
