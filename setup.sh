@@ -18,6 +18,7 @@ PACKAGES=(
   libuv1-dev libgrpc-dev libyaml-dev libsystemd-dev libcriterion-dev
   libjson-c-dev libssl-dev
   systemd valgrind locales
+  python3-grpcio openssl
 )
 
 BUILD_DIR=${QRS_BUILD_DIR:-build}

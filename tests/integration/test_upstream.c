@@ -575,3 +575,19 @@ Test(upstream, the_breaker_opens_then_recovers_after_a_restart)
   close_up(u);
   upserver_stop(&s, 0);
 }
+
+/* The same server answers Python grpc (python3-grpcio) on all four RPCs;
+   the compat endpoint test runs this client against qrsd. */
+Test(upstream, python_grpc_calls_all_four_rpcs)
+{
+  struct upserver s;
+  char key[128], cmd[512];
+
+  snprintf(key, sizeof(key), "%s/key", C.dir);
+  write_file(key, "py-key-123\n");
+  upserver_start(&s, "127.0.0.1:0", "--api-key-file", key, NULL);
+  snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/integration/grpc_client.py"
+           " %s py-key-123", QRS_TEST_SOURCE_DIR, s.addr);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  upserver_stop(&s, 0);
+}
