@@ -57,6 +57,7 @@ struct job {
   char source_id[GW_MAX_ID + 1];
   uint32_t block_bytes;
   size_t nreq, ndone;
+  int64_t deadline;                   /* monotonic ns, 0: none */
   struct req *reqs;
   struct upstream_result res;
   int seen_no_echo;
@@ -129,6 +130,7 @@ struct upstream {
 
   uint64_t calls, failures, timeouts, echo_failures, validation_failures;
   uint64_t resets;
+  uint64_t draw_unimplemented_at;     /* ns, 0: never */
 };
 
 static void req_attempt(struct req *r);
@@ -459,7 +461,8 @@ attempt_result(struct req *r, int err, int status, const uint8_t *msg,
   if (err == -EHOSTUNREACH)
     channel_reset(u, 0);
   if (u->closing || server_rejection(status) ||
-      r->attempt >= 1 + (int)u->retry_count) {
+      r->attempt >= 1 + (int)u->retry_count ||
+      (j->deadline && (int64_t)now_ns() >= j->deadline)) {
     req_finish(r, err, status, detail);
     return;
   }
@@ -1017,6 +1020,8 @@ req_finish(struct req *r, int err, int status, const char *detail)
     u->failures++;
     /* A missing PurityService does not say anything about the upstream's
        health: not a breaker failure. */
+    if (err == -ENOSYS && j->kind == KIND_DRAW)
+      u->draw_unimplemented_at = now_ns();
     if (err != -ENOSYS && err != -ECANCELED) {
       w = breaker_note_failure(&u->breaker, now_s());
       if (w >= 0)
@@ -1050,6 +1055,17 @@ req_attempt(struct req *r)
   r->attempt++;
   r->t0 = now_ns();
   r->timeout_ms = breaker_timeout_ms(&u->breaker);
+  if (j->deadline) {
+    double left = (double)(j->deadline - (int64_t)r->t0) / 1e6;
+
+    if (left <= 0) {
+      req_finish(r, -ETIMEDOUT, GRPC_STATUS_DEADLINE_EXCEEDED,
+                 "deadline passed before the call");
+      return;
+    }
+    if (left < r->timeout_ms)
+      r->timeout_ms = left;
+  }
   u->calls++;
   if (u->closing) {
     req_finish(r, -ECANCELED, 0, "source closing");
@@ -1187,7 +1203,7 @@ job_submit(struct upstream *u, struct job *j)
 
 int
 upstream_fetch(struct upstream *u, size_t n, uint64_t nonce,
-               upstream_cb cb, void *arg)
+               int64_t deadline_ns, upstream_cb cb, void *arg)
 {
   struct job *j;
 
@@ -1209,12 +1225,14 @@ upstream_fetch(struct upstream *u, size_t n, uint64_t nonce,
   j->arg = arg;
   j->nonce = nonce & INT64_MAX;
   j->n = n;
+  j->deadline = deadline_ns;
   return job_submit(u, j);
 }
 
 int
 upstream_draw(struct upstream *u, uint64_t nonce, const char *source_id,
-              uint32_t block_bytes, upstream_cb cb, void *arg)
+              uint32_t block_bytes, int64_t deadline_ns, upstream_cb cb,
+              void *arg)
 {
   struct job *j;
 
@@ -1233,6 +1251,7 @@ upstream_draw(struct upstream *u, uint64_t nonce, const char *source_id,
   snprintf(j->source_id, sizeof(j->source_id), "%s",
            source_id ? source_id : "");
   j->block_bytes = block_bytes;
+  j->deadline = deadline_ns;
   return job_submit(u, j);
 }
 
@@ -1432,6 +1451,13 @@ upstream_admit(struct upstream *u, size_t n)
     log_warn("source '%s': cannot save the daily quota count: %s", u->name,
              strerror(-u->quota.persist_error));
   return v;
+}
+
+int
+upstream_draws_unsupported(const struct upstream *u)
+{
+  return u->draw_unimplemented_at &&
+         now_ns() - u->draw_unimplemented_at < 60ull * 1000000000;
 }
 
 int

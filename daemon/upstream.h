@@ -104,16 +104,23 @@ enum quota_verdict upstream_admit(struct upstream *u, size_t n);
    once with -EAGAIN. */
 int upstream_blocking(const struct upstream *u);
 
-/* Fetch n fresh bytes (n >= 1) committed to nonce (0: none).  cb runs
-   exactly once, on the loop thread, never from within this call.
-   Returns 0, or -EBUSY / -ENOMEM without calling cb. */
+/* Fetch n fresh bytes (n >= 1) committed to nonce (0: none), by
+   deadline_ns (CLOCK_MONOTONIC ns, as uv_hrtime(); 0: none): no attempt
+   starts after it and none waits beyond it.  cb runs exactly once, on the
+   loop thread, never from within this call.  Returns 0, or -EBUSY /
+   -ENOMEM / -EINVAL without calling cb. */
 int upstream_fetch(struct upstream *u, size_t n, uint64_t nonce,
-                   upstream_cb cb, void *arg);
+                   int64_t deadline_ns, upstream_cb cb, void *arg);
 
 /* A server-integrated draw (PurityService): unary GetDraw, or StreamDraws
    in bidi_streaming mode.  Like upstream_fetch(). */
 int upstream_draw(struct upstream *u, uint64_t nonce, const char *source_id,
-                  uint32_t block_bytes, upstream_cb cb, void *arg);
+                  uint32_t block_bytes, int64_t deadline_ns, upstream_cb cb,
+                  void *arg);
+
+/* PurityService answered UNIMPLEMENTED recently (within a minute): a
+   draw would fail with -ENOSYS, so the caller may go local at once. */
+int upstream_draws_unsupported(const struct upstream *u);
 
 /* State for status and health (never contains the key). */
 struct upstream_stats {

@@ -132,7 +132,7 @@ fetch(struct upstream *u, size_t n, uint64_t nonce)
   struct got g;
 
   memset(&g, 0, sizeof(g));
-  cr_assert_eq(upstream_fetch(u, n, nonce, on_got, &g), 0);
+  cr_assert_eq(upstream_fetch(u, n, nonce, 0, on_got, &g), 0);
   cr_assert_eq(g.done, 0, "callback ran inside upstream_fetch");
   wait_for(&g.done, 20000);
   return g;
@@ -144,7 +144,7 @@ draw(struct upstream *u, uint64_t nonce, const char *sid, uint32_t block)
   struct got g;
 
   memset(&g, 0, sizeof(g));
-  cr_assert_eq(upstream_draw(u, nonce, sid, block, on_got, &g), 0);
+  cr_assert_eq(upstream_draw(u, nonce, sid, block, 0, on_got, &g), 0);
   wait_for(&g.done, 20000);
   return g;
 }
@@ -252,7 +252,7 @@ Test(upstream, bidi_pipelines_many_requests_each_matched_by_echo)
   u = open_up(&c);
   memset(g, 0, sizeof(g));
   for (i = 0; i < 64; i++)
-    cr_assert_eq(upstream_fetch(u, 64, 77 + (uint64_t)i, on_got, &g[i]), 0);
+    cr_assert_eq(upstream_fetch(u, 64, 77 + (uint64_t)i, 0, on_got, &g[i]), 0);
   for (i = 0; i < 64; i++) {
     wait_for(&g[i].done, 20000);
     cr_assert_eq(g[i].r.err, 0, "%d: %s", i, g[i].r.detail);
@@ -486,7 +486,53 @@ Test(upstream, fault_error_rate_one_fails_every_call)
 Test(upstream, fault_refuse_purity_is_unimplemented_for_draws_only)
 {
   fault("--refuse-purity", UPSTREAM_UNARY, 0, -ENOSYS, 1);
+  {
+    struct upserver s;
+    struct upstream_conf c;
+    struct upstream *u;
+    struct got g;
+
+    /* A missing PurityService is remembered and is no breaker failure. */
+    upserver_start(&s, "127.0.0.1:0", "--refuse-purity", NULL);
+    conf_init(&c, s.addr, UPSTREAM_UNARY);
+    c.breaker.max_consecutive_failures = 1;
+    u = open_up(&c);
+    cr_assert_not(upstream_draws_unsupported(u));
+    g = draw(u, 1, "", 0);
+    cr_assert_eq(g.r.err, -ENOSYS);
+    cr_assert(upstream_draws_unsupported(u));
+    cr_assert_not(upstream_blocking(u));
+    g = fetch(u, 10, 2);
+    cr_assert_eq(g.r.err, 0);
+    close_up(u);
+    upserver_stop(&s, 0);
+  }
   fault("--refuse-purity", UPSTREAM_BIDI_STREAMING, 0, -ENOSYS, 1);
+}
+
+Test(upstream, no_attempt_outlives_the_callers_deadline)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g;
+  uint64_t t0;
+
+  upserver_start(&s, "127.0.0.1:0", "--stall", NULL);
+  conf_init(&c, s.addr, UPSTREAM_UNARY);
+  c.retry_count = 5;
+  u = open_up(&c);
+  memset(&g, 0, sizeof(g));
+  t0 = uv_hrtime();
+  cr_assert_eq(upstream_fetch(u, 64, 1, (int64_t)(t0 + 300000000), on_got,
+                              &g), 0);
+  wait_for(&g.done, 10000);
+  cr_assert_eq(g.r.err, -ETIMEDOUT, "%d", g.r.err);
+  cr_assert_lt((double)(uv_hrtime() - t0) / 1e6, 1500.0,
+               "waited past the deadline plus the retries' budget");
+  cr_assert_eq(g.r.attempts, 1);
+  close_up(u);
+  upserver_stop(&s, 0);
 }
 
 Test(upstream, fault_latency_is_waited_for)
