@@ -14,6 +14,8 @@ ops_for(enum conf_source_type t)
     return &source_system_ops;
   case CONF_SOURCE_MOCK:
     return &source_mock_ops;
+  case CONF_SOURCE_GRPC:
+    return NULL;                /* needs the asynchronous source layer */
   }
   return NULL;
 }
