@@ -146,14 +146,20 @@ static const struct key top_keys[] = {
   { .name = NULL }
 };
 
-/* The keys of each source type, into struct conf_source. */
+/* The keys of each source type, into struct conf_source.  Every table
+   starts with the keys all sources have. */
+#define SOURCE_COMMON_KEYS \
+  { .name = "type", .kind = KEY_SOURCE_TYPE }, \
+  { .name = "fallback", .kind = KEY_STRING, .offset = S_OFF(fallback), \
+    .umin = 1, .umax = CONF_MAX_SOURCE_NAME }
+
 static const struct key system_keys[] = {
-  { .name = "type", .kind = KEY_SOURCE_TYPE },
+  SOURCE_COMMON_KEYS,
   { .name = NULL }
 };
 
 static const struct key mock_keys[] = {
-  { .name = "type", .kind = KEY_SOURCE_TYPE },
+  SOURCE_COMMON_KEYS,
   { .name = "seed", .kind = KEY_U64, .offset = S_OFF(mock_seed),
     .umin = 0, .umax = UINT64_MAX },
   { .name = "mean_shift", .kind = KEY_DOUBLE,
@@ -215,7 +221,7 @@ static const struct key grpc_breaker_keys[] = {
 };
 
 static const struct key grpc_keys[] = {
-  { .name = "type", .kind = KEY_SOURCE_TYPE },
+  SOURCE_COMMON_KEYS,
   STR_KEY("target", target, 1, 255),
   { .name = "mode", .kind = KEY_STRING, .offset = G_OFF(mode), .umin = 1,
     .umax = 32, .choices = grpc_modes },
@@ -755,6 +761,7 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
   char sub[MAX_PATH];
   size_t i;
   int r;
+  int fb_line;
 
   if (conf->n_sources >= CONF_MAX_SOURCES)
     return fail(p, kn->line, path, "more than %d sources", CONF_MAX_SOURCES);
@@ -772,6 +779,10 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
     }
   if (!tv)
     return fail(p, vn->line, path, "missing key 'type'");
+  fb_line = vn->line;
+  for (tk = vn->children; tk; tk = tk->next->next)
+    if (tk->kind == NODE_SCALAR && !strcmp(tk->text, "fallback"))
+      fb_line = tk->line;
   join_path(sub, sizeof(sub), path, "type");
   if (tv->kind != NODE_SCALAR || is_null(tv))
     return fail_type(p, tv, sub, "a source type");
@@ -789,13 +800,15 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
   s = &conf->sources[conf->n_sources];
   memset(s, 0, sizeof(*s));
   s->name = strdup(kn->text);
-  if (!s->name)
-    return fail_nomem(p);
+  s->fallback = strdup("error");
   conf->n_sources++;
+  if (!s->name || !s->fallback)
+    return fail_nomem(p);
   s->type = source_types[i].type;
   s->line = p->builtin ? 0 : kn->line;
   if (s->type == CONF_SOURCE_GRPC)
     grpc_defaults(&s->grpc);
+  s->fallback_line = p->builtin ? 0 : fb_line;
 
   r = parse_mapping(p, vn, path, source_types[i].keys, s);
   if (r == 0 && s->type == CONF_SOURCE_GRPC)
@@ -811,6 +824,7 @@ free_sources(struct qrsd_conf *conf)
   for (i = 0; i < conf->n_sources; i++) {
     free(conf->sources[i].name);
     grpc_free(&conf->sources[i].grpc);
+    free(conf->sources[i].fallback);
   }
   free(conf->sources);
   conf->sources = NULL;
@@ -1123,11 +1137,53 @@ key_line(const struct node *root, const char *a, const char *b)
   return 0;
 }
 
+/* Every fallback names "error", "system", "mock" or a declared source,
+   and no chain of fallbacks comes back to where it started. */
+static int
+check_fallbacks(struct parser *p, const struct qrsd_conf *conf)
+{
+  const struct conf_source *s, *t;
+  char path[MAX_PATH], chain[512];
+  size_t i, steps, len;
+
+  for (i = 0; i < conf->n_sources; i++) {
+    s = &conf->sources[i];
+    snprintf(path, sizeof(path), "sources.%s.fallback", s->name);
+    if (strcmp(s->fallback, "error") && strcmp(s->fallback, "system") &&
+        strcmp(s->fallback, "mock") && !conf_find_source(conf, s->fallback))
+      return fail(p, s->fallback_line, path, "'%s' is not a declared "
+                  "source (use error, system, mock or a source under "
+                  "sources)", s->fallback);
+  }
+  for (i = 0; i < conf->n_sources; i++) {
+    s = &conf->sources[i];
+    len = (size_t)snprintf(chain, sizeof(chain), "%s", s->name);
+    for (t = s, steps = 0; steps <= conf->n_sources; steps++) {
+      t = conf_find_source(conf, t->fallback);
+      if (!t)
+        break;
+      if (len < sizeof(chain))
+        len += (size_t)snprintf(chain + len, sizeof(chain) - len, " -> %s",
+                                t->name);
+      if (t == s) {
+        snprintf(path, sizeof(path), "sources.%s.fallback", s->name);
+        return fail(p, s->fallback_line, path, "fallback cycle: %s",
+                    chain);
+      }
+    }
+  }
+  return 0;
+}
+
 /* The checks that involve more than one key. */
 static int
 check(struct parser *p, const struct qrsd_conf *conf, const struct node *root)
 {
   int line;
+
+  line = check_fallbacks(p, conf);
+  if (line < 0)
+    return line;
 
   if (conf->n_sources == 0)
     return fail(p, key_line(root, "sources", NULL), "sources",
@@ -1214,6 +1270,12 @@ load(const char *name, const char *text, size_t len, int only_default,
       goto out;
   }
   r = check(&p, conf, root);
+  if (r == 0) {
+    size_t i;
+
+    for (i = 0; i < conf->n_sources; i++)
+      conf->sources[i].grpc.state_dir = conf->state_dir;
+  }
 
 out:
   node_free(root);

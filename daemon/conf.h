@@ -37,12 +37,16 @@ struct conf_grpc {
   uint32_t cb_window_size, cb_max_consecutive_failures;  /* breaker.* */
   double cb_min_timeout_ms, cb_timeout_multiplier, cb_recovery_window_s,
          cb_recovery_window_max_s;
+  const char *state_dir;    /* the conf's state_dir (borrowed) */
 };
 
 struct conf_source {
   char *name;
   enum conf_source_type type;
   int line;                 /* where it was declared (0: built-in) */
+  char *fallback;           /* "error" (default), "system", "mock" or a
+                               declared source; no cycles */
+  int fallback_line;        /* of the fallback key, else of the source */
   uint64_t mock_seed;       /* mock only */
   double mock_mean_shift;   /* mock only: shift of the byte mean */
   struct conf_grpc grpc;    /* grpc only */

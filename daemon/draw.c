@@ -1,10 +1,11 @@
-/* The draw engine: fresh bytes for each DRAW / BYTES request, generated
-   after the request arrived, amplified into u (DRAW) or returned raw
-   (BYTES). */
+/* The draw engine: fresh bytes for each DRAW / BYTES request, fetched
+   from the registry after the request arrived, amplified into u (DRAW) or
+   returned raw (BYTES). */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <qrs/error.h>
 
@@ -13,43 +14,75 @@
 #include "log.h"
 #include "nonce.h"
 
+struct draw_engine {
+  const struct qrsd_conf *conf;
+  struct registry *reg;
+  uint32_t max_bytes_per_request;
+  struct log_ratelimit fail_rl;
+};
+
 enum job_kind {
   JOB_DRAW,
   JOB_BYTES,
 };
 
-/* One request's entropy: what to read and how to answer. */
+/* One request, from registry_fetch() to its reply. */
 struct req {
+  struct draw_engine *e;
   enum job_kind kind;
-  struct conn *conn;
-  struct source *src;
-  uint32_t seq;
-  size_t n;
   enum amp_type amp;
   uint64_t nonce;
   struct ts received;
-  struct ts generated;
+  const char *who;
+  draw_reply_fn reply;
+  void *ctx;
 };
 
-/* A read on a worker thread. */
-struct job {
-  uv_work_t work;
-  uv_timer_t timer;
-  struct req req;
-  uint8_t *buf;
-  int err;
-  int answered;                 /* reply or timeout error sent */
-};
+int
+draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
+                struct draw_engine **ret_engine)
+{
+  struct draw_engine *e;
+
+  e = calloc(1, sizeof(*e));
+  if (!e)
+    return -ENOMEM;
+  e->conf = conf;
+  e->reg = reg;
+  /* A BYTES reply is the data plus a few short strings. */
+  e->max_bytes_per_request = conf->max_frame_bytes - 512;
+  if (e->max_bytes_per_request > conf->max_sample_count)
+    e->max_bytes_per_request = conf->max_sample_count;
+  *ret_engine = e;
+  return 0;
+}
 
 void
-ts_now(struct ts *t)
+draw_engine_free(struct draw_engine *e)
 {
-  struct timespec a, b;
+  free(e);
+}
 
-  clock_gettime(CLOCK_REALTIME, &a);
-  clock_gettime(CLOCK_MONOTONIC, &b);
-  t->realtime_ns = (int64_t)a.tv_sec * 1000000000 + a.tv_nsec;
-  t->monotonic_ns = (int64_t)b.tv_sec * 1000000000 + b.tv_nsec;
+uint32_t
+draw_max_bytes(const struct draw_engine *e)
+{
+  return e->max_bytes_per_request;
+}
+
+void
+draw_reply_error(draw_reply_fn reply, void *ctx, int err, const char *fmt,
+                 ...)
+{
+  QrsIpc__Error m = QRS_IPC__ERROR__INIT;
+  char msg[512];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  m.code = qrs__error_to_wire(err);
+  m.message = msg;
+  reply(ctx, QRS_MSG_ERROR, &m.base);
 }
 
 static void
@@ -61,305 +94,224 @@ ts_to_wire(const struct ts *t, QrsIpc__Timestamp *w)
 }
 
 static void
-reply_draw(struct req *rq, const uint8_t *buf)
+reply_draw(struct req *rq, const struct reg_result *res)
 {
   QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
   QrsIpc__Timestamp received, generated, sent;
-  struct server *srv;
+  const struct qrsd_conf *conf;
   struct amp_params p;
   struct amp_result a;
   struct ts now;
 
-  srv = conn_server(rq->conn);
-  p.population_mean = srv->conf->amp_population_mean;
-  p.population_std = srv->conf->amp_population_std;
-  p.epsilon = srv->conf->amp_epsilon;
-  amp_zscore_mean(&p, buf, rq->n, &a);   /* n >= 1 was checked */
+  conf = rq->e->conf;
+  p.population_mean = conf->amp_population_mean;
+  p.population_std = conf->amp_population_std;
+  p.epsilon = conf->amp_epsilon;
+  amp_zscore_mean(&p, res->data, res->n, &a);   /* n >= 1 was checked */
 
   r.u = a.u;
   r.z = a.z;
   r.sample_mean = a.sample_mean;
-  r.sample_count = (uint32_t)rq->n;
-  r.source = rq->src->name;
-  r.served_by = rq->src->name;
-  r.fallback = 0;
+  r.sample_count = (uint32_t)res->n;
+  r.source = (char *)res->source;
+  r.served_by = (char *)res->served_by;
+  r.fallback = res->fallback;
   r.amplifier = (char *)amp_name(rq->amp);
   r.nonce = rq->nonce;
-  r.echo = QRS_IPC__ECHO__ECHO_NONE;
+  r.echo = (QrsIpc__Echo)res->echo;
   ts_to_wire(&rq->received, &received);
-  ts_to_wire(&rq->generated, &generated);
+  ts_to_wire(&res->generated, &generated);
   r.received = &received;
   r.generated = &generated;
   r.sent = &sent;
   ts_now(&now);
   ts_to_wire(&now, &sent);
-  srv->draws++;
-  conn_send(rq->conn, QRS_MSG_DRAW_REPLY, rq->seq, &r.base);
+  rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
 }
 
 static void
-reply_bytes(struct req *rq, const uint8_t *buf)
+reply_bytes(struct req *rq, const struct reg_result *res)
 {
   QrsIpc__BytesReply r = QRS_IPC__BYTES_REPLY__INIT;
 
-  r.data.data = (uint8_t *)buf;
-  r.data.len = rq->n;
-  r.source = rq->src->name;
-  r.served_by = rq->src->name;
-  r.fallback = 0;
-  conn_send(rq->conn, QRS_MSG_BYTES_REPLY, rq->seq, &r.base);
+  r.data.data = (uint8_t *)res->data;
+  r.data.len = res->n;
+  r.source = (char *)res->source;
+  r.served_by = (char *)res->served_by;
+  r.fallback = res->fallback;
+  rq->reply(rq->ctx, QRS_MSG_BYTES_REPLY, &r.base);
 }
 
-/* The bytes (or the error) for rq are in: account and answer. */
+/* The registry's answer for rq. */
 static void
-finish(struct req *rq, const uint8_t *buf, int err)
+on_fetched(void *ctx, const struct reg_result *res)
 {
-  struct source *src;
-  struct server *srv;
+  struct req *rq;
 
-  src = rq->src;
-  srv = conn_server(rq->conn);
-  if (err < 0) {
-    src->failures++;
-    src->healthy = 0;
-    snprintf(src->detail, sizeof(src->detail), "read of %zu bytes failed: "
-             "%s", rq->n, qrs_strerror(err));
-    log_warn("source '%s': read of %zu bytes for %s failed: %s", src->name,
-             rq->n, conn_name(rq->conn), qrs_strerror(err));
-    conn_send_error(rq->conn, rq->seq, QRS_E_ENTROPY,
-                    "source '%s' could not deliver %zu bytes: %s", src->name,
-                    rq->n, qrs_strerror(err));
-  } else {
-    if (!src->healthy)
-      log_info("source '%s' recovered", src->name);
-    src->healthy = 1;
-    src->detail[0] = '\0';
-    src->draws++;
-    src->bytes += rq->n;
-    srv->bytes += rq->n;
+  rq = ctx;
+  if (res->status == 0) {
     if (rq->kind == JOB_DRAW)
-      reply_draw(rq, buf);
+      reply_draw(rq, res);
     else
-      reply_bytes(rq, buf);
+      reply_bytes(rq, res);
+  } else if (res->status == -ETIMEDOUT) {
+    log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: %zu bytes from "
+                "source '%s' timed out: %s", rq->who, res->n, res->source,
+                res->why);
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_TIMEOUT, "source '%s' did "
+                     "not deliver %zu bytes within %u ms: %.300s",
+                     res->source, res->n, rq->e->conf->request_timeout_ms,
+                     res->why);
+  } else {
+    log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: %zu bytes from "
+                "source '%s' failed: %s", rq->who, res->n, res->source,
+                res->why);
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_ENTROPY, "source '%s' could "
+                     "not deliver %zu bytes: %.300s", res->source, res->n,
+                     res->why);
   }
-  conn_request_done(rq->conn);
+  free(rq);
 }
 
+/* Ask the registry for n bytes for rq (which it then owns). */
 static void
-job_work(uv_work_t *w)
+fetch(struct req *rq, const char *source, size_t n)
 {
-  struct job *j;
+  struct draw_engine *e;
+  draw_reply_fn reply;
+  const char *who;
+  int64_t deadline;
+  void *ctx;
+  int r;
 
-  j = w->data;
-  j->err = j->req.src->ops->read(j->req.src, j->buf, j->req.n);
-  ts_now(&j->req.generated);
-}
-
-static void
-on_job_timer_closed(uv_handle_t *h)
-{
-  free(h->data);
-}
-
-static void
-job_after(uv_work_t *w, int status)
-{
-  struct server *srv;
-  struct conn *c;
-  struct job *j;
-
-  j = w->data;
-  c = j->req.conn;
-  srv = conn_server(c);
-  srv->async_bytes -= j->req.n;
-  if (!j->answered) {
-    j->answered = 1;
-    uv_timer_stop(&j->timer);
-    if (conn_alive(c))
-      finish(&j->req, j->buf, status < 0 ? status : j->err);
-  }
-  free(j->buf);
-  j->buf = NULL;
-  conn_release(c);
-  uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
-}
-
-static void
-on_job_timeout(uv_timer_t *t)
-{
-  struct job *j;
-
-  j = t->data;
-  if (j->answered)
+  e = rq->e;
+  who = rq->who;
+  reply = rq->reply;
+  ctx = rq->ctx;
+  deadline = rq->received.monotonic_ns +
+             (int64_t)rq->e->conf->request_timeout_ms * 1000000;
+  r = registry_fetch(rq->e->reg, source, n, rq->nonce, deadline, on_fetched,
+                     rq);
+  if (r == 0)
     return;
-  j->answered = 1;
-  log_warn("source '%s': %zu bytes for %s not ready after %u ms", j->req.src->name,
-           j->req.n, conn_name(j->req.conn),
-           conn_server(j->req.conn)->conf->request_timeout_ms);
-  j->req.src->failures++;
-  if (conn_alive(j->req.conn)) {
-    conn_send_error(j->req.conn, j->req.seq, QRS_E_TIMEOUT,
-                    "source '%s' did not deliver %zu bytes within %u ms",
-                    j->req.src->name, j->req.n,
-                    conn_server(j->req.conn)->conf->request_timeout_ms);
-    conn_request_done(j->req.conn);
+  free(rq);
+  if (r == -EBUSY) {
+    log_limited(&e->fail_rl, LOG_LEVEL_INFO, "%s: too many bytes of "
+                "reads in progress; answering BUSY", who);
+    draw_reply_error(reply, ctx, QRS_E_BUSY, "qrsd is busy: too many large "
+                     "reads in progress");
+  } else if (r == -ENOENT) {
+    draw_reply_error(reply, ctx, QRS_E_UNKNOWN_SOURCE, "no source named "
+                     "'%.64s' is configured", source);
+  } else {
+    draw_reply_error(reply, ctx, QRS_E_INTERNAL, "cannot start the read: %s",
+                     qrs_strerror(r));
   }
 }
 
-/* Get rq->n fresh bytes and answer: inline when the source promises not to
-   block for that size, else on a worker thread. */
-static void
-fetch(struct req *rq)
+/* A new request, or NULL after answering UNKNOWN_SOURCE / out of memory. */
+static struct req *
+req_new(struct draw_engine *e, enum job_kind kind, const char *source,
+        const struct ts *received, const char *who, draw_reply_fn reply,
+        void *ctx)
 {
-  struct server *srv;
-  struct job *j;
-  size_t limit;
-  int err, r;
+  struct req *rq;
 
-  srv = conn_server(rq->conn);
-  limit = rq->src->inline_max < srv->inline_max ? rq->src->inline_max
-                                                 : srv->inline_max;
-  if (rq->n <= limit) {
-    err = rq->src->ops->read(rq->src, srv->scratch, rq->n);
-    ts_now(&rq->generated);
-    finish(rq, srv->scratch, err);
-    return;
+  if (!registry_has(e->reg, source)) {
+    log_info("%s: unknown source '%.64s'", who, source);
+    draw_reply_error(reply, ctx, QRS_E_UNKNOWN_SOURCE,
+                     "no source named '%.64s' is configured", source);
+    return NULL;
   }
-
-  if (srv->async_bytes + rq->n > srv->async_bytes_max) {
-    log_info("%s: %zu bytes of reads already in progress; answering BUSY",
-             conn_name(rq->conn), srv->async_bytes);
-    conn_send_error(rq->conn, rq->seq, QRS_E_BUSY,
-                    "qrsd is busy: too many large reads in progress");
-    conn_request_done(rq->conn);
-    return;
+  rq = calloc(1, sizeof(*rq));
+  if (!rq) {
+    log_err("%s: out of memory for a request", who);
+    draw_reply_error(reply, ctx, -ENOMEM, "out of memory");
+    return NULL;
   }
-  j = calloc(1, sizeof(*j));
-  if (j)
-    j->buf = malloc(rq->n);
-  if (!j || !j->buf) {
-    free(j);
-    log_err("%s: out of memory for a %zu-byte read", conn_name(rq->conn),
-            rq->n);
-    conn_send_error(rq->conn, rq->seq, -ENOMEM, "out of memory");
-    conn_request_done(rq->conn);
-    return;
-  }
-  j->req = *rq;
-  j->work.data = j;
-  j->timer.data = j;
-  uv_timer_init(srv->loop, &j->timer);
-  r = uv_queue_work(srv->loop, &j->work, job_work, job_after);
-  if (r < 0) {
-    log_err("%s: cannot queue a read: %s", conn_name(rq->conn),
-            uv_strerror(r));
-    conn_send_error(rq->conn, rq->seq, QRS_E_INTERNAL,
-                    "cannot queue the read: %s", uv_strerror(r));
-    conn_request_done(rq->conn);
-    free(j->buf);
-    uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
-    return;
-  }
-  srv->async_bytes += rq->n;
-  conn_hold(rq->conn);
-  uv_timer_start(&j->timer, on_job_timeout, srv->conf->request_timeout_ms, 0);
-}
-
-/* Start a request: resolve its source, or answer UNKNOWN_SOURCE and
-   return -1. */
-static int
-req_init(struct req *rq, enum job_kind kind, struct conn *c, uint32_t seq,
-         const struct ts *received, const char *source)
-{
-  memset(rq, 0, sizeof(*rq));
+  rq->e = e;
   rq->kind = kind;
-  rq->conn = c;
-  rq->seq = seq;
   rq->received = *received;
-  rq->src = server_find_source(conn_server(c), source);
-  if (rq->src)
-    return 0;
-  log_info("%s: unknown source '%.64s'", conn_name(c), source);
-  conn_send_error(c, seq, QRS_E_UNKNOWN_SOURCE,
-                  "no source named '%.64s' is configured", source);
-  conn_request_done(c);
-  return -1;
+  rq->who = who;
+  rq->reply = reply;
+  rq->ctx = ctx;
+  return rq;
 }
 
 void
-draw_handle(struct conn *c, uint32_t seq, const QrsIpc__Draw *m,
-            const struct ts *received)
+draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
+            const struct ts *received, const char *who, draw_reply_fn reply,
+            void *ctx)
 {
   const QrsIpc__Commitment *cm;
   const char *amp_name_req;
-  struct server *srv;
-  struct req rq;
+  struct req *rq;
   int amp;
 
-  srv = conn_server(c);
-  if (req_init(&rq, JOB_DRAW, c, seq, received, m->source) < 0)
+  rq = req_new(e, JOB_DRAW, m->source, received, who, reply, ctx);
+  if (!rq)
     return;
 
   amp_name_req = m->amplifier && *m->amplifier ? m->amplifier
-                                                : srv->conf->amp_type;
+                                                : e->conf->amp_type;
   amp = amp_find(amp_name_req);
   if (amp < 0) {
-    log_info("%s: unknown amplifier '%.64s'", conn_name(c), amp_name_req);
-    conn_send_error(c, seq, QRS_E_UNKNOWN_AMPLIFIER,
-                    "no amplifier named '%.64s' (known: zscore_mean)",
-                    amp_name_req);
-    conn_request_done(c);
-    return;
+    log_info("%s: unknown amplifier '%.64s'", who, amp_name_req);
+    draw_reply_error(reply, ctx, QRS_E_UNKNOWN_AMPLIFIER,
+                     "no amplifier named '%.64s' (known: zscore_mean)",
+                     amp_name_req);
+    goto refused;
   }
-  rq.amp = (enum amp_type)amp;
+  rq->amp = (enum amp_type)amp;
 
-  if (m->sample_count == 0 || m->sample_count > srv->conf->max_sample_count) {
-    log_info("%s: draw with sample_count %u refused (limit 1..%u)",
-             conn_name(c), m->sample_count, srv->conf->max_sample_count);
-    conn_send_error(c, seq, QRS_E_SAMPLE_COUNT,
-                    "sample_count %u is outside 1..%u", m->sample_count,
-                    srv->conf->max_sample_count);
-    conn_request_done(c);
-    return;
+  if (m->sample_count == 0 || m->sample_count > e->conf->max_sample_count) {
+    log_info("%s: draw with sample_count %u refused (limit 1..%u)", who,
+             m->sample_count, e->conf->max_sample_count);
+    draw_reply_error(reply, ctx, QRS_E_SAMPLE_COUNT,
+                     "sample_count %u is outside 1..%u", m->sample_count,
+                     e->conf->max_sample_count);
+    goto refused;
   }
-  rq.n = m->sample_count;
 
   cm = m->commitment;
   if (cm) {
     if (cm->salt.len > NONCE_MAX_SALT) {
-      log_info("%s: commitment salt of %zu bytes refused", conn_name(c),
+      log_info("%s: commitment salt of %zu bytes refused", who,
                cm->salt.len);
-      conn_send_error(c, seq, QRS_E_BAD_REQUEST,
-                      "commitment salt of %zu bytes exceeds %d",
-                      cm->salt.len, NONCE_MAX_SALT);
-      conn_request_done(c);
-      return;
+      draw_reply_error(reply, ctx, QRS_E_BAD_REQUEST,
+                       "commitment salt of %zu bytes exceeds %d",
+                       cm->salt.len, NONCE_MAX_SALT);
+      goto refused;
     }
-    rq.nonce = nonce_derive(cm->salt.data, cm->salt.len, cm->step,
-                            cm->prev_token_id);
+    rq->nonce = nonce_derive(cm->salt.data, cm->salt.len, cm->step,
+                             cm->prev_token_id);
   }
-  fetch(&rq);
+  fetch(rq, m->source, m->sample_count);
+  return;
+
+refused:
+  free(rq);
 }
 
 void
-bytes_handle(struct conn *c, uint32_t seq, const QrsIpc__Bytes *m,
-             const struct ts *received)
+bytes_handle(struct draw_engine *e, const QrsIpc__Bytes *m,
+             const struct ts *received, const char *who, draw_reply_fn reply,
+             void *ctx)
 {
-  struct server *srv;
-  struct req rq;
+  struct req *rq;
 
-  srv = conn_server(c);
-  if (req_init(&rq, JOB_BYTES, c, seq, received, m->source) < 0)
+  rq = req_new(e, JOB_BYTES, m->source, received, who, reply, ctx);
+  if (!rq)
     return;
-  if (m->count == 0 || m->count > srv->max_bytes_per_request) {
-    log_info("%s: bytes request for %u bytes refused (limit 1..%u)",
-             conn_name(c), m->count, srv->max_bytes_per_request);
-    conn_send_error(c, seq, m->count ? QRS_E_TOO_LARGE : QRS_E_BAD_REQUEST,
-                    "count %u is outside 1..%u", m->count,
-                    srv->max_bytes_per_request);
-    conn_request_done(c);
+  if (m->count == 0 || m->count > e->max_bytes_per_request) {
+    log_info("%s: bytes request for %u bytes refused (limit 1..%u)", who,
+             m->count, e->max_bytes_per_request);
+    draw_reply_error(reply, ctx, m->count ? QRS_E_TOO_LARGE
+                                          : QRS_E_BAD_REQUEST,
+                     "count %u is outside 1..%u", m->count,
+                     e->max_bytes_per_request);
+    free(rq);
     return;
   }
-  rq.n = m->count;
-  fetch(&rq);
+  fetch(rq, m->source, m->count);
 }

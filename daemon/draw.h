@@ -1,28 +1,49 @@
 /* The draw engine: just-in-time entropy for DRAW and BYTES requests.
 
-   The bytes for a request are generated after the request arrived: there
-   is no pool.  Small reads from non-blocking sources run on the loop
-   thread; everything else on libuv's worker threads, bounded by the
-   server's async byte budget and the request timeout. */
+   The bytes for a request are fetched from the registry after the request
+   arrived: there is no pool.  The engine knows nothing of connections:
+   the server passes a reply function and its context with each request,
+   and the engine calls it exactly once with the reply message (DRAW_REPLY,
+   BYTES_REPLY) or an ERROR - possibly before draw_handle()/bytes_handle()
+   returns.  The message and everything it points to is valid during that
+   call only.  who (e.g. "conn 3 (pid 42, uid 1000)") names the client in
+   log lines; the caller keeps it valid until the reply.  Loop thread
+   only. */
 #ifndef QRSD_DRAW_H
 #define QRSD_DRAW_H
 
 #include <stdint.h>
 
-#include "server.h"
+#include <protobuf-c/protobuf-c.h>
 
-struct ts {
-  int64_t realtime_ns;
-  int64_t monotonic_ns;
-};
+#include "conf.h"
+#include "frame.h"
+#include "registry.h"
+#include "timestamp.h"
 
-void ts_now(struct ts *t);
+struct draw_engine;
 
-/* Handle a decoded request; the reply (or an Error) is sent on c, and
-   conn_request_done(c) is called once it has been. */
-void draw_handle(struct conn *c, uint32_t seq, const QrsIpc__Draw *req,
-                 const struct ts *received);
-void bytes_handle(struct conn *c, uint32_t seq, const QrsIpc__Bytes *req,
-                  const struct ts *received);
+typedef void (*draw_reply_fn)(void *ctx, uint16_t type,
+                              const ProtobufCMessage *m);
+
+/* 0 and a new engine on reg (which must outlive it), or -ENOMEM. */
+int draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
+                    struct draw_engine **ret_engine);
+void draw_engine_free(struct draw_engine *e);   /* accepts NULL */
+
+/* The largest BYTES count served (HelloReply.max_bytes_per_request). */
+uint32_t draw_max_bytes(const struct draw_engine *e);
+
+void draw_handle(struct draw_engine *e, const QrsIpc__Draw *req,
+                 const struct ts *received, const char *who,
+                 draw_reply_fn reply, void *ctx);
+void bytes_handle(struct draw_engine *e, const QrsIpc__Bytes *req,
+                  const struct ts *received, const char *who,
+                  draw_reply_fn reply, void *ctx);
+
+/* Send an Error through reply (also used by the server). */
+void draw_reply_error(draw_reply_fn reply, void *ctx, int err,
+                      const char *fmt, ...)
+  __attribute__((format(printf, 4, 5)));
 
 #endif

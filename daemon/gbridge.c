@@ -158,3 +158,36 @@ gbridge_deadline(double ms)
                       gpr_time_from_micros((int64_t)(ms * 1000.0),
                                            GPR_TIMESPAN));
 }
+
+static struct gbridge shared;
+static int shared_refs;
+
+static void
+on_shared_closed(struct gbridge *b)
+{
+  grpc_shutdown();
+}
+
+struct gbridge *
+gbridge_shared_get(uv_loop_t *loop)
+{
+  if (shared_refs > 0) {
+    shared_refs++;
+    return &shared;
+  }
+  grpc_init();
+  if (gbridge_init(&shared, loop) < 0) {
+    grpc_shutdown();
+    return NULL;
+  }
+  shared_refs = 1;
+  return &shared;
+}
+
+void
+gbridge_shared_put(void)
+{
+  if (shared_refs <= 0 || --shared_refs > 0)
+    return;
+  gbridge_close(&shared, on_shared_closed);
+}

@@ -63,4 +63,11 @@ grpc_slice gbridge_read_all(grpc_byte_buffer *bb);
 /* A deadline ms milliseconds from now (ms < 0: none). */
 gpr_timespec gbridge_deadline(double ms);
 
+/* The daemon's one bridge, shared by every gRPC user on loop (upstreams,
+   the compat endpoint): the first get calls grpc_init() and starts it,
+   the last put closes it (once its calls have finished) and calls
+   grpc_shutdown().  NULL on failure. */
+struct gbridge *gbridge_shared_get(uv_loop_t *loop);
+void gbridge_shared_put(void);
+
 #endif

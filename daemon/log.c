@@ -95,6 +95,45 @@ log_msg(enum log_level level, const char *fmt, ...)
 }
 
 void
+log_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt,
+            ...)
+{
+  struct timespec t;
+  char line[900];
+  uint64_t skipped;
+  unsigned interval_ms, burst;
+  int64_t now;
+  va_list ap;
+
+  if (level > max_level)
+    return;
+  interval_ms = rl->interval_ms ? rl->interval_ms : 10000;
+  burst = rl->burst ? rl->burst : 5;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  now = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+  if (rl->window_start_ns == 0 ||
+      now - rl->window_start_ns >= (int64_t)interval_ms * 1000000) {
+    rl->window_start_ns = now;
+    rl->in_window = 0;
+  }
+  if (rl->in_window >= burst) {
+    rl->suppressed++;
+    return;
+  }
+  rl->in_window++;
+  skipped = rl->suppressed;
+  rl->suppressed = 0;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (skipped)
+    log_msg(level, "%s (%llu similar messages suppressed)", line,
+            (unsigned long long)skipped);
+  else
+    log_msg(level, "%s", line);
+}
+
+void
 fatal(const char *fmt, ...)
 {
   va_list ap;

@@ -5,6 +5,7 @@
 #define QRSD_LOG_H
 
 #include <stdarg.h>
+#include <stdint.h>
 
 enum log_level {
   LOG_LEVEL_ERR = 3,
@@ -28,6 +29,22 @@ void log_msg(enum log_level level, const char *fmt, ...)
     if (log_debug_enabled()) \
       log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__); \
   } while (0)
+
+/* Rate limiting of one kind of event: at most burst messages per
+   interval; the first message after a suppressed stretch ends in
+   "(N similar messages suppressed)".  Zero-initialise, then set interval_ms
+   and burst (0 each: 10 s, 5). */
+struct log_ratelimit {
+  unsigned interval_ms;
+  unsigned burst;
+  int64_t window_start_ns;
+  unsigned in_window;
+  uint64_t suppressed;
+};
+
+void log_limited(struct log_ratelimit *rl, enum log_level level,
+                 const char *fmt, ...)
+  __attribute__((format(printf, 3, 4)));
 
 /* Log at error level and exit(1).  Start-up only. */
 void fatal(const char *fmt, ...)

@@ -152,24 +152,31 @@ activated_fd(void)
 static void
 log_start(const struct qrsd_conf *conf, int activated)
 {
-  char line[1024], desc[256];
-  size_t i, len;
+  struct reg_info ri;
+  char line[1024];
+  size_t i, n, len;
 
   len = 0;
   line[0] = '\0';
-  for (i = 0; i < srv.n_sources && len < sizeof(line); i++) {
-    source_describe(srv.sources[i], desc, sizeof(desc));
-    len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s: %s",
-                            i ? ", " : "", srv.sources[i]->name, desc);
+  n = registry_count(srv.reg);
+  for (i = 0; i < n && len < sizeof(line); i++) {
+    registry_info(srv.reg, i, &ri);
+    len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s: %s%s%s",
+                            i ? ", " : "", ri.name, ri.detail,
+                            strcmp(ri.fallback, "error") ? ", fallback " :
+                            "", strcmp(ri.fallback, "error") ? ri.fallback :
+                            "");
   }
   log_info("qrsd %s listening on %s (%s); default source '%s'; sources: %s;"
            " config %s", QRS_VERSION, srv.socket_path,
            activated ? "socket activation" : "bound by qrsd",
-           srv.default_source->name, line, conf->file);
-  for (i = 0; i < srv.n_sources; i++)
-    if (!srv.sources[i]->ops->production)
-      log_warn("source '%s' is a %s source: not for production",
-               srv.sources[i]->name, srv.sources[i]->ops->type);
+           registry_default(srv.reg), line, conf->file);
+  for (i = 0; i < n; i++) {
+    registry_info(srv.reg, i, &ri);
+    if (!ri.production)
+      log_warn("source '%s' is a %s source: not for production", ri.name,
+               ri.type);
+  }
 }
 
 int
@@ -275,7 +282,7 @@ main(int argc, char **argv)
 
   log_start(conf, fd >= 0);
   snprintf(status, sizeof(status), "READY=1\nSTATUS=Serving on %s "
-           "(default source %s)", srv.socket_path, srv.default_source->name);
+           "(default source %s)", srv.socket_path, registry_default(srv.reg));
   notify(status);
 
   uv_run(loop, UV_RUN_DEFAULT);

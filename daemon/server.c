@@ -66,25 +66,7 @@ static void server_maybe_stopped(struct server *srv);
 
 /* ---- connections: lifetime ------------------------------------------ */
 
-struct server *
-conn_server(const struct conn *c)
-{
-  return c->srv;
-}
-
-const char *
-conn_name(const struct conn *c)
-{
-  return c->name;
-}
-
-int
-conn_alive(const struct conn *c)
-{
-  return !c->closing;
-}
-
-void
+static void
 conn_hold(struct conn *c)
 {
   c->refs++;
@@ -98,7 +80,7 @@ conn_free(struct conn *c)
   free(c);
 }
 
-void
+static void
 conn_release(struct conn *c)
 {
   if (--c->refs == 0)
@@ -177,7 +159,7 @@ conn_check_idle(struct conn *c)
     conn_close_after_flush(c);
 }
 
-void
+static void
 conn_request_done(struct conn *c)
 {
   if (c->inflight > 0)
@@ -245,7 +227,7 @@ conn_write(struct conn *c, uint8_t *frame, size_t len)
   conn_update_reading(c);
 }
 
-void
+static void
 conn_send(struct conn *c, uint16_t type, uint32_t seq,
           const ProtobufCMessage *m)
 {
@@ -270,7 +252,7 @@ conn_send(struct conn *c, uint16_t type, uint32_t seq,
     free(buf);
 }
 
-void
+static void
 conn_send_error(struct conn *c, uint32_t seq, int err, const char *fmt, ...)
 {
   QrsIpc__Error e = QRS_IPC__ERROR__INIT;
@@ -433,25 +415,41 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 /* ---- requests ------------------------------------------------------- */
 
+static QrsIpc__SourceState
+state_to_wire(enum reg_state st)
+{
+  switch (st) {
+  case REG_OK:
+    return QRS_IPC__SOURCE_STATE__SOURCE_OK;
+  case REG_DEGRADED:
+    return QRS_IPC__SOURCE_STATE__SOURCE_DEGRADED;
+  case REG_FAILED:
+    return QRS_IPC__SOURCE_STATE__SOURCE_FAILED;
+  }
+  return QRS_IPC__SOURCE_STATE__SOURCE_STATE_UNKNOWN;
+}
+
 static void
-fill_source_info(struct server *srv, const struct source *s,
-                 QrsIpc__SourceInfo *info, char *detail, size_t dlen)
+fill_source_info(const struct reg_info *ri, QrsIpc__SourceInfo *info)
 {
   qrs_ipc__source_info__init(info);
-  info->name = s->name;
-  info->type = (char *)s->ops->type;
-  info->healthy = s->healthy;
-  info->is_default = s == srv->default_source;
-  info->production = s->ops->production;
-  info->fallback = (char *)"";
-  info->draws = s->draws;
-  info->bytes = s->bytes;
-  info->failures = s->failures;
-  if (s->detail[0])
-    snprintf(detail, dlen, "%s", s->detail);
-  else
-    source_describe(s, detail, dlen);
-  info->detail = detail;
+  info->name = (char *)ri->name;
+  info->type = (char *)ri->type;
+  info->healthy = ri->state == REG_OK;
+  info->is_default = ri->is_default;
+  info->production = ri->production;
+  info->fallback = (char *)ri->fallback;
+  info->draws = ri->draws;
+  info->bytes = ri->bytes;
+  info->failures = ri->failures;
+  info->detail = (char *)ri->detail;
+  info->state = state_to_wire(ri->state);
+  info->fallbacks = ri->fallbacks;
+  info->timeouts = ri->timeouts;
+  info->refusals = ri->refusals;
+  info->last_failure = (char *)ri->last_failure;
+  info->last_failure_ns = ri->last_failure_ns;
+  info->builtin = ri->builtin;
 }
 
 /* Source table for STATUS, HEALTH and SOURCES replies.  The arrays are
@@ -459,7 +457,8 @@ fill_source_info(struct server *srv, const struct source *s,
 struct infos {
   QrsIpc__SourceInfo *v;
   QrsIpc__SourceInfo **p;
-  char (*detail)[256];
+  struct reg_info *ri;
+  size_t n;
 };
 
 static int
@@ -467,18 +466,19 @@ make_source_infos(struct server *srv, struct infos *in)
 {
   size_t i;
 
-  in->v = calloc(srv->n_sources, sizeof(*in->v));
-  in->p = calloc(srv->n_sources, sizeof(*in->p));
-  in->detail = calloc(srv->n_sources, sizeof(*in->detail));
-  if (!in->v || !in->p || !in->detail) {
+  in->n = registry_count(srv->reg);
+  in->v = calloc(in->n, sizeof(*in->v));
+  in->p = calloc(in->n, sizeof(*in->p));
+  in->ri = calloc(in->n, sizeof(*in->ri));
+  if (!in->v || !in->p || !in->ri) {
     free(in->v);
     free(in->p);
-    free(in->detail);
+    free(in->ri);
     return -ENOMEM;
   }
-  for (i = 0; i < srv->n_sources; i++) {
-    fill_source_info(srv, srv->sources[i], &in->v[i], in->detail[i],
-                     sizeof(in->detail[i]));
+  for (i = 0; i < in->n; i++) {
+    registry_info(srv->reg, i, &in->ri[i]);
+    fill_source_info(&in->ri[i], &in->v[i]);
     in->p[i] = &in->v[i];
   }
   return 0;
@@ -489,7 +489,7 @@ free_source_infos(struct infos *in)
 {
   free(in->v);
   free(in->p);
-  free(in->detail);
+  free(in->ri);
 }
 
 static void
@@ -520,12 +520,12 @@ handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
   r.server_version = (char *)QRS_VERSION;
   r.n_features = sizeof(features) / sizeof(features[0]);
   r.features = features;
-  r.default_source = srv->default_source->name;
+  r.default_source = (char *)registry_default(srv->reg);
   r.default_sample_count = srv->conf->amp_sample_count;
   r.max_sample_count = srv->conf->max_sample_count;
   r.max_inflight = srv->conf->max_inflight;
   r.max_frame_bytes = srv->conf->max_frame_bytes;
-  r.max_bytes_per_request = srv->max_bytes_per_request;
+  r.max_bytes_per_request = draw_max_bytes(srv->draw);
   conn_send(c, QRS_MSG_HELLO_REPLY, seq, &r.base);
 }
 
@@ -548,13 +548,13 @@ handle_status(struct conn *c, uint32_t seq)
   r.pid = (uint32_t)getpid();
   r.uptime_ms = (uint64_t)(now.monotonic_ns - srv->start_mono_ns) / 1000000;
   r.socket_path = srv->socket_path;
-  r.default_source = srv->default_source->name;
+  r.default_source = (char *)registry_default(srv->reg);
   r.connections = srv->n_conns;
   r.requests = srv->requests;
   r.draws = srv->draws;
-  r.bytes = srv->bytes;
+  r.bytes = registry_bytes(srv->reg);
   r.errors = srv->errors;
-  r.n_sources = srv->n_sources;
+  r.n_sources = in.n;
   r.sources = in.p;
   conn_send(c, QRS_MSG_STATUS_REPLY, seq, &r.base);
   free_source_infos(&in);
@@ -567,31 +567,25 @@ handle_health(struct conn *c, uint32_t seq)
   struct server *srv;
   struct infos in;
   char msg[256];
-  size_t i, bad;
 
   srv = c->srv;
   if (make_source_infos(srv, &in) < 0) {
     conn_send_error(c, seq, -ENOMEM, "out of memory");
     return;
   }
-  bad = 0;
-  for (i = 0; i < srv->n_sources; i++)
-    if (!srv->sources[i]->healthy)
-      bad++;
-  if (!srv->default_source->healthy) {
+  switch (registry_health(srv->reg, msg, sizeof(msg))) {
+  case REG_FAILED:
     r.state = QRS_IPC__HEALTH_STATE__HEALTH_FAILED;
-    snprintf(msg, sizeof(msg), "default source '%s' is failing: %.160s",
-             srv->default_source->name, srv->default_source->detail);
-  } else if (bad) {
+    break;
+  case REG_DEGRADED:
     r.state = QRS_IPC__HEALTH_STATE__HEALTH_DEGRADED;
-    snprintf(msg, sizeof(msg), "%zu of %zu sources failing", bad,
-             srv->n_sources);
-  } else {
+    break;
+  case REG_OK:
     r.state = QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY;
-    snprintf(msg, sizeof(msg), "all %zu sources healthy", srv->n_sources);
+    break;
   }
   r.message = msg;
-  r.n_sources = srv->n_sources;
+  r.n_sources = in.n;
   r.sources = in.p;
   conn_send(c, QRS_MSG_HEALTH_REPLY, seq, &r.base);
   free_source_infos(&in);
@@ -607,11 +601,55 @@ handle_sources(struct conn *c, uint32_t seq)
     conn_send_error(c, seq, -ENOMEM, "out of memory");
     return;
   }
-  r.default_source = c->srv->default_source->name;
-  r.n_sources = c->srv->n_sources;
+  r.default_source = (char *)registry_default(c->srv->reg);
+  r.n_sources = in.n;
   r.sources = in.p;
   conn_send(c, QRS_MSG_SOURCES_REPLY, seq, &r.base);
   free_source_infos(&in);
+}
+
+/* A DRAW or BYTES request handed to the draw engine: answered through
+   on_reply(), exactly once.  It holds the connection (and an in-flight
+   slot) until then. */
+struct pending {
+  struct conn *conn;
+  uint32_t seq;
+};
+
+static void
+on_reply(void *ctx, uint16_t type, const ProtobufCMessage *m)
+{
+  struct pending *p;
+  struct conn *c;
+
+  p = ctx;
+  c = p->conn;
+  if (type == QRS_MSG_ERROR)
+    c->srv->errors++;
+  else if (type == QRS_MSG_DRAW_REPLY)
+    c->srv->draws++;
+  conn_send(c, type, p->seq, m);
+  free(p);
+  conn_request_done(c);
+  conn_release(c);
+}
+
+static struct pending *
+pending_new(struct conn *c, uint32_t seq)
+{
+  struct pending *p;
+
+  p = malloc(sizeof(*p));
+  if (!p) {
+    log_err("%s: out of memory for a request", c->name);
+    conn_send_error(c, seq, -ENOMEM, "out of memory");
+    return NULL;
+  }
+  p->conn = c;
+  p->seq = seq;
+  c->inflight++;
+  conn_hold(c);
+  return p;
 }
 
 static int
@@ -635,6 +673,7 @@ handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
              const uint8_t *payload)
 {
   const ProtobufCMessageDescriptor *desc;
+  struct pending *p;
   struct server *srv;
   ProtobufCMessage *m;
   struct ts received;
@@ -691,12 +730,16 @@ handle_frame(struct conn *c, const struct qrs_frame_hdr *h,
 
   switch (h->type) {
   case QRS_MSG_DRAW:
-    c->inflight++;
-    draw_handle(c, h->seq, (QrsIpc__Draw *)m, &received);
+    p = pending_new(c, h->seq);
+    if (p)
+      draw_handle(srv->draw, (QrsIpc__Draw *)m, &received, c->name,
+                  on_reply, p);
     break;
   case QRS_MSG_BYTES:
-    c->inflight++;
-    bytes_handle(c, h->seq, (QrsIpc__Bytes *)m, &received);
+    p = pending_new(c, h->seq);
+    if (p)
+      bytes_handle(srv->draw, (QrsIpc__Bytes *)m, &received, c->name,
+                   on_reply, p);
     break;
   case QRS_MSG_STATUS:
     handle_status(c, h->seq);
@@ -931,25 +974,12 @@ server_listen_fd(struct server *srv, int fd, char *err, size_t errlen)
 
 /* ---- start and stop ------------------------------------------------- */
 
-struct source *
-server_find_source(struct server *srv, const char *name)
-{
-  size_t i;
-
-  if (!name || !*name)
-    return srv->default_source;
-  for (i = 0; i < srv->n_sources; i++)
-    if (!strcmp(srv->sources[i]->name, name))
-      return srv->sources[i];
-  return NULL;
-}
-
 int
 server_init(struct server *srv, uv_loop_t *loop,
             const struct qrsd_conf *conf, char *err, size_t errlen)
 {
+  struct reg_limits lim;
   struct ts now;
-  size_t i;
   int r;
 
   memset(srv, 0, sizeof(*srv));
@@ -958,33 +988,19 @@ server_init(struct server *srv, uv_loop_t *loop,
   ts_now(&now);
   srv->start_mono_ns = now.monotonic_ns;
 
-  /* A BYTES reply is the data plus a few short strings. */
-  srv->max_bytes_per_request = conf->max_frame_bytes - 512;
-  if (srv->max_bytes_per_request > conf->max_sample_count)
-    srv->max_bytes_per_request = conf->max_sample_count;
-  srv->inline_max = 64 * 1024;
-  srv->scratch_size = srv->inline_max;
-  srv->scratch = malloc(srv->scratch_size);
-  /* Worker reads in flight may hold this much at once. */
-  srv->async_bytes_max = 64u * 1024 * 1024;
-  if (srv->async_bytes_max < 4 * (size_t)conf->max_sample_count)
-    srv->async_bytes_max = 4 * (size_t)conf->max_sample_count;
-  srv->sources = calloc(conf->n_sources, sizeof(*srv->sources));
-  if (!srv->scratch || !srv->sources) {
+  /* getrandom() of 64 KiB takes well under 200 us: larger reads go to
+     the worker threads, which may hold this much at once. */
+  lim.inline_max = 64 * 1024;
+  lim.bytes_max = 64u * 1024 * 1024;
+  if (lim.bytes_max < 4 * (size_t)conf->max_sample_count)
+    lim.bytes_max = 4 * (size_t)conf->max_sample_count;
+  r = registry_new(loop, conf, &lim, &srv->reg, err, errlen);
+  if (r < 0)
+    return r;
+  r = draw_engine_new(conf, srv->reg, &srv->draw);
+  if (r < 0) {
     snprintf(err, errlen, "out of memory");
-    return -ENOMEM;
-  }
-  for (i = 0; i < conf->n_sources; i++) {
-    r = source_new(&conf->sources[i], &srv->sources[i], err, errlen);
-    if (r < 0)
-      return r;
-    srv->n_sources++;
-  }
-  srv->default_source = server_find_source(srv, conf->default_source);
-  if (!srv->default_source) {
-    snprintf(err, errlen, "default source '%s' is not declared",
-             conf->default_source);
-    return -EINVAL;
+    return r;
   }
   return 0;
 }
@@ -1023,8 +1039,10 @@ server_maybe_stopped(struct server *srv)
   }
   cb = srv->on_stopped;
   srv->on_stopped = NULL;
-  if (cb)
+  if (cb) {
+    registry_stop(srv->reg);
     cb(srv);
+  }
 }
 
 static void
@@ -1071,16 +1089,13 @@ void
 server_done(struct server *srv)
 {
   struct stat st;
-  size_t i;
 
   if (srv->own_socket && srv->socket_path &&
       stat(srv->socket_path, &st) == 0 && st.st_dev == srv->sock_dev &&
       st.st_ino == srv->sock_ino)
     unlink(srv->socket_path);
-  for (i = 0; i < srv->n_sources; i++)
-    source_free(srv->sources[i]);
-  free(srv->sources);
-  free(srv->scratch);
+  draw_engine_free(srv->draw);
+  registry_free(srv->reg);
   free(srv->socket_path);
   memset(srv, 0, sizeof(*srv));
 }

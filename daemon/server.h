@@ -10,7 +10,8 @@
 
 #include "frame.h"
 #include "conf.h"
-#include "source.h"
+#include "draw.h"
+#include "registry.h"
 
 struct conn;
 
@@ -25,24 +26,15 @@ struct server {
   dev_t sock_dev;
   ino_t sock_ino;
 
-  struct source **sources;
-  size_t n_sources;
-  struct source *default_source;
+  struct registry *reg;         /* the sources: for status only */
+  struct draw_engine *draw;
 
   struct conn *conns;           /* doubly linked list */
   uint32_t n_conns;
   uint64_t next_conn_id;
 
-  uint8_t *scratch;             /* inline reads land here */
-  size_t scratch_size;
-  size_t inline_max;            /* largest read done on the loop thread */
-  size_t async_bytes;           /* held by worker-thread reads */
-  size_t async_bytes_max;
-  uint32_t max_bytes_per_request;
-
   uint64_t requests;
   uint64_t draws;
-  uint64_t bytes;
   uint64_t errors;
   int64_t start_mono_ns;
 
@@ -52,8 +44,8 @@ struct server {
   void (*on_stopped)(struct server *srv);
 };
 
-/* Open every configured source.  0, or a negative errno with err filled
-   in.  srv is the caller's storage; undo with server_done(). */
+/* Open every configured source (the registry) and the draw engine.  0,
+   or a negative errno with err filled in.  srv is the caller's storage; undo with server_done(). */
 int server_init(struct server *srv, uv_loop_t *loop,
                 const struct qrsd_conf *conf, char *err, size_t errlen);
 
@@ -65,29 +57,12 @@ int server_listen_path(struct server *srv, const char *path, char *err,
 /* Listen on an already bound and listening socket (systemd activation). */
 int server_listen_fd(struct server *srv, int fd, char *err, size_t errlen);
 
-/* Stop accepting, answer what is in flight, close every connection, then
-   call on_stopped (from the loop). */
+/* Stop accepting, answer what is in flight, close every connection, stop
+   the sources (registry_stop), then call on_stopped (from the loop). */
 void server_stop(struct server *srv, void (*on_stopped)(struct server *));
 
 /* Free sources and buffers; unlink the socket file if we made it.  Call
    after the loop has run out. */
 void server_done(struct server *srv);
-
-/* For the draw engine (draw.c). */
-struct server *conn_server(const struct conn *c);
-const char *conn_name(const struct conn *c);
-void conn_hold(struct conn *c);
-void conn_release(struct conn *c);
-int conn_alive(const struct conn *c);
-/* A request taken off the wire is answered (counts toward the in-flight
-   limit until then). */
-void conn_request_done(struct conn *c);
-void conn_send(struct conn *c, uint16_t type, uint32_t seq,
-               const ProtobufCMessage *m);
-void conn_send_error(struct conn *c, uint32_t seq, int err, const char *fmt,
-                     ...) __attribute__((format(printf, 4, 5)));
-
-/* The source called name ("" or NULL: the default), or NULL. */
-struct source *server_find_source(struct server *srv, const char *name);
 
 #endif

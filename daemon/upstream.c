@@ -131,6 +131,7 @@ struct upstream {
   uint64_t calls, failures, timeouts, echo_failures, validation_failures;
   uint64_t resets;
   uint64_t draw_unimplemented_at;     /* ns, 0: never */
+  int persist_logged;                 /* quota persist error last logged */
 };
 
 static void req_attempt(struct req *r);
@@ -1447,9 +1448,16 @@ upstream_admit(struct upstream *u, size_t n)
 {
   enum quota_verdict v = quota_admit(&u->quota, n, now_s(), time(NULL));
 
-  if (v == QUOTA_OK && u->quota.persist_error)
-    log_warn("source '%s': cannot save the daily quota count: %s", u->name,
-             strerror(-u->quota.persist_error));
+  /* Log a change of the state file's health once, not every fetch. */
+  if (u->quota.persist_error != u->persist_logged) {
+    if (u->quota.persist_error)
+      log_warn("source '%s': cannot save the daily quota count in %s: %s "
+               "(a restart would forget today's use)", u->name,
+               u->quota.path, strerror(-u->quota.persist_error));
+    else
+      log_info("source '%s': daily quota count saved again", u->name);
+    u->persist_logged = u->quota.persist_error;
+  }
   return v;
 }
 

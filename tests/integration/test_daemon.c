@@ -790,6 +790,55 @@ Test(daemon, check_mode_validates_configs)
   cr_assert_eq(st, 1);
   cr_assert(strstr(err, "bad_range.yaml:7: limits.max_connections"), "%s",
             err);
+
+  snprintf(path, sizeof(path), "%s/conf/bad_fallback_cycle.yaml",
+           QRS_TEST_SOURCE_DIR);
+  st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+  cr_assert_eq(st, 1);
+  cr_assert(strstr(err, "bad_fallback_cycle.yaml:4: sources.a.fallback: "
+                   "fallback cycle: a -> b -> a"), "%s", err);
+}
+
+/* No source type fails for real yet, so this checks the wiring only: the
+   fallback is configured, reported, and the sources serve as themselves
+   (fallback selection is tested in tests/unit/test_registry.c). */
+Test(daemon, fallback_is_configured_and_reported, .fini = stop_and_clean)
+{
+  struct qrs_draw_request rq;
+  struct qrs_sources *s;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  size_t i;
+
+  daemon_run(&D, "default_source: fair\n"
+                 "sources:\n"
+                 "  fair: { type: mock, seed: 3, fallback: system }\n"
+                 "  other: { type: mock, seed: 4, fallback: fair }\n");
+  c = connect_client(D.sock);
+  memset(&rq, 0, sizeof(rq));
+  rq.source = "other";
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  cr_assert_str_eq(d.source, "other");
+  cr_assert_str_eq(d.served_by, "other");
+  cr_assert_not(d.fallback);
+  cr_assert_eq(qrs_client_sources(c, &s), 0);
+  /* The two declared sources and the built-in system fallback. */
+  cr_assert_eq(s->n_sources, 3);
+  for (i = 0; i < s->n_sources; i++) {
+    if (!strcmp(s->sources[i].name, "fair"))
+      cr_assert_str_eq(s->sources[i].fallback, "system");
+    else if (!strcmp(s->sources[i].name, "other"))
+      cr_assert_str_eq(s->sources[i].fallback, "fair");
+    else
+      cr_assert(strstr(s->sources[i].detail, "built-in fallback"), "%s",
+                s->sources[i].detail);
+    cr_assert(s->sources[i].healthy);
+  }
+  qrs_sources_free(s);
+  /* A built-in fallback cannot be asked for by name. */
+  rq.source = "system";
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), QRS_E_UNKNOWN_SOURCE);
+  qrs_client_free(c);
 }
 
 Test(daemon, broken_config_refuses_to_start)

@@ -89,6 +89,7 @@ assert_conf_eq(const struct qrsd_conf *a, const struct qrsd_conf *b)
     cr_assert_eq(a->sources[i].mock_seed, b->sources[i].mock_seed);
     cr_assert_eq(a->sources[i].mock_mean_shift,
                  b->sources[i].mock_mean_shift);
+    cr_assert_str_eq(a->sources[i].fallback, b->sources[i].fallback);
   }
 }
 
@@ -433,11 +434,57 @@ Test(conf, print_writes_every_section_and_source)
                             "qrsd.sock\"\n  mode: \"0640\"\n"), "%s", text);
   cr_assert_not_null(strstr(text, "  max_inflight_per_connection: 8\n"),
                      "%s", text);
-  cr_assert_not_null(strstr(text, "  \"mock-1\": { type: mock, seed: "
-                            "18446744073709551615, mean_shift: -2.5 }\n"),
+  cr_assert_not_null(strstr(text, "  \"mock-1\": { type: mock, fallback: "
+                            "\"error\", seed: 18446744073709551615, "
+                            "mean_shift: -2.5 }\n"),
                      "%s", text);
   free(text);
   conf_free(c);
+}
+
+/* ---- Fallbacks --------------------------------------------------------- */
+
+Test(conf, fallback_defaults_to_error_and_takes_names)
+{
+  struct qrsd_conf *c;
+
+  c = load_text("sources:\n"
+                "  a: { type: mock, fallback: b }\n"
+                "  b: { type: mock, fallback: system }\n"
+                "  c: { type: system }\n"
+                "  d: { type: mock, fallback: mock }\n"
+                "default_source: c\n");
+  cr_assert_str_eq(conf_find_source(c, "a")->fallback, "b");
+  cr_assert_str_eq(conf_find_source(c, "b")->fallback, "system");
+  cr_assert_str_eq(conf_find_source(c, "c")->fallback, "error");
+  cr_assert_str_eq(conf_find_source(c, "d")->fallback, "mock");
+  cr_assert_eq(conf_find_source(c, "a")->fallback_line, 2);
+  conf_free(c);
+}
+
+Test(conf, fallback_to_an_unknown_source_is_rejected)
+{
+  expect_text_error("sources:\n"
+                    "  a:\n"
+                    "    type: system\n"
+                    "    fallback: nosuch\n"
+                    "default_source: a\n", 4,
+                    "sources.a.fallback: 'nosuch' is not a declared source "
+                    "(use error, system, mock or a source under sources)");
+}
+
+Test(conf, fallback_cycles_are_rejected)
+{
+  expect_text_error("sources:\n"
+                    "  a: { type: mock, fallback: b }\n"
+                    "  b: { type: mock, fallback: c }\n"
+                    "  c: { type: mock, fallback: a }\n"
+                    "default_source: a\n", 2,
+                    "sources.a.fallback: fallback cycle: a -> b -> c -> a");
+  expect_text_error("sources:\n"
+                    "  system: { type: system, fallback: system }\n", 2,
+                    "sources.system.fallback: fallback cycle: system -> "
+                    "system");
 }
 
 /* ---- Each kind of bad file --------------------------------------------- */

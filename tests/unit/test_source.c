@@ -19,7 +19,7 @@ open_source(enum conf_source_type type, uint64_t seed, double shift)
   cs.type = type;
   cs.mock_seed = seed;
   cs.mock_mean_shift = shift;
-  cr_assert_eq(source_new(&cs, &s, err, sizeof(err)), 0, "%s", err);
+  cr_assert_eq(source_new(&cs, NULL, &s, err, sizeof(err)), 0, "%s", err);
   return s;
 }
 
@@ -31,13 +31,13 @@ Test(source, mock_is_deterministic_per_seed)
   a = open_source(CONF_SOURCE_MOCK, 42, 0.0);
   b = open_source(CONF_SOURCE_MOCK, 42, 0.0);
   c = open_source(CONF_SOURCE_MOCK, 43, 0.0);
-  cr_assert_eq(a->ops->read(a, x, sizeof(x)), 0);
-  cr_assert_eq(b->ops->read(b, y, sizeof(y)), 0);
-  cr_assert_eq(c->ops->read(c, z, sizeof(z)), 0);
+  cr_assert_eq(a->ops->read(a, x, sizeof(x), NULL, 0), 0);
+  cr_assert_eq(b->ops->read(b, y, sizeof(y), NULL, 0), 0);
+  cr_assert_eq(c->ops->read(c, z, sizeof(z), NULL, 0), 0);
   cr_assert(memcmp(x, y, sizeof(x)) == 0, "same seed, same bytes");
   cr_assert(memcmp(x, z, sizeof(x)) != 0, "other seed, other bytes");
   /* The stream advances. */
-  cr_assert_eq(b->ops->read(b, y, sizeof(y)), 0);
+  cr_assert_eq(b->ops->read(b, y, sizeof(y), NULL, 0), 0);
   cr_assert(memcmp(x, y, sizeof(x)) != 0);
   source_free(a);
   source_free(b);
@@ -56,7 +56,7 @@ mock_mean(double shift)
   b = malloc(n);
   cr_assert_not_null(b);
   s = open_source(CONF_SOURCE_MOCK, 7, shift);
-  cr_assert_eq(s->ops->read(s, b, n), 0);
+  cr_assert_eq(s->ops->read(s, b, n, NULL, 0), 0);
   m = (double)amp_byte_sum(b, n) / (double)n;
   source_free(s);
   free(b);
@@ -86,7 +86,7 @@ Test(source, mock_rejects_impossible_shift)
   cs.name = (char *)"m";
   cs.type = CONF_SOURCE_MOCK;
   cs.mock_mean_shift = 200.0;
-  cr_assert_lt(source_new(&cs, &s, err, sizeof(err)), 0);
+  cr_assert_lt(source_new(&cs, NULL, &s, err, sizeof(err)), 0);
   cr_assert(strstr(err, "mean_shift") != NULL, "%s", err);
 }
 
@@ -101,7 +101,7 @@ Test(source, system_fills_large_buffers)
   cr_assert_not_null(b);
   s = open_source(CONF_SOURCE_SYSTEM, 0, 0.0);
   cr_assert(s->ops->production);
-  cr_assert_eq(s->ops->read(s, b, n), 0);
+  cr_assert_eq(s->ops->read(s, b, n, NULL, 0), 0);
   zeros = 0;
   for (i = 0; i < n; i++)
     zeros += b[i] == 0;

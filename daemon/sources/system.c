@@ -1,6 +1,7 @@
 /* The system source: the kernel CSPRNG through getrandom(2). */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/random.h>
 
 #include "source.h"
@@ -27,7 +28,8 @@ system_open(struct source *s, const struct conf_source *cs, char *err,
 }
 
 static int
-system_read(struct source *s, uint8_t *buf, size_t n)
+system_read(struct source *s, uint8_t *buf, size_t n, char *why,
+            size_t whylen)
 {
   size_t done;
   ssize_t r;
@@ -39,6 +41,7 @@ system_read(struct source *s, uint8_t *buf, size_t n)
     if (r < 0) {
       if (errno == EINTR)
         continue;
+      snprintf(why, whylen, "getrandom: %s", strerror(errno));
       return -errno;
     }
     done += (size_t)r;

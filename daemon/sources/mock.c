@@ -88,13 +88,15 @@ mock_open(struct source *s, const struct conf_source *cs, char *err,
 }
 
 static int
-mock_read(struct source *s, uint8_t *buf, size_t n)
+mock_read(struct source *s, uint8_t *buf, size_t n, char *why, size_t whylen)
 {
   struct mock *m;
   uint64_t v, w;
   size_t i;
   int k;
 
+  (void)why;
+  (void)whylen;
   m = s->priv;
   pthread_mutex_lock(&m->lock);
   for (i = 0; i < n; i += 8) {
