@@ -898,6 +898,16 @@ sources_from_wire(QrsIpc__SourceInfo **v, size_t n)
     out[i].bytes = v[i]->bytes;
     out[i].failures = v[i]->failures;
     copy_str(out[i].detail, sizeof(out[i].detail), v[i]->detail);
+    out[i].fallbacks = v[i]->fallbacks;
+    out[i].upstream = v[i]->upstream;
+    copy_str(out[i].breaker_state, sizeof(out[i].breaker_state),
+             v[i]->breaker_state);
+    out[i].consecutive_failures = v[i]->consecutive_failures;
+    out[i].timeout_ms = v[i]->timeout_ms;
+    out[i].quota_minute_requests = v[i]->quota_minute_requests;
+    out[i].quota_minute_limit = v[i]->quota_minute_limit;
+    out[i].quota_day_bytes = v[i]->quota_day_bytes;
+    out[i].quota_day_limit = v[i]->quota_day_limit;
   }
   return out;
 }

@@ -54,6 +54,7 @@
 
 #include "conf.h"
 #include "timestamp.h"
+#include "upstream.h"
 
 struct registry;
 struct source;
@@ -101,6 +102,8 @@ struct reg_info {
   const char *last_failure;     /* "" or one line */
   int64_t last_failure_ns;      /* CLOCK_REALTIME, 0: never */
   char detail[256];             /* describe() line, or the last failure */
+  int has_upstream;             /* a network upstream: up is filled */
+  struct upstream_stats up;     /* breaker, quota (never the api key) */
 };
 
 struct reg_limits {
@@ -148,5 +151,17 @@ enum reg_state registry_health(const struct registry *reg, char *msg,
 uint64_t registry_bytes(const struct registry *reg);
 
 const char *registry_state_name(enum reg_state s);
+
+/* Called on the loop after every fetch that was served (transition 0)
+   and on every state transition of a source (transition 1): the status
+   file writer's hook.  One observer; NULL removes it. */
+typedef void (*reg_observer_fn)(void *ctx, int transition);
+void registry_set_observer(struct registry *reg, reg_observer_fn fn,
+                           void *ctx);
+
+/* The source that served the last fetch ("" before the first), and the
+   requests served by a fallback so far (all sources). */
+const char *registry_last_used(const struct registry *reg);
+uint64_t registry_fallbacks(const struct registry *reg);
 
 #endif

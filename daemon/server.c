@@ -450,6 +450,16 @@ fill_source_info(const struct reg_info *ri, QrsIpc__SourceInfo *info)
   info->last_failure = (char *)ri->last_failure;
   info->last_failure_ns = ri->last_failure_ns;
   info->builtin = ri->builtin;
+  if (ri->has_upstream) {
+    info->upstream = 1;
+    info->breaker_state = (char *)ri->up.breaker_state;
+    info->consecutive_failures = ri->up.consecutive_failures;
+    info->timeout_ms = ri->up.timeout_ms;
+    info->quota_minute_requests = ri->up.quota_minute_requests;
+    info->quota_minute_limit = ri->up.quota_rpm_limit;
+    info->quota_day_bytes = ri->up.quota_day_bytes;
+    info->quota_day_limit = ri->up.quota_day_limit;
+  }
 }
 
 /* Source table for STATUS, HEALTH and SOURCES replies.  The arrays are
@@ -1002,6 +1012,11 @@ server_init(struct server *srv, uv_loop_t *loop,
     snprintf(err, errlen, "out of memory");
     return r;
   }
+  r = statuspub_start(&srv->status, srv->reg, loop, conf->status_file);
+  if (r < 0) {
+    snprintf(err, errlen, "out of memory");
+    return r;
+  }
   return 0;
 }
 
@@ -1094,6 +1109,7 @@ server_done(struct server *srv)
       stat(srv->socket_path, &st) == 0 && st.st_dev == srv->sock_dev &&
       st.st_ino == srv->sock_ino)
     unlink(srv->socket_path);
+  statuspub_stop(&srv->status);
   draw_engine_free(srv->draw);
   registry_free(srv->reg);
   free(srv->socket_path);

@@ -8,6 +8,8 @@
 
 #include <uv.h>
 
+#include "statuspub.h"
+
 #include "frame.h"
 #include "conf.h"
 #include "draw.h"
@@ -27,6 +29,7 @@ struct server {
   ino_t sock_ino;
 
   struct registry *reg;         /* the sources: for status only */
+  struct statuspub status;      /* the status file */
   struct draw_engine *draw;
 
   struct conn *conns;           /* doubly linked list */

@@ -1023,7 +1023,10 @@ req_finish(struct req *r, int err, int status, const char *detail)
        health: not a breaker failure. */
     if (err == -ENOSYS && j->kind == KIND_DRAW)
       u->draw_unimplemented_at = now_ns();
-    if (err != -ENOSYS && err != -ECANCELED) {
+    /* A call started before the circuit opened tells nothing new: it
+       must not re-open it with a doubled window. */
+    if (err != -ENOSYS && err != -ECANCELED &&
+        !breaker_is_blocking(&u->breaker, now_s())) {
       w = breaker_note_failure(&u->breaker, now_s());
       if (w >= 0)
         log_warn("source '%s': circuit breaker open for %.1f s after %u "
@@ -1494,6 +1497,8 @@ upstream_stats(struct upstream *u, struct upstream_stats *st)
   st->quota_day_bytes = quota_day_bytes(&u->quota, time(NULL));
   st->quota_refused_rpm = u->quota.refused_rpm;
   st->quota_refused_day = u->quota.refused_day;
+  st->quota_rpm_limit = u->quota.p.max_requests_per_minute;
+  st->quota_day_limit = u->quota.p.max_bytes_per_day;
   st->authenticated = u->api_key != NULL;
   st->tls = u->tls;
   st->mode = upstream_mode_name(u->mode);

@@ -133,6 +133,7 @@ struct upstream_stats {
   uint64_t channel_resets;
   uint64_t quota_minute_requests, quota_day_bytes;
   uint64_t quota_refused_rpm, quota_refused_day;
+  uint64_t quota_rpm_limit, quota_day_limit;   /* 0: none */
   int authenticated;                /* an api key is configured */
   int tls;
   const char *mode;

@@ -185,10 +185,14 @@ grpc_upstream_stats(struct source *s, struct upstream_stats *st)
 {
   struct gsrc *gs = s->priv;
 
-  if (gs && gs->up)
+  if (gs && gs->up) {
     upstream_stats(gs->up, st);
-  else
-    memset(st, 0, sizeof(*st));
+    return;
+  }
+  memset(st, 0, sizeof(*st));
+  st->breaker_state = "stopped";
+  st->mode = gs ? gs->mode : "";
+  st->target = gs ? gs->target : "";
 }
 
 const struct source_ops source_grpc_ops = {

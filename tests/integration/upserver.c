@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +44,8 @@ upserver_startv(struct upserver *s, const char *listen,
   s->pid = fork();
   cr_assert_geq(s->pid, 0);
   if (s->pid == 0) {
+    /* Never outlive a test that crashed. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(out[1], 1);
     fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0)

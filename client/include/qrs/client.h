@@ -207,6 +207,15 @@ struct qrs_source_info {
   uint64_t bytes;
   uint64_t failures;
   char detail[256];
+  /* Added in 0.1: requests for it served by its fallback; and for a
+     network upstream (upstream = 1) its circuit breaker and quota use. */
+  uint64_t fallbacks;
+  int upstream;
+  char breaker_state[16];         /* closed | open | half-open */
+  uint32_t consecutive_failures;
+  double timeout_ms;              /* adaptive call timeout now */
+  uint64_t quota_minute_requests, quota_minute_limit;   /* limit 0: none */
+  uint64_t quota_day_bytes, quota_day_limit;
 };
 
 struct qrs_status {
