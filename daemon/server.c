@@ -1017,7 +1017,7 @@ server_init(struct server *srv, uv_loop_t *loop,
     snprintf(err, errlen, "out of memory");
     return r;
   }
-  return 0;
+  return compat_start(loop, conf, srv->reg, &srv->compat, err, errlen);
 }
 
 static void
@@ -1085,6 +1085,8 @@ server_stop(struct server *srv, void (*on_stopped)(struct server *))
     return;
   srv->stopping = 1;
   srv->on_stopped = on_stopped;
+  compat_stop(srv->compat);
+  srv->compat = NULL;
   if (srv->listener_open && !uv_is_closing((uv_handle_t *)&srv->listener))
     uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
   uv_timer_init(srv->loop, &srv->stop_timer);

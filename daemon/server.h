@@ -8,6 +8,7 @@
 
 #include <uv.h>
 
+#include "compat.h"
 #include "statuspub.h"
 
 #include "frame.h"
@@ -30,6 +31,7 @@ struct server {
 
   struct registry *reg;         /* the sources: for status only */
   struct statuspub status;      /* the status file */
+  struct compat *compat;        /* the gRPC compat endpoint, or NULL */
   struct draw_engine *draw;
 
   struct conn *conns;           /* doubly linked list */

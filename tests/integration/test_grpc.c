@@ -546,3 +546,32 @@ Test(grpc, quotas_fall_back_and_the_daily_count_survives_a_restart)
   finish();
   upserver_stop(&s, 0);
 }
+
+/* The compat endpoint answers a C gRPC client (qrsd's own grpc source,
+   pointed at it, in all three modes) and Python grpc (all four RPCs). */
+Test(grpc, the_compat_endpoint_answers_c_and_python_grpc_clients)
+{
+  struct qrs_client *c;
+  char cmd[512];
+
+  start_qrsd("grpc_compat: { listen: \"unix:%s/compat.sock\", "
+             "source: system }\n"
+             "sources:\n"
+             "  system: { type: system }\n"
+             "  c1: { type: grpc, target: \"unix:%s/compat.sock\", "
+             "mode: unary }\n"
+             "  c2: { type: grpc, target: \"unix:%s/compat.sock\", "
+             "mode: server_streaming }\n"
+             "  c3: { type: grpc, target: \"unix:%s/compat.sock\", "
+             "mode: bidi_streaming }\n", D.dir, D.dir, D.dir, D.dir);
+  c = client();
+  expect_upstream_draws(c, "c1", 5);
+  expect_upstream_draws(c, "c2", 5);
+  expect_upstream_draws(c, "c3", 5);
+  qrs_client_free(c);
+  snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/integration/grpc_client.py"
+           " unix:%s/compat.sock", QRS_TEST_SOURCE_DIR, D.dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  cr_assert(daemon_log_contains(&D, "gRPC compat endpoint on unix:"));
+  finish();
+}
