@@ -9,6 +9,7 @@
 
 static const char *const amp_names[] = {
   [AMP_ZSCORE_MEAN] = "zscore_mean",
+  [AMP_SERVER] = "server",
 };
 
 int

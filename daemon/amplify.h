@@ -7,6 +7,7 @@
 
 enum amp_type {
   AMP_ZSCORE_MEAN,
+  AMP_SERVER,               /* the upstream's PurityService integrates */
 };
 
 struct amp_params {

@@ -13,6 +13,7 @@
 #include "draw.h"
 #include "log.h"
 #include "nonce.h"
+#include "source.h"
 
 struct draw_engine {
   const struct qrsd_conf *conf;
@@ -31,6 +32,10 @@ struct req {
   struct draw_engine *e;
   enum job_kind kind;
   enum amp_type amp;
+  int forced_fallback;          /* a server draw fell back to local bytes */
+  char source[CONF_MAX_SOURCE_NAME + 1];
+  uint32_t sample_count;
+  struct source_draw sd;        /* amplifier "server" */
   uint64_t nonce;
   struct ts received;
   const char *who;
@@ -115,7 +120,7 @@ reply_draw(struct req *rq, const struct reg_result *res)
   r.sample_count = (uint32_t)res->n;
   r.source = (char *)res->source;
   r.served_by = (char *)res->served_by;
-  r.fallback = res->fallback;
+  r.fallback = res->fallback || rq->forced_fallback;
   r.amplifier = (char *)amp_name(rq->amp);
   r.nonce = rq->nonce;
   r.echo = (QrsIpc__Echo)res->echo;
@@ -238,6 +243,82 @@ req_new(struct draw_engine *e, enum job_kind kind, const char *source,
   return rq;
 }
 
+/* A server draw's answer: the upstream's u and metadata, or on failure
+   sample_count bytes amplified here with zscore_mean, labelled as a
+   fallback (reference spec 8.5 / 6.8). */
+static void
+on_server_draw(struct source_draw *d)
+{
+  struct req *rq = (struct req *)((char *)d - offsetof(struct req, sd));
+  QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
+  QrsIpc__DrawMeta meta = QRS_IPC__DRAW_META__INIT;
+  QrsIpc__Timestamp received, generated, sent;
+  struct ts now;
+
+  if (d->status < 0) {
+    log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: server draw from "
+                "source '%s' failed (%s); amplifying %u bytes locally",
+                rq->who, rq->source, d->why, rq->sample_count);
+    rq->amp = AMP_ZSCORE_MEAN;
+    rq->forced_fallback = 1;
+    fetch(rq, rq->source, rq->sample_count);
+    return;
+  }
+  r.u = d->u;
+  r.z = d->z;
+  r.sample_mean = 0;
+  r.sample_count = d->integrated_bytes;
+  r.source = rq->source;
+  r.served_by = rq->source;
+  r.fallback = 0;
+  r.amplifier = (char *)amp_name(AMP_SERVER);
+  r.nonce = rq->nonce;
+  r.echo = (QrsIpc__Echo)d->echo;
+  meta.z = d->z;
+  meta.coherence_z = d->coherence_z;
+  meta.coherence_valid = d->coherence_valid;
+  meta.coherence_r = d->coherence_r;
+  meta.purity_label = d->purity_label;
+  meta.integrated_bytes = d->integrated_bytes;
+  meta.integrator = d->integrator;
+  meta.source_id = d->served_source_id;
+  meta.generation_timestamp_ns = d->generation_timestamp_ns;
+  r.meta = &meta;
+  ts_to_wire(&rq->received, &received);
+  ts_to_wire(&d->generated, &generated);
+  r.received = &received;
+  r.generated = &generated;
+  r.sent = &sent;
+  ts_now(&now);
+  ts_to_wire(&now, &sent);
+  rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
+  free(rq);
+}
+
+static void
+server_draw(struct req *rq, const QrsIpc__Draw *m)
+{
+  int r;
+
+  snprintf(rq->sd.source_id, sizeof(rq->sd.source_id), "%s",
+           m->draw_source_id ? m->draw_source_id : "");
+  rq->sd.nonce = rq->nonce;
+  rq->sd.block_bytes = m->draw_block_bytes;
+  rq->sd.deadline_ns = rq->received.monotonic_ns +
+                       (int64_t)rq->e->conf->request_timeout_ms * 1000000;
+  rq->sd.done = on_server_draw;
+  r = registry_draw(rq->e->reg, rq->source, &rq->sd);
+  if (r == 0)
+    return;
+  /* Not started (no PurityService here, breaker open, over quota): the
+     local fallback at once. */
+  if (!rq->sd.why[0])
+    snprintf(rq->sd.why, sizeof(rq->sd.why), "%s", r == -ENOSYS ?
+             "the source cannot make server draws" : qrs_strerror(r));
+  rq->sd.status = r;
+  on_server_draw(&rq->sd);
+}
+
 void
 draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
             const struct ts *received, const char *who, draw_reply_fn reply,
@@ -258,7 +339,8 @@ draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
   if (amp < 0) {
     log_info("%s: unknown amplifier '%.64s'", who, amp_name_req);
     draw_reply_error(reply, ctx, QRS_E_UNKNOWN_AMPLIFIER,
-                     "no amplifier named '%.64s' (known: zscore_mean)",
+                     "no amplifier named '%.64s' (known: zscore_mean, "
+                     "server)",
                      amp_name_req);
     goto refused;
   }
@@ -285,6 +367,13 @@ draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
     }
     rq->nonce = nonce_derive(cm->salt.data, cm->salt.len, cm->step,
                              cm->prev_token_id);
+  }
+  if (rq->amp == AMP_SERVER) {
+    snprintf(rq->source, sizeof(rq->source), "%s", m->source && *m->source ?
+             m->source : registry_default(e->reg));
+    rq->sample_count = m->sample_count;
+    server_draw(rq, m);
+    return;
   }
   fetch(rq, m->source, m->sample_count);
   return;

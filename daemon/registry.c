@@ -354,6 +354,31 @@ registry_health(const struct registry *reg, char *msg, size_t len)
   return REG_OK;
 }
 
+int
+registry_draw(struct registry *reg, const char *name, struct source_draw *d)
+{
+  struct rsrc *rs;
+  char why[160];
+  int r;
+
+  rs = name && *name ? find(reg, name) : reg->def;
+  if (!rs || rs->builtin)
+    return -ENOENT;
+  if (!rs->src->ops->draw)
+    return -ENOSYS;
+  if (rs->src->ops->admit) {
+    why[0] = '\0';
+    r = rs->src->ops->admit(rs->src, d->block_bytes ? d->block_bytes : 1,
+                            why, sizeof(why));
+    if (r < 0) {
+      rs->refusals++;
+      snprintf(d->why, sizeof(d->why), "%s", why);
+      return r;
+    }
+  }
+  return rs->src->ops->draw(rs->src, d);
+}
+
 void
 registry_set_observer(struct registry *reg, reg_observer_fn fn, void *ctx)
 {

@@ -137,6 +137,15 @@ int registry_fetch(struct registry *reg, const char *name, size_t n,
                    uint64_t nonce, int64_t deadline_ns, reg_done_fn done,
                    void *ctx);
 
+/* A server-integrated draw from the named source (NULL or "": the
+   default), if it can do them: 0 and d->done later; or -ENOENT (no such
+   source), -ENOSYS (its type cannot draw), or the admission check's error
+   (breaker open, over quota) without a completion.  No fallback here: the
+   draw engine falls back to bytes amplified locally. */
+struct source_draw;
+int registry_draw(struct registry *reg, const char *name,
+                  struct source_draw *d);
+
 /* Sources, in config order, then the built-in fallbacks in use. */
 size_t registry_count(const struct registry *reg);
 void registry_info(const struct registry *reg, size_t i,

@@ -126,6 +126,48 @@ grpc_fetch(struct source *s, struct source_fetch *f)
                         f);
 }
 
+static void
+on_drawn(void *arg, const struct upstream_result *res)
+{
+  struct source_draw *d = arg;
+
+  d->status = res->err;
+  if (res->err == 0) {
+    d->u = res->u;
+    d->z = res->z;
+    d->coherence_z = res->coherence_z;
+    d->coherence_r = res->coherence_r;
+    d->coherence_valid = res->coherence_valid;
+    d->integrated_bytes = res->integrated_bytes;
+    d->generation_timestamp_ns = res->generation_ns;
+    snprintf(d->purity_label, sizeof(d->purity_label), "%s",
+             res->purity_label);
+    snprintf(d->integrator, sizeof(d->integrator), "%s", res->integrator);
+    snprintf(d->served_source_id, sizeof(d->served_source_id), "%s",
+             res->source_id);
+    d->echo = res->echo_verified ? 1 : 0;
+    ts_now(&d->generated);
+  } else {
+    snprintf(d->why, sizeof(d->why), "%.159s", res->detail);
+  }
+  d->done(d);
+}
+
+static int
+grpc_draw(struct source *s, struct source_draw *d)
+{
+  struct gsrc *gs = s->priv;
+
+  if (!gs->up)
+    return -ECANCELED;
+  if (upstream_draws_unsupported(gs->up)) {
+    snprintf(d->why, sizeof(d->why), "the upstream has no PurityService");
+    return -ENOSYS;
+  }
+  return upstream_draw(gs->up, d->nonce, d->source_id, d->block_bytes,
+                       d->deadline_ns, on_drawn, d);
+}
+
 static int
 grpc_admit(struct source *s, size_t n, char *why, size_t whylen)
 {
@@ -201,6 +243,7 @@ const struct source_ops source_grpc_ops = {
   .open = grpc_open,
   .fetch = grpc_fetch,
   .admit = grpc_admit,
+  .draw = grpc_draw,
   .stop = grpc_stop,
   .close = grpc_close,
   .describe = grpc_describe,

@@ -575,3 +575,75 @@ Test(grpc, the_compat_endpoint_answers_c_and_python_grpc_clients)
   cr_assert(daemon_log_contains(&D, "gRPC compat endpoint on unix:"));
   finish();
 }
+
+static int
+server_draw(struct qrs_client *c, const char *source, uint64_t step,
+            uint32_t block, const char *source_id, struct qrs_draw *d)
+{
+  struct qrs_commitment cm = { (const uint8_t *)"s", 1, step, -1 };
+  struct qrs_draw_request req;
+
+  memset(&req, 0, sizeof(req));
+  req.source = source;
+  req.amplifier = "server";
+  req.sample_count = 500;
+  req.commitment = &cm;
+  req.draw_block_bytes = block;
+  req.draw_source_id = source_id;
+  return qrs_client_draw(c, &req, d);
+}
+
+/* Amplifier "server": the upstream's PurityService integrates the draw
+   (unary GetDraw, bidi StreamDraws); without it, or for a local source,
+   sample_count bytes are amplified here and labelled as a fallback. */
+Test(grpc, server_draws_carry_the_upstream_metadata_or_fall_back)
+{
+  struct upserver s, r;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  int i;
+
+  upserver_start(&s, "127.0.0.1:0", "--device-id", "qrng-a", NULL);
+  upserver_start(&r, "127.0.0.1:0", "--refuse-purity", NULL);
+  start_qrsd("sources:\n"
+             "  system: { type: system }\n"
+             "  un: { type: grpc, target: \"%s\", insecure: true }\n"
+             "  bi: { type: grpc, target: \"%s\", insecure: true, "
+             "mode: bidi_streaming }\n"
+             "  nop: { type: grpc, target: \"%s\", insecure: true, "
+             "fallback: system }\n", s.addr, s.addr, r.addr);
+  c = client();
+  for (i = 0; i < 4; i++) {
+    cr_assert_eq(server_draw(c, i % 2 ? "bi" : "un", (uint64_t)i, 4096,
+                             "qrng-a", &d), 0);
+    cr_assert_str_eq(d.amplifier, "server");
+    cr_assert_eq(d.fallback, 0);
+    cr_assert_eq(d.echo, QRS_ECHO_VERIFIED);
+    cr_assert_eq(d.has_meta, 1);
+    cr_assert_eq(d.meta.integrated_bytes, 4096, "block_bytes reached the "
+                 "upstream");
+    cr_assert_eq(d.sample_count, 4096);
+    cr_assert_str_eq(d.meta.source_id, "qrng-a");
+    cr_assert_str_eq(d.meta.integrator, "byte_mean_z");
+    cr_assert_gt(d.meta.generation_timestamp_ns, 0);
+    cr_assert(d.u > 0 && d.u < 1);
+  }
+  /* An unknown upstream source id: NOT_FOUND, the local fallback. */
+  cr_assert_eq(server_draw(c, "un", 9, 4096, "nope", &d), 0);
+  cr_assert_eq(d.fallback, 1);
+  cr_assert_str_eq(d.amplifier, "zscore_mean");
+  cr_assert_eq(d.sample_count, 500);
+  /* No PurityService: local amplification of the upstream's bytes. */
+  cr_assert_eq(server_draw(c, "nop", 10, 0, "", &d), 0);
+  cr_assert_eq(d.fallback, 1);
+  cr_assert_str_eq(d.amplifier, "zscore_mean");
+  cr_assert_eq(d.has_meta, 0);
+  /* A local source cannot make server draws. */
+  cr_assert_eq(server_draw(c, "system", 11, 0, "", &d), 0);
+  cr_assert_eq(d.fallback, 1);
+  cr_assert_str_eq(d.served_by, "system");
+  qrs_client_free(c);
+  finish();
+  upserver_stop(&s, 0);
+  upserver_stop(&r, 0);
+}
