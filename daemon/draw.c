@@ -98,15 +98,30 @@ ts_to_wire(const struct ts *t, QrsIpc__Timestamp *w)
   w->monotonic_ns = t->monotonic_ns;
 }
 
+/* received / generated / sent (now) into r, through w[3]. */
+static void
+stamp_reply(QrsIpc__DrawReply *r, const struct ts *received,
+            const struct ts *generated, QrsIpc__Timestamp w[3])
+{
+  struct ts now;
+
+  ts_to_wire(received, &w[0]);
+  ts_to_wire(generated, &w[1]);
+  r->received = &w[0];
+  r->generated = &w[1];
+  ts_now(&now);
+  ts_to_wire(&now, &w[2]);
+  r->sent = &w[2];
+}
+
 static void
 reply_draw(struct req *rq, const struct reg_result *res)
 {
   QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
-  QrsIpc__Timestamp received, generated, sent;
+  QrsIpc__Timestamp w[3];
   const struct qrsd_conf *conf;
   struct amp_params p;
   struct amp_result a;
-  struct ts now;
 
   conf = rq->e->conf;
   p.population_mean = conf->amp_population_mean;
@@ -124,13 +139,7 @@ reply_draw(struct req *rq, const struct reg_result *res)
   r.amplifier = (char *)amp_name(rq->amp);
   r.nonce = rq->nonce;
   r.echo = (QrsIpc__Echo)res->echo;
-  ts_to_wire(&rq->received, &received);
-  ts_to_wire(&res->generated, &generated);
-  r.received = &received;
-  r.generated = &generated;
-  r.sent = &sent;
-  ts_now(&now);
-  ts_to_wire(&now, &sent);
+  stamp_reply(&r, &rq->received, &res->generated, w);
   rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
 }
 
@@ -252,8 +261,7 @@ on_server_draw(struct source_draw *d)
   struct req *rq = (struct req *)((char *)d - offsetof(struct req, sd));
   QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
   QrsIpc__DrawMeta meta = QRS_IPC__DRAW_META__INIT;
-  QrsIpc__Timestamp received, generated, sent;
-  struct ts now;
+  QrsIpc__Timestamp w[3];
 
   if (d->status < 0) {
     log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: server draw from "
@@ -284,13 +292,7 @@ on_server_draw(struct source_draw *d)
   meta.source_id = d->served_source_id;
   meta.generation_timestamp_ns = d->generation_timestamp_ns;
   r.meta = &meta;
-  ts_to_wire(&rq->received, &received);
-  ts_to_wire(&d->generated, &generated);
-  r.received = &received;
-  r.generated = &generated;
-  r.sent = &sent;
-  ts_now(&now);
-  ts_to_wire(&now, &sent);
+  stamp_reply(&r, &rq->received, &d->generated, w);
   rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
   free(rq);
 }

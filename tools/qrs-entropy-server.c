@@ -156,6 +156,30 @@ echo_of(struct srv *s, uint64_t seq)
   return seq;
 }
 
+/* n fresh bytes for r in a new buffer (the caller frees), their time in
+   *ret_ts; or NULL after answering r with the error. */
+static uint8_t *
+fresh_block(struct srv *s, struct gserve_req *r, size_t n, uint64_t *ret_ts)
+{
+  uint8_t *data = malloc(n ? n : 1);
+  char why[160];
+  int e;
+
+  if (!data) {
+    gserve_reply_error(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    return NULL;
+  }
+  e = read_entropy(s, data, n, ret_ts);
+  if (e < 0) {
+    snprintf(why, sizeof(why), "entropy source failed: %s", strerror(-e));
+    logmsg(s, "%s", why);
+    free(data);
+    gserve_reply_error(r, GRPC_STATUS_UNAVAILABLE, why);
+    return NULL;
+  }
+  return data;
+}
+
 /* Answer one EntropyRequest. */
 static void
 answer_entropy(struct srv *s, struct gserve_req *r)
@@ -165,7 +189,6 @@ answer_entropy(struct srv *s, struct gserve_req *r)
   uint8_t *data;
   char why[160];
   size_t n;
-  int e;
 
   if (n64 == 0 || n64 > INT32_MAX) {
     gserve_reply_error(r, GRPC_STATUS_INVALID_ARGUMENT,
@@ -179,20 +202,10 @@ answer_entropy(struct srv *s, struct gserve_req *r)
     return;
   }
   n = (size_t)n64;
-  data = malloc(n);
-  if (!data) {
-    gserve_reply_error(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-    return;
-  }
   memset(&resp, 0, sizeof(resp));
-  e = read_entropy(s, data, n, &resp.generation_timestamp_ns);
-  if (e < 0) {
-    snprintf(why, sizeof(why), "entropy source failed: %s", strerror(-e));
-    logmsg(s, "%s", why);
-    free(data);
-    gserve_reply_error(r, GRPC_STATUS_UNAVAILABLE, why);
+  data = fresh_block(s, r, n, &resp.generation_timestamp_ns);
+  if (!data)
     return;
-  }
   resp.data.data = data;
   resp.data.len = s->o.empty_data ? 0 : s->o.short_data ? n / 2 : n;
   resp.sequence_id = echo_of(s, r->entropy.sequence_id);
@@ -213,7 +226,6 @@ answer_draw(struct srv *s, struct gserve_req *r)
   size_t n, i;
   char why[160];
   double mean, z, u;
-  int e;
 
   if (r->drw.source_id.len > 0 && strcmp(r->source_id, s->o.device_id)) {
     snprintf(why, sizeof(why), "unknown source_id (this server serves "
@@ -228,20 +240,10 @@ answer_draw(struct srv *s, struct gserve_req *r)
     return;
   }
   n = r->drw.block_bytes ? (size_t)r->drw.block_bytes : s->o.block_bytes;
-  data = malloc(n);
-  if (!data) {
-    gserve_reply_error(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-    return;
-  }
   memset(&resp, 0, sizeof(resp));
-  e = read_entropy(s, data, n, &resp.generation_timestamp_ns);
-  if (e < 0) {
-    snprintf(why, sizeof(why), "entropy source failed: %s", strerror(-e));
-    logmsg(s, "%s", why);
-    free(data);
-    gserve_reply_error(r, GRPC_STATUS_UNAVAILABLE, why);
+  data = fresh_block(s, r, n, &resp.generation_timestamp_ns);
+  if (!data)
     return;
-  }
   if (s->o.short_data)
     n /= 2;
   for (i = 0; i < n; i++)

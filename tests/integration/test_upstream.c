@@ -353,27 +353,6 @@ Test(upstream, a_bad_header_name_or_missing_key_file_is_a_clear_error)
   cr_assert_not_null(strstr(err, "/nonexistent/key"), "%s", err);
 }
 
-static void
-make_certs(void)
-{
-  char cmd[2048];
-
-  snprintf(cmd, sizeof(cmd),
-    "cd '%s' && "
-    "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=qrs-ca "
-    "  -keyout ca.key -out ca.pem 2>/dev/null && "
-    "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost "
-    "  -keyout srv.key -out srv.csr 2>/dev/null && "
-    "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext && "
-    "openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key "
-    "  -CAcreateserial -days 2 -extfile ext -out srv.pem 2>/dev/null && "
-    "openssl req -newkey rsa:2048 -nodes -subj /CN=qrsd "
-    "  -keyout cli.key -out cli.csr 2>/dev/null && "
-    "openssl x509 -req -in cli.csr -CA ca.pem -CAkey ca.key "
-    "  -CAcreateserial -days 2 -out cli.pem 2>/dev/null", C.dir);
-  cr_assert_eq(system(cmd), 0, "openssl failed");
-}
-
 Test(upstream, tls_with_a_test_ca_and_client_certificates)
 {
   struct upserver s;
@@ -382,7 +361,7 @@ Test(upstream, tls_with_a_test_ca_and_client_certificates)
   struct got g;
   char ca[128], cert[128], key[128], scert[128], skey[128];
 
-  make_certs();
+  upserver_make_certs(C.dir);
   snprintf(ca, sizeof(ca), "%s/ca.pem", C.dir);
   snprintf(cert, sizeof(cert), "%s/cli.pem", C.dir);
   snprintf(key, sizeof(key), "%s/cli.key", C.dir);

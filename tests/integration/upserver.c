@@ -116,3 +116,24 @@ upserver_stop(struct upserver *s, int hard)
   unlink(s->log);
   return r;
 }
+
+void
+upserver_make_certs(const char *dir)
+{
+  char cmd[2048];
+
+  snprintf(cmd, sizeof(cmd),
+    "cd '%s' && "
+    "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=qrs-ca "
+    "  -keyout ca.key -out ca.pem 2>/dev/null && "
+    "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost "
+    "  -keyout srv.key -out srv.csr 2>/dev/null && "
+    "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext && "
+    "openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key "
+    "  -CAcreateserial -days 2 -extfile ext -out srv.pem 2>/dev/null && "
+    "openssl req -newkey rsa:2048 -nodes -subj /CN=qrsd "
+    "  -keyout cli.key -out cli.csr 2>/dev/null && "
+    "openssl x509 -req -in cli.csr -CA ca.pem -CAkey ca.key "
+    "  -CAcreateserial -days 2 -out cli.pem 2>/dev/null", dir);
+  cr_assert_eq(system(cmd), 0, "openssl failed");
+}

@@ -17,6 +17,11 @@ void upserver_start(struct upserver *s, const char *listen, ...);
 /* Same with an argv array (NULL-terminated) after --listen. */
 void upserver_startv(struct upserver *s, const char *listen,
                      const char *const *args);
+/* A CA (ca.pem), a server certificate for localhost / 127.0.0.1
+   (srv.pem, srv.key) and a client certificate (cli.pem, cli.key) in dir,
+   made with openssl.  Fails the test if openssl fails. */
+void upserver_make_certs(const char *dir);
+
 /* SIGTERM (or SIGKILL when hard) and reap; returns the exit status. */
 int upserver_stop(struct upserver *s, int hard);
 /* Wait for it to exit on its own (timeout_ms); returns the status or -1. */
