@@ -303,7 +303,8 @@ take_request(struct gserve_call *c)
     bad = len > GW_MAX_REQUEST || gw_draw_req_decode(p, len, &r->drw) < 0 ||
           r->drw.source_id.len > GW_MAX_ID;
     if (!bad) {
-      memcpy(r->source_id, r->drw.source_id.data, r->drw.source_id.len);
+      if (r->drw.source_id.len)
+        memcpy(r->source_id, r->drw.source_id.data, r->drw.source_id.len);
       r->source_id[r->drw.source_id.len] = '\0';
       r->drw.source_id.data = (const uint8_t *)r->source_id;
     }
