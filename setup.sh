@@ -18,6 +18,7 @@ PACKAGES=(
   libuv1-dev libgrpc-dev libyaml-dev libsystemd-dev libcriterion-dev
   libjson-c-dev libssl-dev
   systemd valgrind locales
+  clang libclang-rt-14-dev
   python3-grpcio openssl
 )
 

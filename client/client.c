@@ -26,9 +26,19 @@
 
 #include <qrs/client.h>
 
+#include "clientint.h"
 #include "frame.h"
 
 #define MAX_TICKETS 1024
+#define ERRMSG_MAX 256
+/* Replies are unpacked into a per-client arena: a draw's reply, or an
+   ERROR, takes well under 1 KiB, so the token path never allocates.
+   Larger replies (BYTES, STATUS with many sources) go to the heap, at most
+   ARENA_HEAP_FACTOR times the frame limit in all for one reply (protobuf-c
+   turns a 2-byte empty element of a repeated message into a whole
+   struct). */
+#define ARENA_SIZE (16 * 1024)
+#define ARENA_HEAP_FACTOR 4
 
 enum slot_state {
   SLOT_FREE = 0,
@@ -42,6 +52,7 @@ struct slot {
   uint32_t seq;
   int err;
   struct qrs_draw draw;
+  char errmsg[ERRMSG_MAX];      /* the daemon's words for err */
 };
 
 struct qrs_client {
@@ -57,7 +68,7 @@ struct qrs_client {
   int connected_once;
   uint32_t next_seq;
   struct qrs_server_info info;
-  char errmsg[256];
+  char errmsg[ERRMSG_MAX];      /* of the call in progress */
 
   uint8_t *rbuf;                /* bytes received, not yet consumed */
   size_t rlen;
@@ -65,9 +76,36 @@ struct qrs_client {
 
   struct slot *slots;
   size_t n_slots;
+
+  ProtobufCAllocator pb_alloc;  /* over the arena below */
+  size_t arena_used;            /* bytes handed out since the last unpack */
+  size_t heap_used;             /* heap bytes handed out since then */
+  _Alignas(16) uint8_t arena[ARENA_SIZE];
 };
 
 /* ---- small helpers -------------------------------------------------- */
+
+/* The daemon's message for the error of the calling thread's last call,
+   and the client it was made on (qrs_client_errmsg). */
+static __thread struct {
+  const struct qrs_client *c;
+  char msg[ERRMSG_MAX];
+} tl_err;
+
+/* The server info handed out by qrs_client_server_info(). */
+static __thread struct qrs_server_info tl_info;
+
+/* End of a public call, under the lock: its error message becomes the
+   calling thread's. */
+static void
+keep_errmsg(const struct qrs_client *c)
+{
+  tl_err.c = c;
+  memcpy(tl_err.msg, c->errmsg, sizeof(tl_err.msg));
+}
+
+static void client_log(struct qrs_client *c, int level, const char *fmt,
+                       ...) __attribute__((format(printf, 3, 4)));
 
 static void
 client_log(struct qrs_client *c, int level, const char *fmt, ...)
@@ -136,6 +174,61 @@ find_slot(struct qrs_client *c, uint32_t seq)
     if (c->slots[i].state != SLOT_FREE && c->slots[i].seq == seq)
       return &c->slots[i];
   return NULL;
+}
+
+/* ---- unpacking replies --------------------------------------------- */
+
+static void *
+arena_alloc(void *ud, size_t size)
+{
+  struct qrs_client *c = ud;
+  size_t need, limit;
+  void *p;
+
+  need = (size + 15) & ~(size_t)15;
+  if (need >= size && need <= ARENA_SIZE - c->arena_used) {
+    p = c->arena + c->arena_used;
+    c->arena_used += need;
+    return p;
+  }
+  limit = (size_t)c->info.max_frame_bytes * ARENA_HEAP_FACTOR;
+  if (size > limit || c->heap_used > limit - size)
+    return NULL;                /* unpack fails: QRS_E_PROTOCOL */
+  p = malloc(size);
+  if (p)
+    c->heap_used += size;
+  return p;
+}
+
+static void
+arena_free(void *ud, void *p)
+{
+  struct qrs_client *c = ud;
+  uintptr_t a = (uintptr_t)p, lo = (uintptr_t)c->arena;
+
+  if (a >= lo && a < lo + ARENA_SIZE)
+    return;                     /* the arena is reset as a whole */
+  free(p);
+}
+
+/* Unpack a payload into the arena.  At most one unpacked reply is alive
+   at a time (under the lock); release() it before the next. */
+static ProtobufCMessage *
+unpack(struct qrs_client *c, const ProtobufCMessageDescriptor *desc,
+       size_t len, const uint8_t *data)
+{
+  c->arena_used = 0;
+  c->heap_used = 0;
+  return protobuf_c_message_unpack(desc, &c->pb_alloc, len, data);
+}
+
+static void
+release(struct qrs_client *c, ProtobufCMessage *m)
+{
+  if (m)
+    protobuf_c_message_free_unpacked(m, &c->pb_alloc);
+  c->arena_used = 0;
+  c->heap_used = 0;
 }
 
 /* ---- connection ----------------------------------------------------- */
@@ -324,19 +417,22 @@ consume_frame(struct qrs_client *c, const struct qrs_frame_hdr *h)
   c->rlen -= len;
 }
 
-/* An ERROR payload -> its QRS_E_* code; keeps the daemon's message. */
+/* An ERROR payload -> its QRS_E_* code; the daemon's message goes to
+   msg (ERRMSG_MAX bytes). */
 static int
-decode_error(struct qrs_client *c, const uint8_t *payload, size_t len)
+decode_error(struct qrs_client *c, const uint8_t *payload, size_t len,
+             char *msg)
 {
   QrsIpc__Error *e;
   int r;
 
-  e = qrs_ipc__error__unpack(NULL, len, payload);
+  e = (QrsIpc__Error *)unpack(c, &qrs_ipc__error__descriptor, len,
+                              payload);
   if (!e)
     return QRS_E_PROTOCOL;
   r = qrs__error_from_wire(e->code);
-  copy_str(c->errmsg, sizeof(c->errmsg), e->message);
-  qrs_ipc__error__free_unpacked(e, NULL);
+  copy_str(msg, ERRMSG_MAX, e->message);
+  release(c, &e->base);
   return r;
 }
 
@@ -359,23 +455,39 @@ stash_reply(struct qrs_client *c, const struct qrs_frame_hdr *h,
   }
   s->state = SLOT_DONE;
   if (h->type == QRS_MSG_ERROR) {
-    s->err = decode_error(c, payload, h->length);
+    s->err = decode_error(c, payload, h->length, s->errmsg);
     return;
   }
   m = h->type == QRS_MSG_DRAW_REPLY
-        ? qrs_ipc__draw_reply__unpack(NULL, h->length, payload) : NULL;
+        ? (QrsIpc__DrawReply *)unpack(c, &qrs_ipc__draw_reply__descriptor,
+                                      h->length, payload)
+        : NULL;
   if (!m) {
     s->err = QRS_E_PROTOCOL;
     return;
   }
   s->err = 0;
   draw_from_wire(m, &s->draw);
-  qrs_ipc__draw_reply__free_unpacked(m, NULL);
+  release(c, &m->base);
+}
+
+/* Take in the replies that have already arrived, without waiting: frees
+   the slots of cancelled tickets whose replies are in. */
+static void
+drain_replies(struct qrs_client *c)
+{
+  struct qrs_frame_hdr h;
+
+  memset(&h, 0, sizeof(h));
+  while (c->fd >= 0 && recv_frame(c, &h, now_ms()) == 0) {
+    stash_reply(c, &h, c->rbuf + QRS_FRAME_HDR_SIZE);
+    consume_frame(c, &h);
+  }
 }
 
 /* Wait for the reply to seq, of type want (or ERROR), stashing the others.
-   On success *ret_msg holds the unpacked reply (free with
-   protobuf_c_message_free_unpacked). */
+   On success *ret_msg holds the unpacked reply (give it back with
+   release()). */
 static int
 wait_reply(struct qrs_client *c, uint32_t seq, uint16_t want,
            ProtobufCMessage **ret_msg, int64_t deadline)
@@ -399,7 +511,7 @@ wait_reply(struct qrs_client *c, uint32_t seq, uint16_t want,
       continue;
     }
     if (h.type == QRS_MSG_ERROR) {
-      r = decode_error(c, payload, h.length);
+      r = decode_error(c, payload, h.length, c->errmsg);
       consume_frame(c, &h);
       return r;
     }
@@ -407,8 +519,7 @@ wait_reply(struct qrs_client *c, uint32_t seq, uint16_t want,
       disconnect(c, QRS_E_PROTOCOL);
       return QRS_E_PROTOCOL;
     }
-    m = protobuf_c_message_unpack(qrs__msg_descriptor(want), NULL, h.length,
-                                  payload);
+    m = unpack(c, qrs__msg_descriptor(want), h.length, payload);
     consume_frame(c, &h);
     if (!m) {
       disconnect(c, QRS_E_PROTOCOL);
@@ -458,7 +569,7 @@ hello(struct qrs_client *c, int64_t deadline)
   for (i = 0; i < r->n_features && len < sizeof(in->features); i++)
     len += (size_t)snprintf(in->features + len, sizeof(in->features) - len,
                             "%s%s", i ? " " : "", r->features[i]);
-  qrs_ipc__hello_reply__free_unpacked(r, NULL);
+  release(c, &r->base);
 
   n = in->max_inflight;
   if (n == 0 || n > MAX_TICKETS)
@@ -532,6 +643,40 @@ call(struct qrs_client *c, uint16_t type, const ProtobufCMessage *m,
 
 /* ---- public: lifetime ----------------------------------------------- */
 
+static int
+client_alloc(const char *path, const struct qrs_client_options *opts,
+             struct qrs_client **ret_client)
+{
+  struct qrs_client *c;
+  int r;
+
+  c = calloc(1, sizeof(*c));
+  if (!c)
+    return -ENOMEM;
+  c->fd = -1;
+  c->pb_alloc.alloc = arena_alloc;
+  c->pb_alloc.free = arena_free;
+  c->pb_alloc.allocator_data = c;
+  pthread_mutex_init(&c->lock, NULL);
+  if (strlen(path) >= sizeof(c->path)) {
+    r = -ENAMETOOLONG;
+    goto fail;
+  }
+  copy_str(c->path, sizeof(c->path), path);
+  copy_str(c->name, sizeof(c->name),
+           opts && opts->client_name ? opts->client_name : "libqrs");
+  c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms
+                                           : QRS_DEFAULT_TIMEOUT_MS;
+  c->no_reconnect = opts ? opts->no_reconnect : 0;
+  c->info.max_frame_bytes = QRS_DEFAULT_MAX_FRAME;
+  *ret_client = c;
+  return 0;
+
+fail:
+  qrs_client_free(c);
+  return r;
+}
+
 int
 qrs_client_new(const char *path, const struct qrs_client_options *opts,
                struct qrs_client **ret_client)
@@ -545,33 +690,47 @@ qrs_client_new(const char *path, const struct qrs_client_options *opts,
     path = getenv("QRS_SOCKET");
   if (!path || !*path)
     path = QRS_DEFAULT_SOCKET;
-
-  c = calloc(1, sizeof(*c));
-  if (!c)
-    return -ENOMEM;
-  c->fd = -1;
-  pthread_mutex_init(&c->lock, NULL);
-  if (strlen(path) >= sizeof(c->path)) {
-    r = -ENAMETOOLONG;
-    goto fail;
-  }
-  copy_str(c->path, sizeof(c->path), path);
-  copy_str(c->name, sizeof(c->name),
-           opts && opts->client_name ? opts->client_name : "libqrs");
-  c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms
-                                           : QRS_DEFAULT_TIMEOUT_MS;
-  c->no_reconnect = opts ? opts->no_reconnect : 0;
-  c->info.max_frame_bytes = QRS_DEFAULT_MAX_FRAME;
-
-  r = ensure_connected(c, deadline_for(c));
+  r = client_alloc(path, opts, &c);
   if (r < 0)
-    goto fail;
+    return r;
+  r = ensure_connected(c, deadline_for(c));
+  if (r < 0) {
+    qrs_client_free(c);
+    return r;
+  }
   *ret_client = c;
   return 0;
+}
 
-fail:
-  qrs_client_free(c);
-  return r;
+int
+qrs__client_new_fd(int fd, const struct qrs_client_options *opts,
+                   struct qrs_client **ret_client)
+{
+  struct qrs_client *c;
+  int r;
+
+  if (fd < 0 || !ret_client) {
+    if (fd >= 0)
+      close(fd);
+    return -EINVAL;
+  }
+  r = client_alloc("(fd)", opts, &c);
+  if (r < 0) {
+    close(fd);
+    return r;
+  }
+  c->no_reconnect = 1;
+  c->fd = fd;
+  r = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 ? -errno : 0;
+  if (r == 0)
+    r = hello(c, deadline_for(c));
+  if (r < 0) {
+    qrs_client_free(c);
+    return r;
+  }
+  c->connected_once = 1;
+  *ret_client = c;
+  return 0;
 }
 
 void
@@ -579,6 +738,8 @@ qrs_client_free(struct qrs_client *c)
 {
   if (!c)
     return;
+  if (tl_err.c == c)
+    tl_err.c = NULL;
   if (c->fd >= 0)
     close(c->fd);
   pthread_mutex_destroy(&c->lock);
@@ -598,16 +759,34 @@ qrs_client_set_log_cb(struct qrs_client *c, qrs_log_cb cb, void *userdata)
   pthread_mutex_unlock(&c->lock);
 }
 
+int
+qrs_client_get_server_info(const struct qrs_client *c,
+                           struct qrs_server_info *ret_info)
+{
+  pthread_mutex_t *lock;
+
+  if (!c || !ret_info)
+    return -EINVAL;
+  /* The lock guards a reconnect's new HELLO data; c stays const. */
+  lock = (pthread_mutex_t *)&c->lock;
+  pthread_mutex_lock(lock);
+  *ret_info = c->info;
+  pthread_mutex_unlock(lock);
+  return 0;
+}
+
 const struct qrs_server_info *
 qrs_client_server_info(const struct qrs_client *c)
 {
-  return c ? &c->info : NULL;
+  if (!c || qrs_client_get_server_info(c, &tl_info) < 0)
+    return NULL;
+  return &tl_info;
 }
 
 const char *
 qrs_client_errmsg(const struct qrs_client *c)
 {
-  return c ? c->errmsg : "";
+  return c && tl_err.c == c ? tl_err.msg : "";
 }
 
 const char *
@@ -723,8 +902,9 @@ qrs_client_draw(struct qrs_client *c, const struct qrs_draw_request *req,
   r = call(c, QRS_MSG_DRAW, &m.base, QRS_MSG_DRAW_REPLY, &reply);
   if (r == 0) {
     draw_from_wire((QrsIpc__DrawReply *)reply, ret_draw);
-    protobuf_c_message_free_unpacked(reply, NULL);
+    release(c, reply);
   }
+  keep_errmsg(c);
   pthread_mutex_unlock(&c->lock);
   return r;
 }
@@ -759,6 +939,12 @@ qrs_client_draw_begin(struct qrs_client *c,
     if (c->slots[i].state == SLOT_FREE)
       s = &c->slots[i];
   if (!s) {
+    drain_replies(c);
+    for (i = 0; i < c->n_slots && !s; i++)
+      if (c->slots[i].state == SLOT_FREE)
+        s = &c->slots[i];
+  }
+  if (!s) {
     r = QRS_E_BUSY;
     goto out;
   }
@@ -776,6 +962,7 @@ qrs_client_draw_begin(struct qrs_client *c,
   s->state = SLOT_PENDING;
   *ret_ticket = s->seq;
 out:
+  keep_errmsg(c);
   pthread_mutex_unlock(&c->lock);
   return r;
 }
@@ -805,14 +992,18 @@ qrs_client_draw_finish(struct qrs_client *c, uint32_t ticket,
     s->err = r;
     if (r == 0) {
       draw_from_wire((QrsIpc__DrawReply *)reply, &s->draw);
-      protobuf_c_message_free_unpacked(reply, NULL);
+      release(c, reply);
     }
+  } else if (s->err < 0) {
+    /* Stashed while another call waited: its message came with it. */
+    memcpy(c->errmsg, s->errmsg, sizeof(c->errmsg));
   }
   r = s->err;
   if (r == 0)
     *ret_draw = s->draw;
   s->state = SLOT_FREE;
 out:
+  keep_errmsg(c);
   pthread_mutex_unlock(&c->lock);
   return r;
 }
@@ -852,6 +1043,7 @@ qrs_client_bytes(struct qrs_client *c, const char *source, void *buf,
   if (!c || !buf || n == 0)
     return -EINVAL;
   pthread_mutex_lock(&c->lock);
+  c->errmsg[0] = '\0';
   if (c->info.max_bytes_per_request && n > c->info.max_bytes_per_request) {
     r = QRS_E_TOO_LARGE;
     goto out;
@@ -872,8 +1064,9 @@ qrs_client_bytes(struct qrs_client *c, const char *source, void *buf,
       info->fallback = b->fallback;
     }
   }
-  protobuf_c_message_free_unpacked(reply, NULL);
+  release(c, reply);
 out:
+  keep_errmsg(c);
   pthread_mutex_unlock(&c->lock);
   return r;
 }
@@ -924,6 +1117,7 @@ query(struct qrs_client *c, uint16_t type, uint16_t want, const void *ret,
     return -EINVAL;
   pthread_mutex_lock(&c->lock);
   r = call(c, type, &empty.base, want, ret_msg);
+  keep_errmsg(c);
   pthread_mutex_unlock(&c->lock);
   return r;
 }
@@ -977,7 +1171,7 @@ qrs_client_status(struct qrs_client *c, struct qrs_status **ret_status)
     s->errors = sr->errors;
     s->n_sources = sr->n_sources;
   }
-  protobuf_c_message_free_unpacked(reply, NULL);
+  release(c, reply);
   if (!s)
     return -ENOMEM;
   *ret_status = s;
@@ -1027,7 +1221,7 @@ qrs_client_health(struct qrs_client *c, struct qrs_health **ret_health)
     copy_str(h->message, sizeof(h->message), hr->message);
     h->n_sources = hr->n_sources;
   }
-  protobuf_c_message_free_unpacked(reply, NULL);
+  release(c, reply);
   if (!h)
     return -ENOMEM;
   *ret_health = h;
@@ -1062,7 +1256,7 @@ qrs_client_sources(struct qrs_client *c, struct qrs_sources **ret_sources)
              sr->default_source);
     s->n_sources = sr->n_sources;
   }
-  protobuf_c_message_free_unpacked(reply, NULL);
+  release(c, reply);
   if (!s)
     return -ENOMEM;
   *ret_sources = s;

@@ -1,4 +1,5 @@
 /* Per-token records as JSON lines (json-c builds and escapes them). */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -142,6 +143,7 @@ qrs__record_write(const struct qrs_token_record *rec, int level, FILE *f)
 {
   struct json_object *o;
   const char *s;
+  size_t len;
   int r;
 
   o = json_object_new_object();
@@ -150,14 +152,18 @@ qrs__record_write(const struct qrs_token_record *rec, int level, FILE *f)
   r = level >= 2 ? full(o, rec) : summary(o, rec);
   if (r < 0)
     goto out;
-  s = json_object_to_json_string_ext(
-      o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+  s = json_object_to_json_string_length(
+      o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
   if (!s) {
     r = -ENOMEM;
     goto out;
   }
-  if (fputs(s, f) == EOF || fputc('\n', f) == EOF)
+  /* One stdio operation per line: threads sharing f never interleave
+     their lines (each stdio call takes f's lock on its own). */
+  flockfile(f);
+  if (fwrite_unlocked(s, 1, len, f) != len || putc_unlocked('\n', f) == EOF)
     r = -EIO;
+  funlockfile(f);
 out:
   json_object_put(o);
   return r;

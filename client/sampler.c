@@ -46,6 +46,7 @@ struct qrs_sampler {
   /* logging */
   FILE *log;
   int log_owned;
+  char *logbuf;                   /* line buffer of a log file we opened */
   /* diagnostic_mode ring */
   struct qrs_token_record *diag;
   size_t diag_len, diag_head;
@@ -127,7 +128,9 @@ qrs_sampler_new(const struct qrs_sampler_config *cfg, size_t vocab_size,
   r = qrs__config_check(&s->cfg, err, sizeof(err));
   if (r < 0)
     goto fail;
-  qrs__config_hash(cfg, &s->cfg, s->config_hash);
+  r = qrs__config_hash(cfg, &s->cfg, s->config_hash);
+  if (r < 0)
+    goto fail;
   pn = qrs__config_preset(cfg);
   if (pn) {
     snprintf(s->preset, sizeof(s->preset), "%s", pn);
@@ -184,6 +187,7 @@ qrs_sampler_free(struct qrs_sampler *s)
   qrs_sampler_cancel_prefetch(s);
   if (s->log_owned && s->log)
     fclose(s->log);
+  free(s->logbuf);
   qrs__sel_ws_done(&s->ws);
   qrs__strategy_done(&s->st);
   free(s->diag);
@@ -245,6 +249,8 @@ qrs_sampler_set_salt(struct qrs_sampler *s, const uint8_t *salt, size_t len)
 {
   if (!s || !salt || len == 0 || len > SALT_MAX)
     return -EINVAL;
+  /* A draw prefetched now is committed under the old salt. */
+  qrs_sampler_cancel_prefetch(s);
   memcpy(s->salt, salt, len);
   s->salt_len = len;
   return 0;
@@ -309,23 +315,41 @@ qrs_sampler_set_log_file(struct qrs_sampler *s, FILE *f)
     return -EINVAL;
   if (s->log_owned && s->log)
     fclose(s->log);
+  free(s->logbuf);
+  s->logbuf = NULL;
   s->log = f;
   s->log_owned = 0;
   return 0;
 }
 
+/* Lines of records written to a file this long or shorter reach it in one
+   write(2) (O_APPEND: whole, even with other writers of the file). */
+#define LOG_LINE_MAX (64 * 1024)
+
 int
 qrs_sampler_set_log_path(struct qrs_sampler *s, const char *path)
 {
+  char *buf;
   FILE *f;
+  int r;
 
   if (!s || !path)
     return -EINVAL;
+  buf = malloc(LOG_LINE_MAX);
+  if (!buf)
+    return -ENOMEM;
   f = fopen(path, "ae");
-  if (!f)
-    return -errno;
+  if (!f) {
+    r = -errno;
+    free(buf);
+    return r;
+  }
+  /* Line buffered in a buffer larger than any record line: every line
+     is one write(2). */
+  setvbuf(f, buf, _IOLBF, LOG_LINE_MAX);
   qrs_sampler_set_log_file(s, f);
   s->log_owned = 1;
+  s->logbuf = buf;
   return 0;
 }
 
@@ -672,6 +696,10 @@ qrs_sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
     r = qrs_client_draw_finish(c, s->pf_ticket, &draw);
     if (r == 0)
       flags = QRS_STEP_PREFETCHED;
+    else if (r == -ETIMEDOUT)
+      /* The ticket stays open after a timeout: give it back, or its late
+         reply holds the client's slot for good. */
+      (void)qrs_client_draw_cancel(c, s->pf_ticket);
   } else {
     qrs_sampler_cancel_prefetch(s);
   }

@@ -82,9 +82,10 @@ int qrs__cfgvals_text(const struct qrs__cfgvals *v, const char *field,
 /* The preset in effect (explicit, else environment) or NULL. */
 const char *qrs__config_preset(const struct qrs_sampler_config *cfg);
 
-/* The reference-compatible config hash (16 hex digits + NUL). */
-void qrs__config_hash(const struct qrs_sampler_config *cfg,
-                      const struct qrs__cfgvals *v, char out[17]);
+/* The reference-compatible config hash (16 hex digits + NUL).  0, or
+   -ENOMEM (out untouched). */
+int qrs__config_hash(const struct qrs_sampler_config *cfg,
+                     const struct qrs__cfgvals *v, char out[17]);
 
 /* ---- temperature strategies (temperature.c) ---- */
 

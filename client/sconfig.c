@@ -745,9 +745,89 @@ qrs__config_resolve(const struct qrs_sampler_config *cfg,
       copy_field(&fields[i], v, &cfg->exp_v);
 }
 
+/* Every double field must be finite and at most this large in magnitude;
+   the values set accept what the reference accepts (NaN, infinities),
+   the check of the whole configuration refuses them. */
+#define DBL_SANE_MAX 1e6
+
+/* Tighter ranges, checked with the whole configuration, for double fields
+   that the table above leaves open (probabilities, the amplifier's
+   constants, EMA weights). */
+static const struct {
+  const char *name;
+  double lo, hi;
+  unsigned char lo_open, hi_open;
+} sane_ranges[] = {
+  { "population_mean", 0.0, 255.0, 0, 0 },
+  { "population_std", 0.0, 127.5, 1, 0 },
+  { "uniform_clamp_epsilon", 0.0, 0.5, 1, 1 },
+  { "top_p", 0.0, 1.0, 0, 0 },
+  { "hvh_min_p_base", 0.0, 1.0, 0, 0 },
+  { "hvh_lambda_ema", 0.0, 1.0, 0, 0 },
+  { "tt_min_p_base", 0.0, 1.0, 0, 0 },
+  { "evdt_min_p_base", 0.0, 1.0, 0, 0 },
+  { "gdt_min_p_base", 0.0, 1.0, 0, 0 },
+  { "belltemp_min_p_base", 0.0, 1.0, 0, 0 },
+};
+
+/* Each double field finite, within DBL_SANE_MAX and its sane range. */
+static int
+check_doubles(const struct qrs__cfgvals *v, char *err, size_t errlen)
+{
+  char txt[32], rng[80];
+  struct field f;
+  size_t i, k;
+  double d;
+
+  for (i = 0; i < NFIELDS; i++) {
+    if (fields[i].type != F_DBL)
+      continue;
+    memcpy(&d, (const char *)v + fields[i].off, sizeof(d));
+    qrs__fmt_double(d, txt, sizeof(txt));
+    if (!isfinite(d)) {
+      seterr(err, errlen, "%s: %s is not a finite number", fields[i].name,
+             txt);
+      return QRS_E_CONFIG_VALUE;
+    }
+    if (fabs(d) > DBL_SANE_MAX) {
+      seterr(err, errlen, "%s: %s is out of range (magnitude at most 1e6)",
+             fields[i].name, txt);
+      return QRS_E_CONFIG_VALUE;
+    }
+    for (k = 0; k < sizeof(sane_ranges) / sizeof(sane_ranges[0]); k++) {
+      if (strcmp(sane_ranges[k].name, fields[i].name) != 0)
+        continue;
+      f = fields[i];
+      f.lo = sane_ranges[k].lo;
+      f.hi = sane_ranges[k].hi;
+      f.lo_open = sane_ranges[k].lo_open;
+      f.hi_open = sane_ranges[k].hi_open;
+      if (!range_ok(&f, d)) {
+        range_text(&f, rng, sizeof(rng));
+        seterr(err, errlen, "%s: %s is out of range (%s)", f.name, txt, rng);
+        return QRS_E_CONFIG_VALUE;
+      }
+    }
+  }
+  return 0;
+}
+
+/* entropy_throttle and mirostat_v2 cut the nucleus themselves. */
+static int
+cuts_nucleus(const char *strategy)
+{
+  return !strcmp(strategy, "entropy_throttle") ||
+         !strcmp(strategy, "mirostat_v2");
+}
+
 int
 qrs__config_check(const struct qrs__cfgvals *v, char *err, size_t errlen)
 {
+  int r;
+
+  r = check_doubles(v, err, errlen);
+  if (r < 0)
+    return r;
   if (v->truncate_first && strcmp(v->stage_order, "reference") != 0) {
     seterr(err, errlen,
            "truncate_first: only with stage_order reference (not '%s')",
@@ -758,8 +838,7 @@ qrs__config_check(const struct qrs__cfgvals *v, char *err, size_t errlen)
     seterr(err, errlen, "throttle_p_min: above throttle_p_max");
     return QRS_E_CONFIG_VALUE;
   }
-  if ((!strcmp(v->temperature_strategy, "entropy_throttle") ||
-       !strcmp(v->temperature_strategy, "mirostat_v2")) &&
+  if (cuts_nucleus(v->temperature_strategy) &&
       strcmp(v->stage_order, "reference") != 0) {
     seterr(err, errlen,
            "temperature_strategy: %s cuts the nucleus itself: only with "
@@ -767,8 +846,13 @@ qrs__config_check(const struct qrs__cfgvals *v, char *err, size_t errlen)
            v->temperature_strategy);
     return QRS_E_CONFIG_VALUE;
   }
-  if (!isfinite(v->fixed_temperature)) {
-    seterr(err, errlen, "fixed_temperature: not a finite number");
+  if (!strcmp(v->temperature_strategy, "coherence_gate") &&
+      cuts_nucleus(v->coherence_inner_strategy) &&
+      strcmp(v->stage_order, "reference") != 0) {
+    seterr(err, errlen,
+           "coherence_inner_strategy: %s cuts the nucleus itself: only with "
+           "stage_order reference",
+           v->coherence_inner_strategy);
     return QRS_E_CONFIG_VALUE;
   }
   return 0;
@@ -1212,7 +1296,7 @@ sb_member(struct sbuf *b, const struct field *f, const struct qrs__cfgvals *v)
   sb_value(b, f, v);
 }
 
-void
+int
 qrs__config_hash(const struct qrs_sampler_config *cfg,
                  const struct qrs__cfgvals *v, char out[17])
 {
@@ -1258,10 +1342,8 @@ qrs__config_hash(const struct qrs_sampler_config *cfg,
   }
   sb_add(&b, "}");
   if (b.oom) {
-    memset(out, '0', 16);
-    out[16] = 0;
     free(b.p);
-    return;
+    return -ENOMEM;
   }
   SHA256((const unsigned char *)b.p, b.len, dig);
   for (i = 0; i < 8; i++) {
@@ -1270,6 +1352,7 @@ qrs__config_hash(const struct qrs_sampler_config *cfg,
   }
   out[16] = 0;
   free(b.p);
+  return 0;
 }
 
 int
@@ -1280,6 +1363,5 @@ qrs_sampler_config_hash(const struct qrs_sampler_config *cfg, char buf[17])
   if (!cfg || !buf)
     return -EINVAL;
   qrs__config_resolve(cfg, &v);
-  qrs__config_hash(cfg, &v, buf);
-  return 0;
+  return qrs__config_hash(cfg, &v, buf);
 }

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -499,6 +500,72 @@ Test(daemon, errors_carry_the_daemons_message, .init = start_default,
             qrs_client_errmsg(c));
   cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
   cr_assert_str_eq(qrs_client_errmsg(c), "");
+  qrs_client_free(c);
+}
+
+/* Issue 11, item 20: each thread sees the message of its own call; a
+   reply stashed for another ticket keeps its message for that ticket. */
+struct errmsg_job {
+  struct qrs_client *c;
+  int r;
+  char msg[256];
+};
+
+static void *
+good_draw_thread(void *arg)
+{
+  struct errmsg_job *j = arg;
+  struct qrs_draw d;
+
+  j->r = qrs_client_draw(j->c, NULL, &d);
+  snprintf(j->msg, sizeof(j->msg), "%s", qrs_client_errmsg(j->c));
+  return NULL;
+}
+
+Test(daemon, errmsg_is_the_calling_threads, .init = start_default,
+     .fini = stop_and_clean)
+{
+  struct qrs_draw_request rq;
+  struct errmsg_job j;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  pthread_t t;
+
+  c = connect_client(D.sock);
+  memset(&rq, 0, sizeof(rq));
+  rq.source = "elsewhere";
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), QRS_E_UNKNOWN_SOURCE);
+  /* Another thread's successful call in between. */
+  memset(&j, 0, sizeof(j));
+  j.c = c;
+  cr_assert_eq(pthread_create(&t, NULL, good_draw_thread, &j), 0);
+  pthread_join(t, NULL);
+  cr_assert_eq(j.r, 0);
+  cr_expect_str_eq(j.msg, "", "the other thread's call succeeded");
+  cr_expect(strstr(qrs_client_errmsg(c), "elsewhere") != NULL,
+            "this thread's message survives: '%s'", qrs_client_errmsg(c));
+  qrs_client_free(c);
+}
+
+Test(daemon, a_stashed_error_keeps_its_message_for_its_ticket,
+     .init = start_default, .fini = stop_and_clean)
+{
+  struct qrs_draw_request rq;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  uint32_t t;
+
+  c = connect_client(D.sock);
+  memset(&rq, 0, sizeof(rq));
+  rq.source = "elsewhere";
+  cr_assert_eq(qrs_client_draw_begin(c, &rq, &t), 0);
+  usleep(100000);               /* its ERROR comes before the next reply */
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  cr_expect_str_eq(qrs_client_errmsg(c), "",
+                   "a successful call has no message");
+  cr_assert_eq(qrs_client_draw_finish(c, t, &d), QRS_E_UNKNOWN_SOURCE);
+  cr_expect(strstr(qrs_client_errmsg(c), "elsewhere") != NULL,
+            "the ticket's message: '%s'", qrs_client_errmsg(c));
   qrs_client_free(c);
 }
 

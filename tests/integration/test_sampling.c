@@ -2,10 +2,14 @@
    for each token comes from the daemon with the sampler's commitment, and
    is prefetched right after the previous selection. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -152,6 +156,123 @@ Test(sampling, unknown_source_is_the_daemons_error_and_no_token,
   cr_expect_eq(r, QRS_E_UNKNOWN_SOURCE, "%s", qrs_strerror(r));
   qrs_sampler_next_commitment(s, &cm);
   cr_expect_eq(cm.step, 0, "the step did not advance");
+  qrs_sampler_free(s);
+  qrs_client_free(c);
+}
+
+/* SIGSTOP qrsd and wait until it is stopped. */
+static void
+stop_daemon_process(void)
+{
+  char path[64], buf[256], *p;
+  int i, fd;
+  ssize_t n;
+
+  kill(D.pid, SIGSTOP);
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)D.pid);
+  for (i = 0; i < 1000; i++) {
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    p = strrchr(buf, ')');
+    if (p && p[1] == ' ' && p[2] == 'T')
+      return;
+    usleep(1000);
+  }
+  cr_assert_fail("qrsd did not stop");
+}
+
+/* Issue 11, item 13: a prefetch whose finish times out must give its
+   ticket back.  The daemon is stopped (SIGSTOP) so that the prefetched
+   draw and the serial retry both time out; its late reply then arrives
+   while the next token waits for its own draw.  Before the fix the slot
+   stayed DONE for ever, and after max_inflight such timeouts draw_begin
+   answered BUSY for the client's life: prefetch never worked again. */
+Test(sampling, timed_out_prefetch_gives_its_ticket_back, .fini = stop)
+{
+  struct qrs_client_options o;
+  struct qrs_token_record rec;
+  struct qrs_client *c;
+  struct qrs_sampler *s;
+  struct qrs_draw d;
+  float row[100];
+  uint32_t ticket;
+  int i, pr, r;
+
+  daemon_run(&D, "limits: { max_inflight_per_connection: 3 }\n");
+  memset(&o, 0, sizeof(o));
+  o.timeout_ms = 300;
+  cr_assert_eq(qrs_client_new(D.sock, &o, &c), 0);
+  s = sampler(NULL, NULL, 100);
+  lm_row(row, 100, 1);
+  for (i = 0; i < 5; i++) {
+    /* A good token, which leaves the next token's draw prefetched. */
+    r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 100, NULL, &rec);
+    cr_assert_eq(r, 0, "round %d: %s", i, qrs_strerror(r));
+    /* Its reply may be in already: prefetch again on the stopped daemon. */
+    qrs_sampler_cancel_prefetch(s);
+    stop_daemon_process();
+    pr = qrs_sampler_prefetch(s, c);
+    r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 100, NULL, &rec);
+    kill(D.pid, SIGCONT);
+    cr_assert_eq(pr, 0, "round %d: prefetch: %s", i, qrs_strerror(pr));
+    cr_assert_eq(r, -ETIMEDOUT, "round %d on a stopped daemon: %s", i,
+                 qrs_strerror(r));
+  }
+  /* The late replies have come in; every ticket is free again. */
+  r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 100, NULL, &rec);
+  cr_assert_eq(r, 0, "%s", qrs_strerror(r));
+  r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 100, NULL, &rec);
+  cr_assert_eq(r, 0, "%s", qrs_strerror(r));
+  cr_expect_eq(rec.entropy_prefetch_hit, 1, "the token's draw was prefetched");
+  qrs_sampler_free(s);
+  /* A blocking draw takes in the cancelled prefetch's reply. */
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  for (i = 0; i < 3; i++) {
+    r = qrs_client_draw_begin(c, NULL, &ticket);
+    cr_assert_eq(r, 0, "ticket %d of 3: %s", i, qrs_strerror(r));
+  }
+  cr_assert_eq(qrs_client_draw_finish(c, ticket, &d), 0);
+  qrs_client_free(c);
+}
+
+/* Issue 11, item 18: a new salt drops the draw prefetched under the old
+   one, so the next token's draw is committed under the new salt. */
+Test(sampling, set_salt_drops_the_prefetched_draw, .init = start,
+     .fini = stop)
+{
+  static const uint8_t salt[] = "a salt the caller chose";
+  struct qrs_token_record rec;
+  struct qrs_commitment cm;
+  struct qrs_draw_request rq;
+  struct qrs_client *c;
+  struct qrs_sampler *s;
+  struct qrs_draw d;
+  float row[100];
+  int r;
+
+  c = client();
+  s = sampler(NULL, NULL, 100);
+  lm_row(row, 100, 3);
+  cr_assert_eq(qrs_sampler_prefetch(s, c), 0);
+  cr_assert_eq(qrs_sampler_set_salt(s, salt, sizeof(salt)), 0);
+  r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 100, NULL, &rec);
+  cr_assert_eq(r, 0, "%s", qrs_strerror(r));
+  /* The daemon's nonce for the new salt at step 0. */
+  memset(&cm, 0, sizeof(cm));
+  cm.salt = salt;
+  cm.salt_len = sizeof(salt);
+  cm.step = 0;
+  cm.prev_token_id = -1;
+  memset(&rq, 0, sizeof(rq));
+  rq.commitment = &cm;
+  rq.sample_count = 64;
+  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  cr_expect_eq(rec.entropy_nonce, d.nonce,
+               "the first token's draw is committed under the new salt");
+  cr_expect_neq(rec.entropy_prefetch_hit, 1, "the old prefetch was dropped");
   qrs_sampler_free(s);
   qrs_client_free(c);
 }

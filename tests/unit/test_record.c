@@ -2,6 +2,7 @@
    sampler's log sinks, diagnostic mode and its summary. */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,4 +297,139 @@ Test(record, diagnostic_mode_keeps_records_and_summarises_them)
   cr_expect_eq(st.fallback_count, 0);
   cr_expect_gt(st.mean_prob, 0.0);
   qrs_sampler_free(s);
+}
+
+/* ---- issue 11, item 17: one write per line across threads ---- */
+
+#define REC_THREADS 4
+#define REC_LINES_MAX 4000
+
+/* Fewer lines under valgrind, which runs one thread at a time (slow, and
+   no interleaving to find there anyway). */
+static int
+rec_lines(void)
+{
+  const char *p = getenv("LD_PRELOAD");
+
+  return p && strstr(p, "vgpreload") ? 200 : REC_LINES_MAX;
+}
+
+struct rec_job {
+  FILE *f;                      /* shared FILE* */
+  const char *path;             /* or: a sampler logging to this path */
+  int id;
+};
+
+static void *
+rec_writer(void *arg)
+{
+  struct rec_job *j = arg;
+  struct qrs_token_record rec;
+  int i;
+
+  sample_record(&rec);
+  rec.token_id = (uint32_t)j->id;
+  for (i = 0; i < rec_lines(); i++) {
+    rec.step = (uint64_t)i;
+    cr_assert_eq(qrs_token_record_write(&rec, 2, j->f), 0);
+  }
+  return NULL;
+}
+
+static void *
+sampler_writer(void *arg)
+{
+  struct rec_job *j = arg;
+  struct qrs_sampler_config *cfg;
+  struct qrs_sampler *s;
+  float row[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+  int i;
+
+  cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "log_level", "full"), 0);
+  cr_assert_eq(qrs_sampler_new(cfg, 8, &s), 0);
+  qrs_sampler_config_free(cfg);
+  cr_assert_eq(qrs_sampler_set_log_path(s, j->path), 0);
+  for (i = 0; i < rec_lines() / 4; i++)
+    cr_assert_eq(
+        qrs_sampler_select_u(s, row, QRS_DTYPE_F32, 8, 0.5, NULL, NULL), 0);
+  qrs_sampler_free(s);
+  return NULL;
+}
+
+/* Every line of f parses as a JSON object; returns the number of lines. */
+static size_t
+count_good_lines(FILE *f, size_t *ret_bad)
+{
+  struct json_object *o;
+  char *line;
+  size_t cap, n, bad;
+  ssize_t len;
+
+  rewind(f);
+  line = NULL;
+  cap = 0;
+  n = bad = 0;
+  while ((len = getline(&line, &cap, f)) > 0) {
+    n++;
+    o = json_tokener_parse(line);
+    if (!o || !json_object_is_type(o, json_type_object))
+      bad++;
+    json_object_put(o);
+  }
+  free(line);
+  *ret_bad = bad;
+  return n;
+}
+
+Test(record, lines_from_threads_sharing_a_file_never_interleave)
+{
+  struct rec_job jobs[REC_THREADS];
+  pthread_t t[REC_THREADS];
+  size_t n, bad;
+  FILE *f;
+  int i;
+
+  f = tmpfile();
+  cr_assert_not_null(f);
+  for (i = 0; i < REC_THREADS; i++) {
+    jobs[i].f = f;
+    jobs[i].id = i;
+    cr_assert_eq(pthread_create(&t[i], NULL, rec_writer, &jobs[i]), 0);
+  }
+  for (i = 0; i < REC_THREADS; i++)
+    pthread_join(t[i], NULL);
+  fflush(f);
+  n = count_good_lines(f, &bad);
+  fclose(f);
+  cr_expect_eq(n, (size_t)REC_THREADS * (size_t)rec_lines());
+  cr_expect_eq(bad, 0, "%zu of %zu lines malformed", bad, n);
+}
+
+Test(record, samplers_logging_to_one_path_never_interleave)
+{
+  struct rec_job jobs[REC_THREADS];
+  pthread_t t[REC_THREADS];
+  char path[] = "/tmp/qrs-records-XXXXXX";
+  size_t n, bad;
+  FILE *f;
+  int i, fd;
+
+  fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  for (i = 0; i < REC_THREADS; i++) {
+    jobs[i].path = path;
+    jobs[i].id = i;
+    cr_assert_eq(pthread_create(&t[i], NULL, sampler_writer, &jobs[i]), 0);
+  }
+  for (i = 0; i < REC_THREADS; i++)
+    pthread_join(t[i], NULL);
+  f = fopen(path, "r");
+  cr_assert_not_null(f);
+  n = count_good_lines(f, &bad);
+  fclose(f);
+  unlink(path);
+  cr_expect_eq(n, (size_t)REC_THREADS * (size_t)(rec_lines() / 4));
+  cr_expect_eq(bad, 0, "%zu of %zu lines malformed", bad, n);
 }

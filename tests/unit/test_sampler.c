@@ -29,13 +29,26 @@ void *__wrap_realloc(void *p, size_t n);
 
 static int counting;
 static long nalloc;
+/* >= 0: that many more allocations succeed, then they fail (ENOMEM). */
+static long fail_after = -1;
+
+static int
+inject_failure(void)
+{
+  if (fail_after < 0)
+    return 0;
+  if (fail_after == 0)
+    return 1;
+  fail_after--;
+  return 0;
+}
 
 void *
 __wrap_malloc(size_t n)
 {
   if (counting)
     nalloc++;
-  return __real_malloc(n);
+  return inject_failure() ? NULL : __real_malloc(n);
 }
 
 void *
@@ -43,7 +56,7 @@ __wrap_calloc(size_t n, size_t m)
 {
   if (counting)
     nalloc++;
-  return __real_calloc(n, m);
+  return inject_failure() ? NULL : __real_calloc(n, m);
 }
 
 void *
@@ -51,7 +64,7 @@ __wrap_realloc(void *p, size_t n)
 {
   if (counting)
     nalloc++;
-  return __real_realloc(p, n);
+  return inject_failure() ? NULL : __real_realloc(p, n);
 }
 
 /* ---- helpers ---- */
@@ -932,5 +945,161 @@ Test(sampler, nucleus_strategies_need_the_reference_order)
   cr_assert_eq(qrs_sampler_config_set(cfg, "fixed_temperature", "0.5"), 0);
   cr_expect_eq(qrs_sampler_new(cfg, 10, &s), 0);
   qrs_sampler_free(s);
+  qrs_sampler_config_free(cfg);
+}
+
+/* Issue 11, item 19: coherence_gate's inner strategy is checked for the
+   stage order like the outer one. */
+Test(sampler, coherence_gate_inner_nucleus_strategy_needs_the_reference_order)
+{
+  struct qrs_sampler_config *cfg;
+  struct qrs_sampler *s;
+  const char *inner[] = { "mirostat_v2", "entropy_throttle" };
+  size_t i;
+
+  for (i = 0; i < 2; i++) {
+    cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+    cr_assert_eq(qrs_sampler_config_set(cfg, "temperature_strategy",
+                                        "coherence_gate"), 0);
+    cr_assert_eq(qrs_sampler_config_set(cfg, "coherence_inner_strategy",
+                                        inner[i]), 0);
+    cr_assert_eq(qrs_sampler_config_set(cfg, "stage_order", "hf"), 0);
+    cr_expect_eq(qrs_sampler_config_validate(cfg), QRS_E_CONFIG_VALUE,
+                 "%s inside the gate with stage_order hf", inner[i]);
+    cr_expect(strstr(qrs_sampler_config_error(cfg),
+                     "coherence_inner_strategy"), "%s",
+              qrs_sampler_config_error(cfg));
+    s = NULL;
+    cr_expect_eq(qrs_sampler_new(cfg, 10, &s), QRS_E_CONFIG_VALUE);
+    qrs_sampler_free(s);
+    cr_assert_eq(qrs_sampler_config_set(cfg, "stage_order", "reference"), 0);
+    cr_expect_eq(qrs_sampler_config_validate(cfg), 0, "%s",
+                 qrs_sampler_config_error(cfg));
+    qrs_sampler_config_free(cfg);
+  }
+}
+
+/* Issue 11, item 14: NaN, infinities and absurd magnitudes in any double
+   field are QRS_E_CONFIG_VALUE naming the field, at validate and at
+   qrs_sampler_new (they became greedy selection silently). */
+Test(sampler, every_double_field_must_be_finite_and_sensible)
+{
+  static const char *const bad[] = { "nan", "inf", "-inf", "1e300" };
+  struct qrs_sampler_config *cfg;
+  struct qrs_sampler *s;
+  const char *name;
+  size_t i, k, checked;
+  int r;
+
+  checked = 0;
+  for (i = 0; (name = qrs_sampler_field_name(i)); i++) {
+    /* A double field takes "0.5" and refuses "abc"; others do not. */
+    cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+    r = qrs_sampler_config_set(cfg, name, "abc") != 0 &&
+        qrs_sampler_config_set(cfg, name, "0.5") == 0;
+    qrs_sampler_config_free(cfg);
+    if (!r)
+      continue;
+    for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+      cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+      r = qrs_sampler_config_set(cfg, name, bad[k]);
+      if (r == 0) {
+        /* Accepted as a value (as the reference does): the check of the
+           whole configuration refuses it. */
+        checked++;
+        cr_expect_eq(qrs_sampler_config_validate(cfg), QRS_E_CONFIG_VALUE,
+                     "%s = %s passes validation", name, bad[k]);
+        cr_expect(!strncmp(qrs_sampler_config_error(cfg), name,
+                           strlen(name)),
+                  "%s = %s: message '%s'", name, bad[k],
+                  qrs_sampler_config_error(cfg));
+        s = NULL;
+        cr_expect_eq(qrs_sampler_new(cfg, 10, &s), QRS_E_CONFIG_VALUE,
+                     "%s = %s: a sampler", name, bad[k]);
+        qrs_sampler_free(s);
+      } else {
+        cr_expect_eq(r, QRS_E_CONFIG_VALUE, "%s = %s: %d", name, bad[k], r);
+      }
+      qrs_sampler_config_free(cfg);
+    }
+  }
+  cr_expect_geq(checked, 100, "only %zu bad values reached validation",
+                checked);
+}
+
+Test(sampler, nan_temperatures_of_the_issue_are_refused)
+{
+  static const char *const cases[][2] = {
+    { "hvh_drift", "hvh_t_base" }, { "ring_buffer_ar", "rba_t" },
+    { "edt", "edt_base_temp" }, { "fixed", "fixed_temperature" },
+  };
+  struct qrs_sampler_config *cfg;
+  struct qrs_sampler *s;
+  size_t i;
+
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+    cr_assert_eq(qrs_sampler_config_set(cfg, "temperature_strategy",
+                                        cases[i][0]), 0);
+    cr_assert_eq(qrs_sampler_config_set(cfg, cases[i][1], "nan"), 0);
+    s = NULL;
+    cr_expect_eq(qrs_sampler_new(cfg, 10, &s), QRS_E_CONFIG_VALUE,
+                 "%s with %s = nan", cases[i][0], cases[i][1]);
+    qrs_sampler_free(s);
+    cr_expect(strstr(qrs_sampler_config_error(cfg), cases[i][1]) ||
+                  qrs_sampler_config_validate(cfg) == QRS_E_CONFIG_VALUE,
+              "%s", qrs_sampler_config_error(cfg));
+    cr_expect(strstr(qrs_sampler_config_error(cfg), cases[i][1]), "%s",
+              qrs_sampler_config_error(cfg));
+    qrs_sampler_config_free(cfg);
+  }
+}
+
+/* Issue 11, item 20: the config hash out of memory is -ENOMEM, never
+   success with "0000000000000000"; qrs_sampler_new fails with it. */
+Test(sampler, config_hash_out_of_memory_is_an_error)
+{
+  struct qrs_sampler_config *cfg;
+  struct qrs_token_record rec;
+  struct qrs_sampler *s;
+  float row[4] = { 0.5f, 1.0f, 2.0f, 0.0f };
+  char good[17], h[17];
+  long k;
+  int r, failed;
+
+  cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "temperature_strategy", "edt"),
+               0);
+  cr_assert_eq(qrs_sampler_config_hash(cfg, good), 0);
+  failed = 0;
+  for (k = 0; k < 64; k++) {
+    memcpy(h, "untouched", 10);
+    fail_after = k;
+    r = qrs_sampler_config_hash(cfg, h);
+    fail_after = -1;
+    if (r == 0) {
+      cr_expect_str_eq(h, good, "allocation %ld failed: a wrong hash", k);
+    } else {
+      failed++;
+      cr_expect_eq(r, -ENOMEM, "allocation %ld: %d", k, r);
+      cr_expect_str_eq(h, "untouched");
+    }
+  }
+  cr_expect_gt(failed, 0, "no allocation of the hash was made to fail");
+  for (k = 0; k < 64; k++) {
+    s = NULL;
+    fail_after = k;
+    r = qrs_sampler_new(cfg, 4, &s);
+    fail_after = -1;
+    if (r == 0) {
+      cr_assert_eq(qrs_sampler_select_u(s, row, QRS_DTYPE_F32, 4, 0.5, NULL,
+                                        &rec), 0);
+      cr_expect_str_eq(rec.config_hash, good,
+                       "allocation %ld failed: the records' hash", k);
+      qrs_sampler_free(s);
+    } else {
+      cr_expect_eq(r, -ENOMEM, "allocation %ld: %d", k, r);
+    }
+  }
   qrs_sampler_config_free(cfg);
 }

@@ -259,6 +259,13 @@ Test(select, reference_vectors_through_the_sampler)
     snprintf(buf, sizeof(buf), "%d",
              json_object_get_boolean(vec_get(c, "truncate_first")));
     cr_assert_eq(qrs_sampler_config_set(cfg, "truncate_first", buf), 0);
+    if (isnan(vec_double(vec_get(c, "top_p")))) {
+      /* The reference keeps every token; libqrs refuses a NaN field. */
+      cr_expect_eq(qrs_sampler_new(cfg, n, &s), QRS_E_CONFIG_VALUE);
+      qrs_sampler_config_free(cfg);
+      free(x);
+      continue;
+    }
     cr_assert_eq(qrs_sampler_new(cfg, n, &s), 0);
     r = qrs_sampler_select_u(s, x, QRS_DTYPE_F64, n,
                              vec_double(vec_get(c, "u")), &tok, &rec);

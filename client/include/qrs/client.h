@@ -10,6 +10,12 @@
    by libqrs and freed with the matching _free() function, which accepts
    NULL.  Strings in request structs are read during the call only.
 
+   Memory: replies are unpacked into a 16 KiB arena of the client, so
+   draws (qrs_client_draw, _draw_begin/_finish) make no heap allocation
+   once connected.  Larger replies (BYTES, STATUS) use the heap, at most
+   four times the frame limit for one reply; a reply that would need more
+   is QRS_E_PROTOCOL.
+
    Errors: every int-returning function returns 0 on success or a negative
    errno / QRS_E_* code (see qrs/error.h); out-parameters are written only
    on success.  The library never prints, exits or aborts.  Added in 0.1
@@ -77,14 +83,25 @@ QRS_EXPORT void qrs_client_free(struct qrs_client *c);
 QRS_EXPORT void qrs_client_set_log_cb(struct qrs_client *c, qrs_log_cb cb,
                                       void *userdata);
 
-/* The server's HELLO data; owned by the client, valid until the next call
-   that reconnects or until qrs_client_free().  Never NULL for a live c. */
+/* Copy the server's HELLO data (of the current connection; a reconnect
+   renews it) into *ret_info, under the client's lock.  Returns 0 or
+   -EINVAL.  Safe while other threads use c.  Added in 0.1 (issue 11). */
+QRS_EXPORT int qrs_client_get_server_info(const struct qrs_client *c,
+                                          struct qrs_server_info *ret_info);
+
+/* The server's HELLO data as qrs_client_get_server_info() copies it, in
+   storage of the calling thread: valid until this thread calls
+   qrs_client_server_info() again (for any client) or exits.  Never NULL
+   for a live c.  Safe while other threads use c. */
 QRS_EXPORT const struct qrs_server_info *
 qrs_client_server_info(const struct qrs_client *c);
 
-/* The daemon's own words for the last error a call on c returned (e.g.
-   "no source named 'x' is configured"), or "" when the last error did not
-   come from the daemon.  Owned by the client; valid until the next call. */
+/* The daemon's own words for the error of the last call the calling
+   thread made on c (e.g. "no source named 'x' is configured"), or "" when
+   that error did not come from the daemon, the call succeeded, or the
+   thread's last call was on another client.  Each thread sees its own
+   calls' messages; the string lives in storage of the calling thread,
+   valid until its next call on a client. */
 QRS_EXPORT const char *qrs_client_errmsg(const struct qrs_client *c);
 
 /* The socket path the client connects to.  Owned by the client. */

@@ -58,7 +58,14 @@
      coherence_inner_strategy), log levels, stage orders and values out of
      range are QRS_E_CONFIG_VALUE naming the field (the reference falls
      back to "fixed" for a bad inner strategy).  rba_buffer_n is capped at
-     1048576.
+     1048576.  A double field may be set to anything the reference
+     accepts (NaN, infinities), but the check of the whole configuration
+     (qrs_sampler_config_validate(), qrs_sampler_new()) requires every
+     double field to be finite and at most 1e6 in magnitude, top_p and the
+     strategies' *_min_p_base in [0, 1], population_mean in [0, 255],
+     population_std in (0, 127.5], uniform_clamp_epsilon in (0, 0.5),
+     hvh_lambda_ema in [0, 1] (the reference turns a NaN temperature into
+     greedy selection and keeps every token for a NaN top_p).
    - Infrastructure fields of the reference (grpc_*, cb_*, fallback_mode,
      quotas, entropy_source_instances, oe_*) belong to qrsd's config:
      QR_* variables naming them are ignored, setting them explicitly is
@@ -253,7 +260,7 @@ qrs_sampler_config_error(const struct qrs_sampler_config *cfg);
    the reference's compact JSON dump of the effective configuration (the
    reference's infrastructure fields at their defaults; its "preset" field
    is $QR_PRESET, as in the reference).  buf gets 16 digits and a NUL.
-   Returns 0 or -EINVAL. */
+   Returns 0, -EINVAL, or -ENOMEM (buf untouched). */
 QRS_EXPORT int qrs_sampler_config_hash(const struct qrs_sampler_config *cfg,
                                        char buf[17]);
 
@@ -326,7 +333,9 @@ struct qrs_token_record {
 
 /* Write rec as one JSON line (json-c) to f: level 1 = summary (token,
    rank, prob, u, temp, entropy, source, fallback, fetch_ms, total_ms),
-   2 = every field.  Returns 0, -EINVAL, -EIO, -ENOMEM. */
+   2 = every field.  The line goes out in one stdio operation under f's
+   lock, so threads sharing f never interleave lines.  Returns 0, -EINVAL,
+   -EIO, -ENOMEM. */
 QRS_EXPORT int qrs_token_record_write(const struct qrs_token_record *rec,
                                       int level, FILE *f);
 
@@ -340,11 +349,12 @@ struct qrs_sampler;
    be freed afterwards; NULL: defaults).  vocab_size: the model's
    vocabulary size; rows may be up to max(vocab_size, qrs_sampler_reserve)
    long.  A fresh 16-byte salt comes from getrandom().  Returns 0 and
-   *ret_sampler, or QRS_E_CONFIG_VALUE (a cross-field check failed:
-   truncate_first, entropy_throttle or mirostat_v2 with a stage_order
-   other than reference, throttle_p_min above throttle_p_max, a
-   non-finite fixed_temperature; or vocab_size < 2 for edt, gdt,
-   dynatemp, belltemp), -EINVAL (vocab_size 0 or above 2^32 - 1),
+   *ret_sampler, or QRS_E_CONFIG_VALUE (a check of the whole
+   configuration failed: truncate_first, entropy_throttle or mirostat_v2
+   (also as coherence_inner_strategy) with a stage_order other than
+   reference, throttle_p_min above throttle_p_max, a double field not
+   finite or out of its range (see Validation above); or vocab_size < 2
+   for edt, gdt, dynatemp, belltemp), -EINVAL (vocab_size 0 or above 2^32 - 1),
    -ENOMEM, or getrandom()'s error.  Free with qrs_sampler_free(). */
 QRS_EXPORT int qrs_sampler_new(const struct qrs_sampler_config *cfg,
                                size_t vocab_size,
@@ -365,7 +375,8 @@ QRS_EXPORT int qrs_sampler_reserve(struct qrs_sampler *s, size_t max_row);
 QRS_EXPORT int qrs_sampler_reset(struct qrs_sampler *s);
 
 /* Use this salt (1..256 bytes) for the commitments from now on (replay,
-   tests).  Returns 0 or -EINVAL. */
+   tests); an outstanding prefetch (committed under the old salt) is
+   cancelled.  Returns 0 or -EINVAL. */
 QRS_EXPORT int qrs_sampler_set_salt(struct qrs_sampler *s,
                                     const uint8_t *salt, size_t len);
 
@@ -393,10 +404,13 @@ QRS_EXPORT int qrs_sampler_attach_embeddings(struct qrs_sampler *s,
 /* Where records go, as JSON lines at the config's log_level (summary:
    the short form, full: every field, none: nothing).  With neither set,
    nothing is written.  _set_log_file: f stays the caller's (NULL stops
-   logging); _set_log_path: opened for appending, closed by s.  Building
-   a line with json-c allocates: a sampler without a sink allocates
-   nothing per token.  A failing write never fails the token.  Returns 0,
-   -EINVAL, or fopen()'s -errno. */
+   logging); _set_log_path: opened for appending, line buffered, closed by
+   s: each line reaches the file in one write(2), whole, even with other
+   samplers or processes appending to the same path.  Samplers in several
+   threads may share one FILE* (lines never interleave).  Building a line
+   with json-c allocates: a sampler without a sink allocates nothing per
+   token.  A failing write never fails the token.  Returns 0, -EINVAL,
+   -ENOMEM, or fopen()'s -errno. */
 QRS_EXPORT int qrs_sampler_set_log_file(struct qrs_sampler *s, FILE *f);
 QRS_EXPORT int qrs_sampler_set_log_path(struct qrs_sampler *s,
                                         const char *path);
