@@ -1,5 +1,6 @@
 /* gRPC completion queue thread <-> libuv loop; see gbridge.h. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <grpc/byte_buffer.h>
@@ -13,7 +14,6 @@ cq_main(void *arg)
 {
   struct gbridge *b = arg;
   grpc_event ev;
-  struct gb_op *op;
 
   for (;;) {
     ev = grpc_completion_queue_next(b->cq,
@@ -23,15 +23,19 @@ cq_main(void *arg)
       break;
     if (ev.type != GRPC_OP_COMPLETE)
       continue;
-    op = ev.tag;
-    op->ok = ev.success;
-    op->next = NULL;
     pthread_mutex_lock(&b->lock);
-    if (b->tail)
-      b->tail->next = op;
-    else
-      b->head = op;
-    b->tail = op;
+    if (b->n_ev == b->cap_ev) {
+      size_t cap = b->cap_ev ? 2 * b->cap_ev : 64;
+      struct gb_event *v = realloc(b->ev, cap * sizeof(*v));
+
+      if (!v)
+        abort();                /* cannot drop a completion */
+      b->ev = v;
+      b->cap_ev = cap;
+    }
+    b->ev[b->n_ev].op = ev.tag;
+    b->ev[b->n_ev].ok = ev.success;
+    b->n_ev++;
     pthread_mutex_unlock(&b->lock);
     uv_async_send(&b->wake);
   }
@@ -49,6 +53,9 @@ on_async_closed(uv_handle_t *h)
 
   grpc_completion_queue_destroy(b->cq);
   b->cq = NULL;
+  free(b->ev);
+  free(b->spare);
+  b->ev = b->spare = NULL;
   pthread_mutex_destroy(&b->lock);
   if (b->on_closed)
     b->on_closed(b);
@@ -58,21 +65,34 @@ static void
 on_wake(uv_async_t *h)
 {
   struct gbridge *b = h->data;
-  struct gb_op *list, *op;
+  struct gb_event *list, *tmp;
+  size_t n, i, cap;
   int done;
 
-  /* uv_async_send coalesces: always take the whole list. */
+  /* uv_async_send coalesces: always take everything (swap the arrays). */
   pthread_mutex_lock(&b->lock);
-  list = b->head;
-  b->head = b->tail = NULL;
+  list = b->ev;
+  n = b->n_ev;
+  cap = b->cap_ev;
+  b->ev = b->spare;
+  b->cap_ev = b->cap_spare;
+  b->spare = NULL;
+  b->cap_spare = 0;
+  b->n_ev = 0;
   done = b->thread_done;
   pthread_mutex_unlock(&b->lock);
 
-  while (list) {
-    op = list;
-    list = op->next;
-    op->cb(op, op->ok);
+  for (i = 0; i < n; i++) {
+    list[i].op->ok = list[i].ok;
+    list[i].op->cb(list[i].op, list[i].ok);
   }
+  /* Keep the array for the next swap. */
+  pthread_mutex_lock(&b->lock);
+  tmp = b->spare;
+  b->spare = list;
+  b->cap_spare = cap;
+  pthread_mutex_unlock(&b->lock);
+  free(tmp);
   if (done && !uv_is_closing((uv_handle_t *)&b->wake)) {
     pthread_join(b->thread, NULL);
     uv_close((uv_handle_t *)&b->wake, on_async_closed);

@@ -32,7 +32,10 @@ struct gbridge {
   uv_async_t wake;
   pthread_t thread;
   pthread_mutex_t lock;
-  struct gb_op *head, *tail;    /* completed, not yet run */
+  /* Completed, not yet run: (op, ok) pairs owned by the bridge, so that
+     the CQ thread never writes into an op (the loop thread's memory). */
+  struct gb_event { struct gb_op *op; int ok; } *ev, *spare;
+  size_t n_ev, cap_ev, cap_spare;
   int thread_done;              /* set by the thread, under lock */
   int closing;
   void (*on_closed)(struct gbridge *b);
