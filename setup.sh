@@ -25,6 +25,7 @@ PACKAGES=(
   systemd valgrind locales
   git python3-numpy python3-yaml
   clang libclang-rt-14-dev
+  python3-grpcio openssl
 )
 
 # llama.cpp (Debian 12 has no package): node-llama-cpp ships a git bundle of

@@ -905,6 +905,9 @@ draw_to_wire(const struct qrs_client *c, const struct qrs_draw_request *req,
   m->source = (char *)(req->source ? req->source : "");
   m->amplifier = (char *)(req->amplifier ? req->amplifier : "");
   m->sample_count = req->sample_count;
+  m->draw_source_id = (char *)(req->draw_source_id ? req->draw_source_id :
+                               "");
+  m->draw_block_bytes = req->draw_block_bytes;
   if (req->commitment) {
     if (req->commitment->salt_len && !req->commitment->salt)
       return -EINVAL;
@@ -1139,6 +1142,16 @@ sources_from_wire(QrsIpc__SourceInfo **v, size_t n)
     out[i].stats.alarm = v[i]->stat_alarm;
     copy_str(out[i].stats.alarm_reason, sizeof(out[i].stats.alarm_reason),
              v[i]->stat_alarm_reason);
+    out[i].fallbacks = v[i]->fallbacks;
+    out[i].upstream = v[i]->upstream;
+    copy_str(out[i].breaker_state, sizeof(out[i].breaker_state),
+             v[i]->breaker_state);
+    out[i].consecutive_failures = v[i]->consecutive_failures;
+    out[i].timeout_ms = v[i]->timeout_ms;
+    out[i].quota_minute_requests = v[i]->quota_minute_requests;
+    out[i].quota_minute_limit = v[i]->quota_minute_limit;
+    out[i].quota_day_bytes = v[i]->quota_day_bytes;
+    out[i].quota_day_limit = v[i]->quota_day_limit;
   }
   return out;
 }

@@ -666,6 +666,10 @@ draw_request(const struct qrs_sampler *s, struct qrs_commitment *cm,
   req->sample_count = s->sample_count;
   req->commitment = cm;
   req->amp = s->amp.set ? &s->amp : NULL;
+  req->draw_source_id = s->cfg.draw_source_id;
+  req->draw_block_bytes = s->cfg.draw_block_bytes > 0 &&
+                          s->cfg.draw_block_bytes <= UINT32_MAX ?
+                          (uint32_t)s->cfg.draw_block_bytes : 0;
 }
 
 int

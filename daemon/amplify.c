@@ -14,6 +14,7 @@ static const char *const amp_names[] = {
   [AMP_ZSCORE_THOUGHT] = "zscore_thought",
   [AMP_ECDF] = "ecdf",
   [AMP_EXACT] = "exact",
+  [AMP_SERVER] = "server",
 };
 
 int
@@ -36,7 +37,7 @@ amp_name(enum amp_type t)
 const char *
 amp_known_names(void)
 {
-  return "zscore_mean, zscore_thought, ecdf, exact";
+  return "zscore_mean, zscore_thought, ecdf, exact, server";
 }
 
 const char *

@@ -16,6 +16,7 @@ enum amp_type {
   AMP_ZSCORE_THOUGHT,
   AMP_ECDF,
   AMP_EXACT,
+  AMP_SERVER,               /* the upstream's PurityService integrates */
   AMP_COUNT
 };
 

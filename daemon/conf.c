@@ -23,6 +23,7 @@
 
 #include "conf.h"
 #include "noise.h"
+#include "gwire.h"
 
 #define MAX_DEPTH 32          /* nesting of YAML collections */
 #define MAX_PATH 256          /* dotted key path in messages */
@@ -160,6 +161,14 @@ static const struct key monitor_keys[] = {
   { .name = NULL }
 };
 
+static const struct key compat_keys[] = {
+  { .name = "listen", .kind = KEY_STRING, .offset = C_OFF(compat_listen),
+    .umin = 0, .umax = 200 },
+  { .name = "source", .kind = KEY_STRING, .offset = C_OFF(compat_source),
+    .umin = 1, .umax = CONF_MAX_SOURCE_NAME },
+  { .name = NULL }
+};
+
 /* The top level, in the order conf_print() writes it. */
 static const struct key top_keys[] = {
   { .name = "socket", .kind = KEY_SECTION, .sub = socket_keys },
@@ -171,7 +180,12 @@ static const struct key top_keys[] = {
   { .name = "monitor", .kind = KEY_SECTION, .sub = monitor_keys },
   { .name = "allow_test_sources", .kind = KEY_BOOL,
     .offset = C_OFF(allow_test_sources) },
+  { .name = "state_dir", .kind = KEY_STRING, .offset = C_OFF(state_dir),
+    .umin = 1, .umax = 4000 },
+  { .name = "status_file", .kind = KEY_STRING, .offset = C_OFF(status_file),
+    .umin = 0, .umax = 4000 },
   { .name = "sources", .kind = KEY_SOURCES },
+  { .name = "grpc_compat", .kind = KEY_SECTION, .sub = compat_keys },
   { .name = NULL }
 };
 
@@ -241,6 +255,79 @@ static const struct key noise_keys[] = {
   { .name = NULL }
 };
 
+#define G_OFF(field) S_OFF(grpc.field)
+#define STR_KEY(n, f, lo, hi) \
+  { .name = n, .kind = KEY_STRING, .offset = G_OFF(f), .umin = lo, \
+    .umax = hi }
+
+static const char *const grpc_modes[] = {
+  "unary", "server_streaming", "bidi_streaming", NULL,
+};
+
+static const struct key grpc_tls_keys[] = {
+  STR_KEY("ca_file", ca_file, 0, 4000),
+  STR_KEY("cert_file", cert_file, 0, 4000),
+  STR_KEY("key_file", key_file, 0, 4000),
+  STR_KEY("server_name", server_name, 0, 255),
+  { .name = NULL }
+};
+
+static const struct key grpc_method_keys[] = {
+  STR_KEY("entropy", method, 0, 255),
+  STR_KEY("entropy_stream", stream_method, 0, 255),
+  STR_KEY("draw", draw_method, 0, 255),
+  STR_KEY("draw_stream", draw_stream_method, 0, 255),
+  { .name = NULL }
+};
+
+static const struct key grpc_quota_keys[] = {
+  { .name = "max_bytes_per_request", .kind = KEY_U64,
+    .offset = G_OFF(max_bytes_per_request), .umin = 0, .umax = 67108864 },
+  { .name = "max_requests_per_minute", .kind = KEY_U64,
+    .offset = G_OFF(max_requests_per_minute), .umin = 0, .umax = 100000 },
+  { .name = "max_bytes_per_day", .kind = KEY_U64,
+    .offset = G_OFF(max_bytes_per_day), .umin = 0, .umax = UINT64_MAX },
+  { .name = NULL }
+};
+
+static const struct key grpc_breaker_keys[] = {
+  { .name = "window_size", .kind = KEY_U32, .offset = G_OFF(cb_window_size),
+    .umin = 1, .umax = 100000 },
+  { .name = "min_timeout_ms", .kind = KEY_DOUBLE,
+    .offset = G_OFF(cb_min_timeout_ms), .dmin = 0, .dmax = 600000 },
+  { .name = "timeout_multiplier", .kind = KEY_DOUBLE,
+    .offset = G_OFF(cb_timeout_multiplier), .dmin = 0, .dmax = 1000,
+    .open = OPEN_MIN },
+  { .name = "recovery_window_s", .kind = KEY_DOUBLE,
+    .offset = G_OFF(cb_recovery_window_s), .dmin = 0, .dmax = 86400 },
+  { .name = "recovery_window_max_s", .kind = KEY_DOUBLE,
+    .offset = G_OFF(cb_recovery_window_max_s), .dmin = 0, .dmax = 86400 },
+  { .name = "max_consecutive_failures", .kind = KEY_U32,
+    .offset = G_OFF(cb_max_consecutive_failures), .umin = 1,
+    .umax = 1000000 },
+  { .name = NULL }
+};
+
+static const struct key grpc_keys[] = {
+  SOURCE_COMMON_KEYS,
+  STR_KEY("target", target, 1, 255),
+  { .name = "mode", .kind = KEY_STRING, .offset = G_OFF(mode), .umin = 1,
+    .umax = 32, .choices = grpc_modes },
+  { .name = "insecure", .kind = KEY_BOOL, .offset = G_OFF(insecure) },
+  { .name = "tls", .kind = KEY_SECTION, .sub = grpc_tls_keys },
+  STR_KEY("api_key_file", api_key_file, 0, 4000),
+  STR_KEY("api_key_header", api_key_header, 1, 100),
+  { .name = "timeout_ms", .kind = KEY_DOUBLE, .offset = G_OFF(timeout_ms),
+    .dmin = 1, .dmax = 600000 },
+  { .name = "retry_count", .kind = KEY_U32, .offset = G_OFF(retry_count),
+    .umin = 0, .umax = 10 },
+  { .name = "check_echo", .kind = KEY_BOOL, .offset = G_OFF(check_echo) },
+  { .name = "methods", .kind = KEY_SECTION, .sub = grpc_method_keys },
+  { .name = "quota", .kind = KEY_SECTION, .sub = grpc_quota_keys },
+  { .name = "breaker", .kind = KEY_SECTION, .sub = grpc_breaker_keys },
+  { .name = NULL }
+};
+
 static const struct {
   const char *name;
   enum conf_source_type type;
@@ -252,6 +339,7 @@ static const struct {
   { "device", CONF_SOURCE_DEVICE, device_keys, 0 },
   { "timing", CONF_SOURCE_TIMING, timing_keys, 0 },
   { "noise", CONF_SOURCE_NOISE, noise_keys, 0 },
+  { "grpc", CONF_SOURCE_GRPC, grpc_keys, 0 },
 };
 
 #define N_SOURCE_TYPES (sizeof(source_types) / sizeof(source_types[0]))
@@ -707,6 +795,130 @@ valid_source_name(const char *s)
   return n >= 1 && n <= CONF_MAX_SOURCE_NAME;
 }
 
+
+/* Numbers before parsing a grpc source (strings are filled in after). */
+static void
+grpc_defaults(struct conf_grpc *g)
+{
+  g->insecure = -1;                   /* decided by the target */
+  g->timeout_ms = 5000;
+  g->retry_count = 2;
+  g->check_echo = 1;
+  g->max_bytes_per_request = 35200;
+  g->max_requests_per_minute = 500;
+  g->max_bytes_per_day = 524288000;
+  g->cb_window_size = 100;
+  g->cb_min_timeout_ms = 5;
+  g->cb_timeout_multiplier = 1.5;
+  g->cb_recovery_window_s = 10;
+  g->cb_recovery_window_max_s = 60;
+  g->cb_max_consecutive_failures = 3;
+}
+
+static int
+set_default(struct parser *p, char **field, const char *value)
+{
+  if (*field)
+    return 0;
+  *field = strdup(value);
+  return *field ? 0 : fail_nomem(p);
+}
+
+/* The line of key a (and b within it) in a source's mapping. */
+static int
+source_key_line(const struct node *map, const char *a, const char *b)
+{
+  const struct node *kn;
+
+  for (kn = map->children; kn && kn->next; kn = kn->next->next) {
+    if (kn->kind != NODE_SCALAR || strcmp(kn->text, a))
+      continue;
+    if (!b)
+      return kn->line;
+    return source_key_line(kn->next, b, NULL);
+  }
+  return map->line;
+}
+
+static int
+grpc_finish(struct parser *p, struct conf_source *s, const struct node *vn,
+            const char *path)
+{
+  struct conf_grpc *g = &s->grpc;
+  const char *h;
+  char sub[MAX_PATH];
+
+  if (set_default(p, &g->target, "") < 0 ||
+      set_default(p, &g->mode, "unary") < 0 ||
+      set_default(p, &g->ca_file, "") < 0 ||
+      set_default(p, &g->cert_file, "") < 0 ||
+      set_default(p, &g->key_file, "") < 0 ||
+      set_default(p, &g->server_name, "") < 0 ||
+      set_default(p, &g->api_key_file, "") < 0 ||
+      set_default(p, &g->api_key_header, "api-key") < 0 ||
+      set_default(p, &g->method, GW_ENTROPY_METHOD) < 0 ||
+      set_default(p, &g->stream_method, GW_ENTROPY_STREAM_METHOD) < 0 ||
+      set_default(p, &g->draw_method, GW_DRAW_METHOD) < 0 ||
+      set_default(p, &g->draw_stream_method, GW_DRAW_STREAM_METHOD) < 0)
+    return -ENOMEM;
+  if (!*g->target)
+    return fail(p, vn->line, path, "missing key 'target' (unix:/path or "
+                "host:port)");
+  if (g->insecure < 0)
+    g->insecure = strncmp(g->target, "unix:", 5) == 0;
+  if (!*g->cert_file != !*g->key_file) {
+    join_path(sub, sizeof(sub), path, "tls");
+    return fail(p, source_key_line(vn, "tls", NULL), sub,
+                "cert_file and key_file go together");
+  }
+  if (g->insecure && (*g->ca_file || *g->cert_file)) {
+    join_path(sub, sizeof(sub), path, "insecure");
+    return fail(p, source_key_line(vn, "insecure", NULL), sub,
+                "insecure: true and tls files exclude each other");
+  }
+  for (h = g->api_key_header; *h; h++)
+    if (!((*h >= 'a' && *h <= 'z') || (*h >= '0' && *h <= '9') ||
+          *h == '-' || *h == '_' || *h == '.')) {
+      join_path(sub, sizeof(sub), path, "api_key_header");
+      return fail(p, source_key_line(vn, "api_key_header", NULL), sub,
+                  "'%s' must be lowercase letters, digits, '-', '_' or "
+                  "'.'", g->api_key_header);
+    }
+  if (strcmp(g->mode, "unary") && !*g->stream_method) {
+    join_path(sub, sizeof(sub), path, "methods");
+    return fail(p, source_key_line(vn, "methods", NULL), sub,
+                "mode %s needs methods.entropy_stream", g->mode);
+  }
+  if (!strcmp(g->mode, "unary") && !*g->method) {
+    join_path(sub, sizeof(sub), path, "methods");
+    return fail(p, source_key_line(vn, "methods", NULL), sub,
+                "mode unary needs methods.entropy");
+  }
+  if (g->cb_recovery_window_max_s < g->cb_recovery_window_s) {
+    join_path(sub, sizeof(sub), path, "breaker");
+    return fail(p, source_key_line(vn, "breaker", NULL), sub,
+                "recovery_window_max_s is below recovery_window_s");
+  }
+  return 0;
+}
+
+static void
+grpc_free(struct conf_grpc *g)
+{
+  free(g->target);
+  free(g->mode);
+  free(g->ca_file);
+  free(g->cert_file);
+  free(g->key_file);
+  free(g->server_name);
+  free(g->api_key_file);
+  free(g->api_key_header);
+  free(g->method);
+  free(g->stream_method);
+  free(g->draw_method);
+  free(g->draw_stream_method);
+}
+
 /* One source: name kn, its mapping vn. */
 static int
 parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
@@ -765,6 +977,8 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
     return fail_nomem(p);
   s->type = source_types[i].type;
   s->line = p->builtin ? 0 : kn->line;
+  if (s->type == CONF_SOURCE_GRPC)
+    grpc_defaults(&s->grpc);
   s->fallback_line = p->builtin ? 0 : fb_line;
   s->health_alpha_exp = 30;
   s->min_entropy = 1.0;
@@ -777,6 +991,8 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
   if (s->type == CONF_SOURCE_DEVICE && !s->device_path[0])
     return fail(p, vn->line, path, "missing key 'path' (the device node, "
                 "FIFO or file to read)");
+  if (s->type == CONF_SOURCE_GRPC)
+    return grpc_finish(p, s, vn, path);
   return 0;
 }
 
@@ -787,6 +1003,7 @@ free_sources(struct qrsd_conf *conf)
 
   for (i = 0; i < conf->n_sources; i++) {
     free(conf->sources[i].name);
+    grpc_free(&conf->sources[i].grpc);
     free(conf->sources[i].fallback);
     free(conf->sources[i].device_path);
     free(conf->sources[i].conditioning);
@@ -1192,6 +1409,20 @@ check(struct parser *p, const struct qrsd_conf *conf, const struct node *root)
     return fail(p, line, "default_source", "source '%s' is not declared "
                 "under sources", conf->default_source);
   }
+  if (*conf->compat_listen) {
+    const char *l = conf->compat_listen;
+
+    if (strncmp(l, "unix:", 5) && strncmp(l, "127.", 4) &&
+        strncmp(l, "localhost:", 10) && strncmp(l, "[::1]:", 6))
+      return fail(p, key_line(root, "grpc_compat", "listen"),
+                  "grpc_compat.listen", "'%s' is neither unix:PATH nor a "
+                  "loopback address (127.0.0.1:PORT, localhost:PORT, "
+                  "[::1]:PORT)", l);
+    if (!conf_find_source(conf, conf->compat_source))
+      return fail(p, key_line(root, "grpc_compat", "source"),
+                  "grpc_compat.source", "source '%s' is not declared under "
+                  "sources", conf->compat_source);
+  }
   if (conf->amp_sample_count > conf->max_sample_count) {
     line = key_line(root, "amplifier", "sample_count");
     if (!line)
@@ -1260,6 +1491,12 @@ load(const char *name, const char *text, size_t len, int only_default,
       goto out;
   }
   r = check(&p, conf, root);
+  if (r == 0) {
+    size_t i;
+
+    for (i = 0; i < conf->n_sources; i++)
+      conf->sources[i].grpc.state_dir = conf->state_dir;
+  }
 
 out:
   node_free(root);
@@ -1366,6 +1603,10 @@ conf_free(struct qrsd_conf *conf)
   free(conf->socket_group);
   free(conf->default_source);
   free(conf->amp_type);
+  free(conf->state_dir);
+  free(conf->status_file);
+  free(conf->compat_listen);
+  free(conf->compat_source);
   free_sources(conf);
   free(conf);
 }
@@ -1502,6 +1743,17 @@ print_keys(FILE *f, const struct qrsd_conf *conf, const struct key *keys,
           for (m = 0; m < s->n_mechanisms; m++)
             fprintf(f, "%s%s", m ? ", " : "", s->mechanisms[m]);
           fputc(']', f);
+          continue;
+        }
+        if (sk->kind == KEY_SECTION) {
+          const struct key *nk;
+
+          fputs("{ ", f);
+          for (nk = sk->sub; nk->name; nk++) {
+            fprintf(f, "%s%s: ", nk == sk->sub ? "" : ", ", nk->name);
+            print_scalar(f, nk, s, loc);
+          }
+          fputs(" }", f);
           continue;
         }
         print_scalar(f, sk, s, loc);

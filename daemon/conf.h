@@ -23,9 +23,30 @@ enum conf_source_type {
   CONF_SOURCE_DEVICE,
   CONF_SOURCE_TIMING,
   CONF_SOURCE_NOISE,
+  CONF_SOURCE_GRPC,
 };
 
 #define CONF_MAX_MECHANISMS 32
+
+/* A gRPC upstream (type grpc).  Strings are never NULL after loading. */
+struct conf_grpc {
+  char *target;             /* unix:/path or host:port */
+  char *mode;               /* unary | server_streaming | bidi_streaming */
+  int insecure;             /* 1: plaintext; 0: TLS (unix: defaults to 1) */
+  char *ca_file, *cert_file, *key_file, *server_name;   /* tls.* */
+  char *api_key_file;       /* "" = none; the key never leaves the file */
+  char *api_key_header;
+  double timeout_ms;        /* cap of the adaptive call timeout */
+  uint32_t retry_count;
+  int check_echo;           /* a wrong echo fails the fetch */
+  char *method, *stream_method, *draw_method, *draw_stream_method;
+  uint64_t max_bytes_per_request, max_requests_per_minute,
+           max_bytes_per_day;                          /* quota.*, 0: none */
+  uint32_t cb_window_size, cb_max_consecutive_failures;  /* breaker.* */
+  double cb_min_timeout_ms, cb_timeout_multiplier, cb_recovery_window_s,
+         cb_recovery_window_max_s;
+  const char *state_dir;    /* the conf's state_dir (borrowed) */
+};
 
 struct conf_source {
   char *name;
@@ -49,6 +70,7 @@ struct conf_source {
   uint32_t timeout_ms;      /* timing, noise: harvest timeout */
   char **mechanisms;        /* noise: names; none = all available */
   size_t n_mechanisms;
+  struct conf_grpc grpc;    /* grpc only */
 };
 
 struct qrsd_conf {
@@ -83,6 +105,10 @@ struct qrsd_conf {
   uint32_t max_connections_per_uid;
   uint64_t memory_budget;       /* queued replies + reads in progress */
   int allow_test_sources;   /* serve non-production (mock) sources */
+  char *state_dir;          /* persisted state (daily quota counts) */
+  char *status_file;        /* "" = none */
+  char *compat_listen;      /* grpc_compat.listen; "" = off */
+  char *compat_source;      /* grpc_compat.source */
   struct conf_source *sources;  /* in the order declared */
   size_t n_sources;             /* 1 .. CONF_MAX_SOURCES */
 };

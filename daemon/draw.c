@@ -3,6 +3,7 @@
    returned raw (BYTES). */
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "log.h"
 #include "monitor.h"
 #include "nonce.h"
+#include "source.h"
 
 struct prep;
 
@@ -52,6 +54,8 @@ struct req {
   struct amp_req amp;           /* DRAW: the amplifier and its parameters */
   struct amp_exact_table *table;  /* exact: its table (a reference) */
   struct req *next;             /* waiting for a preparation */
+  int forced_fallback;          /* a server draw fell back to local bytes */
+  struct source_draw sd;        /* amplifier "server" */
   uint64_t nonce;
   struct ts received;
   const char *who;
@@ -207,15 +211,30 @@ ts_to_wire(const struct ts *t, QrsIpc__Timestamp *w)
   w->monotonic_ns = t->monotonic_ns;
 }
 
+/* received / generated / sent (now) into r, through w[3]. */
+static void
+stamp_reply(QrsIpc__DrawReply *r, const struct ts *received,
+            const struct ts *generated, QrsIpc__Timestamp w[3])
+{
+  struct ts now;
+
+  ts_to_wire(received, &w[0]);
+  ts_to_wire(generated, &w[1]);
+  r->received = &w[0];
+  r->generated = &w[1];
+  ts_now(&now);
+  ts_to_wire(&now, &w[2]);
+  r->sent = &w[2];
+}
+
 static void
 reply_draw(struct req *rq, const struct reg_result *res)
 {
   QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
-  QrsIpc__Timestamp received, generated, sent;
+  QrsIpc__Timestamp w[3];
   struct srcamp *asked, *served;
   struct amp_params p;
   struct amp_result a;
-  struct ts now;
   int err;
 
   /* calibrations belong to the source asked for, the statistics to the
@@ -243,7 +262,7 @@ reply_draw(struct req *rq, const struct reg_result *res)
   r.sample_count = rq->amp.sample_count;
   r.source = (char *)res->source;
   r.served_by = (char *)res->served_by;
-  r.fallback = res->fallback;
+  r.fallback = res->fallback || rq->forced_fallback;
   r.served_type = (char *)res->served_type;
   r.production = res->production;
   r.amplifier = (char *)amp_name(rq->amp.type);
@@ -253,13 +272,7 @@ reply_draw(struct req *rq, const struct reg_result *res)
   r.population_mean = p.population_mean;
   r.population_std = p.population_std;
   r.extra_bytes = (uint32_t)(res->n - rq->amp.sample_count);
-  ts_to_wire(&rq->received, &received);
-  ts_to_wire(&res->generated, &generated);
-  r.received = &received;
-  r.generated = &generated;
-  r.sent = &sent;
-  ts_now(&now);
-  ts_to_wire(&now, &sent);
+  stamp_reply(&r, &rq->received, &res->generated, w);
   rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
 }
 
@@ -640,6 +653,88 @@ start_draw(struct req *rq)
   fetch(rq, rq->source, ampreq_read_bytes(&rq->amp), deadline);
 }
 
+/* A server draw's answer: the upstream's u and metadata, or on failure
+   sample_count bytes amplified here with zscore_mean, labelled as a
+   fallback (reference spec 8.5 / 6.8). */
+static void
+on_server_draw(struct source_draw *d)
+{
+  struct req *rq = (struct req *)((char *)d - offsetof(struct req, sd));
+  QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
+  QrsIpc__DrawMeta meta = QRS_IPC__DRAW_META__INIT;
+  QrsIpc__Timestamp w[3];
+  struct reg_info ri;
+  size_t i;
+
+  if (d->status < 0) {
+    log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: server draw from "
+                "source '%s' failed (%s); amplifying %u bytes locally",
+                rq->who, rq->source, d->why, rq->amp.sample_count);
+    rq->amp.type = AMP_ZSCORE_MEAN;
+    rq->forced_fallback = 1;
+    start_draw(rq);
+    return;
+  }
+  for (i = 0; i < registry_count(rq->e->reg); i++) {
+    registry_info(rq->e->reg, i, &ri);
+    if (!strcmp(ri.name, rq->source)) {
+      r.served_type = (char *)ri.type;
+      r.production = ri.production;
+      break;
+    }
+  }
+  r.u = d->u;
+  r.z = d->z;
+  r.sample_mean = 0;
+  r.sample_count = d->integrated_bytes;
+  r.source = rq->source;
+  r.served_by = rq->source;
+  r.fallback = 0;
+  r.amplifier = (char *)amp_name(AMP_SERVER);
+  r.nonce = rq->nonce;
+  r.echo = (QrsIpc__Echo)d->echo;
+  meta.z = d->z;
+  meta.coherence_z = d->coherence_z;
+  meta.coherence_valid = d->coherence_valid;
+  meta.coherence_r = d->coherence_r;
+  meta.purity_label = d->purity_label;
+  meta.integrated_bytes = d->integrated_bytes;
+  meta.integrator = d->integrator;
+  meta.source_id = d->served_source_id;
+  meta.generation_timestamp_ns = d->generation_timestamp_ns;
+  r.meta = &meta;
+  stamp_reply(&r, &rq->received, &d->generated, w);
+  rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
+  req_free(rq);
+}
+
+static void
+server_draw(struct req *rq, const QrsIpc__Draw *m)
+{
+  int r;
+
+  if (!rq->source[0])
+    snprintf(rq->source, sizeof(rq->source), "%s",
+             registry_default(rq->e->reg));
+  snprintf(rq->sd.source_id, sizeof(rq->sd.source_id), "%s",
+           m->draw_source_id ? m->draw_source_id : "");
+  rq->sd.nonce = rq->nonce;
+  rq->sd.block_bytes = m->draw_block_bytes;
+  rq->sd.deadline_ns = rq->received.monotonic_ns +
+                       (int64_t)rq->e->conf->request_timeout_ms * 1000000;
+  rq->sd.done = on_server_draw;
+  r = registry_draw(rq->e->reg, rq->source, &rq->sd);
+  if (r == 0)
+    return;
+  /* Not started (no PurityService here, breaker open, over quota): the
+     local fallback at once. */
+  if (!rq->sd.why[0])
+    snprintf(rq->sd.why, sizeof(rq->sd.why), "%s", r == -ENOSYS ?
+             "the source cannot make server draws" : qrs_strerror(r));
+  rq->sd.status = r;
+  on_server_draw(&rq->sd);
+}
+
 void
 draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
             const struct ts *received, const char *who,
@@ -683,6 +778,10 @@ draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
     }
     rq->nonce = nonce_derive(cm->salt.data, cm->salt.len, cm->step,
                              cm->prev_token_id);
+  }
+  if (rq->amp.type == AMP_SERVER) {
+    server_draw(rq, m);
+    return;
   }
   start_draw(rq);
   return;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/resource.h>
 
@@ -217,6 +218,45 @@ log_start(const struct qrsd_conf *conf, int activated)
   }
 }
 
+/* Warm-up: one small fetch from every network upstream once qrsd is
+   serving.  It never delays READY=1; a failure is logged, and the registry
+   marks the source degraded (or failed) as for any fetch. */
+static void
+on_warmed(void *ctx, const struct reg_result *res)
+{
+  const char *name = ctx;
+
+  if (res->status == 0 && !res->fallback)
+    log_info("source '%s': warm-up fetch ok", name);
+  else
+    log_warn("source '%s': warm-up fetch failed (%s); %s", name,
+             res->status < 0 ? res->why : "served by its fallback",
+             res->status < 0 ? "its requests fail until it answers" :
+             "serving from its fallback until it answers");
+}
+
+static void
+warm_up(const struct qrsd_conf *conf)
+{
+  struct timespec ts;
+  int64_t deadline;
+  size_t i;
+  int r;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  deadline = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
+             (int64_t)conf->request_timeout_ms * 1000000;
+  for (i = 0; i < conf->n_sources; i++) {
+    if (conf->sources[i].type != CONF_SOURCE_GRPC)
+      continue;
+    r = registry_fetch(srv.reg, conf->sources[i].name, 8, 0, deadline,
+                       on_warmed, conf->sources[i].name);
+    if (r < 0)
+      log_warn("source '%s': cannot start the warm-up fetch: %s",
+               conf->sources[i].name, strerror(-r));
+  }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -323,6 +363,7 @@ main(int argc, char **argv)
   snprintf(status, sizeof(status), "READY=1\nSTATUS=Serving on %s "
            "(default source %s)", srv.socket_path, registry_default(srv.reg));
   notify(status);
+  warm_up(conf);
 
   uv_run(loop, UV_RUN_DEFAULT);
 

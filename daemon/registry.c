@@ -45,6 +45,9 @@ struct registry {
   struct reg_limits lim;
   size_t bytes_held;            /* buffers of legs not yet completed */
   uint64_t bytes_total;
+  reg_observer_fn observer;
+  void *observer_ctx;
+  const char *last_used;
 };
 
 struct request;
@@ -329,6 +332,10 @@ registry_info(const struct registry *reg, size_t i, struct reg_info *info)
   info->refusals = rs->refusals;
   info->last_failure = rs->last_failure;
   info->last_failure_ns = rs->last_failure_ns;
+  if (rs->src->ops->upstream_stats) {
+    info->has_upstream = 1;
+    rs->src->ops->upstream_stats(rs->src, &info->up);
+  }
   if (rs->state != REG_OK && rs->last_failure[0]) {
     snprintf(info->detail, sizeof(info->detail), "%s%s",
              rs->state == REG_DEGRADED ? "serving from its fallback: " : "",
@@ -371,10 +378,59 @@ registry_health(const struct registry *reg, char *msg, size_t len)
   return REG_OK;
 }
 
+int
+registry_draw(struct registry *reg, const char *name, struct source_draw *d)
+{
+  struct rsrc *rs;
+  char why[160];
+  int r;
+
+  rs = name && *name ? find(reg, name) : reg->def;
+  if (!rs || rs->builtin)
+    return -ENOENT;
+  if (!rs->src->ops->draw)
+    return -ENOSYS;
+  if (rs->src->ops->admit) {
+    why[0] = '\0';
+    r = rs->src->ops->admit(rs->src, d->block_bytes ? d->block_bytes : 1,
+                            why, sizeof(why));
+    if (r < 0) {
+      rs->refusals++;
+      snprintf(d->why, sizeof(d->why), "%s", why);
+      return r;
+    }
+  }
+  return rs->src->ops->draw(rs->src, d);
+}
+
+void
+registry_set_observer(struct registry *reg, reg_observer_fn fn, void *ctx)
+{
+  reg->observer = fn;
+  reg->observer_ctx = ctx;
+}
+
+const char *
+registry_last_used(const struct registry *reg)
+{
+  return reg->last_used ? reg->last_used : "";
+}
+
+uint64_t
+registry_fallbacks(const struct registry *reg)
+{
+  uint64_t n = 0;
+  size_t i;
+
+  for (i = 0; i < reg->n; i++)
+    n += reg->v[i]->fallbacks;
+  return n;
+}
+
 /* ---- state and statistics --------------------------------------------- */
 
 static void
-set_state(struct rsrc *rs, enum reg_state st)
+set_state(struct registry *reg, struct rsrc *rs, enum reg_state st)
 {
   if (rs->state == st)
     return;
@@ -388,6 +444,8 @@ set_state(struct rsrc *rs, enum reg_state st)
     log_warn("source '%s' failed: its requests fail (%s)", rs->src->name,
              rs->last_failure);
   rs->state = st;
+  if (reg->observer)
+    reg->observer(reg->observer_ctx, 1);
 }
 
 static void
@@ -441,11 +499,16 @@ finish(struct request *rq, struct reg_result *res)
   if (rq->timer_init)
     uv_timer_stop(&rq->timer);
   for (i = 0; i < rq->n_failed; i++)
-    set_state(rq->failed[i], res->status == 0 ? REG_DEGRADED : REG_FAILED);
+    set_state(rq->reg, rq->failed[i],
+              res->status == 0 ? REG_DEGRADED : REG_FAILED);
+  if (res->status == 0)
+    rq->reg->last_used = res->served_by;
   res->n = rq->n;
   res->source = rq->asked->src->name;
   res->why = res->status < 0 ? rq->why : "";
   rq->done(rq->ctx, res);
+  if (res->status == 0 && rq->reg->observer)
+    rq->reg->observer(rq->reg->observer_ctx, 0);
   if (!rq->starting)
     request_free(rq);
 }
@@ -513,7 +576,7 @@ on_leg_done(struct source_fetch *f)
   rs->draws++;
   rs->bytes += f->n;
   rq->reg->bytes_total += f->n;
-  set_state(rs, REG_OK);
+  set_state(leg->reg, rs, REG_OK);
   memset(&res, 0, sizeof(res));
   res.status = 0;
   res.data = f->buf;

@@ -54,6 +54,7 @@
 
 #include "conf.h"
 #include "timestamp.h"
+#include "upstream.h"
 
 struct registry;
 struct source;
@@ -101,6 +102,8 @@ struct reg_info {
   const char *last_failure;     /* "" or one line */
   int64_t last_failure_ns;      /* CLOCK_REALTIME, 0: never */
   char detail[256];             /* describe() line, or the last failure */
+  int has_upstream;             /* a network upstream: up is filled */
+  struct upstream_stats up;     /* breaker, quota (never the api key) */
 };
 
 struct reg_limits {
@@ -152,6 +155,14 @@ struct reg_owner {
 int registry_fetch_for(struct registry *reg, struct reg_owner *owner,
                        const char *name, size_t n, uint64_t nonce,
                        int64_t deadline_ns, reg_done_fn done, void *ctx);
+/* A server-integrated draw from the named source (NULL or "": the
+   default), if it can do them: 0 and d->done later; or -ENOENT (no such
+   source), -ENOSYS (its type cannot draw), or the admission check's error
+   (breaker open, over quota) without a completion.  No fallback here: the
+   draw engine falls back to bytes amplified locally. */
+struct source_draw;
+int registry_draw(struct registry *reg, const char *name,
+                  struct source_draw *d);
 
 /* Sources, in config order, then the built-in fallbacks in use. */
 size_t registry_count(const struct registry *reg);
@@ -170,5 +181,17 @@ uint64_t registry_bytes(const struct registry *reg);
 size_t registry_bytes_held(const struct registry *reg);
 
 const char *registry_state_name(enum reg_state s);
+
+/* Called on the loop after every fetch that was served (transition 0)
+   and on every state transition of a source (transition 1): the status
+   file writer's hook.  One observer; NULL removes it. */
+typedef void (*reg_observer_fn)(void *ctx, int transition);
+void registry_set_observer(struct registry *reg, reg_observer_fn fn,
+                           void *ctx);
+
+/* The source that served the last fetch ("" before the first), and the
+   requests served by a fallback so far (all sources). */
+const char *registry_last_used(const struct registry *reg);
+uint64_t registry_fallbacks(const struct registry *reg);
 
 #endif

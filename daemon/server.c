@@ -571,6 +571,16 @@ fill_source_info(struct server *srv, const struct reg_info *ri,
   info->last_failure = (char *)ri->last_failure;
   info->last_failure_ns = ri->last_failure_ns;
   info->builtin = ri->builtin;
+  if (ri->has_upstream) {
+    info->upstream = 1;
+    info->breaker_state = (char *)ri->up.breaker_state;
+    info->consecutive_failures = ri->up.consecutive_failures;
+    info->timeout_ms = ri->up.timeout_ms;
+    info->quota_minute_requests = ri->up.quota_minute_requests;
+    info->quota_minute_limit = ri->up.quota_rpm_limit;
+    info->quota_day_bytes = ri->up.quota_day_bytes;
+    info->quota_day_limit = ri->up.quota_day_limit;
+  }
 }
 
 /* Source table for STATUS, HEALTH and SOURCES replies.  The arrays are
@@ -1368,7 +1378,12 @@ server_init(struct server *srv, uv_loop_t *loop,
   srv->max_reply_bytes = 2048 + 1024 * (uint32_t)registry_count(srv->reg);
   if (srv->max_reply_bytes < conf->max_frame_bytes)
     srv->max_reply_bytes = conf->max_frame_bytes;
-  return 0;
+  r = statuspub_start(&srv->status, srv->reg, loop, conf->status_file);
+  if (r < 0) {
+    snprintf(err, errlen, "out of memory");
+    return r;
+  }
+  return compat_start(loop, conf, srv->reg, &srv->compat, err, errlen);
 }
 
 static void
@@ -1437,6 +1452,8 @@ server_stop(struct server *srv, void (*on_stopped)(struct server *))
     return;
   srv->stopping = 1;
   srv->on_stopped = on_stopped;
+  compat_stop(srv->compat);
+  srv->compat = NULL;
   if (srv->listener_open && !uv_is_closing((uv_handle_t *)&srv->listener))
     uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
   if (srv->sweep_open && !uv_is_closing((uv_handle_t *)&srv->sweep))
@@ -1463,6 +1480,7 @@ server_done(struct server *srv)
       stat(srv->socket_path, &st) == 0 && st.st_dev == srv->sock_dev &&
       st.st_ino == srv->sock_ino)
     unlink(srv->socket_path);
+  statuspub_stop(&srv->status);
   draw_engine_free(srv->draw);
   registry_free(srv->reg);
   free(srv->arena);

@@ -8,6 +8,9 @@
 
 #include <uv.h>
 
+#include "compat.h"
+#include "statuspub.h"
+
 #include "frame.h"
 #include "conf.h"
 #include "draw.h"
@@ -28,6 +31,8 @@ struct server {
   ino_t sock_ino;
 
   struct registry *reg;         /* the sources: for status only */
+  struct statuspub status;      /* the status file */
+  struct compat *compat;        /* the gRPC compat endpoint, or NULL */
   struct draw_engine *draw;
 
   struct conn *conns;           /* doubly linked list */

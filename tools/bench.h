@@ -6,5 +6,6 @@
 int bench_draw(int argc, char **argv);
 int bench_local(int argc, char **argv);
 int bench_select(int argc, char **argv);
+int bench_grpc(int argc, char **argv);
 
 #endif

@@ -2,7 +2,9 @@
 
    qrs-bench draw [options]     daemon round trips against the floor
    qrs-bench select [options]   token selection against the floor
-   qrs-bench local [options]    local noise mechanisms and timing source */
+   qrs-bench local [options]    local noise mechanisms and timing source
+   qrs-bench grpc [options]     draws through a gRPC upstream against the
+                                direct gRPC call */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +17,7 @@ usage(FILE *f)
           "Usage: qrs-bench draw [OPTIONS]\n"
           "       qrs-bench select [OPTIONS]\n"
           "       qrs-bench local [OPTIONS] [MECHANISM...]\n"
+          "       qrs-bench grpc [OPTIONS]\n"
           "\n"
           "Benchmarks that print their figures next to a floor measured in\n"
           "the same run, and the ratio of the two.  Run a subcommand with\n"
@@ -38,6 +41,8 @@ main(int argc, char **argv)
     return bench_local(argc - 1, argv + 1);
   if (!strcmp(argv[1], "select"))
     return bench_select(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "grpc"))
+    return bench_grpc(argc - 1, argv + 1);
   fprintf(stderr, "qrs-bench: unknown benchmark '%s'\n", argv[1]);
   usage(stderr);
   return 2;

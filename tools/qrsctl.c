@@ -591,6 +591,23 @@ print_sources_table(const struct qrs_source_info *src, size_t n)
            src[i].stats.alarm ? SAFE(detail, src[i].stats.alarm_reason) :
            "-");
   }
+  for (i = 0; i < n; i++) {
+    char lim[2][32];
+
+    if (!src[i].upstream)
+      continue;
+    snprintf(lim[0], sizeof(lim[0]), src[i].quota_minute_limit ?
+             "%" PRIu64 : "unlimited", src[i].quota_minute_limit);
+    snprintf(lim[1], sizeof(lim[1]), src[i].quota_day_limit ?
+             "%" PRIu64 : "unlimited", src[i].quota_day_limit);
+    printf("  %s: breaker %s (%" PRIu32 " consecutive failures, timeout "
+           "%.1f ms); quota %" PRIu64 "/%s requests this minute, %" PRIu64
+           "/%s bytes today; %" PRIu64 " served by fallback\n",
+           SAFE(name, src[i].name), SAFE(type, src[i].breaker_state),
+           src[i].consecutive_failures, src[i].timeout_ms,
+           src[i].quota_minute_requests, lim[0], src[i].quota_day_bytes,
+           lim[1], src[i].fallbacks);
+  }
 }
 
 static struct json_object *
@@ -630,6 +647,26 @@ json_source(const struct qrs_source_info *si)
                          json_object_new_boolean(si->stats.alarm));
   json_object_object_add(st, "alarm_reason",
                          JSON_STR(si->stats.alarm_reason));
+  json_object_object_add(o, "fallbacks",
+                         json_object_new_uint64(si->fallbacks));
+  if (si->upstream) {
+    struct json_object *u = json_object_new_object();
+
+    json_object_object_add(u, "breaker_state", JSON_STR(si->breaker_state));
+    json_object_object_add(u, "consecutive_failures",
+                           json_object_new_uint64(si->consecutive_failures));
+    json_object_object_add(u, "timeout_ms",
+                           json_object_new_double(si->timeout_ms));
+    json_object_object_add(u, "quota_minute_requests",
+                           json_object_new_uint64(si->quota_minute_requests));
+    json_object_object_add(u, "quota_minute_limit",
+                           json_object_new_uint64(si->quota_minute_limit));
+    json_object_object_add(u, "quota_day_bytes",
+                           json_object_new_uint64(si->quota_day_bytes));
+    json_object_object_add(u, "quota_day_limit",
+                           json_object_new_uint64(si->quota_day_limit));
+    json_object_object_add(o, "upstream", u);
+  }
   return o;
 }
 

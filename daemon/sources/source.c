@@ -21,6 +21,8 @@ ops_for(enum conf_source_type t)
     return &source_timing_ops;
   case CONF_SOURCE_NOISE:
     return &source_noise_ops;
+  case CONF_SOURCE_GRPC:
+    return &source_grpc_ops;
   }
   return NULL;
 }

@@ -79,6 +79,7 @@
 #include "timestamp.h"
 
 struct source;
+struct upstream_stats;
 
 struct source_fetch {
   /* Set by the registry before source_fetch_start(); read-only after. */
@@ -103,6 +104,30 @@ struct source_fetch {
   void *source_priv;
   struct source_fetch *cq_next; /* source_cq's list */
   int inline_done;              /* completed within source_fetch_start() */
+};
+
+/* A server-integrated draw (amplifier "server"): the source's upstream
+   integrates the bytes itself (PurityService) and returns u with its
+   metadata.  Filled by the registry; the source completes it exactly once
+   on the loop thread by calling d->done(d) (never from within ops->draw),
+   with status 0 (u, z, meta set) or a negative errno and why. */
+struct source_draw {
+  uint64_t nonce;
+  char source_id[128];          /* the upstream's source id, "" default */
+  uint32_t block_bytes;         /* 0: the upstream's default */
+  int64_t deadline_ns;          /* CLOCK_MONOTONIC */
+  void (*done)(struct source_draw *d);
+  void *ctx;
+
+  int status;
+  char why[160];
+  double u, z, coherence_z, coherence_r;
+  int coherence_valid;
+  uint32_t integrated_bytes;
+  uint64_t generation_timestamp_ns;
+  char purity_label[128], integrator[64], served_source_id[128];
+  int echo;                     /* QrsIpc__Echo value */
+  struct ts generated;
 };
 
 struct source_ops {
@@ -133,6 +158,11 @@ struct source_ops {
   void (*close)(struct source *s);
   /* One line describing the source's parameters, for logs and status. */
   void (*describe)(const struct source *s, char *buf, size_t len);
+  /* Optional: a server-integrated draw; a negative errno when it cannot
+     start (no completion follows). */
+  int (*draw)(struct source *s, struct source_draw *d);
+  /* Optional (network upstreams): breaker and quota state for status. */
+  void (*upstream_stats)(struct source *s, struct upstream_stats *st);
 };
 
 struct source {
@@ -183,5 +213,6 @@ extern const struct source_ops source_mock_ops;
 extern const struct source_ops source_device_ops;
 extern const struct source_ops source_timing_ops;
 extern const struct source_ops source_noise_ops;
+extern const struct source_ops source_grpc_ops;
 
 #endif

@@ -236,7 +236,7 @@ Test(stat, per_draw_parameters_and_their_errors, .fini = stop_and_clean)
   cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
   cr_assert_eq(d.population_std, z);           /* the cached calibration */
 
-  rq.amplifier = "server";
+  rq.amplifier = "servers";
   cr_assert_eq(qrs_client_draw(c, &rq, &d), QRS_E_UNKNOWN_AMPLIFIER);
   rq.amplifier = NULL;
   rq.amp = NULL;

@@ -92,7 +92,8 @@ Test(amplify, names_resolve)
   cr_assert_eq(amp_find("ecdf"), AMP_ECDF);
   cr_assert_eq(amp_find("exact"), AMP_EXACT);
   cr_assert_eq(amp_find("zscore_thought"), AMP_ZSCORE_THOUGHT);
-  cr_assert_eq(amp_find("server"), -1);
+  cr_assert_eq(amp_find("server"), AMP_SERVER);
+  cr_assert_eq(amp_find("serve"), -1);
   cr_assert_eq(amp_find(""), -1);
   cr_assert_str_eq(amp_name(AMP_ZSCORE_MEAN), "zscore_mean");
 }

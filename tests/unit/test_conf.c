@@ -607,7 +607,7 @@ Test(conf, non_octal_mode_is_rejected)
 Test(conf, unsupported_source_type_is_rejected)
 {
   expect_file_error("bad_source_type.yaml", 7, "sources.qrng.type: source "
-                    "type 'grpc' is not supported by this build");
+                    "type 'quantum' is not supported by this build");
 }
 
 Test(conf, duplicate_key_names_both_lines)
@@ -846,8 +846,8 @@ Test(conf, invalid_utf8_is_rejected_with_its_line)
 
 Test(conf, unknown_top_level_key_is_rejected)
 {
-  expect_text_error("socket: {}\nstate_dir: /var/lib/qrsd\n", 2,
-                    "state_dir: unknown key");
+  expect_text_error("socket: {}\nstat_dir: /var/lib/qrsd\n", 2,
+                    "stat_dir: unknown key");
 }
 
 /* ---- Locale ------------------------------------------------------------ */
@@ -1191,4 +1191,102 @@ Test(conf, amplifier_and_monitor_values_are_checked)
                     "limits: { max_calibration_samples: 200 }\n", 2,
                     "amplifier: calibration samples above "
                     "limits.max_calibration_samples (200)");
+}
+
+/* ---- gRPC upstreams (issue 6) ------------------------------------------ */
+
+Test(conf, grpc_source_gets_the_reference_defaults)
+{
+  struct qrsd_conf *c = load_text(
+    "state_dir: /tmp/st\nstatus_file: \"\"\n"
+    "sources:\n  system: { type: system }\n"
+    "  q: { type: grpc, target: \"unix:/run/q.sock\" }\n"
+    "  r: { type: grpc, target: \"10.0.0.2:50051\", mode: bidi_streaming,\n"
+    "       tls: { ca_file: /etc/ca.pem }, api_key_file: /etc/k,\n"
+    "       api_key_header: x-key, retry_count: 0, check_echo: false,\n"
+    "       quota: { max_requests_per_minute: 0 },\n"
+    "       breaker: { max_consecutive_failures: 1,\n"
+    "                  recovery_window_s: 0.5, recovery_window_max_s: 2 },\n"
+    "       methods: { draw: \"\" } }\n"
+    "grpc_compat: { listen: \"127.0.0.1:50051\", source: q }\n");
+  const struct conf_grpc *q = &conf_find_source(c, "q")->grpc;
+  const struct conf_grpc *r = &conf_find_source(c, "r")->grpc;
+
+  cr_assert_str_eq(c->state_dir, "/tmp/st");
+  cr_assert_str_eq(c->status_file, "");
+  cr_assert_str_eq(c->compat_listen, "127.0.0.1:50051");
+  cr_assert_str_eq(c->compat_source, "q");
+  cr_assert_str_eq(q->mode, "unary");
+  cr_assert_eq(q->insecure, 1, "unix: targets are plaintext by default");
+  cr_assert_eq(q->timeout_ms, 5000);
+  cr_assert_eq(q->retry_count, 2);
+  cr_assert_eq(q->check_echo, 1);
+  cr_assert_str_eq(q->api_key_header, "api-key");
+  cr_assert_str_eq(q->method, "/qr_entropy.EntropyService/GetEntropy");
+  cr_assert_str_eq(q->draw_stream_method,
+                   "/qr_purity.PurityService/StreamDraws");
+  cr_assert_eq(q->max_bytes_per_request, 35200);
+  cr_assert_eq(q->max_requests_per_minute, 500);
+  cr_assert_eq(q->max_bytes_per_day, 524288000);
+  cr_assert_eq(q->cb_window_size, 100);
+  cr_assert_eq(q->cb_max_consecutive_failures, 3);
+  cr_assert_eq(r->insecure, 0, "host:port targets use TLS by default");
+  cr_assert_str_eq(r->ca_file, "/etc/ca.pem");
+  cr_assert_str_eq(r->mode, "bidi_streaming");
+  cr_assert_str_eq(r->api_key_header, "x-key");
+  cr_assert_eq(r->retry_count, 0);
+  cr_assert_eq(r->check_echo, 0);
+  cr_assert_eq(r->max_requests_per_minute, 0);
+  cr_assert_eq(r->cb_max_consecutive_failures, 1);
+  cr_assert_eq(r->cb_recovery_window_s, 0.5);
+  cr_assert_str_eq(r->draw_method, "");
+  conf_free(c);
+}
+
+Test(conf, grpc_source_errors_name_the_key)
+{
+  static const char head[] = "sources:\n  system: { type: system }\n";
+  char t[512];
+
+  snprintf(t, sizeof(t), "%s  q: { type: grpc }\n", head);
+  expect_text_error(t, 3, "sources.q: missing key 'target' (unix:/path or "
+                    "host:port)");
+  snprintf(t, sizeof(t), "%s  q: { type: grpc, target: a:1, mode: fast }\n",
+           head);
+  expect_text_error(t, 3, "sources.q.mode: 'fast' is not supported by this "
+                    "build (supported: unary, server_streaming, "
+                    "bidi_streaming)");
+  snprintf(t, sizeof(t), "%s  q: { type: grpc, target: a:1,\n"
+           "    tls: { cert_file: c.pem } }\n", head);
+  expect_text_error(t, 4, "sources.q.tls: cert_file and key_file go "
+                    "together");
+  snprintf(t, sizeof(t), "%s  q: { type: grpc, target: a:1,\n"
+           "    insecure: true, tls: { ca_file: c.pem } }\n", head);
+  expect_text_error(t, 4, "sources.q.insecure: insecure: true and tls files "
+                    "exclude each other");
+  snprintf(t, sizeof(t), "%s  q: { type: grpc, target: a:1,\n"
+           "    api_key_header: Api-Key }\n", head);
+  expect_text_error(t, 4, "sources.q.api_key_header: 'Api-Key' must be "
+                    "lowercase letters, digits, '-', '_' or '.'");
+  snprintf(t, sizeof(t), "%s  q: { type: grpc, target: a:1, insecure: yes "
+           "}\n", head);
+  expect_text_error(t, 3, "sources.q.insecure: expected true or false, got "
+                    "'yes'");
+  snprintf(t, sizeof(t), "%s  q: { type: grpc, target: a:1,\n"
+           "    quota: { max_requests_per_minute: 100001 } }\n", head);
+  expect_text_error(t, 4, "sources.q.quota.max_requests_per_minute: value "
+                    "100001 out of range 0..100000");
+}
+
+Test(conf, grpc_compat_listens_only_locally_on_a_declared_source)
+{
+  expect_text_error("sources: { system: { type: system } }\n"
+                    "grpc_compat: { listen: \"0.0.0.0:50051\" }\n", 2,
+                    "grpc_compat.listen: '0.0.0.0:50051' is neither "
+                    "unix:PATH nor a loopback address (127.0.0.1:PORT, "
+                    "localhost:PORT, [::1]:PORT)");
+  expect_text_error("sources: { system: { type: system } }\n"
+                    "grpc_compat: { listen: \"unix:/x\", source: q }\n", 2,
+                    "grpc_compat.source: source 'q' is not declared under "
+                    "sources");
 }

@@ -223,7 +223,7 @@ Test(ampreq, request_fields_override_within_limits)
   m.ecdf_calibration_samples = &ec;
   cr_assert_eq(ampreq_resolve(conf_of(), &m, 1000, &a, msg, sizeof(msg)),
                QRS_E_AMP_PARAMS);
-  m.amplifier = (char *)"server";
+  m.amplifier = (char *)"servers";
   cr_assert_eq(ampreq_resolve(conf_of(), &m, 1000, &a, msg, sizeof(msg)),
                QRS_E_UNKNOWN_AMPLIFIER);
   cr_assert(strstr(msg, "exact"), "%s", msg);

@@ -153,6 +153,12 @@ struct qrs_draw_request {
   uint32_t sample_count;    /* 0: the configured default */
   const struct qrs_commitment *commitment; /* NULL: no nonce */
   const struct qrs_amp_params *amp;        /* NULL: all daemon defaults */
+  /* Amplifier "server" only (an upstream's PurityService integrates the
+     draw): the upstream source id (NULL or "": the one its api key is
+     bound to) and the raw bytes to integrate (0: the upstream's
+     default).  Added in 0.1. */
+  const char *draw_source_id;
+  uint32_t draw_block_bytes;
 };
 
 struct qrs_timestamp {
@@ -269,6 +275,15 @@ struct qrs_source_info {
     int alarm;                    /* latched until qrsd restarts */
     char alarm_reason[160];
   } stats;
+  /* Added in 0.1: requests for it served by its fallback; and for a
+     network upstream (upstream = 1) its circuit breaker and quota use. */
+  uint64_t fallbacks;
+  int upstream;
+  char breaker_state[16];         /* closed | open | half-open */
+  uint32_t consecutive_failures;
+  double timeout_ms;              /* adaptive call timeout now */
+  uint64_t quota_minute_requests, quota_minute_limit;   /* limit 0: none */
+  uint64_t quota_day_bytes, quota_day_limit;
 };
 
 struct qrs_status {

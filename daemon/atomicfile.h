@@ -1,0 +1,22 @@
+/* Replace a file atomically: readers see the old or the new content, never
+   a mix, and a crash leaves one of the two.  Used for the status file and
+   the persisted quota counts. */
+#ifndef QRSD_ATOMICFILE_H
+#define QRSD_ATOMICFILE_H
+
+#include <stddef.h>
+
+/* Write data to "<path>.<pid>.tmp" (mode 0644), fsync it when durable is
+   set, rename it over path (and fsync the directory when durable).  0 or a
+   negative errno; on failure the temp file is removed and path is left as
+   it was. */
+int atomicfile_write(const char *path, const void *data, size_t len,
+                     int durable);
+
+/* Read a whole small file (at most max bytes) into a new NUL-terminated
+   buffer.  0, -ENOENT, -EFBIG (larger than max), -ENOMEM or another
+   negative errno.  The caller frees *ret_buf. */
+int atomicfile_read(const char *path, size_t max, char **ret_buf,
+                    size_t *ret_len);
+
+#endif

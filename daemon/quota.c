@@ -1,0 +1,250 @@
+/* Upstream quotas; see quota.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "atomicfile.h"
+#include "quota.h"
+
+#define STATE_MAX 4096
+
+void
+quota_params_default(struct quota_params *p)
+{
+  p->max_bytes_per_request = 35200;
+  p->max_requests_per_minute = 500;
+  p->max_bytes_per_day = 524288000;
+}
+
+static int64_t
+utc_day(time_t t)
+{
+  return (int64_t)(t >= 0 ? t / 86400 : (t - 86399) / 86400);
+}
+
+static void
+day_string(int64_t day, char *buf, size_t len)
+{
+  time_t t = (time_t)(day * 86400);
+  struct tm tm;
+
+  gmtime_r(&t, &tm);
+  strftime(buf, len, "%Y-%m-%d", &tm);
+}
+
+static int
+load_state(struct quota *q, char *err, size_t errlen)
+{
+  struct json_object *j = NULL, *jd, *jb;
+  char *text, day[16];
+  int r;
+
+  r = atomicfile_read(q->path, STATE_MAX, &text, NULL);
+  if (r == -ENOENT)
+    return 0;
+  if (r < 0) {
+    snprintf(err, errlen, "%s: %s", q->path, strerror(-r));
+    return r;
+  }
+  j = json_tokener_parse(text);
+  free(text);
+  if (!j || !json_object_object_get_ex(j, "day", &jd) ||
+      !json_object_is_type(jd, json_type_string) ||
+      !json_object_object_get_ex(j, "bytes_used", &jb) ||
+      !json_object_is_type(jb, json_type_int) ||
+      json_object_get_int64(jb) < 0) {
+    snprintf(err, errlen, "%s: not a quota state file (expected "
+             "{\"day\":\"YYYY-MM-DD\",\"bytes_used\":N}); remove it to "
+             "reset today's count", q->path);
+    json_object_put(j);
+    return -EINVAL;
+  }
+  day_string(q->day, day, sizeof(day));
+  if (strcmp(json_object_get_string(jd), day) == 0) {
+    q->day_bytes = (uint64_t)json_object_get_int64(jb);
+    q->persisted = q->day_bytes;
+  }
+  json_object_put(j);
+  return 0;
+}
+
+static int
+persist(struct quota *q, uint64_t value)
+{
+  char buf[160], day[16];
+  int n, r;
+
+  if (!q->path)
+    return 0;
+  day_string(q->day, day, sizeof(day));
+  n = snprintf(buf, sizeof(buf), "{\"day\":\"%s\",\"bytes_used\":%llu}\n",
+               day, (unsigned long long)value);
+  r = atomicfile_write(q->path, buf, (size_t)n, 1);
+  q->persist_error = r;
+  if (r == 0)
+    q->persisted = value;
+  return r;
+}
+
+int
+quota_init(struct quota *q, const struct quota_params *p,
+           const char *state_dir, const char *name, time_t now_real,
+           char *err, size_t errlen)
+{
+  char *safe, *c;
+  int r;
+
+  memset(q, 0, sizeof(*q));
+  if (p->max_requests_per_minute > QUOTA_MAX_RPM) {
+    snprintf(err, errlen, "max_requests_per_minute above %d",
+             QUOTA_MAX_RPM);
+    return -EINVAL;
+  }
+  q->p = *p;
+  q->day = utc_day(now_real);
+  if (p->max_requests_per_minute) {
+    q->ring = calloc(p->max_requests_per_minute, sizeof(*q->ring));
+    if (!q->ring)
+      return -ENOMEM;
+  }
+  if (!state_dir || !*state_dir)
+    return 0;
+
+  safe = strdup(name);
+  if (!safe)
+    return -ENOMEM;
+  for (c = safe; *c; c++)
+    if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') &&
+        !(*c >= '0' && *c <= '9') && *c != '-' && *c != '_' && *c != '.')
+      *c = '_';
+  r = asprintf(&q->path, "%s/quota-%s.json", state_dir, safe);
+  free(safe);
+  if (r < 0) {
+    q->path = NULL;
+    return -ENOMEM;
+  }
+  return load_state(q, err, errlen);
+}
+
+void
+quota_done(struct quota *q)
+{
+  free(q->ring);
+  free(q->path);
+  q->ring = NULL;
+  q->path = NULL;
+}
+
+size_t
+quota_chunk(const struct quota *q, size_t n, size_t *ret_requests)
+{
+  size_t chunk = n;
+
+  if (q->p.max_bytes_per_request && chunk > q->p.max_bytes_per_request)
+    chunk = (size_t)q->p.max_bytes_per_request;
+  if (chunk == 0)
+    chunk = 1;
+  if (ret_requests)
+    *ret_requests = n / chunk + (n % chunk != 0);
+  return chunk;
+}
+
+static void
+prune(struct quota *q, double now_mono)
+{
+  size_t cap = (size_t)q->p.max_requests_per_minute, oldest;
+
+  while (q->ring_len > 0) {
+    oldest = (q->ring_head + cap - q->ring_len) % cap;
+    if (now_mono - q->ring[oldest] < 60.0)
+      break;
+    q->ring_len--;
+  }
+}
+
+static void
+roll_day(struct quota *q, time_t now_real)
+{
+  int64_t d = utc_day(now_real);
+
+  if (d != q->day) {
+    q->day = d;
+    q->day_bytes = 0;
+    q->persisted = 0;
+  }
+}
+
+enum quota_verdict
+quota_admit(struct quota *q, size_t n, double now_mono, time_t now_real)
+{
+  size_t requests, i, cap = (size_t)q->p.max_requests_per_minute;
+  uint64_t block;
+
+  quota_chunk(q, n, &requests);
+  if (cap) {
+    prune(q, now_mono);
+    if (requests > cap - q->ring_len) {
+      q->refused_rpm++;
+      return QUOTA_RPM;
+    }
+  }
+  roll_day(q, now_real);
+  if (q->p.max_bytes_per_day &&
+      (n > q->p.max_bytes_per_day ||
+       q->day_bytes > q->p.max_bytes_per_day - n)) {
+    q->refused_day++;
+    return QUOTA_DAY;
+  }
+
+  for (i = 0; cap && i < requests; i++) {
+    q->ring[q->ring_head] = now_mono;
+    q->ring_head = (q->ring_head + 1) % cap;
+    q->ring_len++;
+  }
+  q->day_bytes += n;
+  if (q->path && q->day_bytes > q->persisted) {
+    block = q->p.max_bytes_per_day / 256;
+    if (block < QUOTA_PERSIST_BLOCK)
+      block = QUOTA_PERSIST_BLOCK;
+    (void)persist(q, q->day_bytes + block);
+  }
+  return QUOTA_OK;
+}
+
+uint64_t
+quota_minute_requests(struct quota *q, double now_mono)
+{
+  if (q->p.max_requests_per_minute)
+    prune(q, now_mono);
+  return q->ring_len;
+}
+
+uint64_t
+quota_day_bytes(struct quota *q, time_t now_real)
+{
+  roll_day(q, now_real);
+  return q->day_bytes;
+}
+
+int
+quota_flush(struct quota *q)
+{
+  if (!q->path)
+    return 0;
+  return persist(q, q->day_bytes);
+}
+
+const char *
+quota_verdict_name(enum quota_verdict v)
+{
+  switch (v) {
+  case QUOTA_OK: return "ok";
+  case QUOTA_RPM: return "requests per minute";
+  case QUOTA_DAY: return "bytes per day";
+  }
+  return "unknown";
+}

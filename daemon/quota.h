@@ -1,0 +1,82 @@
+/* Provider quotas of one upstream: bytes per request (a larger fetch is
+   split into several upstream requests), requests per minute (a sliding
+   60-second window) and bytes per UTC day.
+
+   The daily count survives a restart: it is persisted in the state
+   directory ("<state_dir>/quota-<source>.json", replaced atomically).  To
+   avoid a disk write per draw the file records a reservation: whenever the
+   count passes the persisted value, the file is rewritten with the count
+   plus one block (QUOTA_PERSIST_BLOCK or 1/256 of the daily limit,
+   whichever is larger); quota_flush() writes the exact count (clean
+   shutdown).  After a crash the count resumes from the reservation, so it
+   may over-count by at most one block and never under-counts.
+
+   Pure bookkeeping: the caller passes the times.  Loop thread only. */
+#ifndef QRSD_QUOTA_H
+#define QRSD_QUOTA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define QUOTA_MAX_RPM 100000          /* requests-per-minute ceiling */
+#define QUOTA_PERSIST_BLOCK (1u << 20)
+
+struct quota_params {
+  uint64_t max_bytes_per_request;     /* 0: unlimited (never split) */
+  uint64_t max_requests_per_minute;   /* 0: unlimited; <= QUOTA_MAX_RPM */
+  uint64_t max_bytes_per_day;         /* 0: unlimited */
+};
+
+enum quota_verdict {
+  QUOTA_OK = 0,
+  QUOTA_RPM,                          /* over requests per minute */
+  QUOTA_DAY,                          /* over bytes per day */
+};
+
+struct quota {
+  struct quota_params p;
+  char *path;                         /* persisted day count, or NULL */
+  double *ring;                       /* admission times (monotonic s) */
+  size_t ring_len, ring_head;         /* entries held, next slot */
+  int64_t day;                        /* UTC days since the epoch */
+  uint64_t day_bytes;                 /* used today */
+  uint64_t persisted;                 /* value in the file */
+  uint64_t refused_rpm, refused_day;  /* statistics */
+  int persist_error;                  /* last write's negative errno, or 0 */
+};
+
+/* Reference defaults (35200 B, 500/min, 524288000 B/day). */
+void quota_params_default(struct quota_params *p);
+
+/* Set up; with state_dir non-NULL load today's count for source name.
+   0, or -EINVAL (parameters out of range, or a state file that does not
+   parse: err says which) or -ENOMEM or an errno from reading.  Release
+   with quota_done() (accepts a zeroed or half-built quota). */
+int quota_init(struct quota *q, const struct quota_params *p,
+               const char *state_dir, const char *name, time_t now_real,
+               char *err, size_t errlen);
+void quota_done(struct quota *q);
+
+/* The size of each upstream request for a fetch of n bytes, and how many
+   requests it takes (n > 0). */
+size_t quota_chunk(const struct quota *q, size_t n, size_t *ret_requests);
+
+/* May a fetch of n bytes go upstream now?  QUOTA_OK records it (its
+   requests and bytes; may rewrite the state file, see persist_error);
+   otherwise nothing is recorded and the counter of the refusal grows. */
+enum quota_verdict quota_admit(struct quota *q, size_t n, double now_mono,
+                               time_t now_real);
+
+/* Requests in the current 60-second window. */
+uint64_t quota_minute_requests(struct quota *q, double now_mono);
+/* Bytes used today (rolls over at UTC midnight). */
+uint64_t quota_day_bytes(struct quota *q, time_t now_real);
+
+/* Persist the exact count.  0 or a negative errno; no-op without a state
+   file. */
+int quota_flush(struct quota *q);
+
+const char *quota_verdict_name(enum quota_verdict v);
+
+#endif

@@ -1,0 +1,152 @@
+/* The registry's state in the status file; see statuspub.h. */
+#include <errno.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "log.h"
+#include "statuspub.h"
+
+static struct json_object *
+source_json(const struct reg_info *ri)
+{
+  struct json_object *o = json_object_new_object(), *u;
+
+  json_object_object_add(o, "type", json_object_new_string(ri->type));
+  json_object_object_add(o, "state",
+                         json_object_new_string(registry_state_name(
+                                                  ri->state)));
+  json_object_object_add(o, "fallback",
+                         json_object_new_string(ri->fallback));
+  json_object_object_add(o, "draws", json_object_new_uint64(ri->draws));
+  json_object_object_add(o, "bytes", json_object_new_uint64(ri->bytes));
+  json_object_object_add(o, "failures",
+                         json_object_new_uint64(ri->failures));
+  json_object_object_add(o, "fallbacks",
+                         json_object_new_uint64(ri->fallbacks));
+  json_object_object_add(o, "refusals",
+                         json_object_new_uint64(ri->refusals));
+  json_object_object_add(o, "last_failure",
+                         json_object_new_string(ri->last_failure));
+  if (ri->has_upstream) {
+    u = json_object_new_object();
+    json_object_object_add(u, "state",
+                           json_object_new_string(ri->up.breaker_state));
+    json_object_object_add(u, "consecutive_failures",
+                           json_object_new_uint64(
+                             ri->up.consecutive_failures));
+    json_object_object_add(u, "opened", json_object_new_uint64(
+                                          ri->up.breaker_opened));
+    json_object_object_add(u, "p99_ms", json_object_new_double(
+                                          ri->up.p99_ms));
+    json_object_object_add(u, "timeout_ms", json_object_new_double(
+                                              ri->up.timeout_ms));
+    json_object_object_add(o, "breaker", u);
+    u = json_object_new_object();
+    json_object_object_add(u, "minute_requests", json_object_new_uint64(
+                             ri->up.quota_minute_requests));
+    json_object_object_add(u, "minute_limit", json_object_new_uint64(
+                             ri->up.quota_rpm_limit));
+    json_object_object_add(u, "day_bytes", json_object_new_uint64(
+                             ri->up.quota_day_bytes));
+    json_object_object_add(u, "day_limit", json_object_new_uint64(
+                             ri->up.quota_day_limit));
+    json_object_object_add(u, "refused", json_object_new_uint64(
+                             ri->up.quota_refused_rpm +
+                             ri->up.quota_refused_day));
+    json_object_object_add(o, "quota", u);
+    json_object_object_add(o, "echo_failures", json_object_new_uint64(
+                             ri->up.echo_failures));
+    json_object_object_add(o, "authenticated",
+                           json_object_new_boolean(ri->up.authenticated));
+  }
+  return o;
+}
+
+static void
+publish(struct statuspub *sp, int force)
+{
+  struct status_summary sum;
+  struct json_object *extra, *srcs;
+  struct reg_info ri, def;
+  char msg[256];
+  enum reg_state h;
+  size_t i, n;
+  int r;
+
+  if (!sp->sf.path)
+    return;
+  if (!force && sp->sf.writes > 0 &&
+      (double)uv_hrtime() / 1e9 - sp->sf.last_write < 1.0)
+    return;
+  extra = json_object_new_object();
+  srcs = json_object_new_object();
+  memset(&def, 0, sizeof(def));
+  n = registry_count(sp->reg);
+  for (i = 0; i < n; i++) {
+    registry_info(sp->reg, i, &ri);
+    json_object_object_add(srcs, ri.name, source_json(&ri));
+    if (ri.is_default)
+      def = ri;
+  }
+  h = registry_health(sp->reg, msg, sizeof(msg));
+  json_object_object_add(extra, "health",
+                         json_object_new_string(registry_state_name(h)));
+  json_object_object_add(extra, "health_message",
+                         json_object_new_string(msg));
+  json_object_object_add(extra, "sources", srcs);
+  sum.primary_name = def.name ? def.name : "";
+  sum.fallback_name = def.fallback ? def.fallback : "error";
+  sum.last_source_used = registry_last_used(sp->reg);
+  sum.fallback_count = registry_fallbacks(sp->reg);
+  sum.currently_degraded = h != REG_OK;
+  r = statusfile_update(&sp->sf, &sum, extra, force,
+                        (double)uv_hrtime() / 1e9);
+  json_object_put(extra);
+  if (r < 0 && !sp->warned) {
+    log_warn("cannot write the status file %s: %s", sp->sf.path,
+             strerror(-r));
+    sp->warned = 1;
+  } else if (r > 0 && sp->warned) {
+    log_info("status file %s written again", sp->sf.path);
+    sp->warned = 0;
+  }
+}
+
+static void
+on_change(void *ctx, int transition)
+{
+  publish(ctx, transition);
+}
+
+int
+statuspub_start(struct statuspub *sp, struct registry *reg, uv_loop_t *loop,
+                const char *path)
+{
+  int r;
+
+  memset(sp, 0, sizeof(*sp));
+  sp->reg = reg;
+  sp->loop = loop;
+  r = statusfile_init(&sp->sf, path);
+  if (r < 0)
+    return r;
+  if (!sp->sf.path)
+    return 0;
+  registry_set_observer(reg, on_change, sp);
+  publish(sp, 1);
+  return 0;
+}
+
+void
+statuspub_stop(struct statuspub *sp)
+{
+  if (!sp->reg)
+    return;
+  if (sp->sf.path) {
+    publish(sp, 1);
+    registry_set_observer(sp->reg, NULL, NULL);
+  }
+  statusfile_done(&sp->sf);
+  sp->reg = NULL;
+}

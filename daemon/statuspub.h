@@ -1,0 +1,26 @@
+/* Publishing the registry's state in the status file (statusfile.h):
+   forced on every source state transition (degraded, failed, recovered),
+   otherwise at most once a second while requests are being served.  The
+   reference's keys describe the default source; "sources" carries every
+   source's state, counters, breaker and quota use (never an api key). */
+#ifndef QRSD_STATUSPUB_H
+#define QRSD_STATUSPUB_H
+
+#include "registry.h"
+#include "statusfile.h"
+
+struct statuspub {
+  struct statusfile sf;
+  struct registry *reg;
+  uv_loop_t *loop;
+  int warned;                   /* a write failure was logged */
+};
+
+/* Attach to reg and write the first snapshot.  path "" or NULL: nothing
+   is ever written.  0 or -ENOMEM. */
+int statuspub_start(struct statuspub *sp, struct registry *reg,
+                    uv_loop_t *loop, const char *path);
+/* Write a final snapshot and detach.  Accepts a zeroed one. */
+void statuspub_stop(struct statuspub *sp);
+
+#endif

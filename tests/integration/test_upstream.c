@@ -1,0 +1,618 @@
+/* qrsd's gRPC client core (daemon/upstream.c) against a real
+   qrs-entropy-server over real sockets: the three modes over unix and
+   loopback TCP, echo, draws, splitting, api key, TLS, every fault flag,
+   and the circuit breaker across a server restart. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <grpc/grpc.h>
+#include <uv.h>
+
+#include "gbridge.h"
+#include "log.h"
+#include "upserver.h"
+#include "upstream.h"
+
+struct ctx {
+  uv_loop_t loop;
+  struct gbridge br;
+  char dir[64];
+  uv_timer_t watchdog;
+  int expired;
+};
+
+struct got {
+  int done;
+  struct upstream_result r;
+  uint8_t data[4096];
+};
+
+static struct ctx C;
+
+static void
+setup(void)
+{
+  strcpy(C.dir, "/tmp/qrs-upstream-XXXXXX");
+  cr_assert_not_null(mkdtemp(C.dir));
+  grpc_init();
+  cr_assert_eq(uv_loop_init(&C.loop), 0);
+  cr_assert_eq(gbridge_init(&C.br, &C.loop), 0);
+  uv_timer_init(&C.loop, &C.watchdog);
+}
+
+static void
+teardown(void)
+{
+  char cmd[128];
+
+  uv_close((uv_handle_t *)&C.watchdog, NULL);
+  gbridge_close(&C.br, NULL);
+  uv_run(&C.loop, UV_RUN_DEFAULT);
+  uv_loop_close(&C.loop);
+  grpc_shutdown();
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", C.dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(upstream, .init = setup, .fini = teardown, .timeout = 60);
+
+static void
+conf_init(struct upstream_conf *c, const char *target, enum upstream_mode m)
+{
+  memset(c, 0, sizeof(*c));
+  c->name = "qrng";
+  c->target = target;
+  c->mode = m;
+  c->insecure = 1;
+  c->timeout_ms = 2000;
+  c->retry_count = 1;
+  c->check_echo = 1;
+  breaker_params_default(&c->breaker);
+  c->breaker.max_timeout_ms = 2000;
+  quota_params_default(&c->quota);
+  c->quota.max_requests_per_minute = 0;
+  c->quota.max_bytes_per_day = 0;
+}
+
+static struct upstream *
+open_up(const struct upstream_conf *c)
+{
+  struct upstream *u;
+  char err[256];
+
+  cr_assert_eq(upstream_new(&C.br, c, &u, err, sizeof(err)), 0, "%s", err);
+  return u;
+}
+
+static void
+close_up(struct upstream *u)
+{
+  upstream_free(u);
+  uv_run(&C.loop, UV_RUN_NOWAIT);
+}
+
+static void
+on_got(void *arg, const struct upstream_result *res)
+{
+  struct got *g = arg;
+
+  g->r = *res;
+  if (res->err == 0 && res->len > 0 && res->len <= sizeof(g->data))
+    memcpy(g->data, res->data, res->len);
+  g->r.data = NULL;
+  g->done = 1;
+}
+
+static void
+on_watchdog(uv_timer_t *t)
+{
+  C.expired = 1;
+}
+
+static void
+wait_for(int *flag, int timeout_ms)
+{
+  C.expired = 0;
+  uv_timer_start(&C.watchdog, on_watchdog, (uint64_t)timeout_ms, 0);
+  while (!*flag && !C.expired)
+    uv_run(&C.loop, UV_RUN_ONCE);
+  uv_timer_stop(&C.watchdog);
+  cr_assert(*flag, "no completion within %d ms", timeout_ms);
+}
+
+static struct got
+fetch(struct upstream *u, size_t n, uint64_t nonce)
+{
+  struct got g;
+
+  memset(&g, 0, sizeof(g));
+  cr_assert_eq(upstream_fetch(u, n, nonce, 0, on_got, &g), 0);
+  cr_assert_eq(g.done, 0, "callback ran inside upstream_fetch");
+  wait_for(&g.done, 20000);
+  return g;
+}
+
+static struct got
+draw(struct upstream *u, uint64_t nonce, const char *sid, uint32_t block)
+{
+  struct got g;
+
+  memset(&g, 0, sizeof(g));
+  cr_assert_eq(upstream_draw(u, nonce, sid, block, 0, on_got, &g), 0);
+  wait_for(&g.done, 20000);
+  return g;
+}
+
+static void
+sleep_loop(int ms)
+{
+  int flag = 0;
+
+  C.expired = 0;
+  uv_timer_start(&C.watchdog, on_watchdog, (uint64_t)ms, 0);
+  while (!C.expired)
+    uv_run(&C.loop, UV_RUN_ONCE);
+  (void)flag;
+}
+
+static void
+exercise(const char *listen, enum upstream_mode mode)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g, prev;
+  int i;
+
+  upserver_start(&s, listen, NULL);
+  conf_init(&c, s.addr, mode);
+  u = open_up(&c);
+  memset(&prev, 0, sizeof(prev));
+  for (i = 0; i < 20; i++) {
+    g = fetch(u, 1000, 1000 + (uint64_t)i);
+    cr_assert_eq(g.r.err, 0, "%s: %s", upstream_mode_name(mode),
+                 g.r.detail);
+    cr_assert_eq(g.r.len, 1000);
+    cr_assert_eq(g.r.echo_verified, 1, "fetch %d", i);
+    cr_assert_gt(g.r.generation_ns, 0);
+    cr_assert_neq(memcmp(g.data, prev.data, 1000), 0, "bytes repeat");
+    prev = g;
+    g = draw(u, 5000 + (uint64_t)i, "", 2000);
+    cr_assert_eq(g.r.err, 0, "%s draw: %s", upstream_mode_name(mode),
+                 g.r.detail);
+    cr_assert(g.r.u > 0 && g.r.u < 1);
+    cr_assert_eq(g.r.echo_verified, 1);
+    cr_assert_eq(g.r.integrated_bytes, 2000);
+    cr_assert_str_eq(g.r.integrator, "byte_mean_z");
+    cr_assert_str_eq(g.r.source_id, "getrandom");
+  }
+  /* Without a nonce there is nothing to verify. */
+  g = fetch(u, 16, 0);
+  cr_assert_eq(g.r.err, 0);
+  cr_assert_eq(g.r.echo_verified, 0);
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
+Test(upstream, unary_over_unix)
+{
+  char l[128];
+
+  snprintf(l, sizeof(l), "unix:%s/s.sock", C.dir);
+  exercise(l, UPSTREAM_UNARY);
+}
+
+Test(upstream, server_streaming_over_unix)
+{
+  char l[128];
+
+  snprintf(l, sizeof(l), "unix:%s/s.sock", C.dir);
+  exercise(l, UPSTREAM_SERVER_STREAMING);
+}
+
+Test(upstream, bidi_over_unix)
+{
+  char l[128];
+
+  snprintf(l, sizeof(l), "unix:%s/s.sock", C.dir);
+  exercise(l, UPSTREAM_BIDI_STREAMING);
+}
+
+Test(upstream, unary_over_tcp)
+{
+  exercise("127.0.0.1:0", UPSTREAM_UNARY);
+}
+
+Test(upstream, server_streaming_over_tcp)
+{
+  exercise("127.0.0.1:0", UPSTREAM_SERVER_STREAMING);
+}
+
+Test(upstream, bidi_over_tcp)
+{
+  exercise("127.0.0.1:0", UPSTREAM_BIDI_STREAMING);
+}
+
+Test(upstream, bidi_pipelines_many_requests_each_matched_by_echo)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g[64];
+  int i, all;
+
+  upserver_start(&s, "127.0.0.1:0", "--jitter-ms", "3", NULL);
+  conf_init(&c, s.addr, UPSTREAM_BIDI_STREAMING);
+  u = open_up(&c);
+  memset(g, 0, sizeof(g));
+  for (i = 0; i < 64; i++)
+    cr_assert_eq(upstream_fetch(u, 64, 77 + (uint64_t)i, 0, on_got, &g[i]), 0);
+  for (i = 0; i < 64; i++) {
+    wait_for(&g[i].done, 20000);
+    cr_assert_eq(g[i].r.err, 0, "%d: %s", i, g[i].r.detail);
+    cr_assert_eq(g[i].r.echo_verified, 1);
+  }
+  all = 1;
+  for (i = 1; i < 64; i++)
+    all &= memcmp(g[i].data, g[0].data, 64) != 0;
+  cr_assert(all);
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
+Test(upstream, a_large_fetch_is_split_into_requests_of_the_maximum)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct upstream_stats st;
+  struct got g;
+
+  upserver_start(&s, "127.0.0.1:0", "--max-bytes", "300", NULL);
+  conf_init(&c, s.addr, UPSTREAM_UNARY);
+  c.quota.max_bytes_per_request = 300;
+  u = open_up(&c);
+  g = fetch(u, 1000, 42);
+  cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
+  cr_assert_eq(g.r.len, 1000);
+  cr_assert_eq(g.r.echo_verified, 1);
+  upstream_stats(u, &st);
+  cr_assert_eq(st.calls, 4);          /* 300 + 300 + 300 + 100 */
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
+static void
+write_file(const char *path, const char *text)
+{
+  FILE *f = fopen(path, "w");
+
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+Test(upstream, the_api_key_is_required_and_a_wrong_one_refused)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g;
+  char key[128], bad[128];
+
+  snprintf(key, sizeof(key), "%s/key", C.dir);
+  snprintf(bad, sizeof(bad), "%s/bad", C.dir);
+  write_file(key, "s3cr3t-KEY-value\n");
+  write_file(bad, "not-the-key\n");
+  upserver_start(&s, "127.0.0.1:0", "--api-key-file", key,
+                 "--api-key-header", "x-qrng-key", NULL);
+  conf_init(&c, s.addr, UPSTREAM_UNARY);
+  c.api_key_file = key;
+  c.api_key_header = "x-qrng-key";
+  u = open_up(&c);
+  g = fetch(u, 32, 1);
+  cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
+  close_up(u);
+
+  c.api_key_file = bad;
+  u = open_up(&c);
+  g = fetch(u, 32, 1);
+  cr_assert_eq(g.r.err, -EACCES, "%d %s", g.r.err, g.r.detail);
+  cr_assert_eq(g.r.attempts, 1, "a rejection is not retried");
+  cr_assert_null(strstr(g.r.detail, "s3cr3t"));
+  close_up(u);
+
+  c.api_key_file = NULL;
+  c.mode = UPSTREAM_BIDI_STREAMING;
+  u = open_up(&c);
+  g = fetch(u, 32, 1);
+  cr_assert_eq(g.r.err, -EACCES, "%d %s", g.r.err, g.r.detail);
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
+Test(upstream, a_bad_header_name_or_missing_key_file_is_a_clear_error)
+{
+  struct upstream_conf c;
+  struct upstream *u;
+  char err[256];
+
+  conf_init(&c, "127.0.0.1:1", UPSTREAM_UNARY);
+  c.api_key_header = "Api-Key";
+  cr_assert_eq(upstream_new(&C.br, &c, &u, err, sizeof(err)), -EINVAL);
+  cr_assert_not_null(strstr(err, "api_key_header"), "%s", err);
+  c.api_key_header = NULL;
+  c.api_key_file = "/nonexistent/key";
+  cr_assert_eq(upstream_new(&C.br, &c, &u, err, sizeof(err)), -EACCES);
+  cr_assert_not_null(strstr(err, "/nonexistent/key"), "%s", err);
+}
+
+Test(upstream, tls_with_a_test_ca_and_client_certificates)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g;
+  char ca[128], cert[128], key[128], scert[128], skey[128];
+
+  upserver_make_certs(C.dir);
+  snprintf(ca, sizeof(ca), "%s/ca.pem", C.dir);
+  snprintf(cert, sizeof(cert), "%s/cli.pem", C.dir);
+  snprintf(key, sizeof(key), "%s/cli.key", C.dir);
+  snprintf(scert, sizeof(scert), "%s/srv.pem", C.dir);
+  snprintf(skey, sizeof(skey), "%s/srv.key", C.dir);
+  upserver_start(&s, "127.0.0.1:0", "--tls-cert", scert, "--tls-key", skey,
+                 "--tls-client-ca", ca, NULL);
+  conf_init(&c, s.addr, UPSTREAM_BIDI_STREAMING);
+  c.insecure = 0;
+  c.ca_file = ca;
+  c.cert_file = cert;
+  c.key_file = key;
+  u = open_up(&c);
+  g = fetch(u, 100, 9);
+  cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
+  cr_assert_eq(g.r.echo_verified, 1);
+  close_up(u);
+
+  /* Without the client certificate the server refuses the handshake. */
+  c.cert_file = c.key_file = NULL;
+  c.mode = UPSTREAM_UNARY;
+  c.timeout_ms = c.breaker.max_timeout_ms = 1000;
+  u = open_up(&c);
+  g = fetch(u, 100, 9);
+  cr_assert_neq(g.r.err, 0);
+  close_up(u);
+
+  /* An insecure client against a TLS server fails too. */
+  c.insecure = 1;
+  u = open_up(&c);
+  g = fetch(u, 100, 9);
+  cr_assert_neq(g.r.err, 0);
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
+/* One fault flag: start the server with it, fetch (and draw), check. */
+static void
+fault(const char *flag, enum upstream_mode mode, int want_fetch,
+      int want_draw, int want_echo)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g;
+
+  upserver_start(&s, "127.0.0.1:0", flag, NULL);
+  conf_init(&c, s.addr, mode);
+  c.timeout_ms = c.breaker.max_timeout_ms = 400;
+  c.retry_count = 0;
+  u = open_up(&c);
+  g = fetch(u, 256, 11);
+  cr_assert_eq(g.r.err, want_fetch, "%s fetch: %d (%s)", flag, g.r.err,
+               g.r.detail);
+  if (want_fetch == 0)
+    cr_assert_eq(g.r.echo_verified, want_echo, "%s", flag);
+  g = draw(u, 12, "", 100);
+  cr_assert_eq(g.r.err, want_draw, "%s draw: %d (%s)", flag, g.r.err,
+               g.r.detail);
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
+Test(upstream, fault_no_echo_serves_unverified)
+{
+  fault("--no-echo", UPSTREAM_UNARY, 0, 0, 0);
+  fault("--no-echo", UPSTREAM_BIDI_STREAMING, 0, 0, 0);
+}
+
+Test(upstream, fault_wrong_echo_fails_the_fetch)
+{
+  fault("--wrong-echo", UPSTREAM_UNARY, -EPROTO, -EPROTO, 0);
+  fault("--wrong-echo", UPSTREAM_BIDI_STREAMING, -EPROTO, -EPROTO, 0);
+}
+
+Test(upstream, fault_short_and_empty_data_fail_validation)
+{
+  fault("--short-data", UPSTREAM_UNARY, -EPROTO, 0, 0);
+  fault("--empty-data", UPSTREAM_SERVER_STREAMING, -EPROTO, -EPROTO, 0);
+  fault("--empty-data", UPSTREAM_BIDI_STREAMING, -EPROTO, -EPROTO, 0);
+}
+
+Test(upstream, fault_bad_u_fails_the_draw)
+{
+  fault("--bad-u", UPSTREAM_UNARY, 0, -EPROTO, 1);
+}
+
+Test(upstream, fault_stall_times_out)
+{
+  fault("--stall", UPSTREAM_UNARY, -ETIMEDOUT, -ETIMEDOUT, 0);
+  fault("--stall", UPSTREAM_BIDI_STREAMING, -ETIMEDOUT, -ETIMEDOUT, 0);
+}
+
+Test(upstream, fault_error_rate_one_fails_every_call)
+{
+  fault("--error-rate=1", UPSTREAM_UNARY, -EHOSTUNREACH, -EHOSTUNREACH, 0);
+  fault("--error-rate=1", UPSTREAM_BIDI_STREAMING, -EHOSTUNREACH,
+        -EHOSTUNREACH, 0);
+}
+
+Test(upstream, fault_refuse_purity_is_unimplemented_for_draws_only)
+{
+  fault("--refuse-purity", UPSTREAM_UNARY, 0, -ENOSYS, 1);
+  {
+    struct upserver s;
+    struct upstream_conf c;
+    struct upstream *u;
+    struct got g;
+
+    /* A missing PurityService is remembered and is no breaker failure. */
+    upserver_start(&s, "127.0.0.1:0", "--refuse-purity", NULL);
+    conf_init(&c, s.addr, UPSTREAM_UNARY);
+    c.breaker.max_consecutive_failures = 1;
+    u = open_up(&c);
+    cr_assert_not(upstream_draws_unsupported(u));
+    g = draw(u, 1, "", 0);
+    cr_assert_eq(g.r.err, -ENOSYS);
+    cr_assert(upstream_draws_unsupported(u));
+    cr_assert_not(upstream_blocking(u));
+    g = fetch(u, 10, 2);
+    cr_assert_eq(g.r.err, 0);
+    close_up(u);
+    upserver_stop(&s, 0);
+  }
+  fault("--refuse-purity", UPSTREAM_BIDI_STREAMING, 0, -ENOSYS, 1);
+}
+
+Test(upstream, no_attempt_outlives_the_callers_deadline)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g;
+  uint64_t t0;
+
+  upserver_start(&s, "127.0.0.1:0", "--stall", NULL);
+  conf_init(&c, s.addr, UPSTREAM_UNARY);
+  c.retry_count = 5;
+  u = open_up(&c);
+  memset(&g, 0, sizeof(g));
+  t0 = uv_hrtime();
+  cr_assert_eq(upstream_fetch(u, 64, 1, (int64_t)(t0 + 300000000), on_got,
+                              &g), 0);
+  wait_for(&g.done, 10000);
+  cr_assert_eq(g.r.err, -ETIMEDOUT, "%d", g.r.err);
+  cr_assert_lt((double)(uv_hrtime() - t0) / 1e6, 1500.0,
+               "waited past the deadline plus the retries' budget");
+  cr_assert_eq(g.r.attempts, 1);
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
+Test(upstream, fault_latency_is_waited_for)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g;
+
+  upserver_start(&s, "127.0.0.1:0", "--latency-ms", "60", NULL);
+  conf_init(&c, s.addr, UPSTREAM_UNARY);
+  u = open_up(&c);
+  g = fetch(u, 64, 3);
+  cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
+  cr_assert_geq(g.r.elapsed_ms, 60.0);
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
+Test(upstream, fault_drop_after_ends_the_server)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g;
+  int i;
+
+  upserver_start(&s, "127.0.0.1:0", "--drop-after", "3", NULL);
+  conf_init(&c, s.addr, UPSTREAM_BIDI_STREAMING);
+  c.retry_count = 0;
+  u = open_up(&c);
+  for (i = 0; i < 3; i++) {
+    g = fetch(u, 64, 1 + (uint64_t)i);
+    cr_assert_eq(g.r.err, 0, "%d: %s", i, g.r.detail);
+  }
+  g = fetch(u, 64, 9);
+  cr_assert_neq(g.r.err, 0);
+  cr_assert_eq(upserver_wait(&s, 10000), 0, "server did not exit");
+  close_up(u);
+}
+
+Test(upstream, the_breaker_opens_then_recovers_after_a_restart)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct upstream_stats st;
+  struct got g;
+  char l[128];
+  int i;
+
+  snprintf(l, sizeof(l), "unix:%s/s.sock", C.dir);
+  upserver_start(&s, l, NULL);
+  conf_init(&c, s.addr, UPSTREAM_BIDI_STREAMING);
+  c.retry_count = 0;
+  c.timeout_ms = c.breaker.max_timeout_ms = 500;
+  c.breaker.max_consecutive_failures = 2;
+  c.breaker.recovery_window_s = 0.5;
+  c.breaker.recovery_window_max_s = 1.0;
+  u = open_up(&c);
+  g = fetch(u, 64, 1);
+  cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
+
+  upserver_stop(&s, 1);
+  for (i = 0; i < 2; i++) {
+    g = fetch(u, 64, 2);
+    cr_assert_neq(g.r.err, 0);
+    cr_assert_neq(g.r.err, -EAGAIN);
+  }
+  upstream_stats(u, &st);
+  cr_assert_str_eq(st.breaker_state, "open");
+  cr_assert(upstream_blocking(u));
+  g = fetch(u, 64, 3);
+  cr_assert_eq(g.r.err, -EAGAIN, "%d", g.r.err);
+
+  upserver_start(&s, l, NULL);
+  sleep_loop(600);
+  upstream_stats(u, &st);
+  cr_assert_str_eq(st.breaker_state, "half-open");
+  g = fetch(u, 64, 4);
+  cr_assert_eq(g.r.err, 0, "half-open trial: %s", g.r.detail);
+  cr_assert_eq(g.r.echo_verified, 1);
+  upstream_stats(u, &st);
+  cr_assert_str_eq(st.breaker_state, "closed");
+  cr_assert_geq(st.channel_resets, 1);
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
+/* The same server answers Python grpc (python3-grpcio) on all four RPCs;
+   the compat endpoint test runs this client against qrsd. */
+Test(upstream, python_grpc_calls_all_four_rpcs)
+{
+  struct upserver s;
+  char key[128], cmd[512];
+
+  snprintf(key, sizeof(key), "%s/key", C.dir);
+  write_file(key, "py-key-123\n");
+  upserver_start(&s, "127.0.0.1:0", "--api-key-file", key, NULL);
+  snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/integration/grpc_client.py"
+           " %s py-key-123", QRS_TEST_SOURCE_DIR, s.addr);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  upserver_stop(&s, 0);
+}
