@@ -81,8 +81,10 @@ statusfile_update(struct statusfile *sf, const struct status_summary *s,
   json_object_object_add(o, "currently_degraded",
                          json_object_new_boolean(s->currently_degraded));
   if (extra) {
-    json_object_object_foreach(extra, k, v)
-      json_object_object_add(o, k, json_object_get(v));
+    struct json_object_iter it;
+
+    json_object_object_foreachC(extra, it)
+      json_object_object_add(o, it.key, json_object_get(it.val));
   }
   clock_gettime(CLOCK_REALTIME, &ts);
   json_object_object_add(o, "updated_at",
