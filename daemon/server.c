@@ -1378,7 +1378,8 @@ server_init(struct server *srv, uv_loop_t *loop,
   srv->max_reply_bytes = 2048 + 1024 * (uint32_t)registry_count(srv->reg);
   if (srv->max_reply_bytes < conf->max_frame_bytes)
     srv->max_reply_bytes = conf->max_frame_bytes;
-  r = statuspub_start(&srv->status, srv->reg, loop, conf->status_file);
+  r = statuspub_start(&srv->status, srv->reg, srv->draw, loop,
+                      conf->status_file);
   if (r < 0) {
     snprintf(err, errlen, "out of memory");
     return r;

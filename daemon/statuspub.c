@@ -1,14 +1,36 @@
 /* The registry's state in the status file; see statuspub.h. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
 #include "log.h"
+#include "monitor.h"
 #include "statuspub.h"
 
+/* The live statistics of the u a source served, as of the monitor's last
+   check (the same figures as SourceInfo.stat_*). */
 static struct json_object *
-source_json(const struct reg_info *ri)
+stats_json(const struct monitor *mon)
+{
+  struct json_object *o = json_object_new_object();
+
+  json_object_object_add(o, "window", json_object_new_uint64(mon->n));
+  json_object_object_add(o, "ks", json_object_new_double(mon->ks));
+  json_object_object_add(o, "ks_p", json_object_new_double(mon->ks_p));
+  json_object_object_add(o, "cusum_hi",
+                         json_object_new_double(mon->cusum_hi));
+  json_object_object_add(o, "cusum_lo",
+                         json_object_new_double(mon->cusum_lo));
+  json_object_object_add(o, "alarm", json_object_new_boolean(mon->alarm));
+  json_object_object_add(o, "alarm_reason",
+                         json_object_new_string(mon->reason));
+  return o;
+}
+
+static struct json_object *
+source_json(const struct reg_info *ri, const struct monitor *mon)
 {
   struct json_object *o = json_object_new_object(), *u;
 
@@ -60,6 +82,8 @@ source_json(const struct reg_info *ri)
     json_object_object_add(o, "authenticated",
                            json_object_new_boolean(ri->up.authenticated));
   }
+  if (mon && mon->conf.window)
+    json_object_object_add(o, "stats", stats_json(mon));
   return o;
 }
 
@@ -68,6 +92,8 @@ publish(struct statuspub *sp, int force)
 {
   struct status_summary sum;
   struct json_object *extra, *srcs;
+  const char *alarm_src, *alarm_reason;
+  const struct monitor *mon;
   struct reg_info ri, def;
   char msg[256];
   enum reg_state h;
@@ -85,11 +111,20 @@ publish(struct statuspub *sp, int force)
   n = registry_count(sp->reg);
   for (i = 0; i < n; i++) {
     registry_info(sp->reg, i, &ri);
-    json_object_object_add(srcs, ri.name, source_json(&ri));
+    mon = sp->draw ? draw_monitor(sp->draw, ri.name) : NULL;
+    json_object_object_add(srcs, ri.name, source_json(&ri, mon));
     if (ri.is_default)
       def = ri;
   }
   h = registry_health(sp->reg, msg, sizeof(msg));
+  /* a statistics alarm (the served u drifts) degrades a healthy daemon,
+     as in HEALTH */
+  if (h == REG_OK && sp->draw &&
+      draw_alarms(sp->draw, &alarm_src, &alarm_reason) > 0) {
+    h = REG_DEGRADED;
+    snprintf(msg, sizeof(msg), "statistics alarm on '%s': %.150s",
+             alarm_src, alarm_reason);
+  }
   json_object_object_add(extra, "health",
                          json_object_new_string(registry_state_name(h)));
   json_object_object_add(extra, "health_message",
@@ -120,13 +155,14 @@ on_change(void *ctx, int transition)
 }
 
 int
-statuspub_start(struct statuspub *sp, struct registry *reg, uv_loop_t *loop,
-                const char *path)
+statuspub_start(struct statuspub *sp, struct registry *reg,
+                struct draw_engine *draw, uv_loop_t *loop, const char *path)
 {
   int r;
 
   memset(sp, 0, sizeof(*sp));
   sp->reg = reg;
+  sp->draw = draw;
   sp->loop = loop;
   r = statusfile_init(&sp->sf, path);
   if (r < 0)

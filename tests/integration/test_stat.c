@@ -9,11 +9,13 @@
    the calibration taken from the null, is in tests/unit/test_statistics.c.) */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <json-c/json.h>
 
 #include <qrs/client.h>
 #include <qrs/error.h>
@@ -254,17 +256,47 @@ qrsctl(const char *cmd, char *out, size_t outlen)
   return run_capture(argv, out, outlen, NULL, 0);
 }
 
+/* The status file's view of source name: its "stats" object (a new
+   reference), or NULL. */
+static struct json_object *
+status_stats(const char *path, const char *name, char *health, size_t len)
+{
+  struct json_object *j, *srcs, *src, *st, *h;
+
+  j = json_object_from_file(path);
+  if (!j)
+    return NULL;
+  st = NULL;
+  if (json_object_object_get_ex(j, "sources", &srcs) &&
+      json_object_object_get_ex(srcs, name, &src) &&
+      json_object_object_get_ex(src, "stats", &st))
+    json_object_get(st);
+  if (json_object_object_get_ex(j, "health", &h))
+    snprintf(health, len, "%s", json_object_get_string(h));
+  json_object_put(j);
+  return st;
+}
+
 Test(stat, a_drifting_source_raises_one_alarm, .fini = stop_and_clean)
 {
+  struct json_object *st, *v;
   struct qrs_draw_request rq;
   struct qrs_sources *s;
   struct qrs_client *c;
+  char out[8192], path[160], health[32];
   double u[200];
-  char out[8192];
+  FILE *f;
   size_t i;
-  int found;
+  int found, k;
 
-  daemon_run(&D, yaml);
+  /* the config plus a status file in the daemon's directory */
+  daemon_prepare(&D, yaml);
+  snprintf(path, sizeof(path), "%s/status.json", D.dir);
+  f = fopen(D.conf, "a");
+  cr_assert_not_null(f);
+  fprintf(f, "status_file: %s\n", path);
+  fclose(f);
+  daemon_start(&D, NULL);
   c = connect_client();
   cr_assert_eq(qrsctl("health", out, sizeof(out)), 0, "%s", out);
 
@@ -292,6 +324,35 @@ Test(stat, a_drifting_source_raises_one_alarm, .fini = stop_and_clean)
   }
   cr_assert(found);
   qrs_sources_free(s);
+
+  /* The status file carries the same statistics and says degraded: it is
+     written at most once a second while draws are served, so keep
+     drawing until a write after the alarm is in. */
+  st = NULL;
+  health[0] = '\0';
+  for (k = 0; k < 50; k++) {
+    st = status_stats(path, "drift", health, sizeof(health));
+    if (st && json_object_object_get_ex(st, "alarm", &v) &&
+        json_object_get_boolean(v))
+      break;
+    json_object_put(st);
+    st = NULL;
+    rq.source = "system";
+    draws(c, &rq, u, 5, NULL);
+    usleep(100000);
+  }
+  cr_assert_not_null(st, "no alarm in %s", path);
+  cr_assert(json_object_object_get_ex(st, "cusum_hi", &v));
+  cr_assert_gt(json_object_get_double(v), 20.0);
+  cr_assert(json_object_object_get_ex(st, "alarm_reason", &v));
+  cr_assert(strstr(json_object_get_string(v), "CUSUM"));
+  json_object_put(st);
+  cr_assert_str_eq(health, "degraded");
+  st = status_stats(path, "system", health, sizeof(health));
+  cr_assert_not_null(st);
+  cr_assert(json_object_object_get_ex(st, "alarm", &v));
+  cr_assert_not(json_object_get_boolean(v));
+  json_object_put(st);
   qrs_client_free(c);
 
   cr_assert_eq(qrsctl("health", out, sizeof(out)), 1, "%s", out);
