@@ -663,8 +663,8 @@ on_server_draw(struct source_draw *d)
   QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
   QrsIpc__DrawMeta meta = QRS_IPC__DRAW_META__INIT;
   QrsIpc__Timestamp w[3];
-  struct reg_info ri;
-  size_t i;
+  const char *type;
+  int production;
 
   if (d->status < 0) {
     log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: server draw from "
@@ -675,13 +675,9 @@ on_server_draw(struct source_draw *d)
     start_draw(rq);
     return;
   }
-  for (i = 0; i < registry_count(rq->e->reg); i++) {
-    registry_info(rq->e->reg, i, &ri);
-    if (!strcmp(ri.name, rq->source)) {
-      r.served_type = (char *)ri.type;
-      r.production = ri.production;
-      break;
-    }
+  if (registry_type(rq->e->reg, rq->source, &type, &production) == 0) {
+    r.served_type = (char *)type;
+    r.production = production;
   }
   r.u = d->u;
   r.z = d->z;

@@ -284,12 +284,18 @@ registry_default(const struct registry *reg)
   return reg->def->src->name;
 }
 
-void
-registry_default_type(const struct registry *reg, const char **type,
-                      int *production)
+int
+registry_type(const struct registry *reg, const char *name,
+              const char **type, int *production)
 {
-  *type = reg->def->src->ops->type;
-  *production = reg->def->src->ops->production;
+  const struct rsrc *rs;
+
+  rs = name && *name ? find(reg, name) : reg->def;
+  if (!rs)
+    return -ENOENT;
+  *type = rs->src->ops->type;
+  *production = rs->src->ops->production;
+  return 0;
 }
 
 size_t

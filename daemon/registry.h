@@ -132,9 +132,11 @@ int registry_add(struct registry *reg, struct source *s, const char *fb);
 /* Is there a source of that name a request may ask for? */
 int registry_has(const struct registry *reg, const char *name);
 const char *registry_default(const struct registry *reg);
-/* The default source's type and production flag. */
-void registry_default_type(const struct registry *reg, const char **type,
-                           int *production);
+/* The type and production flag of the source called name (NULL or "":
+   the default).  0, or -ENOENT (then *type and *production are not
+   set). */
+int registry_type(const struct registry *reg, const char *name,
+                  const char **type, int *production);
 
 int registry_fetch(struct registry *reg, const char *name, size_t n,
                    uint64_t nonce, int64_t deadline_ns, reg_done_fn done,

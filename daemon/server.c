@@ -662,7 +662,7 @@ handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
   r.max_inflight = srv->conf->max_inflight;
   r.max_frame_bytes = srv->conf->max_frame_bytes;
   r.max_bytes_per_request = draw_max_bytes(srv->draw);
-  registry_default_type(srv->reg, &def_type, &def_production);
+  registry_type(srv->reg, NULL, &def_type, &def_production);
   r.default_source_type = (char *)def_type;
   r.default_production = def_production;
   r.test_sources_allowed = srv->conf->allow_test_sources;

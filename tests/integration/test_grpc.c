@@ -608,6 +608,8 @@ Test(grpc, server_draws_carry_the_upstream_metadata_or_fall_back)
                              "qrng-a", &d), 0);
     cr_assert_str_eq(d.amplifier, "server");
     cr_assert_eq(d.fallback, 0);
+    cr_assert_str_eq(d.served_type, "grpc");
+    cr_assert_eq(d.production, 1);
     cr_assert_eq(d.echo, QRS_ECHO_VERIFIED);
     cr_assert_eq(d.has_meta, 1);
     cr_assert_eq(d.meta.integrated_bytes, 4096, "block_bytes reached the "
