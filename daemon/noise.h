@@ -76,7 +76,13 @@ struct noise_slot {
   struct mcv mcv;               /* over every raw sample harvested */
   uint64_t harvests;            /* reads it took part in */
   uint64_t samples;             /* raw samples delivered */
-  uint64_t timeouts;            /* reads where it fell short */
+  uint64_t timeouts;            /* reads where it fell short at the
+                                   deadline */
+  uint64_t cut;                 /* xor: reads where it was stopped early
+                                   because the mechanisms the read waits
+                                   for had delivered (not a failure) */
+  uint64_t raw_harvested;       /* raw samples, start-up tests too: with
+                                   busy_ns, its measured rate */
   uint64_t failures;            /* health failures and errors */
   uint64_t busy_ns;             /* time spent harvesting */
   char last_error[160];
@@ -91,6 +97,8 @@ struct noise {
   size_t nslot;
   struct noise_slot *slot;      /* selected mechanisms, available or not */
   size_t navailable;
+  struct mcv raw_mcv;           /* the combined raw stream (before
+                                   conditioning) of successful reads */
 };
 
 /* Build a harvester over the named mechanisms (names NULL or nnames 0: all
