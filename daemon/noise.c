@@ -121,6 +121,22 @@ noise_free(struct noise *nz)
   free(nz);
 }
 
+/* A job that may be stopped early harvests in pieces of about PIECE_NS
+   of work (PIECE_MIN to PIECE_MAX samples), PIECE_FIRST before its rate
+   is known. */
+#define PIECE_NS 2000000.0
+#define PIECE_MIN 1
+#define PIECE_MAX 4096
+#define PIECE_FIRST 16
+
+static size_t
+piece_size(double rate)
+{
+  double p = rate * PIECE_NS / 1e9;
+
+  return p < PIECE_MIN ? PIECE_MIN : p > PIECE_MAX ? PIECE_MAX : (size_t)p;
+}
+
 /* One mechanism's part of one harvest, run on its own thread. */
 struct job {
   struct noise_slot *s;
@@ -134,8 +150,6 @@ struct job {
   int required;                 /* xor: the read waits for this one */
   size_t piece;                 /* samples per harvest call when it may
                                    be stopped early */
-  int measure;                  /* never harvested: take one piece even
-                                   when the others are done already */
   int err;
   int cut;                      /* stopped early: the others were done */
   uint64_t raw;                 /* raw samples harvested (start-up too) */
@@ -159,17 +173,23 @@ enough(const struct job *j)
 
 /* Harvest n samples into out, in pieces when the job may be stopped
    early (concat: the total matters; xor: a mechanism the read does not
-   wait for); count adds them to the concat total. */
+   wait for); count adds them to the concat total.  Each piece is about
+   PIECE_NS of work at the rate seen so far, so that a stopped job never
+   keeps the read waiting long. */
 static ssize_t
 harvest_some(struct job *j, uint8_t *out, size_t n, int count)
 {
   size_t done, piece;
+  uint64_t t0, dt;
   ssize_t r;
 
   if (!j->total && !(j->ndone && !j->required))
     return j->s->m->harvest(out, n, j->deadline);
   done = 0;
-  while (done < n && (!enough(j) || (j->measure && done == 0))) {
+  t0 = noise_now_ns();
+  /* at least one piece per read, so that a mechanism that is slower
+     than the others still makes progress (and its rate is measured) */
+  while (done < n && (done == 0 || !enough(j))) {
     piece = n - done < j->piece ? n - done : j->piece;
     r = j->s->m->harvest(out + done, piece, j->deadline);
     if (r < 0)
@@ -179,6 +199,9 @@ harvest_some(struct job *j, uint8_t *out, size_t n, int count)
       atomic_fetch_add(j->total, (size_t)r);
     if ((size_t)r < piece)
       break;                    /* the deadline */
+    dt = noise_now_ns() - t0;
+    if (dt > 0)
+      j->piece = piece_size((double)done * 1e9 / (double)dt);
   }
   return (ssize_t)done;
 }
@@ -261,22 +284,21 @@ slot_rate(const struct noise_slot *s)
   return (double)s->raw_harvested * 1e9 / (double)s->busy_ns;
 }
 
-/* Samples per harvest call of a job that may be stopped early: about
-   2 ms of work at its measured rate (1 to 256), so that stopping it
-   never keeps a read waiting long; 16 before it was measured. */
+/* The first piece of a job that may be stopped early. */
 static size_t
 piece_for(const struct noise_slot *s)
 {
-  double rate = slot_rate(s), p;
+  double rate = slot_rate(s);
 
-  if (rate <= 0.0)
-    return 16;
-  p = rate * 0.002;
-  return p < 1.0 ? 1 : p > 256.0 ? 256 : (size_t)p;
+  return rate > 0.0 ? piece_size(rate) : PIECE_FIRST;
 }
 
-/* xor: can slot s deliver n samples (after what is left of its start-up
-   test) by the deadline at its measured rate, with a margin of 2? */
+/* xor: does the read wait for slot s?  Only when its rate is measured
+   over at least RATE_MIN_SAMPLES samples and it can deliver n samples
+   (after what is left of its start-up test) by the deadline at that rate
+   with a margin of 2. */
+#define RATE_MIN_SAMPLES 64
+
 static int
 can_make_it(const struct noise_slot *s, size_t n, uint64_t deadline)
 {
@@ -284,10 +306,12 @@ can_make_it(const struct noise_slot *s, size_t n, uint64_t deadline)
   double rate, need;
 
   rate = slot_rate(s);
-  if (rate <= 0.0 || now >= deadline)
+  if (s->raw_harvested < RATE_MIN_SAMPLES || rate <= 0.0 || now >= deadline)
     return 0;
   need = (double)n;
-  if (s->health.state != HEALTH_OK)
+  if (s->health.state == HEALTH_STARTUP)
+    need += s->health.startup_left;
+  else if (s->health.state == HEALTH_FAILED)
     need += HEALTH_STARTUP_SAMPLES;
   return 2.0 * need / rate * 1e9 <= (double)(deadline - now);
 }
@@ -332,7 +356,6 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
     jobs[nj].deadline = deadline;
     jobs[nj].health = nz->slot[i].health;
     jobs[nj].piece = piece_for(&nz->slot[i]);
-    jobs[nj].measure = nz->slot[i].raw_harvested == 0;
     if (nz->combine == NOISE_CONCAT) {
       jobs[nj].total = &total;
       jobs[nj].need = n;
@@ -344,6 +367,10 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
     nj++;
   }
   pthread_mutex_unlock(&nz->stats_lock);
+  if (nz->combine == NOISE_XOR && nj == 1 && !nreq) {
+    jobs[0].required = 1;       /* alone: the read is its harvest */
+    nreq = 1;
+  }
   for (k = 0; k < nj; k++) {
     /* xor: wait for the mechanisms that can make the deadline; before
        any is measured, for the first one that delivers everything */
