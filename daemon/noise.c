@@ -121,21 +121,15 @@ noise_free(struct noise *nz)
   free(nz);
 }
 
-/* A job that may be stopped early harvests in pieces of about PIECE_NS
-   of work (PIECE_MIN to PIECE_MAX samples), PIECE_FIRST before its rate
-   is known. */
-#define PIECE_NS 2000000.0
+/* A job that may be stopped early harvests in pieces that take about
+   PIECE_NS to 4 * PIECE_NS each, per-call overhead included: the piece
+   doubles after a quicker call and halves after a slower one (PIECE_MIN
+   to PIECE_MAX samples; PIECE_FIRST at first, then what the mechanism's
+   last read ended with). */
+#define PIECE_NS 2000000ULL
 #define PIECE_MIN 1
 #define PIECE_MAX 4096
 #define PIECE_FIRST 16
-
-static size_t
-piece_size(double rate)
-{
-  double p = rate * PIECE_NS / 1e9;
-
-  return p < PIECE_MIN ? PIECE_MIN : p > PIECE_MAX ? PIECE_MAX : (size_t)p;
-}
 
 /* One mechanism's part of one harvest, run on its own thread. */
 struct job {
@@ -191,6 +185,7 @@ harvest_some(struct job *j, uint8_t *out, size_t n, int count)
      than the others still makes progress (and its rate is measured) */
   while (done < n && (done == 0 || !enough(j))) {
     piece = n - done < j->piece ? n - done : j->piece;
+    t0 = noise_now_ns();
     r = j->s->m->harvest(out + done, piece, j->deadline);
     if (r < 0)
       return r;
@@ -200,8 +195,10 @@ harvest_some(struct job *j, uint8_t *out, size_t n, int count)
     if ((size_t)r < piece)
       break;                    /* the deadline */
     dt = noise_now_ns() - t0;
-    if (dt > 0)
-      j->piece = piece_size((double)done * 1e9 / (double)dt);
+    if (dt < PIECE_NS && piece == j->piece && j->piece < PIECE_MAX)
+      j->piece *= 2;
+    else if (dt > 4 * PIECE_NS && j->piece > PIECE_MIN)
+      j->piece /= 2;
   }
   return (ssize_t)done;
 }
@@ -284,14 +281,6 @@ slot_rate(const struct noise_slot *s)
   return (double)s->raw_harvested * 1e9 / (double)s->busy_ns;
 }
 
-/* The first piece of a job that may be stopped early. */
-static size_t
-piece_for(const struct noise_slot *s)
-{
-  double rate = slot_rate(s);
-
-  return rate > 0.0 ? piece_size(rate) : PIECE_FIRST;
-}
 
 /* xor: does the read wait for slot s?  Only when its rate is measured
    over at least RATE_MIN_SAMPLES samples and it can deliver n samples
@@ -355,7 +344,7 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
     jobs[nj].want = n;
     jobs[nj].deadline = deadline;
     jobs[nj].health = nz->slot[i].health;
-    jobs[nj].piece = piece_for(&nz->slot[i]);
+    jobs[nj].piece = nz->slot[i].piece ? nz->slot[i].piece : PIECE_FIRST;
     if (nz->combine == NOISE_CONCAT) {
       jobs[nj].total = &total;
       jobs[nj].need = n;
@@ -408,6 +397,7 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
     s->mcv.n += jobs[k].mcv.n;
     s->busy_ns += jobs[k].busy_ns;
     s->raw_harvested += jobs[k].raw;
+    s->piece = jobs[k].piece;
     s->harvests++;
     s->samples += jobs[k].got;
     if (jobs[k].cut)

@@ -83,6 +83,8 @@ struct noise_slot {
                                    for had delivered (not a failure) */
   uint64_t raw_harvested;       /* raw samples, start-up tests too: with
                                    busy_ns, its measured rate */
+  size_t piece;                 /* samples per harvest call when it may
+                                   be stopped early (0: not yet known) */
   uint64_t failures;            /* health failures and errors */
   uint64_t busy_ns;             /* time spent harvesting */
   char last_error[160];
