@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,9 +137,9 @@ bench_noise(enum noise_combine comb, int reps)
 {
   struct noise_slot *a, *b;
   struct noise *nz;
-  char why[256], err[256], label[32];
+  char why[256], err[256], label[32], left[256];
   double l1, l10, h;
-  size_t i, full;
+  size_t i, full, o;
   int k;
 
   if (noise_new(NULL, 0, COND_RAW, comb, 1000, HEALTH_ALPHA_DEFAULT, &nz,
@@ -154,12 +155,19 @@ bench_noise(enum noise_combine comb, int reps)
   a = calloc(nz->nslot, sizeof(*a));
   b = calloc(nz->nslot, sizeof(*b));
   full = 0;
+  left[0] = '\0';
+  o = 0;
   if (a && b) {
     noise_snapshot(nz, a, nz->nslot);
     (void)read_latency(nz, 10000, 1, why, sizeof(why));
     noise_snapshot(nz, b, nz->nslot);
-    for (i = 0; i < nz->nslot; i++)
-      full += b[i].samples - a[i].samples == 10000;
+    for (i = 0; i < nz->nslot; i++) {
+      if (b[i].samples - a[i].samples == 10000)
+        full++;
+      else if (b[i].available && o < sizeof(left))
+        o += (size_t)snprintf(left + o, sizeof(left) - o, " %s %" PRIu64,
+                              b[i].m->name, b[i].samples - a[i].samples);
+    }
   }
   pthread_mutex_lock(&nz->stats_lock);
   h = mcv_estimate(&nz->raw_mcv);
@@ -168,6 +176,9 @@ bench_noise(enum noise_combine comb, int reps)
          "available mechanisms in every byte)\n", label,
          l10 > 0 ? 1e10 / l10 : 0.0, h, l1, l10, l10 > 0 ? 1e6 / l10 : 0.0,
          comb == NOISE_XOR ? full : nz->navailable, nz->navailable);
+  if (comb == NOISE_XOR && left[0])
+    printf("%-16s   samples in the last read from the others:%s\n", "",
+           left);
   if (l1 < 0 || l10 < 0)
     printf("%-16s   a read failed: %s\n", "", why);
   free(a);
