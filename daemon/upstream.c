@@ -60,7 +60,9 @@ struct job {
   int64_t deadline;                   /* monotonic ns, 0: none */
   struct req *reqs;
   struct upstream_result res;
-  int seen_no_echo;
+  int seen_no_echo;                   /* a reply echoed nothing */
+  int seen_mismatch;                  /* one echoed another id (served:
+                                         check_echo false) */
 };
 
 struct attempt {
@@ -91,9 +93,11 @@ struct session {
   struct upstream *u;
   enum kind kind;
   grpc_call *call;
-  struct gb_op op_recv, op_send, op_status;
+  struct gb_op op_start, op_recv, op_send, op_status;
   int refs;                           /* batches + timer + owner */
-  int started, dead;
+  int dead;
+  int recv_busy;                      /* a batch with RECV_MESSAGE is out */
+  int send_in_recv;                   /* ... and it carries s->send */
   grpc_byte_buffer *recv, *send;
   grpc_metadata_array imd, tmd;
   grpc_status_code status;
@@ -422,7 +426,7 @@ take_reply(struct req *r, const uint8_t *msg, size_t len, char *detail,
              "%llu", (unsigned long long)seq, (unsigned long long)j->nonce);
     return -EPROTO;
   } else if (j->nonce && seq != j->nonce) {
-    j->seen_no_echo = 1;
+    j->seen_mismatch = 1;             /* check_echo: false serves it */
   }
   if (gen > j->res.generation_ns)
     j->res.generation_ns = gen;
@@ -718,7 +722,15 @@ session_fail_all(struct session *s, int err, int status, const char *why)
 }
 
 static void session_pump(struct session *s);
+static void on_session_recv(struct gb_op *op, int ok);
 static void on_session_timer(uv_timer_t *t);
+
+static void
+on_session_started(struct gb_op *op, int ok)
+{
+  session_release((struct session *)((char *)op -
+                                     offsetof(struct session, op_start)));
+}
 
 static void
 on_session_send(struct gb_op *op, int ok)
@@ -733,30 +745,68 @@ on_session_send(struct gb_op *op, int ok)
   session_release(s);
 }
 
-/* Write the next unsent request, one SEND_MESSAGE at a time. */
+/* Start what the FIFO needs: a SEND_MESSAGE of the next unsent request
+   (gRPC allows one at a time) and a RECV_MESSAGE while any sent request
+   (or tombstone) awaits its reply.
+
+   A request sent to an idle stream (nothing else to send, nothing
+   awaited) goes in one batch with its RECV_MESSAGE: one completion when
+   the reply is there, instead of a send completion first, which costs a
+   wake-up of the completion-queue thread and one of the loop while the
+   upstream works on the request.  Otherwise the send is a batch of its
+   own so that requests keep being pipelined while replies are awaited;
+   a request that comes while an idle-stream batch is out waits for its
+   reply (at most one round trip, and only at the start of a burst). */
 static void
 session_pump(struct session *s)
 {
   uint8_t buf[GW_MAX_REQUEST];
-  grpc_op op;
-  int len;
+  grpc_op ops[2];
+  struct gb_op *op;
+  gb_cb cb;
+  size_t n = 0;
+  int len, send, recv;
 
-  if (s->send || !s->unsent || s->dead)
+  if (s->dead)
     return;
-  len = encode_request(s->unsent->r, buf, sizeof(buf));
-  s->unsent = s->unsent->next;
-  s->send = gbridge_buffer(buf, (size_t)len);
-  memset(&op, 0, sizeof(op));
-  op.op = GRPC_OP_SEND_MESSAGE;
-  op.data.send_message.send_message = s->send;
+  send = s->unsent && !s->send;
+  recv = !s->recv_busy && s->head && s->head != s->unsent;
+  if (send && !s->recv_busy && !recv && !s->unsent->next)
+    recv = 1;                         /* idle stream: one batch */
+  else if (send && recv)
+    recv = 0, send = 1;               /* pipelining: separate batches */
+  if (!send && !recv)
+    return;
+  memset(ops, 0, sizeof(ops));
+  if (send) {
+    len = encode_request(s->unsent->r, buf, sizeof(buf));
+    s->unsent = s->unsent->next;
+    s->send = gbridge_buffer(buf, (size_t)len);
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = s->send;
+  }
+  if (recv) {
+    ops[n].op = GRPC_OP_RECV_MESSAGE;
+    ops[n++].data.recv_message.recv_message = &s->recv;
+  }
+  op = recv ? &s->op_recv : &s->op_send;
+  cb = recv ? on_session_recv : on_session_send;
   s->refs++;
-  if (gbridge_batch(s->call, &op, 1, &s->op_send, on_session_send) !=
-      GRPC_CALL_OK) {
-    grpc_byte_buffer_destroy(s->send);
-    s->send = NULL;
+  if (gbridge_batch(s->call, ops, n, op, cb) != GRPC_CALL_OK) {
+    if (send) {
+      grpc_byte_buffer_destroy(s->send);
+      s->send = NULL;
+    }
     s->refs--;
     session_kill(s);
+    return;
   }
+  if (recv) {
+    s->recv_busy = 1;
+    s->send_in_recv = send;
+  }
+  if (send && !recv)
+    session_pump(s);                  /* a RECV_MESSAGE may be due too */
 }
 
 static void
@@ -767,11 +817,16 @@ on_session_recv(struct gb_op *op, int ok)
   struct entry *e, *prev, *match = NULL, *match_prev = NULL;
   struct gw_entropy_resp er;
   struct gw_draw_resp dr;
-  grpc_op rop;
   grpc_slice sl;
   uint64_t seq = 0;
   struct req *r;
 
+  s->recv_busy = 0;
+  if (s->send_in_recv) {
+    grpc_byte_buffer_destroy(s->send);
+    s->send = NULL;
+    s->send_in_recv = 0;
+  }
   if (!ok || !s->recv) {
     /* End of stream; the status batch says why and fails the rest. */
     s->dead = 1;
@@ -814,19 +869,8 @@ on_session_recv(struct gb_op *op, int ok)
     }
   }
   grpc_slice_unref(sl);
-
-  if (s->dead) {
-    session_release(s);
-    return;
-  }
-  memset(&rop, 0, sizeof(rop));
-  rop.op = GRPC_OP_RECV_MESSAGE;
-  rop.data.recv_message.recv_message = &s->recv;
-  if (gbridge_batch(s->call, &rop, 1, &s->op_recv, on_session_recv) !=
-      GRPC_CALL_OK) {
-    session_kill(s);
-    session_release(s);
-  }
+  session_pump(s);                    /* the next send and/or receive */
+  session_release(s);
 }
 
 static void
@@ -924,13 +968,14 @@ session_open(struct upstream *u, enum kind kind)
   u->live++;
   s->call = call_new(u, method, -1);
 
+  /* The metadata batch (toolchain.md: a call needs RECV_INITIAL_METADATA
+     or its messages never arrive); the messages follow in session_pump(),
+     the status batch says when the stream ends. */
   memset(ops, 0, sizeof(ops));
   op_initial_md(u, &ops[0], &md);
   ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
   ops[1].data.recv_initial_metadata.recv_initial_metadata = &s->imd;
-  ops[2].op = GRPC_OP_RECV_MESSAGE;
-  ops[2].data.recv_message.recv_message = &s->recv;
-  if (gbridge_batch(s->call, ops, 3, &s->op_recv, on_session_recv) ==
+  if (gbridge_batch(s->call, ops, 2, &s->op_start, on_session_started) ==
       GRPC_CALL_OK)
     s->refs++;
   memset(ops, 0, sizeof(ops));
@@ -996,7 +1041,10 @@ job_done(struct job *j)
   if (j->res.err == 0) {
     j->res.data = j->buf;
     j->res.len = j->kind == KIND_BYTES ? j->n : 0;
-    j->res.echo_verified = j->nonce != 0 && !j->seen_no_echo;
+    j->res.echo = j->nonce == 0 ? UPSTREAM_ECHO_NONE :
+                  j->seen_mismatch ? UPSTREAM_ECHO_MISMATCH :
+                  j->seen_no_echo ? UPSTREAM_ECHO_NONE :
+                  UPSTREAM_ECHO_VERIFIED;
   }
   j->cb(j->arg, &j->res);
   free(j->buf);

@@ -107,7 +107,7 @@ on_fetched(void *arg, const struct upstream_result *res)
   if (res->err == 0) {
     memcpy(f->buf, res->data, f->n);
     ts_now(&f->generated);
-    f->echo = res->echo_verified ? 1 : 0;
+    f->echo = res->echo;
     source_fetch_complete(f, 0);
     return;
   }
@@ -145,7 +145,7 @@ on_drawn(void *arg, const struct upstream_result *res)
     snprintf(d->integrator, sizeof(d->integrator), "%s", res->integrator);
     snprintf(d->served_source_id, sizeof(d->served_source_id), "%s",
              res->source_id);
-    d->echo = res->echo_verified ? 1 : 0;
+    d->echo = res->echo;
     ts_now(&d->generated);
   } else {
     snprintf(d->why, sizeof(d->why), "%.159s", res->detail);

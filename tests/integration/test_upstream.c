@@ -179,7 +179,7 @@ exercise(const char *listen, enum upstream_mode mode)
     cr_assert_eq(g.r.err, 0, "%s: %s", upstream_mode_name(mode),
                  g.r.detail);
     cr_assert_eq(g.r.len, 1000);
-    cr_assert_eq(g.r.echo_verified, 1, "fetch %d", i);
+    cr_assert_eq(g.r.echo, UPSTREAM_ECHO_VERIFIED, "fetch %d", i);
     cr_assert_gt(g.r.generation_ns, 0);
     cr_assert_neq(memcmp(g.data, prev.data, 1000), 0, "bytes repeat");
     prev = g;
@@ -187,7 +187,7 @@ exercise(const char *listen, enum upstream_mode mode)
     cr_assert_eq(g.r.err, 0, "%s draw: %s", upstream_mode_name(mode),
                  g.r.detail);
     cr_assert(g.r.u > 0 && g.r.u < 1);
-    cr_assert_eq(g.r.echo_verified, 1);
+    cr_assert_eq(g.r.echo, UPSTREAM_ECHO_VERIFIED);
     cr_assert_eq(g.r.integrated_bytes, 2000);
     cr_assert_str_eq(g.r.integrator, "byte_mean_z");
     cr_assert_str_eq(g.r.source_id, "getrandom");
@@ -195,7 +195,7 @@ exercise(const char *listen, enum upstream_mode mode)
   /* Without a nonce there is nothing to verify. */
   g = fetch(u, 16, 0);
   cr_assert_eq(g.r.err, 0);
-  cr_assert_eq(g.r.echo_verified, 0);
+  cr_assert_eq(g.r.echo, UPSTREAM_ECHO_NONE);
   close_up(u);
   upserver_stop(&s, 0);
 }
@@ -256,7 +256,7 @@ Test(upstream, bidi_pipelines_many_requests_each_matched_by_echo)
   for (i = 0; i < 64; i++) {
     wait_for(&g[i].done, 20000);
     cr_assert_eq(g[i].r.err, 0, "%d: %s", i, g[i].r.detail);
-    cr_assert_eq(g[i].r.echo_verified, 1);
+    cr_assert_eq(g[i].r.echo, UPSTREAM_ECHO_VERIFIED);
   }
   all = 1;
   for (i = 1; i < 64; i++)
@@ -281,7 +281,7 @@ Test(upstream, a_large_fetch_is_split_into_requests_of_the_maximum)
   g = fetch(u, 1000, 42);
   cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
   cr_assert_eq(g.r.len, 1000);
-  cr_assert_eq(g.r.echo_verified, 1);
+  cr_assert_eq(g.r.echo, UPSTREAM_ECHO_VERIFIED);
   upstream_stats(u, &st);
   cr_assert_eq(st.calls, 4);          /* 300 + 300 + 300 + 100 */
   close_up(u);
@@ -377,7 +377,7 @@ Test(upstream, tls_with_a_test_ca_and_client_certificates)
   u = open_up(&c);
   g = fetch(u, 100, 9);
   cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
-  cr_assert_eq(g.r.echo_verified, 1);
+  cr_assert_eq(g.r.echo, UPSTREAM_ECHO_VERIFIED);
   close_up(u);
 
   /* Without the client certificate the server refuses the handshake. */
@@ -417,7 +417,7 @@ fault(const char *flag, enum upstream_mode mode, int want_fetch,
   cr_assert_eq(g.r.err, want_fetch, "%s fetch: %d (%s)", flag, g.r.err,
                g.r.detail);
   if (want_fetch == 0)
-    cr_assert_eq(g.r.echo_verified, want_echo, "%s", flag);
+    cr_assert_eq(g.r.echo, want_echo, "%s", flag);
   g = draw(u, 12, "", 100);
   cr_assert_eq(g.r.err, want_draw, "%s draw: %d (%s)", flag, g.r.err,
                g.r.detail);
@@ -435,6 +435,44 @@ Test(upstream, fault_wrong_echo_fails_the_fetch)
 {
   fault("--wrong-echo", UPSTREAM_UNARY, -EPROTO, -EPROTO, 0);
   fault("--wrong-echo", UPSTREAM_BIDI_STREAMING, -EPROTO, -EPROTO, 0);
+}
+
+/* check_echo: false serves a reply that echoes another id (a server
+   whose field 2 is not an echo), and says so: a mismatch, not "none". */
+Test(upstream, wrong_echo_without_check_echo_is_served_as_a_mismatch)
+{
+  static const enum upstream_mode modes[] = {
+    UPSTREAM_UNARY, UPSTREAM_SERVER_STREAMING, UPSTREAM_BIDI_STREAMING,
+  };
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g;
+  size_t k;
+
+  upserver_start(&s, "127.0.0.1:0", "--wrong-echo", NULL);
+  for (k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) {
+    conf_init(&c, s.addr, modes[k]);
+    c.check_echo = 0;
+    u = open_up(&c);
+    g = fetch(u, 256, 11);
+    cr_assert_eq(g.r.err, 0, "%s: %s", upstream_mode_name(modes[k]),
+                 g.r.detail);
+    cr_assert_eq(g.r.echo, UPSTREAM_ECHO_MISMATCH, "%s: echo %d",
+                 upstream_mode_name(modes[k]), g.r.echo);
+    if (modes[k] != UPSTREAM_SERVER_STREAMING) {
+      g = draw(u, 12, "", 100);
+      cr_assert_eq(g.r.err, 0, "%s draw: %s", upstream_mode_name(modes[k]),
+                   g.r.detail);
+      cr_assert_eq(g.r.echo, UPSTREAM_ECHO_MISMATCH);
+    }
+    /* Without a nonce there is nothing to compare. */
+    g = fetch(u, 16, 0);
+    cr_assert_eq(g.r.err, 0);
+    cr_assert_eq(g.r.echo, UPSTREAM_ECHO_NONE);
+    close_up(u);
+  }
+  upserver_stop(&s, 0);
 }
 
 Test(upstream, fault_short_and_empty_data_fail_validation)
@@ -593,7 +631,7 @@ Test(upstream, the_breaker_opens_then_recovers_after_a_restart)
   cr_assert_str_eq(st.breaker_state, "half-open");
   g = fetch(u, 64, 4);
   cr_assert_eq(g.r.err, 0, "half-open trial: %s", g.r.detail);
-  cr_assert_eq(g.r.echo_verified, 1);
+  cr_assert_eq(g.r.echo, UPSTREAM_ECHO_VERIFIED);
   upstream_stats(u, &st);
   cr_assert_str_eq(st.breaker_state, "closed");
   cr_assert_geq(st.channel_resets, 1);
