@@ -55,6 +55,7 @@ struct upstream_conf {
   uint32_t retry_count;
   int check_echo;                   /* a wrong non-zero echo fails; 0:
                                        served, labelled a mismatch */
+  int preprobe;                     /* TCP pre-probe (spec 6.5) */
   struct breaker_params breaker;
   struct quota_params quota;
   const char *state_dir;            /* for the daily quota, or NULL */
@@ -142,6 +143,7 @@ struct upstream_stats {
   uint32_t latency_samples;
   uint64_t calls, failures, timeouts, echo_failures, validation_failures;
   uint64_t channel_resets;
+  uint64_t preprobes, preprobe_failures;   /* connects made / failed */
   uint64_t quota_minute_requests, quota_day_bytes;
   uint64_t quota_refused_rpm, quota_refused_day;
   uint64_t quota_rpm_limit, quota_day_limit;   /* 0: none */

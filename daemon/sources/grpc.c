@@ -72,6 +72,7 @@ grpc_open(struct source *s, const struct conf_source *cs, char *err,
   uc.timeout_ms = g->timeout_ms;
   uc.retry_count = g->retry_count;
   uc.check_echo = g->check_echo;
+  uc.preprobe = g->preprobe;
   uc.breaker.window_size = g->cb_window_size;
   uc.breaker.min_timeout_ms = g->cb_min_timeout_ms;
   uc.breaker.timeout_multiplier = g->cb_timeout_multiplier;

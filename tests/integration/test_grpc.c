@@ -404,23 +404,71 @@ Test(grpc, an_upstream_outage_falls_back_labelled_and_recovers)
   upserver_stop(&s, 0);
 }
 
-/* A fault flag seen through qrsd: with fallback system every draw is
-   served, labelled; with fallback error it is a typed error. */
+/* How much slower than a plain build the qrsd under test may be:
+   $QRS_TEST_TIME_SCALE (.ci/run sets it for the TSan qrsd), else 4 when
+   the suite drives another build's qrsd (QRSD_BIN_OVERRIDE: the TSan one)
+   or runs under ASan, else 1. */
+static int
+time_scale(void)
+{
+  const char *e = getenv("QRS_TEST_TIME_SCALE");
+  const char *o = getenv("QRSD_BIN_OVERRIDE");
+
+  if (e && atoi(e) >= 1)
+    return atoi(e);
+#if defined(__SANITIZE_ADDRESS__)
+  return 4;
+#else
+  return o && *o ? 4 : 1;
+#endif
+}
+
+/* The upstream has answered qrsd's warm-up fetch (or failed it): from
+   then on the channel is connected, and the draws below measure the fault,
+   not the first connection. */
 static void
-fault(const char *flag, int served_by_upstream, int echo)
+wait_warmed_up(const char *source)
+{
+  char ok[96], bad[96];
+  int i;
+
+  snprintf(ok, sizeof(ok), "source '%s': warm-up fetch ok", source);
+  snprintf(bad, sizeof(bad), "source '%s': warm-up fetch failed", source);
+  for (i = 0; i < 300; i++) {
+    if (daemon_log_count(&D, ok) > 0 || daemon_log_count(&D, bad) > 0)
+      return;
+    usleep(100000);
+  }
+  cr_assert_fail("no warm-up of '%s' within 30 s", source);
+}
+
+/* A fault flag seen through qrsd: with fallback system every draw is
+   served, labelled; with fallback error it is a typed error.  A call
+   that should succeed gets a deadline no loaded machine or sanitized
+   qrsd misses (2 s x the time scale); one that should fail does so by
+   itself (bad reply, error status), and a stalled call by a short
+   deadline: a late success could not pass for one there. */
+static void
+fault(const char *flag, int served_by_upstream, int echo, int check_echo)
 {
   struct upserver s;
   struct qrs_client *c;
   struct qrs_draw d;
-  int i;
+  int i, timeout_ms;
 
+  timeout_ms = served_by_upstream ? 2000 * time_scale() : 300;
   upserver_start(&s, "127.0.0.1:0", flag, NULL);
   start_qrsd("sources:\n"
              "  system: { type: system }\n"
              "  fb: { type: grpc, target: \"%s\", insecure: true, "
-             "fallback: system, timeout_ms: 300, retry_count: 0 }\n"
+             "fallback: system, timeout_ms: %d, retry_count: 0, "
+             "check_echo: %s }\n"
              "  er: { type: grpc, target: \"%s\", insecure: true, "
-             "timeout_ms: 300, retry_count: 0 }\n", s.addr, s.addr);
+             "timeout_ms: %d, retry_count: 0, check_echo: %s }\n",
+             s.addr, timeout_ms, check_echo ? "true" : "false", s.addr,
+             timeout_ms, check_echo ? "true" : "false");
+  wait_warmed_up("fb");
+  wait_warmed_up("er");
   c = client();
   for (i = 0; i < 3; i++) {
     cr_assert_eq(draw(c, "fb", (uint64_t)i, &d), 0, "%s", flag);
@@ -439,21 +487,24 @@ fault(const char *flag, int served_by_upstream, int echo)
 
 Test(grpc, fault_flags_give_their_documented_outcome)
 {
-  fault("--no-echo", 1, QRS_ECHO_NONE);
+  fault("--no-echo", 1, QRS_ECHO_NONE, 1);
   prepare();
-  fault("--wrong-echo", 0, 0);
+  fault("--wrong-echo", 0, 0, 1);
   prepare();
-  fault("--short-data", 0, 0);
+  /* check_echo: false serves it, labelled as the mismatch it is. */
+  fault("--wrong-echo", 1, QRS_ECHO_MISMATCH, 0);
   prepare();
-  fault("--empty-data", 0, 0);
+  fault("--short-data", 0, 0, 1);
   prepare();
-  fault("--stall", 0, 0);
+  fault("--empty-data", 0, 0, 1);
   prepare();
-  fault("--error-rate=1", 0, 0);
+  fault("--stall", 0, 0, 1);
   prepare();
-  fault("--latency-ms=20", 1, QRS_ECHO_VERIFIED);
+  fault("--error-rate=1", 0, 0, 1);
   prepare();
-  fault("--refuse-purity", 1, QRS_ECHO_VERIFIED);
+  fault("--latency-ms=20", 1, QRS_ECHO_VERIFIED, 1);
+  prepare();
+  fault("--refuse-purity", 1, QRS_ECHO_VERIFIED, 1);
 }
 
 Test(grpc, fault_drop_after_falls_back_when_the_server_goes_away)

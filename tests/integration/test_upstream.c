@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <criterion/criterion.h>
 #include <grpc/grpc.h>
@@ -73,6 +77,7 @@ conf_init(struct upstream_conf *c, const char *target, enum upstream_mode m)
   c->timeout_ms = 2000;
   c->retry_count = 1;
   c->check_echo = 1;
+  c->preprobe = 1;                    /* as qrsd's default */
   breaker_params_default(&c->breaker);
   c->breaker.max_timeout_ms = 2000;
   quota_params_default(&c->quota);
@@ -548,6 +553,134 @@ Test(upstream, no_attempt_outlives_the_callers_deadline)
   cr_assert_lt((double)(uv_hrtime() - t0) / 1e6, 1500.0,
                "waited past the deadline plus the retries' budget");
   cr_assert_eq(g.r.attempts, 1);
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
+/* A loopback port that never completes a handshake: a listener with a
+   backlog of 0 whose queue is filled by connections nobody accepts, so
+   the kernel drops every further SYN (a black-holed host).  fds[0] is
+   the listener; close all three. */
+static void
+black_hole(char *addr, size_t len, int fds[3])
+{
+  struct sockaddr_in sa;
+  socklen_t sl = sizeof(sa);
+  int i;
+
+  fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  cr_assert_geq(fds[0], 0);
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(bind(fds[0], (struct sockaddr *)&sa, sizeof(sa)), 0);
+  cr_assert_eq(listen(fds[0], 0), 0);
+  cr_assert_eq(getsockname(fds[0], (struct sockaddr *)&sa, &sl), 0);
+  for (i = 1; i < 3; i++) {
+    fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    cr_assert_geq(fds[i], 0);
+    (void)connect(fds[i], (struct sockaddr *)&sa, sizeof(sa));
+  }
+  usleep(50000);                      /* the handshakes that can complete */
+  snprintf(addr, len, "127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
+}
+
+/* Spec 6.5: a black-holed upstream fails the attempt after the 0.5 s
+   connect probe, not after the call timeout, and for 5 s afterwards every
+   attempt fails at once without a new probe.  Without the probe the same
+   fetch runs into its call deadline. */
+Test(upstream, preprobe_fails_a_black_holed_host_fast_then_backs_off)
+{
+  struct upstream_conf c;
+  struct upstream_stats st;
+  struct upstream *u;
+  struct got g;
+  char addr[64];
+  int fds[3], i;
+
+  black_hole(addr, sizeof(addr), fds);
+  conf_init(&c, addr, UPSTREAM_UNARY);
+  c.timeout_ms = c.breaker.max_timeout_ms = 4000;
+  c.retry_count = 0;
+  c.breaker.max_consecutive_failures = 100;   /* keep the circuit shut */
+  u = open_up(&c);
+  g = fetch(u, 64, 1);
+  cr_assert_eq(g.r.err, -EHOSTUNREACH, "%d (%s)", g.r.err, g.r.detail);
+  cr_assert_not_null(strstr(g.r.detail, "pre-probe"), "%s", g.r.detail);
+  cr_assert_not_null(strstr(g.r.detail, "no connection within 500 ms"),
+                     "%s", g.r.detail);
+  /* Within the backoff: no new probe, no call. */
+  for (i = 0; i < 3; i++) {
+    g = fetch(u, 64, 2 + (uint64_t)i);
+    cr_assert_eq(g.r.err, -EHOSTUNREACH);
+    cr_assert_not_null(strstr(g.r.detail, "backoff in effect"), "%s",
+                       g.r.detail);
+  }
+  upstream_stats(u, &st);
+  cr_assert_eq(st.preprobes, 1);
+  cr_assert_eq(st.preprobe_failures, 1);
+  close_up(u);
+
+  /* The same without the probe: the call itself runs into its deadline. */
+  c.preprobe = 0;
+  c.timeout_ms = c.breaker.max_timeout_ms = 1000;
+  u = open_up(&c);
+  g = fetch(u, 64, 9);
+  cr_assert_eq(g.r.err, -ETIMEDOUT, "%d (%s)", g.r.err, g.r.detail);
+  upstream_stats(u, &st);
+  cr_assert_eq(st.preprobes, 0);
+  close_up(u);
+  for (i = 0; i < 3; i++)
+    close(fds[i]);
+}
+
+/* A refused port and a unix socket nobody listens on fail the probe with
+   the reason; a reachable upstream is probed once, then not while its
+   fetches succeed. */
+Test(upstream, preprobe_reports_refusal_and_stays_quiet_while_healthy)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream_stats st;
+  struct upstream *u;
+  struct got g;
+  char addr[300];
+  int fds[3], i;
+
+  black_hole(addr, sizeof(addr), fds);
+  for (i = 0; i < 3; i++)
+    close(fds[i]);                    /* now nothing listens there */
+  conf_init(&c, addr, UPSTREAM_BIDI_STREAMING);
+  c.retry_count = 0;
+  u = open_up(&c);
+  g = fetch(u, 64, 1);
+  cr_assert_eq(g.r.err, -EHOSTUNREACH);
+  cr_assert_not_null(strstr(g.r.detail, "connection refused"), "%s",
+                     g.r.detail);
+  close_up(u);
+
+  snprintf(addr, sizeof(addr), "unix:%s/nobody.sock", C.dir);
+  conf_init(&c, addr, UPSTREAM_UNARY);
+  c.retry_count = 0;
+  u = open_up(&c);
+  g = draw(u, 1, "", 100);
+  cr_assert_eq(g.r.err, -EHOSTUNREACH);
+  cr_assert_not_null(strstr(g.r.detail, "nobody.sock"), "%s", g.r.detail);
+  cr_assert_not_null(strstr(g.r.detail, "pre-probe"), "%s", g.r.detail);
+  close_up(u);
+
+  snprintf(addr, sizeof(addr), "unix:%s/q.sock", C.dir);
+  upserver_start(&s, addr, NULL);
+  conf_init(&c, s.addr, UPSTREAM_BIDI_STREAMING);
+  u = open_up(&c);
+  for (i = 0; i < 5; i++) {
+    g = fetch(u, 64, 10 + (uint64_t)i);
+    cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
+  }
+  upstream_stats(u, &st);
+  cr_assert_eq(st.preprobes, 1, "probed %llu times",
+               (unsigned long long)st.preprobes);
+  cr_assert_eq(st.preprobe_failures, 0);
   close_up(u);
   upserver_stop(&s, 0);
 }
