@@ -1758,8 +1758,8 @@ upstream_new(struct gbridge *br, const struct upstream_conf *c,
     snprintf(err, errlen, "breaker parameters out of range");
     goto fail;
   }
-  r = quota_init(&u->quota, &c->quota, c->state_dir, c->name, time(NULL),
-                 err, errlen);
+  r = quota_init(&u->quota, &c->quota, c->state_dir, c->name, now_s(),
+                 time(NULL), err, errlen);
   if (r < 0)
     goto fail;
   u->closing = 0;
@@ -1780,7 +1780,7 @@ upstream_free(struct upstream *u)
   if (!u || u->closing)
     return;
   u->closing = 1;
-  r = quota_flush(&u->quota);
+  r = quota_flush(&u->quota, now_s(), time(NULL));
   if (r < 0)
     log_warn("source '%s': cannot save today's quota count: %s", u->name,
              strerror(-r));
