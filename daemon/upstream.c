@@ -16,6 +16,8 @@
 #include <errno.h>
 #include <math.h>
 #include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1256,12 +1258,35 @@ probe_finish(struct probe *p, int status)
     uv_close(&p->sock.h, on_probe_closed);
 }
 
+/* Has the connect in flight completed by now?  After a stall of the loop
+   its timer can run before the connect's callback: look at the socket
+   itself before calling it a timeout. */
+static int
+probe_connected(struct probe *p)
+{
+  struct pollfd pf;
+  uv_os_fd_t fd;
+  socklen_t sl = sizeof(int);
+  int e = -1;
+
+  if (!p->have_sock || uv_fileno(&p->sock.h, &fd) < 0)
+    return 0;
+  pf.fd = fd;
+  pf.events = POLLOUT;
+  if (poll(&pf, 1, 0) != 1 || !(pf.revents & POLLOUT))
+    return 0;
+  return getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) == 0 && e == 0;
+}
+
 static void
 on_probe_timer(uv_timer_t *t)
 {
   struct probe *p = t->data;
 
-  probe_finish(p, p->verdict_only ? 0 : UV_ETIMEDOUT);
+  if (p->verdict_only || p->u->closing)
+    probe_finish(p, p->verdict_only ? 0 : UV_ECANCELED);
+  else
+    probe_finish(p, probe_connected(p) ? 0 : UV_ETIMEDOUT);
 }
 
 static void
