@@ -939,20 +939,27 @@ static void
 on_session_timer(uv_timer_t *t)
 {
   struct session *s = t->data;
-  struct entry *e;
+  struct entry *e, *prev;
+  int sent;
   struct req *r;
   uint64_t now = now_ns();
   int again;
 
   do {
     again = 0;
-    for (e = s->head; e; e = e->next) {
+    for (prev = NULL, sent = 1, e = s->head; e; prev = e, e = e->next) {
+      if (e == s->unsent)
+        sent = 0;
       if (!e->r || e->deadline > now)
         continue;
-      /* Keep a tombstone so that the late reply matches it. */
       r = e->r;
-      e->r = NULL;
-      s->tombstones++;
+      if (sent) {
+        /* Keep a tombstone so that the late reply matches it. */
+        e->r = NULL;
+        s->tombstones++;
+      } else {
+        entry_unlink(s, prev, e);     /* never sent: no reply will come */
+      }
       r->sess = NULL;
       attempt_result(r, -ETIMEDOUT, GRPC_STATUS_DEADLINE_EXCEEDED, NULL, 0,
                      "timed out waiting for the stream reply");

@@ -685,6 +685,53 @@ Test(upstream, preprobe_reports_refusal_and_stays_quiet_while_healthy)
   upserver_stop(&s, 0);
 }
 
+/* A request queued behind an outstanding one on the bidi stream that
+   times out before it was written leaves the FIFO (nothing was sent, no
+   reply will come); the one that was sent leaves a tombstone that its
+   late reply lands on, and the stream goes on.  (Deadlines of the jobs
+   make the timeouts; a first failure makes the rate-limited channel
+   reset happen before, so that the stream under test survives.) */
+static struct got *
+start_fetch(struct upstream *u, struct got *g, uint64_t nonce, int ms)
+{
+  memset(g, 0, sizeof(*g));
+  cr_assert_eq(upstream_fetch(u, 32, nonce, (int64_t)(uv_hrtime() +
+                              (uint64_t)ms * 1000000), on_got, g), 0);
+  return g;
+}
+
+Test(upstream, bidi_requests_timing_out_before_and_after_the_write)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream_stats st;
+  struct upstream *u;
+  struct got a, b, x;
+
+  upserver_start(&s, "127.0.0.1:0", "--latency-ms", "300", NULL);
+  conf_init(&c, s.addr, UPSTREAM_BIDI_STREAMING);
+  c.retry_count = 0;
+  c.breaker.max_consecutive_failures = 100;
+  u = open_up(&c);
+  x = fetch(u, 32, 1);                /* connects; 300 ms */
+  cr_assert_eq(x.r.err, 0, "%s", x.r.detail);
+  wait_for(&start_fetch(u, &x, 2, 10)->done, 5000);
+  cr_assert_eq(x.r.err, -ETIMEDOUT, "%s", x.r.detail);   /* + a reset */
+
+  start_fetch(u, &a, 3, 150);         /* written at once */
+  start_fetch(u, &b, 4, 50);          /* waits for a's batch */
+  wait_for(&b.done, 5000);
+  cr_assert_eq(b.r.err, -ETIMEDOUT, "%d %s", b.r.err, b.r.detail);
+  wait_for(&a.done, 5000);
+  cr_assert_eq(a.r.err, -ETIMEDOUT, "%d %s", a.r.err, a.r.detail);
+  sleep_loop(500);                    /* a's late reply, then the pump */
+  upstream_stats(u, &st);
+  cr_assert_eq(st.timeouts, 3);
+  cr_assert_eq(st.channel_resets, 1);
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
 Test(upstream, fault_latency_is_waited_for)
 {
   struct upserver s;
