@@ -413,14 +413,14 @@ time_scale(void)
 {
   const char *e = getenv("QRS_TEST_TIME_SCALE");
   const char *o = getenv("QRSD_BIN_OVERRIDE");
+  int asan = 0;
 
+#if defined(__SANITIZE_ADDRESS__)
+  asan = 1;
+#endif
   if (e && atoi(e) >= 1)
     return atoi(e);
-#if defined(__SANITIZE_ADDRESS__)
-  return 4;
-#else
-  return o && *o ? 4 : 1;
-#endif
+  return asan || (o && *o) ? 4 : 1;
 }
 
 /* The upstream has answered qrsd's warm-up fetch (or failed it): from
