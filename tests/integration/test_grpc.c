@@ -597,11 +597,18 @@ Test(grpc, quotas_fall_back_and_the_daily_count_survives_a_restart)
 }
 
 /* The compat endpoint answers a C gRPC client (qrsd's own grpc source,
-   pointed at it, in all three modes) and Python grpc (all four RPCs). */
+   pointed at it: bytes in all three modes, server draws by GetDraw and
+   StreamDraws) and Python grpc (all four RPCs). */
+static int server_draw(struct qrs_client *c, const char *source,
+                       uint64_t step, uint32_t block, const char *source_id,
+                       struct qrs_draw *d);
+
 Test(grpc, the_compat_endpoint_answers_c_and_python_grpc_clients)
 {
   struct qrs_client *c;
+  struct qrs_draw d;
   char cmd[512];
+  int i;
 
   start_qrsd("grpc_compat: { listen: \"unix:%s/compat.sock\", "
              "source: system }\n"
@@ -617,6 +624,17 @@ Test(grpc, the_compat_endpoint_answers_c_and_python_grpc_clients)
   expect_upstream_draws(c, "c1", 5);
   expect_upstream_draws(c, "c2", 5);
   expect_upstream_draws(c, "c3", 5);
+  /* PurityService too: GetDraw (c1, unary) and StreamDraws (c3, bidi). */
+  for (i = 0; i < 4; i++) {
+    cr_assert_eq(server_draw(c, i % 2 ? "c3" : "c1", (uint64_t)i, 2048, "",
+                             &d), 0);
+    cr_assert_eq(d.fallback, 0, "draw %d", i);
+    cr_assert_str_eq(d.amplifier, "server");
+    cr_assert_eq(d.echo, QRS_ECHO_VERIFIED);
+    cr_assert_eq(d.has_meta, 1);
+    cr_assert_eq(d.meta.integrated_bytes, 2048);
+    cr_assert(d.u > 0 && d.u < 1);
+  }
   qrs_client_free(c);
   snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/integration/grpc_client.py"
            " unix:%s/compat.sock", QRS_TEST_SOURCE_DIR, D.dir);
