@@ -48,30 +48,48 @@ breaker_done(struct breaker *b)
   b->window = b->sorted = NULL;
 }
 
-static int
-cmp_double(const void *a, const void *b)
+/* First index of the ascending v[0..n) holding a value above x. */
+static size_t
+upper_bound(const double *v, size_t n, double x)
 {
-  double x = *(const double *)a, y = *(const double *)b;
+  size_t lo = 0, hi = n, mid;
 
-  return (x > y) - (x < y);
+  while (lo < hi) {
+    mid = lo + (hi - lo) / 2;
+    if (v[mid] <= x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
 }
 
+/* The window's samples are also kept sorted (one binary search and a
+   memmove per sample, instead of sorting the window on every call): the
+   P99 is the spec's sorted[floor(len * 0.99)], the same value. */
 void
 breaker_record_latency(struct breaker *b, double ms)
 {
-  size_t i, idx, start;
+  size_t idx, k;
 
+  if (isnan(ms))
+    return;
+  if (b->count == b->p.window_size) {
+    /* Drop the oldest sample (the slot about to be overwritten). */
+    k = upper_bound(b->sorted, b->count, b->window[b->head]) - 1;
+    memmove(b->sorted + k, b->sorted + k + 1,
+            (b->count - k - 1) * sizeof(*b->sorted));
+    b->count--;
+  }
   b->window[b->head] = ms;
   b->head = (b->head + 1) % b->p.window_size;
-  if (b->count < b->p.window_size)
-    b->count++;
+  k = upper_bound(b->sorted, b->count, ms);
+  memmove(b->sorted + k + 1, b->sorted + k,
+          (b->count - k) * sizeof(*b->sorted));
+  b->sorted[k] = ms;
+  b->count++;
   if (b->count < 10)
     return;
-
-  start = (b->head + b->p.window_size - b->count) % b->p.window_size;
-  for (i = 0; i < b->count; i++)
-    b->sorted[i] = b->window[(start + i) % b->p.window_size];
-  qsort(b->sorted, b->count, sizeof(*b->sorted), cmp_double);
   idx = (size_t)floor((double)b->count * 0.99);
   if (idx > b->count - 1)
     idx = b->count - 1;

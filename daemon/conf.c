@@ -323,6 +323,7 @@ static const struct key grpc_keys[] = {
   { .name = "retry_count", .kind = KEY_U32, .offset = G_OFF(retry_count),
     .umin = 0, .umax = 10 },
   { .name = "check_echo", .kind = KEY_BOOL, .offset = G_OFF(check_echo) },
+  { .name = "preprobe", .kind = KEY_BOOL, .offset = G_OFF(preprobe) },
   { .name = "methods", .kind = KEY_SECTION, .sub = grpc_method_keys },
   { .name = "quota", .kind = KEY_SECTION, .sub = grpc_quota_keys },
   { .name = "breaker", .kind = KEY_SECTION, .sub = grpc_breaker_keys },
@@ -805,6 +806,7 @@ grpc_defaults(struct conf_grpc *g)
   g->timeout_ms = 5000;
   g->retry_count = 2;
   g->check_echo = 1;
+  g->preprobe = 1;
   g->max_bytes_per_request = 35200;
   g->max_requests_per_minute = 500;
   g->max_bytes_per_day = 524288000;

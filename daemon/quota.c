@@ -10,7 +10,8 @@
 #include "atomicfile.h"
 #include "quota.h"
 
-#define STATE_MAX 4096
+#define STATE_MAX 8192
+#define MINUTE_MAX_PAIRS 64             /* [second, count] pairs kept */
 
 void
 quota_params_default(struct quota_params *p)
@@ -36,10 +37,66 @@ day_string(int64_t day, char *buf, size_t len)
   strftime(buf, len, "%Y-%m-%d", &tm);
 }
 
-static int
-load_state(struct quota *q, char *err, size_t errlen)
+static void
+prune(struct quota *q, double now_mono)
 {
-  struct json_object *j = NULL, *jd, *jb;
+  size_t cap = (size_t)q->p.max_requests_per_minute, oldest;
+
+  while (q->ring_len > 0) {
+    oldest = (q->ring_head + cap - q->ring_len) % cap;
+    if (now_mono - q->ring[oldest] < 60.0)
+      break;
+    q->ring_len--;
+  }
+}
+
+/* Restore the per-minute window from "minute": [[t, k], ...] (k
+   admissions at wall-clock second t, rounded up): those younger than 60 s
+   at now go back into the ring, at their age on the monotonic clock,
+   newest kept when the ceiling is now lower. */
+static void
+restore_minute(struct quota *q, struct json_object *jm, double now_mono,
+               time_t now_real)
+{
+  size_t cap = (size_t)q->p.max_requests_per_minute, i, n, k;
+  struct json_object *e, *jt, *jk;
+  int64_t t, cnt;
+  double at;
+
+  if (!cap || !json_object_is_type(jm, json_type_array))
+    return;
+  n = json_object_array_length(jm);
+  for (i = 0; i < n && i < MINUTE_MAX_PAIRS; i++) {
+    e = json_object_array_get_idx(jm, i);
+    if (!json_object_is_type(e, json_type_array) ||
+        json_object_array_length(e) != 2)
+      continue;
+    jt = json_object_array_get_idx(e, 0);
+    jk = json_object_array_get_idx(e, 1);
+    if (!json_object_is_type(jt, json_type_int) ||
+        !json_object_is_type(jk, json_type_int))
+      continue;
+    t = json_object_get_int64(jt);
+    cnt = json_object_get_int64(jk);
+    if (cnt <= 0 || (int64_t)now_real - t >= 60)
+      continue;
+    at = now_mono - (double)((int64_t)now_real - t);
+    if (at > now_mono)
+      at = now_mono;
+    for (k = 0; k < (size_t)cnt && k < cap; k++) {
+      q->ring[q->ring_head] = at;
+      q->ring_head = (q->ring_head + 1) % cap;
+      if (q->ring_len < cap)
+        q->ring_len++;
+    }
+  }
+}
+
+static int
+load_state(struct quota *q, double now_mono, time_t now_real, char *err,
+           size_t errlen)
+{
+  struct json_object *j = NULL, *jd, *jb, *jm;
   char *text, day[16];
   int r;
 
@@ -68,21 +125,53 @@ load_state(struct quota *q, char *err, size_t errlen)
     q->day_bytes = (uint64_t)json_object_get_int64(jb);
     q->persisted = q->day_bytes;
   }
+  if (json_object_object_get_ex(j, "minute", &jm))
+    restore_minute(q, jm, now_mono, now_real);
   json_object_put(j);
   return 0;
 }
 
+/* Write the day's count as value and the per-minute window as [second,
+   count] pairs of wall-clock seconds, each admission's time rounded up
+   (a restored entry expires no earlier than the real one). */
 static int
-persist(struct quota *q, uint64_t value)
+persist(struct quota *q, uint64_t value, double now_mono, time_t now_real)
 {
-  char buf[160], day[16];
+  size_t cap = (size_t)q->p.max_requests_per_minute, i, idx, pairs = 0;
+  char buf[160 + MINUTE_MAX_PAIRS * 48], day[16];
+  int64_t sec = 0, last = 0;
+  uint64_t cnt = 0;
   int n, r;
 
   if (!q->path)
     return 0;
+  if (cap)
+    prune(q, now_mono);
   day_string(q->day, day, sizeof(day));
-  n = snprintf(buf, sizeof(buf), "{\"day\":\"%s\",\"bytes_used\":%llu}\n",
-               day, (unsigned long long)value);
+  n = snprintf(buf, sizeof(buf), "{\"day\":\"%s\",\"bytes_used\":%llu,"
+               "\"minute\":[", day, (unsigned long long)value);
+  for (i = 0; cap && i <= q->ring_len; i++) {
+    if (i < q->ring_len) {
+      idx = (q->ring_head + cap - q->ring_len + i) % cap;
+      sec = (int64_t)now_real + 1 -
+            (int64_t)(now_mono - q->ring[idx]);
+      if (sec == last) {
+        cnt++;
+        continue;
+      }
+    }
+    if (cnt && pairs < MINUTE_MAX_PAIRS) {
+      n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s[%lld,%llu]",
+                    pairs ? "," : "", (long long)last,
+                    (unsigned long long)cnt);
+      pairs++;
+    }
+    if (i < q->ring_len) {
+      last = sec;
+      cnt = 1;
+    }
+  }
+  n += snprintf(buf + n, sizeof(buf) - (size_t)n, "]}\n");
   r = atomicfile_write(q->path, buf, (size_t)n, 1);
   q->persist_error = r;
   if (r == 0)
@@ -92,8 +181,8 @@ persist(struct quota *q, uint64_t value)
 
 int
 quota_init(struct quota *q, const struct quota_params *p,
-           const char *state_dir, const char *name, time_t now_real,
-           char *err, size_t errlen)
+           const char *state_dir, const char *name, double now_mono,
+           time_t now_real, char *err, size_t errlen)
 {
   char *safe, *c;
   int r;
@@ -127,7 +216,7 @@ quota_init(struct quota *q, const struct quota_params *p,
     q->path = NULL;
     return -ENOMEM;
   }
-  return load_state(q, err, errlen);
+  return load_state(q, now_mono, now_real, err, errlen);
 }
 
 void
@@ -151,19 +240,6 @@ quota_chunk(const struct quota *q, size_t n, size_t *ret_requests)
   if (ret_requests)
     *ret_requests = n / chunk + (n % chunk != 0);
   return chunk;
-}
-
-static void
-prune(struct quota *q, double now_mono)
-{
-  size_t cap = (size_t)q->p.max_requests_per_minute, oldest;
-
-  while (q->ring_len > 0) {
-    oldest = (q->ring_head + cap - q->ring_len) % cap;
-    if (now_mono - q->ring[oldest] < 60.0)
-      break;
-    q->ring_len--;
-  }
 }
 
 static void
@@ -210,7 +286,7 @@ quota_admit(struct quota *q, size_t n, double now_mono, time_t now_real)
     block = q->p.max_bytes_per_day / 256;
     if (block < QUOTA_PERSIST_BLOCK)
       block = QUOTA_PERSIST_BLOCK;
-    (void)persist(q, q->day_bytes + block);
+    (void)persist(q, q->day_bytes + block, now_mono, now_real);
   }
   return QUOTA_OK;
 }
@@ -231,11 +307,11 @@ quota_day_bytes(struct quota *q, time_t now_real)
 }
 
 int
-quota_flush(struct quota *q)
+quota_flush(struct quota *q, double now_mono, time_t now_real)
 {
   if (!q->path)
     return 0;
-  return persist(q, q->day_bytes);
+  return persist(q, q->day_bytes, now_mono, now_real);
 }
 
 const char *

@@ -10,6 +10,9 @@
    whichever is larger); quota_flush() writes the exact count (clean
    shutdown).  After a crash the count resumes from the reservation, so it
    may over-count by at most one block and never under-counts.
+   The file also carries the per-minute window (admissions of the last 60
+   s, per wall-clock second), so that a restart does not grant a fresh
+   minute: exact after a clean stop, as of the last write after a crash.
 
    Pure bookkeeping: the caller passes the times.  Loop thread only. */
 #ifndef QRSD_QUOTA_H
@@ -54,8 +57,8 @@ void quota_params_default(struct quota_params *p);
    parse: err says which) or -ENOMEM or an errno from reading.  Release
    with quota_done() (accepts a zeroed or half-built quota). */
 int quota_init(struct quota *q, const struct quota_params *p,
-               const char *state_dir, const char *name, time_t now_real,
-               char *err, size_t errlen);
+               const char *state_dir, const char *name, double now_mono,
+               time_t now_real, char *err, size_t errlen);
 void quota_done(struct quota *q);
 
 /* The size of each upstream request for a fetch of n bytes, and how many
@@ -75,7 +78,7 @@ uint64_t quota_day_bytes(struct quota *q, time_t now_real);
 
 /* Persist the exact count.  0 or a negative errno; no-op without a state
    file. */
-int quota_flush(struct quota *q);
+int quota_flush(struct quota *q, double now_mono, time_t now_real);
 
 const char *quota_verdict_name(enum quota_verdict v);
 

@@ -15,6 +15,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +34,15 @@ enum kind { KIND_BYTES, KIND_DRAW };
 #define MAX_TOMBSTONES 16             /* timed-out reqs before a reset */
 #define RESET_INTERVAL_MS 1000        /* channel recreation rate limit */
 
+/* TCP pre-probe (spec 6.5): connect timeout, backoff after a failed
+   probe, and how long a successful fetch makes probing unnecessary. */
+#define PROBE_TIMEOUT_MS 500
+#define PROBE_BACKOFF_NS (5ull * 1000000000)
+#define PROBE_HEALTHY_NS (30ull * 1000000000)
+
 struct session;
 struct job;
+struct probe;
 
 struct req {
   struct job *job;
@@ -41,9 +51,8 @@ struct req {
   uint64_t t0;                        /* start of this attempt (ns) */
   double timeout_ms;                  /* of this attempt */
   int done;
-  /* bidi: place in a session's FIFO */
-  struct session *sess;
-  struct req *next;
+  struct session *sess;                /* bidi: the stream it is on */
+  struct req *next;                   /* waiting for the pre-probe */
 };
 
 struct job {
@@ -60,7 +69,9 @@ struct job {
   int64_t deadline;                   /* monotonic ns, 0: none */
   struct req *reqs;
   struct upstream_result res;
-  int seen_no_echo;
+  int seen_no_echo;                   /* a reply echoed nothing */
+  int seen_mismatch;                  /* one echoed another id (served:
+                                         check_echo false) */
 };
 
 struct attempt {
@@ -91,9 +102,11 @@ struct session {
   struct upstream *u;
   enum kind kind;
   grpc_call *call;
-  struct gb_op op_recv, op_send, op_status;
+  struct gb_op op_start, op_recv, op_send, op_status;
   int refs;                           /* batches + timer + owner */
-  int started, dead;
+  int dead;
+  int recv_busy;                      /* a batch with RECV_MESSAGE is out */
+  int send_in_recv;                   /* ... and it carries s->send */
   grpc_byte_buffer *recv, *send;
   grpc_metadata_array imd, tmd;
   grpc_status_code status;
@@ -127,6 +140,14 @@ struct upstream {
   size_t inflight;                    /* reqs in flight */
   size_t live;                        /* jobs + attempts + sessions */
   int closing;
+
+  /* pre-probe */
+  int preprobe;                       /* enabled */
+  uint64_t last_success;              /* ns of the last good fetch, 0 */
+  uint64_t probe_failed_at;           /* ns of the last failed probe, 0 */
+  char probe_why[160];                /* why it failed */
+  struct probe *probe;                /* running, or NULL */
+  uint64_t probes, probe_failures;
 
   uint64_t calls, failures, timeouts, echo_failures, validation_failures;
   uint64_t resets;
@@ -422,7 +443,7 @@ take_reply(struct req *r, const uint8_t *msg, size_t len, char *detail,
              "%llu", (unsigned long long)seq, (unsigned long long)j->nonce);
     return -EPROTO;
   } else if (j->nonce && seq != j->nonce) {
-    j->seen_no_echo = 1;
+    j->seen_mismatch = 1;             /* check_echo: false serves it */
   }
   if (gen > j->res.generation_ns)
     j->res.generation_ns = gen;
@@ -438,11 +459,13 @@ attempt_result(struct req *r, int err, int status, const uint8_t *msg,
   struct upstream *u = j->u;
   char detail[200];
   double elapsed_ms = (double)(now_ns() - r->t0) / 1e6;
+  int no_call = status == -1;         /* a failed pre-probe */
 
   if (err == 0) {
     err = take_reply(r, msg, len, detail, sizeof(detail));
     if (err == 0) {
       breaker_note_success(&u->breaker, elapsed_ms);
+      u->last_success = now_ns();
       if (elapsed_ms > j->res.elapsed_ms)
         j->res.elapsed_ms = elapsed_ms;
       req_finish(r, 0, status, NULL);
@@ -454,8 +477,12 @@ attempt_result(struct req *r, int err, int status, const uint8_t *msg,
     if (err == -ETIMEDOUT)
       u->timeouts++;
   }
-  breaker_record_censored(&u->breaker, elapsed_ms / 1000.0,
-                          r->timeout_ms / 1000.0);
+  /* A failed pre-probe made no call: no latency to learn. */
+  if (no_call)
+    status = 0;
+  else
+    breaker_record_censored(&u->breaker, elapsed_ms / 1000.0,
+                            r->timeout_ms / 1000.0);
   if (status == GRPC_STATUS_RESOURCE_EXHAUSTED)
     log_warn("source '%s': the upstream says its quota is exhausted "
              "(RESOURCE_EXHAUSTED)", u->name);
@@ -718,7 +745,15 @@ session_fail_all(struct session *s, int err, int status, const char *why)
 }
 
 static void session_pump(struct session *s);
+static void on_session_recv(struct gb_op *op, int ok);
 static void on_session_timer(uv_timer_t *t);
+
+static void
+on_session_started(struct gb_op *op, int ok)
+{
+  session_release((struct session *)((char *)op -
+                                     offsetof(struct session, op_start)));
+}
 
 static void
 on_session_send(struct gb_op *op, int ok)
@@ -733,30 +768,68 @@ on_session_send(struct gb_op *op, int ok)
   session_release(s);
 }
 
-/* Write the next unsent request, one SEND_MESSAGE at a time. */
+/* Start what the FIFO needs: a SEND_MESSAGE of the next unsent request
+   (gRPC allows one at a time) and a RECV_MESSAGE while any sent request
+   (or tombstone) awaits its reply.
+
+   A request sent to an idle stream (nothing else to send, nothing
+   awaited) goes in one batch with its RECV_MESSAGE: one completion when
+   the reply is there, instead of a send completion first, which costs a
+   wake-up of the completion-queue thread and one of the loop while the
+   upstream works on the request.  Otherwise the send is a batch of its
+   own so that requests keep being pipelined while replies are awaited;
+   a request that comes while an idle-stream batch is out waits for its
+   reply (at most one round trip, and only at the start of a burst). */
 static void
 session_pump(struct session *s)
 {
   uint8_t buf[GW_MAX_REQUEST];
-  grpc_op op;
-  int len;
+  grpc_op ops[2];
+  struct gb_op *op;
+  gb_cb cb;
+  size_t n = 0;
+  int len, send, recv;
 
-  if (s->send || !s->unsent || s->dead)
+  if (s->dead)
     return;
-  len = encode_request(s->unsent->r, buf, sizeof(buf));
-  s->unsent = s->unsent->next;
-  s->send = gbridge_buffer(buf, (size_t)len);
-  memset(&op, 0, sizeof(op));
-  op.op = GRPC_OP_SEND_MESSAGE;
-  op.data.send_message.send_message = s->send;
+  send = s->unsent && !s->send;
+  recv = !s->recv_busy && s->head && s->head != s->unsent;
+  if (send && !s->recv_busy && !recv && !s->unsent->next)
+    recv = 1;                         /* idle stream: one batch */
+  else if (send && recv)
+    recv = 0, send = 1;               /* pipelining: separate batches */
+  if (!send && !recv)
+    return;
+  memset(ops, 0, sizeof(ops));
+  if (send) {
+    len = encode_request(s->unsent->r, buf, sizeof(buf));
+    s->unsent = s->unsent->next;
+    s->send = gbridge_buffer(buf, (size_t)len);
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = s->send;
+  }
+  if (recv) {
+    ops[n].op = GRPC_OP_RECV_MESSAGE;
+    ops[n++].data.recv_message.recv_message = &s->recv;
+  }
+  op = recv ? &s->op_recv : &s->op_send;
+  cb = recv ? on_session_recv : on_session_send;
   s->refs++;
-  if (gbridge_batch(s->call, &op, 1, &s->op_send, on_session_send) !=
-      GRPC_CALL_OK) {
-    grpc_byte_buffer_destroy(s->send);
-    s->send = NULL;
+  if (gbridge_batch(s->call, ops, n, op, cb) != GRPC_CALL_OK) {
+    if (send) {
+      grpc_byte_buffer_destroy(s->send);
+      s->send = NULL;
+    }
     s->refs--;
     session_kill(s);
+    return;
   }
+  if (recv) {
+    s->recv_busy = 1;
+    s->send_in_recv = send;
+  }
+  if (send && !recv)
+    session_pump(s);                  /* a RECV_MESSAGE may be due too */
 }
 
 static void
@@ -767,11 +840,16 @@ on_session_recv(struct gb_op *op, int ok)
   struct entry *e, *prev, *match = NULL, *match_prev = NULL;
   struct gw_entropy_resp er;
   struct gw_draw_resp dr;
-  grpc_op rop;
   grpc_slice sl;
   uint64_t seq = 0;
   struct req *r;
 
+  s->recv_busy = 0;
+  if (s->send_in_recv) {
+    grpc_byte_buffer_destroy(s->send);
+    s->send = NULL;
+    s->send_in_recv = 0;
+  }
   if (!ok || !s->recv) {
     /* End of stream; the status batch says why and fails the rest. */
     s->dead = 1;
@@ -814,19 +892,8 @@ on_session_recv(struct gb_op *op, int ok)
     }
   }
   grpc_slice_unref(sl);
-
-  if (s->dead) {
-    session_release(s);
-    return;
-  }
-  memset(&rop, 0, sizeof(rop));
-  rop.op = GRPC_OP_RECV_MESSAGE;
-  rop.data.recv_message.recv_message = &s->recv;
-  if (gbridge_batch(s->call, &rop, 1, &s->op_recv, on_session_recv) !=
-      GRPC_CALL_OK) {
-    session_kill(s);
-    session_release(s);
-  }
+  session_pump(s);                    /* the next send and/or receive */
+  session_release(s);
 }
 
 static void
@@ -863,6 +930,7 @@ session_arm(struct session *s)
     uv_timer_stop(&s->timer);
     return;
   }
+  uv_update_time(s->u->br->loop);
   uv_timer_start(&s->timer, on_session_timer,
                  first > t ? (first - t + 999999) / 1000000 : 0, 0);
 }
@@ -871,20 +939,27 @@ static void
 on_session_timer(uv_timer_t *t)
 {
   struct session *s = t->data;
-  struct entry *e;
+  struct entry *e, *prev;
+  int sent;
   struct req *r;
   uint64_t now = now_ns();
   int again;
 
   do {
     again = 0;
-    for (e = s->head; e; e = e->next) {
+    for (prev = NULL, sent = 1, e = s->head; e; prev = e, e = e->next) {
+      if (e == s->unsent)
+        sent = 0;
       if (!e->r || e->deadline > now)
         continue;
-      /* Keep a tombstone so that the late reply matches it. */
       r = e->r;
-      e->r = NULL;
-      s->tombstones++;
+      if (sent) {
+        /* Keep a tombstone so that the late reply matches it. */
+        e->r = NULL;
+        s->tombstones++;
+      } else {
+        entry_unlink(s, prev, e);     /* never sent: no reply will come */
+      }
       r->sess = NULL;
       attempt_result(r, -ETIMEDOUT, GRPC_STATUS_DEADLINE_EXCEEDED, NULL, 0,
                      "timed out waiting for the stream reply");
@@ -924,13 +999,14 @@ session_open(struct upstream *u, enum kind kind)
   u->live++;
   s->call = call_new(u, method, -1);
 
+  /* The metadata batch (toolchain.md: a call needs RECV_INITIAL_METADATA
+     or its messages never arrive); the messages follow in session_pump(),
+     the status batch says when the stream ends. */
   memset(ops, 0, sizeof(ops));
   op_initial_md(u, &ops[0], &md);
   ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
   ops[1].data.recv_initial_metadata.recv_initial_metadata = &s->imd;
-  ops[2].op = GRPC_OP_RECV_MESSAGE;
-  ops[2].data.recv_message.recv_message = &s->recv;
-  if (gbridge_batch(s->call, ops, 3, &s->op_recv, on_session_recv) ==
+  if (gbridge_batch(s->call, ops, 2, &s->op_start, on_session_started) ==
       GRPC_CALL_OK)
     s->refs++;
   memset(ops, 0, sizeof(ops));
@@ -996,7 +1072,10 @@ job_done(struct job *j)
   if (j->res.err == 0) {
     j->res.data = j->buf;
     j->res.len = j->kind == KIND_BYTES ? j->n : 0;
-    j->res.echo_verified = j->nonce != 0 && !j->seen_no_echo;
+    j->res.echo = j->nonce == 0 ? UPSTREAM_ECHO_NONE :
+                  j->seen_mismatch ? UPSTREAM_ECHO_MISMATCH :
+                  j->seen_no_echo ? UPSTREAM_ECHO_NONE :
+                  UPSTREAM_ECHO_VERIFIED;
   }
   j->cb(j->arg, &j->res);
   free(j->buf);
@@ -1048,15 +1127,317 @@ req_finish(struct req *r, int err, int status, const char *detail)
     job_done(j);
 }
 
+/* ---- TCP pre-probe (spec 6.5) ----------------------------------------
+
+   Before an attempt, unless a fetch succeeded within the last 30 s: a
+   connect() to the target with a 0.5 s timeout, so that an unreachable or
+   black-holed host fails the attempt in half a second instead of the
+   whole call timeout, and for 5 s after a failed probe every attempt
+   fails at once ("backoff in effect") without touching the network.
+   Unlike the reference's blocking connect, the probe runs on the loop
+   (libuv connect, getaddrinfo on the worker pool); attempts that arrive
+   while it runs wait for its verdict (one probe at a time).  A unix:
+   target is probed with a connect() to its socket; targets in another
+   gRPC naming scheme (dns:, ipv4:, ...) except dns:///host:port are not
+   probed.  The backoff verdict is also delivered through a probe object,
+   on the next loop iteration, so that no callback runs inside
+   upstream_fetch(). */
+
+struct probe {
+  struct upstream *u;
+  struct req *waiting;                /* attempts waiting for the verdict */
+  int verdict_only;                   /* backoff: no connect, just fail */
+  int done, refs;                     /* handles open + getaddrinfo */
+  int have_sock;
+  uv_timer_t timer;
+  uv_getaddrinfo_t gai;
+  union {
+    uv_handle_t h;
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+  } sock;
+  uv_connect_t conn;
+  char what[300];                     /* host:port or the socket path */
+};
+
+static void req_dispatch(struct req *r);
+
+/* Where to connect: 1 and a unix path, 2 and host + port, or 0 (not
+   probed: another naming scheme, or malformed, which gRPC reports). */
+static int
+probe_target(const char *target, char *a, size_t alen, char *port,
+             size_t plen)
+{
+  const char *t = target, *colon, *close;
+  size_t n;
+
+  if (strncmp(t, "unix://", 7) == 0 || strncmp(t, "unix:", 5) == 0) {
+    snprintf(a, alen, "%s", t + (t[5] == '/' && t[6] == '/' ? 7 : 5));
+    return *a ? 1 : -1;
+  }
+  if (strncmp(t, "dns:///", 7) == 0)
+    t += 7;
+  colon = strchr(t, ':');
+  if (t[0] != '[' && colon &&
+      strspn(colon + 1, "0123456789") != strlen(colon + 1))
+    return 0;                         /* ipv4:, vsock:, a bare IPv6 ... */
+  if (t[0] == '[') {                  /* [v6]:port */
+    close = strchr(t, ']');
+    if (!close || (close[1] != ':' && close[1] != '\0'))
+      return -1;
+    n = (size_t)(close - t - 1);
+    colon = close[1] ? close + 1 : NULL;
+    t++;
+  } else {
+    n = colon ? (size_t)(colon - t) : strlen(t);
+  }
+  if (n == 0 || n >= alen)
+    return -1;
+  memcpy(a, t, n);
+  a[n] = '\0';
+  if (!colon) {
+    snprintf(port, plen, "443");      /* gRPC's default */
+    return 2;
+  }
+  if (!colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
+      atoi(colon + 1) < 1 || atoi(colon + 1) > 65535)
+    return -1;
+  snprintf(port, plen, "%s", colon + 1);
+  return 2;
+}
+
+static void
+on_probe_closed(uv_handle_t *h)
+{
+  struct probe *p = h->data;
+  struct upstream *u = p->u;
+
+  if (--p->refs > 0)
+    return;
+  free(p);
+  u->live--;
+  maybe_free(u);
+}
+
+/* The verdict: 0 (reachable) or a libuv error; resume the waiters. */
+static void
+probe_finish(struct probe *p, int status)
+{
+  struct upstream *u = p->u;
+  struct req *r, *list;
+  char why[320];
+
+  if (p->done)
+    return;
+  p->done = 1;
+  if (u->probe == p)
+    u->probe = NULL;
+  if (p->verdict_only) {
+    snprintf(why, sizeof(why), "QRNG host unreachable (TCP pre-probe "
+             "failed within the last 5 s: %s; backoff in effect)",
+             u->probe_why);
+  } else if (status < 0) {
+    u->probe_failed_at = now_ns();
+    u->probe_failures++;
+    snprintf(u->probe_why, sizeof(u->probe_why), "%.100s: %s", p->what,
+             status == UV_ETIMEDOUT ? "no connection within 500 ms" :
+             uv_strerror(status));
+    snprintf(why, sizeof(why), "QRNG host %s unreachable (TCP pre-probe)",
+             u->probe_why);
+    if (!u->closing)
+      log_warn("source '%s': TCP pre-probe failed: %s; attempts fail at "
+               "once for 5 s", u->name, u->probe_why);
+  }
+  list = p->waiting;
+  p->waiting = NULL;
+  while ((r = list)) {
+    list = r->next;
+    r->next = NULL;
+    if (u->closing)
+      req_finish(r, -ECANCELED, 0, "source closing");
+    else if (p->verdict_only || status < 0)
+      attempt_result(r, -EHOSTUNREACH, -1, NULL, 0, why);
+    else
+      req_dispatch(r);
+  }
+  uv_close((uv_handle_t *)&p->timer, on_probe_closed);
+  if (p->have_sock)
+    uv_close(&p->sock.h, on_probe_closed);
+}
+
+/* Has the connect in flight completed by now?  After a stall of the loop
+   its timer can run before the connect's callback: look at the socket
+   itself before calling it a timeout. */
+static int
+probe_connected(struct probe *p)
+{
+  struct pollfd pf;
+  uv_os_fd_t fd;
+  socklen_t sl = sizeof(int);
+  int e = -1;
+
+  if (!p->have_sock || uv_fileno(&p->sock.h, &fd) < 0)
+    return 0;
+  pf.fd = fd;
+  pf.events = POLLOUT;
+  if (poll(&pf, 1, 0) != 1 || !(pf.revents & POLLOUT))
+    return 0;
+  return getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) == 0 && e == 0;
+}
+
+static void
+on_probe_timer(uv_timer_t *t)
+{
+  struct probe *p = t->data;
+
+  if (p->verdict_only || p->u->closing)
+    probe_finish(p, p->verdict_only ? 0 : UV_ECANCELED);
+  else
+    probe_finish(p, probe_connected(p) ? 0 : UV_ETIMEDOUT);
+}
+
+static void
+on_probe_connected(uv_connect_t *c, int status)
+{
+  probe_finish(c->data, status);
+}
+
+static void
+on_probe_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *ai)
+{
+  struct probe *p = g->data;
+  int r;
+
+  p->refs--;
+  if (p->done) {
+    uv_freeaddrinfo(ai);
+    if (p->refs == 0) {               /* the handles closed already */
+      p->refs = 1;
+      on_probe_closed((uv_handle_t *)&p->timer);
+    }
+    return;
+  }
+  if (status < 0) {
+    probe_finish(p, status);
+    return;
+  }
+  uv_tcp_init(p->u->br->loop, &p->sock.tcp);
+  p->sock.h.data = p;
+  p->have_sock = 1;
+  p->refs++;
+  r = uv_tcp_connect(&p->conn, &p->sock.tcp, ai->ai_addr,
+                     on_probe_connected);
+  uv_freeaddrinfo(ai);
+  if (r < 0)
+    probe_finish(p, r);
+}
+
+/* Start a probe of u's target (verdict_only: deliver the backoff failure
+   on the next loop iteration).  budget_ms bounds the connect.  NULL when
+   the target is not probed (the caller goes ahead). */
+static struct probe *
+probe_start(struct upstream *u, int verdict_only, double budget_ms)
+{
+  struct addrinfo hints;
+  struct probe *p;
+  char addr[256], port[16];
+  int kind = 0, r;
+
+  if (!verdict_only) {
+    kind = probe_target(u->target, addr, sizeof(addr), port, sizeof(port));
+    if (kind <= 0)
+      return NULL;
+  }
+  p = calloc(1, sizeof(*p));
+  if (!p)
+    return NULL;
+  p->u = u;
+  p->verdict_only = verdict_only;
+  u->live++;
+  u->probe = p;
+  uv_timer_init(u->br->loop, &p->timer);
+  p->timer.data = p;
+  p->refs = 1;
+  p->conn.data = p;
+  if (budget_ms > PROBE_TIMEOUT_MS || budget_ms <= 0)
+    budget_ms = PROBE_TIMEOUT_MS;
+  uv_update_time(u->br->loop);        /* timers count from the loop's now */
+  uv_timer_start(&p->timer, on_probe_timer,
+                 verdict_only ? 0 : (uint64_t)budget_ms, 0);
+  if (verdict_only)
+    return p;
+  u->probes++;
+  if (kind == 1) {
+    snprintf(p->what, sizeof(p->what), "%s", addr);
+    uv_pipe_init(u->br->loop, &p->sock.pipe, 0);
+    p->sock.h.data = p;
+    p->have_sock = 1;
+    p->refs++;
+    uv_pipe_connect(&p->conn, &p->sock.pipe, addr, on_probe_connected);
+    return p;
+  }
+  snprintf(p->what, sizeof(p->what), "%s%s%s:%s", strchr(addr, ':') ?
+           "[" : "", addr, strchr(addr, ':') ? "]" : "", port);
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  p->gai.data = p;
+  p->refs++;
+  r = uv_getaddrinfo(u->br->loop, &p->gai, on_probe_resolved, addr, port,
+                     &hints);
+  if (r < 0) {
+    p->refs--;
+    probe_finish(p, r);
+  }
+  return p;
+}
+
+/* Before an attempt: 0 to go ahead, or 1 when r now waits for a probe's
+   verdict. */
+static int
+probe_gate(struct req *r)
+{
+  struct upstream *u = r->job->u;
+  uint64_t t = now_ns();
+  int backoff;
+
+  if (!u->preprobe)
+    return 0;
+  if (u->last_success && t - u->last_success < PROBE_HEALTHY_NS)
+    return 0;
+  backoff = u->probe_failed_at && t - u->probe_failed_at < PROBE_BACKOFF_NS;
+  if (!u->probe || u->probe->done) {
+    double left = -1;
+
+    if (r->job->deadline)
+      left = (double)(r->job->deadline - (int64_t)t) / 1e6;
+    if (!probe_start(u, backoff, left) || !u->probe)
+      return 0;                       /* not probed */
+  }
+  r->next = u->probe->waiting;
+  u->probe->waiting = r;
+  return 1;
+}
+
 static void
 req_attempt(struct req *r)
+{
+  r->attempt++;
+  r->t0 = now_ns();
+  r->timeout_ms = breaker_timeout_ms(&r->job->u->breaker);
+  if (r->job->u->closing || probe_gate(r) == 0)
+    req_dispatch(r);
+}
+
+/* Start the attempt counted by req_attempt(). */
+static void
+req_dispatch(struct req *r)
 {
   struct job *j = r->job;
   struct upstream *u = j->u;
   const char *method;
   int streaming = 0, bidi = 0, err;
 
-  r->attempt++;
   r->t0 = now_ns();
   r->timeout_ms = breaker_timeout_ms(&u->breaker);
   if (j->deadline) {
@@ -1319,6 +1700,7 @@ upstream_new(struct gbridge *br, const struct upstream_conf *c,
   u->timeout_ms = c->timeout_ms;
   u->retry_count = c->retry_count;
   u->check_echo = c->check_echo;
+  u->preprobe = c->preprobe;
   u->name = strdup(c->name);
   u->target = strdup(c->target);
   u->method = strdup(c->method ? c->method : GW_ENTROPY_METHOD);
@@ -1408,8 +1790,8 @@ upstream_new(struct gbridge *br, const struct upstream_conf *c,
     snprintf(err, errlen, "breaker parameters out of range");
     goto fail;
   }
-  r = quota_init(&u->quota, &c->quota, c->state_dir, c->name, time(NULL),
-                 err, errlen);
+  r = quota_init(&u->quota, &c->quota, c->state_dir, c->name, now_s(),
+                 time(NULL), err, errlen);
   if (r < 0)
     goto fail;
   u->closing = 0;
@@ -1430,12 +1812,14 @@ upstream_free(struct upstream *u)
   if (!u || u->closing)
     return;
   u->closing = 1;
-  r = quota_flush(&u->quota);
+  r = quota_flush(&u->quota, now_s(), time(NULL));
   if (r < 0)
     log_warn("source '%s': cannot save today's quota count: %s", u->name,
              strerror(-r));
   for (a = u->attempts; a; a = a->next)
     grpc_call_cancel(a->call, NULL);
+  if (u->probe)                       /* its waiters fail on the next turn */
+    uv_timer_start(&u->probe->timer, on_probe_timer, 0, 0);
   for (k = 0; k < 2; k++) {
     if (u->sess[k]) {
       session_kill(u->sess[k]);
@@ -1493,6 +1877,8 @@ upstream_stats(struct upstream *u, struct upstream_stats *st)
   st->echo_failures = u->echo_failures;
   st->validation_failures = u->validation_failures;
   st->channel_resets = u->resets;
+  st->preprobes = u->probes;
+  st->preprobe_failures = u->probe_failures;
   st->quota_minute_requests = quota_minute_requests(&u->quota, now_s());
   st->quota_day_bytes = quota_day_bytes(&u->quota, time(NULL));
   st->quota_refused_rpm = u->quota.refused_rpm;

@@ -53,10 +53,22 @@ struct upstream_conf {
   const char *api_key_header;       /* lowercase; default "api-key" */
   double timeout_ms;                /* cap of the adaptive timeout */
   uint32_t retry_count;
-  int check_echo;                   /* a wrong non-zero echo fails */
+  int check_echo;                   /* a wrong non-zero echo fails; 0:
+                                       served, labelled a mismatch */
+  int preprobe;                     /* TCP pre-probe (spec 6.5) */
   struct breaker_params breaker;
   struct quota_params quota;
   const char *state_dir;            /* for the daily quota, or NULL */
+};
+
+/* How the replies of a fetch answered its nonce (the values of the IPC
+   Echo enum).  A split fetch takes the worst of its replies: any other id
+   (served only with check_echo false) is a mismatch, else any reply
+   without an echo makes it "none". */
+enum upstream_echo {
+  UPSTREAM_ECHO_NONE = 0,           /* no nonce, or a reply echoed nothing */
+  UPSTREAM_ECHO_VERIFIED = 1,       /* every reply echoed the nonce */
+  UPSTREAM_ECHO_MISMATCH = 2,       /* a reply echoed another sequence_id */
 };
 
 /* What a fetch or draw produced (valid during the callback only). */
@@ -66,7 +78,7 @@ struct upstream_result {
   char detail[200];                 /* why it failed, for logs and replies */
   const uint8_t *data;              /* fetch: exactly n bytes */
   size_t len;
-  int echo_verified;                /* every reply echoed the nonce */
+  int echo;                         /* enum upstream_echo */
   uint64_t generation_ns;           /* newest generation time, 0 unknown */
   double elapsed_ms;                /* of the successful attempt(s) */
   int attempts;
@@ -131,6 +143,7 @@ struct upstream_stats {
   uint32_t latency_samples;
   uint64_t calls, failures, timeouts, echo_failures, validation_failures;
   uint64_t channel_resets;
+  uint64_t preprobes, preprobe_failures;   /* connects made / failed */
   uint64_t quota_minute_requests, quota_day_bytes;
   uint64_t quota_refused_rpm, quota_refused_day;
   uint64_t quota_rpm_limit, quota_day_limit;   /* 0: none */

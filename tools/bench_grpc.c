@@ -41,6 +41,7 @@ static const char *const mode_name[NMODES] = {
 struct gopts {
   const char *qrsd, *server;
   int n, rounds, pin;
+  int only;                     /* one mode's index, or -1: all */
   uint32_t bytes;
   double server_latency_ms, step_ms;
 };
@@ -172,16 +173,22 @@ start_qrsd(const struct gopts *o)
   fprintf(f, "socket: { path: %s }\nstate_dir: %s\nstatus_file: \"\"\n"
           "sources:\n  system: { type: system }\n", sock, dir);
   for (i = 0; i < NMODES; i++)
+    /* No quotas, and a breaker whose adaptive timeout (5 ms floor by
+       default) a loaded machine's scheduling hiccup cannot hit: the
+       figures are latencies, like the direct call's, which has no
+       deadline at all. */
     fprintf(f, "  g_%s: { type: grpc, target: \"unix:%s/qrng.sock\", "
             "mode: %s, fallback: error, quota: { max_bytes_per_request: 0, "
-            "max_requests_per_minute: 0, max_bytes_per_day: 0 } }\n",
+            "max_requests_per_minute: 0, max_bytes_per_day: 0 }, "
+            "breaker: { min_timeout_ms: 2000 } }\n",
             mode_name[i], dir, mode_name[i]);
   fclose(f);
   qrsd_pid = fork();
   if (qrsd_pid == 0) {
     if (o->pin)
       pin_to(0);
-    if (!freopen("/dev/null", "w", stderr))
+    if (!freopen(getenv("QRS_BENCH_QRSD_LOG") ? getenv("QRS_BENCH_QRSD_LOG")
+                 : "/dev/null", "a", stderr))
       _exit(127);
     execl(o->qrsd, "qrsd", "-c", conf, (char *)NULL);
     _exit(127);
@@ -401,6 +408,8 @@ gusage(FILE *f)
 "                         (default 1)\n"
 "      --step-ms MS       simulated engine step (default 2)\n"
 "      --pin              qrsd and client on CPU 0, the server on CPU 1\n"
+"      --mode MODE        measure only this mode (unary, server_streaming,\n"
+"                         bidi_streaming)\n"
 "      --qrsd PATH        (default: ../daemon/qrsd next to qrs-bench)\n"
 "      --server PATH      (default: qrs-entropy-server next to qrs-bench)\n");
 }
@@ -414,12 +423,13 @@ bench_grpc(int argc, char **argv)
     { "server-latency-ms", required_argument, NULL, 'L' },
     { "step-ms", required_argument, NULL, 'S' },
     { "pin", no_argument, NULL, 'p' },
+    { "mode", required_argument, NULL, 'm' },
     { "qrsd", required_argument, NULL, 'Q' },
     { "server", required_argument, NULL, 'E' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
-  struct gopts o = { NULL, NULL, 2000, 3, 0, 10000, 1.0, 2.0 };
+  struct gopts o = { NULL, NULL, 2000, 3, 0, -1, 10000, 1.0, 2.0 };
   struct direct d;
   struct qrs_client *c;
   char sock[128], target[128];
@@ -441,6 +451,15 @@ bench_grpc(int argc, char **argv)
     case 'L': o.server_latency_ms = atof(optarg); break;
     case 'S': o.step_ms = atof(optarg); break;
     case 'p': o.pin = 1; break;
+    case 'm':
+      for (o.only = NMODES - 1; o.only >= 0; o.only--)
+        if (strcmp(optarg, mode_name[o.only]) == 0)
+          break;
+      if (o.only < 0) {
+        fprintf(stderr, "qrs-bench grpc: unknown mode '%s'\n", optarg);
+        return 2;
+      }
+      break;
     case 'Q': o.qrsd = optarg; break;
     case 'E': o.server = optarg; break;
     case 'h': gusage(stdout); return 0;
@@ -487,11 +506,15 @@ bench_grpc(int argc, char **argv)
   /* Warm both paths (connections, first calls) before measuring. */
   tmp = calloc((size_t)o.n, sizeof(int64_t));
   for (m = 0; m < NMODES; m++) {
+    if (o.only >= 0 && m != o.only)
+      continue;
     measure_direct(&d, m, &o, tmp);
     measure_qrsd(c, m, &o, tmp, 1000000);
   }
   for (round = 0; round < o.rounds; round++) {
     for (m = 0; m < NMODES; m++) {
+      if (o.only >= 0 && m != o.only)
+        continue;
       measure_direct(&d, m, &o, dv[m] + (size_t)round * (size_t)o.n);
       measure_qrsd(c, m, &o, qv[m] + (size_t)round * (size_t)o.n,
                    (uint64_t)round * 10000000);
@@ -504,6 +527,8 @@ bench_grpc(int argc, char **argv)
   for (m = 0; m < NMODES; m++) {
     char a[32], b[32];
 
+    if (o.only >= 0 && m != o.only)
+      continue;
     dp50 = pct(dv[m], total, 0.5);
     qp50 = pct(qv[m], total, 0.5);
     snprintf(a, sizeof(a), "%.1f / %.1f", dp50, pct(dv[m], total, 0.99));

@@ -72,6 +72,7 @@ grpc_open(struct source *s, const struct conf_source *cs, char *err,
   uc.timeout_ms = g->timeout_ms;
   uc.retry_count = g->retry_count;
   uc.check_echo = g->check_echo;
+  uc.preprobe = g->preprobe;
   uc.breaker.window_size = g->cb_window_size;
   uc.breaker.min_timeout_ms = g->cb_min_timeout_ms;
   uc.breaker.timeout_multiplier = g->cb_timeout_multiplier;
@@ -107,7 +108,7 @@ on_fetched(void *arg, const struct upstream_result *res)
   if (res->err == 0) {
     memcpy(f->buf, res->data, f->n);
     ts_now(&f->generated);
-    f->echo = res->echo_verified ? 1 : 0;
+    f->echo = res->echo;
     source_fetch_complete(f, 0);
     return;
   }
@@ -145,7 +146,7 @@ on_drawn(void *arg, const struct upstream_result *res)
     snprintf(d->integrator, sizeof(d->integrator), "%s", res->integrator);
     snprintf(d->served_source_id, sizeof(d->served_source_id), "%s",
              res->source_id);
-    d->echo = res->echo_verified ? 1 : 0;
+    d->echo = res->echo;
     ts_now(&d->generated);
   } else {
     snprintf(d->why, sizeof(d->why), "%.159s", res->detail);

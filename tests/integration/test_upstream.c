@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <criterion/criterion.h>
 #include <grpc/grpc.h>
@@ -73,6 +77,7 @@ conf_init(struct upstream_conf *c, const char *target, enum upstream_mode m)
   c->timeout_ms = 2000;
   c->retry_count = 1;
   c->check_echo = 1;
+  c->preprobe = 1;                    /* as qrsd's default */
   breaker_params_default(&c->breaker);
   c->breaker.max_timeout_ms = 2000;
   quota_params_default(&c->quota);
@@ -179,7 +184,7 @@ exercise(const char *listen, enum upstream_mode mode)
     cr_assert_eq(g.r.err, 0, "%s: %s", upstream_mode_name(mode),
                  g.r.detail);
     cr_assert_eq(g.r.len, 1000);
-    cr_assert_eq(g.r.echo_verified, 1, "fetch %d", i);
+    cr_assert_eq(g.r.echo, UPSTREAM_ECHO_VERIFIED, "fetch %d", i);
     cr_assert_gt(g.r.generation_ns, 0);
     cr_assert_neq(memcmp(g.data, prev.data, 1000), 0, "bytes repeat");
     prev = g;
@@ -187,7 +192,7 @@ exercise(const char *listen, enum upstream_mode mode)
     cr_assert_eq(g.r.err, 0, "%s draw: %s", upstream_mode_name(mode),
                  g.r.detail);
     cr_assert(g.r.u > 0 && g.r.u < 1);
-    cr_assert_eq(g.r.echo_verified, 1);
+    cr_assert_eq(g.r.echo, UPSTREAM_ECHO_VERIFIED);
     cr_assert_eq(g.r.integrated_bytes, 2000);
     cr_assert_str_eq(g.r.integrator, "byte_mean_z");
     cr_assert_str_eq(g.r.source_id, "getrandom");
@@ -195,7 +200,7 @@ exercise(const char *listen, enum upstream_mode mode)
   /* Without a nonce there is nothing to verify. */
   g = fetch(u, 16, 0);
   cr_assert_eq(g.r.err, 0);
-  cr_assert_eq(g.r.echo_verified, 0);
+  cr_assert_eq(g.r.echo, UPSTREAM_ECHO_NONE);
   close_up(u);
   upserver_stop(&s, 0);
 }
@@ -256,7 +261,7 @@ Test(upstream, bidi_pipelines_many_requests_each_matched_by_echo)
   for (i = 0; i < 64; i++) {
     wait_for(&g[i].done, 20000);
     cr_assert_eq(g[i].r.err, 0, "%d: %s", i, g[i].r.detail);
-    cr_assert_eq(g[i].r.echo_verified, 1);
+    cr_assert_eq(g[i].r.echo, UPSTREAM_ECHO_VERIFIED);
   }
   all = 1;
   for (i = 1; i < 64; i++)
@@ -281,7 +286,7 @@ Test(upstream, a_large_fetch_is_split_into_requests_of_the_maximum)
   g = fetch(u, 1000, 42);
   cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
   cr_assert_eq(g.r.len, 1000);
-  cr_assert_eq(g.r.echo_verified, 1);
+  cr_assert_eq(g.r.echo, UPSTREAM_ECHO_VERIFIED);
   upstream_stats(u, &st);
   cr_assert_eq(st.calls, 4);          /* 300 + 300 + 300 + 100 */
   close_up(u);
@@ -377,7 +382,7 @@ Test(upstream, tls_with_a_test_ca_and_client_certificates)
   u = open_up(&c);
   g = fetch(u, 100, 9);
   cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
-  cr_assert_eq(g.r.echo_verified, 1);
+  cr_assert_eq(g.r.echo, UPSTREAM_ECHO_VERIFIED);
   close_up(u);
 
   /* Without the client certificate the server refuses the handshake. */
@@ -417,7 +422,7 @@ fault(const char *flag, enum upstream_mode mode, int want_fetch,
   cr_assert_eq(g.r.err, want_fetch, "%s fetch: %d (%s)", flag, g.r.err,
                g.r.detail);
   if (want_fetch == 0)
-    cr_assert_eq(g.r.echo_verified, want_echo, "%s", flag);
+    cr_assert_eq(g.r.echo, want_echo, "%s", flag);
   g = draw(u, 12, "", 100);
   cr_assert_eq(g.r.err, want_draw, "%s draw: %d (%s)", flag, g.r.err,
                g.r.detail);
@@ -435,6 +440,44 @@ Test(upstream, fault_wrong_echo_fails_the_fetch)
 {
   fault("--wrong-echo", UPSTREAM_UNARY, -EPROTO, -EPROTO, 0);
   fault("--wrong-echo", UPSTREAM_BIDI_STREAMING, -EPROTO, -EPROTO, 0);
+}
+
+/* check_echo: false serves a reply that echoes another id (a server
+   whose field 2 is not an echo), and says so: a mismatch, not "none". */
+Test(upstream, wrong_echo_without_check_echo_is_served_as_a_mismatch)
+{
+  static const enum upstream_mode modes[] = {
+    UPSTREAM_UNARY, UPSTREAM_SERVER_STREAMING, UPSTREAM_BIDI_STREAMING,
+  };
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g;
+  size_t k;
+
+  upserver_start(&s, "127.0.0.1:0", "--wrong-echo", NULL);
+  for (k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) {
+    conf_init(&c, s.addr, modes[k]);
+    c.check_echo = 0;
+    u = open_up(&c);
+    g = fetch(u, 256, 11);
+    cr_assert_eq(g.r.err, 0, "%s: %s", upstream_mode_name(modes[k]),
+                 g.r.detail);
+    cr_assert_eq(g.r.echo, UPSTREAM_ECHO_MISMATCH, "%s: echo %d",
+                 upstream_mode_name(modes[k]), g.r.echo);
+    if (modes[k] != UPSTREAM_SERVER_STREAMING) {
+      g = draw(u, 12, "", 100);
+      cr_assert_eq(g.r.err, 0, "%s draw: %s", upstream_mode_name(modes[k]),
+                   g.r.detail);
+      cr_assert_eq(g.r.echo, UPSTREAM_ECHO_MISMATCH);
+    }
+    /* Without a nonce there is nothing to compare. */
+    g = fetch(u, 16, 0);
+    cr_assert_eq(g.r.err, 0);
+    cr_assert_eq(g.r.echo, UPSTREAM_ECHO_NONE);
+    close_up(u);
+  }
+  upserver_stop(&s, 0);
 }
 
 Test(upstream, fault_short_and_empty_data_fail_validation)
@@ -510,6 +553,181 @@ Test(upstream, no_attempt_outlives_the_callers_deadline)
   cr_assert_lt((double)(uv_hrtime() - t0) / 1e6, 1500.0,
                "waited past the deadline plus the retries' budget");
   cr_assert_eq(g.r.attempts, 1);
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
+/* A loopback port that never completes a handshake: a listener with a
+   backlog of 0 whose queue is filled by connections nobody accepts, so
+   the kernel drops every further SYN (a black-holed host).  fds[0] is
+   the listener; close all three. */
+static void
+black_hole(char *addr, size_t len, int fds[3])
+{
+  struct sockaddr_in sa;
+  socklen_t sl = sizeof(sa);
+  int i;
+
+  fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  cr_assert_geq(fds[0], 0);
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(bind(fds[0], (struct sockaddr *)&sa, sizeof(sa)), 0);
+  cr_assert_eq(listen(fds[0], 0), 0);
+  cr_assert_eq(getsockname(fds[0], (struct sockaddr *)&sa, &sl), 0);
+  for (i = 1; i < 3; i++) {
+    fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    cr_assert_geq(fds[i], 0);
+    (void)connect(fds[i], (struct sockaddr *)&sa, sizeof(sa));
+  }
+  usleep(50000);                      /* the handshakes that can complete */
+  snprintf(addr, len, "127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
+}
+
+/* Spec 6.5: a black-holed upstream fails the attempt after the 0.5 s
+   connect probe, not after the call timeout, and for 5 s afterwards every
+   attempt fails at once without a new probe.  Without the probe the same
+   fetch runs into its call deadline. */
+Test(upstream, preprobe_fails_a_black_holed_host_fast_then_backs_off)
+{
+  struct upstream_conf c;
+  struct upstream_stats st;
+  struct upstream *u;
+  struct got g;
+  char addr[64];
+  int fds[3], i;
+
+  black_hole(addr, sizeof(addr), fds);
+  conf_init(&c, addr, UPSTREAM_UNARY);
+  c.timeout_ms = c.breaker.max_timeout_ms = 4000;
+  c.retry_count = 0;
+  c.breaker.max_consecutive_failures = 100;   /* keep the circuit shut */
+  u = open_up(&c);
+  g = fetch(u, 64, 1);
+  cr_assert_eq(g.r.err, -EHOSTUNREACH, "%d (%s)", g.r.err, g.r.detail);
+  cr_assert_not_null(strstr(g.r.detail, "pre-probe"), "%s", g.r.detail);
+  cr_assert_not_null(strstr(g.r.detail, "no connection within 500 ms"),
+                     "%s", g.r.detail);
+  /* Within the backoff: no new probe, no call. */
+  for (i = 0; i < 3; i++) {
+    g = fetch(u, 64, 2 + (uint64_t)i);
+    cr_assert_eq(g.r.err, -EHOSTUNREACH);
+    cr_assert_not_null(strstr(g.r.detail, "backoff in effect"), "%s",
+                       g.r.detail);
+  }
+  upstream_stats(u, &st);
+  cr_assert_eq(st.preprobes, 1);
+  cr_assert_eq(st.preprobe_failures, 1);
+  close_up(u);
+
+  /* The same without the probe: the call itself runs into its deadline. */
+  c.preprobe = 0;
+  c.timeout_ms = c.breaker.max_timeout_ms = 1000;
+  u = open_up(&c);
+  g = fetch(u, 64, 9);
+  cr_assert_eq(g.r.err, -ETIMEDOUT, "%d (%s)", g.r.err, g.r.detail);
+  upstream_stats(u, &st);
+  cr_assert_eq(st.preprobes, 0);
+  close_up(u);
+  for (i = 0; i < 3; i++)
+    close(fds[i]);
+}
+
+/* A refused port and a unix socket nobody listens on fail the probe with
+   the reason; a reachable upstream is probed once, then not while its
+   fetches succeed. */
+Test(upstream, preprobe_reports_refusal_and_stays_quiet_while_healthy)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream_stats st;
+  struct upstream *u;
+  struct got g;
+  char addr[300];
+  int fds[3], i;
+
+  black_hole(addr, sizeof(addr), fds);
+  for (i = 0; i < 3; i++)
+    close(fds[i]);                    /* now nothing listens there */
+  conf_init(&c, addr, UPSTREAM_BIDI_STREAMING);
+  c.retry_count = 0;
+  u = open_up(&c);
+  g = fetch(u, 64, 1);
+  cr_assert_eq(g.r.err, -EHOSTUNREACH);
+  cr_assert_not_null(strstr(g.r.detail, "connection refused"), "%s",
+                     g.r.detail);
+  close_up(u);
+
+  snprintf(addr, sizeof(addr), "unix:%s/nobody.sock", C.dir);
+  conf_init(&c, addr, UPSTREAM_UNARY);
+  c.retry_count = 0;
+  u = open_up(&c);
+  g = draw(u, 1, "", 100);
+  cr_assert_eq(g.r.err, -EHOSTUNREACH);
+  cr_assert_not_null(strstr(g.r.detail, "nobody.sock"), "%s", g.r.detail);
+  cr_assert_not_null(strstr(g.r.detail, "pre-probe"), "%s", g.r.detail);
+  close_up(u);
+
+  snprintf(addr, sizeof(addr), "unix:%s/q.sock", C.dir);
+  upserver_start(&s, addr, NULL);
+  conf_init(&c, s.addr, UPSTREAM_BIDI_STREAMING);
+  u = open_up(&c);
+  for (i = 0; i < 5; i++) {
+    g = fetch(u, 64, 10 + (uint64_t)i);
+    cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
+  }
+  upstream_stats(u, &st);
+  cr_assert_eq(st.preprobes, 1, "probed %llu times",
+               (unsigned long long)st.preprobes);
+  cr_assert_eq(st.preprobe_failures, 0);
+  close_up(u);
+  upserver_stop(&s, 0);
+}
+
+/* A request queued behind an outstanding one on the bidi stream that
+   times out before it was written leaves the FIFO (nothing was sent, no
+   reply will come); the one that was sent leaves a tombstone that its
+   late reply lands on, and the stream goes on.  (Deadlines of the jobs
+   make the timeouts; a first failure makes the rate-limited channel
+   reset happen before, so that the stream under test survives.) */
+static struct got *
+start_fetch(struct upstream *u, struct got *g, uint64_t nonce, int ms)
+{
+  memset(g, 0, sizeof(*g));
+  cr_assert_eq(upstream_fetch(u, 32, nonce, (int64_t)(uv_hrtime() +
+                              (uint64_t)ms * 1000000), on_got, g), 0);
+  return g;
+}
+
+Test(upstream, bidi_requests_timing_out_before_and_after_the_write)
+{
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream_stats st;
+  struct upstream *u;
+  struct got a, b, x;
+
+  upserver_start(&s, "127.0.0.1:0", "--latency-ms", "300", NULL);
+  conf_init(&c, s.addr, UPSTREAM_BIDI_STREAMING);
+  c.retry_count = 0;
+  c.breaker.max_consecutive_failures = 100;
+  u = open_up(&c);
+  x = fetch(u, 32, 1);                /* connects; 300 ms */
+  cr_assert_eq(x.r.err, 0, "%s", x.r.detail);
+  wait_for(&start_fetch(u, &x, 2, 10)->done, 5000);
+  cr_assert_eq(x.r.err, -ETIMEDOUT, "%s", x.r.detail);   /* + a reset */
+
+  start_fetch(u, &a, 3, 150);         /* written at once */
+  start_fetch(u, &b, 4, 50);          /* waits for a's batch */
+  wait_for(&b.done, 5000);
+  cr_assert_eq(b.r.err, -ETIMEDOUT, "%d %s", b.r.err, b.r.detail);
+  wait_for(&a.done, 5000);
+  cr_assert_eq(a.r.err, -ETIMEDOUT, "%d %s", a.r.err, a.r.detail);
+  sleep_loop(500);                    /* a's late reply, then the pump */
+  upstream_stats(u, &st);
+  cr_assert_eq(st.timeouts, 3);
+  cr_assert_eq(st.channel_resets, 1);
   close_up(u);
   upserver_stop(&s, 0);
 }
@@ -593,7 +811,7 @@ Test(upstream, the_breaker_opens_then_recovers_after_a_restart)
   cr_assert_str_eq(st.breaker_state, "half-open");
   g = fetch(u, 64, 4);
   cr_assert_eq(g.r.err, 0, "half-open trial: %s", g.r.detail);
-  cr_assert_eq(g.r.echo_verified, 1);
+  cr_assert_eq(g.r.echo, UPSTREAM_ECHO_VERIFIED);
   upstream_stats(u, &st);
   cr_assert_str_eq(st.breaker_state, "closed");
   cr_assert_geq(st.channel_resets, 1);

@@ -40,7 +40,7 @@ Test(quota, splits_a_large_fetch_into_requests_of_the_maximum)
   char err[200];
   size_t n;
 
-  cr_assert_eq(quota_init(&q, &p, NULL, "x", T0, err, sizeof(err)), 0);
+  cr_assert_eq(quota_init(&q, &p, NULL, "x", 0.0, T0, err, sizeof(err)), 0);
   cr_assert_eq(quota_chunk(&q, 10000, &n), 10000);
   cr_assert_eq(n, 1);
   cr_assert_eq(quota_chunk(&q, 35200, &n), 35200);
@@ -59,7 +59,7 @@ Test(quota, refuses_beyond_the_requests_per_minute_and_slides)
   char err[200];
   int i;
 
-  cr_assert_eq(quota_init(&q, &p, NULL, "x", T0, err, sizeof(err)), 0);
+  cr_assert_eq(quota_init(&q, &p, NULL, "x", 0.0, T0, err, sizeof(err)), 0);
   for (i = 0; i < 5; i++)
     cr_assert_eq(quota_admit(&q, 10, 100.0 + i, T0), QUOTA_OK);
   cr_assert_eq(quota_admit(&q, 10, 105.0, T0), QUOTA_RPM);
@@ -81,7 +81,7 @@ Test(quota, refuses_beyond_the_daily_bytes_and_rolls_over_at_midnight)
   struct quota q;
   char err[200];
 
-  cr_assert_eq(quota_init(&q, &p, NULL, "x", T0, err, sizeof(err)), 0);
+  cr_assert_eq(quota_init(&q, &p, NULL, "x", 0.0, T0, err, sizeof(err)), 0);
   cr_assert_eq(quota_admit(&q, 600, 1, T0 + 10), QUOTA_OK);
   cr_assert_eq(quota_admit(&q, 400, 2, T0 + 20), QUOTA_OK);
   cr_assert_eq(quota_admit(&q, 1, 3, T0 + 30), QUOTA_DAY);
@@ -101,32 +101,33 @@ Test(quota, the_daily_count_survives_a_restart)
   char path[128];
   char *text;
 
-  cr_assert_eq(quota_init(&q, &p, dir, "qrng", T0, err, sizeof(err)), 0);
+  cr_assert_eq(quota_init(&q, &p, dir, "qrng", 0.0, T0, err, sizeof(err)), 0);
   cr_assert_eq(quota_admit(&q, 12345, 1, T0 + 5), QUOTA_OK);
   cr_assert_eq(q.persist_error, 0);
   /* Without a clean flush (a crash), the reservation is what survives:
      never less than the count. */
   quota_done(&q);
-  cr_assert_eq(quota_init(&q, &p, dir, "qrng", T0 + 60, err, sizeof(err)),
+  cr_assert_eq(quota_init(&q, &p, dir, "qrng", 0.0, T0 + 60, err, sizeof(err)),
                0);
   cr_assert_geq(quota_day_bytes(&q, T0 + 60), 12345);
   cr_assert_leq(quota_day_bytes(&q, T0 + 60), 12345 + QUOTA_PERSIST_BLOCK);
   /* A clean flush keeps the exact count. */
   q.day_bytes = 20000;
-  cr_assert_eq(quota_flush(&q), 0);
+  cr_assert_eq(quota_flush(&q, 0.0, T0 + 60), 0);
   quota_done(&q);
-  cr_assert_eq(quota_init(&q, &p, dir, "qrng", T0 + 120, err, sizeof(err)),
+  cr_assert_eq(quota_init(&q, &p, dir, "qrng", 0.0, T0 + 120, err, sizeof(err)),
                0);
   cr_assert_eq(quota_day_bytes(&q, T0 + 120), 20000);
   quota_done(&q);
 
   snprintf(path, sizeof(path), "%s/quota-qrng.json", dir);
   cr_assert_eq(atomicfile_read(path, 4096, &text, NULL), 0);
-  cr_assert_str_eq(text, "{\"day\":\"2025-12-01\",\"bytes_used\":20000}\n");
+  cr_assert_str_eq(text, "{\"day\":\"2025-12-01\",\"bytes_used\":20000,"
+                   "\"minute\":[]}\n");
   free(text);
 
   /* The next day starts from zero. */
-  cr_assert_eq(quota_init(&q, &p, dir, "qrng", T0 + 86400, err,
+  cr_assert_eq(quota_init(&q, &p, dir, "qrng", 0.0, T0 + 86400, err,
                           sizeof(err)), 0);
   cr_assert_eq(quota_day_bytes(&q, T0 + 86400), 0);
   quota_done(&q);
@@ -140,7 +141,7 @@ Test(quota, a_corrupt_state_file_is_a_clear_error)
 
   snprintf(path, sizeof(path), "%s/quota-a_b.json", dir);
   cr_assert_eq(atomicfile_write(path, "{\"day\":", 7, 0), 0);
-  cr_assert_eq(quota_init(&q, &p, dir, "a/b", T0, err, sizeof(err)),
+  cr_assert_eq(quota_init(&q, &p, dir, "a/b", 0.0, T0, err, sizeof(err)),
                -EINVAL);
   cr_assert_not_null(strstr(err, "quota-a_b.json"), "%s", err);
   cr_assert_not_null(strstr(err, "remove it"), "%s", err);
@@ -153,7 +154,7 @@ Test(quota, an_unwritable_state_dir_is_reported_but_admits)
   struct quota q;
   char err[200];
 
-  cr_assert_eq(quota_init(&q, &p, "/nonexistent/qrs", "x", T0, err,
+  cr_assert_eq(quota_init(&q, &p, "/nonexistent/qrs", "x", 0.0, T0, err,
                           sizeof(err)), 0);
   cr_assert_eq(quota_admit(&q, 10, 1, T0), QUOTA_OK);
   cr_assert_eq(q.persist_error, -ENOENT);
@@ -166,7 +167,43 @@ Test(quota, refuses_a_rate_above_the_ceiling)
   struct quota q;
   char err[200];
 
-  cr_assert_eq(quota_init(&q, &p, NULL, "x", T0, err, sizeof(err)),
+  cr_assert_eq(quota_init(&q, &p, NULL, "x", 0.0, T0, err, sizeof(err)),
                -EINVAL);
+  quota_done(&q);
+}
+
+/* The per-minute window survives a restart (a new process: another
+   monotonic clock): requests of the last 60 s still count, older ones
+   do not, and an admission's second is rounded up, never down. */
+Test(quota, the_minute_window_survives_a_restart)
+{
+  struct quota_params p = { 0, 5, 0 };
+  struct quota q;
+  char err[200];
+  int i;
+
+  cr_assert_eq(quota_init(&q, &p, dir, "m", 1000.0, T0, err, sizeof(err)),
+               0);
+  for (i = 0; i < 3; i++)
+    cr_assert_eq(quota_admit(&q, 10, 1000.0 + i, T0 + i), QUOTA_OK);
+  cr_assert_eq(quota_flush(&q, 1002.5, T0 + 2), 0);
+  quota_done(&q);
+
+  /* 10 s later, in a process whose monotonic clock reads 5. */
+  cr_assert_eq(quota_init(&q, &p, dir, "m", 5.0, T0 + 12, err, sizeof(err)),
+               0);
+  cr_assert_eq(quota_minute_requests(&q, 5.0), 3);
+  cr_assert_eq(quota_admit(&q, 10, 5.0, T0 + 12), QUOTA_OK);
+  cr_assert_eq(quota_admit(&q, 10, 5.1, T0 + 12), QUOTA_OK);
+  cr_assert_eq(quota_admit(&q, 10, 5.2, T0 + 12), QUOTA_RPM);
+  /* The restored three leave the window ~60 s after they were made. */
+  cr_assert_eq(quota_minute_requests(&q, 5.0 + 52.0), 2);
+  quota_done(&q);
+
+  /* Restarted over a minute after the last admissions (the file was
+     rewritten by them, without a flush: a crash): nothing left. */
+  cr_assert_eq(quota_init(&q, &p, dir, "m", 7.0, T0 + 75, err, sizeof(err)),
+               0);
+  cr_assert_eq(quota_minute_requests(&q, 7.0), 0);
   quota_done(&q);
 }
