@@ -3,12 +3,14 @@
    prebuilt llama.cpp, with draws from a real qrsd.
 
    $QRS_TEST_MODEL is the model tests/llama/make-test-model.py wrote,
-   $QRS_GENERATE_BIN the qrs-generate program, $QRSD_BIN qrsd. */
+   $QRS_GENERATE_BIN the qrs-generate program, $QRSD_BIN qrsd,
+   $QRS_ENTROPY_SERVER_BIN the gRPC upstream for the fallback test. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <criterion/criterion.h>
 #include <json-c/json.h>
@@ -17,6 +19,7 @@
 #include <qrs/qrs.h>
 
 #include "harness.h"
+#include "upserver.h"
 
 #define PROMPT "Once upon a time"
 #define THREADS 2
@@ -39,8 +42,13 @@ struct gen_record {
   double cdf_lo, cdf_hi;
   uint64_t step;
   int fallback;
+  int production;
   char source[QRS_NAME_MAX];
+  char type[QRS_NAME_MAX];
 };
+
+/* qrs-generate's stderr (its summary) from the last generate(). */
+static char gen_err[16384];
 
 static const char *
 env(const char *name)
@@ -71,7 +79,7 @@ static size_t
 generate(struct gen_record *rec, int *ret_status, char *out, size_t outlen,
          const char *const *extra)
 {
-  char records[128], err[4096], line[65536];
+  char records[128], line[65536];
   struct json_object *j, *v;
   const char *argv[32];
   size_t n;
@@ -100,9 +108,9 @@ generate(struct gen_record *rec, int *ret_status, char *out, size_t outlen,
   while (extra && *extra && a < 31)
     argv[a++] = *extra++;
   argv[a] = NULL;
-  *ret_status = run_capture((char *const *)argv, out, outlen, err,
-                            sizeof(err));
-  cr_log_info("qrs-generate: %s", err);
+  *ret_status = run_capture((char *const *)argv, out, outlen, gen_err,
+                            sizeof(gen_err));
+  cr_log_info("qrs-generate: %s", gen_err);
 
   f = fopen(records, "r");
   cr_assert_not_null(f, "no records file");
@@ -126,6 +134,11 @@ generate(struct gen_record *rec, int *ret_status, char *out, size_t outlen,
     cr_assert(json_object_object_get_ex(j, "entropy_source_used", &v));
     snprintf(rec[n].source, sizeof(rec[n].source), "%s",
              json_object_get_string(v));
+    cr_assert(json_object_object_get_ex(j, "entropy_source_type", &v));
+    snprintf(rec[n].type, sizeof(rec[n].type), "%s",
+             json_object_get_string(v));
+    cr_assert(json_object_object_get_ex(j, "entropy_production", &v));
+    rec[n].production = json_object_get_boolean(v);
     cr_assert(json_object_object_get_ex(j, "entropy_nonce", &v));
     cr_assert(json_object_is_type(v, json_type_string) &&
               strlen(json_object_get_string(v)) == 16 &&
@@ -214,6 +227,92 @@ Test(generate, system_source_in_every_record, .fini = stop, .timeout = 300)
                      r[i].source);
     cr_assert_eq(r[i].fallback, 0);
   }
+}
+
+/* qrs-generate's summary line says "fallbacks N, source SOURCES". */
+static void
+expect_summary(size_t fallbacks, const char *sources)
+{
+  char want[256];
+
+  snprintf(want, sizeof(want), "fallbacks %zu, source %s\n", fallbacks,
+           sources);
+  cr_assert(strstr(gen_err, want), "the summary does not say '%s':\n%s",
+            want, gen_err);
+}
+
+static void
+expect_served(const struct gen_record *r, size_t i, const char *source,
+              const char *type, int fallback)
+{
+  cr_assert_str_eq(r[i].source, source, "token %zu served by %s, not %s", i,
+                   r[i].source, source);
+  cr_assert_str_eq(r[i].type, type, "token %zu: type %s, not %s", i,
+                   r[i].type, type);
+  cr_assert_eq(r[i].fallback, fallback, "token %zu: fallback %d", i,
+               r[i].fallback);
+  cr_assert_eq(r[i].production, 1, "token %zu: not production", i);
+}
+
+/* Sources that really fail, with "fallback: system": each token the
+   fallback served says so in its record (entropy_is_fallback, served by
+   system, type system), the tokens the source served are its own, and
+   qrs-generate's summary counts the same fallbacks.  A gRPC upstream (a
+   real qrs-entropy-server) that goes away after a few answers, in the
+   middle of the generation, and a device whose FIFO has no writer. */
+Test(generate, fallback_draws_carry_the_fallback_label, .fini = stop,
+     .timeout = 300)
+{
+  static const char *const extra_q[] = { "-n", "16", NULL };
+  static const char *const extra_hw[] = { "--source", "hw", NULL };
+  struct gen_record r[MAX_GEN];
+  struct upserver up;
+  char listen[128], fifo[128], want[64], yaml[1024];
+  size_t n, i, k;
+  FILE *f;
+
+  daemon_prepare(&D, NULL);
+  snprintf(listen, sizeof(listen), "unix:%s/q.sock", D.dir);
+  snprintf(fifo, sizeof(fifo), "%s/hw.fifo", D.dir);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  /* qrsd's warm-up fetch is the first answer. */
+  upserver_start(&up, listen, "--drop-after", "6", NULL);
+  snprintf(yaml, sizeof(yaml),
+           "default_source: q\n"
+           "sources:\n"
+           "  system: { type: system }\n"
+           "  q: { type: grpc, target: \"%s\", fallback: system,\n"
+           "       retry_count: 0, timeout_ms: 2000 }\n"
+           "  hw: { type: device, path: %s, fallback: system }\n",
+           listen, fifo);
+  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
+  f = fopen(D.conf, "w");
+  cr_assert_not_null(f);
+  fputs(yaml, f);
+  fclose(f);
+  daemon_start(&D, NULL);
+
+  /* The upstream serves the first tokens, then exits: the fallback
+     serves every token after that, and generation goes on. */
+  n = generate_ok(r, extra_q);
+  cr_assert_eq(n, 16);
+  cr_assert_eq(upserver_wait(&up, 10000), 0, "the upstream did not exit");
+  for (k = 0; k < n && !r[k].fallback; k++)
+    expect_served(r, k, "q", "grpc", 0);
+  cr_assert_geq(k, 1, "the upstream served no token");
+  cr_assert_lt(k, n, "no token was served by the fallback");
+  for (i = k; i < n; i++)
+    expect_served(r, i, "system", "system", 1);
+  snprintf(want, sizeof(want), "q %zu, system %zu", k, n - k);
+  expect_summary(n - k, want);
+
+  /* A device with no writer: end of file at once, every token from the
+     fallback. */
+  n = generate_ok(r, extra_hw);
+  cr_assert_eq(n, N_GEN);
+  for (i = 0; i < n; i++)
+    expect_served(r, i, "system", "system", 1);
+  expect_summary(n, "system");
 }
 
 Test(generate, bad_usage_and_unreachable_daemon, .timeout = 60)
