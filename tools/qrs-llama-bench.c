@@ -60,7 +60,7 @@ static const char *const m_names[M_COUNT] = {
   "floor: wake a sleeping reader",
   "qrs b: candidates kept",
   "qrs chain: candidates kept",
-  "llama.cpp chain: candidates",
+  "llama.cpp chain: candidates",  /* on the rows of qrs chain's */
   "row entropy at T = 1, nats",
 };
 
@@ -89,29 +89,39 @@ usage(FILE *f)
 "                       [--socket PATH] [--source NAME] [--samples N]\n"
 "                       [-c CPU]\n"
 "\n"
-"Generates N tokens (default 64) three times with the model in\n"
-"llama.cpp, sampling every token with libqrs from a qrsd draw through\n"
-"qrs_llama_sample_logits(): with libqrs's configuration b (fixed\n"
-"temperature 0.8, min-p 0.05, top-p 0.95, no top-k, the reference's\n"
-"stage order) with the next draw prefetched while llama.cpp decodes\n"
-"(libqrs's default); with the same chain as llama.cpp's default (top-k\n"
-"40 -> top-p 0.95 -> min-p 0.05 on the T = 1 distribution, then T 0.8:\n"
-"stage_order llama), prefetched; and with b without prefetch.  On every\n"
-"row of the first run it also times, on the same logits:\n"
-"  - qrs_sampler_select_u() alone (no draw) with both configurations\n"
-"  - llama.cpp's default chain, top-k 40 -> top-p 0.95 -> min-p 0.05 ->\n"
-"    temperature 0.8 -> dist, applied to the candidate array, and with\n"
-"    building that array from the row (as llama_sampler_sample() does)\n"
-"and counts the candidates each keeps.  The sampling time (the call\n"
-"minus the draw wait) is split into the selection proper (the record's\n"
-"timings) and the rest, which is sending the next token's draw request\n"
-"to qrsd (the prefetch); its floor is a 64-byte send() to a process\n"
-"asleep in read() on qrsd's CPUs (the kernel's cost of waking it).\n"
-"Every timed pass starts with the row read once (in this CPU's cache).\n"
-"Prints per-token mean, median and 90th\n"
-"percentile of each (ms), and the target ratios: draw wait with\n"
-"prefetch / decode (<= 5%) and qrs sampling / llama.cpp chain (<= 1).\n"
+"Generates N tokens (default 64) four times with the model in llama.cpp,\n"
+"sampling every token with libqrs from a qrsd draw:\n"
+"  1. qrs_llama_sample_logits() with configuration b (qrs-bench select's\n"
+"     (b): fixed temperature 0.8, min-p 0.05, top-p 0.95, no top-k, the\n"
+"     reference's stage order), the next draw prefetched while llama.cpp\n"
+"     decodes (libqrs's default)\n"
+"  2. the same with llama.cpp's own chain in libqrs (top-k 40 -> top-p\n"
+"     0.95 -> min-p 0.05 on the T = 1 distribution, then T 0.8:\n"
+"     stage_order llama)\n"
+"  3. configuration b without prefetch (the draw wait without it)\n"
+"  4. a llama.cpp chain of top-k 40 and the qrs sampler (b)\n"
+"In runs 1 and 2 every row also goes through qrs_sampler_select_u()\n"
+"alone (no draw) and llama.cpp's default chain, top-k 40 -> top-p 0.95\n"
+"-> min-p 0.05 -> temperature 0.8 -> dist (applied to the candidate\n"
+"array, and with building that array from the row, as\n"
+"llama_sampler_sample() does).  The three take turns going first after\n"
+"the decode, and each is timed only on the rows where it goes first: the\n"
+"state an engine samples in, on rows of the same runs.  The sampling\n"
+"time (the call minus the draw wait) is split into the selection proper\n"
+"(the record's timings) and the rest, which is sending the next token's\n"
+"draw request to qrsd (the prefetch); its floor is a 64-byte send() to a\n"
+"process asleep in read() on qrsd's CPUs (the kernel's cost of waking\n"
+"it).  Also printed per row: the candidates each keeps and the row's\n"
+"entropy.  Prints per-token mean, median and 90th percentile (ms), and\n"
+"the target ratios: draw wait with prefetch / decode (<= 5%) and qrs\n"
+"sampling / llama.cpp chain (<= 1).\n"
 "\n"
+"The test model's one-token decode (about 2.5 ms) can be shorter than\n"
+"qrsd's wake-up on a loaded machine; `meson compile -C build\n"
+"qrs-bench-model` writes a bigger model of the same kind (embedding 256,\n"
+"4 layers; ~20 ms decodes): -m build/tests/llama/qrs-bench-qwen2.gguf.\n"
+"\n", f);
+  fputs(
 "Options:\n"
 "  -m, --model FILE   the GGUF model (default: the test model of the\n"
 "                     build tree, " QRS_TEST_MODEL_PATH ")\n"
@@ -236,35 +246,6 @@ llama_default_chain(void)
   return chain;
 }
 
-/* The step's time without the draw wait, split into the selection proper
-   (the record's own timing of the step) and the rest (sending the next
-   token's draw request: the prefetch). */
-static void
-add_step(struct bench *b, int kind, const struct qrs_token_record *rec,
-         double call_ms)
-{
-  int m = kind == CFG_LLAMA ? M_STEP_L : M_STEP_B;
-
-  add(b, m, call_ms - rec->entropy_fetch_ms);
-  add(b, m + 1, rec->total_sampling_ms - rec->entropy_fetch_ms);
-  add(b, m + 2, call_ms - rec->total_sampling_ms);
-}
-
-/* Read the row once, untimed, so that every timed pass starts with it in
-   this CPU's cache as it is right after llama.cpp wrote it. */
-static void
-warm(const float *row, size_t n)
-{
-  volatile float sink;
-  float acc = 0.0f;
-  size_t i;
-
-  for (i = 0; i < n; i += 16)
-    acc += row[i];
-  sink = acc;
-  (void)sink;
-}
-
 /* The floor of "hand a request to another process": a 64-byte send() on
    a Unix stream socket to a process that sleeps in read() on the CPUs
    qrsd may run on (from qrsd's peer credentials), timed at the point where
@@ -360,44 +341,73 @@ fill_candidates(const struct bench *b, const float *row,
   cur->sorted = false;
 }
 
-/* Time llama.cpp's chain and select_u of both configurations on row, and
-   count what each keeps. */
-static void
-compare_row(struct bench *b, const float *row, struct llama_sampler *chain,
-            llama_token_data *cand, struct qrs_sampler *const *twin)
-{
-  struct qrs_token_record trec;
-  llama_token_data_array cur;
-  double t0, t1;
-  uint32_t tw;
-  int c;
+/* Who goes first after a decode, by token: each contender is timed only
+   on the tokens where it goes first, so that every figure is taken in the
+   state an engine samples in (the row just written by llama.cpp, the rest
+   of the cache holding the model's weights), on rows of the same run. */
+enum { FIRST_CHAIN, FIRST_STEP, FIRST_SELECT, FIRST_COUNT };
 
-  warm(row, b->n_vocab);
+/* llama.cpp's default chain on row (timed when rec); its candidates are
+   counted on the rows of the run with the same chain in libqrs. */
+static void
+llama_chain_row(struct bench *b, int kind, const float *row,
+                struct llama_sampler *chain, llama_token_data *cand, int rec)
+{
+  llama_token_data_array cur;
+  double t0, t1, t2;
+
   t0 = lt_now_ms();
   fill_candidates(b, row, cand, &cur);
   t1 = lt_now_ms();
   llama_sampler_apply(chain, &cur);
-  add(b, M_LLAMA_CHAIN, lt_now_ms() - t1);
-  add(b, M_LLAMA_FULL, lt_now_ms() - t0);
-  add(b, M_CAND_LLAMA, (double)cur.size);
-  for (c = 0; c < CFG_COUNT; c++) {
-    warm(row, b->n_vocab);
-    t0 = lt_now_ms();
-    qrs_sampler_select_u(twin[c], row, QRS_DTYPE_F32, b->n_vocab, 0.5, &tw,
-                         NULL);
-    add(b, c == CFG_LLAMA ? M_SEL_L : M_SEL_B, lt_now_ms() - t0);
-    /* Once more for the record (untimed: the copy is not the chain's). */
-    qrs_sampler_select_u(twin[c], row, QRS_DTYPE_F32, b->n_vocab, 0.5, &tw,
-                         &trec);
-    add(b, c == CFG_LLAMA ? M_CAND_L : M_CAND_B,
-        (double)trec.num_candidates);
+  t2 = lt_now_ms();
+  if (rec) {
+    add(b, M_LLAMA_CHAIN, t2 - t1);
+    add(b, M_LLAMA_FULL, t2 - t0);
   }
+  if (kind == CFG_LLAMA)
+    add(b, M_CAND_LLAMA, (double)cur.size);
   add(b, M_ENTROPY, row_entropy(row, b->n_vocab));
 }
 
-/* One generation of b->n tokens with configuration kind; with compare,
-   also time select_u and llama.cpp's chain on every row.  Returns 0 or -1
-   (message printed). */
+/* qrs_sampler_select_u() of the run's configuration on row (timed when
+   rec), and the candidates it keeps. */
+static void
+select_row(struct bench *b, int kind, const float *row,
+           struct qrs_sampler *twin, int rec)
+{
+  struct qrs_token_record trec;
+  uint32_t tw;
+  double t0;
+
+  t0 = lt_now_ms();
+  qrs_sampler_select_u(twin, row, QRS_DTYPE_F32, b->n_vocab, 0.5, &tw,
+                       &trec);
+  if (rec)
+    add(b, kind == CFG_LLAMA ? M_SEL_L : M_SEL_B, lt_now_ms() - t0);
+  add(b, kind == CFG_LLAMA ? M_CAND_L : M_CAND_B,
+      (double)trec.num_candidates);
+}
+
+/* The step's time without the draw wait, split into the selection proper
+   (the record's own timing of the step) and the rest (sending the next
+   token's draw request: the prefetch). */
+static void
+add_step(struct bench *b, int kind, const struct qrs_token_record *rec,
+         double call_ms)
+{
+  int m = kind == CFG_LLAMA ? M_STEP_L : M_STEP_B;
+
+  add(b, m, call_ms - rec->entropy_fetch_ms);
+  add(b, m + 1, rec->total_sampling_ms - rec->entropy_fetch_ms);
+  add(b, m + 2, call_ms - rec->total_sampling_ms);
+}
+
+/* One generation of b->n tokens with configuration kind, sampled with
+   qrs_llama_sample_logits(), or with via_chain by a chain of llama.cpp's
+   top-k 40 and the qrs sampler.  With compare, select_u and llama.cpp's
+   chain run on every row too (see FIRST_*).  Returns 0 or -1 (message
+   printed). */
 static int
 run(struct bench *b, int kind, int prefetch, int compare, int via_chain)
 {
@@ -406,14 +416,15 @@ run(struct bench *b, int kind, int prefetch, int compare, int via_chain)
   struct llama_sampler *qs = NULL, *chain = NULL, *qchain = NULL;
   struct llama_context *ctx = NULL;
   llama_token_data_array cur;
-  struct qrs_sampler *twin[CFG_COUNT] = { NULL, NULL };
+  struct qrs_sampler *twin = NULL;
   struct qrs_token_record rec;
   llama_token_data *cand = NULL;
   llama_token prompt[512], tok;
+  const float *row;
   double t0, t1, dec_ms;
   int32_t n_prompt;
   size_t i;
-  int c, r, rc;
+  int first, r, rc;
 
   rc = -1;
   cfg = qrs_config(b, kind, prefetch);
@@ -455,14 +466,12 @@ run(struct bench *b, int kind, int prefetch, int compare, int via_chain)
       goto out;
   }
   if (compare) {
-    for (c = 0; c < CFG_COUNT; c++) {
-      tcfg = qrs_config(b, c, 0);
-      r = tcfg ? qrs_sampler_new(tcfg, b->n_vocab, &twin[c]) : -EINVAL;
-      qrs_sampler_config_free(tcfg);
-      if (r < 0) {
-        fprintf(stderr, PROG ": sampler: %s\n", qrs_strerror(r));
-        goto out;
-      }
+    tcfg = qrs_config(b, kind, 0);
+    r = tcfg ? qrs_sampler_new(tcfg, b->n_vocab, &twin) : -EINVAL;
+    qrs_sampler_config_free(tcfg);
+    if (r < 0) {
+      fprintf(stderr, PROG ": sampler: %s\n", qrs_strerror(r));
+      goto out;
     }
     chain = llama_default_chain();
   }
@@ -473,14 +482,18 @@ run(struct bench *b, int kind, int prefetch, int compare, int via_chain)
   for (i = 0; r == 0 && i < b->n; i++) {
     if (i > 0)
       add(b, M_DECODE, dec_ms);   /* one-token decodes only */
+    row = llama_get_logits_ith(ctx, -1);
+    first = compare ? (int)(i % FIRST_COUNT) : FIRST_STEP;
     if (compare) {
       /* As the step's request: both processes asleep since the decode. */
       wake_floor_send(b);
-      compare_row(b, llama_get_logits_ith(ctx, -1), chain, cand, twin);
+      if (first == FIRST_CHAIN)
+        llama_chain_row(b, kind, row, chain, cand, 1);
+      else if (first == FIRST_SELECT)
+        select_row(b, kind, row, twin, 1);
     }
-    warm(llama_get_logits_ith(ctx, -1), b->n_vocab);
     if (via_chain) {
-      fill_candidates(b, llama_get_logits_ith(ctx, -1), cand, &cur);
+      fill_candidates(b, row, cand, &cur);
       t0 = lt_now_ms();
       llama_sampler_apply(qchain, &cur);
       t1 = lt_now_ms();
@@ -503,9 +516,18 @@ run(struct bench *b, int kind, int prefetch, int compare, int via_chain)
               qrs_client_errmsg(b->client));
       goto out;
     }
-    add(b, prefetch ? M_WAIT_ON : M_WAIT_OFF, rec.entropy_fetch_ms);
-    if (prefetch && !via_chain)
+    if (!prefetch)
+      add(b, M_WAIT_OFF, rec.entropy_fetch_ms);
+    else if (first == FIRST_STEP && !via_chain) {
+      add(b, M_WAIT_ON, rec.entropy_fetch_ms);
       add_step(b, kind, &rec, t1 - t0);
+    }
+    if (compare) {
+      if (first != FIRST_CHAIN)
+        llama_chain_row(b, kind, row, chain, cand, 0);
+      if (first != FIRST_SELECT)
+        select_row(b, kind, row, twin, 0);
+    }
     if (llama_vocab_is_eog(b->vocab, tok))
       tok = prompt[0];            /* keep going: timings, not text */
     t0 = lt_now_ms();
@@ -522,8 +544,7 @@ out:
   llama_sampler_free(qs);
   llama_sampler_free(qchain);
   llama_sampler_free(chain);
-  for (c = 0; c < CFG_COUNT; c++)
-    qrs_sampler_free(twin[c]);
+  qrs_sampler_free(twin);
   qrs_sampler_config_free(cfg);
   free(cand);
   llama_free(ctx);
@@ -698,7 +719,7 @@ main(int argc, char **argv)
          b.source ? b.source : qrs_client_server_info(b.client)->default_source);
   fflush(stdout);
   wake_floor_start(&b);
-  r = run(&b, CFG_B, 1, 1, 0) < 0 || run(&b, CFG_LLAMA, 1, 0, 0) < 0 ||
+  r = run(&b, CFG_B, 1, 1, 0) < 0 || run(&b, CFG_LLAMA, 1, 1, 0) < 0 ||
       run(&b, CFG_B, 0, 0, 0) < 0 || run(&b, CFG_B, 1, 0, 1) < 0;
   wake_floor_stop(&b);
   if (r)
