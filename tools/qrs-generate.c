@@ -380,7 +380,8 @@ static void
 print_summary(const struct opts *o, const struct tok_stat *st, size_t n,
               size_t n_prompt, double prompt_ms, double gen_ms)
 {
-  size_t i, j, count, hits, fallbacks;
+  size_t i, j, len, count, hits, fallbacks;
+  char line[1024];
   double *v;
 
   fprintf(stderr, "\n" PROG ": %zu token%s in %.3f s: %.2f tokens/s "
@@ -423,10 +424,11 @@ print_summary(const struct opts *o, const struct tok_stat *st, size_t n,
     hits += st[i].hit != 0;
     fallbacks += st[i].fallback != 0;
   }
-  fprintf(stderr, "  prefetch hits %zu/%zu, fallbacks %zu, source", hits, n,
-          fallbacks);
-  /* Each serving source once, in order of first use, with its count. */
-  for (i = 0; i < n; i++) {
+  /* Each serving source once, in order of first use, with its count; one
+     line in one write. */
+  len = (size_t)snprintf(line, sizeof(line), "  prefetch hits %zu/%zu, "
+                         "fallbacks %zu, source", hits, n, fallbacks);
+  for (i = 0; i < n && len < sizeof(line); i++) {
     for (j = 0; j < i; j++)
       if (!strcmp(st[j].source, st[i].source))
         break;
@@ -435,11 +437,13 @@ print_summary(const struct opts *o, const struct tok_stat *st, size_t n,
     for (count = 0, j = i; j < n; j++)
       count += !strcmp(st[j].source, st[i].source);
     if (count == n)
-      fprintf(stderr, " %s", st[i].source);
+      len += (size_t)snprintf(line + len, sizeof(line) - len, " %s",
+                              st[i].source);
     else
-      fprintf(stderr, "%s %s %zu", i ? "," : "", st[i].source, count);
+      len += (size_t)snprintf(line + len, sizeof(line) - len, "%s %s %zu",
+                              i ? "," : "", st[i].source, count);
   }
-  fputc('\n', stderr);
+  fprintf(stderr, "%s\n", line);
 }
 
 /* Print a token's text; special tokens (end markers) are not shown. */
