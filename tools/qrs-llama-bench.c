@@ -75,6 +75,8 @@ struct bench {
   const struct llama_vocab *vocab;
   size_t n_vocab;
   struct qrs_client *client;
+  struct qrs_sampler *probe;    /* untimed: the rows' entropy (edt
+                                   computes it) */
   int wake_fd;                  /* -1: no wake-up floor */
   pid_t wake_pid;
   double *v[M_COUNT];
@@ -212,26 +214,6 @@ qrs_config(const struct bench *b, int kind, int prefetch)
   return cfg;
 }
 
-/* Shannon entropy (nats) of the softmax of a float row. */
-static double
-row_entropy(const float *row, size_t n)
-{
-  double mx, z, h, p;
-  size_t i;
-
-  mx = -INFINITY;
-  for (i = 0; i < n; i++)
-    if (row[i] > mx)
-      mx = row[i];
-  z = h = 0;
-  for (i = 0; i < n; i++) {
-    p = exp((double)row[i] - mx);
-    z += p;
-    h += p * ((double)row[i] - mx);
-  }
-  return log(z) - h / z;
-}
-
 static struct llama_sampler *
 llama_default_chain(void)
 {
@@ -367,7 +349,18 @@ llama_chain_row(struct bench *b, int kind, const float *row,
   }
   if (kind == CFG_LLAMA)
     add(b, M_CAND_LLAMA, (double)cur.size);
-  add(b, M_ENTROPY, row_entropy(row, b->n_vocab));
+}
+
+/* The row's Shannon entropy at T = 1 (nats), as libqrs computes it. */
+static void
+entropy_row(struct bench *b, const float *row)
+{
+  struct qrs_token_record rec;
+  uint32_t tok;
+
+  if (b->probe && qrs_sampler_select_u(b->probe, row, QRS_DTYPE_F32,
+                                       b->n_vocab, 0.5, &tok, &rec) == 0)
+    add(b, M_ENTROPY, rec.shannon_entropy);
 }
 
 /* qrs_sampler_select_u() of the run's configuration on row (timed when
@@ -527,6 +520,7 @@ run(struct bench *b, int kind, int prefetch, int compare, int via_chain)
         llama_chain_row(b, kind, row, chain, cand, 0);
       if (first != FIRST_SELECT)
         select_row(b, kind, row, twin, 0);
+      entropy_row(b, row);
     }
     if (llama_vocab_is_eog(b->vocab, tok))
       tok = prompt[0];            /* keep going: timings, not text */
@@ -718,10 +712,21 @@ main(int argc, char **argv)
   printf("qrsd %s, source %s\n\n", qrs_client_socket_path(b.client),
          b.source ? b.source : qrs_client_server_info(b.client)->default_source);
   fflush(stdout);
+  {
+    struct qrs_sampler_config *pc;
+
+    if (qrs_sampler_config_new(&pc) == 0) {
+      qrs_sampler_config_set(pc, "temperature_strategy", "edt");
+      if (qrs_sampler_new(pc, b.n_vocab, &b.probe) < 0)
+        b.probe = NULL;
+      qrs_sampler_config_free(pc);
+    }
+  }
   wake_floor_start(&b);
   r = run(&b, CFG_B, 1, 1, 0) < 0 || run(&b, CFG_LLAMA, 1, 1, 0) < 0 ||
       run(&b, CFG_B, 0, 0, 0) < 0 || run(&b, CFG_B, 1, 0, 1) < 0;
   wake_floor_stop(&b);
+  qrs_sampler_free(b.probe);
   if (r)
     goto out;
   report(&b);
