@@ -64,6 +64,8 @@ static void
 on_signal(int sig)
 {
   interrupted = 1;
+  /* The decode it aborts is no error worth llama.cpp's log lines. */
+  lt_log_mute();
 }
 
 /* llama.cpp's abort callback: stop a decode in progress on Ctrl-C. */

@@ -10,7 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <json-c/json.h>
@@ -313,6 +317,78 @@ Test(generate, fallback_draws_carry_the_fallback_label, .fini = stop,
   for (i = 0; i < n; i++)
     expect_served(r, i, "system", "system", 1);
   expect_summary(n, "system");
+}
+
+/* Ctrl-C in the middle of a generation: qrs-generate stops, prints the
+   summary of the tokens made (each of which has its record), exits 130,
+   and the decode it aborted leaves no llama.cpp error lines. */
+Test(generate, ctrl_c_stops_cleanly_with_the_summary, .fini = stop,
+     .timeout = 300)
+{
+  char records[128], errpath[128], err[16384], line[65536], *l;
+  size_t n_summary, n_records;
+  struct stat st;
+  ssize_t len;
+  pid_t pid;
+  int status, i, fd;
+  FILE *f;
+
+  daemon_run(&D, MOCK_YAML(7));
+  snprintf(records, sizeof(records), "%s/records.jsonl", D.dir);
+  snprintf(errpath, sizeof(errpath), "%s/stderr.txt", D.dir);
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || dup2(fd, 2) < 0)
+      _exit(127);
+    fd = open("/dev/null", O_WRONLY);
+    if (fd < 0 || dup2(fd, 1) < 0)
+      _exit(127);
+    execl(env("QRS_GENERATE_BIN"), "qrs-generate", "-m",
+          env("QRS_TEST_MODEL"), "-p", PROMPT, "-n", "100000", "-c", "4096",
+          "-t", "2", "--socket", D.sock, "--salt", SALT, "--records",
+          records, (char *)NULL);
+    _exit(127);
+  }
+  /* The first records reach the file: the generation is under way. */
+  for (i = 0; i < 1200 && (stat(records, &st) < 0 || st.st_size == 0);
+       i++)
+    usleep(50000);
+  cr_assert_lt(i, 1200, "no record after 60 s");
+  cr_assert_eq(kill(pid, SIGINT), 0);
+  for (i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; i++)
+    usleep(50000);
+  if (i == 600) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    cr_assert_fail("qrs-generate still running 30 s after SIGINT");
+  }
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 130,
+            "status %#x, not exit 130", status);
+
+  fd = open(errpath, O_RDONLY);
+  cr_assert_geq(fd, 0);
+  len = read(fd, err, sizeof(err) - 1);
+  close(fd);
+  cr_assert_gt(len, 0);
+  err[len] = '\0';
+  cr_log_info("qrs-generate: %s", err);
+  cr_assert(strstr(err, "qrs-generate: interrupted\n"), "%s", err);
+  cr_assert(strstr(err, "prefetch hits"), "no summary: %s", err);
+  cr_assert_null(strstr(err, "failed"), "error lines: %s", err);
+  n_summary = 0;
+  for (l = err; l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+    if (sscanf(l, "qrs-generate: %zu token", &n_summary) == 1)
+      break;
+  cr_assert_gt(n_summary, 0, "%s", err);
+  f = fopen(records, "r");
+  cr_assert_not_null(f);
+  for (n_records = 0; fgets(line, sizeof(line), f); n_records++)
+    ;
+  fclose(f);
+  cr_assert_eq(n_records, n_summary, "%zu records, %zu tokens", n_records,
+               n_summary);
 }
 
 Test(generate, bad_usage_and_unreachable_daemon, .timeout = 60)
