@@ -1,5 +1,6 @@
 /* Helpers shared by the llama.cpp tools (see llamatool.h). */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -9,6 +10,13 @@
 #include "llamatool.h"
 
 static int log_verbose;
+static volatile sig_atomic_t log_muted;
+
+void
+lt_log_mute(void)
+{
+  log_muted = 1;
+}
 
 double
 lt_now_ms(void)
@@ -30,7 +38,7 @@ lt_cmp_double(const void *a, const void *b)
 static void
 on_llama_log(enum ggml_log_level level, const char *text, void *data)
 {
-  if (log_verbose || level == GGML_LOG_LEVEL_ERROR)
+  if (!log_muted && (log_verbose || level == GGML_LOG_LEVEL_ERROR))
     fputs(text, stderr);
 }
 

@@ -18,4 +18,9 @@ int lt_cmp_double(const void *a, const void *b);
 struct llama_model *lt_load_model(const char *prog, const char *path,
                                   int verbose);
 
+/* From now on llama.cpp's log is dropped, its errors too (e.g. the
+   "failed to decode" lines of a decode aborted on purpose).
+   Async-signal-safe. */
+void lt_log_mute(void);
+
 #endif

@@ -64,6 +64,8 @@ static void
 on_signal(int sig)
 {
   interrupted = 1;
+  /* The decode it aborts is no error worth llama.cpp's log lines. */
+  lt_log_mute();
 }
 
 /* llama.cpp's abort callback: stop a decode in progress on Ctrl-C. */
@@ -89,12 +91,15 @@ usage(FILE *f)
 "travels while llama.cpp decodes token N.  The text streams to standard\n"
 "output; at the end a summary goes to standard error: tokens/s, and per\n"
 "token the decode time, the sampling time (without the draw), the time\n"
-"spent waiting for the draw, prefetch hits and fallbacks.\n"
+"spent waiting for the draw, prefetch hits, fallbacks (tokens whose draw\n"
+"the source's configured fallback served because the source failed) and\n"
+"the sources that served the draws, each with its count.\n"
 "\n"
 "Every draw carries a commitment (a 16-byte salt, the step and the\n"
 "previous token) from which qrsd derives the nonce it sends upstream;\n"
 "--records writes each token's record with it.\n"
-"\n"
+"\n", f);
+  fputs(
 "Options:\n"
 "  -m, --model FILE     the GGUF model (required)\n"
 "  -p, --prompt TEXT    the prompt (required); special tokens such as\n"
@@ -377,7 +382,8 @@ static void
 print_summary(const struct opts *o, const struct tok_stat *st, size_t n,
               size_t n_prompt, double prompt_ms, double gen_ms)
 {
-  size_t i, hits, fallbacks, mixed;
+  size_t i, j, len, count, hits, fallbacks;
+  char line[1024];
   double *v;
 
   fprintf(stderr, "\n" PROG ": %zu token%s in %.3f s: %.2f tokens/s "
@@ -401,9 +407,13 @@ print_summary(const struct opts *o, const struct tok_stat *st, size_t n,
     return;
   fprintf(stderr, "  %-12s %10s %10s %10s\n", "per token, ms", "mean",
           "median", "max");
-  for (i = 0; i < n; i++)
-    v[i] = st[i].decode_ms;
-  print_row("decode", v, n);
+  /* Token 0's row came from the prompt's decode (reported above): the
+     decode figures are the one-token decodes. */
+  if (n > 1) {
+    for (i = 1; i < n; i++)
+      v[i - 1] = st[i].decode_ms;
+    print_row("decode", v, n - 1);
+  }
   for (i = 0; i < n; i++)
     v[i] = st[i].sample_ms;
   print_row("sampling", v, n);
@@ -411,14 +421,31 @@ print_summary(const struct opts *o, const struct tok_stat *st, size_t n,
     v[i] = st[i].wait_ms;
   print_row("draw wait", v, n);
   free(v);
-  hits = fallbacks = mixed = 0;
+  hits = fallbacks = 0;
   for (i = 0; i < n; i++) {
     hits += st[i].hit != 0;
     fallbacks += st[i].fallback != 0;
-    mixed += strcmp(st[i].source, st[0].source) != 0;
   }
-  fprintf(stderr, "  prefetch hits %zu/%zu, fallbacks %zu, source %s%s\n",
-          hits, n, fallbacks, st[0].source, mixed ? " (and others)" : "");
+  /* Each serving source once, in order of first use, with its count; one
+     line in one write. */
+  len = (size_t)snprintf(line, sizeof(line), "  prefetch hits %zu/%zu, "
+                         "fallbacks %zu, source", hits, n, fallbacks);
+  for (i = 0; i < n && len < sizeof(line); i++) {
+    for (j = 0; j < i; j++)
+      if (!strcmp(st[j].source, st[i].source))
+        break;
+    if (j < i)
+      continue;
+    for (count = 0, j = i; j < n; j++)
+      count += !strcmp(st[j].source, st[i].source);
+    if (count == n)
+      len += (size_t)snprintf(line + len, sizeof(line) - len, " %s",
+                              st[i].source);
+    else
+      len += (size_t)snprintf(line + len, sizeof(line) - len, "%s %s %zu",
+                              i ? "," : "", st[i].source, count);
+  }
+  fprintf(stderr, "%s\n", line);
 }
 
 /* Print a token's text; special tokens (end markers) are not shown. */

@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,17 +27,41 @@
 #define QRS_TEST_MODEL_PATH ""
 #endif
 
-enum { M_DECODE, M_WAIT_ON, M_WAIT_OFF, M_QRS_STEP, M_QRS_SELECT,
-       M_LLAMA_CHAIN, M_LLAMA_FULL, M_COUNT };
+/* The two libqrs configurations: b (qrs-bench select's (b): fixed T 0.8,
+   min-p 0.05, top-p 0.95, no top-k, the reference's stage order) and the
+   same chain as llama.cpp's (stage_order llama: top-k 40, top-p 0.95,
+   min-p 0.05 on the T = 1 distribution, then T 0.8). */
+enum { CFG_B, CFG_LLAMA, CFG_COUNT };
+
+enum { M_DECODE, M_WAIT_ON, M_WAIT_OFF,
+       M_STEP_B, M_PROPER_B, M_REQ_B, M_SEL_B,
+       M_STEP_L, M_PROPER_L, M_REQ_L, M_SEL_L,
+       M_VIA_CHAIN, M_LLAMA_CHAIN, M_LLAMA_FULL, M_WAKE,
+       M_CAND_B, M_CAND_L, M_CAND_LLAMA, M_ENTROPY, M_COUNT };
+
+/* Rows of the table; counts and entropy are printed apart. */
+#define M_TIMED M_CAND_B
 
 static const char *const m_names[M_COUNT] = {
   "llama.cpp decode",
   "draw wait, prefetch on",
   "draw wait, prefetch off",
-  "qrs sampling (step - wait)",
-  "qrs select_u, same rows",
+  "qrs b: sampling (step - wait)",
+  "  selection (step proper)",
+  "  next draw request",
+  "qrs b: select_u, same rows",
+  "qrs chain: sampling",
+  "  selection (step proper)",
+  "  next draw request",
+  "qrs chain: select_u, same rows",
+  "qrs b after llama.cpp top-k 40",
   "llama.cpp chain apply",
   "llama.cpp chain + cand. array",
+  "floor: wake a sleeping reader",
+  "qrs b: candidates kept",
+  "qrs chain: candidates kept",
+  "llama.cpp chain: candidates",  /* on the rows of qrs chain's */
+  "row entropy at T = 1, nats",
 };
 
 struct bench {
@@ -48,6 +75,10 @@ struct bench {
   const struct llama_vocab *vocab;
   size_t n_vocab;
   struct qrs_client *client;
+  struct qrs_sampler *probe;    /* untimed: the rows' entropy (edt
+                                   computes it) */
+  int wake_fd;                  /* -1: no wake-up floor */
+  pid_t wake_pid;
   double *v[M_COUNT];
   size_t nv[M_COUNT];
 };
@@ -60,20 +91,39 @@ usage(FILE *f)
 "                       [--socket PATH] [--source NAME] [--samples N]\n"
 "                       [-c CPU]\n"
 "\n"
-"Generates N tokens (default 64) twice with the model in llama.cpp,\n"
-"sampling every token with libqrs from a qrsd draw: once with the next\n"
-"draw prefetched while llama.cpp decodes (libqrs's default), once\n"
-"without.  libqrs runs the b-like configuration: fixed temperature 0.8,\n"
-"min-p 0.05, top-p 0.95, no top-k.  On every row of the first run it\n"
-"also times, on the same logits:\n"
-"  - libqrs's qrs_sampler_select_u() alone (same configuration, no draw)\n"
-"  - llama.cpp's default chain, top-k 40 -> top-p 0.95 -> min-p 0.05 ->\n"
-"    temperature 0.8 -> dist, applied to the candidate array, and with\n"
-"    building that array from the row (as llama_sampler_sample() does)\n"
-"Prints per-token mean, median and 90th percentile of each (ms), and\n"
-"the two target ratios: draw wait with prefetch / decode (<= 5%) and\n"
-"qrs sampling / llama.cpp chain (<= 1).\n"
+"Generates N tokens (default 64) four times with the model in llama.cpp,\n"
+"sampling every token with libqrs from a qrsd draw:\n"
+"  1. qrs_llama_sample_logits() with configuration b (qrs-bench select's\n"
+"     (b): fixed temperature 0.8, min-p 0.05, top-p 0.95, no top-k, the\n"
+"     reference's stage order), the next draw prefetched while llama.cpp\n"
+"     decodes (libqrs's default)\n"
+"  2. the same with llama.cpp's own chain in libqrs (top-k 40 -> top-p\n"
+"     0.95 -> min-p 0.05 on the T = 1 distribution, then T 0.8:\n"
+"     stage_order llama)\n"
+"  3. configuration b without prefetch (the draw wait without it)\n"
+"  4. a llama.cpp chain of top-k 40 and the qrs sampler (b)\n"
+"In runs 1 and 2 every row also goes through qrs_sampler_select_u()\n"
+"alone (no draw) and llama.cpp's default chain, top-k 40 -> top-p 0.95\n"
+"-> min-p 0.05 -> temperature 0.8 -> dist (applied to the candidate\n"
+"array, and with building that array from the row, as\n"
+"llama_sampler_sample() does).  The three take turns going first after\n"
+"the decode, and each is timed only on the rows where it goes first: the\n"
+"state an engine samples in, on rows of the same runs.  The sampling\n"
+"time (the call minus the draw wait) is split into the selection proper\n"
+"(the record's timings) and the rest, which is sending the next token's\n"
+"draw request to qrsd (the prefetch); its floor is a 64-byte send() to a\n"
+"process asleep in read() on qrsd's CPUs (the kernel's cost of waking\n"
+"it).  Also printed per row: the candidates each keeps and the row's\n"
+"entropy.  Prints per-token mean, median and 90th percentile (ms), and\n"
+"the target ratios: draw wait with prefetch / decode (<= 5%) and qrs\n"
+"sampling / llama.cpp chain (<= 1).\n"
 "\n"
+"The test model's one-token decode (about 2.5 ms) can be shorter than\n"
+"qrsd's wake-up on a loaded machine; `meson compile -C build\n"
+"qrs-bench-model` writes a bigger model of the same kind (embedding 256,\n"
+"4 layers; ~20 ms decodes): -m build/tests/llama/qrs-bench-qwen2.gguf.\n"
+"\n", f);
+  fputs(
 "Options:\n"
 "  -m, --model FILE   the GGUF model (default: the test model of the\n"
 "                     build tree, " QRS_TEST_MODEL_PATH ")\n"
@@ -131,7 +181,7 @@ median(const struct bench *b, int m)
 }
 
 static struct qrs_sampler_config *
-b_like_config(const struct bench *b, int prefetch)
+qrs_config(const struct bench *b, int kind, int prefetch)
 {
   struct qrs_sampler_config *cfg;
   char buf[32];
@@ -142,7 +192,12 @@ b_like_config(const struct bench *b, int prefetch)
   qrs_sampler_config_set_double(cfg, "fixed_temperature", 0.8);
   qrs_sampler_config_set_double(cfg, "min_p_base", 0.05);
   qrs_sampler_config_set_double(cfg, "top_p", 0.95);
-  qrs_sampler_config_set_int(cfg, "top_k", 0);
+  if (kind == CFG_LLAMA) {
+    qrs_sampler_config_set_int(cfg, "top_k", 40);
+    qrs_sampler_config_set(cfg, "stage_order", "llama");
+  } else {
+    qrs_sampler_config_set_int(cfg, "top_k", 0);
+  }
   qrs_sampler_config_set(cfg, "log_level", "none");
   qrs_sampler_config_set_int(cfg, "entropy_prefetch", prefetch);
   if (b->source)
@@ -173,29 +228,199 @@ llama_default_chain(void)
   return chain;
 }
 
-/* One generation of b->n tokens; with compare, also time select_u and
-   llama.cpp's chain on every row.  Returns 0 or -1 (message printed). */
+/* The floor of "hand a request to another process": a 64-byte send() on
+   a Unix stream socket to a process that sleeps in read() on the CPUs
+   qrsd may run on (from qrsd's peer credentials), timed at the point where
+   the sampler sends the next draw request.  It is what the kernel charges
+   the sender for waking a sleeping daemon on another CPU. */
+static void
+wake_floor_start(struct bench *b)
+{
+  struct sockaddr_un sa;
+  struct ucred cred;
+  socklen_t len;
+  cpu_set_t set;
+  char buf[256];
+  int sv[2], fd, have_set;
+  pid_t pid;
+
+  b->wake_fd = -1;
+  have_set = 0;
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s",
+           qrs_client_socket_path(b->client));
+  len = sizeof(cred);
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+      sched_getaffinity(cred.pid, sizeof(set), &set) == 0)
+    have_set = 1;
+  if (fd >= 0)
+    close(fd);
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    return;
+  pid = fork();
+  if (pid < 0) {
+    close(sv[0]);
+    close(sv[1]);
+    return;
+  }
+  if (pid == 0) {
+    close(sv[0]);
+    if (have_set)
+      (void)sched_setaffinity(0, sizeof(set), &set);
+    while (read(sv[1], buf, sizeof(buf)) > 0)
+      ;
+    _exit(0);
+  }
+  close(sv[1]);
+  b->wake_fd = sv[0];
+  b->wake_pid = pid;
+  if (!have_set)
+    fprintf(stderr, PROG ": qrsd's CPUs unknown: the wake-up floor's "
+            "reader runs on any CPU\n");
+}
+
+static void
+wake_floor_stop(struct bench *b)
+{
+  if (b->wake_fd < 0)
+    return;
+  close(b->wake_fd);
+  waitpid(b->wake_pid, NULL, 0);
+  b->wake_fd = -1;
+}
+
+static void
+wake_floor_send(struct bench *b)
+{
+  static const uint8_t msg[64];
+  double t0;
+
+  if (b->wake_fd < 0)
+    return;
+  t0 = lt_now_ms();
+  if (send(b->wake_fd, msg, sizeof(msg), MSG_NOSIGNAL) == (ssize_t)sizeof(msg))
+    add(b, M_WAKE, lt_now_ms() - t0);
+}
+
+/* The candidate array llama_sampler_sample() builds from a row. */
+static void
+fill_candidates(const struct bench *b, const float *row,
+                llama_token_data *cand, llama_token_data_array *cur)
+{
+  size_t k;
+
+  for (k = 0; k < b->n_vocab; k++) {
+    cand[k].id = (llama_token)k;
+    cand[k].logit = row[k];
+    cand[k].p = 0.0f;
+  }
+  cur->data = cand;
+  cur->size = b->n_vocab;
+  cur->selected = -1;
+  cur->sorted = false;
+}
+
+/* Who goes first after a decode, by token: each contender is timed only
+   on the tokens where it goes first, so that every figure is taken in the
+   state an engine samples in (the row just written by llama.cpp, the rest
+   of the cache holding the model's weights), on rows of the same run. */
+enum { FIRST_CHAIN, FIRST_STEP, FIRST_SELECT, FIRST_COUNT };
+
+/* llama.cpp's default chain on row (timed when rec); its candidates are
+   counted on the rows of the run with the same chain in libqrs. */
+static void
+llama_chain_row(struct bench *b, int kind, const float *row,
+                struct llama_sampler *chain, llama_token_data *cand, int rec)
+{
+  llama_token_data_array cur;
+  double t0, t1, t2;
+
+  t0 = lt_now_ms();
+  fill_candidates(b, row, cand, &cur);
+  t1 = lt_now_ms();
+  llama_sampler_apply(chain, &cur);
+  t2 = lt_now_ms();
+  if (rec) {
+    add(b, M_LLAMA_CHAIN, t2 - t1);
+    add(b, M_LLAMA_FULL, t2 - t0);
+  }
+  if (kind == CFG_LLAMA)
+    add(b, M_CAND_LLAMA, (double)cur.size);
+}
+
+/* The row's Shannon entropy at T = 1 (nats), as libqrs computes it. */
+static void
+entropy_row(struct bench *b, const float *row)
+{
+  struct qrs_token_record rec;
+  uint32_t tok;
+
+  if (b->probe && qrs_sampler_select_u(b->probe, row, QRS_DTYPE_F32,
+                                       b->n_vocab, 0.5, &tok, &rec) == 0)
+    add(b, M_ENTROPY, rec.shannon_entropy);
+}
+
+/* qrs_sampler_select_u() of the run's configuration on row (timed when
+   rec), and the candidates it keeps. */
+static void
+select_row(struct bench *b, int kind, const float *row,
+           struct qrs_sampler *twin, int rec)
+{
+  struct qrs_token_record trec;
+  uint32_t tw;
+  double t0;
+
+  t0 = lt_now_ms();
+  qrs_sampler_select_u(twin, row, QRS_DTYPE_F32, b->n_vocab, 0.5, &tw,
+                       &trec);
+  if (rec)
+    add(b, kind == CFG_LLAMA ? M_SEL_L : M_SEL_B, lt_now_ms() - t0);
+  add(b, kind == CFG_LLAMA ? M_CAND_L : M_CAND_B,
+      (double)trec.num_candidates);
+}
+
+/* The step's time without the draw wait, split into the selection proper
+   (the record's own timing of the step) and the rest (sending the next
+   token's draw request: the prefetch). */
+static void
+add_step(struct bench *b, int kind, const struct qrs_token_record *rec,
+         double call_ms)
+{
+  int m = kind == CFG_LLAMA ? M_STEP_L : M_STEP_B;
+
+  add(b, m, call_ms - rec->entropy_fetch_ms);
+  add(b, m + 1, rec->total_sampling_ms - rec->entropy_fetch_ms);
+  add(b, m + 2, call_ms - rec->total_sampling_ms);
+}
+
+/* One generation of b->n tokens with configuration kind, sampled with
+   qrs_llama_sample_logits(), or with via_chain by a chain of llama.cpp's
+   top-k 40 and the qrs sampler.  With compare, select_u and llama.cpp's
+   chain run on every row too (see FIRST_*).  Returns 0 or -1 (message
+   printed). */
 static int
-run(struct bench *b, int prefetch, int compare)
+run(struct bench *b, int kind, int prefetch, int compare, int via_chain)
 {
   struct llama_context_params cp;
-  struct qrs_sampler_config *cfg;
-  struct llama_sampler *qs = NULL, *chain = NULL;
+  struct qrs_sampler_config *cfg, *tcfg;
+  struct llama_sampler *qs = NULL, *chain = NULL, *qchain = NULL;
   struct llama_context *ctx = NULL;
+  llama_token_data_array cur;
   struct qrs_sampler *twin = NULL;
   struct qrs_token_record rec;
-  llama_token_data_array cur;
   llama_token_data *cand = NULL;
   llama_token prompt[512], tok;
   const float *row;
   double t0, t1, dec_ms;
-  uint32_t tw;
   int32_t n_prompt;
-  size_t i, k;
-  int r, rc;
+  size_t i;
+  int first, r, rc;
 
   rc = -1;
-  cfg = b_like_config(b, prefetch);
+  cfg = qrs_config(b, kind, prefetch);
   if (!cfg)
     return -1;
   n_prompt = llama_tokenize(b->vocab, b->prompt, (int32_t)strlen(b->prompt),
@@ -216,17 +441,34 @@ run(struct bench *b, int prefetch, int compare)
     goto out;
   }
   r = qrs_llama_sampler_new(b->vocab, cfg, b->client, &qs);
-  if (r < 0 || (compare && qrs_sampler_new(cfg, b->n_vocab, &twin) < 0)) {
+  if (r < 0) {
     fprintf(stderr, PROG ": sampler: %s\n", qrs_strerror(r));
     goto out;
   }
-  if (compare) {
-    chain = llama_default_chain();
+  if (via_chain) {
+    /* llama.cpp's top-k 40, then the qrs sampler on its 40 candidates
+       (the chain owns qs). */
+    qchain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    llama_sampler_chain_add(qchain, llama_sampler_init_top_k(40));
+    llama_sampler_chain_add(qchain, qs);
+    qs = NULL;
+  }
+  if (compare || via_chain) {
     cand = malloc(b->n_vocab * sizeof(*cand));
     if (!cand)
       goto out;
   }
-  qrs_sampler_prefetch(qrs_llama_sampler_get(qs), b->client);
+  if (compare) {
+    tcfg = qrs_config(b, kind, 0);
+    r = tcfg ? qrs_sampler_new(tcfg, b->n_vocab, &twin) : -EINVAL;
+    qrs_sampler_config_free(tcfg);
+    if (r < 0) {
+      fprintf(stderr, PROG ": sampler: %s\n", qrs_strerror(r));
+      goto out;
+    }
+    chain = llama_default_chain();
+  }
+  qrs_sampler_prefetch(qrs_llama_sampler_get(qs ? qs : qchain), b->client);
   t0 = lt_now_ms();
   r = llama_decode(ctx, llama_batch_get_one(prompt, n_prompt));
   dec_ms = lt_now_ms() - t0;
@@ -234,38 +476,52 @@ run(struct bench *b, int prefetch, int compare)
     if (i > 0)
       add(b, M_DECODE, dec_ms);   /* one-token decodes only */
     row = llama_get_logits_ith(ctx, -1);
+    first = compare ? (int)(i % FIRST_COUNT) : FIRST_STEP;
     if (compare) {
-      t0 = lt_now_ms();
-      for (k = 0; k < b->n_vocab; k++) {
-        cand[k].id = (llama_token)k;
-        cand[k].logit = row[k];
-        cand[k].p = 0.0f;
-      }
-      cur.data = cand;
-      cur.size = b->n_vocab;
-      cur.selected = -1;
-      cur.sorted = false;
-      t1 = lt_now_ms();
-      llama_sampler_apply(chain, &cur);
-      add(b, M_LLAMA_CHAIN, lt_now_ms() - t1);
-      add(b, M_LLAMA_FULL, lt_now_ms() - t0);
-      t0 = lt_now_ms();
-      qrs_sampler_select_u(twin, row, QRS_DTYPE_F32, b->n_vocab, 0.5, &tw,
-                           NULL);
-      add(b, M_QRS_SELECT, lt_now_ms() - t0);
+      /* As the step's request: both processes asleep since the decode. */
+      wake_floor_send(b);
+      if (first == FIRST_CHAIN)
+        llama_chain_row(b, kind, row, chain, cand, 1);
+      else if (first == FIRST_SELECT)
+        select_row(b, kind, row, twin, 1);
     }
-    t0 = lt_now_ms();
-    r = qrs_llama_sample_logits(qs, ctx, -1, &tok, &rec);
-    t1 = lt_now_ms();
+    if (via_chain) {
+      fill_candidates(b, row, cand, &cur);
+      t0 = lt_now_ms();
+      llama_sampler_apply(qchain, &cur);
+      t1 = lt_now_ms();
+      r = qrs_llama_sampler_status(qchain);
+      if (r == 0 && cur.selected >= 0) {
+        tok = cur.data[cur.selected].id;
+        qrs_llama_sampler_record(qchain, &rec);
+        add(b, M_VIA_CHAIN, t1 - t0 - rec.entropy_fetch_ms);
+      } else if (r == 0) {
+        r = QRS_E_NO_CANDIDATES;
+      }
+    } else {
+      t0 = lt_now_ms();
+      r = qrs_llama_sample_logits(qs, ctx, -1, &tok, &rec);
+      t1 = lt_now_ms();
+    }
     if (r != 0) {
       fprintf(stderr, PROG ": sampling: %s%s%s\n", qrs_strerror(r),
               qrs_client_errmsg(b->client)[0] ? ": " : "",
               qrs_client_errmsg(b->client));
       goto out;
     }
-    add(b, prefetch ? M_WAIT_ON : M_WAIT_OFF, rec.entropy_fetch_ms);
-    if (prefetch)
-      add(b, M_QRS_STEP, t1 - t0 - rec.entropy_fetch_ms);
+    if (!prefetch)
+      add(b, M_WAIT_OFF, rec.entropy_fetch_ms);
+    else if (first == FIRST_STEP && !via_chain) {
+      add(b, M_WAIT_ON, rec.entropy_fetch_ms);
+      add_step(b, kind, &rec, t1 - t0);
+    }
+    if (compare) {
+      if (first != FIRST_CHAIN)
+        llama_chain_row(b, kind, row, chain, cand, 0);
+      if (first != FIRST_SELECT)
+        select_row(b, kind, row, twin, 0);
+      entropy_row(b, row);
+    }
     if (llama_vocab_is_eog(b->vocab, tok))
       tok = prompt[0];            /* keep going: timings, not text */
     t0 = lt_now_ms();
@@ -280,6 +536,7 @@ run(struct bench *b, int prefetch, int compare)
 
 out:
   llama_sampler_free(qs);
+  llama_sampler_free(qchain);
   llama_sampler_free(chain);
   qrs_sampler_free(twin);
   qrs_sampler_config_free(cfg);
@@ -288,10 +545,19 @@ out:
   return rc;
 }
 
+static double
+ratio_line(struct bench *b, const char *what, int num, int den)
+{
+  double r = median(b, num) / median(b, den);
+
+  printf("  %-42s %8.3f %8.3f\n", what, mean(b, num) / mean(b, den), r);
+  return r;
+}
+
 static void
 report(struct bench *b)
 {
-  double *v, wait_pct, ratio;
+  double *v, wait_pct, rb, rl;
   size_t n;
   int m;
 
@@ -300,32 +566,49 @@ report(struct bench *b)
     n = b->nv[m];
     if (n == 0)
       continue;
+    if (m == M_TIMED)
+      printf("\n%-31s %9s %9s %9s %9s\n", "per row", "mean", "median",
+             "min", "max");
     v = malloc(n * sizeof(*v));
     if (!v)
       return;
     memcpy(v, b->v[m], n * sizeof(*v));
     qsort(v, n, sizeof(*v), lt_cmp_double);
-    printf("%-31s %9.4f %9.4f %9.4f\n", m_names[m], mean(b, m), v[n / 2],
-           v[(n * 9) / 10]);
+    if (m < M_TIMED)
+      printf("%-31s %9.4f %9.4f %9.4f\n", m_names[m], mean(b, m), v[n / 2],
+             v[(n * 9) / 10]);
+    else
+      printf("%-31s %9.2f %9.2f %9.2f %9.2f\n", m_names[m], mean(b, m),
+             v[n / 2], v[0], v[n - 1]);
     free(v);
   }
   printf("\nratios (of means / of medians):\n");
   wait_pct = 100.0 * mean(b, M_WAIT_ON) / mean(b, M_DECODE);
-  printf("  draw wait with prefetch / decode       %7.2f%% %7.2f%%  "
-         "target <= 5%%: %s\n", wait_pct,
+  printf("  %-42s %7.2f%% %7.2f%%  target <= 5%% (means): %s\n",
+         "draw wait with prefetch / decode", wait_pct,
          100.0 * median(b, M_WAIT_ON) / median(b, M_DECODE),
          wait_pct <= 5.0 ? "met" : "MISSED");
-  ratio = median(b, M_QRS_STEP) / median(b, M_LLAMA_CHAIN);
-  printf("  qrs sampling / llama.cpp chain apply   %8.3f %8.3f  "
-         "target <= 1 (medians): %s\n",
-         mean(b, M_QRS_STEP) / mean(b, M_LLAMA_CHAIN), ratio,
-         ratio <= 1.0 ? "met" : "MISSED");
-  printf("  qrs select_u / llama.cpp chain apply   %8.3f %8.3f\n",
-         mean(b, M_QRS_SELECT) / mean(b, M_LLAMA_CHAIN),
-         median(b, M_QRS_SELECT) / median(b, M_LLAMA_CHAIN));
-  printf("  qrs sampling / chain + cand. array     %8.3f %8.3f\n",
-         mean(b, M_QRS_STEP) / mean(b, M_LLAMA_FULL),
-         median(b, M_QRS_STEP) / median(b, M_LLAMA_FULL));
+  rb = ratio_line(b, "qrs b: sampling / llama.cpp chain apply", M_STEP_B,
+                  M_LLAMA_CHAIN);
+  ratio_line(b, "qrs b: selection / llama.cpp chain apply", M_PROPER_B,
+             M_LLAMA_CHAIN);
+  ratio_line(b, "qrs b: select_u / llama.cpp chain apply", M_SEL_B,
+             M_LLAMA_CHAIN);
+  rl = ratio_line(b, "qrs chain: sampling / llama.cpp chain apply",
+                  M_STEP_L, M_LLAMA_CHAIN);
+  ratio_line(b, "qrs chain: selection / llama.cpp chain apply", M_PROPER_L,
+             M_LLAMA_CHAIN);
+  ratio_line(b, "qrs chain: select_u / llama.cpp chain apply", M_SEL_L,
+             M_LLAMA_CHAIN);
+  ratio_line(b, "qrs b: next draw request / wake-up floor", M_REQ_B,
+             M_WAKE);
+  ratio_line(b, "qrs b: sampling / chain + cand. array", M_STEP_B,
+             M_LLAMA_FULL);
+  ratio_line(b, "qrs chain: sampling / chain + cand. array", M_STEP_L,
+             M_LLAMA_FULL);
+  printf("  target qrs sampling <= llama.cpp chain apply (medians): "
+         "b %s, same chain %s\n", rb <= 1.0 ? "met" : "MISSED",
+         rl <= 1.0 ? "met" : "MISSED");
 }
 
 int
@@ -419,7 +702,7 @@ main(int argc, char **argv)
   b.vocab = llama_model_get_vocab(b.model);
   b.n_vocab = (size_t)llama_vocab_n_tokens(b.vocab);
   for (m = 0; m < M_COUNT; m++) {
-    b.v[m] = calloc(2 * b.n, sizeof(double));   /* decode: both runs */
+    b.v[m] = calloc(4 * b.n, sizeof(double));   /* decode: every run */
     if (!b.v[m])
       goto out;
   }
@@ -429,7 +712,22 @@ main(int argc, char **argv)
   printf("qrsd %s, source %s\n\n", qrs_client_socket_path(b.client),
          b.source ? b.source : qrs_client_server_info(b.client)->default_source);
   fflush(stdout);
-  if (run(&b, 1, 1) < 0 || run(&b, 0, 0) < 0)
+  {
+    struct qrs_sampler_config *pc;
+
+    if (qrs_sampler_config_new(&pc) == 0) {
+      qrs_sampler_config_set(pc, "temperature_strategy", "edt");
+      if (qrs_sampler_new(pc, b.n_vocab, &b.probe) < 0)
+        b.probe = NULL;
+      qrs_sampler_config_free(pc);
+    }
+  }
+  wake_floor_start(&b);
+  r = run(&b, CFG_B, 1, 1, 0) < 0 || run(&b, CFG_LLAMA, 1, 1, 0) < 0 ||
+      run(&b, CFG_B, 0, 0, 0) < 0 || run(&b, CFG_B, 1, 0, 1) < 0;
+  wake_floor_stop(&b);
+  qrs_sampler_free(b.probe);
+  if (r)
     goto out;
   report(&b);
   rc = 0;

@@ -18,6 +18,12 @@ struct qs {
   struct qrs_client *c;           /* borrowed */
   size_t n_vocab;
   float *row;                     /* n_vocab logits handed to libqrs */
+  llama_token *ids;               /* the candidates written into row by
+                                     the last scatter, allocated on first
+                                     use */
+  size_t n_ids;
+  int row_full;                   /* row holds more than ids[] (a whole
+                                     copy, or not initialised) */
   llama_token_data *cand;         /* qrs_llama_sample()'s candidates,
                                      allocated on first use */
   uint8_t salt[256];
@@ -60,6 +66,7 @@ qs_destroy(struct qs *q)
     return;
   qrs_sampler_free(q->s);
   free(q->row);
+  free(q->ids);
   free(q->cand);
   free(q);
 }
@@ -77,6 +84,7 @@ qs_create(const struct qrs_sampler_config *cfg, size_t n_vocab,
   q->c = c;
   q->n_vocab = n_vocab;
   q->row = malloc(n_vocab * sizeof(*q->row));
+  q->row_full = 1;
   if (!q->row) {
     r = -ENOMEM;
     goto fail;
@@ -108,7 +116,10 @@ qs_accept(struct llama_sampler *smpl, llama_token token)
 
 /* cur_p -> q->row.  Returns 1 when the candidates are the whole vocabulary
    in id order (cur_p->data[i].id == i), 0 when they were scattered over a
-   -inf row, -EINVAL for an id outside the vocabulary. */
+   -inf row, -EINVAL for an id outside the vocabulary, -ENOMEM.  A scatter
+   remembers the ids it wrote, so that the next one resets only those
+   instead of the whole row (after llama.cpp's top-k: 40 writes, not
+   151,936). */
 static int
 fill_row(struct qs *q, const llama_token_data_array *cur_p)
 {
@@ -121,15 +132,34 @@ fill_row(struct qs *q, const llama_token_data_array *cur_p)
         break;
       q->row[i] = cur_p->data[i].logit;
     }
+    if (i > 0)
+      q->row_full = 1;
     if (i == n)
       return 1;
   }
-  for (i = 0; i < q->n_vocab; i++)
-    q->row[i] = -INFINITY;
-  for (i = 0; i < n; i++) {
+  for (i = 0; i < n; i++)
     if (cur_p->data[i].id < 0 || (size_t)cur_p->data[i].id >= q->n_vocab)
       return -EINVAL;
+  if (!q->ids) {
+    q->ids = malloc(q->n_vocab * sizeof(*q->ids));
+    if (!q->ids)
+      return -ENOMEM;
+  }
+  if (q->row_full) {
+    for (i = 0; i < q->n_vocab; i++)
+      q->row[i] = -INFINITY;
+    q->row_full = 0;
+  } else {
+    for (i = 0; i < q->n_ids; i++)
+      q->row[q->ids[i]] = -INFINITY;
+  }
+  q->n_ids = 0;
+  if (n > q->n_vocab)             /* repeated ids: reset all next time */
+    q->row_full = 1;
+  for (i = 0; i < n; i++) {
     q->row[cur_p->data[i].id] = cur_p->data[i].logit;
+    if (!q->row_full)
+      q->ids[q->n_ids++] = cur_p->data[i].id;
   }
   return 0;
 }

@@ -12,7 +12,12 @@ token embedding; seeded, so every run writes the same file.  Its logits
 rows are real llama.cpp output, 151,936 wide; the embedding scale (0.5)
 gives LM-like rows (entropy 2 to 6 nats; scale 1 gives nearly one-hot
 rows, 0.05 nearly flat ones).  EMBD LAYERS FFN make a bigger model of the
-same kind, e.g. 512 8 1024 for benchmarks (qrs-llama-bench -m)."""
+same kind (the embedding scale shrinks as 1/sqrt(EMBD), so its rows stay
+LM-like), e.g. 256 4 512 for benchmarks (`meson compile -C build
+qrs-bench-model` writes that one, 171 MB, in about 30 s; qrs-llama-bench
+-m build/tests/llama/qrs-bench-qwen2.gguf): its one-token decode (about
+20 ms on one thread) is longer than qrsd's wake-up on a loaded machine,
+which the test model's 2.5 ms decode is not."""
 import os
 import sys
 
@@ -66,7 +71,10 @@ def t(name, *shape, scale=0.05):
     w.add_tensor(name, (rng.standard_normal(shape) * scale).astype(np.float32))
 
 
-t("token_embd.weight", n_vocab, N_EMBD, scale=0.5)
+# Logits are dot products over N_EMBD: scaling the (tied) embedding by
+# 1/sqrt(N_EMBD) keeps bigger models' rows as LM-like as the 64-wide one's
+# (0.5 exactly at 64, so the test model does not change).
+t("token_embd.weight", n_vocab, N_EMBD, scale=0.5 * (64.0 / N_EMBD) ** 0.5)
 w.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
 for i in range(N_LAYER):
     b = "blk.%d." % i

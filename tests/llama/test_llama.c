@@ -3,12 +3,18 @@
    prebuilt llama.cpp, with draws from a real qrsd.
 
    $QRS_TEST_MODEL is the model tests/llama/make-test-model.py wrote,
-   $QRS_GENERATE_BIN the qrs-generate program, $QRSD_BIN qrsd. */
+   $QRS_GENERATE_BIN the qrs-generate program, $QRSD_BIN qrsd,
+   $QRS_ENTROPY_SERVER_BIN the gRPC upstream for the fallback test. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <json-c/json.h>
@@ -17,6 +23,7 @@
 #include <qrs/qrs.h>
 
 #include "harness.h"
+#include "upserver.h"
 
 #define PROMPT "Once upon a time"
 #define THREADS 2
@@ -39,8 +46,13 @@ struct gen_record {
   double cdf_lo, cdf_hi;
   uint64_t step;
   int fallback;
+  int production;
   char source[QRS_NAME_MAX];
+  char type[QRS_NAME_MAX];
 };
+
+/* qrs-generate's stderr (its summary) from the last generate(). */
+static char gen_err[16384];
 
 static const char *
 env(const char *name)
@@ -71,7 +83,7 @@ static size_t
 generate(struct gen_record *rec, int *ret_status, char *out, size_t outlen,
          const char *const *extra)
 {
-  char records[128], err[4096], line[65536];
+  char records[128], line[65536];
   struct json_object *j, *v;
   const char *argv[32];
   size_t n;
@@ -100,9 +112,9 @@ generate(struct gen_record *rec, int *ret_status, char *out, size_t outlen,
   while (extra && *extra && a < 31)
     argv[a++] = *extra++;
   argv[a] = NULL;
-  *ret_status = run_capture((char *const *)argv, out, outlen, err,
-                            sizeof(err));
-  cr_log_info("qrs-generate: %s", err);
+  *ret_status = run_capture((char *const *)argv, out, outlen, gen_err,
+                            sizeof(gen_err));
+  cr_log_info("qrs-generate: %s", gen_err);
 
   f = fopen(records, "r");
   cr_assert_not_null(f, "no records file");
@@ -126,6 +138,11 @@ generate(struct gen_record *rec, int *ret_status, char *out, size_t outlen,
     cr_assert(json_object_object_get_ex(j, "entropy_source_used", &v));
     snprintf(rec[n].source, sizeof(rec[n].source), "%s",
              json_object_get_string(v));
+    cr_assert(json_object_object_get_ex(j, "entropy_source_type", &v));
+    snprintf(rec[n].type, sizeof(rec[n].type), "%s",
+             json_object_get_string(v));
+    cr_assert(json_object_object_get_ex(j, "entropy_production", &v));
+    rec[n].production = json_object_get_boolean(v);
     cr_assert(json_object_object_get_ex(j, "entropy_nonce", &v));
     cr_assert(json_object_is_type(v, json_type_string) &&
               strlen(json_object_get_string(v)) == 16 &&
@@ -214,6 +231,168 @@ Test(generate, system_source_in_every_record, .fini = stop, .timeout = 300)
                      r[i].source);
     cr_assert_eq(r[i].fallback, 0);
   }
+}
+
+/* qrs-generate's summary line says "fallbacks N, source SOURCES". */
+static void
+expect_summary(size_t fallbacks, const char *sources)
+{
+  char want[256];
+
+  snprintf(want, sizeof(want), "fallbacks %zu, source %s\n", fallbacks,
+           sources);
+  cr_assert(strstr(gen_err, want), "the summary does not say '%s':\n%s",
+            want, gen_err);
+}
+
+static void
+expect_served(const struct gen_record *r, size_t i, const char *source,
+              const char *type, int fallback)
+{
+  cr_assert_str_eq(r[i].source, source, "token %zu served by %s, not %s", i,
+                   r[i].source, source);
+  cr_assert_str_eq(r[i].type, type, "token %zu: type %s, not %s", i,
+                   r[i].type, type);
+  cr_assert_eq(r[i].fallback, fallback, "token %zu: fallback %d", i,
+               r[i].fallback);
+  cr_assert_eq(r[i].production, 1, "token %zu: not production", i);
+}
+
+/* Sources that really fail, with "fallback: system": each token the
+   fallback served says so in its record (entropy_is_fallback, served by
+   system, type system), the tokens the source served are its own, and
+   qrs-generate's summary counts the same fallbacks.  A gRPC upstream (a
+   real qrs-entropy-server) that goes away after a few answers, in the
+   middle of the generation, and a device whose FIFO has no writer. */
+Test(generate, fallback_draws_carry_the_fallback_label, .fini = stop,
+     .timeout = 300)
+{
+  static const char *const extra_q[] = { "-n", "16", NULL };
+  static const char *const extra_hw[] = { "--source", "hw", NULL };
+  struct gen_record r[MAX_GEN];
+  struct upserver up;
+  char listen[128], fifo[128], want[64], yaml[1024];
+  size_t n, i, k;
+  FILE *f;
+
+  daemon_prepare(&D, NULL);
+  snprintf(listen, sizeof(listen), "unix:%s/q.sock", D.dir);
+  snprintf(fifo, sizeof(fifo), "%s/hw.fifo", D.dir);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  /* qrsd's warm-up fetch is the first answer. */
+  upserver_start(&up, listen, "--drop-after", "6", NULL);
+  snprintf(yaml, sizeof(yaml),
+           "default_source: q\n"
+           "sources:\n"
+           "  system: { type: system }\n"
+           "  q: { type: grpc, target: \"%s\", fallback: system,\n"
+           "       retry_count: 0, timeout_ms: 2000 }\n"
+           "  hw: { type: device, path: %s, fallback: system }\n",
+           listen, fifo);
+  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
+  f = fopen(D.conf, "w");
+  cr_assert_not_null(f);
+  fputs(yaml, f);
+  fclose(f);
+  daemon_start(&D, NULL);
+
+  /* The upstream serves the first tokens, then exits: the fallback
+     serves every token after that, and generation goes on. */
+  n = generate_ok(r, extra_q);
+  cr_assert_eq(n, 16);
+  cr_assert_eq(upserver_wait(&up, 10000), 0, "the upstream did not exit");
+  for (k = 0; k < n && !r[k].fallback; k++)
+    expect_served(r, k, "q", "grpc", 0);
+  cr_assert_geq(k, 1, "the upstream served no token");
+  cr_assert_lt(k, n, "no token was served by the fallback");
+  for (i = k; i < n; i++)
+    expect_served(r, i, "system", "system", 1);
+  snprintf(want, sizeof(want), "q %zu, system %zu", k, n - k);
+  expect_summary(n - k, want);
+
+  /* A device with no writer: end of file at once, every token from the
+     fallback. */
+  n = generate_ok(r, extra_hw);
+  cr_assert_eq(n, N_GEN);
+  for (i = 0; i < n; i++)
+    expect_served(r, i, "system", "system", 1);
+  expect_summary(n, "system");
+}
+
+/* Ctrl-C in the middle of a generation: qrs-generate stops, prints the
+   summary of the tokens made (each of which has its record), exits 130,
+   and the decode it aborted leaves no llama.cpp error lines. */
+Test(generate, ctrl_c_stops_cleanly_with_the_summary, .fini = stop,
+     .timeout = 300)
+{
+  char records[128], errpath[128], err[16384], line[65536], *l;
+  size_t n_summary, n_records;
+  struct stat st;
+  ssize_t len;
+  pid_t pid;
+  int status, i, fd;
+  FILE *f;
+
+  daemon_run(&D, MOCK_YAML(7));
+  snprintf(records, sizeof(records), "%s/records.jsonl", D.dir);
+  snprintf(errpath, sizeof(errpath), "%s/stderr.txt", D.dir);
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || dup2(fd, 2) < 0)
+      _exit(127);
+    fd = open("/dev/null", O_WRONLY);
+    if (fd < 0 || dup2(fd, 1) < 0)
+      _exit(127);
+    execl(env("QRS_GENERATE_BIN"), "qrs-generate", "-m",
+          env("QRS_TEST_MODEL"), "-p", PROMPT, "-n", "100000", "-c", "4096",
+          "-t", "2", "--socket", D.sock, "--salt", SALT, "--records",
+          records, (char *)NULL);
+    _exit(127);
+  }
+  /* The first records reach the file: the generation is under way. */
+  for (i = 0; i < 1200 && (stat(records, &st) < 0 || st.st_size == 0);
+       i++)
+    usleep(50000);
+  if (i == 1200) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    cr_assert_fail("no record after 60 s");
+  }
+  cr_assert_eq(kill(pid, SIGINT), 0);
+  for (i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; i++)
+    usleep(50000);
+  if (i == 600) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    cr_assert_fail("qrs-generate still running 30 s after SIGINT");
+  }
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 130,
+            "status %#x, not exit 130", status);
+
+  fd = open(errpath, O_RDONLY);
+  cr_assert_geq(fd, 0);
+  len = read(fd, err, sizeof(err) - 1);
+  close(fd);
+  cr_assert_gt(len, 0);
+  err[len] = '\0';
+  cr_log_info("qrs-generate: %s", err);
+  cr_assert(strstr(err, "qrs-generate: interrupted\n"), "%s", err);
+  cr_assert(strstr(err, "prefetch hits"), "no summary: %s", err);
+  cr_assert_null(strstr(err, "failed"), "error lines: %s", err);
+  n_summary = 0;
+  for (l = err; l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+    if (sscanf(l, "qrs-generate: %zu token", &n_summary) == 1)
+      break;
+  cr_assert_gt(n_summary, 0, "%s", err);
+  f = fopen(records, "r");
+  cr_assert_not_null(f);
+  for (n_records = 0; fgets(line, sizeof(line), f); n_records++)
+    ;
+  fclose(f);
+  cr_assert_eq(n_records, n_summary, "%zu records, %zu tokens", n_records,
+               n_summary);
 }
 
 Test(generate, bad_usage_and_unreachable_daemon, .timeout = 60)
