@@ -1,0 +1,221 @@
+/* The row's entropy and varentropy from one float32 moment pass
+   (moments.h; docs/sampling.md, "Row entropy").
+
+   This file is compiled with -ffp-contract=off: the only fused
+   multiply-adds are the ones written as MFMA, which the AVX2 variant
+   computes with vfmadd and the SSE2 variant with fmaf() (exact in both),
+   so the two variants give the same bits. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "moments.h"
+
+/* Values per block: each block is read once from memory (its max), then
+   its moments come from L1. */
+#define MOM_BLOCK 1024
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef uint16_t v8h __attribute__((vector_size(16)));
+typedef double v8d __attribute__((vector_size(64)));
+
+static inline __attribute__((always_inline)) v8f
+splatf(float x)
+{
+  v8f v = { x, x, x, x, x, x, x, x };
+
+  return v;
+}
+
+static inline __attribute__((always_inline)) v8d
+splatd(double x)
+{
+  v8d v = { x, x, x, x, x, x, x, x };
+
+  return v;
+}
+
+/* Lanes 0 .. 7 in order. */
+static inline __attribute__((always_inline)) double
+hsumd(v8d v)
+{
+  double s;
+  int l;
+
+  s = v[0];
+  for (l = 1; l < 8; l++)
+    s += v[l];
+  return s;
+}
+
+static inline __attribute__((always_inline)) v8f
+bf16_to_v8f(v8h h)
+{
+  return (v8f)(__builtin_convertvector(h, v8i) << 16);
+}
+
+/* IEEE half to float with integer operations (subnormal halves: their
+   integer significand times 2^-24, exact and normal in float). */
+static inline __attribute__((always_inline)) v8f
+f16_to_v8f(v8h h)
+{
+  v8i u, em, sign, norm, inf, sub, isinf, isnorm;
+
+  u = __builtin_convertvector(h, v8i);
+  sign = (u & 0x8000) << 16;
+  em = u & 0x7fff;
+  norm = (em << 13) + (112 << 23);
+  inf = (em << 13) + (224 << 23);
+  sub = (v8i)(__builtin_convertvector(em, v8f) * 0x1p-24f);
+  isinf = em >= 0x7c00;
+  isnorm = (em >= 0x0400) & ~isinf;
+  return (v8f)(sign | (inf & isinf) | (norm & isnorm) |
+               (sub & ~(isinf | isnorm)));
+}
+
+/* The baseline variant: lane-wise fmaf() (exact; a libm call where the
+   CPU has no FMA: this variant runs only on such CPUs, and in tests). */
+static inline __attribute__((always_inline)) v8f
+fma_soft(v8f a, v8f b, v8f c)
+{
+  v8f r;
+  int l;
+
+  for (l = 0; l < 8; l++)
+    r[l] = fmaf(a[l], b[l], c[l]);
+  return r;
+}
+
+#define MK(name) name##_sse2
+#define MFMA(a, b, c) fma_soft(a, b, c)
+#include "moments_impl.h"
+#undef MK
+#undef MFMA
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_MOM_AVX2 1
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define MK(name) name##_avx2
+#define MFMA(a, b, c) \
+  ((v8f)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#include "moments_impl.h"
+#undef MK
+#undef MFMA
+#pragma GCC pop_options
+#endif
+
+int
+qrs__fmoments_applies(enum qrs_dtype dtype, size_t n)
+{
+  return n >= QRS__MOM_MIN_N &&
+         (dtype == QRS_DTYPE_F32 || dtype == QRS_DTYPE_F16 ||
+          dtype == QRS_DTYPE_BF16);
+}
+
+/* The variant follows the row kernels' choice (qrs__kernel_level(): 2
+   needs AVX2 and FMA). */
+void
+qrs__fmoments(const struct qrs__view *v, struct qrs__scan *sc,
+              struct qrs__fmom *ret)
+{
+  unsigned fe = qrs__fpenv_enter();
+  int dt = v->dtype;
+
+#ifdef HAVE_MOM_AVX2
+  if (qrs__kernel_level(0) == 2) {
+    switch (dt) {
+    case QRS_DTYPE_F32:
+      fmom_avx2(v, sc, ret, QRS_DTYPE_F32);
+      break;
+    case QRS_DTYPE_BF16:
+      fmom_avx2(v, sc, ret, QRS_DTYPE_BF16);
+      break;
+    default:
+      fmom_avx2(v, sc, ret, QRS_DTYPE_F16);
+      break;
+    }
+    qrs__fpenv_leave(fe);
+    return;
+  }
+#endif
+  switch (dt) {
+  case QRS_DTYPE_F32:
+    fmom_sse2(v, sc, ret, QRS_DTYPE_F32);
+    break;
+  case QRS_DTYPE_BF16:
+    fmom_sse2(v, sc, ret, QRS_DTYPE_BF16);
+    break;
+  default:
+    fmom_sse2(v, sc, ret, QRS_DTYPE_F16);
+    break;
+  }
+  qrs__fpenv_leave(fe);
+}
+
+float
+qrs__fmoments_expf(float d)
+{
+#ifdef HAVE_MOM_AVX2
+  if (qrs__kernel_level(0) == 2)
+    return expf1_avx2(d);
+#endif
+  return expf1_sse2(d);
+}
+
+void
+qrs__fmoments_hvh(const struct qrs__fmom *m, double *h, double *vh)
+{
+  double m1;
+
+  m1 = m->w / m->z;
+  *h = log(m->z) - m1;
+  *h = *h > 0.0 ? *h : 0.0;
+  *vh = m->w2 / m->z - m1 * m1;
+  *vh = *vh > 0.0 ? *vh : 0.0;
+}
+
+/* The bound (docs/sampling.md, "Row entropy"): u = 2^-24; each float
+   weight is within A + 1.01 u |d| (relative) of exp(x - max), A = 16 u
+   covering the polynomial and its rounding; e d and e d^2 carry one and
+   two roundings more; every float partial sum has at most 8 terms (8 u);
+   the double sums add (blocks + 64 + 4 rescales) 2^-53.  Weights below
+   e^-87 are dropped (absolute terms per element), and |d| <= 87 bounds
+   the third moment the W2 bound needs. */
+#define MOM_U 0x1p-24
+#define MOM_A (16.0 * MOM_U)
+#define MOM_B (1.01 * MOM_U)
+
+void
+qrs__fmoments_bound(const struct qrs__fmom *m, double *eh, double *evh)
+{
+  double dd, dz, dw, dw2, rz, aw, m1, s2, dm1, a2, nn;
+
+  nn = (double)m->n;
+  dd = ((double)(m->n / MOM_BLOCK) + 64.0 + 4.0 * (double)m->nrescale) *
+       0x1p-53;
+  aw = fabs(m->w);
+  dz = 1.001 * ((MOM_A + 8.0 * MOM_U + dd) * m->z + MOM_B * aw) +
+       nn * 1.7e-38;
+  dw = 1.001 * ((MOM_A + 10.0 * MOM_U + dd) * aw + MOM_B * m->w2) +
+       nn * (1.5e-36 + 1e-44);
+  dw2 = 1.001 * ((MOM_A + 11.0 * MOM_U + dd + 88.0 * MOM_U) * m->w2) +
+        nn * (1.3e-34 + 1e-44);
+  if (!(m->z >= 1.0) || !(dz < 0.5 * m->z)) {
+    *eh = *evh = INFINITY;
+    return;
+  }
+  rz = dz / m->z / (1.0 - dz / m->z);     /* relative, of Z* vs Z */
+  m1 = aw / m->z;
+  s2 = m->w2 / m->z;
+  dm1 = dw / (m->z - dz) + m1 * rz;       /* error of W / Z */
+  *eh = 1.01 * (rz + dm1) + 4.0 * 0x1p-53 * (fabs(log(m->z)) + m1);
+  a2 = dw2 / (m->z - dz) + s2 * rz;       /* error of W2 / Z */
+  *evh = 1.01 * (a2 + dm1 * (2.0 * m1 + dm1)) +
+         4.0 * 0x1p-53 * (s2 + m1 * m1);
+}
