@@ -18,11 +18,15 @@
 /* Values per block: each block is read once from memory (its max), then
    its moments come from L1. */
 #define MOM_BLOCK 1024
+/* Values per float partial sum group: 16 vectors in two chains of 8
+   terms per lane, added (every term sees at most 8 float roundings). */
+#define MOM_GROUP 128
 
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint16_t v8h __attribute__((vector_size(16)));
-typedef double v8d __attribute__((vector_size(64)));
+typedef float v4f __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
 
 static inline __attribute__((always_inline)) v8f
 splatf(float x)
@@ -32,24 +36,73 @@ splatf(float x)
   return v;
 }
 
-static inline __attribute__((always_inline)) v8d
-splatd(double x)
+/* max(a, b) lane by lane (b where a is NaN). */
+#define FMAX8(a, b) ((v8f)((((a) > (b)) & (v8i)(a)) | (~((a) > (b)) & (v8i)(b))))
+
+/* min(a, b) lane by lane (b where a is NaN). */
+#define FMIN8(a, b) ((v8f)((((a) < (b)) & (v8i)(a)) | (~((a) < (b)) & (v8i)(b))))
+
+/* The exp's constants (memory operands, not rebuilt per use). */
+#define K8(x) { x, x, x, x, x, x, x, x }
+static const v8f c_log2e = K8(1.44269504f);
+static const v8f c_shift = K8(12582912.0f);          /* 1.5 * 2^23 */
+static const v8f c_mln2hi = K8(-0.693145751953125f);
+static const v8f c_mln2lo = K8(-1.428606765330187e-06f);
+static const v8f c_p6 = K8(1.0f / 720);
+static const v8f c_p5 = K8(1.0f / 120);
+static const v8f c_p4 = K8(1.0f / 24);
+static const v8f c_p3 = K8(1.0f / 6);
+static const v8f c_p2 = K8(0.5f);
+static const v8f c_one = K8(1.0f);
+static const v8f c_dmin = K8(-87.0f);
+
+static inline __attribute__((always_inline)) v4d
+splatd4(double x)
 {
-  v8d v = { x, x, x, x, x, x, x, x };
+  v4d v = { x, x, x, x };
 
   return v;
 }
 
+/* Lanes 0-3 of s into a[0], lanes 4-7 into a[1] (as doubles; exact).
+   MCVT_LO / MCVT_HI: the variant's conversion of each half. */
+#define ADDHALVES(a, s) \
+  do { \
+    v8f s_ = (s); \
+    (a)[0] = (a)[0] + MCVT_LO(s_); \
+    (a)[1] = (a)[1] + MCVT_HI(s_); \
+  } while (0)
+
+static inline __attribute__((always_inline)) v4d
+cvt_lo(v8f s)
+{
+  v4f h;
+
+  memcpy(&h, &s, sizeof(h));
+  return __builtin_convertvector(h, v4d);
+}
+
+static inline __attribute__((always_inline)) v4d
+cvt_hi(v8f s)
+{
+  v4f h;
+
+  memcpy(&h, (const char *)&s + sizeof(h), sizeof(h));
+  return __builtin_convertvector(h, v4d);
+}
+
 /* Lanes 0 .. 7 in order. */
 static inline __attribute__((always_inline)) double
-hsumd(v8d v)
+hsum2(const v4d *a)
 {
   double s;
   int l;
 
-  s = v[0];
-  for (l = 1; l < 8; l++)
-    s += v[l];
+  s = a[0][0];
+  for (l = 1; l < 4; l++)
+    s += a[0][l];
+  for (l = 0; l < 4; l++)
+    s += a[1][l];
   return s;
 }
 
@@ -93,9 +146,13 @@ fma_soft(v8f a, v8f b, v8f c)
 
 #define MK(name) name##_sse2
 #define MFMA(a, b, c) fma_soft(a, b, c)
+#define MCVT_LO(s) cvt_lo(s)
+#define MCVT_HI(s) cvt_hi(s)
 #include "moments_impl.h"
 #undef MK
 #undef MFMA
+#undef MCVT_LO
+#undef MCVT_HI
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_MOM_AVX2 1
@@ -104,9 +161,14 @@ fma_soft(v8f a, v8f b, v8f c)
 #define MK(name) name##_avx2
 #define MFMA(a, b, c) \
   ((v8f)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#define MCVT_LO(s) ((v4d)_mm256_cvtps_pd(_mm256_castps256_ps128((__m256)(s))))
+#define MCVT_HI(s) \
+  ((v4d)_mm256_cvtps_pd(_mm256_extractf128_ps((__m256)(s), 1)))
 #include "moments_impl.h"
 #undef MK
 #undef MFMA
+#undef MCVT_LO
+#undef MCVT_HI
 #pragma GCC pop_options
 #endif
 
@@ -131,13 +193,13 @@ qrs__fmoments(const struct qrs__view *v, struct qrs__scan *sc,
   if (qrs__kernel_level(0) == 2) {
     switch (dt) {
     case QRS_DTYPE_F32:
-      fmom_avx2(v, sc, ret, QRS_DTYPE_F32);
+      fmom_f32_avx2(v, sc, ret);
       break;
     case QRS_DTYPE_BF16:
-      fmom_avx2(v, sc, ret, QRS_DTYPE_BF16);
+      fmom_bf16_avx2(v, sc, ret);
       break;
     default:
-      fmom_avx2(v, sc, ret, QRS_DTYPE_F16);
+      fmom_f16_avx2(v, sc, ret);
       break;
     }
     qrs__fpenv_leave(fe);
@@ -146,13 +208,13 @@ qrs__fmoments(const struct qrs__view *v, struct qrs__scan *sc,
 #endif
   switch (dt) {
   case QRS_DTYPE_F32:
-    fmom_sse2(v, sc, ret, QRS_DTYPE_F32);
+    fmom_f32_sse2(v, sc, ret);
     break;
   case QRS_DTYPE_BF16:
-    fmom_sse2(v, sc, ret, QRS_DTYPE_BF16);
+    fmom_bf16_sse2(v, sc, ret);
     break;
   default:
-    fmom_sse2(v, sc, ret, QRS_DTYPE_F16);
+    fmom_f16_sse2(v, sc, ret);
     break;
   }
   qrs__fpenv_leave(fe);
@@ -204,7 +266,7 @@ qrs__fmoments_bound(const struct qrs__fmom *m, double *eh, double *evh)
        nn * 1.7e-38;
   dw = 1.001 * ((MOM_A + 10.0 * MOM_U + dd) * aw + MOM_B * m->w2) +
        nn * (1.5e-36 + 1e-44);
-  dw2 = 1.001 * ((MOM_A + 11.0 * MOM_U + dd + 88.0 * MOM_U) * m->w2) +
+  dw2 = 1.001 * ((MOM_A + 12.0 * MOM_U + dd + 88.0 * MOM_U) * m->w2) +
         nn * (1.3e-34 + 1e-44);
   if (!(m->z >= 1.0) || !(dz < 0.5 * m->z)) {
     *eh = *evh = INFINITY;

@@ -2,6 +2,7 @@
    with:
      MK(name)       the name with the variant's suffix
      MFMA(a, b, c)  a * b + c with one rounding, lane by lane (v8f)
+     MCVT_LO(s), MCVT_HI(s)  lanes 0-3 / 4-7 of s as 4 doubles
    Every operation is on 8-lane vectors (GCC lowers them to the
    variant's registers), so each lane computes the same IEEE operations
    in every variant. */
@@ -44,17 +45,17 @@ MK(expf)(v8f d)
   v8f kf, r, p;
   v8i ki;
 
-  kf = MFMA(d, splatf(1.44269504f), splatf(12582912.0f));
-  ki = (v8i)kf - (v8i)splatf(12582912.0f);
-  kf = kf - 12582912.0f;
-  r = MFMA(kf, splatf(-0.693145751953125f), d);
-  r = MFMA(kf, splatf(-1.428606765330187e-06f), r);
-  p = MFMA(splatf(1.0f / 720), r, splatf(1.0f / 120));
-  p = MFMA(p, r, splatf(1.0f / 24));
-  p = MFMA(p, r, splatf(1.0f / 6));
-  p = MFMA(p, r, splatf(0.5f));
-  p = MFMA(p, r, splatf(1.0f));
-  p = MFMA(p, r, splatf(1.0f));
+  kf = MFMA(d, c_log2e, c_shift);
+  ki = (v8i)kf - (v8i)c_shift;
+  kf = kf - c_shift;
+  r = MFMA(kf, c_mln2hi, d);
+  r = MFMA(kf, c_mln2lo, r);
+  p = MFMA(c_p6, r, c_p5);
+  p = MFMA(p, r, c_p4);
+  p = MFMA(p, r, c_p3);
+  p = MFMA(p, r, c_p2);
+  p = MFMA(p, r, c_one);
+  p = MFMA(p, r, c_one);
   return (v8f)((v8i)p + (ki << 23));
 }
 
@@ -64,35 +65,70 @@ MK(expf1)(float d)
   return MK(expf)(splatf(d))[0];
 }
 
-static void
+/* The moments of 8 values against the max mv into the partial sums.
+   masked 0: the caller knows every d >= -87 (the same bits as with the
+   mask, in fewer operations). */
+static inline __attribute__((always_inline)) void
+MK(macc)(v8f x, v8f mv, v8f *zf, v8f *wf, v8f *w2f, int masked)
+{
+  v8f d, dc, e, ed;
+  v8i ok;
+
+  d = x - mv;
+  if (masked) {
+    ok = d >= c_dmin;          /* also false for -inf and NaN */
+    dc = (v8f)((v8i)d & ok);
+    e = (v8f)((v8i)MK(expf)(dc) & ok);
+  } else {
+    dc = d;
+    e = MK(expf)(dc);
+  }
+  ed = e * dc;
+  *zf = *zf + e;
+  *wf = *wf + ed;
+  *w2f = MFMA(ed, dc, *w2f);
+}
+
+static inline __attribute__((always_inline)) void
 MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
          struct qrs__fmom *ret, int dt)
 {
-  v8f x, mx, mv, d, dc, e, ed, zf, wf, w2f;
-  v8d zd, wd, w2d;
-  v8i nan, ok;
+  v8f x, mx, mx1, mn, mn1, mv, za, wa, w2a, zb, wb, w2b;
+  v4d zd[2], wd[2], w2d[2];
+  v8i nan, nan1;
   size_t i, j, n, end;
   double z, w, w2, dl, f;
-  float m, bm;
-  int k, l;
+  float m, bm, bmin;
+  int k, l, masked;
 
   n = v->n;
   m = -INFINITY;
   z = w = w2 = 0.0;
-  nan = (v8i)splatf(0.0f);
+  nan = nan1 = (v8i)splatf(0.0f);
   ret->nrescale = 0;
   for (i = 0; i < n; i = end) {
     end = i + MOM_BLOCK < n ? i + MOM_BLOCK : n;
     /* The block's max (and NaN), then its moments from L1. */
-    mx = splatf(-INFINITY);
-    for (j = i; j < end; j += 8) {
+    mx = mx1 = splatf(-INFINITY);
+    mn = mn1 = splatf(INFINITY);
+    for (j = i; j < end; j += 16) {
       x = MK(load)(v->data, j, n, dt);
       nan |= x != x;
-      mx = (v8f)(((x > mx) & (v8i)x) | (~(x > mx) & (v8i)mx));
+      mx = FMAX8(x, mx);
+      mn = FMIN8(x, mn);
+      x = MK(load)(v->data, j + 8, n, dt);
+      nan1 |= x != x;
+      mx1 = FMAX8(x, mx1);
+      mn1 = FMIN8(x, mn1);
     }
+    mx = FMAX8(mx1, mx);
+    mn = FMIN8(mn1, mn);
     bm = mx[0];
-    for (l = 1; l < 8; l++)
+    bmin = mn[0];
+    for (l = 1; l < 8; l++) {
       bm = mx[l] > bm ? mx[l] : bm;
+      bmin = mn[l] < bmin ? mn[l] : bmin;
+    }
     if (bm > m) {
       if (m > -INFINITY && bm < INFINITY) {
         /* d against the new max is d - dl: rescale the sums. */
@@ -112,31 +148,40 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
     if (!(m > -INFINITY && m < INFINITY))
       continue;   /* nothing finite yet, or +inf: the row is rejected */
     mv = splatf(m);
-    zd = wd = w2d = splatd(0.0);
-    for (j = i; j < end;) {
-      /* Float partial sums of at most 8 terms per lane. */
-      zf = wf = w2f = splatf(0.0f);
-      for (k = 0; k < 8 && j < end; k++, j += 8) {
-        x = MK(load)(v->data, j, n, dt);
-        d = x - mv;
-        ok = d >= -87.0f;            /* also false for -inf and NaN */
-        dc = (v8f)((v8i)d & ok);
-        e = (v8f)((v8i)MK(expf)(dc) & ok);
-        ed = e * dc;
-        zf = zf + e;
-        wf = wf + ed;
-        w2f = MFMA(ed, dc, w2f);
+    for (l = 0; l < 2; l++)
+      zd[l] = wd[l] = w2d[l] = splatd4(0.0);
+    /* Groups of MOM_GROUP values (lanes past n are -inf: weight 0): two
+       chains of float partial sums per lane, added, then into doubles.
+       Without the mask when the block's min says every d >= -87. */
+    masked = !(bmin - m >= -87.0f) || end - i < MOM_BLOCK;
+    for (j = i; j < end; j += MOM_GROUP) {
+      za = wa = w2a = zb = wb = w2b = splatf(0.0f);
+      if (masked) {
+        for (k = 0; k < MOM_GROUP; k += 16) {
+          MK(macc)(MK(load)(v->data, j + (size_t)k, n, dt), mv, &za, &wa,
+                   &w2a, 1);
+          MK(macc)(MK(load)(v->data, j + (size_t)k + 8, n, dt), mv, &zb,
+                   &wb, &w2b, 1);
+        }
+      } else {
+        for (k = 0; k < MOM_GROUP; k += 16) {
+          MK(macc)(MK(load)(v->data, j + (size_t)k, n, dt), mv, &za, &wa,
+                   &w2a, 0);
+          MK(macc)(MK(load)(v->data, j + (size_t)k + 8, n, dt), mv, &zb,
+                   &wb, &w2b, 0);
+        }
       }
-      zd = zd + __builtin_convertvector(zf, v8d);
-      wd = wd + __builtin_convertvector(wf, v8d);
-      w2d = w2d + __builtin_convertvector(w2f, v8d);
+      ADDHALVES(zd, za + zb);
+      ADDHALVES(wd, wa + wb);
+      ADDHALVES(w2d, w2a + w2b);
     }
-    z += hsumd(zd);
-    w += hsumd(wd);
-    w2 += hsumd(w2d);
+    z += hsum2(zd);
+    w += hsum2(wd);
+    w2 += hsum2(w2d);
   }
   sc->max = m;
   sc->has_nan = 0;
+  nan |= nan1;
   for (l = 0; l < 8; l++)
     sc->has_nan |= nan[l] != 0;
   sc->has_posinf = m == INFINITY;
@@ -144,4 +189,26 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
   ret->w = w;
   ret->w2 = w2;
   ret->n = n;
+}
+
+/* One function per dtype (the loads specialised). */
+static void
+MK(fmom_f32)(const struct qrs__view *v, struct qrs__scan *sc,
+             struct qrs__fmom *ret)
+{
+  MK(fmom)(v, sc, ret, QRS_DTYPE_F32);
+}
+
+static void
+MK(fmom_bf16)(const struct qrs__view *v, struct qrs__scan *sc,
+              struct qrs__fmom *ret)
+{
+  MK(fmom)(v, sc, ret, QRS_DTYPE_BF16);
+}
+
+static void
+MK(fmom_f16)(const struct qrs__view *v, struct qrs__scan *sc,
+             struct qrs__fmom *ret)
+{
+  MK(fmom)(v, sc, ret, QRS_DTYPE_F16);
 }
