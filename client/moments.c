@@ -180,43 +180,29 @@ qrs__fmoments_applies(enum qrs_dtype dtype, size_t n)
           dtype == QRS_DTYPE_BF16);
 }
 
+typedef void (*fmom_fn)(const struct qrs__view *, struct qrs__scan *,
+                        struct qrs__fmom *);
+
+/* By variant (SSE2, AVX2) and dtype (enum qrs_dtype: F32 0, F16 1,
+   BF16 2). */
+static const fmom_fn fmom_fns[2][3] = {
+  { fmom_f32_sse2, fmom_f16_sse2, fmom_bf16_sse2 },
+#ifdef HAVE_MOM_AVX2
+  { fmom_f32_avx2, fmom_f16_avx2, fmom_bf16_avx2 },
+#else
+  { fmom_f32_sse2, fmom_f16_sse2, fmom_bf16_sse2 },
+#endif
+};
+
 /* The variant follows the row kernels' choice (qrs__kernel_level(): 2
-   needs AVX2 and FMA). */
+   needs AVX2 and FMA).  v: a float32 / float16 / bfloat16 row. */
 void
 qrs__fmoments(const struct qrs__view *v, struct qrs__scan *sc,
               struct qrs__fmom *ret)
 {
   unsigned fe = qrs__fpenv_enter();
-  int dt = v->dtype;
 
-#ifdef HAVE_MOM_AVX2
-  if (qrs__kernel_level(0) == 2) {
-    switch (dt) {
-    case QRS_DTYPE_F32:
-      fmom_f32_avx2(v, sc, ret);
-      break;
-    case QRS_DTYPE_BF16:
-      fmom_bf16_avx2(v, sc, ret);
-      break;
-    default:
-      fmom_f16_avx2(v, sc, ret);
-      break;
-    }
-    qrs__fpenv_leave(fe);
-    return;
-  }
-#endif
-  switch (dt) {
-  case QRS_DTYPE_F32:
-    fmom_f32_sse2(v, sc, ret);
-    break;
-  case QRS_DTYPE_BF16:
-    fmom_bf16_sse2(v, sc, ret);
-    break;
-  default:
-    fmom_f16_sse2(v, sc, ret);
-    break;
-  }
+  fmom_fns[qrs__kernel_level(0) == 2][v->dtype](v, sc, ret);
   qrs__fpenv_leave(fe);
 }
 
