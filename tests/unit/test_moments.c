@@ -437,6 +437,15 @@ sampler(const struct cfgcase *c)
 
 static unsigned long long mismatches, inexact;
 
+/* Both NaN, or within rel (relative, absolute below 1). */
+static int
+close_or_nan(double a, double b, double rel)
+{
+  if (a != a || b != b)
+    return a != a && b != b;
+  return fabs(a - b) <= rel * fmax(1.0, fabs(b));
+}
+
 static int
 same(double a, double b)
 {
@@ -466,7 +475,9 @@ step2(struct qrs_sampler *fa, struct qrs_sampler *fo, const struct row *r,
     *ret_oracle = o;
   if (ra == 0 && ro == 0 &&
       (!same(a.token_prob, o.token_prob) || !same(a.cdf_lo, o.cdf_lo) ||
-       !same(a.cdf_hi, o.cdf_hi)))
+       !same(a.cdf_hi, o.cdf_hi) ||
+       !same(a.kept_entropy_bits, o.kept_entropy_bits) ||
+       !same(a.top_p_used, o.top_p_used)))
     inexact++;
   if (ra != ro ||
       (ra == 0 &&
@@ -477,20 +488,23 @@ step2(struct qrs_sampler *fa, struct qrs_sampler *fo, const struct row *r,
         !same(a.varentropy, o.varentropy) ||
         !same(a.min_p_used, o.min_p_used) || !same(a.h_ema, o.h_ema) ||
         !same(a.vh_ema, o.vh_ema) ||
-        !same(a.kept_entropy_bits, o.kept_entropy_bits) ||
-        !same(a.top_p_used, o.top_p_used) ||
+        !close_or_nan(a.kept_entropy_bits, o.kept_entropy_bits, 1e-12) ||
+        !close_or_nan(a.top_p_used, o.top_p_used, 1e-6) ||
         fabs(a.token_prob - o.token_prob) > 1e-5 * o.token_prob ||
         fabs(a.cdf_lo - o.cdf_lo) > 1e-5 || fabs(a.cdf_hi - o.cdf_hi) > 1e-5 ||
         !(a.cdf_lo <= u + 1e-12 && u <= a.cdf_hi + 1e-12)))) {
     if (mismatches++ < 10)
       cr_log_error("%s n %zu dt %d u %.17g: r %d/%d token %u/%u rank %u/%u "
                    "cand %u/%u T %.17g/%.17g H %.17g/%.17g prob "
-                   "%.17g/%.17g cdf [%.17g %.17g]/[%.17g %.17g]",
+                   "%.17g/%.17g cdf [%.17g %.17g]/[%.17g %.17g] kept "
+                   "%.17g/%.17g top-p %.17g/%.17g",
                    what, r->n, r->dt, u, ra, ro, a.token_id, o.token_id,
                    a.token_rank, o.token_rank, a.num_candidates,
                    o.num_candidates, a.temperature_used, o.temperature_used,
                    a.shannon_entropy, o.shannon_entropy, a.token_prob,
-                   o.token_prob, a.cdf_lo, a.cdf_hi, o.cdf_lo, o.cdf_hi);
+                   o.token_prob, a.cdf_lo, a.cdf_hi, o.cdf_lo, o.cdf_hi,
+                   a.kept_entropy_bits, o.kept_entropy_bits, a.top_p_used,
+                   o.top_p_used);
   }
 }
 
@@ -615,4 +629,145 @@ Test(moments, u_at_cdf_boundaries_takes_the_exact_resolution)
     qrs_sampler_free(fa[c]);
     qrs_sampler_free(fo[c]);
   }
+}
+
+/* ---- the entropy throttle ---- */
+
+static int
+cmp_desc(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+
+  return x > y ? -1 : x < y;
+}
+
+/* The entropy (bits) of the k most probable of the row's values at
+   T = 1, directly: sorted, in double. */
+static double
+prefix_bits(const struct row *r, size_t k)
+{
+  static double s[NMAX];
+  double z, w, e;
+  size_t i;
+
+  memcpy(s, r->d, r->n * sizeof(*s));
+  qsort(s, r->n, sizeof(*s), cmp_desc);
+  z = w = 0.0;
+  for (i = 0; i < k; i++) {
+    e = exp(s[i] - s[0]);
+    z += e;
+    w += e * (s[i] - s[0]);
+  }
+  return (log(z) - w / z) / M_LN2;
+}
+
+static struct qrs_sampler *
+throttle_sampler(double target_bits, double pmin, double pmax)
+{
+  struct qrs_sampler_config *cfg;
+  struct qrs_sampler *s;
+  char buf[64];
+
+  cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "temperature_strategy",
+                                      "entropy_throttle"), 0);
+  snprintf(buf, sizeof(buf), "%.17g", target_bits);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "throttle_target_bits", buf), 0);
+  snprintf(buf, sizeof(buf), "%.17g", pmin);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "throttle_p_min", buf), 0);
+  snprintf(buf, sizeof(buf), "%.17g", pmax);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "throttle_p_max", buf), 0);
+  cr_assert_eq(qrs_sampler_new(cfg, NMAX, &s), 0, "%s",
+               qrs_sampler_config_error(cfg));
+  qrs_sampler_config_free(cfg);
+  return s;
+}
+
+/* The kept entropy in the record is the kept prefix's entropy, also when
+   a mass bound (not the entropy target) made the cut: the double path
+   used to leave the e*d sums of the buckets before a mass crossing out
+   of it (reporting, e.g., 0.47 bits for a 1.94-bit prefix). */
+Test(moments, throttle_kept_entropy_is_the_kept_prefix_s)
+{
+  static struct row r;
+  struct qrs_sampler *s;
+  struct qrs_token_record rec;
+  unsigned long long cuts;
+  double want;
+  int shape, k, fast;
+
+  cuts = 0;
+  for (fast = 0; fast < 2; fast++) {
+    qrs__fast_enable(fast);
+    for (shape = 0; shape < NSHAPES; shape++)
+      for (k = 0; k < 6; k++) {
+        make_row(&r, shape, 300 + (size_t)(rnd() * 700.0), QRS_DTYPE_F32);
+        s = throttle_sampler(0.5 + 3.0 * rnd(), k % 3 == 0 ? 0.3 : 0.01,
+                             k % 3 == 1 ? 0.6 : 0.99);
+        cr_assert_eq(qrs_sampler_select_u(s, r.f, r.dt, r.n, rnd(), NULL,
+                                          &rec), 0);
+        want = prefix_bits(&r, rec.num_candidates);
+        cr_expect(fabs(rec.kept_entropy_bits - want) <= 1e-9,
+                  "fast %d shape %d: kept %.17g bits, the prefix of %u has "
+                  "%.17g (top-p %.17g)", fast, shape, rec.kept_entropy_bits,
+                  rec.num_candidates, want, rec.top_p_used);
+        cuts += fabs(rec.top_p_used - 0.3) < 1e-6 ||
+                fabs(rec.top_p_used - 0.6) < 0.05 ||
+                fabs(rec.top_p_used - 0.99) < 0.005 ||
+                fabs(rec.top_p_used - 0.01) < 0.005;
+        qrs_sampler_free(s);
+      }
+  }
+  qrs__fast_enable(1);
+  cr_log_info("throttle: %llu steps near a mass bound", cuts);
+  cr_expect_gt(cuts, 10);
+}
+
+/* Targets exactly at a prefix's entropy, and mass bounds exactly at the
+   kept mass: the fast throttle must hand these to the double path (and
+   the record is the double path's). */
+Test(moments, throttle_ties_take_the_exact_resolution)
+{
+  static struct row r;
+  struct qrs_sampler *fa, *fo, *base;
+  struct qrs_token_record o;
+  struct qrs__fast_stats s0, s1;
+  int shape, k, j;
+
+  qrs__fast_stats_get(&s0);
+  base = throttle_sampler(2.0, 0.01, 0.99);
+  for (shape = 0; shape < NSHAPES; shape++)
+    for (k = 0; k < 8; k++) {
+      make_row(&r, shape, 300 + (size_t)(rnd() * 700.0),
+               k % 2 ? QRS_DTYPE_BF16 : QRS_DTYPE_F32);
+      qrs__fast_enable(0);
+      cr_assert_eq(qrs_sampler_select_u(base, r.dt == QRS_DTYPE_F32
+                                                  ? (const void *)r.f
+                                                  : (const void *)r.h,
+                                        r.dt, r.n, rnd(), NULL, &o), 0);
+      qrs__fast_enable(1);
+      for (j = 0; j < 2; j++) {
+        if (j == 0) {
+          /* the target at the kept prefix's own entropy */
+          fa = throttle_sampler(o.kept_entropy_bits, 0.0, 1.0);
+          fo = throttle_sampler(o.kept_entropy_bits, 0.0, 1.0);
+        } else {
+          /* pmin at the kept mass */
+          if (!(o.top_p_used > 0.0 && o.top_p_used < 1.0))
+            continue;
+          fa = throttle_sampler(2.0, o.top_p_used, 1.0);
+          fo = throttle_sampler(2.0, o.top_p_used, 1.0);
+        }
+        step2(fa, fo, &r, rnd(), "throttle tie", NULL);
+        qrs_sampler_free(fa);
+        qrs_sampler_free(fo);
+      }
+    }
+  qrs_sampler_free(base);
+  qrs__fast_stats_get(&s1);
+  cr_expect_eq(mismatches, 0, "%llu mismatches", mismatches);
+  cr_log_info("throttle ties: fast %llu, resolved %llu", s1.fast - s0.fast,
+              s1.resolved - s0.resolved);
+  cr_expect_gt(s1.resolved - s0.resolved, 60, "resolved %llu",
+               s1.resolved - s0.resolved);
 }
