@@ -44,7 +44,8 @@
 #define FT_DROUND 4e-11           /* relative rounding of double sums */
 #define FT_HMARGIN 1e-9           /* nats */
 
-static const float ft_dhead[3] = { -4.0f, -8.0f, -16.0f };
+#define FT_RUNGS 3
+static const float ft_dhead[FT_RUNGS] = { -4.0f, -8.0f, -16.0f };
 
 struct ft {
   struct qrs__sel_ws *ws;
@@ -52,6 +53,7 @@ struct ft {
   double m, invt;
   float mf, invf;
   struct qrs__fpass fp;
+  int rung;
   size_t nh;
   size_t off[FT_NB + 1];          /* bucket b: lpos/lx/le[off[b] ..) */
   unsigned char done[FT_NB];      /* exact weights and sums */
@@ -238,8 +240,36 @@ mass_cross_sure(struct ft *f, double t, double mt, struct fhit *h)
   return h->j == h2.j ? 0 : 2;
 }
 
+/* Whether the whole row's entropy is certainly below t - FT_HMARGIN,
+   given the exact sums cz, cw of the whole head.  The tail (d < dhead)
+   has mass R within its float bound, R_hi = R + E, and e d sums W with
+   dhead R_lo >= W >= -R_hi ln(nt / R_hi) (the most -e ln e that nt
+   weights of total R_hi can make) and >= -87 R_hi; H = ln Z - W / Z is
+   largest at a corner of that box. */
+static int
+whole_below(const struct ft *f, double cz, double cw, double t)
+{
+  double rl, rh, wl, wh, nt, h, hmax;
+  int i;
+
+  rh = f->fp.z + f->fp.err * 1.01 + (double)f->row->n * 1.7e-38;
+  rl = f->fp.z - f->fp.err * 1.01;
+  rl = rl > 0.0 ? rl : 0.0;
+  nt = (double)(f->row->n - f->nh);
+  wh = (double)ft_dhead[f->rung] * rl;
+  wl = -87.0 * rh - (double)f->row->n * 1.5e-36;
+  if (rh > 0.0 && nt > 2.72 * rh && -rh * log(nt / rh) > wl)
+    wl = -rh * log(nt / rh);
+  hmax = -INFINITY;
+  for (i = 0; i < 4; i++) {
+    h = hof(cz + (i & 1 ? rh : rl), cw + (i & 2 ? wl : wh));
+    hmax = h > hmax ? h : hmax;
+  }
+  return hmax * (1.0 + 1e-12) < t - FT_HMARGIN;
+}
+
 /* The first element at which the prefix entropy reaches t, certified:
-   0, 2, or 3. */
+   0, 2, 3 (below the head), or 4 (the whole row is below t). */
 static int
 entropy_cross(struct ft *f, double t, struct fhit *h)
 {
@@ -261,7 +291,7 @@ entropy_cross(struct ft *f, double t, struct fhit *h)
     rank += f->off[b + 1] - f->off[b];
   }
   if (b == FT_NB)
-    return 3;
+    return whole_below(f, cz, cw, t) ? 4 : 3;
   sort_bucket(f, b);
   for (j = f->off[b]; j < f->off[b + 1]; j++) {
     e = ws->le[j];
@@ -297,6 +327,7 @@ attempt(struct ft *f, int rung, const struct qrs__sel_params *p,
   double t, z, ez, zs, ws_, kh, dx, di, bound;
   int b, incl, r;
 
+  f->rung = rung;
   f->nh = qrs__kfpass(f->row, f->mf, f->invf, ft_dhead[rung], ws->fpos,
                       ws->fx, ws->fe, &f->fp);
   if (f->fp.cnt_a != f->fp.cnt_b)
@@ -326,6 +357,22 @@ attempt(struct ft *f, int rung, const struct qrs__sel_params *p,
   /* The entropy crossing and the include / exclude choice. */
   t = p->thr_target;
   r = entropy_cross(f, t, &h);
+  if (r == 4) {
+    /* Everything is below the target: every token is kept, unless
+       pmax < 1 cuts at pmax Z. */
+    if (!(p->thr_pmax < 1.0))
+      return 2;
+    z = zbound(f, &ez);
+    r = mass_cross_sure(f, p->thr_pmax * z,
+                        p->thr_pmax * ez + FT_DROUND * z, &h);
+    if (r)
+      return r;
+    dx = (ws->lx[h.j] - f->m) * f->invt;
+    zs = h.before + h.e;
+    ws_ = h.wbefore + h.e * dx;
+    len = h.rank + 1;
+    goto cdf;
+  }
   if (r)
     return r;
   dx = (ws->lx[h.j] - f->m) * f->invt;
@@ -367,6 +414,7 @@ attempt(struct ft *f, int rung, const struct qrs__sel_params *p,
     ws_ = h.wbefore + h.e * dx;
     len = h.rank + 1;
   }
+cdf:
   kh = hof(zs, ws_);
 
   /* The CDF crossing with u inside the kept prefix. */
@@ -413,7 +461,7 @@ qrs__fast_throttle(struct qrs__sel_ws *ws, const struct qrs__view *row,
   f.invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
   f.mf = (float)scan->max;
   f.invf = (float)f.invt;
-  for (rung = 0; rung < 3; rung++) {
+  for (rung = 0; rung < FT_RUNGS; rung++) {
     r = attempt(&f, rung, p, out);
     if (r != 3)
       return r;
