@@ -400,6 +400,16 @@ static const char *const set_edt1[] = { "temperature_strategy", "edt",
                                         "top_p", "1.0", NULL };
 static const char *const set_bell[] = { "temperature_strategy", "belltemp",
                                         NULL };
+static const char *const set_thr1[] = { "temperature_strategy",
+                                        "entropy_throttle",
+                                        "throttle_target_bits", "1.0",
+                                        "throttle_p_max", "0.9",
+                                        "fixed_temperature", "0.7", NULL };
+static const char *const set_thr4[] = { "temperature_strategy",
+                                        "entropy_throttle",
+                                        "throttle_target_bits", "4.5",
+                                        "throttle_p_min", "0.2",
+                                        "fixed_temperature", "1.3", NULL };
 static const char *const set_dyn[] = { "temperature_strategy", "dynatemp",
                                        "top_p", "0.8", NULL };
 
@@ -407,6 +417,8 @@ static const struct cfgcase cfgs[] = {
   { "edt+top-p", set_edt, NULL },
   { "creative", set_hvh, "creative_sampling" },
   { "throttle", set_thr, NULL },
+  { "throttle 1 bit", set_thr1, NULL },
+  { "throttle 4.5 bits", set_thr4, NULL },
   { "gdt", set_gdt, NULL },
   { "edt", set_edt1, NULL },
   { "belltemp", set_bell, NULL },
