@@ -37,10 +37,12 @@ splatf(float x)
 }
 
 /* max(a, b) lane by lane (b where a is NaN). */
-#define FMAX8(a, b) ((v8f)((((a) > (b)) & (v8i)(a)) | (~((a) > (b)) & (v8i)(b))))
+#define FMAX8(a, b) \
+  ((v8f)((((a) > (b)) & (v8i)(a)) | (~((a) > (b)) & (v8i)(b))))
 
 /* min(a, b) lane by lane (b where a is NaN). */
-#define FMIN8(a, b) ((v8f)((((a) < (b)) & (v8i)(a)) | (~((a) < (b)) & (v8i)(b))))
+#define FMIN8(a, b) \
+  ((v8f)((((a) < (b)) & (v8i)(a)) | (~((a) < (b)) & (v8i)(b))))
 
 /* The exp's constants (memory operands, not rebuilt per use). */
 #define K8(x) { x, x, x, x, x, x, x, x }
@@ -56,13 +58,9 @@ static const v8f c_p2 = K8(0.5f);
 static const v8f c_one = K8(1.0f);
 static const v8f c_dmin = K8(-87.0f);
 
-static inline __attribute__((always_inline)) v4d
-splatd4(double x)
-{
-  v4d v = { x, x, x, x };
-
-  return v;
-}
+/* Zero accumulators from memory (a splat built in registers made GCC
+   emit a register-form VEX vmovq that valgrind cannot decode). */
+static const v4d c_zero4 = { 0.0, 0.0, 0.0, 0.0 };
 
 /* Lanes 0-3 of s into a[0], lanes 4-7 into a[1] (as doubles; exact).
    MCVT_LO / MCVT_HI: the variant's conversion of each half. */
@@ -148,27 +146,36 @@ fma_soft(v8f a, v8f b, v8f c)
 #define MFMA(a, b, c) fma_soft(a, b, c)
 #define MCVT_LO(s) cvt_lo(s)
 #define MCVT_HI(s) cvt_hi(s)
+#define MCVT_BF16(h) bf16_to_v8f(h)
+#define MCVT_F16(h) f16_to_v8f(h)
 #include "moments_impl.h"
 #undef MK
 #undef MFMA
 #undef MCVT_LO
 #undef MCVT_HI
+#undef MCVT_BF16
+#undef MCVT_F16
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_MOM_AVX2 1
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 #define MK(name) name##_avx2
 #define MFMA(a, b, c) \
   ((v8f)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #define MCVT_LO(s) ((v4d)_mm256_cvtps_pd(_mm256_castps256_ps128((__m256)(s))))
 #define MCVT_HI(s) \
   ((v4d)_mm256_cvtps_pd(_mm256_extractf128_ps((__m256)(s), 1)))
+#define MCVT_BF16(h) \
+  ((v8f)_mm256_slli_epi32(_mm256_cvtepu16_epi32((__m128i)(h)), 16))
+#define MCVT_F16(h) ((v8f)_mm256_cvtph_ps((__m128i)(h)))
 #include "moments_impl.h"
 #undef MK
 #undef MFMA
 #undef MCVT_LO
 #undef MCVT_HI
+#undef MCVT_BF16
+#undef MCVT_F16
 #pragma GCC pop_options
 #endif
 
@@ -195,7 +202,7 @@ static const fmom_fn fmom_fns[2][3] = {
 };
 
 /* The variant follows the row kernels' choice (qrs__kernel_level(): 2
-   needs AVX2 and FMA).  v: a float32 / float16 / bfloat16 row. */
+   needs AVX2, FMA and F16C).  v: a float32 / float16 / bfloat16 row. */
 void
 qrs__fmoments(const struct qrs__view *v, struct qrs__scan *sc,
               struct qrs__fmom *ret)

@@ -3,6 +3,8 @@
      MK(name)       the name with the variant's suffix
      MFMA(a, b, c)  a * b + c with one rounding, lane by lane (v8f)
      MCVT_LO(s), MCVT_HI(s)  lanes 0-3 / 4-7 of s as 4 doubles
+     MCVT_BF16(h), MCVT_F16(h)  8 bfloat16 / float16 values (v8h) as
+                    floats (exact conversions)
    Every operation is on 8-lane vectors (GCC lowers them to the
    variant's registers), so each lane computes the same IEEE operations
    in every variant. */
@@ -33,7 +35,7 @@ MK(load)(const void *data, size_t i, size_t n, int dt)
              : dt == QRS_DTYPE_BF16 ? (uint16_t)0xff80u
                                     : (uint16_t)0xfc00u;   /* -inf */
   }
-  return dt == QRS_DTYPE_BF16 ? bf16_to_v8f(h) : f16_to_v8f(h);
+  return dt == QRS_DTYPE_BF16 ? MCVT_BF16(h) : MCVT_F16(h);
 }
 
 /* exp(d) for -87 <= d <= 0: d = k ln2 + r, |r| <= ln2 / 2 (ln2 split in
@@ -93,10 +95,12 @@ static inline __attribute__((always_inline)) void
 MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
          struct qrs__fmom *ret, int dt)
 {
-  v8f x, mx, mx1, mn, mn1, mv, za, wa, w2a, zb, wb, w2b;
+  v8f x, xa, xb, mx, mx1, mn, mn1, mv, za, wa, w2a, zb, wb, w2b;
   v4d zd[2], wd[2], w2d[2];
   v8i nan, nan1;
-  size_t i, j, n, end;
+  float buf[MOM_BLOCK] __attribute__((aligned(32)));
+  const float *src;
+  size_t i, j, n, end, base, lim;
   double z, w, w2, dl, f;
   float m, bm, bmin;
   int k, l, masked;
@@ -113,10 +117,14 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
     mn = mn1 = splatf(INFINITY);
     for (j = i; j < end; j += 16) {
       x = MK(load)(v->data, j, n, dt);
+      if (dt != QRS_DTYPE_F32)
+        memcpy(buf + (j - i), &x, sizeof(x));
       nan |= x != x;
       mx = FMAX8(x, mx);
       mn = FMIN8(x, mn);
       x = MK(load)(v->data, j + 8, n, dt);
+      if (dt != QRS_DTYPE_F32)
+        memcpy(buf + (j - i) + 8, &x, sizeof(x));
       nan1 |= x != x;
       mx1 = FMAX8(x, mx1);
       mn1 = FMIN8(x, mn1);
@@ -149,26 +157,32 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
       continue;   /* nothing finite yet, or +inf: the row is rejected */
     mv = splatf(m);
     for (l = 0; l < 2; l++)
-      zd[l] = wd[l] = w2d[l] = splatd4(0.0);
+      zd[l] = wd[l] = w2d[l] = c_zero4;
     /* Groups of MOM_GROUP values (lanes past n are -inf: weight 0): two
        chains of float partial sums per lane, added, then into doubles.
        Without the mask when the block's min says every d >= -87. */
     masked = !(bmin - m >= -87.0f) || end - i < MOM_BLOCK;
+    /* 16-bit rows: the block's floats from the max loop's copy (L1). */
+    if (dt == QRS_DTYPE_F32) {
+      src = (const float *)v->data;
+      base = 0;
+      lim = n;
+    } else {
+      src = buf;
+      base = i;
+      lim = end - i;
+    }
     for (j = i; j < end; j += MOM_GROUP) {
       za = wa = w2a = zb = wb = w2b = splatf(0.0f);
-      if (masked) {
-        for (k = 0; k < MOM_GROUP; k += 16) {
-          MK(macc)(MK(load)(v->data, j + (size_t)k, n, dt), mv, &za, &wa,
-                   &w2a, 1);
-          MK(macc)(MK(load)(v->data, j + (size_t)k + 8, n, dt), mv, &zb,
-                   &wb, &w2b, 1);
-        }
-      } else {
-        for (k = 0; k < MOM_GROUP; k += 16) {
-          MK(macc)(MK(load)(v->data, j + (size_t)k, n, dt), mv, &za, &wa,
-                   &w2a, 0);
-          MK(macc)(MK(load)(v->data, j + (size_t)k + 8, n, dt), mv, &zb,
-                   &wb, &w2b, 0);
+      for (k = 0; k < MOM_GROUP; k += 16) {
+        xa = MK(load)(src, j - base + (size_t)k, lim, QRS_DTYPE_F32);
+        xb = MK(load)(src, j - base + (size_t)k + 8, lim, QRS_DTYPE_F32);
+        if (masked) {
+          MK(macc)(xa, mv, &za, &wa, &w2a, 1);
+          MK(macc)(xb, mv, &zb, &wb, &w2b, 1);
+        } else {
+          MK(macc)(xa, mv, &za, &wa, &w2a, 0);
+          MK(macc)(xb, mv, &zb, &wb, &w2b, 0);
         }
       }
       ADDHALVES(zd, za + zb);

@@ -371,7 +371,8 @@ Test(moments, broken_rows_scan_as_the_double_scan_does)
         qrs__fmoments(&v, &a, &fm);
         qrs__kscan(&v, &ks);
         cr_expect(a.has_nan == ks.has_nan && a.has_posinf == ks.has_posinf &&
-                      (a.max == ks.max || (a.max != a.max && ks.max != ks.max)),
+                      (a.max == ks.max ||
+                       (a.max != a.max && ks.max != ks.max)),
                   "dt %d case %d: %d %d %g vs %d %d %g", dts[d], k,
                   a.has_nan, a.has_posinf, a.max, ks.has_nan, ks.has_posinf,
                   ks.max);
