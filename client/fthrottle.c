@@ -44,8 +44,12 @@
 #define FT_DROUND 4e-11           /* relative rounding of double sums */
 #define FT_HMARGIN 1e-9           /* nats */
 
+/* The head ladder: d >= -8, then -16; rows whose sample says the -8
+   head would be large (flat rows: most of the row) start at -4. */
 #define FT_RUNGS 3
 static const float ft_dhead[FT_RUNGS] = { -4.0f, -8.0f, -16.0f };
+#define FT_SAMPLES 512
+#define FT_BIG_HEAD 8192
 
 struct ft {
   struct qrs__sel_ws *ws;
@@ -53,7 +57,7 @@ struct ft {
   double m, invt;
   float mf, invf;
   struct qrs__fpass fp;
-  int rung;
+  float dhead;
   size_t nh;
   size_t off[FT_NB + 1];          /* bucket b: lpos/lx/le[off[b] ..) */
   unsigned char done[FT_NB];      /* exact weights and sums */
@@ -256,7 +260,7 @@ whole_below(const struct ft *f, double cz, double cw, double t)
   rl = f->fp.z - f->fp.err * 1.01;
   rl = rl > 0.0 ? rl : 0.0;
   nt = (double)(f->row->n - f->nh);
-  wh = (double)ft_dhead[f->rung] * rl;
+  wh = (double)f->dhead * rl;
   wl = -87.0 * rh - (double)f->row->n * 1.5e-36;
   if (rh > 0.0 && nt > 2.72 * rh && -rh * log(nt / rh) > wl)
     wl = -rh * log(nt / rh);
@@ -316,9 +320,9 @@ entropy_cross(struct ft *f, double t, struct fhit *h)
   return 2;
 }
 
-/* One attempt with the head at ft_dhead[rung]: 0, 2, or 3 (deeper). */
+/* One attempt with the head at d >= dhead: 0, 2, or 3 (deeper). */
 static int
-attempt(struct ft *f, int rung, const struct qrs__sel_params *p,
+attempt(struct ft *f, float dhead, const struct qrs__sel_params *p,
         struct qrs__sel_out *out)
 {
   struct qrs__sel_ws *ws = f->ws;
@@ -327,8 +331,8 @@ attempt(struct ft *f, int rung, const struct qrs__sel_params *p,
   double t, z, ez, zs, ws_, kh, dx, di, bound;
   int b, incl, r;
 
-  f->rung = rung;
-  f->nh = qrs__kfpass(f->row, f->mf, f->invf, ft_dhead[rung], ws->fpos,
+  f->dhead = dhead;
+  f->nh = qrs__kfpass(f->row, f->mf, f->invf, dhead, ws->fpos,
                       ws->fx, ws->fe, &f->fp);
   if (f->fp.cnt_a != f->fp.cnt_b)
     return 2;                   /* weights at the underflow limit */
@@ -444,6 +448,7 @@ qrs__fast_throttle(struct qrs__sel_ws *ws, const struct qrs__view *row,
                    const struct qrs__sel_params *p, struct qrs__sel_out *out)
 {
   struct ft f;
+  size_t i, cnt, step;
   int rung, r;
 
   if (row->dtype == QRS_DTYPE_F64 || row->n < FT_MIN_N ||
@@ -461,8 +466,13 @@ qrs__fast_throttle(struct qrs__sel_ws *ws, const struct qrs__view *row,
   f.invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
   f.mf = (float)scan->max;
   f.invf = (float)f.invt;
-  for (rung = 0; rung < FT_RUNGS; rung++) {
-    r = attempt(&f, rung, p, out);
+  /* Every n / FT_SAMPLES-th logit estimates the -8 head's size (the
+     choice changes only the speed: each rung is certified). */
+  step = row->n / FT_SAMPLES;
+  for (i = cnt = 0; i < FT_SAMPLES; i++)
+    cnt += (qrs__kload(row, i * step) - f.m) * f.invt >= -8.0;
+  for (rung = cnt * step > FT_BIG_HEAD ? 0 : 1; rung < FT_RUNGS; rung++) {
+    r = attempt(&f, ft_dhead[rung], p, out);
     if (r != 3)
       return r;
   }
