@@ -184,66 +184,6 @@ hof(double z, double w)
   return z > 0.0 ? log(z) - w / z : 0.0;
 }
 
-/* The first element at which the prefix mass reaches t.  0, or 3 when
-   the head's buckets do not reach it. */
-static int
-mass_cross(struct ft *f, double t, struct fhit *h)
-{
-  struct qrs__sel_ws *ws = f->ws;
-  double cz, cw;
-  size_t rank, j;
-  int b;
-
-  cz = cw = 0.0;
-  rank = 0;
-  for (b = 0; b < FT_NB; b++) {
-    if (f->off[b + 1] == f->off[b])
-      continue;
-    ensure(f, b);
-    if (cz + ws->fzx[b] >= t)
-      break;
-    cz += ws->fzx[b];
-    cw += ws->hw[b];
-    rank += f->off[b + 1] - f->off[b];
-  }
-  if (b == FT_NB)
-    return 3;
-  sort_bucket(f, b);
-  for (j = f->off[b]; j < f->off[b + 1]; j++) {
-    if (cz + ws->le[j] >= t) {
-      h->j = j;
-      h->rank = rank;
-      h->e = ws->le[j];
-      h->before = cz;
-      h->wbefore = cw;
-      return 0;
-    }
-    cz += ws->le[j];
-    cw += ws->le[j] * ((ws->lx[j] - f->m) * f->invt);
-    rank++;
-  }
-  return 3;   /* the bucket's sum reached t, its elements not: rounding */
-}
-
-/* The crossing of a target known within +-mt: the same element at both
-   ends, or 2 (within the bound) / 3 (below the head). */
-static int
-mass_cross_sure(struct ft *f, double t, double mt, struct fhit *h)
-{
-  struct fhit h2;
-  int r;
-
-  if (!(t - mt > 0.0))
-    return 2;
-  r = mass_cross(f, t - mt, h);
-  if (r)
-    return r;
-  r = mass_cross(f, t + mt, &h2);
-  if (r)
-    return r;
-  return h->j == h2.j ? 0 : 2;
-}
-
 /* Whether the whole row's entropy is certainly below t - FT_HMARGIN,
    given the exact sums cz, cw of the whole head.  The tail (d < dhead)
    has mass R within its float bound, R_hi = R + E, and e d sums W with
@@ -272,10 +212,15 @@ whole_below(const struct ft *f, double cz, double cw, double t)
   return hmax * (1.0 + 1e-12) < t - FT_HMARGIN;
 }
 
-/* The first element at which the prefix entropy reaches t, certified:
-   0, 2, 3 (below the head), or 4 (the whole row is below t). */
+/* The first element (selection order) at which the prefix mass
+   (entropy: the prefix's entropy) reaches t.  0 with the hit; 3 when the
+   head's buckets do not reach it (entropy: 4 when the whole row is
+   certainly below t); entropy crossings are certified (the prefix
+   through the element above t, the one before below it, by
+   FT_HMARGIN: the prefix entropy never decreases along the order),
+   else 2. */
 static int
-entropy_cross(struct ft *f, double t, struct fhit *h)
+cross(struct ft *f, int entropy, double t, struct fhit *h)
 {
   struct qrs__sel_ws *ws = f->ws;
   double cz, cw, e, d;
@@ -288,23 +233,22 @@ entropy_cross(struct ft *f, double t, struct fhit *h)
     if (f->off[b + 1] == f->off[b])
       continue;
     ensure(f, b);
-    if (hreached(cz + ws->fzx[b], cw + ws->hw[b], t))
+    if (entropy ? hreached(cz + ws->fzx[b], cw + ws->hw[b], t)
+                : cz + ws->fzx[b] >= t)
       break;
     cz += ws->fzx[b];
     cw += ws->hw[b];
     rank += f->off[b + 1] - f->off[b];
   }
   if (b == FT_NB)
-    return whole_below(f, cz, cw, t) ? 4 : 3;
+    return entropy && whole_below(f, cz, cw, t) ? 4 : 3;
   sort_bucket(f, b);
   for (j = f->off[b]; j < f->off[b + 1]; j++) {
     e = ws->le[j];
     d = (ws->lx[j] - f->m) * f->invt;
-    if (hreached(cz + e, cw + e * d, t)) {
-      /* Certain: this prefix is above t, the one before below it (the
-         prefix entropy never decreases along the order). */
-      if (!(hof(cz + e, cw + e * d) - t > FT_HMARGIN) ||
-          (rank > 0 && !(t - hof(cz, cw) > FT_HMARGIN)))
+    if (entropy ? hreached(cz + e, cw + e * d, t) : cz + e >= t) {
+      if (entropy && (!(hof(cz + e, cw + e * d) - t > FT_HMARGIN) ||
+                      (rank > 0 && !(t - hof(cz, cw) > FT_HMARGIN))))
         return 2;
       h->j = j;
       h->rank = rank;
@@ -317,7 +261,27 @@ entropy_cross(struct ft *f, double t, struct fhit *h)
     cw += e * d;
     rank++;
   }
+  /* The bucket's sum reached t, its elements not: rounding. */
   return 2;
+}
+
+/* The crossing of a target known within +-mt: the same element at both
+   ends, or 2 (within the bound) / 3 (below the head). */
+static int
+mass_cross_sure(struct ft *f, double t, double mt, struct fhit *h)
+{
+  struct fhit h2;
+  int r;
+
+  if (!(t - mt > 0.0))
+    return 2;
+  r = cross(f, 0, t - mt, h);
+  if (r)
+    return r;
+  r = cross(f, 0, t + mt, &h2);
+  if (r)
+    return r;
+  return h->j == h2.j ? 0 : 2;
 }
 
 /* One attempt with the head at d >= dhead: 0, 2, or 3 (deeper). */
@@ -328,7 +292,7 @@ attempt(struct ft *f, float dhead, const struct qrs__sel_params *p,
   struct qrs__sel_ws *ws = f->ws;
   size_t cur[FT_NB], i, j, len;
   struct fhit h, c;
-  double t, z, ez, zs, ws_, kh, dx, di, bound;
+  double t, z, ez, zs, ws_, kh, dx, di, de, bound;
   int b, incl, r;
 
   f->dhead = dhead;
@@ -360,54 +324,47 @@ attempt(struct ft *f, float dhead, const struct qrs__sel_params *p,
 
   /* The entropy crossing and the include / exclude choice. */
   t = p->thr_target;
-  r = entropy_cross(f, t, &h);
-  if (r == 4) {
-    /* Everything is below the target: every token is kept, unless
-       pmax < 1 cuts at pmax Z. */
-    if (!(p->thr_pmax < 1.0))
-      return 2;
-    z = zbound(f, &ez);
-    r = mass_cross_sure(f, p->thr_pmax * z,
-                        p->thr_pmax * ez + FT_DROUND * z, &h);
-    if (r)
-      return r;
-    dx = (ws->lx[h.j] - f->m) * f->invt;
-    zs = h.before + h.e;
-    ws_ = h.wbefore + h.e * dx;
-    len = h.rank + 1;
-    goto cdf;
-  }
-  if (r)
+  r = cross(f, 1, t, &h);
+  if (r == 4 && !(p->thr_pmax < 1.0))
+    return 2;   /* everything kept: Z's exact e d sum would be needed */
+  if (r != 0 && r != 4)
     return r;
-  dx = (ws->lx[h.j] - f->m) * f->invt;
-  incl = 1;
-  if (h.rank > 0) {
-    di = fabs(hof(h.before + h.e, h.wbefore + h.e * dx) - t);
-    dx = fabs(hof(h.before, h.wbefore) - t);
-    if (!(fabs(di - dx) > 2.0 * FT_HMARGIN))
-      return 2;
-    incl = dx < di ? 0 : 1;
-    dx = (ws->lx[h.j] - f->m) * f->invt;
-  }
-  zs = incl ? h.before + h.e : h.before;
-  ws_ = incl ? h.wbefore + h.e * dx : h.wbefore;
-  len = incl ? h.rank + 1 : h.rank;
-
-  /* The kept-mass bounds against Z (known within ez): below pmin Z or
-     above pmax Z, the cut is the mass crossing there instead. */
   z = zbound(f, &ez);
-  if (!(zs * (1.0 + 1e-12) < p->thr_pmin * (z - ez)) &&
-      !(zs * (1.0 - 1e-12) >= p->thr_pmin * (z + ez)))
-    return 2;
   bound = NAN;
-  if (zs < p->thr_pmin * z) {
-    bound = p->thr_pmin;
+  zs = ws_ = 0.0;
+  len = 0;
+  if (r == 4) {
+    /* Everything is below the target: every token is kept, and pmax < 1
+       cuts at pmax Z. */
+    bound = p->thr_pmax;
   } else {
-    if (!(zs * (1.0 - 1e-12) > p->thr_pmax * (z + ez)) &&
-        !(zs * (1.0 + 1e-12) <= p->thr_pmax * (z - ez)))
+    dx = (ws->lx[h.j] - f->m) * f->invt;
+    incl = 1;
+    if (h.rank > 0) {
+      di = fabs(hof(h.before + h.e, h.wbefore + h.e * dx) - t);
+      de = fabs(hof(h.before, h.wbefore) - t);
+      if (!(fabs(di - de) > 2.0 * FT_HMARGIN))
+        return 2;
+      incl = de < di ? 0 : 1;
+    }
+    zs = incl ? h.before + h.e : h.before;
+    ws_ = incl ? h.wbefore + h.e * dx : h.wbefore;
+    len = incl ? h.rank + 1 : h.rank;
+
+    /* The kept-mass bounds against Z (known within ez): below pmin Z or
+       above pmax Z, the cut is the mass crossing there instead. */
+    if (!(zs * (1.0 + 1e-12) < p->thr_pmin * (z - ez)) &&
+        !(zs * (1.0 - 1e-12) >= p->thr_pmin * (z + ez)))
       return 2;
-    if (zs > p->thr_pmax * z)
-      bound = p->thr_pmax;
+    if (zs < p->thr_pmin * z) {
+      bound = p->thr_pmin;
+    } else {
+      if (!(zs * (1.0 - 1e-12) > p->thr_pmax * (z + ez)) &&
+          !(zs * (1.0 + 1e-12) <= p->thr_pmax * (z - ez)))
+        return 2;
+      if (zs > p->thr_pmax * z)
+        bound = p->thr_pmax;
+    }
   }
   if (!isnan(bound)) {
     r = mass_cross_sure(f, bound * z, bound * ez + FT_DROUND * z, &h);
@@ -418,7 +375,6 @@ attempt(struct ft *f, float dhead, const struct qrs__sel_params *p,
     ws_ = h.wbefore + h.e * dx;
     len = h.rank + 1;
   }
-cdf:
   kh = hof(zs, ws_);
 
   /* The CDF crossing with u inside the kept prefix. */
