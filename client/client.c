@@ -1114,6 +1114,70 @@ out:
   return r;
 }
 
+static const char *
+source_state_name(QrsIpc__SourceState st)
+{
+  switch (st) {
+  case QRS_IPC__SOURCE_STATE__SOURCE_OK:
+    return "ok";
+  case QRS_IPC__SOURCE_STATE__SOURCE_DEGRADED:
+    return "degraded";
+  case QRS_IPC__SOURCE_STATE__SOURCE_FAILED:
+    return "failed";
+  default:
+    return "unknown";
+  }
+}
+
+/* The registry state and the local-source statistics (SourceInfo 11-16,
+   40-51). */
+static void
+local_from_wire(struct qrs_source_info *o, const QrsIpc__SourceInfo *v)
+{
+  struct qrs_mechanism_info *m;
+  const QrsIpc__MechanismInfo *w;
+  size_t i;
+
+  copy_str(o->state, sizeof(o->state), source_state_name(v->state));
+  o->timeouts = v->timeouts;
+  o->refusals = v->refusals;
+  copy_str(o->last_failure, sizeof(o->last_failure), v->last_failure);
+  o->last_failure_ns = v->last_failure_ns;
+  o->local = v->local;
+  o->min_entropy = -1.0;
+  if (!v->local)
+    return;
+  copy_str(o->health_state, sizeof(o->health_state), v->health_state);
+  copy_str(o->health_reason, sizeof(o->health_reason), v->health_reason);
+  o->bytes_per_s = v->bytes_per_s;
+  o->draw_bytes = v->draw_bytes;
+  o->draws_per_s = v->draws_per_s;
+  o->min_entropy = v->min_entropy;
+  o->raw_samples = v->raw_samples;
+  copy_str(o->freshness, sizeof(o->freshness), v->freshness);
+  copy_str(o->conditioning, sizeof(o->conditioning), v->conditioning);
+  copy_str(o->combine, sizeof(o->combine), v->combine);
+  for (i = 0; i < v->n_mechanisms && i < QRS_MECHANISMS_MAX; i++) {
+    m = &o->mechanisms[i];
+    w = v->mechanisms[i];
+    copy_str(m->name, sizeof(m->name), w->name);
+    copy_str(m->description, sizeof(m->description), w->description);
+    m->available = w->available;
+    copy_str(m->unavailable_reason, sizeof(m->unavailable_reason),
+             w->unavailable_reason);
+    copy_str(m->state, sizeof(m->state), w->state);
+    m->bytes_per_s = w->bytes_per_s;
+    m->min_entropy = w->min_entropy;
+    m->harvests = w->harvests;
+    m->samples = w->samples;
+    m->timeouts = w->timeouts;
+    m->cut = w->cut;
+    m->failures = w->failures;
+    copy_str(m->last_error, sizeof(m->last_error), w->last_error);
+  }
+  o->n_mechanisms = i;
+}
+
 static struct qrs_source_info *
 sources_from_wire(QrsIpc__SourceInfo **v, size_t n)
 {
@@ -1152,6 +1216,7 @@ sources_from_wire(QrsIpc__SourceInfo **v, size_t n)
     out[i].quota_minute_limit = v[i]->quota_minute_limit;
     out[i].quota_day_bytes = v[i]->quota_day_bytes;
     out[i].quota_day_limit = v[i]->quota_day_limit;
+    local_from_wire(&out[i], v[i]);
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <locale.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1441,6 +1442,26 @@ check(struct parser *p, const struct qrsd_conf *conf, const struct node *root)
   return check_test_sources(p, conf);
 }
 
+/* The embedded default's tree, read once per process (it is 14 KB of
+   annotated YAML; every load starts from it).  Never freed: it lives as
+   long as the process.  If it cannot be read, default_tree stays NULL and
+   load() reads it again to report why. */
+static struct node *default_tree;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+static void
+read_default_tree(void)
+{
+  struct parser p;
+
+  memset(&p, 0, sizeof(p));
+  p.name = CONF_BUILTIN_NAME;
+  p.builtin = 1;
+  if (read_tree(&p, conf_default_yaml, conf_default_yaml_len,
+                &default_tree) < 0)
+    default_tree = NULL;
+}
+
 /* The embedded default, then text unless only_default. */
 static int
 load(const char *name, const char *text, size_t len, int only_default,
@@ -1478,7 +1499,11 @@ load(const char *name, const char *text, size_t len, int only_default,
     goto out;
   }
 
-  r = apply(&p, conf, conf_default_yaml, conf_default_yaml_len, &root);
+  pthread_once(&default_once, read_default_tree);
+  if (default_tree && default_tree->kind == NODE_MAPPING)
+    r = parse_mapping(&p, default_tree, "", top_keys, conf);
+  else
+    r = apply(&p, conf, conf_default_yaml, conf_default_yaml_len, &root);
   if (r < 0)
     goto out;
   if (!only_default) {
@@ -1490,7 +1515,7 @@ load(const char *name, const char *text, size_t len, int only_default,
     if (r < 0)
       goto out;
   }
-  r = check(&p, conf, root);
+  r = check(&p, conf, root ? root : (only_default ? default_tree : NULL));
   if (r == 0) {
     size_t i;
 

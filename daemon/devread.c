@@ -88,6 +88,17 @@ devread_kind_name(enum devread_kind k)
   return "not opened";
 }
 
+enum devread_kind
+devread_kind(struct devread *d)
+{
+  enum devread_kind k;
+
+  pthread_mutex_lock(&d->mu);
+  k = d->kind;
+  pthread_mutex_unlock(&d->mu);
+  return k;
+}
+
 const char *
 devread_freshness(enum devread_kind k, int drain)
 {
@@ -174,9 +185,9 @@ dev_open(struct devread *d, char *why, size_t wlen)
     return -EBUSY;
   }
   d->fd = fd;
+  pthread_mutex_lock(&d->mu);   /* kind: also read by devread_kind() */
   d->kind = S_ISCHR(st.st_mode) ? DEVREAD_CHAR
             : S_ISFIFO(st.st_mode) ? DEVREAD_FIFO : DEVREAD_FILE;
-  pthread_mutex_lock(&d->mu);
   if (d->reopen_ns)
     d->reopens++;
   pthread_mutex_unlock(&d->mu);

@@ -65,7 +65,7 @@ struct devread {
 
   /* Below: only the reader at the head of the queue. */
   int fd;                       /* -1: closed */
-  enum devread_kind kind;
+  enum devread_kind kind;       /* written under mu (devread_kind()) */
   unsigned backoff_ms;          /* 0: no backoff pending */
   uint64_t reopen_ns;           /* no open before this (CLOCK_MONOTONIC) */
   uint8_t *scratch;             /* drain buffer */
@@ -93,6 +93,9 @@ int devread_read(struct devread *d, uint8_t *buf, size_t n,
 
 /* "character device", "FIFO", "file" or "not opened". */
 const char *devread_kind_name(enum devread_kind k);
+
+/* The kind of node, as of the last open (any thread). */
+enum devread_kind devread_kind(struct devread *d);
 
 /* What "fresh" means for this kind, one line (for qrsctl sources). */
 const char *devread_freshness(enum devread_kind k, int drain);

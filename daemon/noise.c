@@ -121,6 +121,16 @@ noise_free(struct noise *nz)
   free(nz);
 }
 
+/* A job that may be stopped early harvests in pieces that take about
+   PIECE_NS to 4 * PIECE_NS each, per-call overhead included: the piece
+   doubles after a quicker call and halves after a slower one (PIECE_MIN
+   to PIECE_MAX samples; PIECE_FIRST at first, then what the mechanism's
+   last read ended with). */
+#define PIECE_NS 2000000ULL
+#define PIECE_MIN 1
+#define PIECE_MAX 4096
+#define PIECE_FIRST 16
+
 /* One mechanism's part of one harvest, run on its own thread. */
 struct job {
   struct noise_slot *s;
@@ -129,7 +139,14 @@ struct job {
   uint64_t deadline;
   _Atomic size_t *total;        /* concat: samples of all jobs so far */
   size_t need;                  /* concat: stop once *total reaches it */
+  _Atomic size_t *ndone;        /* xor: jobs that count as done */
+  size_t need_done;             /* xor: stop once *ndone reaches it */
+  int required;                 /* xor: the read waits for this one */
+  size_t piece;                 /* samples per harvest call when it may
+                                   be stopped early */
   int err;
+  int cut;                      /* stopped early: the others were done */
+  uint64_t raw;                 /* raw samples harvested (start-up too) */
   struct health health;         /* the slot's, copied back after join */
   struct mcv mcv;               /* this harvest's samples */
   uint64_t busy_ns;
@@ -137,25 +154,51 @@ struct job {
   int started;
 };
 
-/* Harvest into job->buf, in pieces when the total matters (concat). */
+/* May this job stop now because the harvest has what it needs? */
+static int
+enough(const struct job *j)
+{
+  if (j->total)
+    return atomic_load(j->total) >= j->need;
+  if (j->ndone && !j->required)
+    return atomic_load(j->ndone) >= j->need_done;
+  return 0;
+}
+
+/* Harvest n samples into out, in pieces when the job may be stopped
+   early (concat: the total matters; xor: a mechanism the read does not
+   wait for); count adds them to the concat total.  Each piece is about
+   PIECE_NS of work at the rate seen so far, so that a stopped job never
+   keeps the read waiting long. */
 static ssize_t
-harvest_some(struct job *j, uint8_t *out, size_t n)
+harvest_some(struct job *j, uint8_t *out, size_t n, int count)
 {
   size_t done, piece;
+  uint64_t t0, dt;
   ssize_t r;
 
-  if (!j->total)
+  if (!j->total && !(j->ndone && !j->required))
     return j->s->m->harvest(out, n, j->deadline);
   done = 0;
-  while (done < n && atomic_load(j->total) < j->need) {
-    piece = n - done < 256 ? n - done : 256;
+  t0 = noise_now_ns();
+  /* at least one piece per read, so that a mechanism that is slower
+     than the others still makes progress (and its rate is measured) */
+  while (done < n && (done == 0 || !enough(j))) {
+    piece = n - done < j->piece ? n - done : j->piece;
+    t0 = noise_now_ns();
     r = j->s->m->harvest(out + done, piece, j->deadline);
     if (r < 0)
       return r;
     done += (size_t)r;
-    atomic_fetch_add(j->total, (size_t)r);
+    if (count && j->total)
+      atomic_fetch_add(j->total, (size_t)r);
     if ((size_t)r < piece)
       break;                    /* the deadline */
+    dt = noise_now_ns() - t0;
+    if (dt < PIECE_NS && piece == j->piece && j->piece < PIECE_MAX)
+      j->piece *= 2;
+    else if (dt > 4 * PIECE_NS && j->piece > PIECE_MIN)
+      j->piece /= 2;
   }
   return (ssize_t)done;
 }
@@ -164,9 +207,9 @@ static void *
 job_run(void *arg)
 {
   struct job *j = arg;
-  const struct noise_mech *m = j->s->m;
   uint8_t startup[HEALTH_STARTUP_SAMPLES];
   uint64_t t0;
+  size_t left;
   ssize_t r;
 
   t0 = noise_now_ns();
@@ -174,39 +217,92 @@ job_run(void *arg)
   j->err = 0;
 
   /* A new or failed mechanism first passes a start-up test on samples
-     that are never used. */
-  if (j->health.state != HEALTH_OK) {
+     that are never used.  Its progress is kept across reads: a mechanism
+     stopped early (xor) or cut off by the deadline goes on with the
+     test at its next read. */
+  if (j->health.state == HEALTH_FAILED)
     health_retest(&j->health);
-    r = m->harvest(startup, sizeof(startup), j->deadline);
+  if (j->health.state == HEALTH_STARTUP) {
+    left = j->health.startup_left;
+    if (left > sizeof(startup))
+      left = sizeof(startup);
+    r = harvest_some(j, startup, left, 0);
     if (r < 0) {
       j->err = (int)r;
       goto out;
     }
-    if ((size_t)r < sizeof(startup)) {
-      j->err = -ETIMEDOUT;
+    j->raw += (uint64_t)r;
+    if (health_feed(&j->health, startup, (size_t)r) < 0) {
+      j->err = -EIO;
       goto out;
     }
-    if (health_feed(&j->health, startup, sizeof(startup)) < 0) {
-      j->err = -EIO;
+    if (j->health.state != HEALTH_OK) {
+      if (enough(j))
+        j->cut = 1;
+      else
+        j->err = -ETIMEDOUT;
       goto out;
     }
   }
 
-  r = harvest_some(j, j->buf, j->want);
+  r = harvest_some(j, j->buf, j->want, 1);
   if (r < 0) {
     j->err = (int)r;
     goto out;
   }
   j->got = (size_t)r;
+  j->raw += (uint64_t)r;
   mcv_add(&j->mcv, j->buf, j->got);
   if (health_feed(&j->health, j->buf, j->got) < 0) {
     j->err = -EIO;
     j->got = 0;                 /* never used */
+    goto out;
   }
+  if (j->got < j->want && enough(j))
+    j->cut = 1;
 
 out:
+  /* xor: a required job counts when it ends, however it ends (the read
+     waits for no more than that); without required jobs the first
+     mechanism that delivered everything ends the read */
+  if (j->ndone && (j->required || (j->need_done == 1 && !j->err &&
+                                   j->got == j->want)))
+    atomic_fetch_add(j->ndone, 1);
   j->busy_ns = noise_now_ns() - t0;
   return NULL;
+}
+
+/* Raw samples per second slot s harvested so far; 0: not measured. */
+static double
+slot_rate(const struct noise_slot *s)
+{
+  if (s->busy_ns == 0 || s->raw_harvested == 0)
+    return 0.0;
+  return (double)s->raw_harvested * 1e9 / (double)s->busy_ns;
+}
+
+
+/* xor: does the read wait for slot s?  Only when its rate is measured
+   over at least RATE_MIN_SAMPLES samples and it can deliver n samples
+   (after what is left of its start-up test) by the deadline at that rate
+   with a margin of 2. */
+#define RATE_MIN_SAMPLES 64
+
+static int
+can_make_it(const struct noise_slot *s, size_t n, uint64_t deadline)
+{
+  uint64_t now = noise_now_ns();
+  double rate, need;
+
+  rate = slot_rate(s);
+  if (s->raw_harvested < RATE_MIN_SAMPLES || rate <= 0.0 || now >= deadline)
+    return 0;
+  need = (double)n;
+  if (s->health.state == HEALTH_STARTUP)
+    need += s->health.startup_left;
+  else if (s->health.state == HEALTH_FAILED)
+    need += HEALTH_STARTUP_SAMPLES;
+  return 2.0 * need / rate * 1e9 <= (double)(deadline - now);
 }
 
 static void
@@ -228,16 +324,19 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
         char *detail, size_t dlen)
 {
   struct job *jobs;
-  _Atomic size_t total;
-  size_t i, k, nj, full, copied, take;
+  _Atomic size_t total, ndone;
+  size_t i, k, nj, nreq, full, copied, take;
   int r, timeouts, healthfail;
 
   jobs = calloc(nz->nslot, sizeof(*jobs));
   if (!jobs)
     return -ENOMEM;
   atomic_init(&total, 0);
+  atomic_init(&ndone, 0);
   r = 0;
   nj = 0;
+  nreq = 0;
+  pthread_mutex_lock(&nz->stats_lock);
   for (i = 0; i < nz->nslot; i++) {
     if (!nz->slot[i].available)
       continue;
@@ -245,16 +344,31 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
     jobs[nj].want = n;
     jobs[nj].deadline = deadline;
     jobs[nj].health = nz->slot[i].health;
+    jobs[nj].piece = nz->slot[i].piece ? nz->slot[i].piece : PIECE_FIRST;
     if (nz->combine == NOISE_CONCAT) {
       jobs[nj].total = &total;
       jobs[nj].need = n;
+    } else {
+      jobs[nj].ndone = &ndone;
+      jobs[nj].required = can_make_it(&nz->slot[i], n, deadline);
+      nreq += (size_t)jobs[nj].required;
     }
-    jobs[nj].buf = malloc(n ? n : 1);
-    if (!jobs[nj].buf) {
+    nj++;
+  }
+  pthread_mutex_unlock(&nz->stats_lock);
+  if (nz->combine == NOISE_XOR && nj == 1 && !nreq) {
+    jobs[0].required = 1;       /* alone: the read is its harvest */
+    nreq = 1;
+  }
+  for (k = 0; k < nj; k++) {
+    /* xor: wait for the mechanisms that can make the deadline; before
+       any is measured, for the first one that delivers everything */
+    jobs[k].need_done = nreq ? nreq : 1;
+    jobs[k].buf = malloc(n ? n : 1);
+    if (!jobs[k].buf) {
       r = -ENOMEM;
       goto done;
     }
-    nj++;
   }
   for (k = 0; k < nj; k++) {
     if (pthread_create(&jobs[k].th, NULL, job_run, &jobs[k]) == 0)
@@ -282,8 +396,12 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
       s->mcv.count[i] += jobs[k].mcv.count[i];
     s->mcv.n += jobs[k].mcv.n;
     s->busy_ns += jobs[k].busy_ns;
+    s->raw_harvested += jobs[k].raw;
+    s->piece = jobs[k].piece;
     s->harvests++;
     s->samples += jobs[k].got;
+    if (jobs[k].cut)
+      s->cut++;
     if (jobs[k].err) {
       note_error(s, jobs[k].err);
       if (jobs[k].err == -EIO)
@@ -293,10 +411,10 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
       continue;
     }
     if (nz->combine == NOISE_XOR) {
-      if (jobs[k].got < n) {
+      if (jobs[k].got < n && !jobs[k].cut) {
         s->timeouts++;
         timeouts++;
-      } else {
+      } else if (jobs[k].got == n) {
         full++;
       }
       for (i = 0; i < jobs[k].got; i++)
@@ -315,6 +433,8 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
   } else if (nz->combine == NOISE_CONCAT) {
     full = 1;
   }
+  if (full)
+    mcv_add(&nz->raw_mcv, out, n);
   pthread_mutex_unlock(&nz->stats_lock);
   if (full == 0) {
     r = healthfail == (int)nj ? -EIO : -ETIMEDOUT;

@@ -16,16 +16,24 @@
 
    Combination (documented in the README):
    xor     byte i of the raw stream is the XOR of sample i of every
-           mechanism that delivered it by the timeout; at least one
-           mechanism must deliver all of them.  The harvest ends when every
-           mechanism delivered, or at the timeout.
+           mechanism that delivered it; at least one mechanism must deliver
+           all of them.  The read waits for the mechanisms whose measured
+           rate (over 64 samples or more) delivers all n samples, after
+           what is left of their start-up test, by the deadline with a
+           margin of 2 - or, while none is measured, for the first one that
+           delivers all n.  The others harvest in small pieces (about 2 to
+           8 ms each, at least one per read) until those are done, and what
+           they delivered is XORed into the first bytes; they are counted
+           as "cut" (not a failure).  A waited-for mechanism that falls
+           short at the deadline counts a timeout.
    concat  the mechanisms' samples one after the other, in list order;
            the harvest ends as soon as all of them together delivered
            enough, or at the timeout (a shortfall is a failure).
 
    A mechanism whose samples fail a health test is left out of that read
    and of the following ones until it passes a start-up re-test (1,024
-   samples, discarded) at the start of a later read.  Thread-safe: reads
+   consecutive samples of the mechanism, discarded) at the start of later
+   reads; a start-up test cut short goes on at the next read.  Thread-safe: reads
    on one harvester are serialised by its lock. */
 #ifndef QRSD_NOISE_H
 #define QRSD_NOISE_H
@@ -76,7 +84,15 @@ struct noise_slot {
   struct mcv mcv;               /* over every raw sample harvested */
   uint64_t harvests;            /* reads it took part in */
   uint64_t samples;             /* raw samples delivered */
-  uint64_t timeouts;            /* reads where it fell short */
+  uint64_t timeouts;            /* reads where it fell short at the
+                                   deadline */
+  uint64_t cut;                 /* xor: reads where it was stopped early
+                                   because the mechanisms the read waits
+                                   for had delivered (not a failure) */
+  uint64_t raw_harvested;       /* raw samples, start-up tests too: with
+                                   busy_ns, its measured rate */
+  size_t piece;                 /* samples per harvest call when it may
+                                   be stopped early (0: not yet known) */
   uint64_t failures;            /* health failures and errors */
   uint64_t busy_ns;             /* time spent harvesting */
   char last_error[160];
@@ -91,6 +107,8 @@ struct noise {
   size_t nslot;
   struct noise_slot *slot;      /* selected mechanisms, available or not */
   size_t navailable;
+  struct mcv raw_mcv;           /* the combined raw stream (before
+                                   conditioning) of successful reads */
 };
 
 /* Build a harvester over the named mechanisms (names NULL or nnames 0: all

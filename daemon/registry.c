@@ -15,6 +15,7 @@
 #include <qrs/error.h>
 
 #include "log.h"
+#include "local.h"
 #include "registry.h"
 #include "source.h"
 
@@ -190,6 +191,8 @@ registry_new(uv_loop_t *loop, const struct qrsd_conf *conf,
   reg->lim = *limits;
   for (i = 0; i < conf->n_sources; i++) {
     r = source_new(&conf->sources[i], loop, &s, err, errlen);
+    if (r == 0)
+      s->draw_bytes = conf->amp_sample_count;
     if (r < 0)
       goto fail;
     r = add(reg, s, conf->sources[i].fallback, 0);
@@ -355,6 +358,19 @@ registry_info(const struct registry *reg, size_t i, struct reg_info *info)
                " [built-in fallback]");
     }
   }
+}
+
+int
+registry_local_stats(const struct registry *reg, size_t i,
+                     struct local_stats *st)
+{
+  struct source *src = reg->v[i]->src;
+
+  memset(st, 0, sizeof(*st));
+  if (!src->ops->local_stats)
+    return -ENOSYS;
+  src->ops->local_stats(src, st);
+  return 0;
 }
 
 enum reg_state

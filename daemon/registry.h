@@ -171,6 +171,14 @@ size_t registry_count(const struct registry *reg);
 void registry_info(const struct registry *reg, size_t i,
                    struct reg_info *info);
 
+/* The local statistics (health tests, measured rate, min-entropy
+   estimate, mechanisms; sources/local.h) of source i: 0, or -ENOSYS when
+   it is not a local source (st is zeroed then).  Never waits for a read
+   in progress. */
+struct local_stats;
+int registry_local_stats(const struct registry *reg, size_t i,
+                         struct local_stats *st);
+
 /* Overall: REG_FAILED / REG_DEGRADED / REG_OK (see HEALTH); msg gets one
    line. */
 enum reg_state registry_health(const struct registry *reg, char *msg,

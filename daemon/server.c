@@ -24,6 +24,7 @@
 #include <qrs/error.h>
 
 #include "draw.h"
+#include "local.h"
 #include "monitor.h"
 #include "log.h"
 #include "server.h"
@@ -589,8 +590,64 @@ struct infos {
   QrsIpc__SourceInfo *v;
   QrsIpc__SourceInfo **p;
   struct reg_info *ri;
+  struct local_stats *ls;       /* per source (local sources only) */
+  QrsIpc__MechanismInfo *mv;    /* LOCAL_MECH_MAX per source */
+  QrsIpc__MechanismInfo **mp;
   size_t n;
 };
+
+/* The statistics of a local source (SourceInfo 40-51); mv and mp have
+   room for LOCAL_MECH_MAX mechanisms. */
+static void
+fill_local_info(const struct local_stats *ls, QrsIpc__SourceInfo *info,
+                QrsIpc__MechanismInfo *mv, QrsIpc__MechanismInfo **mp)
+{
+  const struct local_mech_stats *ms;
+  size_t i;
+
+  info->local = 1;
+  info->health_state = (char *)ls->health_state;
+  info->health_reason = (char *)ls->health_reason;
+  info->bytes_per_s = ls->bytes_per_s;
+  info->draw_bytes = ls->draw_bytes;
+  info->draws_per_s = ls->draws_per_s;
+  info->min_entropy = ls->min_entropy;
+  info->raw_samples = ls->raw_samples;
+  info->freshness = (char *)ls->freshness;
+  info->conditioning = (char *)ls->conditioning;
+  info->combine = (char *)ls->combine;
+  for (i = 0; i < ls->n_mech; i++) {
+    ms = &ls->mech[i];
+    qrs_ipc__mechanism_info__init(&mv[i]);
+    mv[i].name = (char *)ms->name;
+    mv[i].description = (char *)ms->what;
+    mv[i].available = ms->available;
+    mv[i].unavailable_reason = (char *)ms->why;
+    mv[i].state = (char *)ms->state;
+    mv[i].bytes_per_s = ms->bytes_per_s;
+    mv[i].min_entropy = ms->min_entropy;
+    mv[i].harvests = ms->harvests;
+    mv[i].samples = ms->samples;
+    mv[i].timeouts = ms->timeouts;
+    mv[i].cut = ms->cut;
+    mv[i].failures = ms->failures;
+    mv[i].last_error = (char *)ms->last_error;
+    mp[i] = &mv[i];
+  }
+  info->n_mechanisms = ls->n_mech;
+  info->mechanisms = ls->n_mech ? mp : NULL;
+}
+
+static void
+free_source_infos(struct infos *in)
+{
+  free(in->v);
+  free(in->p);
+  free(in->ri);
+  free(in->ls);
+  free(in->mv);
+  free(in->mp);
+}
 
 static int
 make_source_infos(struct server *srv, struct infos *in)
@@ -601,26 +658,22 @@ make_source_infos(struct server *srv, struct infos *in)
   in->v = calloc(in->n, sizeof(*in->v));
   in->p = calloc(in->n, sizeof(*in->p));
   in->ri = calloc(in->n, sizeof(*in->ri));
-  if (!in->v || !in->p || !in->ri) {
-    free(in->v);
-    free(in->p);
-    free(in->ri);
+  in->ls = calloc(in->n, sizeof(*in->ls));
+  in->mv = calloc(in->n * LOCAL_MECH_MAX, sizeof(*in->mv));
+  in->mp = calloc(in->n * LOCAL_MECH_MAX, sizeof(*in->mp));
+  if (!in->v || !in->p || !in->ri || !in->ls || !in->mv || !in->mp) {
+    free_source_infos(in);
     return -ENOMEM;
   }
   for (i = 0; i < in->n; i++) {
     registry_info(srv->reg, i, &in->ri[i]);
     fill_source_info(srv, &in->ri[i], &in->v[i]);
+    if (registry_local_stats(srv->reg, i, &in->ls[i]) == 0)
+      fill_local_info(&in->ls[i], &in->v[i], in->mv + i * LOCAL_MECH_MAX,
+                      in->mp + i * LOCAL_MECH_MAX);
     in->p[i] = &in->v[i];
   }
   return 0;
-}
-
-static void
-free_source_infos(struct infos *in)
-{
-  free(in->v);
-  free(in->p);
-  free(in->ri);
 }
 
 static void

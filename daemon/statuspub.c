@@ -1,10 +1,12 @@
 /* The registry's state in the status file; see statuspub.h. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
+#include "local.h"
 #include "log.h"
 #include "monitor.h"
 #include "statuspub.h"
@@ -29,8 +31,73 @@ stats_json(const struct monitor *mon)
   return o;
 }
 
+/* A min-entropy estimate; null before the first sample. */
 static struct json_object *
-source_json(const struct reg_info *ri, const struct monitor *mon)
+entropy_json(double h)
+{
+  return h < 0 ? NULL : json_object_new_double(h);
+}
+
+/* A local source's statistics (the same figures as SourceInfo 40-51). */
+static struct json_object *
+local_json(const struct local_stats *ls)
+{
+  struct json_object *o = json_object_new_object(), *a, *m;
+  const struct local_mech_stats *ms;
+  size_t i;
+
+  json_object_object_add(o, "health_state",
+                         json_object_new_string(ls->health_state));
+  json_object_object_add(o, "health_reason",
+                         json_object_new_string(ls->health_reason));
+  json_object_object_add(o, "bytes_per_s",
+                         json_object_new_double(ls->bytes_per_s));
+  json_object_object_add(o, "draw_bytes",
+                         json_object_new_uint64(ls->draw_bytes));
+  json_object_object_add(o, "draws_per_s",
+                         json_object_new_double(ls->draws_per_s));
+  json_object_object_add(o, "min_entropy", entropy_json(ls->min_entropy));
+  json_object_object_add(o, "raw_samples",
+                         json_object_new_uint64(ls->raw_samples));
+  json_object_object_add(o, "freshness",
+                         json_object_new_string(ls->freshness));
+  json_object_object_add(o, "conditioning",
+                         json_object_new_string(ls->conditioning));
+  json_object_object_add(o, "combine", json_object_new_string(ls->combine));
+  if (!ls->n_mech)
+    return o;
+  a = json_object_new_array();
+  for (i = 0; i < ls->n_mech; i++) {
+    ms = &ls->mech[i];
+    m = json_object_new_object();
+    json_object_object_add(m, "name", json_object_new_string(ms->name));
+    json_object_object_add(m, "available",
+                           json_object_new_boolean(ms->available));
+    if (!ms->available)
+      json_object_object_add(m, "unavailable_reason",
+                             json_object_new_string(ms->why));
+    json_object_object_add(m, "state", json_object_new_string(ms->state));
+    json_object_object_add(m, "bytes_per_s",
+                           json_object_new_double(ms->bytes_per_s));
+    json_object_object_add(m, "min_entropy", entropy_json(ms->min_entropy));
+    json_object_object_add(m, "samples",
+                           json_object_new_uint64(ms->samples));
+    json_object_object_add(m, "timeouts",
+                           json_object_new_uint64(ms->timeouts));
+    json_object_object_add(m, "cut", json_object_new_uint64(ms->cut));
+    json_object_object_add(m, "failures",
+                           json_object_new_uint64(ms->failures));
+    json_object_object_add(m, "last_error",
+                           json_object_new_string(ms->last_error));
+    json_object_array_add(a, m);
+  }
+  json_object_object_add(o, "mechanisms", a);
+  return o;
+}
+
+static struct json_object *
+source_json(const struct reg_info *ri, const struct monitor *mon,
+            const struct local_stats *ls)
 {
   struct json_object *o = json_object_new_object(), *u;
 
@@ -84,6 +151,8 @@ source_json(const struct reg_info *ri, const struct monitor *mon)
   }
   if (mon && mon->conf.window)
     json_object_object_add(o, "stats", stats_json(mon));
+  if (ls)
+    json_object_object_add(o, "local", local_json(ls));
   return o;
 }
 
@@ -95,6 +164,7 @@ publish(struct statuspub *sp, int force)
   const char *alarm_src, *alarm_reason;
   const struct monitor *mon;
   struct reg_info ri, def;
+  struct local_stats *ls;
   char msg[256];
   enum reg_state h;
   size_t i, n;
@@ -105,6 +175,9 @@ publish(struct statuspub *sp, int force)
   if (!force && sp->sf.writes > 0 &&
       (double)uv_hrtime() / 1e9 - sp->sf.last_write < 1.0)
     return;
+  ls = malloc(sizeof(*ls));
+  if (!ls)
+    return;
   extra = json_object_new_object();
   srcs = json_object_new_object();
   memset(&def, 0, sizeof(def));
@@ -112,7 +185,9 @@ publish(struct statuspub *sp, int force)
   for (i = 0; i < n; i++) {
     registry_info(sp->reg, i, &ri);
     mon = sp->draw ? draw_monitor(sp->draw, ri.name) : NULL;
-    json_object_object_add(srcs, ri.name, source_json(&ri, mon));
+    json_object_object_add(srcs, ri.name, source_json(
+                             &ri, mon, registry_local_stats(sp->reg, i, ls)
+                             == 0 ? ls : NULL));
     if (ri.is_default)
       def = ri;
   }
@@ -138,6 +213,7 @@ publish(struct statuspub *sp, int force)
   r = statusfile_update(&sp->sf, &sum, extra, force,
                         (double)uv_hrtime() / 1e9);
   json_object_put(extra);
+  free(ls);
   if (r < 0 && !sp->warned) {
     log_warn("cannot write the status file %s: %s", sp->sf.path,
              strerror(-r));

@@ -99,7 +99,13 @@ static const struct command commands[] = {
     cmd_health },
   { "sources", "",
     "      List the configured entropy sources with their type, health,\n"
-    "      fallback and counters.  '*' marks the default source.\n",
+    "      fallback and counters.  '*' marks the default source.  For a\n"
+    "      local source (device, timing, noise) also its SP 800-90B health\n"
+    "      tests, measured bytes/s and draws/s at the default sample_count,\n"
+    "      the min-entropy (MCV) estimate of its raw samples, and a noise\n"
+    "      source's mechanisms (available or why not, state, rate).  With\n"
+    "      --json these are under \"local\" of each source, the mechanisms\n"
+    "      as the array \"local\".\"mechanisms\".\n",
     cmd_sources },
   { "draw",
     "[-n N] [--source S] [--samples N] [--amplifier A]\n"
@@ -530,6 +536,60 @@ fallback_name(const struct qrs_source_info *si, char *buf, size_t size)
   return safe(buf, size, si->fallback, sizeof(si->fallback));
 }
 
+/* "7.95" or "-" (no estimate yet). */
+static const char *
+entropy_str(char *buf, size_t size, double h)
+{
+  if (h < 0 || !isfinite(h))
+    snprintf(buf, size, "-");
+  else
+    snprintf(buf, size, "%.2f", h);
+  return buf;
+}
+
+/* A local source: health tests, capacity, min-entropy, mechanisms. */
+static void
+print_local(const struct qrs_source_info *si)
+{
+  const struct qrs_mechanism_info *m;
+  char name[QRS_NAME_MAX], st[16], why[160], fresh[160], h[16];
+  char cond[16], comb[16];
+  size_t i;
+
+  printf("\n  %s: health tests %s%s%s", SAFE(name, si->name),
+         SAFE(st, si->health_state), si->health_reason[0] ? " (last: " : "",
+         si->health_reason[0] ? SAFE(why, si->health_reason) : "");
+  printf("%s; conditioning %s%s%s\n", si->health_reason[0] ? ")" : "",
+         SAFE(cond, si->conditioning), si->combine[0] ? ", combine " : "",
+         SAFE(comb, si->combine));
+  if (si->bytes_per_s > 0)
+    printf("    %.0f B/s measured, %.2f draws/s at the default sample_count "
+           "(%" PRIu32 " B)\n", si->bytes_per_s, si->draws_per_s,
+           si->draw_bytes);
+  else
+    printf("    rate not measured yet (no read so far)\n");
+  printf("    min-entropy (MCV) of the raw samples: %s bits/sample over %"
+         PRIu64 " samples\n", entropy_str(h, sizeof(h), si->min_entropy),
+         si->raw_samples);
+  if (si->freshness[0])
+    printf("    fresh: %s\n", SAFE(fresh, si->freshness));
+  if (!si->n_mechanisms)
+    return;
+  printf("    %-16s %-11s %12s %7s %10s %6s %8s %8s  %s\n", "MECHANISM",
+         "STATE", "RAW B/S", "H(MCV)", "SAMPLES", "CUT", "TIMEOUTS",
+         "FAILURES", "NOTE");
+  for (i = 0; i < si->n_mechanisms; i++) {
+    m = &si->mechanisms[i];
+    printf("    %-16s %-11s %12.0f %7s %10" PRIu64 " %6" PRIu64 " %8"
+           PRIu64 " %8" PRIu64 "  %s\n", SAFE(name, m->name),
+           SAFE(st, m->state), m->bytes_per_s,
+           entropy_str(h, sizeof(h), m->min_entropy), m->samples, m->cut,
+           m->timeouts, m->failures,
+           !m->available ? SAFE(why, m->unavailable_reason)
+           : SAFE(why, m->last_error));
+  }
+}
+
 /* The sources as a table, chronyc style: '*' marks the default. */
 static void
 print_sources_table(const struct qrs_source_info *src, size_t n)
@@ -608,6 +668,75 @@ print_sources_table(const struct qrs_source_info *src, size_t n)
            src[i].quota_minute_requests, lim[0], src[i].quota_day_bytes,
            lim[1], src[i].fallbacks);
   }
+  for (i = 0; i < n; i++)
+    if (src[i].local)
+      print_local(&src[i]);
+}
+
+/* A min-entropy estimate; null when there is none yet. */
+static struct json_object *
+json_entropy(double h)
+{
+  return h < 0 ? NULL : json_double(h);
+}
+
+/* "local": {...} of a local source, with its mechanisms as an array.
+   Returns 0 or -1 (out of memory). */
+static int
+json_add_local(struct json_object *o, const struct qrs_source_info *si)
+{
+  const struct qrs_mechanism_info *m;
+  struct json_object *l, *a, *e;
+  size_t i;
+
+  l = json_object_new_object();
+  a = json_object_new_array();
+  if (!l || !a) {
+    json_object_put(l);
+    json_object_put(a);
+    return -1;
+  }
+  json_object_object_add(o, "local", l);
+  json_object_object_add(l, "health_state", JSON_STR(si->health_state));
+  json_object_object_add(l, "health_reason", JSON_STR(si->health_reason));
+  json_object_object_add(l, "bytes_per_s", json_double(si->bytes_per_s));
+  json_object_object_add(l, "draw_bytes",
+                         json_object_new_int64(si->draw_bytes));
+  json_object_object_add(l, "draws_per_s", json_double(si->draws_per_s));
+  json_object_object_add(l, "min_entropy", json_entropy(si->min_entropy));
+  json_object_object_add(l, "raw_samples",
+                         json_object_new_uint64(si->raw_samples));
+  json_object_object_add(l, "freshness", JSON_STR(si->freshness));
+  json_object_object_add(l, "conditioning", JSON_STR(si->conditioning));
+  json_object_object_add(l, "combine", JSON_STR(si->combine));
+  json_object_object_add(l, "mechanisms", a);
+  for (i = 0; i < si->n_mechanisms; i++) {
+    m = &si->mechanisms[i];
+    e = json_object_new_object();
+    if (!e || json_object_array_add(a, e) < 0) {
+      json_object_put(e);
+      return -1;
+    }
+    json_object_object_add(e, "name", JSON_STR(m->name));
+    json_object_object_add(e, "description", JSON_STR(m->description));
+    json_object_object_add(e, "available",
+                           json_object_new_boolean(m->available));
+    json_object_object_add(e, "unavailable_reason",
+                           JSON_STR(m->unavailable_reason));
+    json_object_object_add(e, "state", JSON_STR(m->state));
+    json_object_object_add(e, "bytes_per_s", json_double(m->bytes_per_s));
+    json_object_object_add(e, "min_entropy", json_entropy(m->min_entropy));
+    json_object_object_add(e, "harvests",
+                           json_object_new_uint64(m->harvests));
+    json_object_object_add(e, "samples", json_object_new_uint64(m->samples));
+    json_object_object_add(e, "timeouts",
+                           json_object_new_uint64(m->timeouts));
+    json_object_object_add(e, "cut", json_object_new_uint64(m->cut));
+    json_object_object_add(e, "failures",
+                           json_object_new_uint64(m->failures));
+    json_object_object_add(e, "last_error", JSON_STR(m->last_error));
+  }
+  return 0;
 }
 
 static struct json_object *
@@ -631,6 +760,12 @@ json_source(const struct qrs_source_info *si)
   json_object_object_add(o, "failures",
                          json_object_new_uint64(si->failures));
   json_object_object_add(o, "detail", JSON_STR(si->detail));
+  json_object_object_add(o, "state", JSON_STR(si->state));
+  json_object_object_add(o, "timeouts", json_object_new_uint64(si->timeouts));
+  json_object_object_add(o, "refusals", json_object_new_uint64(si->refusals));
+  json_object_object_add(o, "last_failure", JSON_STR(si->last_failure));
+  json_object_object_add(o, "last_failure_ns",
+                         json_object_new_int64(si->last_failure_ns));
   st = json_object_new_object();
   if (!st) {
     json_object_put(o);
@@ -666,6 +801,10 @@ json_source(const struct qrs_source_info *si)
     json_object_object_add(u, "quota_day_limit",
                            json_object_new_uint64(si->quota_day_limit));
     json_object_object_add(o, "upstream", u);
+  }
+  if (si->local && json_add_local(o, si) < 0) {
+    json_object_put(o);
+    return NULL;
   }
   return o;
 }

@@ -197,6 +197,7 @@ static void
 device_describe(const struct source *s, char *buf, size_t len)
 {
   struct device *d = s->priv;
+  enum devread_kind kind;
   char rate[96];
   double h;
   enum health_state st;
@@ -206,10 +207,29 @@ device_describe(const struct source *s, char *buf, size_t len)
   h = mcv_estimate(&d->mcv);
   st = d->health.state;
   pthread_mutex_unlock(&d->hlock);
+  kind = devread_kind(&d->dev);
   snprintf(buf, len, "device %s (%s): health %s, %s, MCV %.2f bits/byte; "
-           "fresh: %s", d->dev.path, devread_kind_name(d->dev.kind),
-           health_state_name(st), rate, h, devread_freshness(d->dev.kind,
+           "fresh: %s", d->dev.path, devread_kind_name(kind),
+           health_state_name(st), rate, h, devread_freshness(kind,
                                                              d->dev.drain));
+}
+
+static void
+device_local_stats(struct source *s, struct local_stats *st)
+{
+  struct device *d = s->priv;
+
+  local_worker_rate(&d->w, st);
+  pthread_mutex_lock(&d->hlock);
+  st->health_state = health_state_name(d->health.state);
+  snprintf(st->health_reason, sizeof(st->health_reason), "%s",
+           d->health.reason);
+  st->min_entropy = mcv_estimate(&d->mcv);
+  st->raw_samples = d->mcv.n;
+  pthread_mutex_unlock(&d->hlock);
+  st->freshness = devread_freshness(devread_kind(&d->dev), d->dev.drain);
+  st->conditioning = "raw";
+  st->combine = "";
 }
 
 const struct source_ops source_device_ops = {
@@ -222,4 +242,5 @@ const struct source_ops source_device_ops = {
   .stop = device_stop,
   .close = device_close,
   .describe = device_describe,
+  .local_stats = device_local_stats,
 };

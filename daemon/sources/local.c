@@ -1,13 +1,16 @@
 /* One worker thread per local source, first come first served. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "local.h"
 
-/* Throughput is quoted per draw of the default sample_count. */
-#define LOCAL_DRAW_BYTES 10000
+/* Throughput is quoted per draw of the configured default sample_count
+   (struct source.draw_bytes); this only when it is not known (unit
+   tests that open a source without a registry). */
+#define LOCAL_DRAW_BYTES_UNKNOWN 10000
 
 static void *
 worker_run(void *arg)
@@ -193,14 +196,23 @@ local_worker_done(struct local_worker *w)
 }
 
 void
+local_worker_rate(struct local_worker *w, struct local_stats *st)
+{
+  st->bytes_per_s = capacity_rate(&w->cap);
+  st->draw_bytes = w->src->draw_bytes ? w->src->draw_bytes
+                   : LOCAL_DRAW_BYTES_UNKNOWN;
+  st->draws_per_s = st->bytes_per_s / st->draw_bytes;
+}
+
+void
 local_worker_rate_line(struct local_worker *w, char *buf, size_t len)
 {
-  double r;
+  struct local_stats st;
 
-  r = capacity_rate(&w->cap);
-  if (r <= 0.0)
+  local_worker_rate(w, &st);
+  if (st.bytes_per_s <= 0.0)
     snprintf(buf, len, "rate not measured yet");
   else
-    snprintf(buf, len, "%.0f B/s, %.2f draws/s at %d B", r,
-             r / LOCAL_DRAW_BYTES, LOCAL_DRAW_BYTES);
+    snprintf(buf, len, "%.0f B/s, %.2f draws/s at %" PRIu32 " B",
+             st.bytes_per_s, st.draws_per_s, st.draw_bytes);
 }

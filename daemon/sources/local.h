@@ -19,6 +19,46 @@
 #include "source.h"
 
 #define LOCAL_QUEUE_MAX 64
+#define LOCAL_MECH_MAX 16       /* mechanisms reported per source */
+
+/* Statistics of a local source (source_ops.local_stats), for STATUS,
+   SOURCES and the status file.  The strings are static or copied. */
+struct local_mech_stats {
+  const char *name;
+  const char *what;             /* one line: what it samples */
+  int available;
+  char why[128];                /* unavailable: why not */
+  const char *state;            /* untested | startup | ok | failed |
+                                   unavailable */
+  double bytes_per_s;           /* raw samples per second of harvesting,
+                                   0: not measured */
+  double min_entropy;           /* MCV estimate, bits per raw sample; -1:
+                                   no sample yet */
+  uint64_t harvests;            /* reads it took part in */
+  uint64_t samples;             /* raw samples it contributed */
+  uint64_t timeouts;            /* reads it fell short at the deadline */
+  uint64_t cut;                 /* reads it was stopped early because the
+                                   mechanisms that can make the deadline
+                                   had delivered (xor; not a failure) */
+  uint64_t failures;            /* health-test failures and errors */
+  char last_error[160];
+};
+
+struct local_stats {
+  const char *health_state;     /* startup | ok | failed (SP 800-90B) */
+  char health_reason[160];      /* the last health-test failure, "" */
+  double bytes_per_s;           /* measured throughput, 0: not yet */
+  uint32_t draw_bytes;          /* the default sample_count */
+  double draws_per_s;           /* bytes_per_s / draw_bytes */
+  double min_entropy;           /* MCV estimate of the raw samples, bits
+                                   per sample; -1: no sample yet */
+  uint64_t raw_samples;         /* samples behind that estimate */
+  const char *freshness;        /* what "fresh" means here, or "" */
+  const char *conditioning;     /* raw | vonneumann | sha256 | "" */
+  const char *combine;          /* xor | concat | "" */
+  size_t n_mech;
+  struct local_mech_stats mech[LOCAL_MECH_MAX];
+};
 
 /* Blocking: n fresh bytes into buf by deadline_ns; 0 or -errno + why. */
 typedef int (*local_serve_fn)(struct source *s, uint8_t *buf, size_t n,
@@ -63,7 +103,12 @@ void local_worker_stop(struct local_worker *w);
 /* ops->close (after stop and the loop's end). */
 void local_worker_done(struct local_worker *w);
 
-/* "12.3 kB/s, 1.23 draws/s at 10000 B" or "rate not measured yet". */
+/* "12345 B/s, 1.23 draws/s at 10000 B" or "rate not measured yet"; the
+   draw size is the source's draw_bytes (the configured default
+   sample_count). */
 void local_worker_rate_line(struct local_worker *w, char *buf, size_t len);
+
+/* Fill the rate fields of st (bytes_per_s, draw_bytes, draws_per_s). */
+void local_worker_rate(struct local_worker *w, struct local_stats *st);
 
 #endif

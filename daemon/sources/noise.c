@@ -163,6 +163,73 @@ src_describe(const struct source *s, char *buf, size_t len)
   free(slot);
 }
 
+/* The source's health: ok while any mechanism passes its tests, failed
+   when every available one failed, startup before that. */
+static void
+src_local_stats(struct source *s, struct local_stats *st)
+{
+  struct noise_src *ns = s->priv;
+  struct local_mech_stats *ms;
+  struct noise_slot *slot;
+  size_t i, n, nok, nfailed;
+
+  local_worker_rate(&ns->w, st);
+  st->conditioning = condition_name(ns->nz->cond);
+  st->combine = ns->nz->nslot > 1 ? noise_combine_name(ns->nz->combine)
+                : "";
+  st->freshness = "harvested after the request arrived; nothing is pooled";
+  st->health_state = health_state_name(HEALTH_STARTUP);
+  slot = calloc(ns->nz->nslot, sizeof(*slot));
+  if (!slot)
+    return;
+  pthread_mutex_lock(&ns->nz->stats_lock);
+  st->min_entropy = mcv_estimate(&ns->nz->raw_mcv);
+  st->raw_samples = ns->nz->raw_mcv.n;
+  pthread_mutex_unlock(&ns->nz->stats_lock);
+  n = noise_snapshot(ns->nz, slot, ns->nz->nslot);
+  nok = 0;
+  nfailed = 0;
+  for (i = 0; i < n; i++) {
+    if (!slot[i].available)
+      continue;
+    if (slot[i].health.state == HEALTH_OK)
+      nok++;
+    else if (slot[i].health.state == HEALTH_FAILED) {
+      nfailed++;
+      if (!st->health_reason[0])
+        snprintf(st->health_reason, sizeof(st->health_reason), "%s: %s",
+                 slot[i].m->name, slot[i].health.reason);
+    }
+  }
+  if (nok)
+    st->health_state = health_state_name(HEALTH_OK);
+  else if (nfailed && nfailed == ns->nz->navailable)
+    st->health_state = health_state_name(HEALTH_FAILED);
+  for (i = 0; i < n && i < LOCAL_MECH_MAX; i++) {
+    ms = &st->mech[i];
+    ms->name = slot[i].m->name;
+    ms->what = slot[i].m->what;
+    ms->available = slot[i].available;
+    snprintf(ms->why, sizeof(ms->why), "%s", slot[i].why);
+    ms->state = !slot[i].available ? "unavailable"
+                : slot[i].harvests == 0 ? "untested"
+                : health_state_name(slot[i].health.state);
+    ms->bytes_per_s = slot[i].busy_ns
+                      ? (double)slot[i].raw_harvested * 1e9
+                        / (double)slot[i].busy_ns : 0.0;
+    ms->min_entropy = mcv_estimate(&slot[i].mcv);
+    ms->harvests = slot[i].harvests;
+    ms->samples = slot[i].samples;
+    ms->timeouts = slot[i].timeouts;
+    ms->cut = slot[i].cut;
+    ms->failures = slot[i].failures;
+    snprintf(ms->last_error, sizeof(ms->last_error), "%s",
+             slot[i].last_error);
+  }
+  st->n_mech = i;
+  free(slot);
+}
+
 const struct source_ops source_noise_ops = {
   .type = "noise",
   .production = 1,
@@ -172,6 +239,7 @@ const struct source_ops source_noise_ops = {
   .stop = src_stop,
   .close = src_close,
   .describe = src_describe,
+  .local_stats = src_local_stats,
 };
 
 const struct source_ops source_timing_ops = {
@@ -183,4 +251,5 @@ const struct source_ops source_timing_ops = {
   .stop = src_stop,
   .close = src_close,
   .describe = src_describe,
+  .local_stats = src_local_stats,
 };

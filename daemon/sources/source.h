@@ -80,6 +80,7 @@
 
 struct source;
 struct upstream_stats;
+struct local_stats;
 
 struct source_fetch {
   /* Set by the registry before source_fetch_start(); read-only after. */
@@ -163,6 +164,10 @@ struct source_ops {
   int (*draw)(struct source *s, struct source_draw *d);
   /* Optional (network upstreams): breaker and quota state for status. */
   void (*upstream_stats)(struct source *s, struct upstream_stats *st);
+  /* Optional (local sources: device, timing, noise): their health tests,
+     measured capacity, min-entropy estimate and mechanisms (local.h).
+     Never waits for a read in progress. */
+  void (*local_stats)(struct source *s, struct local_stats *st);
 };
 
 struct source {
@@ -170,6 +175,9 @@ struct source {
   char *name;
   uv_loop_t *loop;              /* NULL in unit tests of read() */
   size_t inline_max;            /* reads up to this size never block */
+  uint32_t draw_bytes;          /* bytes of a draw at the configured
+                                   default sample_count (set by the
+                                   registry; 0: not known) */
   void *priv;
 };
 

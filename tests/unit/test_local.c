@@ -15,6 +15,7 @@
 
 #include <criterion/criterion.h>
 
+#include "local.h"
 #include "registry.h"
 #include "source.h"
 
@@ -265,6 +266,7 @@ Test(local, four_clients_on_a_slow_device_all_progress)
 
 Test(local, timing_and_noise_serve_fresh_bytes)
 {
+  struct local_stats ls;
   struct registry *reg;
   struct reg_info info;
   struct got g;
@@ -291,12 +293,29 @@ Test(local, timing_and_noise_serve_fresh_bytes)
               info.detail);
     cr_assert(strstr(info.detail, "hwmon") != NULL, "%s", info.detail);
     cr_assert(strstr(info.detail, "draws/s") != NULL, "%s", info.detail);
+    /* ... and the structured statistics: the mechanisms in config order,
+       hwmon with its reason where this host has none */
+    cr_assert_eq(registry_local_stats(reg, i, &ls), 0);
+    cr_assert_eq(ls.n_mech, 3);
+    cr_assert_str_eq(ls.mech[0].name, "clock_jitter");
+    cr_assert_str_eq(ls.mech[0].state, "ok");
+    cr_assert_gt(ls.mech[0].samples, 0);
+    cr_assert_gt(ls.mech[0].min_entropy, 0.0);
+    cr_assert_str_eq(ls.mech[2].name, "hwmon");
+    if (!ls.mech[2].available) {
+      cr_assert_str_eq(ls.mech[2].state, "unavailable");
+      cr_assert_gt(strlen(ls.mech[2].why), 0);
+    }
+    cr_assert_str_eq(ls.conditioning, "vonneumann");
+    cr_assert_str_eq(ls.health_state, "ok");
+    cr_assert_gt(ls.bytes_per_s, 0.0);
   }
   free_registry(reg);
 }
 
 Test(local, stuck_device_fails_its_health_tests_and_falls_back)
 {
+  struct local_stats ls;
   struct registry *reg;
   struct reg_info info;
   uint8_t zeros[2048];
@@ -322,6 +341,14 @@ Test(local, stuck_device_fails_its_health_tests_and_falls_back)
   registry_info(reg, 1, &info);
   cr_assert(strstr(info.last_failure, "unhealthy") != NULL, "%s",
             info.last_failure);
+  /* The structured statistics say so too. */
+  cr_assert_eq(registry_local_stats(reg, 1, &ls), 0);
+  cr_assert_str_eq(ls.health_state, "failed");
+  cr_assert(strstr(ls.health_reason, "repetition count") != NULL, "%s",
+            ls.health_reason);
+  cr_assert_eq(ls.draw_bytes, 10000);   /* the default sample_count */
+  cr_assert_gt(ls.raw_samples, 1024);
+  cr_assert_eq(registry_local_stats(reg, 0, &ls), -ENOSYS);   /* system */
   close(w);
   free_registry(reg);
 }

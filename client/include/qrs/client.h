@@ -253,6 +253,29 @@ QRS_EXPORT int qrs_client_bytes(struct qrs_client *c, const char *source,
                                 struct qrs_bytes_info *info);
 
 /* One source as qrsd sees it. */
+/* One mechanism of a local noise (or timing) source, as qrsd measures
+   it (struct qrs_source_info.mechanisms). */
+#define QRS_MECHANISMS_MAX 16
+struct qrs_mechanism_info {
+  char name[QRS_NAME_MAX];        /* clock_jitter, rdrand, ... */
+  char description[128];          /* what it samples */
+  int available;                  /* usable on qrsd's host */
+  char unavailable_reason[128];   /* available 0: why not */
+  char state[16];                 /* untested | startup | ok | failed |
+                                     unavailable (SP 800-90B tests) */
+  double bytes_per_s;             /* raw samples per second harvesting;
+                                     0: not measured yet */
+  double min_entropy;             /* MCV estimate, bits per raw sample;
+                                     -1: no sample yet */
+  uint64_t harvests;              /* reads it took part in */
+  uint64_t samples;               /* raw samples it contributed */
+  uint64_t timeouts;              /* reads it fell short at the deadline */
+  uint64_t cut;                   /* xor reads it was stopped early (its
+                                     partial samples used; no failure) */
+  uint64_t failures;              /* health-test failures and errors */
+  char last_error[160];
+};
+
 struct qrs_source_info {
   char name[QRS_NAME_MAX];
   char type[QRS_NAME_MAX];
@@ -284,6 +307,30 @@ struct qrs_source_info {
   double timeout_ms;              /* adaptive call timeout now */
   uint64_t quota_minute_requests, quota_minute_limit;   /* limit 0: none */
   uint64_t quota_day_bytes, quota_day_limit;
+  /* Added in 0.1 (issue 7): the registry's state of the source and its
+     failures; and for a local source (local = 1: device, timing, noise)
+     its health tests, measured capacity, min-entropy estimate and
+     mechanisms. */
+  char state[16];                 /* ok | degraded | failed | unknown */
+  uint64_t timeouts;              /* of the failures: deadline passed */
+  uint64_t refusals;              /* fetches its admission check sent
+                                     elsewhere */
+  char last_failure[160];         /* "" or one line */
+  int64_t last_failure_ns;        /* CLOCK_REALTIME; 0: never failed */
+  int local;
+  char health_state[16];          /* startup | ok | failed */
+  char health_reason[160];        /* the last health-test failure */
+  double bytes_per_s;             /* measured throughput; 0: not yet */
+  uint32_t draw_bytes;            /* qrsd's default sample_count */
+  double draws_per_s;             /* bytes_per_s / draw_bytes */
+  double min_entropy;             /* MCV estimate of the raw samples,
+                                     bits per sample; -1: none yet */
+  uint64_t raw_samples;           /* samples behind min_entropy */
+  char freshness[160];            /* what "fresh" means for it */
+  char conditioning[16];          /* raw | vonneumann | sha256 */
+  char combine[16];               /* noise: xor | concat; else "" */
+  size_t n_mechanisms;            /* noise and timing sources */
+  struct qrs_mechanism_info mechanisms[QRS_MECHANISMS_MAX];
 };
 
 struct qrs_status {
