@@ -8,6 +8,7 @@
 
 #include <qrs/error.h>
 
+#include "fthrottle.h"
 #include "select.h"
 
 /* The candidates at some stage: the elements of view v at or above the
@@ -350,7 +351,9 @@ xsearch(struct qrs__sel_ws *ws, const struct cset *s, double invt,
 
   cz = cw = 0.0;
   for (b = 0; b < ms->hsplit; b++) {
-    hw = kind == X_ENTROPY ? ms->hw[b] : 0.0;
+    /* e*d sums whenever the pass has them: a mass crossing's wbefore
+       gives the kept entropy (throttle bounds, want_entropy). */
+    hw = ms->flags & QRS__M_W ? ms->hw[b] : 0.0;
     if (ms->hz[b] > 0.0 && reached(kind, cz + ms->hz[b], cw + hw, t))
       break;
     cz += ms->hz[b];
@@ -358,8 +361,8 @@ xsearch(struct qrs__sel_ws *ws, const struct cset *s, double invt,
   }
   if (b == ms->hsplit) {
     if (b == QRS__NBUCKET ||
-        !reached(kind, cz + ms->tz, cw + (kind == X_ENTROPY ? ms->tw : 0.0),
-                 t))
+        !reached(kind, cz + ms->tz,
+                 cw + (ms->flags & QRS__M_W ? ms->tw : 0.0), t))
       return 1;
     /* The crossing is in the tail: resolve every bucket. */
     ms->hsplit = QRS__NBUCKET;
@@ -1254,6 +1257,9 @@ select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
     return 0;
   }
   r = fast_select(ws, row, scan, p, out);
+  if (r == 1 && p->nucleus == QRS__NUCLEUS_THROTTLE &&
+      __atomic_load_n(&fast_on, __ATOMIC_RELAXED))
+    r = qrs__fast_throttle(ws, row, scan, p, out);   /* fthrottle.c */
   if (r == 0) {
     __atomic_fetch_add(&fstats.fast, 1, __ATOMIC_RELAXED);
     return 0;

@@ -7,6 +7,7 @@
 
 #include <qrs/error.h>
 
+#include "moments.h"
 #include "sampling.h"
 
 /* The guardrail box of the dynamic strategies (spec 1). */
@@ -72,12 +73,42 @@ hvh_of(struct qrs__row *r, const struct qrs__mass *ms)
   r->have_h = r->have_vh = 1;
 }
 
+/* The row's H and VH.  float32 / 16-bit rows of at least
+   QRS__MOM_MIN_N logits: the float moment pass, which *defines* them
+   there (moments.h: every path computes the same bits, so a temperature
+   derived from H is the same on the fast path and the oracle); other
+   rows: the double moment pass.  sc gets the row's scan when not NULL
+   (the pass reads the row once for both). */
+static void
+row_moments(struct qrs__row *r, struct qrs__scan *sc)
+{
+  struct qrs__scan tmp;
+  struct qrs__fmom fm;
+  struct qrs__mass ms;
+  struct qrs__bound all = { -INFINITY, 0 };
+
+  if (qrs__fmoments_applies(r->v.dtype, r->v.n)) {
+    qrs__fmoments(&r->v, sc ? sc : &tmp, &fm);
+    if (qrs__row_check(sc ? sc : &tmp, r->v.n) == 0) {
+      qrs__fmoments_hvh(&fm, &r->h, &r->vh);
+      r->have_h = r->have_vh = 1;
+    }
+    return;
+  }
+  if (sc) {
+    qrs__kscan_entropy(&r->v, sc, &ms);
+    if (qrs__row_check(sc, r->v.n) == 0)
+      hvh_of(r, &ms);
+    return;
+  }
+  qrs__kmass(&r->v, r->scan.max, 1.0, &all, 1.0, -INFINITY, QRS__M_W, &ms);
+  hvh_of(r, &ms);
+}
+
 void
 qrs__row_prepare(struct qrs__row *r, const void *data, enum qrs_dtype dtype,
                  size_t n, int want_h)
 {
-  struct qrs__mass ms;
-
   memset(r, 0, sizeof(*r));
   r->v.data = data;
   r->v.dtype = dtype;
@@ -86,9 +117,7 @@ qrs__row_prepare(struct qrs__row *r, const void *data, enum qrs_dtype dtype,
     qrs__kscan(&r->v, &r->scan);
     return;
   }
-  qrs__kscan_entropy(&r->v, &r->scan, &ms);
-  if (qrs__row_check(&r->scan, n) == 0)
-    hvh_of(r, &ms);
+  row_moments(r, &r->scan);
 }
 
 int
@@ -109,12 +138,7 @@ qrs__strategy_wants_h(const struct qrs__strategy *st)
 static void
 row_stats(struct qrs__row *r)
 {
-  struct qrs__mass ms;
-  struct qrs__bound all = { -INFINITY, 0 };
-
-  qrs__kmass(&r->v, r->scan.max, 1.0, &all, 1.0, -INFINITY,
-             QRS__M_W, &ms);
-  hvh_of(r, &ms);
+  row_moments(r, NULL);
 }
 
 double
