@@ -47,8 +47,8 @@ typedef double (*floor_fn)(const struct qrs__view *, double *);
 typedef int (*scanh_fn)(const struct qrs__view *, struct qrs__scan *,
                         struct qrs__mass *);
 typedef void (*exp_fn)(double *, size_t, double, double);
-typedef size_t (*fpass_fn)(const struct qrs__view *, float, float, float,
-                           uint32_t *, float *, float *,
+typedef size_t (*fpass_fn)(const struct qrs__view *, float, float, double,
+                           float, uint32_t *, float *, float *, int32_t *,
                            struct qrs__fpass *);
 typedef size_t (*fcollect_fn)(const struct qrs__view *, double, double,
                               double, float, uint32_t *, double *, size_t);
@@ -305,7 +305,7 @@ typedef int32_t v8si __attribute__((vector_size(32)));
 typedef float v8sf __attribute__((vector_size(32)));
 
 #pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#pragma GCC target("avx2,fma,f16c,bmi2,popcnt")
 #define KS(name) name##_avx2
 #define KS_TARGET
 #define KS_LOAD_F32(p) ((v4df)_mm256_cvtps_pd(_mm_loadu_ps(p)))
@@ -317,6 +317,15 @@ typedef float v8sf __attribute__((vector_size(32)));
   ((v8sf)_mm256_slli_epi32( \
       _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define KS_ANYK(m) (_mm256_movemask_epi8((__m256i)(m)) != 0)
+/* The permutation that packs the lanes of an 8-bit mask to the front. */
+#define KS_COMPRESS(mask) \
+  ((v8si)_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)_pext_u64( \
+      0x0706050403020100ull, \
+      _pdep_u64((mask), 0x0101010101010101ull) * 0xffu))))
+#define KS_PERMSTORE(p, a, perm) \
+  _mm256_storeu_si256((__m256i *)(void *)(p), \
+                      _mm256_permutevar8x32_epi32((__m256i)(a), \
+                                                  (__m256i)(perm)))
 #define KW 8
 #define vk v8si
 #define vfl v8sf
@@ -342,6 +351,8 @@ typedef float v8sf __attribute__((vector_size(32)));
 #undef KS_LOADF_F16
 #undef KS_LOADF_BF16
 #undef KS_ANYK
+#undef KS_COMPRESS
+#undef KS_PERMSTORE
 #undef KW
 #undef vk
 #undef vfl
@@ -366,7 +377,8 @@ level(void)
 #ifdef HAVE_AVX2_VARIANT
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c"))
+      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2") &&
+      __builtin_cpu_supports("popcnt"))
     l = 2;
 #endif
   __atomic_store_n(&kernel_level, l, __ATOMIC_RELAXED);
@@ -516,13 +528,15 @@ qrs__kscan_entropy(const struct qrs__view *v, struct qrs__scan *sc,
 }
 
 size_t
-qrs__kfpass(const struct qrs__view *v, float m, float invt, float dhead,
-            uint32_t *hpos, float *hx, float *he, struct qrs__fpass *ret)
+qrs__kfpass(const struct qrs__view *v, float m, float invt, double invtd,
+            float dhead, uint32_t *hpos, float *hx, float *he, int32_t *hk,
+            struct qrs__fpass *ret)
 {
   unsigned fe = qrs__fpenv_enter();
   size_t r;
 
-  r = PICK(fpass_fns, v->dtype & 3)(v, m, invt, dhead, hpos, hx, he, ret);
+  r = PICK(fpass_fns, v->dtype & 3)(v, m, invt, invtd, dhead, hpos, hx, he,
+                                    hk, ret);
   qrs__fpenv_leave(fe);
   return r;
 }

@@ -181,6 +181,11 @@ qrs__fpenv_leave(unsigned csr)
 #define QRS__FP_C1 (3.01 * QRS__FP_U)
 #define QRS__FP_DMIN (-87.0)
 
+/* Values per block of the float pass (read from memory once), and its
+   head buckets: key = min(QRS__FP_NB - 1, trunc(-d * 16)). */
+#define QRS__FP_BLOCK 1024
+#define QRS__FP_NB 256
+
 struct qrs__fpass {
   double z;                   /* sum of the float weights outside the
                                  head (d < dhead) */
@@ -188,15 +193,22 @@ struct qrs__fpass {
                                  bound) */
   size_t cnt_a;               /* elements with float d >= -745.0 */
   size_t cnt_b;               /* elements with float d >= -745.3 */
+  float max;                  /* the max used (found, when fused) */
+  int bad;                    /* fused: a NaN, +inf, or no value above
+                                 -inf (nothing else is set) */
 };
 
 /* float32 / 16-bit rows only: the pass above over the whole row at
-   max m, inverse temperature invt; the head list (elements with float
-   d >= dhead) goes to hpos / hx / he (room for the whole row).  Returns
-   the head's length. */
+   max m, inverse temperature invt (invtd: the same in double, for the
+   rescaling of a fused pass); m NaN: the max is found in the same pass
+   (fused: blocks of QRS__FP_BLOCK, a running max).  The head list
+   (elements with float d >= dhead; fused: against the running max, so
+   possibly a few more) goes to hpos / hx / he / hk (position, value,
+   float weight against the final max, bucket key), which need room for
+   the whole row plus 16 entries.  Returns the head's length. */
 size_t qrs__kfpass(const struct qrs__view *v, float m, float invt,
-                   float dhead, uint32_t *hpos, float *hx, float *he,
-                   struct qrs__fpass *ret);
+                   double invtd, float dhead, uint32_t *hpos, float *hx,
+                   float *he, int32_t *hk, struct qrs__fpass *ret);
 float qrs__kexpf(float d);
 
 /* The real floor of the benchmark: the same in float32 (degree-6

@@ -128,6 +128,8 @@ KS(maskf)(vk m)
 
 #define FMAX(a, b) \
   ((vfl)(((vk)((a) > (b)) & (vk)(a)) | (~(vk)((a) > (b)) & (vk)(b))))
+#define FMIN(a, b) \
+  ((vfl)(((vk)((a) < (b)) & (vk)(a)) | (~(vk)((a) < (b)) & (vk)(b))))
 
 /* VW values from data[i..), n: row length (lanes past it are 0). */
 static inline __attribute__((always_inline)) vd
@@ -1184,101 +1186,261 @@ static const floor_fn KS(fread_fns)[4] = {
   KS(fread_f32), KS(fread_f16), KS(fread_bf16), NULL,
 };
 
-/* The float pass of the fast selection (select.c): weights
-   e = expf((x - m) * invt) in float, their sum and an upper bound of its
-   error against the exact weights (both over the elements outside the
-   head only: the head's weights are summed by the caller), the counts of d >= -745.0 and
-   d >= -745.3, and the head list: positions, values and weights of the
-   elements with d >= dhead (positions ascending). */
-static inline __attribute__((always_inline)) size_t
-KS(fpass_impl)(const struct qrs__view *v, float m, float invt, float dhead,
-               uint32_t *hpos, float *hx, float *he, struct qrs__fpass *ret,
-               int dt)
+/* The float pass of the fast selection (select.c), in blocks of
+   QRS__FP_BLOCK values, each read from memory once: with fused, the
+   block's max first (the running max; NaN noted), then from L1 the
+   weights e = expf((x - m) * invt) in float against the running max m.
+   The sums over the elements outside the head (d < dhead) go to double
+   vectors after at most 8 float terms per lane, together with the sum of
+   e * d for the bound; when the running max rises they are rescaled by
+   exp((m_old - m_new) * invtd) in double (the head entries already
+   written are recomputed against the final max at the end).  The head
+   (d >= dhead against the running max: a superset of the final head)
+   goes to hpos / hx / he / hk (position, value, float weight, bucket
+   key), compressed 8 lanes at a time where the CPU can (the arrays need
+   KW entries of slack).  The counts of d >= -745.0 and d >= -745.3
+   against the final max come from the row's min (every element when the
+   min is above both), else from a counting pass. */
+static inline __attribute__((always_inline)) vk
+KS(fkey)(vfl d)
 {
-  vfl x, d, dc, e, et, zb, rb, mv, iv, hv, lo, c0, c1;
-  vd zd, rd;
-  vk ca, cb, hm;
-  size_t i, n, nh, blk;
-  double z, err;
-  unsigned mask;
-  float xf, df, ef;
+  vfl t = -d * 16.0f;
+
+  t = (vfl)(((vk)(t < (float)(QRS__FP_NB - 1)) & (vk)t) |
+            (~(vk)(t < (float)(QRS__FP_NB - 1)) &
+             (vk)KS(splatf)((float)(QRS__FP_NB - 1))));
+  return __builtin_convertvector(t, vk);
+}
+
+static inline __attribute__((always_inline)) int32_t
+KS(fkey1)(float d)
+{
+  float t = -d * 16.0f;
+
+  return t < (float)(QRS__FP_NB - 1) ? (int32_t)t : QRS__FP_NB - 1;
+}
+
+static inline __attribute__((always_inline)) size_t
+KS(fhead)(unsigned mask, size_t i, vfl x, vfl e, vk key, uint32_t *hpos,
+          float *hx, float *he, int32_t *hk, size_t nh)
+{
+#ifdef KS_COMPRESS
+  vk pv, perm;
   int j;
 
+  for (j = 0; j < KW; j++)
+    pv[j] = (int32_t)(i + (size_t)j);
+  perm = KS_COMPRESS(mask);
+  KS_PERMSTORE(hpos + nh, pv, perm);
+  KS_PERMSTORE(hx + nh, x, perm);
+  KS_PERMSTORE(he + nh, e, perm);
+  KS_PERMSTORE(hk + nh, key, perm);
+  return nh + (size_t)__builtin_popcount(mask);
+#else
+  int j;
+
+  while (mask) {
+    j = __builtin_ctz(mask);
+    mask &= mask - 1;
+    hpos[nh] = (uint32_t)(i + (size_t)j);
+    hx[nh] = x[j];
+    he[nh] = e[j];
+    hk[nh] = key[j];
+    nh++;
+  }
+  return nh;
+#endif
+}
+
+static inline __attribute__((always_inline)) size_t
+KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
+               double invtd, float dhead, uint32_t *hpos, float *hx,
+               float *he, int32_t *hk, struct qrs__fpass *ret, int dt,
+               int fused)
+{
+  vfl x, x1, d, dc, e, et, zb, wb, mv, iv, hv, lo, mn, bm0, bm1;
+  vd zd, wd, fr;
+  vk hm, nan, ca, cb;
+  size_t i, j, g, n, nh, nstale, end, full;
+  double z, w, extra, f;
+  float m, bm, xf, df, ef, xmin;
+  unsigned mask;
+  int l;
+
   n = v->n;
-  nh = 0;
-  z = err = 0.0;
-  zd = rd = KS(splat)(0.0);
-  mv = KS(splatf)(m);
+  nh = nstale = 0;
+  extra = 0.0;
+  zd = wd = KS(splat)(0.0);
+  m = fused ? -INFINITY : m_in;
   iv = KS(splatf)(invt);
   hv = KS(splatf)(dhead);
   lo = KS(splatf)(FEXP_MIN);
-  c0 = KS(splatf)(QRS__FP_C0);
-  c1 = KS(splatf)(QRS__FP_C1);
-  ca = cb = (vk)KS(splatf)(0.0f);
-  for (i = 0; i + KW <= n;) {
-    /* Float sums over at most 8 vectors, then into doubles. */
-    zb = rb = KS(splatf)(0.0f);
-    for (blk = 0; blk < 8 && i + KW <= n; blk++, i += KW) {
-      x = KS(loadf)(v->data, i, dt);
-      d = (x - mv) * iv;
-      ca -= (vk)(d >= -745.0f);
-      cb -= (vk)(d >= -745.3f);
-      dc = FMAX(d, lo);
-      e = (vfl)((vk)KS(expf)(dc) & (vk)(d >= lo));
-      hm = (vk)(d >= hv);
-      et = (vfl)((vk)e & ~hm);
-      zb += et;
-      rb += et * (c0 - c1 * dc);
-      mask = KS(maskf)(hm);
-      while (mask) {
-        j = __builtin_ctz(mask);
-        mask &= mask - 1;
-        hpos[nh] = (uint32_t)(i + (size_t)j);
-        hx[nh] = x[j];
-        he[nh] = e[j];
+  mn = KS(splatf)(INFINITY);
+  nan = (vk)KS(splatf)(0.0f);
+  xmin = INFINITY;
+  for (i = 0; i < n; i = end) {
+    end = i + QRS__FP_BLOCK < n ? i + QRS__FP_BLOCK : n;
+    full = i + ((end - i) & ~(size_t)(KW - 1));
+    if (fused) {
+      bm0 = bm1 = KS(splatf)(-INFINITY);
+      for (j = i; j + 2 * KW <= full; j += 2 * KW) {
+        x = KS(loadf)(v->data, j, dt);
+        x1 = KS(loadf)(v->data, j + KW, dt);
+        nan |= (x != x) | (x1 != x1);
+        bm0 = FMAX(x, bm0);
+        bm1 = FMAX(x1, bm1);
+        mn = FMIN(x, mn);
+        mn = FMIN(x1, mn);
+      }
+      for (; j < full; j += KW) {
+        x = KS(loadf)(v->data, j, dt);
+        nan |= (x != x);
+        bm0 = FMAX(x, bm0);
+        mn = FMIN(x, mn);
+      }
+      bm0 = FMAX(bm1, bm0);
+      bm = bm0[0];
+      for (l = 1; l < KW; l++)
+        bm = bm0[l] > bm ? bm0[l] : bm;
+      for (j = full; j < end; j++) {
+        xf = (float)load1(v->data, j, dt);
+        nan[0] |= xf != xf;
+        bm = xf > bm ? xf : bm;
+        xmin = xf < xmin ? xf : xmin;
+      }
+      if (bm > m) {
+        if (m > -INFINITY) {
+          /* The sums so far against the new max; the factor's own error
+             (a few double ulps) goes into the bound. */
+          f = exp(((double)m - (double)bm) * invtd);
+          fr = KS(splat)(f);
+          zd *= fr;
+          wd *= fr;
+          extra = extra * f + KS(hsum)(zd) * 1e-12;
+          nstale = nh;
+        }
+        m = bm;
+      }
+    }
+    mv = KS(splatf)(m);
+    for (j = i; j < full;) {
+      zb = wb = KS(splatf)(0.0f);
+      for (g = 0; g < 8 && j < full; g++, j += KW) {
+        x = KS(loadf)(v->data, j, dt);
+        if (!fused)
+          mn = FMIN(x, mn);
+        d = (x - mv) * iv;
+        dc = FMAX(d, lo);
+        e = (vfl)((vk)KS(expf)(dc) & (vk)(d >= lo));
+        hm = (vk)(d >= hv);
+        mask = KS(maskf)(hm);
+        if (mask)
+          nh = KS(fhead)(mask, j, x, e, KS(fkey)(d), hpos, hx, he, hk, nh);
+        et = (vfl)((vk)e & ~hm);
+        zb += et;
+        wb += et * dc;
+      }
+      for (l = 0; l < VW; l++) {
+        zd[l] += (double)zb[l] + (double)zb[l + VW];
+        wd[l] += (double)wb[l] + (double)wb[l + VW];
+      }
+    }
+    for (j = full; j < end; j++) {
+      xf = (float)load1(v->data, j, dt);
+      if (!fused)
+        xmin = xf < xmin ? xf : xmin;
+      df = (xf - m) * invt;
+      ef = df >= FEXP_MIN ? KS(expf1)(df) : 0.0f;
+      if (df < dhead) {
+        zd[0] += ef;
+        wd[0] += (double)ef * (double)(df > FEXP_MIN ? df : FEXP_MIN);
+      } else {
+        hpos[nh] = (uint32_t)j;
+        hx[nh] = xf;
+        he[nh] = ef;
+        hk[nh] = KS(fkey1)(df);
         nh++;
       }
     }
-    for (j = 0; j < VW; j++) {
-      zd[j] += (double)zb[j] + (double)zb[j + VW];
-      rd[j] += (double)rb[j] + (double)rb[j + VW];
+  }
+  for (l = 0; l < KW; l++)
+    xmin = mn[l] < xmin ? mn[l] : xmin;
+  ret->max = m;
+  ret->bad = fused && (KS_ANYK(nan) || nan[0] || m == INFINITY ||
+                       m == -INFINITY);
+  if (ret->bad)
+    return 0;
+  /* Head entries written under an older max: against the final one;
+     those now below dhead go to the sums (their buckets would be
+     incomplete in the list). */
+  mv = KS(splatf)(m);
+  for (j = 0; j + KW <= nstale; j += KW) {
+    memcpy(&x, hx + j, sizeof(x));
+    d = (x - mv) * iv;
+    e = (vfl)((vk)KS(expf)(FMAX(d, lo)) & (vk)(d >= lo));
+    memcpy(he + j, &e, sizeof(e));
+    hm = KS(fkey)(d);
+    memcpy(hk + j, &hm, sizeof(hm));
+  }
+  for (; j < nstale; j++) {
+    df = (hx[j] - m) * invt;
+    he[j] = df >= FEXP_MIN ? KS(expf1)(df) : 0.0f;
+    hk[j] = KS(fkey1)(df);
+  }
+  for (i = j = 0; i < nh; i++) {
+    df = i < nstale ? (hx[i] - m) * invt : 0.0f;
+    if (df < dhead) {
+      zd[0] += he[i];
+      wd[0] += (double)he[i] * (double)(df > FEXP_MIN ? df : FEXP_MIN);
+      continue;
     }
+    hpos[j] = hpos[i];
+    hx[j] = hx[i];
+    he[j] = he[i];
+    hk[j] = hk[i];
+    j++;
   }
+  nh = j;
   z = KS(hsum)(zd);
-  err = KS(hsum)(rd);
-  ret->cnt_a = ret->cnt_b = 0;
-  for (j = 0; j < KW; j++) {
-    ret->cnt_a += (size_t)ca[j];
-    ret->cnt_b += (size_t)cb[j];
+  w = KS(hsum)(wd);
+  ret->z = z;
+  ret->err = QRS__FP_C0 * z - QRS__FP_C1 * w + extra;
+  /* The counts: every element when even the min is above both limits;
+     else a counting pass (masked or very wide rows). */
+  if ((xmin - m) * invt >= -745.0f) {
+    ret->cnt_a = ret->cnt_b = n;
+    return nh;
   }
-  for (; i < n; i++) {
-    xf = (float)load1(v->data, i, dt);
-    df = (xf - m) * invt;
+  ca = cb = (vk)KS(splatf)(0.0f);
+  for (j = 0; j + KW <= n; j += KW) {
+    d = (KS(loadf)(v->data, j, dt) - mv) * iv;
+    ca -= (vk)(d >= -745.0f);
+    cb -= (vk)(d >= -745.3f);
+  }
+  ret->cnt_a = ret->cnt_b = 0;
+  for (l = 0; l < KW; l++) {
+    ret->cnt_a += (size_t)ca[l];
+    ret->cnt_b += (size_t)cb[l];
+  }
+  for (; j < n; j++) {
+    df = ((float)load1(v->data, j, dt) - m) * invt;
     ret->cnt_a += df >= -745.0f;
     ret->cnt_b += df >= -745.3f;
-    ef = df >= FEXP_MIN ? KS(expf1)(df) : 0.0f;
-    if (df < dhead) {
-      z += ef;
-      err += (double)ef * (QRS__FP_C0 - QRS__FP_C1 * (double)df);
-    } else {
-      hpos[nh] = (uint32_t)i;
-      hx[nh] = xf;
-      he[nh] = ef;
-      nh++;
-    }
   }
-  ret->z = z;
-  ret->err = err;
   return nh;
 }
 
 #define KS_FPASS(sfx, dt) \
   static KS_TARGET size_t \
   KS(fpass_##sfx)(const struct qrs__view *v, float m, float invt, \
-                  float dhead, uint32_t *hpos, float *hx, float *he, \
-                  struct qrs__fpass *ret) \
+                  double invtd, float dhead, uint32_t *hpos, float *hx, \
+                  float *he, int32_t *hk, struct qrs__fpass *ret) \
   { \
-    return KS(fpass_impl)(v, m, invt, dhead, hpos, hx, he, ret, dt); \
+    if (m != m) \
+      return KS(fpass_impl)(v, m, invt, invtd, dhead, hpos, hx, he, hk, \
+                            ret, dt, 1); \
+    return KS(fpass_impl)(v, m, invt, invtd, dhead, hpos, hx, he, hk, ret, \
+                          dt, 0); \
   }
 
 KS_FPASS(f32, QRS_DTYPE_F32)
@@ -1291,6 +1453,7 @@ static const fpass_fn KS(fpass_fns)[4] = {
 
 #undef VSEL
 #undef FMAX
+#undef FMIN
 #undef VZERO
 #undef KS_MASS
 #undef KS_COLLECT

@@ -92,10 +92,10 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
   ws->hx = malloc(QRS__HEAD_CAP * sizeof(*ws->hx));
   ws->he = malloc(QRS__HEAD_CAP * sizeof(*ws->he));
   ws->hk = malloc(QRS__HEAD_CAP * sizeof(*ws->hk));
-  ws->fpos = malloc(cap * sizeof(*ws->fpos));
-  ws->fx = malloc(cap * sizeof(*ws->fx));
-  ws->fe = malloc(cap * sizeof(*ws->fe));
-  ws->fk = malloc(cap * sizeof(*ws->fk));
+  ws->fpos = malloc((cap + 16) * sizeof(*ws->fpos));
+  ws->fx = malloc((cap + 16) * sizeof(*ws->fx));
+  ws->fe = malloc((cap + 16) * sizeof(*ws->fe));
+  ws->fk = malloc((cap + 16) * sizeof(*ws->fk));
   ws->fxe = malloc(cap * sizeof(*ws->fxe));
   ws->fzx = malloc(QRS__NBUCKET * sizeof(*ws->fzx));
   ws->fz = malloc(QRS__NBUCKET * sizeof(*ws->fz));
@@ -986,7 +986,7 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
 #define FAST_MIN_N 256
 /* The head ladder: d >= -8, then -12, then -16. */
 static const float fast_dhead[3] = { -8.0f, -12.0f, -16.0f };
-#define FAST_NB 256
+#define FAST_NB QRS__FP_NB
 /* Relative bound of the double sums' rounding (either path). */
 #define FAST_DROUND 4e-11
 
@@ -1082,56 +1082,68 @@ fast_cross(struct qrs__sel_ws *ws, const struct cset *s, double invt,
 static int
 fast_key(float x, float mf, float invf)
 {
-  int k;
+  float t = -((x - mf) * invf) * 16.0f;
 
-  k = (int)(-(double)((x - mf) * invf) * 16.0);
-  return k < FAST_NB ? k : FAST_NB - 1;
+  return t < (float)(FAST_NB - 1) ? (int)t : FAST_NB - 1;
 }
 
-/* 0: selected; 1: not a fast-path configuration; 2: a decision within
-   the error bound (the double path decides). */
+/* Whether the fast path takes this selection. */
+static int
+fast_eligible(const struct qrs__view *row, const struct qrs__sel_params *p)
+{
+  return __atomic_load_n(&fast_on, __ATOMIC_RELAXED) &&
+         row->dtype != QRS_DTYPE_F64 && row->n >= FAST_MIN_N &&
+         p->order == QRS__ORDER_REFERENCE &&
+         p->nucleus == QRS__NUCLEUS_TOP_P &&
+         !(p->top_k > 0 && (unsigned long long)p->top_k < row->n) &&
+         !(p->min_p > 0.0) && !p->want_entropy && p->T >= 0.01 &&
+         p->T <= 100.0 && p->u > 0.0 && p->u < 1.0 && p->top_p > 0.0;
+}
+
+/* 0: selected; 2: a decision within the error bound (the double path
+   decides); 3: scan NULL and the row has a NaN, +inf or no finite value
+   (the caller scans it for the error).  Only for fast_eligible()
+   selections.  scan NULL: the first pass finds the max itself, and puts
+   the scan's result into *found (for the double path, after a 2). */
 static int
 fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
             const struct qrs__scan *scan, const struct qrs__sel_params *p,
-            struct qrs__sel_out *out)
+            struct qrs__sel_out *out, struct qrs__scan *found)
 {
   struct qrs__fpass fp;
   struct qrs__bound cb;
   struct cset s;
   struct hit cut, h;
-  double invt, z, ez, mz, zn, tf, cum, zx, rz, rerr;
+  double invt, z, ez, mz, zn, tf, cum, zx, rz, rerr, mx;
   float mf, invf;
   size_t nh, nx, i, nz, ncand;
   int k, bmax, rung;
 
-  if (!__atomic_load_n(&fast_on, __ATOMIC_RELAXED) ||
-      row->dtype == QRS_DTYPE_F64 || row->n < FAST_MIN_N ||
-      p->order != QRS__ORDER_REFERENCE ||
-      p->nucleus != QRS__NUCLEUS_TOP_P ||
-      (p->top_k > 0 && (unsigned long long)p->top_k < row->n) ||
-      p->min_p > 0.0 || p->want_entropy || !(p->T >= 0.01) ||
-      !(p->T <= 100.0) || !(p->u > 0.0 && p->u < 1.0) ||
-      !(p->top_p > 0.0))
-    return 1;
   invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
-  mf = (float)scan->max;
+  mf = scan ? (float)scan->max : NAN;
   invf = (float)invt;
   /* The ladder: a head down to d = -8 first (an LM row's nucleus and
      most of its mass), the whole pass again down to -12 and then -16
      when the head's mass falls short of the first crossing. */
   for (rung = 0;; rung++) {
-    nh = qrs__kfpass(row, mf, invf, fast_dhead[rung], ws->fpos, ws->fx,
-                     ws->fe, &fp);
+    nh = qrs__kfpass(row, mf, invf, invt, fast_dhead[rung], ws->fpos,
+                     ws->fx, ws->fe, ws->fk, &fp);
+    if (fp.bad)
+      return 3;
+    if (!scan) {
+      found->max = fp.max;
+      found->has_nan = found->has_posinf = 0;
+      scan = found;
+    }
+    mf = fp.max;
     if (fp.cnt_a != fp.cnt_b)
       return 2;                 /* weights at the underflow limit */
     nz = fp.cnt_a;
     memset(ws->fz, 0, FAST_NB * sizeof(*ws->fz));
     memset(ws->fcnt, 0, FAST_NB * sizeof(*ws->fcnt));
     for (i = 0; i < nh; i++) {
-      k = fast_key(ws->fx[i], mf, invf);
-      ws->fk[i] = (uint16_t)k;
-      ws->fz[k] += ws->fe[i];
-      ws->fcnt[k]++;
+      ws->fz[ws->fk[i]] += ws->fe[i];
+      ws->fcnt[ws->fk[i]]++;
     }
     /* z: the float Z (the pass's sum outside the head, the head's bucket
        sums), ez its error bound (a bucket's |d| is at most (k + 1) / 16);
@@ -1149,6 +1161,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     if (rung == 2 || z - fp.z >= tf)
       break;
   }
+  mx = (double)mf;
   /* The exact buckets: the float sums place the first crossing (the
      nucleus cut, else u Z); every head element up to one bucket past it
      gets its exact weight, so only the mass after those buckets is
@@ -1169,7 +1182,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     ws->fxe[nx] = ws->fx[i];
     nx++;
   }
-  qrs__kexp(ws->fxe, nx, scan->max, invt);
+  qrs__kexp(ws->fxe, nx, mx, invt);
   memset(ws->fzx, 0, FAST_NB * sizeof(*ws->fzx));
   for (i = 0; i < nx; i++)
     ws->fzx[ws->fk[i]] += ws->fxe[i];
@@ -1192,7 +1205,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   s.ids = NULL;
   s.b.x = -INFINITY;
   s.b.i = 0;
-  s.m = scan->max;
+  s.m = mx;
   if (p->top_p < 1.0) {
     if (fast_cross(ws, &s, invt, nx, bmax, p->top_p * z,
                    p->top_p * rerr + mz, NULL, 0, &cut) != 0)
@@ -1220,52 +1233,65 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   return 0;
 }
 
+static void
+reset_out(struct qrs__sel_out *out)
+{
+  memset(out, 0, sizeof(*out));
+  out->top_p_used = NAN;
+  out->kept_entropy = NAN;
+  out->pre_prob = NAN;
+}
+
 static int
 select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
             const struct qrs__scan *scan, const struct qrs__sel_params *p,
             struct qrs__sel_out *out)
 {
   struct qrs__scan sc;
-  int r;
+  int r, fast;
 
   if (row->n > ws->cap || p->T == INFINITY)
     return -EINVAL;
+  fast = p->T > 0.0 && fast_eligible(row, p);
+  r = 1;
+  if (fast && !scan) {
+    /* The fast path's pass finds the max (and any NaN / +inf) itself. */
+    reset_out(out);
+    r = fast_select(ws, row, NULL, p, out, &sc);
+    if (r != 3)
+      scan = &sc;
+  }
   if (!scan) {
     qrs__kscan(row, &sc);
     scan = &sc;
   }
-  r = qrs__row_check(scan, row->n);
-  if (r < 0)
-    return r;
-  memset(out, 0, sizeof(*out));
-  out->top_p_used = NAN;
-  out->kept_entropy = NAN;
-  out->pre_prob = NAN;
-  if (!(p->T > 0.0)) {
-    /* Greedy: the first maximal logit.  (NaN T counts as greedy.) */
-    out->greedy = 1;
-    out->token = (uint32_t)qrs__kfind(row, scan->max);
-    if (out->token >= row->n)
-      return QRS_E_INTERNAL;   /* never a token: a bug, not a pick */
-    out->prob = 1.0;
-    out->cdf_lo = 0.0;
-    out->cdf_hi = 1.0;
-    out->num_candidates = 1;
-    return 0;
+  if (r == 1 || r == 3) {
+    r = qrs__row_check(scan, row->n);
+    if (r < 0)
+      return r;
+    reset_out(out);
+    if (!(p->T > 0.0)) {
+      /* Greedy: the first maximal logit.  (NaN T counts as greedy.) */
+      out->greedy = 1;
+      out->token = (uint32_t)qrs__kfind(row, scan->max);
+      if (out->token >= row->n)
+        return QRS_E_INTERNAL;   /* never a token: a bug, not a pick */
+      out->prob = 1.0;
+      out->cdf_lo = 0.0;
+      out->cdf_hi = 1.0;
+      out->num_candidates = 1;
+      return 0;
+    }
+    r = fast ? fast_select(ws, row, scan, p, out, &sc) : 1;
   }
-  r = fast_select(ws, row, scan, p, out);
   if (r == 0) {
     __atomic_fetch_add(&fstats.fast, 1, __ATOMIC_RELAXED);
     return 0;
   }
   __atomic_fetch_add(r == 2 ? &fstats.resolved : &fstats.ineligible, 1,
                      __ATOMIC_RELAXED);
-  if (r == 2) {
-    memset(out, 0, sizeof(*out));
-    out->top_p_used = NAN;
-    out->kept_entropy = NAN;
-    out->pre_prob = NAN;
-  }
+  if (r == 2)
+    reset_out(out);
   switch (p->order) {
   case QRS__ORDER_TRUNCATE_FIRST:
     return sel_reference(ws, row, scan, p, out, 1);

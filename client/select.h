@@ -78,10 +78,11 @@ struct qrs__sel_ws {
   uint32_t *hpos;                 /* QRS__HEAD_CAP: the head list */
   double *hx, *he;
   int32_t *hk;
-  /* the fast path's head list (cap each) */
+  /* the fast path's head list (cap + 16 each: the compressed stores'
+     slack) */
   uint32_t *fpos;
   float *fx, *fe;
-  uint16_t *fk;
+  int32_t *fk;
   double *fxe;                    /* cap: exact weights of the head */
   double *fz, *ferr;              /* QRS__NBUCKET: head bucket sums */
   double *fzx;                    /* QRS__NBUCKET: exact bucket sums */
