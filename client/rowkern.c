@@ -266,6 +266,12 @@ anyk_4(v4si m)
 
 #define KS(name) name##_sse2
 #define KS_TARGET
+#define KS_VMAX(a, b) \
+  ((v4sf)(((v4si)((a) > (b)) & (v4si)(a)) | (~(v4si)((a) > (b)) & (v4si)(b))))
+#define KS_LOHALF(f) \
+  __builtin_convertvector(__builtin_shufflevector((f), (f), 0, 1), v2df)
+#define KS_HIHALF(f) \
+  __builtin_convertvector(__builtin_shufflevector((f), (f), 2, 3), v2df)
 #define KS_LOAD_F32(p) load_f32_2(p)
 #define KS_STORE_KEYS(p, t) store_keys_2(p, t)
 #define KS_ANYK(m) anyk_4(m)
@@ -282,6 +288,9 @@ anyk_4(v4si m)
 #include "rowkern_impl.h"
 #undef KS
 #undef KS_TARGET
+#undef KS_VMAX
+#undef KS_LOHALF
+#undef KS_HIHALF
 #undef KS_LOAD_F32
 #undef KS_STORE_KEYS
 #undef KS_MOVEMASK
@@ -308,6 +317,10 @@ typedef float v8sf __attribute__((vector_size(32)));
 #pragma GCC target("avx2,fma,f16c,bmi2,popcnt")
 #define KS(name) name##_avx2
 #define KS_TARGET
+#define KS_VMAX(a, b) ((v8sf)_mm256_max_ps((__m256)(a), (__m256)(b)))
+#define KS_LOHALF(f) ((v4df)_mm256_cvtps_pd(_mm256_castps256_ps128((__m256)(f))))
+#define KS_HIHALF(f) \
+  ((v4df)_mm256_cvtps_pd(_mm256_extractf128_ps((__m256)(f), 1)))
 #define KS_LOAD_F32(p) ((v4df)_mm256_cvtps_pd(_mm_loadu_ps(p)))
 #define KS_MOVEMASK(m) _mm256_movemask_pd((__m256d)(m))
 #define KS_MOVEMASKF(m) _mm256_movemask_ps((__m256)(m))
@@ -342,6 +355,9 @@ typedef float v8sf __attribute__((vector_size(32)));
 #include "rowkern_impl.h"
 #undef KS
 #undef KS_TARGET
+#undef KS_VMAX
+#undef KS_LOHALF
+#undef KS_HIHALF
 #undef KS_LOAD_F32
 #undef KS_LOAD_F16
 #undef KS_LOAD_BF16

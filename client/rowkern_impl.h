@@ -1252,106 +1252,170 @@ KS(fhead)(unsigned mask, size_t i, vfl x, vfl e, vk key, uint32_t *hpos,
 #endif
 }
 
+/* exp(d) in float for FEXP_MIN <= d <= 0 (no clamp: the caller's); a
+   NaN d gives a NaN or garbage, never an exception. */
+static inline __attribute__((always_inline)) vfl
+KS(expf_core)(vfl d)
+{
+  vfl kf, r, p;
+  vk ki;
+
+  kf = d * 1.44269504f + 12582912.0f;
+  ki = (vk)kf - (vk)KS(splatf)(12582912.0f);
+  kf = kf - 12582912.0f;
+  r = d - kf * 0.693145751953125f;
+  r = r - kf * 1.428606765330187e-06f;
+  p = 1.0f / 720 * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  return (vfl)((vk)p + (ki << 23));
+}
+
+/* The weights of [i, full) (whole vectors) against max m: the sums
+   outside the head into zd / wd (8 float terms per lane at most), the
+   head into the list.  clamp: the block may hold d below FEXP_MIN (else
+   no lane does); unit: invt is 1.  A NaN
+   value makes wd NaN (its d passes every step as NaN). */
+static inline __attribute__((always_inline)) size_t
+KS(fgroups)(const void *data, size_t i, size_t full, vfl mv, vfl iv, vfl hv,
+            vd *zd, vd *wd, uint32_t *hpos, float *hx, float *he,
+            int32_t *hk, size_t nh, int dt, int clamp, int unit)
+{
+  vfl x, d, dc, e, et, zb, wb, lo;
+  vk hm;
+  size_t j, g;
+  unsigned mask;
+
+  lo = KS(splatf)(FEXP_MIN);
+  for (j = i; j < full;) {
+    zb = wb = KS(splatf)(0.0f);
+    for (g = 0; g < 8 && j < full; g++, j += KW) {
+      x = KS(loadf)(data, j, dt);
+      d = unit ? x - mv : (x - mv) * iv;
+      if (clamp) {
+        dc = KS_VMAX(lo, d);                    /* NaN stays NaN */
+        e = (vfl)((vk)KS(expf_core)(dc) & ~(vk)(d < lo));
+      } else {
+        dc = d;
+        e = KS(expf_core)(d);
+      }
+      hm = (vk)(d >= hv);
+      mask = KS(maskf)(hm);
+      if (__builtin_expect(mask != 0, 0))
+        nh = KS(fhead)(mask, j, x, e, KS(fkey)(d), hpos, hx, he, hk, nh);
+      et = (vfl)((vk)e & ~hm);
+      zb += et;
+      wb += et * dc;
+    }
+    *zd += KS_LOHALF(zb) + KS_HIHALF(zb);
+    *wd += KS_LOHALF(wb) + KS_HIHALF(wb);
+  }
+  return nh;
+}
+
 static inline __attribute__((always_inline)) size_t
 KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
                double invtd, float dhead, uint32_t *hpos, float *hx,
                float *he, int32_t *hk, struct qrs__fpass *ret, int dt,
                int fused)
 {
-  vfl x, x1, d, dc, e, et, zb, wb, mv, iv, hv, lo, mn, bm0, bm1;
+  vfl x, x1, d, e, mv, iv, hv, lo, bm0, bm1, mn0, mn1;
   vd zd, wd, fr;
-  vk hm, nan, ca, cb;
-  size_t i, j, g, n, nh, nstale, end, full;
+  vk hm, ca, cb;
+  size_t i, j, n, nh, nstale, end, full;
   double z, w, extra, f;
-  float m, bm, xf, df, ef, xmin;
-  unsigned mask;
-  int l;
+  float m, bm, bmn, xf, df, ef, xmin;
+  int l, clamp, unit;
 
   n = v->n;
   nh = nstale = 0;
   extra = 0.0;
   zd = wd = KS(splat)(0.0);
   m = fused ? -INFINITY : m_in;
+  unit = invt == 1.0f;
   iv = KS(splatf)(invt);
   hv = KS(splatf)(dhead);
   lo = KS(splatf)(FEXP_MIN);
-  mn = KS(splatf)(INFINITY);
-  nan = (vk)KS(splatf)(0.0f);
   xmin = INFINITY;
   for (i = 0; i < n; i = end) {
     end = i + QRS__FP_BLOCK < n ? i + QRS__FP_BLOCK : n;
     full = i + ((end - i) & ~(size_t)(KW - 1));
-    if (fused) {
-      bm0 = bm1 = KS(splatf)(-INFINITY);
-      for (j = i; j + 2 * KW <= full; j += 2 * KW) {
-        x = KS(loadf)(v->data, j, dt);
-        x1 = KS(loadf)(v->data, j + KW, dt);
-        nan |= (x != x) | (x1 != x1);
-        bm0 = FMAX(x, bm0);
-        bm1 = FMAX(x1, bm1);
-        mn = FMIN(x, mn);
-        mn = FMIN(x1, mn);
-      }
-      for (; j < full; j += KW) {
-        x = KS(loadf)(v->data, j, dt);
-        nan |= (x != x);
-        bm0 = FMAX(x, bm0);
-        mn = FMIN(x, mn);
-      }
-      bm0 = FMAX(bm1, bm0);
-      bm = bm0[0];
-      for (l = 1; l < KW; l++)
-        bm = bm0[l] > bm ? bm0[l] : bm;
-      for (j = full; j < end; j++) {
-        xf = (float)load1(v->data, j, dt);
-        nan[0] |= xf != xf;
-        bm = xf > bm ? xf : bm;
-        xmin = xf < xmin ? xf : xmin;
-      }
-      if (bm > m) {
-        if (m > -INFINITY) {
-          /* The sums so far against the new max; the factor's own error
-             (a few double ulps) goes into the bound. */
-          f = exp(((double)m - (double)bm) * invtd);
-          fr = KS(splat)(f);
-          zd *= fr;
-          wd *= fr;
-          extra = extra * f + KS(hsum)(zd) * 1e-12;
-          nstale = nh;
-        }
-        m = bm;
-      }
+    /* The block's max and min, from memory (then it sits in L1). */
+    bm0 = bm1 = KS(splatf)(-INFINITY);
+    mn0 = mn1 = KS(splatf)(INFINITY);
+    for (j = i; j + 2 * KW <= full; j += 2 * KW) {
+      x = KS(loadf)(v->data, j, dt);
+      x1 = KS(loadf)(v->data, j + KW, dt);
+      bm0 = KS_VMAX(x, bm0);
+      bm1 = KS_VMAX(x1, bm1);
+      mn0 = FMIN(x, mn0);
+      mn1 = FMIN(x1, mn1);
     }
-    mv = KS(splatf)(m);
-    for (j = i; j < full;) {
-      zb = wb = KS(splatf)(0.0f);
-      for (g = 0; g < 8 && j < full; g++, j += KW) {
-        x = KS(loadf)(v->data, j, dt);
-        if (!fused)
-          mn = FMIN(x, mn);
-        d = (x - mv) * iv;
-        dc = FMAX(d, lo);
-        e = (vfl)((vk)KS(expf)(dc) & (vk)(d >= lo));
-        hm = (vk)(d >= hv);
-        mask = KS(maskf)(hm);
-        if (mask)
-          nh = KS(fhead)(mask, j, x, e, KS(fkey)(d), hpos, hx, he, hk, nh);
-        et = (vfl)((vk)e & ~hm);
-        zb += et;
-        wb += et * dc;
-      }
-      for (l = 0; l < VW; l++) {
-        zd[l] += (double)zb[l] + (double)zb[l + VW];
-        wd[l] += (double)wb[l] + (double)wb[l + VW];
-      }
+    for (; j < full; j += KW) {
+      x = KS(loadf)(v->data, j, dt);
+      bm0 = KS_VMAX(x, bm0);
+      mn0 = FMIN(x, mn0);
+    }
+    bm0 = KS_VMAX(bm1, bm0);
+    mn0 = FMIN(mn1, mn0);
+    bm = bm0[0];
+    bmn = mn0[0];
+    for (l = 1; l < KW; l++) {
+      bm = bm0[l] > bm ? bm0[l] : bm;
+      bmn = mn0[l] < bmn ? mn0[l] : bmn;
     }
     for (j = full; j < end; j++) {
       xf = (float)load1(v->data, j, dt);
-      if (!fused)
-        xmin = xf < xmin ? xf : xmin;
+      bm = xf > bm ? xf : bm;
+      bmn = xf < bmn ? xf : bmn;
+    }
+    xmin = bmn < xmin ? bmn : xmin;
+    if (fused && bm > m) {
+      if (m > -INFINITY) {
+        /* The sums so far against the new max; the factor's own error
+           (a few double ulps) goes into the bound. */
+        f = exp(((double)m - (double)bm) * invtd);
+        fr = KS(splat)(f);
+        zd *= fr;
+        wd *= fr;
+        extra = extra * f + KS(hsum)(zd) * 1e-12;
+        nstale = nh;
+      }
+      m = bm;
+    }
+    if (m == -INFINITY) {
+      /* Nothing above -inf yet (fused): no weights; only a NaN matters. */
+      for (j = i; j < end; j++) {
+        xf = (float)load1(v->data, j, dt);
+        if (xf != xf)
+          wd[0] = NAN;
+      }
+      continue;
+    }
+    mv = KS(splatf)(m);
+    /* Lanes below FEXP_MIN need the clamp (known from the block's min;
+       a NaN min is no clamp: its d stays NaN either way). */
+    clamp = (bmn - m) * invt < FEXP_MIN;
+    if (clamp)
+      nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
+                              hx, he, hk, nh, dt, 1, 1)
+                : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
+                              hx, he, hk, nh, dt, 1, 0);
+    else
+      nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
+                              hx, he, hk, nh, dt, 0, 1)
+                : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
+                              hx, he, hk, nh, dt, 0, 0);
+    for (j = full; j < end; j++) {
+      xf = (float)load1(v->data, j, dt);
       df = (xf - m) * invt;
       ef = df >= FEXP_MIN ? KS(expf1)(df) : 0.0f;
-      if (df < dhead) {
+      if (df != df) {
+        wd[0] = NAN;            /* as the vector loop: NaN in w */
+      } else if (df < dhead) {
         zd[0] += ef;
         wd[0] += (double)ef * (double)(df > FEXP_MIN ? df : FEXP_MIN);
       } else {
@@ -1363,11 +1427,9 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
       }
     }
   }
-  for (l = 0; l < KW; l++)
-    xmin = mn[l] < xmin ? mn[l] : xmin;
+  w = KS(hsum)(wd);
   ret->max = m;
-  ret->bad = fused && (KS_ANYK(nan) || nan[0] || m == INFINITY ||
-                       m == -INFINITY);
+  ret->bad = fused && (w != w || m == INFINITY || m == -INFINITY);
   if (ret->bad)
     return 0;
   /* Head entries written under an older max: against the final one;
