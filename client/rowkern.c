@@ -50,6 +50,9 @@ typedef void (*exp_fn)(double *, size_t, double, double);
 typedef size_t (*fpass_fn)(const struct qrs__view *, float, float, double,
                            float, uint32_t *, float *, float *, int32_t *,
                            struct qrs__fpass *);
+typedef size_t (*fband_fn)(const struct qrs__view *, float, float, float,
+                           float, uint32_t *, float *, float *, int32_t *,
+                           size_t);
 typedef size_t (*fcollect_fn)(const struct qrs__view *, double, double,
                               double, float, uint32_t *, double *, size_t);
 
@@ -553,6 +556,20 @@ qrs__kfpass(const struct qrs__view *v, float m, float invt, double invtd,
 
   r = PICK(fpass_fns, v->dtype & 3)(v, m, invt, invtd, dhead, hpos, hx, he,
                                     hk, ret);
+  qrs__fpenv_leave(fe);
+  return r;
+}
+
+size_t
+qrs__kfband(const struct qrs__view *v, float m, float invt, float dlo,
+            float dhi, uint32_t *hpos, float *hx, float *he, int32_t *hk,
+            size_t nh)
+{
+  unsigned fe = qrs__fpenv_enter();
+  size_t r;
+
+  r = PICK(fband_fns, v->dtype & 3)(v, m, invt, dlo, dhi, hpos, hx, he, hk,
+                                    nh);
   qrs__fpenv_leave(fe);
   return r;
 }

@@ -202,13 +202,22 @@ struct qrs__fpass {
    max m, inverse temperature invt (invtd: the same in double, for the
    rescaling of a fused pass); m NaN: the max is found in the same pass
    (fused: blocks of QRS__FP_BLOCK, a running max).  The head list
-   (elements with float d >= dhead; fused: against the running max, so
+   (elements with float d > dhead; fused: against the running max, so
    possibly a few more) goes to hpos / hx / he / hk (position, value,
    float weight against the final max, bucket key), which need room for
    the whole row plus 16 entries.  Returns the head's length. */
 size_t qrs__kfpass(const struct qrs__view *v, float m, float invt,
                    double invtd, float dhead, uint32_t *hpos, float *hx,
                    float *he, int32_t *hk, struct qrs__fpass *ret);
+
+/* The ladder's band pass: the elements with dlo < d <= dhi (d exactly as
+   qrs__kfpass() computes it at max m; dlo >= -16) appended to the head
+   lists from nh (the same layout; room for the whole row + 16).  Returns
+   the new length.  No exponential over the row: a compare in logit
+   space, the weights on the compact list. */
+size_t qrs__kfband(const struct qrs__view *v, float m, float invt,
+                   float dlo, float dhi, uint32_t *hpos, float *hx,
+                   float *he, int32_t *hk, size_t nh);
 float qrs__kexpf(float d);
 
 /* The real floor of the benchmark: the same in float32 (degree-6

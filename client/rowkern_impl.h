@@ -1302,7 +1302,7 @@ KS(fgroups)(const void *data, size_t i, size_t full, vfl mv, vfl iv, vfl hv,
         dc = d;
         e = KS(expf_core)(d);
       }
-      hm = (vk)(d >= hv);
+      hm = (vk)(d > hv);
       mask = KS(maskf)(hm);
       if (__builtin_expect(mask != 0, 0))
         nh = KS(fhead)(mask, j, x, e, KS(fkey)(d), hpos, hx, he, hk, nh);
@@ -1415,7 +1415,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
       ef = df >= FEXP_MIN ? KS(expf1)(df) : 0.0f;
       if (df != df) {
         wd[0] = NAN;            /* as the vector loop: NaN in w */
-      } else if (df < dhead) {
+      } else if (df <= dhead) {
         zd[0] += ef;
         wd[0] += (double)ef * (double)(df > FEXP_MIN ? df : FEXP_MIN);
       } else {
@@ -1451,7 +1451,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   }
   for (i = j = 0; i < nh; i++) {
     df = i < nstale ? (hx[i] - m) * invt : 0.0f;
-    if (df < dhead) {
+    if (df <= dhead) {
       zd[0] += he[i];
       wd[0] += (double)he[i] * (double)(df > FEXP_MIN ? df : FEXP_MIN);
       continue;
@@ -1491,6 +1491,78 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   }
   return nh;
 }
+
+/* The band pass of the ladder: the elements with dlo < d <= dhi
+   (d = (x - m) * invt in float exactly as the float pass computes it;
+   -16 <= dlo) appended to the head list from nh, with their float weights
+   and keys.  Returns the new length. */
+static inline __attribute__((always_inline)) size_t
+KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
+               float dhi, uint32_t *hpos, float *hx, float *he, int32_t *hk,
+               size_t nh, int dt)
+{
+  vfl x, d, mv, iv, lv, hv, e;
+  vk key;
+  size_t j, n, nh0;
+  unsigned mask;
+  float df;
+
+  n = v->n;
+  nh0 = nh;
+  mv = KS(splatf)(m);
+  iv = KS(splatf)(invt);
+  lv = KS(splatf)(dlo);
+  hv = KS(splatf)(dhi);
+  e = KS(splatf)(0.0f);
+  key = (vk)e;
+  for (j = 0; j + KW <= n; j += KW) {
+    x = KS(loadf)(v->data, j, dt);
+    d = invt == 1.0f ? x - mv : (x - mv) * iv;
+    mask = KS(maskf)((vk)(d > lv) & (vk)(d <= hv));
+    if (mask)
+      nh = KS(fhead)(mask, j, x, e, key, hpos, hx, he, hk, nh);
+  }
+  for (; j < n; j++) {
+    df = ((float)load1(v->data, j, dt) - m) * invt;
+    if (df > dlo && df <= dhi) {
+      hpos[nh] = (uint32_t)j;
+      hx[nh] = (float)load1(v->data, j, dt);
+      nh++;
+    }
+  }
+  /* Weights and keys on the compact list (no clamp: d > -16). */
+  for (j = nh0; j + KW <= nh; j += KW) {
+    memcpy(&x, hx + j, sizeof(x));
+    d = (x - mv) * iv;
+    e = KS(expf_core)(d);
+    memcpy(he + j, &e, sizeof(e));
+    key = KS(fkey)(d);
+    memcpy(hk + j, &key, sizeof(key));
+  }
+  for (; j < nh; j++) {
+    df = (hx[j] - m) * invt;
+    he[j] = KS(expf1)(df);
+    hk[j] = KS(fkey1)(df);
+  }
+  return nh;
+}
+
+#define KS_FBAND(sfx, dt) \
+  static KS_TARGET size_t \
+  KS(fband_##sfx)(const struct qrs__view *v, float m, float invt, \
+                  float dlo, float dhi, uint32_t *hpos, float *hx, \
+                  float *he, int32_t *hk, size_t nh) \
+  { \
+    return KS(fband_impl)(v, m, invt, dlo, dhi, hpos, hx, he, hk, nh, dt); \
+  }
+
+KS_FBAND(f32, QRS_DTYPE_F32)
+KS_FBAND(f16, QRS_DTYPE_F16)
+KS_FBAND(bf16, QRS_DTYPE_BF16)
+
+static const fband_fn KS(fband_fns)[4] = {
+  KS(fband_f32), KS(fband_f16), KS(fband_bf16), NULL,
+};
 
 #define KS_FPASS(sfx, dt) \
   static KS_TARGET size_t \

@@ -984,7 +984,7 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
    decides (the exact resolution). */
 
 #define FAST_MIN_N 256
-/* The head ladder: d >= -8, then -12, then -16. */
+/* The head ladder: d > -8, then bands down to -12 and -16. */
 static const float fast_dhead[3] = { -8.0f, -12.0f, -16.0f };
 #define FAST_NB QRS__FP_NB
 /* Relative bound of the double sums' rounding (either path). */
@@ -1125,29 +1125,30 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   /* The ladder: a head down to d = -8 first (an LM row's nucleus and
      most of its mass), the whole pass again down to -12 and then -16
      when the head's mass falls short of the first crossing. */
-  for (rung = 0;; rung++) {
-    nh = qrs__kfpass(row, mf, invf, invt, fast_dhead[rung], ws->fpos,
-                     ws->fx, ws->fe, ws->fk, &fp);
-    if (fp.bad)
-      return 3;
-    if (!scan) {
-      found->max = fp.max;
-      found->has_nan = found->has_posinf = 0;
-      scan = found;
-    }
-    mf = fp.max;
-    if (fp.cnt_a != fp.cnt_b)
-      return 2;                 /* weights at the underflow limit */
-    nz = fp.cnt_a;
-    memset(ws->fz, 0, FAST_NB * sizeof(*ws->fz));
-    memset(ws->fcnt, 0, FAST_NB * sizeof(*ws->fcnt));
-    for (i = 0; i < nh; i++) {
+  nh = qrs__kfpass(row, mf, invf, invt, fast_dhead[0], ws->fpos, ws->fx,
+                   ws->fe, ws->fk, &fp);
+  if (fp.bad)
+    return 3;
+  if (!scan) {
+    found->max = fp.max;
+    found->has_nan = found->has_posinf = 0;
+  }
+  mf = fp.max;
+  if (fp.cnt_a != fp.cnt_b)
+    return 2;                   /* weights at the underflow limit */
+  nz = fp.cnt_a;
+  memset(ws->fz, 0, FAST_NB * sizeof(*ws->fz));
+  memset(ws->fcnt, 0, FAST_NB * sizeof(*ws->fcnt));
+  for (rung = 0, i = 0;; rung++) {
+    for (; i < nh; i++) {
       ws->fz[ws->fk[i]] += ws->fe[i];
       ws->fcnt[ws->fk[i]]++;
     }
     /* z: the float Z (the pass's sum outside the head, the head's bucket
-       sums), ez its error bound (a bucket's |d| is at most (k + 1) / 16);
-       weights below FEXP_MIN count as 0: at most 1.7e-38 each. */
+       sums), ez its error bound (a bucket's |d| is at most (k + 1) / 16;
+       the tail's bound fp.err still covers the elements a band moved to
+       the head); weights below FEXP_MIN count as 0: at most 1.7e-38
+       each. */
     z = fp.z;
     ez = fp.err;
     for (k = 0; k < FAST_NB; k++) {
@@ -1160,6 +1161,14 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     tf = (p->top_p < 1.0 ? p->top_p : p->u) * z + 2.0 * ez;
     if (rung == 2 || z - fp.z >= tf)
       break;
+    /* The next band of the ladder joins the head: a compare in logit
+       space over the row; its weights (the same floats the pass summed)
+       leave the tail's sum. */
+    nh = qrs__kfband(row, mf, invf, fast_dhead[rung + 1], fast_dhead[rung],
+                     ws->fpos, ws->fx, ws->fe, ws->fk, nh);
+    for (k = (int)i; (size_t)k < nh; k++)
+      fp.z -= ws->fe[k];
+    fp.z = fp.z > 0.0 ? fp.z : 0.0;
   }
   mx = (double)mf;
   /* The exact buckets: the float sums place the first crossing (the
