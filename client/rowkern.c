@@ -43,6 +43,8 @@ typedef size_t (*cbucket_fn)(const struct qrs__view *, double, double,
                              double *, size_t *);
 typedef size_t (*topk_fn)(const struct qrs__view *, size_t, uint32_t *,
                           double *);
+typedef size_t (*topkscan_fn)(const struct qrs__view *, size_t, uint32_t *,
+                              double *, int *);
 typedef double (*floor_fn)(const struct qrs__view *, double *);
 typedef int (*scanh_fn)(const struct qrs__view *, struct qrs__scan *,
                         struct qrs__mass *);
@@ -516,6 +518,32 @@ qrs__ktopk(const struct qrs__view *v, size_t k, uint32_t *pos, double *x)
     return 0;
   fe = qrs__fpenv_enter();
   r = PICK(topk_fns, v->dtype & 3)(v, k, pos, x);
+  qrs__fpenv_leave(fe);
+  return r;
+}
+
+size_t
+qrs__ktopk_scan(const struct qrs__view *v, size_t k, uint32_t *pos,
+                double *x, struct qrs__scan *sc)
+{
+  unsigned fe;
+  size_t r, i;
+  int odd;
+
+  if (k == 0 || k > QRS__TOPK_HEAP || k > v->n)
+    return 0;
+  fe = qrs__fpenv_enter();
+  odd = 1;
+  r = PICK(topkscan_fns, v->dtype & 3)(v, k, pos, x, &odd);
+  if (odd || v->dtype == QRS_DTYPE_F64) {
+    PICK(scan_fns, v->dtype & 3)(v, sc);
+  } else {
+    /* No NaN, no +inf: the max is the largest of the top k. */
+    sc->max = -INFINITY;
+    for (i = 0; i < r; i++)
+      sc->max = x[i] > sc->max ? x[i] : sc->max;
+    sc->has_nan = sc->has_posinf = 0;
+  }
   qrs__fpenv_leave(fe);
   return r;
 }

@@ -117,6 +117,11 @@ void qrs__kexp(double *v, size_t n, double m, double invt);
 size_t qrs__ktopk(const struct qrs__view *v, size_t k, uint32_t *pos,
                   double *x);
 
+/* qrs__ktopk() and qrs__kscan() in one pass over a float32 / 16-bit row
+   (float64 rows: two passes). */
+size_t qrs__ktopk_scan(const struct qrs__view *v, size_t k, uint32_t *pos,
+                       double *x, struct qrs__scan *sc);
+
 /* qrs__kscan() and the entropy sums z, w, w2 of the whole row at T = 1
    (ms->z, w, w2; nothing else of ms) in one pass over memory.  The sums
    are meaningless when the scan finds a NaN, +inf or no finite value. */

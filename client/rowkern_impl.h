@@ -684,8 +684,10 @@ static const scan_fn KS(scan_fns)[4] = {
    equal value). */
 static inline __attribute__((always_inline)) size_t
 KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
-              double *xo, int dt)
+              double *xo, int *odd, int dt)
 {
+  vfl acc = KS(splatf)(0.0f);
+  int oddv = 0;
   struct hitem h[QRS__TOPK_HEAP];
   vd x0, x1, bm;
   size_t i, n, first;
@@ -696,6 +698,7 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
   for (i = 0; i < k; i++) {
     h[i].x = load1(v->data, i, dt);
     h[i].pos = (uint32_t)i;
+    oddv |= !(h[i].x < INFINITY);
   }
   for (i = k / 2; i-- > 0;)
     hsift(h, k, i);
@@ -704,6 +707,7 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
     first = n;
   for (i = k; i < first; i++) {
     xi = load1(v->data, i, dt);
+    oddv |= !(xi < INFINITY);
     if (xi >= h[0].x) {
       h[0].x = xi;
       h[0].pos = (uint32_t)i;
@@ -713,13 +717,20 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
   if (dt != QRS_DTYPE_F64) {
     /* The values are floats: skip KW of them with one float compare
        (h[0].x is one of them, exactly). */
-    vfl hm, q0, q1;
+    vfl hm, q0, q1, a0, a1, a2, a3;
 
-    /* 4 KW values per test while none reaches the heap minimum. */
+    /* 4 KW values per test while none reaches the heap minimum.  acc: a
+       float sum of every value, NaN or +inf when the row may hold a NaN
+       or +inf (or a sum overflowed: then the caller scans). */
     for (i = first; i + 4 * KW <= n; i += 4 * KW) {
-      q0 = FMAX(KS(loadf)(v->data, i, dt), KS(loadf)(v->data, i + KW, dt));
-      q1 = FMAX(KS(loadf)(v->data, i + 2 * KW, dt),
-                KS(loadf)(v->data, i + 3 * KW, dt));
+      a0 = KS(loadf)(v->data, i, dt);
+      a1 = KS(loadf)(v->data, i + KW, dt);
+      a2 = KS(loadf)(v->data, i + 2 * KW, dt);
+      a3 = KS(loadf)(v->data, i + 3 * KW, dt);
+      if (odd)
+        acc += (a0 + a1) + (a2 + a3);
+      q0 = FMAX(a0, a1);
+      q1 = FMAX(a2, a3);
       hm = KS(splatf)((float)h[0].x);
       if (!KS(maskf)((vk)(FMAX(q0, q1) >= hm)))
         continue;
@@ -733,7 +744,10 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
       }
     }
     for (; i + KW <= n; i += KW) {
-      if (!KS(maskf)((vk)(KS(loadf)(v->data, i, dt) >= (float)h[0].x)))
+      a0 = KS(loadf)(v->data, i, dt);
+      if (odd)
+        acc += a0;
+      if (!KS(maskf)((vk)(a0 >= (float)h[0].x)))
         continue;
       for (j = 0; j < KW; j++) {
         xi = load1(v->data, i + (size_t)j, dt);
@@ -746,6 +760,12 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
     }
     first = i;
   }
+  for (i = first; i < n && odd && dt != QRS_DTYPE_F64; i++)
+    oddv |= !(load1(v->data, i, dt) < INFINITY);
+  for (j = 0; j < KW; j++)
+    oddv |= !(acc[j] < INFINITY);
+  if (odd)
+    *odd = oddv;
   for (i = first; i < n; i += 8) {
     x0 = KS(load)(v->data, i, n, dt);
     if (VW == 4) {
@@ -781,7 +801,13 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
   KS(topk_##sfx)(const struct qrs__view *v, size_t k, uint32_t *pos, \
                  double *x) \
   { \
-    return KS(topk_impl)(v, k, pos, x, dt); \
+    return KS(topk_impl)(v, k, pos, x, NULL, dt); \
+  } \
+  static KS_TARGET size_t \
+  KS(topkscan_##sfx)(const struct qrs__view *v, size_t k, uint32_t *pos, \
+                     double *x, int *odd) \
+  { \
+    return KS(topk_impl)(v, k, pos, x, odd, dt); \
   }
 
 KS_TOPK(f32, QRS_DTYPE_F32)
@@ -791,6 +817,10 @@ KS_TOPK(f64, QRS_DTYPE_F64)
 
 static const topk_fn KS(topk_fns)[4] = {
   KS(topk_f32), KS(topk_f16), KS(topk_bf16), KS(topk_f64),
+};
+
+static const topkscan_fn KS(topkscan_fns)[4] = {
+  KS(topkscan_f32), KS(topkscan_f16), KS(topkscan_bf16), KS(topkscan_f64),
 };
 
 /* The floor: blocks of FLOOR_BLOCK values, each read from memory once

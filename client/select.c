@@ -511,7 +511,9 @@ support(struct qrs__sel_ws *ws, const struct qrs__view *row,
     return;
   k = (size_t)top_k;
   if (k <= QRS__TOPK_HEAP && !keep_ties) {
-    qrs__ktopk(row, k, ws->kpos, ws->kx);
+    if (ws->kready != k)
+      qrs__ktopk(row, k, ws->kpos, ws->kx);
+    ws->kready = 0;
     /* Into position order (insertion sort on position, k <= 1024). */
     for (i = 1; i < k; i++) {
       uint32_t tp = ws->kpos[i];
@@ -1269,6 +1271,16 @@ select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
     r = fast_select(ws, row, NULL, p, out, &sc);
     if (r != 3)
       scan = &sc;
+  }
+  ws->kready = 0;
+  if (!scan && p->T > 0.0 && p->order != QRS__ORDER_HF && p->top_k > 0 &&
+      (unsigned long long)p->top_k < row->n &&
+      p->top_k <= QRS__TOPK_HEAP) {
+    /* The top-k heap's pass scans the row too (support() takes its
+       list). */
+    qrs__ktopk_scan(row, (size_t)p->top_k, ws->kpos, ws->kx, &sc);
+    ws->kready = (size_t)p->top_k;
+    scan = &sc;
   }
   if (!scan) {
     qrs__kscan(row, &sc);

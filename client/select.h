@@ -73,6 +73,8 @@ struct qrs__sel_ws {
   double *cx;
   uint32_t *kpos;                 /* QRS__TOPK_HEAP: top-k list */
   double *kx;
+  size_t kready;                  /* the list already holds the top
+                                     kready of this selection's row */
   double *hz;                     /* QRS__NBUCKET: mass histogram */
   double *hw;
   uint32_t *hpos;                 /* QRS__HEAD_CAP: the head list */
