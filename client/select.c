@@ -1007,6 +1007,7 @@ qrs__fast_stats_get(struct qrs__fast_stats *ret)
   ret->fast = __atomic_load_n(&fstats.fast, __ATOMIC_RELAXED);
   ret->resolved = __atomic_load_n(&fstats.resolved, __ATOMIC_RELAXED);
   ret->ineligible = __atomic_load_n(&fstats.ineligible, __ATOMIC_RELAXED);
+  ret->bands = __atomic_load_n(&fstats.bands, __ATOMIC_RELAXED);
 }
 
 /* The elements of head bucket b (within the bound lim when given) into
@@ -1166,6 +1167,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     /* The next band of the ladder joins the head: a compare in logit
        space over the row; its weights (the same floats the pass summed)
        leave the tail's sum. */
+    __atomic_fetch_add(&fstats.bands, 1, __ATOMIC_RELAXED);
     nh = qrs__kfband(row, mf, invf, fast_dhead[rung + 1], fast_dhead[rung],
                      ws->fpos, ws->fx, ws->fe, ws->fk, nh);
     for (k = (int)i; (size_t)k < nh; k++)

@@ -98,6 +98,7 @@ struct qrs__fast_stats {
   unsigned long long fast;
   unsigned long long resolved;
   unsigned long long ineligible;
+  unsigned long long bands;       /* ladder band passes */
 };
 void qrs__fast_stats_get(struct qrs__fast_stats *ret);
 /* 0: the float fast path off (the double path only; tests compare the

@@ -47,7 +47,7 @@ to_bf16(float f)
   return (uint16_t)(b >> 16);
 }
 
-#define NMAX 4096
+#define NMAX 32768
 
 struct row {
   float f[NMAX];
@@ -58,6 +58,8 @@ struct row {
 
 /* Shapes: 0 peaked, 1 mid, 2 broad (Zipf a (ln(n/2) - ln r) + N(0,1)),
    3 flat, 4 quantised (many exact ties), 5 LM-like with -inf masks. */
+static void make_row_dtype(struct row *r, enum qrs_dtype dt);
+
 static void
 make_row(struct row *r, int shape, size_t n, enum qrs_dtype dt)
 {
@@ -97,12 +99,23 @@ make_row(struct row *r, int shape, size_t n, enum qrs_dtype dt)
   }
   if (shape == 5)
     r->f[(size_t)(rnd() * (double)n)] = 11.0f;      /* one finite max */
+  make_row_dtype(r, dt);
+}
+
+/* r->h from r->f for 16-bit dtypes (float16: values cut to 10 mantissa
+   bits first, so that they convert exactly). */
+static void
+make_row_dtype(struct row *r, enum qrs_dtype dt)
+{
+  size_t i;
+
+  r->dt = dt;
   if (dt == QRS_DTYPE_BF16 || dt == QRS_DTYPE_F16) {
-    for (i = 0; i < n; i++)
+    for (i = 0; i < r->n; i++)
       r->h[i] = to_bf16(r->f[i]);
     if (dt == QRS_DTYPE_F16) {
       /* float16: exact conversions of values with few mantissa bits */
-      for (i = 0; i < n; i++) {
+      for (i = 0; i < r->n; i++) {
         float v = r->f[i];
         uint32_t b;
 
@@ -318,4 +331,132 @@ Test(fastsel, random_triples_match_the_double_path)
   cr_expect_eq(mismatches, 0, "%llu mismatches", mismatches);
   cr_expect_gt((s1.fast - s0.fast) * 10, total * 7,
                "the fast path decided only %llu", s1.fast - s0.fast);
+}
+
+/* Rows of many float-pass blocks whose max is found late (a rising trend,
+   leading -inf blocks, a far larger max in the last block): the running
+   max rescales the sums and recomputes the head; every triple still
+   matches the oracle, and the ladder's band passes run. */
+Test(fastsel, running_max_and_ladder_bands_match_the_double_path)
+{
+  static const enum qrs_dtype dts[3] = { QRS_DTYPE_F32, QRS_DTYPE_BF16,
+                                         QRS_DTYPE_F16 };
+  static struct row r;
+  struct qrs__fast_stats s0, s1;
+  struct qrs__sel_params p;
+  size_t n, i;
+  int kind, d, k;
+
+  qrs__fast_stats_get(&s0);
+  for (kind = 0; kind < 4; kind++)
+    for (d = 0; d < 3; d++) {
+      n = 20000 + (size_t)(rnd() * 5000.0);
+      make_row(&r, kind == 3 ? 3 : 2, n, QRS_DTYPE_F32);
+      for (i = 0; i < n; i++) {
+        if (kind == 0)
+          r.f[i] += (float)(10.0 * (double)i / (double)n);   /* rising */
+        else if (kind == 1 && i < 3000)
+          r.f[i] = -INFINITY;                    /* leading -inf blocks */
+      }
+      if (kind == 2)
+        r.f[n - 5] = 60.0f;                      /* a far larger max */
+      make_row_dtype(&r, dts[d]);
+      for (k = 0; k < 40; k++) {
+        p = params(k % 3 ? 0.5 + 1.5 * rnd() : 1.0,
+                   k % 3 == 0 ? 1.0 : k % 3 == 1 ? 0.95 : 0.5 + 0.5 * rnd(),
+                   rnd(), 0);
+        check(&r, &p, NULL);
+      }
+    }
+  qrs__fast_stats_get(&s1);
+  cr_expect_eq(mismatches, 0);
+  cr_expect_gt(s1.fast - s0.fast, 300, "fast %llu", s1.fast - s0.fast);
+  cr_expect_gt(s1.bands - s0.bands, 20, "bands %llu",
+               s1.bands - s0.bands);
+}
+
+/* NaN, +inf anywhere (also late, also inside a leading -inf block) and
+   all -inf rows are QRS_E_LOGITS through every pass that finds the max
+   itself: the fast path's float pass, the top-k heap's scan, the plain
+   scan. */
+Test(fastsel, bad_rows_fail_on_every_fused_path)
+{
+  static const enum qrs_dtype dts[3] = { QRS_DTYPE_F32, QRS_DTYPE_BF16,
+                                         QRS_DTYPE_F16 };
+  static const uint16_t nan16[3] = { 0, 0x7fc0u, 0x7e00u };
+  static const uint16_t inf16[3] = { 0, 0x7f80u, 0x7c00u };
+  static struct row r;
+  struct qrs__sel_params p;
+  struct qrs__sel_out o;
+  struct qrs__view v;
+  size_t n, i, at;
+  int d, bad, c, rc;
+
+  n = 9000;
+  for (d = 0; d < 3; d++)
+    for (bad = 0; bad < 5; bad++)
+      for (c = 0; c < 3; c++) {
+        make_row(&r, 5, n, dts[d]);
+        at = bad == 3 ? 1500 : n - 1 - (size_t)(rnd() * 100.0);
+        if (bad == 3)
+          for (i = 0; i < 2048; i++) {       /* -inf blocks, NaN inside */
+            r.f[i] = -INFINITY;
+            r.h[i] = d == 1 ? 0xff80u : 0xfc00u;
+          }
+        for (i = 0; i < n && bad == 2; i++) {
+          r.f[i] = -INFINITY;
+          r.h[i] = d == 1 ? 0xff80u : 0xfc00u;
+        }
+        if (bad == 0 || bad == 3) {
+          r.f[at] = NAN;
+          r.h[at] = nan16[d];
+        } else if (bad == 1) {
+          r.f[at] = INFINITY;
+          r.h[at] = inf16[d];
+        } else if (bad == 4) {
+          r.f[at] = -NAN;
+          r.h[at] = (uint16_t)(nan16[d] | 0x8000u);
+        }
+        p = params(c == 1 ? 0.7 : 1.0, c == 0 ? 0.95 : 1.0, 0.4, 0);
+        if (c == 1)
+          p.top_k = 50;
+        if (c == 2)
+          p.min_p = 0.05;
+        v = view(&r);
+        rc = qrs__select(&ws, &v, NULL, &p, &o);
+        cr_expect_eq(rc, QRS_E_LOGITS, "dtype %d bad %d config %d: %d", d,
+                     bad, c, rc);
+      }
+}
+
+/* The top-k heap's pass gives the scan's max (or scans when its float sum
+   cannot rule out a NaN / +inf: here a sum that overflows). */
+Test(fastsel, topk_scan_equals_scan_and_topk)
+{
+  static struct row r;
+  struct qrs__scan a, b;
+  struct qrs__view v;
+  uint32_t pa[64], pb[64];
+  double xa[64], xb[64];
+  int shape, big;
+  size_t i;
+
+  for (shape = 0; shape < 6; shape++)
+    for (big = 0; big < 2; big++) {
+      make_row(&r, shape, 5000, QRS_DTYPE_F32);
+      if (big)
+        for (i = 0; i < 5000; i += 7)
+          r.f[i] = 3e38f;
+      v = view(&r);
+      cr_assert_eq(qrs__ktopk_scan(&v, 50, pa, xa, &a), 50);
+      qrs__kscan(&v, &b);
+      cr_assert_eq(qrs__ktopk(&v, 50, pb, xb), 50);
+      cr_expect_eq(a.max, b.max);
+      cr_expect_eq(a.has_nan, b.has_nan);
+      cr_expect_eq(a.has_posinf, b.has_posinf);
+      cr_expect_eq(memcmp(pa, pb, 50 * sizeof(*pa)), 0, "shape %d big %d",
+                   shape, big);
+      cr_expect_eq(memcmp(xa, xb, 50 * sizeof(*xa)), 0, "shape %d big %d",
+                   shape, big);
+    }
 }
