@@ -1225,7 +1225,7 @@ static const floor_fn KS(fread_fns)[4] = {
    e * d for the bound; when the running max rises they are rescaled by
    exp((m_old - m_new) * invtd) in double (the head entries already
    written are recomputed against the final max at the end).  The head
-   (d >= dhead against the running max: a superset of the final head)
+   (d > dhead against the running max: a superset of the final head)
    goes to hpos / hx / he / hk (position, value, float weight, bucket
    key), compressed 8 lanes at a time where the CPU can (the arrays need
    KW entries of slack).  The counts of d >= -745.0 and d >= -745.3

@@ -975,8 +975,10 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
 
    Reference order, plain top-p or none, no top-k / min-p (those are
    logit cuts the double path already does at read speed), float32 and
-   16-bit rows.  One float pass (qrs__kfpass) gives Z with an error bound
-   E and the head list (d >= -8, -12 or -16), bucketed by 1/16 of d.  Each
+   16-bit rows.  One float pass (qrs__kfpass; it finds the max itself when
+   the caller has not scanned the row) gives Z with an error bound E and
+   the head list (d > -8; band passes in logit space add -12 < d <= -8
+   and -16 < d <= -12 when needed), bucketed by 1/16 of d.  Each
    crossing (top-p at p Z, then u Z_nucleus) is placed in one bucket by
    the float sums; that bucket's elements get their exact double weights
    (the double path's own exp) and are ordered by refine().  The decision
@@ -1126,8 +1128,8 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   mf = scan ? (float)scan->max : NAN;
   invf = (float)invt;
   /* The ladder: a head down to d = -8 first (an LM row's nucleus and
-     most of its mass), the whole pass again down to -12 and then -16
-     when the head's mass falls short of the first crossing. */
+     most of its mass), then the bands down to -12 and -16 when the
+     head's mass falls short of the first crossing. */
   nh = qrs__kfpass(row, mf, invf, invt, fast_dhead[0], ws->fpos, ws->fx,
                    ws->fe, ws->fk, &fp);
   if (fp.bad)
