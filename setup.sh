@@ -124,7 +124,7 @@ run() {
   build
   mkdir -p "$RUN_DIR"
   say "Starting qrsd in the foreground on the built-in default config"
-  "$BUILD_DIR/daemon/qrsd" --socket "$SOCK" &
+  "$BUILD_DIR/daemon/qrsd" --socket "$SOCK" --status-file "$RUN_DIR/status.json" &
   local pid=$!
   trap 'kill -TERM $pid 2>/dev/null' TERM
   trap 'kill -INT $pid 2>/dev/null' INT

@@ -42,6 +42,9 @@ usage(FILE *f)
 "                      %s if it exists, else the\n"
 "                      built-in default, which equals the shipped file)\n"
 "  -s, --socket PATH   listen on PATH instead of the configured socket.path\n"
+"  -S, --status-file PATH\n"
+"                      write the status file to PATH instead of the\n"
+"                      configured status_file (\"\" disables it)\n"
 "  -n, --check         check the configuration, report, and exit\n"
 "  -p, --print-config  print the effective configuration as YAML and exit\n"
 "  -v, --verbose       log debug messages too\n"
@@ -263,6 +266,7 @@ main(int argc, char **argv)
   static const struct option opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "socket", required_argument, NULL, 's' },
+    { "status-file", required_argument, NULL, 'S' },
     { "check", no_argument, NULL, 'n' },
     { "print-config", no_argument, NULL, 'p' },
     { "verbose", no_argument, NULL, 'v' },
@@ -270,7 +274,7 @@ main(int argc, char **argv)
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
   };
-  const char *config_path, *socket_path;
+  const char *config_path, *socket_path, *status_path;
   struct qrsd_conf *conf;
   int opt, check, print, fd, r;
   uv_loop_t *loop;
@@ -279,15 +283,19 @@ main(int argc, char **argv)
 
   config_path = NULL;
   socket_path = NULL;
+  status_path = NULL;
   check = 0;
   print = 0;
-  while ((opt = getopt_long(argc, argv, "c:s:npvhV", opts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, "c:s:S:npvhV", opts, NULL)) != -1) {
     switch (opt) {
     case 'c':
       config_path = optarg;
       break;
     case 's':
       socket_path = optarg;
+      break;
+    case 'S':
+      status_path = optarg;
       break;
     case 'n':
       check = 1;
@@ -320,6 +328,12 @@ main(int argc, char **argv)
     free(conf->socket_path);
     conf->socket_path = strdup(socket_path);
     if (!conf->socket_path)
+      fatal("out of memory");
+  }
+  if (status_path) {
+    free(conf->status_file);
+    conf->status_file = strdup(status_path);
+    if (!conf->status_file)
       fatal("out of memory");
   }
   if (check) {

@@ -679,6 +679,30 @@ Test(daemon, help_and_version)
   cr_assert_eq(run_capture(bad, out, sizeof(out), NULL, 0), 2);
 }
 
+/* --status-file overrides the configured path: the built-in default's
+   /run/qrsd/status.json is not written, the given file is. */
+Test(daemon, status_file_option_overrides_the_config, .fini = stop_and_clean)
+{
+  char path[160], buf[4096];
+  FILE *f;
+  size_t n;
+  int i;
+
+  daemon_prepare(&D, NULL);
+  snprintf(path, sizeof(path), "%s/status.json", D.dir);
+  daemon_start(&D, "--status-file", path, NULL);
+  assert_draw_works(D.sock);
+  for (i = 0; i < 100 && access(path, F_OK) != 0; i++)
+    usleep(50 * 1000);
+  f = fopen(path, "r");
+  cr_assert(f, "qrsd did not write %s", path);
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  cr_assert(strstr(buf, "\"primary_name\":\"system\""), "%s", buf);
+  cr_assert_eq(daemon_log_count(&D, "/run/qrsd/status.json"), 0);
+}
+
 /* ---- configured daemons --------------------------------------------- */
 
 static const char mock_yaml[] =
