@@ -460,3 +460,48 @@ Test(fastsel, topk_scan_equals_scan_and_topk)
                    shape, big);
     }
 }
+
+/* A fixed temperature skips the sampler's own scan: a broken row found by
+   the selection's float pass is still QRS_E_LOGITS and leaves the chain
+   where it was; the same sampler's next good row gives the oracle's
+   token. */
+Test(fastsel, sampler_without_its_scan_refuses_broken_rows)
+{
+  static struct row r;
+  struct qrs_sampler_config *cfg;
+  struct qrs_sampler *s;
+  struct qrs_commitment cm;
+  struct qrs__sel_params p;
+  struct qrs__sel_out o;
+  struct qrs__view v;
+  uint32_t tok;
+  size_t at;
+  int k;
+
+  cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "top_p", "0.95"), 0);
+  cr_assert_eq(qrs_sampler_new(cfg, 6000, &s), 0);
+  qrs_sampler_config_free(cfg);
+  for (k = 0; k < 3; k++) {
+    make_row(&r, 2, 6000, QRS_DTYPE_F32);
+    at = 5990 - (size_t)k * 2500;
+    r.f[at] = k == 1 ? INFINITY : NAN;
+    cr_expect_eq(qrs_sampler_select_u(s, r.f, QRS_DTYPE_F32, 6000, 0.5, &tok,
+                                      NULL),
+                 QRS_E_LOGITS, "case %d", k);
+  }
+  qrs_sampler_next_commitment(s, &cm);
+  cr_expect_eq(cm.step, 0);
+  make_row(&r, 2, 6000, QRS_DTYPE_F32);
+  cr_assert_eq(qrs_sampler_select_u(s, r.f, QRS_DTYPE_F32, 6000, 0.5, &tok,
+                                    NULL), 0);
+  p = params(1.0, 0.95, 0.5, 0);
+  v = view(&r);
+  qrs__fast_enable(0);
+  cr_assert_eq(qrs__select(&ws, &v, NULL, &p, &o), 0);
+  qrs__fast_enable(1);
+  cr_expect_eq(tok, o.token);
+  qrs_sampler_next_commitment(s, &cm);
+  cr_expect_eq(cm.step, 1);
+  qrs_sampler_free(s);
+}
