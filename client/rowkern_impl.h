@@ -1312,7 +1312,7 @@ KS(expf_core)(vfl d)
 static inline __attribute__((always_inline)) size_t
 KS(fgroups)(const void *data, size_t i, size_t full, vfl mv, vfl iv, vfl hv,
             vd *zd, vd *wd, uint32_t *hpos, float *hx, float *he,
-            int32_t *hk, size_t nh, int dt, int clamp, int unit)
+            int32_t *hk, size_t nh, int dt, int clamp, int unit, int dense)
 {
   vfl x, d, dc, e, et, zb, wb, lo;
   vk hm;
@@ -1334,6 +1334,11 @@ KS(fgroups)(const void *data, size_t i, size_t full, vfl mv, vfl iv, vfl hv,
       }
       hm = (vk)(d > hv);
       mask = KS(maskf)(hm);
+#ifdef KS_COMPRESS
+      if (dense)        /* no branch: a compressed store of 0 to 8 lanes */
+        nh = KS(fhead)(mask, j, x, e, KS(fkey)(d), hpos, hx, he, hk, nh);
+      else
+#endif
       if (__builtin_expect(mask != 0, 0))
         nh = KS(fhead)(mask, j, x, e, KS(fkey)(d), hpos, hx, he, hk, nh);
       et = (vfl)((vk)e & ~hm);
@@ -1355,10 +1360,10 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   vfl x, x1, d, e, mv, iv, hv, lo, bm0, bm1, mn0, mn1;
   vd zd, wd, fr;
   vk hm, ca, cb;
-  size_t i, j, n, nh, nstale, end, full;
+  size_t i, j, n, nh, nb, nstale, end, full;
   double z, w, extra, f;
   float m, bm, bmn, xf, df, ef, xmin;
-  int l, clamp, unit;
+  int l, clamp, unit, dense;
 
   n = v->n;
   nh = nstale = 0;
@@ -1366,6 +1371,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   zd = wd = KS(splat)(0.0);
   m = fused ? -INFINITY : m_in;
   unit = invt == 1.0f;
+  dense = 0;
   iv = KS(splatf)(invt);
   hv = KS(splatf)(dhead);
   lo = KS(splatf)(FEXP_MIN);
@@ -1429,16 +1435,25 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
     /* Lanes below FEXP_MIN need the clamp (known from the block's min;
        a NaN min is no clamp: its d stays NaN either way). */
     clamp = (bmn - m) * invt < FEXP_MIN;
-    if (clamp)
+    /* A block after one with many head elements takes the compressed
+       store without a branch (a branch taken at random costs more). */
+    nb = nh;
+    if (dense)
       nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 1, 1)
+                              hx, he, hk, nh, dt, 1, 1, 1)
                 : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 1, 0);
+                              hx, he, hk, nh, dt, 1, 0, 1);
+    else if (clamp)
+      nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
+                              hx, he, hk, nh, dt, 1, 1, 0)
+                : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
+                              hx, he, hk, nh, dt, 1, 0, 0);
     else
       nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 0, 1)
+                              hx, he, hk, nh, dt, 0, 1, 0)
                 : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 0, 0);
+                              hx, he, hk, nh, dt, 0, 0, 0);
+    dense = nh - nb > QRS__FP_BLOCK / 64;
     for (j = full; j < end; j++) {
       xf = (float)load1(v->data, j, dt);
       df = (xf - m) * invt;
@@ -1533,9 +1548,10 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
 {
   vfl x, d, mv, iv, lv, hv, e;
   vk key;
-  size_t j, n, nh0;
+  size_t j, n, nh0, nb, end;
   unsigned mask;
   float df;
+  int dense;
 
   n = v->n;
   nh0 = nh;
@@ -1545,12 +1561,25 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
   hv = KS(splatf)(dhi);
   e = KS(splatf)(0.0f);
   key = (vk)e;
-  for (j = 0; j + KW <= n; j += KW) {
-    x = KS(loadf)(v->data, j, dt);
-    d = invt == 1.0f ? x - mv : (x - mv) * iv;
-    mask = KS(maskf)((vk)(d > lv) & (vk)(d <= hv));
-    if (mask)
-      nh = KS(fhead)(mask, j, x, e, key, hpos, hx, he, hk, nh);
+  dense = 0;
+  for (j = 0; j + KW <= n;) {
+    /* Blocks after a dense one store without a branch (as the pass). */
+    end = j + QRS__FP_BLOCK < n ? j + QRS__FP_BLOCK : n;
+    nb = nh;
+    for (; j + KW <= end; j += KW) {
+      x = KS(loadf)(v->data, j, dt);
+      d = invt == 1.0f ? x - mv : (x - mv) * iv;
+      mask = KS(maskf)((vk)(d > lv) & (vk)(d <= hv));
+#ifdef KS_COMPRESS
+      if (dense)
+        nh = KS(fhead)(mask, j, x, e, key, hpos, hx, he, hk, nh);
+      else
+#endif
+      if (mask)
+        nh = KS(fhead)(mask, j, x, e, key, hpos, hx, he, hk, nh);
+    }
+    dense = nh - nb > QRS__FP_BLOCK / 64;
+    (void)dense;                /* no branchless store without compress */
   }
   for (; j < n; j++) {
     df = ((float)load1(v->data, j, dt) - m) * invt;

@@ -345,20 +345,23 @@ Test(fastsel, running_max_and_ladder_bands_match_the_double_path)
   struct qrs__fast_stats s0, s1;
   struct qrs__sel_params p;
   size_t n, i;
-  int kind, d, k;
+  int kind, d, k, lv0;
 
+  lv0 = qrs__kernel_level(-1);
   qrs__fast_stats_get(&s0);
-  for (kind = 0; kind < 4; kind++)
+  for (kind = 0; kind < 8; kind++)
     for (d = 0; d < 3; d++) {
+      /* both kernel variants: SSE2 (scalar head stores), AVX2 */
+      qrs__kernel_level(kind < 4 ? 2 : 1);
       n = 20000 + (size_t)(rnd() * 5000.0);
-      make_row(&r, kind == 3 ? 3 : 2, n, QRS_DTYPE_F32);
+      make_row(&r, kind % 4 == 3 ? 3 : 2, n, QRS_DTYPE_F32);
       for (i = 0; i < n; i++) {
-        if (kind == 0)
+        if (kind % 4 == 0)
           r.f[i] += (float)(10.0 * (double)i / (double)n);   /* rising */
-        else if (kind == 1 && i < 3000)
+        else if (kind % 4 == 1 && i < 3000)
           r.f[i] = -INFINITY;                    /* leading -inf blocks */
       }
-      if (kind == 2)
+      if (kind % 4 == 2)
         r.f[n - 5] = 60.0f;                      /* a far larger max */
       make_row_dtype(&r, dts[d]);
       for (k = 0; k < 40; k++) {
@@ -368,10 +371,11 @@ Test(fastsel, running_max_and_ladder_bands_match_the_double_path)
         check(&r, &p, NULL);
       }
     }
+  qrs__kernel_level(lv0);
   qrs__fast_stats_get(&s1);
   cr_expect_eq(mismatches, 0);
-  cr_expect_gt(s1.fast - s0.fast, 300, "fast %llu", s1.fast - s0.fast);
-  cr_expect_gt(s1.bands - s0.bands, 20, "bands %llu",
+  cr_expect_gt(s1.fast - s0.fast, 600, "fast %llu", s1.fast - s0.fast);
+  cr_expect_gt(s1.bands - s0.bands, 40, "bands %llu",
                s1.bands - s0.bands);
 }
 
@@ -390,32 +394,34 @@ Test(fastsel, bad_rows_fail_on_every_fused_path)
   struct qrs__sel_out o;
   struct qrs__view v;
   size_t n, i, at;
-  int d, bad, c, rc;
+  int d, bad, c, rc, lv0;
 
+  lv0 = qrs__kernel_level(-1);
   n = 9000;
-  for (d = 0; d < 3; d++)
+  for (d = 0; d < 6; d++)
     for (bad = 0; bad < 5; bad++)
       for (c = 0; c < 3; c++) {
-        make_row(&r, 5, n, dts[d]);
+        qrs__kernel_level(d < 3 ? 2 : 1);
+        make_row(&r, 5, n, dts[d % 3]);
         at = bad == 3 ? 1500 : n - 1 - (size_t)(rnd() * 100.0);
         if (bad == 3)
           for (i = 0; i < 2048; i++) {       /* -inf blocks, NaN inside */
             r.f[i] = -INFINITY;
-            r.h[i] = d == 1 ? 0xff80u : 0xfc00u;
+            r.h[i] = d % 3 == 1 ? 0xff80u : 0xfc00u;
           }
         for (i = 0; i < n && bad == 2; i++) {
           r.f[i] = -INFINITY;
-          r.h[i] = d == 1 ? 0xff80u : 0xfc00u;
+          r.h[i] = d % 3 == 1 ? 0xff80u : 0xfc00u;
         }
         if (bad == 0 || bad == 3) {
           r.f[at] = NAN;
-          r.h[at] = nan16[d];
+          r.h[at] = nan16[d % 3];
         } else if (bad == 1) {
           r.f[at] = INFINITY;
-          r.h[at] = inf16[d];
+          r.h[at] = inf16[d % 3];
         } else if (bad == 4) {
           r.f[at] = -NAN;
-          r.h[at] = (uint16_t)(nan16[d] | 0x8000u);
+          r.h[at] = (uint16_t)(nan16[d % 3] | 0x8000u);
         }
         p = params(c == 1 ? 0.7 : 1.0, c == 0 ? 0.95 : 1.0, 0.4, 0);
         if (c == 1)
@@ -427,6 +433,7 @@ Test(fastsel, bad_rows_fail_on_every_fused_path)
         cr_expect_eq(rc, QRS_E_LOGITS, "dtype %d bad %d config %d: %d", d,
                      bad, c, rc);
       }
+  qrs__kernel_level(lv0);
 }
 
 /* The top-k heap's pass gives the scan's max (or scans when its float sum
