@@ -55,6 +55,8 @@ typedef size_t (*fpass_fn)(const struct qrs__view *, float, float, double,
 typedef size_t (*fband_fn)(const struct qrs__view *, float, float, float,
                            float, uint32_t *, float *, float *, int32_t *,
                            size_t);
+typedef size_t (*fcscan_fn)(const struct qrs__view *, double, double,
+                            uint32_t *, float *, float *, int *, int *);
 typedef size_t (*fcollect_fn)(const struct qrs__view *, double, double,
                               double, float, uint32_t *, double *, size_t);
 
@@ -600,6 +602,42 @@ qrs__kfband(const struct qrs__view *v, float m, float invt, float dlo,
                                     nh);
   qrs__fpenv_leave(fe);
   return r;
+}
+
+int
+qrs__kcollect_scan(const struct qrs__view *v, double pinv, double dlo,
+                   uint32_t *pos, double *x, size_t cap, uint32_t *tpos,
+                   float *tx, struct qrs__scan *sc, size_t *ret_cnt)
+{
+  unsigned fe;
+  size_t nt, i, cnt;
+  float m;
+  int odd, ok;
+
+  if (v->dtype == QRS_DTYPE_F64 || !(pinv > 0.0) || !isfinite(dlo))
+    return 0;
+  fe = qrs__fpenv_enter();
+  nt = PICK(fcscan_fns, v->dtype & 3)(v, dlo, pinv, tpos, tx, &m, &odd,
+                                      &ok);
+  if (!ok || odd || m == -INFINITY) {
+    qrs__fpenv_leave(fe);
+    return 0;
+  }
+  sc->max = m;
+  sc->has_nan = sc->has_posinf = 0;
+  /* The exact test against the final max, as qrs__kcollect() decides. */
+  for (i = cnt = 0; i < nt; i++) {
+    if (!(((double)tx[i] - sc->max) * pinv >= dlo))
+      continue;
+    if (cnt < cap) {
+      pos[cnt] = tpos[i];
+      x[cnt] = tx[i];
+    }
+    cnt++;
+  }
+  *ret_cnt = cnt;
+  qrs__fpenv_leave(fe);
+  return 1;
 }
 
 /* The float exp of the fast path for one value (tests check its error

@@ -117,6 +117,17 @@ void qrs__kexp(double *v, size_t n, double m, double invt);
 size_t qrs__ktopk(const struct qrs__view *v, size_t k, uint32_t *pos,
                   double *x);
 
+/* qrs__kscan() and qrs__kcollect(v, max, pinv, whole row, dlo, INFINITY,
+   pos, x, cap, NULL) in one pass over a float32 / 16-bit row (blocks read
+   once, candidates against the running max in tpos / tx: room for the
+   row + 16).  Returns 1 with *sc and *ret_cnt (the count, which may
+   exceed cap), or 0 (nothing set: a float64 row, a threshold outside the
+   float range, no finite max, or a float sum that cannot rule out a NaN
+   or +inf) when the caller must scan. */
+int qrs__kcollect_scan(const struct qrs__view *v, double pinv, double dlo,
+                       uint32_t *pos, double *x, size_t cap, uint32_t *tpos,
+                       float *tx, struct qrs__scan *sc, size_t *ret_cnt);
+
 /* qrs__ktopk() and qrs__kscan() in one pass over a float32 / 16-bit row
    (float64 rows: two passes). */
 size_t qrs__ktopk_scan(const struct qrs__view *v, size_t k, uint32_t *pos,

@@ -1263,8 +1263,10 @@ KS(fhead)(unsigned mask, size_t i, vfl x, vfl e, vk key, uint32_t *hpos,
   perm = KS_COMPRESS(mask);
   KS_PERMSTORE(hpos + nh, pv, perm);
   KS_PERMSTORE(hx + nh, x, perm);
-  KS_PERMSTORE(he + nh, e, perm);
-  KS_PERMSTORE(hk + nh, key, perm);
+  if (he)
+    KS_PERMSTORE(he + nh, e, perm);
+  if (hk)
+    KS_PERMSTORE(hk + nh, key, perm);
   return nh + (size_t)__builtin_popcount(mask);
 #else
   int j;
@@ -1274,8 +1276,10 @@ KS(fhead)(unsigned mask, size_t i, vfl x, vfl e, vk key, uint32_t *hpos,
     mask &= mask - 1;
     hpos[nh] = (uint32_t)(i + (size_t)j);
     hx[nh] = x[j];
-    he[nh] = e[j];
-    hk[nh] = key[j];
+    if (he)
+      he[nh] = e[j];
+    if (hk)
+      hk[nh] = key[j];
     nh++;
   }
   return nh;
@@ -1621,6 +1625,133 @@ KS_FBAND(bf16, QRS_DTYPE_BF16)
 
 static const fband_fn KS(fband_fns)[4] = {
   KS(fband_f32), KS(fband_f16), KS(fband_bf16), NULL,
+};
+
+/* A float threshold below every x with (x - m) * pinv >= dlo (the exact
+   test follows); NaN when it leaves the float range. */
+static inline __attribute__((always_inline)) float
+KS(fcthr)(float m, double dlo, double pinv)
+{
+  double thr;
+
+  thr = (double)m + dlo / pinv;
+  thr -= 1e-5 * (fabs((double)m) + fabs(dlo / pinv)) + 1e-30;
+  if (!(thr > -FLT_MAX && thr < FLT_MAX))
+    return NAN;
+  return nextafterf((float)thr, -INFINITY);
+}
+
+/* The max of a float32 / 16-bit row and, in the same pass (blocks of
+   QRS__FP_BLOCK read from memory once), the candidates x >= thr(max)
+   against the running max (a superset of the final set: the threshold
+   only rises), compressed into tpos / tx (room for the row + 16).
+   thr(m) is the caller's float threshold for a max m (NaN: none fits
+   float; then 0 is returned with *ret_ok 0).  *ret_odd: a float sum of
+   every value is NaN or +inf (a NaN or +inf may be in the row).  Returns
+   the candidates' count; *ret_max the max. */
+static inline __attribute__((always_inline)) size_t
+KS(fcscan_impl)(const struct qrs__view *v, double dlo, double pinv,
+                uint32_t *tpos, float *tx, float *ret_max, int *ret_odd,
+                int *ret_ok, int dt)
+{
+  vfl x, x1, bm0, bm1, acc, tv, e;
+  vk key;
+  size_t i, j, k, n, nt, end, full;
+  unsigned mask;
+  float m, bm, xf, thr;
+  int l, odd;
+
+  n = v->n;
+  nt = 0;
+  m = -INFINITY;
+  thr = INFINITY;
+  odd = 0;
+  acc = e = KS(splatf)(0.0f);
+  key = (vk)e;
+  *ret_ok = 1;
+  for (i = 0; i < n; i = end) {
+    end = i + QRS__FP_BLOCK < n ? i + QRS__FP_BLOCK : n;
+    full = i + ((end - i) & ~(size_t)(KW - 1));
+    bm0 = bm1 = KS(splatf)(-INFINITY);
+    for (j = i; j + 2 * KW <= full; j += 2 * KW) {
+      x = KS(loadf)(v->data, j, dt);
+      x1 = KS(loadf)(v->data, j + KW, dt);
+      acc += x + x1;
+      bm0 = KS_VMAX(x, bm0);
+      bm1 = KS_VMAX(x1, bm1);
+    }
+    for (; j < full; j += KW) {
+      x = KS(loadf)(v->data, j, dt);
+      acc += x;
+      bm0 = KS_VMAX(x, bm0);
+    }
+    bm0 = KS_VMAX(bm1, bm0);
+    bm = bm0[0];
+    for (l = 1; l < KW; l++)
+      bm = bm0[l] > bm ? bm0[l] : bm;
+    for (j = full; j < end; j++) {
+      xf = (float)load1(v->data, j, dt);
+      odd |= !(xf < INFINITY);
+      bm = xf > bm ? xf : bm;
+    }
+    if (bm > m) {
+      m = bm;
+      thr = KS(fcthr)(m, dlo, pinv);
+      if (thr != thr) {
+        *ret_ok = 0;
+        return 0;
+      }
+      /* The candidates so far against the raised threshold. */
+      for (j = k = 0; j < nt; j++)
+        if (tx[j] >= thr) {
+          tpos[k] = tpos[j];
+          tx[k] = tx[j];
+          k++;
+        }
+      nt = k;
+    }
+    if (m == -INFINITY)
+      continue;
+    tv = KS(splatf)(thr);
+    for (j = i; j < full; j += KW) {
+      x = KS(loadf)(v->data, j, dt);
+      mask = KS(maskf)((vk)(x >= tv));
+      if (mask)
+        nt = KS(fhead)(mask, j, x, e, key, tpos, tx, (float *)NULL,
+                       (int32_t *)NULL, nt);
+    }
+    for (j = full; j < end; j++) {
+      xf = (float)load1(v->data, j, dt);
+      if (xf >= thr) {
+        tpos[nt] = (uint32_t)j;
+        tx[nt] = xf;
+        nt++;
+      }
+    }
+  }
+  for (l = 0; l < KW; l++)
+    odd |= !(acc[l] < INFINITY);
+  *ret_odd = odd;
+  *ret_max = m;
+  return nt;
+}
+
+#define KS_FCSCAN(sfx, dt) \
+  static KS_TARGET size_t \
+  KS(fcscan_##sfx)(const struct qrs__view *v, double dlo, double pinv, \
+                   uint32_t *tpos, float *tx, float *ret_max, int *ret_odd, \
+                   int *ret_ok) \
+  { \
+    return KS(fcscan_impl)(v, dlo, pinv, tpos, tx, ret_max, ret_odd, \
+                           ret_ok, dt); \
+  }
+
+KS_FCSCAN(f32, QRS_DTYPE_F32)
+KS_FCSCAN(f16, QRS_DTYPE_F16)
+KS_FCSCAN(bf16, QRS_DTYPE_BF16)
+
+static const fcscan_fn KS(fcscan_fns)[4] = {
+  KS(fcscan_f32), KS(fcscan_f16), KS(fcscan_bf16), NULL,
 };
 
 #define KS_FPASS(sfx, dt) \

@@ -569,8 +569,13 @@ compact(struct qrs__sel_ws *ws, struct cset *s, double pinv, double pmin,
 
   pos = ws->cpos + (size_t)slot * QRS__SMALL_CAP;
   x = ws->cx + (size_t)slot * QRS__SMALL_CAP;
-  cnt = qrs__kcollect(&s->v, s->m, pinv, &s->b, pmin, INFINITY, pos, x,
-                      QRS__SMALL_CAP, NULL);
+  if (slot == 0 && ws->cready && !s->ids && s->b.x == -INFINITY &&
+      s->b.i == 0 && pinv == ws->cpinv && pmin == ws->cpmin)
+    cnt = ws->ccnt;             /* the scan's pass collected them */
+  else
+    cnt = qrs__kcollect(&s->v, s->m, pinv, &s->b, pmin, INFINITY, pos, x,
+                        QRS__SMALL_CAP, NULL);
+  ws->cready = 0;
   if (cnt > QRS__SMALL_CAP)
     return SIZE_MAX;
   for (i = 0; i < cnt; i++)
@@ -1263,6 +1268,7 @@ select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
             struct qrs__sel_out *out)
 {
   struct qrs__scan sc;
+  double invt;
   int r, fast;
 
   if (row->n > ws->cap || p->T == INFINITY)
@@ -1285,6 +1291,25 @@ select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
     qrs__ktopk_scan(row, (size_t)p->top_k, ws->kpos, ws->kx, &sc);
     ws->kready = (size_t)p->top_k;
     scan = &sc;
+  }
+  ws->cready = 0;
+  if (!scan && p->T > 0.0 && !fast &&
+      (p->order == QRS__ORDER_REFERENCE ||
+       p->order == QRS__ORDER_TRUNCATE_FIRST) &&
+      p->min_p > 0.0 && p->min_p <= 1.0 &&
+      !(p->top_k > 0 && (unsigned long long)p->top_k < row->n) &&
+      inv_temp(p->T, row, &invt) == 0) {
+    /* min-p's cut (sel_reference's first compaction) in the scan's pass:
+       the candidates against the running max, then the exact test. */
+    ws->cpinv = p->order == QRS__ORDER_TRUNCATE_FIRST ? 1.0 : invt;
+    ws->cpmin = log(p->min_p);
+    if (ws->cpmin > QRS__D_UNDERFLOW &&
+        qrs__kcollect_scan(row, ws->cpinv, ws->cpmin, ws->cpos, ws->cx,
+                           QRS__SMALL_CAP, ws->fpos, ws->fx, &sc,
+                           &ws->ccnt)) {
+      ws->cready = 1;
+      scan = &sc;
+    }
   }
   if (!scan) {
     qrs__kscan(row, &sc);

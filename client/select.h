@@ -75,6 +75,11 @@ struct qrs__sel_ws {
   double *kx;
   size_t kready;                  /* the list already holds the top
                                      kready of this selection's row */
+  /* cpos / cx slot 0 already hold this selection's row's elements with
+     (x - max) * cpinv >= cpmin (ccnt of them) */
+  int cready;
+  size_t ccnt;
+  double cpinv, cpmin;
   double *hz;                     /* QRS__NBUCKET: mass histogram */
   double *hw;
   uint32_t *hpos;                 /* QRS__HEAD_CAP: the head list */
