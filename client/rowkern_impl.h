@@ -1080,15 +1080,15 @@ static const fcollect_fn KS(fcollect_fns)[4] = {
    FEXP_MIN (where the result would leave the normal range). */
 #define FEXP_MIN (-87.0f)
 
+/* exp(d) in float for FEXP_MIN <= d <= 0 (no clamp: the caller's); a
+   NaN d gives a NaN or garbage, never an exception. */
 static inline __attribute__((always_inline)) vfl
-KS(expf)(vfl d)
+KS(expf_core)(vfl d)
 {
   vfl kf, r, p;
-  vk ki, lo;
+  vk ki;
 
-  lo = d < FEXP_MIN;
-  d = (vfl)(((vk)d & ~lo) | ((vk)KS(splatf)(FEXP_MIN) & lo));
-  kf = d * 1.44269504f + 12582912.0f;       /* round to nearest */
+  kf = d * 1.44269504f + 12582912.0f;
   ki = (vk)kf - (vk)KS(splatf)(12582912.0f);
   kf = kf - 12582912.0f;
   r = d - kf * 0.693145751953125f;
@@ -1099,8 +1099,17 @@ KS(expf)(vfl d)
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  p = (vfl)((vk)p + (ki << 23));
-  return (vfl)((vk)p & ~lo);
+  return (vfl)((vk)p + (ki << 23));
+}
+
+static inline __attribute__((always_inline)) vfl
+KS(expf)(vfl d)
+{
+  vk lo;
+
+  lo = d < FEXP_MIN;
+  d = (vfl)(((vk)d & ~lo) | ((vk)KS(splatf)(FEXP_MIN) & lo));
+  return (vfl)((vk)KS(expf_core)(d) & ~lo);
 }
 
 static KS_TARGET float
@@ -1284,28 +1293,6 @@ KS(fhead)(unsigned mask, size_t i, vfl x, vfl e, vk key, uint32_t *hpos,
   }
   return nh;
 #endif
-}
-
-/* exp(d) in float for FEXP_MIN <= d <= 0 (no clamp: the caller's); a
-   NaN d gives a NaN or garbage, never an exception. */
-static inline __attribute__((always_inline)) vfl
-KS(expf_core)(vfl d)
-{
-  vfl kf, r, p;
-  vk ki;
-
-  kf = d * 1.44269504f + 12582912.0f;
-  ki = (vk)kf - (vk)KS(splatf)(12582912.0f);
-  kf = kf - 12582912.0f;
-  r = d - kf * 0.693145751953125f;
-  r = r - kf * 1.428606765330187e-06f;
-  p = 1.0f / 720 * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  return (vfl)((vk)p + (ki << 23));
 }
 
 /* The weights of [i, full) (whole vectors) against max m: the sums

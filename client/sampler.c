@@ -500,6 +500,9 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
      it (the fast path in its own first pass) and reports a bad row. */
   lazy = !need_h && s->st.kind == QRS__T_FIXED;
   if (lazy) {
+    /* row.scan stays a placeholder (max 0, no NaN): it only has to pass
+       the strategy's row check; the fixed strategy reads nothing else of
+       the row, and the selection gets no scan. */
     memset(&row, 0, sizeof(row));
     row.v.data = logits;
     row.v.dtype = dtype;
