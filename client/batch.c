@@ -30,7 +30,12 @@ struct qrs_pool {
   size_t esize, n, stride, nrows;
   enum qrs_dtype dtype;
   struct qrs_batch_row *rows;
-  size_t next;                    /* atomic: next row to take */
+  /* atomic: next row to take; 64 bytes of padding on either side keep it
+     off the cache lines of the batch's fields, so taking a row does not
+     evict them from the other threads' caches */
+  char pad0[64];
+  size_t next;
+  char pad1[64];
   /* duplicate check: sorted sampler pointers */
   struct qrs_sampler **sorted;
   size_t sorted_cap;

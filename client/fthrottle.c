@@ -296,8 +296,8 @@ attempt(struct ft *f, float dhead, const struct qrs__sel_params *p,
   int b, incl, r;
 
   f->dhead = dhead;
-  f->nh = qrs__kfpass(f->row, f->mf, f->invf, dhead, ws->fpos,
-                      ws->fx, ws->fe, &f->fp);
+  f->nh = qrs__kfpass(f->row, f->mf, f->invf, f->invt, dhead, ws->fpos,
+                      ws->fx, ws->fe, ws->fk, &f->fp);
   if (f->fp.cnt_a != f->fp.cnt_b)
     return 2;                   /* weights at the underflow limit */
   /* Counting sort of the head by bucket into lpos / lx. */

@@ -43,13 +43,20 @@ typedef size_t (*cbucket_fn)(const struct qrs__view *, double, double,
                              double *, size_t *);
 typedef size_t (*topk_fn)(const struct qrs__view *, size_t, uint32_t *,
                           double *);
+typedef size_t (*topkscan_fn)(const struct qrs__view *, size_t, uint32_t *,
+                              double *, int *);
 typedef double (*floor_fn)(const struct qrs__view *, double *);
 typedef int (*scanh_fn)(const struct qrs__view *, struct qrs__scan *,
                         struct qrs__mass *);
 typedef void (*exp_fn)(double *, size_t, double, double);
-typedef size_t (*fpass_fn)(const struct qrs__view *, float, float, float,
-                           uint32_t *, float *, float *,
+typedef size_t (*fpass_fn)(const struct qrs__view *, float, float, double,
+                           float, uint32_t *, float *, float *, int32_t *,
                            struct qrs__fpass *);
+typedef size_t (*fband_fn)(const struct qrs__view *, float, float, float,
+                           float, uint32_t *, float *, float *, int32_t *,
+                           size_t);
+typedef size_t (*fcscan_fn)(const struct qrs__view *, double, double,
+                            uint32_t *, float *, float *, int *, int *);
 typedef size_t (*fcollect_fn)(const struct qrs__view *, double, double,
                               double, float, uint32_t *, double *, size_t);
 
@@ -266,6 +273,12 @@ anyk_4(v4si m)
 
 #define KS(name) name##_sse2
 #define KS_TARGET
+#define KS_VMAX(a, b) \
+  ((v4sf)(((v4si)((a) > (b)) & (v4si)(a)) | (~(v4si)((a) > (b)) & (v4si)(b))))
+#define KS_LOHALF(f) \
+  __builtin_convertvector(__builtin_shufflevector((f), (f), 0, 1), v2df)
+#define KS_HIHALF(f) \
+  __builtin_convertvector(__builtin_shufflevector((f), (f), 2, 3), v2df)
 #define KS_LOAD_F32(p) load_f32_2(p)
 #define KS_STORE_KEYS(p, t) store_keys_2(p, t)
 #define KS_ANYK(m) anyk_4(m)
@@ -282,6 +295,9 @@ anyk_4(v4si m)
 #include "rowkern_impl.h"
 #undef KS
 #undef KS_TARGET
+#undef KS_VMAX
+#undef KS_LOHALF
+#undef KS_HIHALF
 #undef KS_LOAD_F32
 #undef KS_STORE_KEYS
 #undef KS_MOVEMASK
@@ -305,9 +321,13 @@ typedef int32_t v8si __attribute__((vector_size(32)));
 typedef float v8sf __attribute__((vector_size(32)));
 
 #pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#pragma GCC target("avx2,fma,f16c,bmi2,popcnt")
 #define KS(name) name##_avx2
 #define KS_TARGET
+#define KS_VMAX(a, b) ((v8sf)_mm256_max_ps((__m256)(a), (__m256)(b)))
+#define KS_LOHALF(f) ((v4df)_mm256_cvtps_pd(_mm256_castps256_ps128((__m256)(f))))
+#define KS_HIHALF(f) \
+  ((v4df)_mm256_cvtps_pd(_mm256_extractf128_ps((__m256)(f), 1)))
 #define KS_LOAD_F32(p) ((v4df)_mm256_cvtps_pd(_mm_loadu_ps(p)))
 #define KS_MOVEMASK(m) _mm256_movemask_pd((__m256d)(m))
 #define KS_MOVEMASKF(m) _mm256_movemask_ps((__m256)(m))
@@ -317,6 +337,15 @@ typedef float v8sf __attribute__((vector_size(32)));
   ((v8sf)_mm256_slli_epi32( \
       _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
 #define KS_ANYK(m) (_mm256_movemask_epi8((__m256i)(m)) != 0)
+/* The permutation that packs the lanes of an 8-bit mask to the front. */
+#define KS_COMPRESS(mask) \
+  ((v8si)_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)_pext_u64( \
+      0x0706050403020100ull, \
+      _pdep_u64((mask), 0x0101010101010101ull) * 0xffu))))
+#define KS_PERMSTORE(p, a, perm) \
+  _mm256_storeu_si256((__m256i *)(void *)(p), \
+                      _mm256_permutevar8x32_epi32((__m256i)(a), \
+                                                  (__m256i)(perm)))
 #define KW 8
 #define vk v8si
 #define vfl v8sf
@@ -333,6 +362,9 @@ typedef float v8sf __attribute__((vector_size(32)));
 #include "rowkern_impl.h"
 #undef KS
 #undef KS_TARGET
+#undef KS_VMAX
+#undef KS_LOHALF
+#undef KS_HIHALF
 #undef KS_LOAD_F32
 #undef KS_LOAD_F16
 #undef KS_LOAD_BF16
@@ -342,6 +374,8 @@ typedef float v8sf __attribute__((vector_size(32)));
 #undef KS_LOADF_F16
 #undef KS_LOADF_BF16
 #undef KS_ANYK
+#undef KS_COMPRESS
+#undef KS_PERMSTORE
 #undef KW
 #undef vk
 #undef vfl
@@ -366,7 +400,8 @@ level(void)
 #ifdef HAVE_AVX2_VARIANT
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c"))
+      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2") &&
+      __builtin_cpu_supports("popcnt"))
     l = 2;
 #endif
   __atomic_store_n(&kernel_level, l, __ATOMIC_RELAXED);
@@ -489,6 +524,32 @@ qrs__ktopk(const struct qrs__view *v, size_t k, uint32_t *pos, double *x)
   return r;
 }
 
+size_t
+qrs__ktopk_scan(const struct qrs__view *v, size_t k, uint32_t *pos,
+                double *x, struct qrs__scan *sc)
+{
+  unsigned fe;
+  size_t r, i;
+  int odd;
+
+  if (k == 0 || k > QRS__TOPK_HEAP || k > v->n)
+    return 0;
+  fe = qrs__fpenv_enter();
+  odd = 1;
+  r = PICK(topkscan_fns, v->dtype & 3)(v, k, pos, x, &odd);
+  if (odd || v->dtype == QRS_DTYPE_F64) {
+    PICK(scan_fns, v->dtype & 3)(v, sc);
+  } else {
+    /* No NaN, no +inf: the max is the largest of the top k. */
+    sc->max = -INFINITY;
+    for (i = 0; i < r; i++)
+      sc->max = x[i] > sc->max ? x[i] : sc->max;
+    sc->has_nan = sc->has_posinf = 0;
+  }
+  qrs__fpenv_leave(fe);
+  return r;
+}
+
 double
 qrs__kfloor(const struct qrs__view *v, double *ret_max)
 {
@@ -516,15 +577,67 @@ qrs__kscan_entropy(const struct qrs__view *v, struct qrs__scan *sc,
 }
 
 size_t
-qrs__kfpass(const struct qrs__view *v, float m, float invt, float dhead,
-            uint32_t *hpos, float *hx, float *he, struct qrs__fpass *ret)
+qrs__kfpass(const struct qrs__view *v, float m, float invt, double invtd,
+            float dhead, uint32_t *hpos, float *hx, float *he, int32_t *hk,
+            struct qrs__fpass *ret)
 {
   unsigned fe = qrs__fpenv_enter();
   size_t r;
 
-  r = PICK(fpass_fns, v->dtype & 3)(v, m, invt, dhead, hpos, hx, he, ret);
+  r = PICK(fpass_fns, v->dtype & 3)(v, m, invt, invtd, dhead, hpos, hx, he,
+                                    hk, ret);
   qrs__fpenv_leave(fe);
   return r;
+}
+
+size_t
+qrs__kfband(const struct qrs__view *v, float m, float invt, float dlo,
+            float dhi, uint32_t *hpos, float *hx, float *he, int32_t *hk,
+            size_t nh)
+{
+  unsigned fe = qrs__fpenv_enter();
+  size_t r;
+
+  r = PICK(fband_fns, v->dtype & 3)(v, m, invt, dlo, dhi, hpos, hx, he, hk,
+                                    nh);
+  qrs__fpenv_leave(fe);
+  return r;
+}
+
+int
+qrs__kcollect_scan(const struct qrs__view *v, double pinv, double dlo,
+                   uint32_t *pos, double *x, size_t cap, uint32_t *tpos,
+                   float *tx, struct qrs__scan *sc, size_t *ret_cnt)
+{
+  unsigned fe;
+  size_t nt, i, cnt;
+  float m;
+  int odd, ok;
+
+  if (v->dtype == QRS_DTYPE_F64 || !(pinv > 0.0) || !isfinite(dlo))
+    return 0;
+  fe = qrs__fpenv_enter();
+  nt = PICK(fcscan_fns, v->dtype & 3)(v, dlo, pinv, tpos, tx, &m, &odd,
+                                      &ok);
+  if (!ok || odd || m == -INFINITY) {
+    qrs__fpenv_leave(fe);
+    return 0;
+  }
+  sc->max = m;
+  sc->has_nan = sc->has_posinf = 0;
+  /* The exact test against the final max, as qrs__kcollect() decides. */
+  for (i = cnt = 0; i < nt; i++) {
+    if (!(((double)tx[i] - sc->max) * pinv >= dlo))
+      continue;
+    if (cnt < cap) {
+      pos[cnt] = tpos[i];
+      x[cnt] = tx[i];
+    }
+    cnt++;
+  }
+  *ret_cnt = cnt;
+  qrs__fpenv_leave(fe);
+  return 1;
 }
 
 /* The float exp of the fast path for one value (tests check its error

@@ -117,6 +117,22 @@ void qrs__kexp(double *v, size_t n, double m, double invt);
 size_t qrs__ktopk(const struct qrs__view *v, size_t k, uint32_t *pos,
                   double *x);
 
+/* qrs__kscan() and qrs__kcollect(v, max, pinv, whole row, dlo, INFINITY,
+   pos, x, cap, NULL) in one pass over a float32 / 16-bit row (blocks read
+   once, candidates against the running max in tpos / tx: room for the
+   row + 16).  Returns 1 with *sc and *ret_cnt (the count, which may
+   exceed cap), or 0 (nothing set: a float64 row, a threshold outside the
+   float range, no finite max, or a float sum that cannot rule out a NaN
+   or +inf) when the caller must scan. */
+int qrs__kcollect_scan(const struct qrs__view *v, double pinv, double dlo,
+                       uint32_t *pos, double *x, size_t cap, uint32_t *tpos,
+                       float *tx, struct qrs__scan *sc, size_t *ret_cnt);
+
+/* qrs__ktopk() and qrs__kscan() in one pass over a float32 / 16-bit row
+   (float64 rows: two passes). */
+size_t qrs__ktopk_scan(const struct qrs__view *v, size_t k, uint32_t *pos,
+                       double *x, struct qrs__scan *sc);
+
 /* qrs__kscan() and the entropy sums z, w, w2 of the whole row at T = 1
    (ms->z, w, w2; nothing else of ms) in one pass over memory.  The sums
    are meaningless when the scan finds a NaN, +inf or no finite value. */
@@ -181,6 +197,11 @@ qrs__fpenv_leave(unsigned csr)
 #define QRS__FP_C1 (3.01 * QRS__FP_U)
 #define QRS__FP_DMIN (-87.0)
 
+/* Values per block of the float pass (read from memory once), and its
+   head buckets: key = min(QRS__FP_NB - 1, trunc(-d * 16)). */
+#define QRS__FP_BLOCK 1024
+#define QRS__FP_NB 256
+
 struct qrs__fpass {
   double z;                   /* sum of the float weights outside the
                                  head (d < dhead) */
@@ -188,15 +209,31 @@ struct qrs__fpass {
                                  bound) */
   size_t cnt_a;               /* elements with float d >= -745.0 */
   size_t cnt_b;               /* elements with float d >= -745.3 */
+  float max;                  /* the max used (found, when fused) */
+  int bad;                    /* fused: a NaN, +inf, or no value above
+                                 -inf (nothing else is set) */
 };
 
 /* float32 / 16-bit rows only: the pass above over the whole row at
-   max m, inverse temperature invt; the head list (elements with float
-   d >= dhead) goes to hpos / hx / he (room for the whole row).  Returns
-   the head's length. */
+   max m, inverse temperature invt (invtd: the same in double, for the
+   rescaling of a fused pass); m NaN: the max is found in the same pass
+   (fused: blocks of QRS__FP_BLOCK, a running max).  The head list
+   (elements with float d > dhead; fused: against the running max, so
+   possibly a few more) goes to hpos / hx / he / hk (position, value,
+   float weight against the final max, bucket key), which need room for
+   the whole row plus 16 entries.  Returns the head's length. */
 size_t qrs__kfpass(const struct qrs__view *v, float m, float invt,
-                   float dhead, uint32_t *hpos, float *hx, float *he,
-                   struct qrs__fpass *ret);
+                   double invtd, float dhead, uint32_t *hpos, float *hx,
+                   float *he, int32_t *hk, struct qrs__fpass *ret);
+
+/* The ladder's band pass: the elements with dlo < d <= dhi (d exactly as
+   qrs__kfpass() computes it at max m; dlo >= -16) appended to the head
+   lists from nh (the same layout; room for the whole row + 16).  Returns
+   the new length.  No exponential over the row: a compare in logit
+   space, the weights on the compact list. */
+size_t qrs__kfband(const struct qrs__view *v, float m, float invt,
+                   float dlo, float dhi, uint32_t *hpos, float *hx,
+                   float *he, int32_t *hk, size_t nh);
 float qrs__kexpf(float d);
 
 /* The real floor of the benchmark: the same in float32 (degree-6

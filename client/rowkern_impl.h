@@ -128,6 +128,8 @@ KS(maskf)(vk m)
 
 #define FMAX(a, b) \
   ((vfl)(((vk)((a) > (b)) & (vk)(a)) | (~(vk)((a) > (b)) & (vk)(b))))
+#define FMIN(a, b) \
+  ((vfl)(((vk)((a) < (b)) & (vk)(a)) | (~(vk)((a) < (b)) & (vk)(b))))
 
 /* VW values from data[i..), n: row length (lanes past it are 0). */
 static inline __attribute__((always_inline)) vd
@@ -682,8 +684,10 @@ static const scan_fn KS(scan_fns)[4] = {
    equal value). */
 static inline __attribute__((always_inline)) size_t
 KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
-              double *xo, int dt)
+              double *xo, int *odd, int dt)
 {
+  vfl acc = KS(splatf)(0.0f);
+  int oddv = 0;
   struct hitem h[QRS__TOPK_HEAP];
   vd x0, x1, bm;
   size_t i, n, first;
@@ -694,6 +698,7 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
   for (i = 0; i < k; i++) {
     h[i].x = load1(v->data, i, dt);
     h[i].pos = (uint32_t)i;
+    oddv |= !(h[i].x < INFINITY);
   }
   for (i = k / 2; i-- > 0;)
     hsift(h, k, i);
@@ -702,6 +707,7 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
     first = n;
   for (i = k; i < first; i++) {
     xi = load1(v->data, i, dt);
+    oddv |= !(xi < INFINITY);
     if (xi >= h[0].x) {
       h[0].x = xi;
       h[0].pos = (uint32_t)i;
@@ -711,13 +717,20 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
   if (dt != QRS_DTYPE_F64) {
     /* The values are floats: skip KW of them with one float compare
        (h[0].x is one of them, exactly). */
-    vfl hm, q0, q1;
+    vfl hm, q0, q1, a0, a1, a2, a3;
 
-    /* 4 KW values per test while none reaches the heap minimum. */
+    /* 4 KW values per test while none reaches the heap minimum.  acc: a
+       float sum of every value, NaN or +inf when the row may hold a NaN
+       or +inf (or a sum overflowed: then the caller scans). */
     for (i = first; i + 4 * KW <= n; i += 4 * KW) {
-      q0 = FMAX(KS(loadf)(v->data, i, dt), KS(loadf)(v->data, i + KW, dt));
-      q1 = FMAX(KS(loadf)(v->data, i + 2 * KW, dt),
-                KS(loadf)(v->data, i + 3 * KW, dt));
+      a0 = KS(loadf)(v->data, i, dt);
+      a1 = KS(loadf)(v->data, i + KW, dt);
+      a2 = KS(loadf)(v->data, i + 2 * KW, dt);
+      a3 = KS(loadf)(v->data, i + 3 * KW, dt);
+      if (odd)
+        acc += (a0 + a1) + (a2 + a3);
+      q0 = FMAX(a0, a1);
+      q1 = FMAX(a2, a3);
       hm = KS(splatf)((float)h[0].x);
       if (!KS(maskf)((vk)(FMAX(q0, q1) >= hm)))
         continue;
@@ -731,7 +744,10 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
       }
     }
     for (; i + KW <= n; i += KW) {
-      if (!KS(maskf)((vk)(KS(loadf)(v->data, i, dt) >= (float)h[0].x)))
+      a0 = KS(loadf)(v->data, i, dt);
+      if (odd)
+        acc += a0;
+      if (!KS(maskf)((vk)(a0 >= (float)h[0].x)))
         continue;
       for (j = 0; j < KW; j++) {
         xi = load1(v->data, i + (size_t)j, dt);
@@ -744,6 +760,12 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
     }
     first = i;
   }
+  for (i = first; i < n && odd && dt != QRS_DTYPE_F64; i++)
+    oddv |= !(load1(v->data, i, dt) < INFINITY);
+  for (j = 0; j < KW; j++)
+    oddv |= !(acc[j] < INFINITY);
+  if (odd)
+    *odd = oddv;
   for (i = first; i < n; i += 8) {
     x0 = KS(load)(v->data, i, n, dt);
     if (VW == 4) {
@@ -779,7 +801,13 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
   KS(topk_##sfx)(const struct qrs__view *v, size_t k, uint32_t *pos, \
                  double *x) \
   { \
-    return KS(topk_impl)(v, k, pos, x, dt); \
+    return KS(topk_impl)(v, k, pos, x, NULL, dt); \
+  } \
+  static KS_TARGET size_t \
+  KS(topkscan_##sfx)(const struct qrs__view *v, size_t k, uint32_t *pos, \
+                     double *x, int *odd) \
+  { \
+    return KS(topk_impl)(v, k, pos, x, odd, dt); \
   }
 
 KS_TOPK(f32, QRS_DTYPE_F32)
@@ -789,6 +817,10 @@ KS_TOPK(f64, QRS_DTYPE_F64)
 
 static const topk_fn KS(topk_fns)[4] = {
   KS(topk_f32), KS(topk_f16), KS(topk_bf16), KS(topk_f64),
+};
+
+static const topkscan_fn KS(topkscan_fns)[4] = {
+  KS(topkscan_f32), KS(topkscan_f16), KS(topkscan_bf16), KS(topkscan_f64),
 };
 
 /* The floor: blocks of FLOOR_BLOCK values, each read from memory once
@@ -1048,15 +1080,15 @@ static const fcollect_fn KS(fcollect_fns)[4] = {
    FEXP_MIN (where the result would leave the normal range). */
 #define FEXP_MIN (-87.0f)
 
+/* exp(d) in float for FEXP_MIN <= d <= 0 (no clamp: the caller's); a
+   NaN d gives a NaN or garbage, never an exception. */
 static inline __attribute__((always_inline)) vfl
-KS(expf)(vfl d)
+KS(expf_core)(vfl d)
 {
   vfl kf, r, p;
-  vk ki, lo;
+  vk ki;
 
-  lo = d < FEXP_MIN;
-  d = (vfl)(((vk)d & ~lo) | ((vk)KS(splatf)(FEXP_MIN) & lo));
-  kf = d * 1.44269504f + 12582912.0f;       /* round to nearest */
+  kf = d * 1.44269504f + 12582912.0f;
   ki = (vk)kf - (vk)KS(splatf)(12582912.0f);
   kf = kf - 12582912.0f;
   r = d - kf * 0.693145751953125f;
@@ -1067,8 +1099,17 @@ KS(expf)(vfl d)
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  p = (vfl)((vk)p + (ki << 23));
-  return (vfl)((vk)p & ~lo);
+  return (vfl)((vk)p + (ki << 23));
+}
+
+static inline __attribute__((always_inline)) vfl
+KS(expf)(vfl d)
+{
+  vk lo;
+
+  lo = d < FEXP_MIN;
+  d = (vfl)(((vk)d & ~lo) | ((vk)KS(splatf)(FEXP_MIN) & lo));
+  return (vfl)((vk)KS(expf_core)(d) & ~lo);
 }
 
 static KS_TARGET float
@@ -1184,101 +1225,533 @@ static const floor_fn KS(fread_fns)[4] = {
   KS(fread_f32), KS(fread_f16), KS(fread_bf16), NULL,
 };
 
-/* The float pass of the fast selection (select.c): weights
-   e = expf((x - m) * invt) in float, their sum and an upper bound of its
-   error against the exact weights (both over the elements outside the
-   head only: the head's weights are summed by the caller), the counts of d >= -745.0 and
-   d >= -745.3, and the head list: positions, values and weights of the
-   elements with d >= dhead (positions ascending). */
-static inline __attribute__((always_inline)) size_t
-KS(fpass_impl)(const struct qrs__view *v, float m, float invt, float dhead,
-               uint32_t *hpos, float *hx, float *he, struct qrs__fpass *ret,
-               int dt)
+/* The float pass of the fast selection (select.c), in blocks of
+   QRS__FP_BLOCK values, each read from memory once: with fused, the
+   block's max first (the running max; NaN noted), then from L1 the
+   weights e = expf((x - m) * invt) in float against the running max m.
+   The sums over the elements outside the head (d < dhead) go to double
+   vectors after at most 8 float terms per lane, together with the sum of
+   e * d for the bound; when the running max rises they are rescaled by
+   exp((m_old - m_new) * invtd) in double (the head entries already
+   written are recomputed against the final max at the end).  The head
+   (d > dhead against the running max: a superset of the final head)
+   goes to hpos / hx / he / hk (position, value, float weight, bucket
+   key), compressed 8 lanes at a time where the CPU can (the arrays need
+   KW entries of slack).  The counts of d >= -745.0 and d >= -745.3
+   against the final max come from the row's min (every element when the
+   min is above both), else from a counting pass. */
+static inline __attribute__((always_inline)) vk
+KS(fkey)(vfl d)
 {
-  vfl x, d, dc, e, et, zb, rb, mv, iv, hv, lo, c0, c1;
-  vd zd, rd;
-  vk ca, cb, hm;
-  size_t i, n, nh, blk;
-  double z, err;
-  unsigned mask;
-  float xf, df, ef;
+  vfl t = -d * 16.0f;
+
+  t = (vfl)(((vk)(t < (float)(QRS__FP_NB - 1)) & (vk)t) |
+            (~(vk)(t < (float)(QRS__FP_NB - 1)) &
+             (vk)KS(splatf)((float)(QRS__FP_NB - 1))));
+  return __builtin_convertvector(t, vk);
+}
+
+static inline __attribute__((always_inline)) int32_t
+KS(fkey1)(float d)
+{
+  float t = -d * 16.0f;
+
+  return t < (float)(QRS__FP_NB - 1) ? (int32_t)t : QRS__FP_NB - 1;
+}
+
+static inline __attribute__((always_inline)) size_t
+KS(fhead)(unsigned mask, size_t i, vfl x, vfl e, vk key, uint32_t *hpos,
+          float *hx, float *he, int32_t *hk, size_t nh)
+{
+#ifdef KS_COMPRESS
+  vk pv, perm;
   int j;
 
+  for (j = 0; j < KW; j++)
+    pv[j] = (int32_t)(i + (size_t)j);
+  perm = KS_COMPRESS(mask);
+  KS_PERMSTORE(hpos + nh, pv, perm);
+  KS_PERMSTORE(hx + nh, x, perm);
+  if (he)
+    KS_PERMSTORE(he + nh, e, perm);
+  if (hk)
+    KS_PERMSTORE(hk + nh, key, perm);
+  return nh + (size_t)__builtin_popcount(mask);
+#else
+  int j;
+
+  while (mask) {
+    j = __builtin_ctz(mask);
+    mask &= mask - 1;
+    hpos[nh] = (uint32_t)(i + (size_t)j);
+    hx[nh] = x[j];
+    if (he)
+      he[nh] = e[j];
+    if (hk)
+      hk[nh] = key[j];
+    nh++;
+  }
+  return nh;
+#endif
+}
+
+/* The weights of [i, full) (whole vectors) against max m: the sums
+   outside the head into zd / wd (8 float terms per lane at most), the
+   head into the list.  clamp: the block may hold d below FEXP_MIN (else
+   no lane does); unit: invt is 1.  A NaN
+   value makes wd NaN (its d passes every step as NaN). */
+static inline __attribute__((always_inline)) size_t
+KS(fgroups)(const void *data, size_t i, size_t full, vfl mv, vfl iv, vfl hv,
+            vd *zd, vd *wd, uint32_t *hpos, float *hx, float *he,
+            int32_t *hk, size_t nh, int dt, int clamp, int unit, int dense)
+{
+  vfl x, d, dc, e, et, zb, wb, lo;
+  vk hm;
+  size_t j, g;
+  unsigned mask;
+
+  lo = KS(splatf)(FEXP_MIN);
+  for (j = i; j < full;) {
+    zb = wb = KS(splatf)(0.0f);
+    for (g = 0; g < 8 && j < full; g++, j += KW) {
+      x = KS(loadf)(data, j, dt);
+      d = unit ? x - mv : (x - mv) * iv;
+      if (clamp) {
+        dc = KS_VMAX(lo, d);                    /* NaN stays NaN */
+        e = (vfl)((vk)KS(expf_core)(dc) & ~(vk)(d < lo));
+      } else {
+        dc = d;
+        e = KS(expf_core)(d);
+      }
+      hm = (vk)(d > hv);
+      mask = KS(maskf)(hm);
+#ifdef KS_COMPRESS
+      if (dense)        /* no branch: a compressed store of 0 to 8 lanes */
+        nh = KS(fhead)(mask, j, x, e, KS(fkey)(d), hpos, hx, he, hk, nh);
+      else
+#endif
+      if (__builtin_expect(mask != 0, 0))
+        nh = KS(fhead)(mask, j, x, e, KS(fkey)(d), hpos, hx, he, hk, nh);
+      et = (vfl)((vk)e & ~hm);
+      zb += et;
+      wb += et * dc;
+    }
+    *zd += KS_LOHALF(zb) + KS_HIHALF(zb);
+    *wd += KS_LOHALF(wb) + KS_HIHALF(wb);
+  }
+  return nh;
+}
+
+static inline __attribute__((always_inline)) size_t
+KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
+               double invtd, float dhead, uint32_t *hpos, float *hx,
+               float *he, int32_t *hk, struct qrs__fpass *ret, int dt,
+               int fused)
+{
+  vfl x, x1, d, e, mv, iv, hv, lo, bm0, bm1, mn0, mn1;
+  vd zd, wd, fr;
+  vk hm, ca, cb;
+  size_t i, j, n, nh, nb, nstale, end, full;
+  double z, w, extra, f;
+  float m, bm, bmn, xf, df, ef, xmin;
+  int l, clamp, unit, dense;
+
   n = v->n;
-  nh = 0;
-  z = err = 0.0;
-  zd = rd = KS(splat)(0.0);
-  mv = KS(splatf)(m);
+  nh = nstale = 0;
+  extra = 0.0;
+  zd = wd = KS(splat)(0.0);
+  m = fused ? -INFINITY : m_in;
+  unit = invt == 1.0f;
+  dense = 0;
   iv = KS(splatf)(invt);
   hv = KS(splatf)(dhead);
   lo = KS(splatf)(FEXP_MIN);
-  c0 = KS(splatf)(QRS__FP_C0);
-  c1 = KS(splatf)(QRS__FP_C1);
-  ca = cb = (vk)KS(splatf)(0.0f);
-  for (i = 0; i + KW <= n;) {
-    /* Float sums over at most 8 vectors, then into doubles. */
-    zb = rb = KS(splatf)(0.0f);
-    for (blk = 0; blk < 8 && i + KW <= n; blk++, i += KW) {
-      x = KS(loadf)(v->data, i, dt);
-      d = (x - mv) * iv;
-      ca -= (vk)(d >= -745.0f);
-      cb -= (vk)(d >= -745.3f);
-      dc = FMAX(d, lo);
-      e = (vfl)((vk)KS(expf)(dc) & (vk)(d >= lo));
-      hm = (vk)(d >= hv);
-      et = (vfl)((vk)e & ~hm);
-      zb += et;
-      rb += et * (c0 - c1 * dc);
-      mask = KS(maskf)(hm);
-      while (mask) {
-        j = __builtin_ctz(mask);
-        mask &= mask - 1;
-        hpos[nh] = (uint32_t)(i + (size_t)j);
-        hx[nh] = x[j];
-        he[nh] = e[j];
+  xmin = INFINITY;
+  for (i = 0; i < n; i = end) {
+    end = i + QRS__FP_BLOCK < n ? i + QRS__FP_BLOCK : n;
+    full = i + ((end - i) & ~(size_t)(KW - 1));
+    /* The block's max and min, from memory (then it sits in L1). */
+    bm0 = bm1 = KS(splatf)(-INFINITY);
+    mn0 = mn1 = KS(splatf)(INFINITY);
+    for (j = i; j + 2 * KW <= full; j += 2 * KW) {
+      x = KS(loadf)(v->data, j, dt);
+      x1 = KS(loadf)(v->data, j + KW, dt);
+      bm0 = KS_VMAX(x, bm0);
+      bm1 = KS_VMAX(x1, bm1);
+      mn0 = FMIN(x, mn0);
+      mn1 = FMIN(x1, mn1);
+    }
+    for (; j < full; j += KW) {
+      x = KS(loadf)(v->data, j, dt);
+      bm0 = KS_VMAX(x, bm0);
+      mn0 = FMIN(x, mn0);
+    }
+    bm0 = KS_VMAX(bm1, bm0);
+    mn0 = FMIN(mn1, mn0);
+    bm = bm0[0];
+    bmn = mn0[0];
+    for (l = 1; l < KW; l++) {
+      bm = bm0[l] > bm ? bm0[l] : bm;
+      bmn = mn0[l] < bmn ? mn0[l] : bmn;
+    }
+    for (j = full; j < end; j++) {
+      xf = (float)load1(v->data, j, dt);
+      bm = xf > bm ? xf : bm;
+      bmn = xf < bmn ? xf : bmn;
+    }
+    xmin = bmn < xmin ? bmn : xmin;
+    if (fused && bm > m) {
+      if (m > -INFINITY) {
+        /* The sums so far against the new max; the factor's own error
+           (a few double ulps) goes into the bound. */
+        f = exp(((double)m - (double)bm) * invtd);
+        fr = KS(splat)(f);
+        zd *= fr;
+        wd *= fr;
+        extra = extra * f + KS(hsum)(zd) * 1e-12;
+        nstale = nh;
+      }
+      m = bm;
+    }
+    if (m == -INFINITY) {
+      /* Nothing above -inf yet (fused): no weights; only a NaN matters. */
+      for (j = i; j < end; j++) {
+        xf = (float)load1(v->data, j, dt);
+        if (xf != xf)
+          wd[0] = NAN;
+      }
+      continue;
+    }
+    mv = KS(splatf)(m);
+    /* Lanes below FEXP_MIN need the clamp (known from the block's min;
+       a NaN min is no clamp: its d stays NaN either way). */
+    clamp = (bmn - m) * invt < FEXP_MIN;
+    /* A block after one with many head elements takes the compressed
+       store without a branch (a branch taken at random costs more). */
+    nb = nh;
+    if (dense)
+      nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
+                              hx, he, hk, nh, dt, 1, 1, 1)
+                : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
+                              hx, he, hk, nh, dt, 1, 0, 1);
+    else if (clamp)
+      nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
+                              hx, he, hk, nh, dt, 1, 1, 0)
+                : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
+                              hx, he, hk, nh, dt, 1, 0, 0);
+    else
+      nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
+                              hx, he, hk, nh, dt, 0, 1, 0)
+                : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
+                              hx, he, hk, nh, dt, 0, 0, 0);
+    dense = nh - nb > QRS__FP_BLOCK / 64;
+    for (j = full; j < end; j++) {
+      xf = (float)load1(v->data, j, dt);
+      df = (xf - m) * invt;
+      ef = df >= FEXP_MIN ? KS(expf1)(df) : 0.0f;
+      if (df != df) {
+        wd[0] = NAN;            /* as the vector loop: NaN in w */
+      } else if (df <= dhead) {
+        zd[0] += ef;
+        wd[0] += (double)ef * (double)(df > FEXP_MIN ? df : FEXP_MIN);
+      } else {
+        hpos[nh] = (uint32_t)j;
+        hx[nh] = xf;
+        he[nh] = ef;
+        hk[nh] = KS(fkey1)(df);
         nh++;
       }
     }
-    for (j = 0; j < VW; j++) {
-      zd[j] += (double)zb[j] + (double)zb[j + VW];
-      rd[j] += (double)rb[j] + (double)rb[j + VW];
+  }
+  w = KS(hsum)(wd);
+  ret->max = m;
+  ret->bad = fused && (w != w || m == INFINITY || m == -INFINITY);
+  if (ret->bad)
+    return 0;
+  /* Head entries written under an older max: against the final one;
+     those now below dhead go to the sums (their buckets would be
+     incomplete in the list). */
+  mv = KS(splatf)(m);
+  for (j = 0; j + KW <= nstale; j += KW) {
+    memcpy(&x, hx + j, sizeof(x));
+    d = (x - mv) * iv;
+    e = (vfl)((vk)KS(expf)(FMAX(d, lo)) & (vk)(d >= lo));
+    memcpy(he + j, &e, sizeof(e));
+    hm = KS(fkey)(d);
+    memcpy(hk + j, &hm, sizeof(hm));
+  }
+  for (; j < nstale; j++) {
+    df = (hx[j] - m) * invt;
+    he[j] = df >= FEXP_MIN ? KS(expf1)(df) : 0.0f;
+    hk[j] = KS(fkey1)(df);
+  }
+  for (i = j = 0; i < nh; i++) {
+    df = i < nstale ? (hx[i] - m) * invt : 0.0f;
+    if (df <= dhead) {
+      zd[0] += he[i];
+      wd[0] += (double)he[i] * (double)(df > FEXP_MIN ? df : FEXP_MIN);
+      continue;
     }
+    hpos[j] = hpos[i];
+    hx[j] = hx[i];
+    he[j] = he[i];
+    hk[j] = hk[i];
+    j++;
   }
+  nh = j;
   z = KS(hsum)(zd);
-  err = KS(hsum)(rd);
-  ret->cnt_a = ret->cnt_b = 0;
-  for (j = 0; j < KW; j++) {
-    ret->cnt_a += (size_t)ca[j];
-    ret->cnt_b += (size_t)cb[j];
+  w = KS(hsum)(wd);
+  ret->z = z;
+  ret->err = QRS__FP_C0 * z - QRS__FP_C1 * w + extra;
+  /* The counts: every element when even the min is above both limits;
+     else a counting pass (masked or very wide rows). */
+  if ((xmin - m) * invt >= -745.0f) {
+    ret->cnt_a = ret->cnt_b = n;
+    return nh;
   }
-  for (; i < n; i++) {
-    xf = (float)load1(v->data, i, dt);
-    df = (xf - m) * invt;
+  ca = cb = (vk)KS(splatf)(0.0f);
+  for (j = 0; j + KW <= n; j += KW) {
+    d = (KS(loadf)(v->data, j, dt) - mv) * iv;
+    ca -= (vk)(d >= -745.0f);
+    cb -= (vk)(d >= -745.3f);
+  }
+  ret->cnt_a = ret->cnt_b = 0;
+  for (l = 0; l < KW; l++) {
+    ret->cnt_a += (size_t)ca[l];
+    ret->cnt_b += (size_t)cb[l];
+  }
+  for (; j < n; j++) {
+    df = ((float)load1(v->data, j, dt) - m) * invt;
     ret->cnt_a += df >= -745.0f;
     ret->cnt_b += df >= -745.3f;
-    ef = df >= FEXP_MIN ? KS(expf1)(df) : 0.0f;
-    if (df < dhead) {
-      z += ef;
-      err += (double)ef * (QRS__FP_C0 - QRS__FP_C1 * (double)df);
-    } else {
-      hpos[nh] = (uint32_t)i;
-      hx[nh] = xf;
-      he[nh] = ef;
+  }
+  return nh;
+}
+
+/* The band pass of the ladder: the elements with dlo < d <= dhi
+   (d = (x - m) * invt in float exactly as the float pass computes it;
+   -16 <= dlo) appended to the head list from nh, with their float weights
+   and keys.  Returns the new length. */
+static inline __attribute__((always_inline)) size_t
+KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
+               float dhi, uint32_t *hpos, float *hx, float *he, int32_t *hk,
+               size_t nh, int dt)
+{
+  vfl x, d, mv, iv, lv, hv, e;
+  vk key;
+  size_t j, n, nh0, nb, end;
+  unsigned mask;
+  float df;
+  int dense;
+
+  n = v->n;
+  nh0 = nh;
+  mv = KS(splatf)(m);
+  iv = KS(splatf)(invt);
+  lv = KS(splatf)(dlo);
+  hv = KS(splatf)(dhi);
+  e = KS(splatf)(0.0f);
+  key = (vk)e;
+  dense = 0;
+  for (j = 0; j + KW <= n;) {
+    /* Blocks after a dense one store without a branch (as the pass). */
+    end = j + QRS__FP_BLOCK < n ? j + QRS__FP_BLOCK : n;
+    nb = nh;
+    for (; j + KW <= end; j += KW) {
+      x = KS(loadf)(v->data, j, dt);
+      d = invt == 1.0f ? x - mv : (x - mv) * iv;
+      mask = KS(maskf)((vk)(d > lv) & (vk)(d <= hv));
+#ifdef KS_COMPRESS
+      if (dense)
+        nh = KS(fhead)(mask, j, x, e, key, hpos, hx, he, hk, nh);
+      else
+#endif
+      if (mask)
+        nh = KS(fhead)(mask, j, x, e, key, hpos, hx, he, hk, nh);
+    }
+    dense = nh - nb > QRS__FP_BLOCK / 64;
+    (void)dense;                /* no branchless store without compress */
+  }
+  for (; j < n; j++) {
+    df = ((float)load1(v->data, j, dt) - m) * invt;
+    if (df > dlo && df <= dhi) {
+      hpos[nh] = (uint32_t)j;
+      hx[nh] = (float)load1(v->data, j, dt);
       nh++;
     }
   }
-  ret->z = z;
-  ret->err = err;
+  /* Weights and keys on the compact list (no clamp: d > -16). */
+  for (j = nh0; j + KW <= nh; j += KW) {
+    memcpy(&x, hx + j, sizeof(x));
+    d = (x - mv) * iv;
+    e = KS(expf_core)(d);
+    memcpy(he + j, &e, sizeof(e));
+    key = KS(fkey)(d);
+    memcpy(hk + j, &key, sizeof(key));
+  }
+  for (; j < nh; j++) {
+    df = (hx[j] - m) * invt;
+    he[j] = KS(expf1)(df);
+    hk[j] = KS(fkey1)(df);
+  }
   return nh;
 }
+
+#define KS_FBAND(sfx, dt) \
+  static KS_TARGET size_t \
+  KS(fband_##sfx)(const struct qrs__view *v, float m, float invt, \
+                  float dlo, float dhi, uint32_t *hpos, float *hx, \
+                  float *he, int32_t *hk, size_t nh) \
+  { \
+    return KS(fband_impl)(v, m, invt, dlo, dhi, hpos, hx, he, hk, nh, dt); \
+  }
+
+KS_FBAND(f32, QRS_DTYPE_F32)
+KS_FBAND(f16, QRS_DTYPE_F16)
+KS_FBAND(bf16, QRS_DTYPE_BF16)
+
+static const fband_fn KS(fband_fns)[4] = {
+  KS(fband_f32), KS(fband_f16), KS(fband_bf16), NULL,
+};
+
+/* A float threshold below every x with (x - m) * pinv >= dlo (the exact
+   test follows); NaN when it leaves the float range. */
+static inline __attribute__((always_inline)) float
+KS(fcthr)(float m, double dlo, double pinv)
+{
+  double thr;
+
+  thr = (double)m + dlo / pinv;
+  thr -= 1e-5 * (fabs((double)m) + fabs(dlo / pinv)) + 1e-30;
+  if (!(thr > -FLT_MAX && thr < FLT_MAX))
+    return NAN;
+  return nextafterf((float)thr, -INFINITY);
+}
+
+/* The max of a float32 / 16-bit row and, in the same pass (blocks of
+   QRS__FP_BLOCK read from memory once), the candidates x >= thr(max)
+   against the running max (a superset of the final set: the threshold
+   only rises), compressed into tpos / tx (room for the row + 16).
+   thr(m) is the caller's float threshold for a max m (NaN: none fits
+   float; then 0 is returned with *ret_ok 0).  *ret_odd: a float sum of
+   every value is NaN or +inf (a NaN or +inf may be in the row).  Returns
+   the candidates' count; *ret_max the max. */
+static inline __attribute__((always_inline)) size_t
+KS(fcscan_impl)(const struct qrs__view *v, double dlo, double pinv,
+                uint32_t *tpos, float *tx, float *ret_max, int *ret_odd,
+                int *ret_ok, int dt)
+{
+  vfl x, x1, bm0, bm1, acc, tv, e;
+  vk key;
+  size_t i, j, k, n, nt, end, full;
+  unsigned mask;
+  float m, bm, xf, thr;
+  int l, odd;
+
+  n = v->n;
+  nt = 0;
+  m = -INFINITY;
+  thr = INFINITY;
+  odd = 0;
+  acc = e = KS(splatf)(0.0f);
+  key = (vk)e;
+  *ret_ok = 1;
+  for (i = 0; i < n; i = end) {
+    end = i + QRS__FP_BLOCK < n ? i + QRS__FP_BLOCK : n;
+    full = i + ((end - i) & ~(size_t)(KW - 1));
+    bm0 = bm1 = KS(splatf)(-INFINITY);
+    for (j = i; j + 2 * KW <= full; j += 2 * KW) {
+      x = KS(loadf)(v->data, j, dt);
+      x1 = KS(loadf)(v->data, j + KW, dt);
+      acc += x + x1;
+      bm0 = KS_VMAX(x, bm0);
+      bm1 = KS_VMAX(x1, bm1);
+    }
+    for (; j < full; j += KW) {
+      x = KS(loadf)(v->data, j, dt);
+      acc += x;
+      bm0 = KS_VMAX(x, bm0);
+    }
+    bm0 = KS_VMAX(bm1, bm0);
+    bm = bm0[0];
+    for (l = 1; l < KW; l++)
+      bm = bm0[l] > bm ? bm0[l] : bm;
+    for (j = full; j < end; j++) {
+      xf = (float)load1(v->data, j, dt);
+      odd |= !(xf < INFINITY);
+      bm = xf > bm ? xf : bm;
+    }
+    if (bm > m) {
+      m = bm;
+      thr = KS(fcthr)(m, dlo, pinv);
+      if (thr != thr) {
+        *ret_ok = 0;
+        return 0;
+      }
+      /* The candidates so far against the raised threshold. */
+      for (j = k = 0; j < nt; j++)
+        if (tx[j] >= thr) {
+          tpos[k] = tpos[j];
+          tx[k] = tx[j];
+          k++;
+        }
+      nt = k;
+    }
+    if (m == -INFINITY)
+      continue;
+    tv = KS(splatf)(thr);
+    for (j = i; j < full; j += KW) {
+      x = KS(loadf)(v->data, j, dt);
+      mask = KS(maskf)((vk)(x >= tv));
+      if (mask)
+        nt = KS(fhead)(mask, j, x, e, key, tpos, tx, (float *)NULL,
+                       (int32_t *)NULL, nt);
+    }
+    for (j = full; j < end; j++) {
+      xf = (float)load1(v->data, j, dt);
+      if (xf >= thr) {
+        tpos[nt] = (uint32_t)j;
+        tx[nt] = xf;
+        nt++;
+      }
+    }
+  }
+  for (l = 0; l < KW; l++)
+    odd |= !(acc[l] < INFINITY);
+  *ret_odd = odd;
+  *ret_max = m;
+  return nt;
+}
+
+#define KS_FCSCAN(sfx, dt) \
+  static KS_TARGET size_t \
+  KS(fcscan_##sfx)(const struct qrs__view *v, double dlo, double pinv, \
+                   uint32_t *tpos, float *tx, float *ret_max, int *ret_odd, \
+                   int *ret_ok) \
+  { \
+    return KS(fcscan_impl)(v, dlo, pinv, tpos, tx, ret_max, ret_odd, \
+                           ret_ok, dt); \
+  }
+
+KS_FCSCAN(f32, QRS_DTYPE_F32)
+KS_FCSCAN(f16, QRS_DTYPE_F16)
+KS_FCSCAN(bf16, QRS_DTYPE_BF16)
+
+static const fcscan_fn KS(fcscan_fns)[4] = {
+  KS(fcscan_f32), KS(fcscan_f16), KS(fcscan_bf16), NULL,
+};
 
 #define KS_FPASS(sfx, dt) \
   static KS_TARGET size_t \
   KS(fpass_##sfx)(const struct qrs__view *v, float m, float invt, \
-                  float dhead, uint32_t *hpos, float *hx, float *he, \
-                  struct qrs__fpass *ret) \
+                  double invtd, float dhead, uint32_t *hpos, float *hx, \
+                  float *he, int32_t *hk, struct qrs__fpass *ret) \
   { \
-    return KS(fpass_impl)(v, m, invt, dhead, hpos, hx, he, ret, dt); \
+    if (m != m) \
+      return KS(fpass_impl)(v, m, invt, invtd, dhead, hpos, hx, he, hk, \
+                            ret, dt, 1); \
+    return KS(fpass_impl)(v, m, invt, invtd, dhead, hpos, hx, he, hk, ret, \
+                          dt, 0); \
   }
 
 KS_FPASS(f32, QRS_DTYPE_F32)
@@ -1291,6 +1764,7 @@ static const fpass_fn KS(fpass_fns)[4] = {
 
 #undef VSEL
 #undef FMAX
+#undef FMIN
 #undef VZERO
 #undef KS_MASS
 #undef KS_COLLECT

@@ -486,7 +486,7 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
   struct qrs_token_record rec;
   const struct qrs__strategy *ts;
   int64_t t0, t1, t2, t3;
-  int r, need_h;
+  int r, need_h, lazy;
 
   if (!s || !logits || !draw || n == 0 || !dtype_ok(dtype))
     return -EINVAL;
@@ -496,11 +496,24 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
     return 1;
   t0 = now_ns();
   need_h = (s->log && s->log_level > 0) || s->diag;
-  qrs__row_prepare(&row, logits, dtype, n,
-                   need_h || qrs__strategy_wants_h(&s->st));
-  r = qrs__row_check(&row.scan, n);
-  if (r < 0)
-    return r;
+  /* A fixed temperature needs nothing of the row: the selection scans
+     it (the fast path in its own first pass) and reports a bad row. */
+  lazy = !need_h && s->st.kind == QRS__T_FIXED;
+  if (lazy) {
+    /* row.scan stays a placeholder (max 0, no NaN): it only has to pass
+       the strategy's row check; the fixed strategy reads nothing else of
+       the row, and the selection gets no scan. */
+    memset(&row, 0, sizeof(row));
+    row.v.data = logits;
+    row.v.dtype = dtype;
+    row.v.n = n;
+  } else {
+    qrs__row_prepare(&row, logits, dtype, n,
+                     need_h || qrs__strategy_wants_h(&s->st));
+    r = qrs__row_check(&row.scan, n);
+    if (r < 0)
+      return r;
+  }
 
   /* 1. temperature */
   r = qrs__strategy_compute(&s->st, &s->cfg, &row, need_h, &tr);
@@ -537,7 +550,8 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
     sv.dtype = QRS_DTYPE_F64;
     qrs__kscan(&sv, &ss);
   }
-  r = qrs__select(&s->ws, &sv, &ss, &sp, &so);
+  r = qrs__select(&s->ws, &sv, lazy && !tr.transformed ? NULL : &ss, &sp,
+                  &so);
   if (r < 0)
     return r;
   t2 = now_ns();

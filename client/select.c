@@ -93,10 +93,10 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
   ws->hx = malloc(QRS__HEAD_CAP * sizeof(*ws->hx));
   ws->he = malloc(QRS__HEAD_CAP * sizeof(*ws->he));
   ws->hk = malloc(QRS__HEAD_CAP * sizeof(*ws->hk));
-  ws->fpos = malloc(cap * sizeof(*ws->fpos));
-  ws->fx = malloc(cap * sizeof(*ws->fx));
-  ws->fe = malloc(cap * sizeof(*ws->fe));
-  ws->fk = malloc(cap * sizeof(*ws->fk));
+  ws->fpos = malloc((cap + 16) * sizeof(*ws->fpos));
+  ws->fx = malloc((cap + 16) * sizeof(*ws->fx));
+  ws->fe = malloc((cap + 16) * sizeof(*ws->fe));
+  ws->fk = malloc((cap + 16) * sizeof(*ws->fk));
   ws->fxe = malloc(cap * sizeof(*ws->fxe));
   ws->fzx = malloc(QRS__NBUCKET * sizeof(*ws->fzx));
   ws->fz = malloc(QRS__NBUCKET * sizeof(*ws->fz));
@@ -514,7 +514,9 @@ support(struct qrs__sel_ws *ws, const struct qrs__view *row,
     return;
   k = (size_t)top_k;
   if (k <= QRS__TOPK_HEAP && !keep_ties) {
-    qrs__ktopk(row, k, ws->kpos, ws->kx);
+    if (ws->kready != k)
+      qrs__ktopk(row, k, ws->kpos, ws->kx);
+    ws->kready = 0;
     /* Into position order (insertion sort on position, k <= 1024). */
     for (i = 1; i < k; i++) {
       uint32_t tp = ws->kpos[i];
@@ -570,8 +572,13 @@ compact(struct qrs__sel_ws *ws, struct cset *s, double pinv, double pmin,
 
   pos = ws->cpos + (size_t)slot * QRS__SMALL_CAP;
   x = ws->cx + (size_t)slot * QRS__SMALL_CAP;
-  cnt = qrs__kcollect(&s->v, s->m, pinv, &s->b, pmin, INFINITY, pos, x,
-                      QRS__SMALL_CAP, NULL);
+  if (slot == 0 && ws->cready && !s->ids && s->b.x == -INFINITY &&
+      s->b.i == 0 && pinv == ws->cpinv && pmin == ws->cpmin)
+    cnt = ws->ccnt;             /* the scan's pass collected them */
+  else
+    cnt = qrs__kcollect(&s->v, s->m, pinv, &s->b, pmin, INFINITY, pos, x,
+                        QRS__SMALL_CAP, NULL);
+  ws->cready = 0;
   if (cnt > QRS__SMALL_CAP)
     return SIZE_MAX;
   for (i = 0; i < cnt; i++)
@@ -976,8 +983,10 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
 
    Reference order, plain top-p or none, no top-k / min-p (those are
    logit cuts the double path already does at read speed), float32 and
-   16-bit rows.  One float pass (qrs__kfpass) gives Z with an error bound
-   E and the head list (d >= -8, -12 or -16), bucketed by 1/16 of d.  Each
+   16-bit rows.  One float pass (qrs__kfpass; it finds the max itself when
+   the caller has not scanned the row) gives Z with an error bound E and
+   the head list (d > -8; band passes in logit space add -12 < d <= -8
+   and -16 < d <= -12 when needed), bucketed by 1/16 of d.  Each
    crossing (top-p at p Z, then u Z_nucleus) is placed in one bucket by
    the float sums; that bucket's elements get their exact double weights
    (the double path's own exp) and are ordered by refine().  The decision
@@ -987,9 +996,9 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
    decides (the exact resolution). */
 
 #define FAST_MIN_N 256
-/* The head ladder: d >= -8, then -12, then -16. */
+/* The head ladder: d > -8, then bands down to -12 and -16. */
 static const float fast_dhead[3] = { -8.0f, -12.0f, -16.0f };
-#define FAST_NB 256
+#define FAST_NB QRS__FP_NB
 /* Relative bound of the double sums' rounding (either path). */
 #define FAST_DROUND 4e-11
 
@@ -1008,6 +1017,7 @@ qrs__fast_stats_get(struct qrs__fast_stats *ret)
   ret->fast = __atomic_load_n(&fstats.fast, __ATOMIC_RELAXED);
   ret->resolved = __atomic_load_n(&fstats.resolved, __ATOMIC_RELAXED);
   ret->ineligible = __atomic_load_n(&fstats.ineligible, __ATOMIC_RELAXED);
+  ret->bands = __atomic_load_n(&fstats.bands, __ATOMIC_RELAXED);
 }
 
 /* The elements of head bucket b (within the bound lim when given) into
@@ -1085,60 +1095,73 @@ fast_cross(struct qrs__sel_ws *ws, const struct cset *s, double invt,
 static int
 fast_key(float x, float mf, float invf)
 {
-  int k;
+  float t = -((x - mf) * invf) * 16.0f;
 
-  k = (int)(-(double)((x - mf) * invf) * 16.0);
-  return k < FAST_NB ? k : FAST_NB - 1;
+  return t < (float)(FAST_NB - 1) ? (int)t : FAST_NB - 1;
 }
 
-/* 0: selected; 1: not a fast-path configuration; 2: a decision within
-   the error bound (the double path decides). */
+/* Whether the fast path takes this selection. */
+static int
+fast_eligible(const struct qrs__view *row, const struct qrs__sel_params *p)
+{
+  return __atomic_load_n(&fast_on, __ATOMIC_RELAXED) &&
+         row->dtype != QRS_DTYPE_F64 && row->n >= FAST_MIN_N &&
+         p->order == QRS__ORDER_REFERENCE &&
+         p->nucleus == QRS__NUCLEUS_TOP_P &&
+         !(p->top_k > 0 && (unsigned long long)p->top_k < row->n) &&
+         !(p->min_p > 0.0) && !p->want_entropy && p->T >= 0.01 &&
+         p->T <= 100.0 && p->u > 0.0 && p->u < 1.0 && p->top_p > 0.0;
+}
+
+/* 0: selected; 2: a decision within the error bound (the double path
+   decides); 3: scan NULL and the row has a NaN, +inf or no finite value
+   (the caller scans it for the error).  Only for fast_eligible()
+   selections.  scan NULL: the first pass finds the max itself, and puts
+   the scan's result into *found (for the double path, after a 2). */
 static int
 fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
             const struct qrs__scan *scan, const struct qrs__sel_params *p,
-            struct qrs__sel_out *out)
+            struct qrs__sel_out *out, struct qrs__scan *found)
 {
   struct qrs__fpass fp;
   struct qrs__bound cb;
   struct cset s;
   struct hit cut, h;
-  double invt, z, ez, mz, zn, tf, cum, zx, rz, rerr;
+  double invt, z, ez, mz, zn, tf, cum, zx, rz, rerr, mx;
   float mf, invf;
   size_t nh, nx, i, nz, ncand;
   int k, bmax, rung;
 
-  if (!__atomic_load_n(&fast_on, __ATOMIC_RELAXED) ||
-      row->dtype == QRS_DTYPE_F64 || row->n < FAST_MIN_N ||
-      p->order != QRS__ORDER_REFERENCE ||
-      p->nucleus != QRS__NUCLEUS_TOP_P ||
-      (p->top_k > 0 && (unsigned long long)p->top_k < row->n) ||
-      p->min_p > 0.0 || p->want_entropy || !(p->T >= 0.01) ||
-      !(p->T <= 100.0) || !(p->u > 0.0 && p->u < 1.0) ||
-      !(p->top_p > 0.0))
-    return 1;
   invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
-  mf = (float)scan->max;
+  mf = scan ? (float)scan->max : NAN;
   invf = (float)invt;
   /* The ladder: a head down to d = -8 first (an LM row's nucleus and
-     most of its mass), the whole pass again down to -12 and then -16
-     when the head's mass falls short of the first crossing. */
-  for (rung = 0;; rung++) {
-    nh = qrs__kfpass(row, mf, invf, fast_dhead[rung], ws->fpos, ws->fx,
-                     ws->fe, &fp);
-    if (fp.cnt_a != fp.cnt_b)
-      return 2;                 /* weights at the underflow limit */
-    nz = fp.cnt_a;
-    memset(ws->fz, 0, FAST_NB * sizeof(*ws->fz));
-    memset(ws->fcnt, 0, FAST_NB * sizeof(*ws->fcnt));
-    for (i = 0; i < nh; i++) {
-      k = fast_key(ws->fx[i], mf, invf);
-      ws->fk[i] = (uint16_t)k;
-      ws->fz[k] += ws->fe[i];
-      ws->fcnt[k]++;
+     most of its mass), then the bands down to -12 and -16 when the
+     head's mass falls short of the first crossing. */
+  nh = qrs__kfpass(row, mf, invf, invt, fast_dhead[0], ws->fpos, ws->fx,
+                   ws->fe, ws->fk, &fp);
+  if (fp.bad)
+    return 3;
+  if (!scan) {
+    found->max = fp.max;
+    found->has_nan = found->has_posinf = 0;
+  }
+  mf = fp.max;
+  if (fp.cnt_a != fp.cnt_b)
+    return 2;                   /* weights at the underflow limit */
+  nz = fp.cnt_a;
+  memset(ws->fz, 0, FAST_NB * sizeof(*ws->fz));
+  memset(ws->fcnt, 0, FAST_NB * sizeof(*ws->fcnt));
+  for (rung = 0, i = 0;; rung++) {
+    for (; i < nh; i++) {
+      ws->fz[ws->fk[i]] += ws->fe[i];
+      ws->fcnt[ws->fk[i]]++;
     }
     /* z: the float Z (the pass's sum outside the head, the head's bucket
-       sums), ez its error bound (a bucket's |d| is at most (k + 1) / 16);
-       weights below FEXP_MIN count as 0: at most 1.7e-38 each. */
+       sums), ez its error bound (a bucket's |d| is at most (k + 1) / 16;
+       the tail's bound fp.err still covers the elements a band moved to
+       the head); weights below FEXP_MIN count as 0: at most 1.7e-38
+       each. */
     z = fp.z;
     ez = fp.err;
     for (k = 0; k < FAST_NB; k++) {
@@ -1151,7 +1174,17 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     tf = (p->top_p < 1.0 ? p->top_p : p->u) * z + 2.0 * ez;
     if (rung == 2 || z - fp.z >= tf)
       break;
+    /* The next band of the ladder joins the head: a compare in logit
+       space over the row; its weights (the same floats the pass summed)
+       leave the tail's sum. */
+    __atomic_fetch_add(&fstats.bands, 1, __ATOMIC_RELAXED);
+    nh = qrs__kfband(row, mf, invf, fast_dhead[rung + 1], fast_dhead[rung],
+                     ws->fpos, ws->fx, ws->fe, ws->fk, nh);
+    for (k = (int)i; (size_t)k < nh; k++)
+      fp.z -= ws->fe[k];
+    fp.z = fp.z > 0.0 ? fp.z : 0.0;
   }
+  mx = (double)mf;
   /* The exact buckets: the float sums place the first crossing (the
      nucleus cut, else u Z); every head element up to one bucket past it
      gets its exact weight, so only the mass after those buckets is
@@ -1172,7 +1205,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     ws->fxe[nx] = ws->fx[i];
     nx++;
   }
-  qrs__kexp(ws->fxe, nx, scan->max, invt);
+  qrs__kexp(ws->fxe, nx, mx, invt);
   memset(ws->fzx, 0, FAST_NB * sizeof(*ws->fzx));
   for (i = 0; i < nx; i++)
     ws->fzx[ws->fk[i]] += ws->fxe[i];
@@ -1195,7 +1228,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   s.ids = NULL;
   s.b.x = -INFINITY;
   s.b.i = 0;
-  s.m = scan->max;
+  s.m = mx;
   if (p->top_p < 1.0) {
     if (fast_cross(ws, &s, invt, nx, bmax, p->top_p * z,
                    p->top_p * rerr + mz, NULL, 0, &cut) != 0)
@@ -1223,40 +1256,87 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   return 0;
 }
 
+static void
+reset_out(struct qrs__sel_out *out)
+{
+  memset(out, 0, sizeof(*out));
+  out->top_p_used = NAN;
+  out->kept_entropy = NAN;
+  out->pre_prob = NAN;
+}
+
 static int
 select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
             const struct qrs__scan *scan, const struct qrs__sel_params *p,
             struct qrs__sel_out *out)
 {
   struct qrs__scan sc;
-  int r;
+  double invt;
+  int r, fast;
 
   if (row->n > ws->cap || p->T == INFINITY)
     return -EINVAL;
+  fast = p->T > 0.0 && fast_eligible(row, p);
+  r = 1;
+  if (fast && !scan) {
+    /* The fast path's pass finds the max (and any NaN / +inf) itself. */
+    reset_out(out);
+    r = fast_select(ws, row, NULL, p, out, &sc);
+    if (r != 3)
+      scan = &sc;
+  }
+  ws->kready = 0;
+  if (!scan && p->T > 0.0 && p->order != QRS__ORDER_HF && p->top_k > 0 &&
+      (unsigned long long)p->top_k < row->n &&
+      p->top_k <= QRS__TOPK_HEAP) {
+    /* The top-k heap's pass scans the row too (support() takes its
+       list). */
+    qrs__ktopk_scan(row, (size_t)p->top_k, ws->kpos, ws->kx, &sc);
+    ws->kready = (size_t)p->top_k;
+    scan = &sc;
+  }
+  ws->cready = 0;
+  if (!scan && p->T > 0.0 && !fast &&
+      (p->order == QRS__ORDER_REFERENCE ||
+       p->order == QRS__ORDER_TRUNCATE_FIRST) &&
+      p->min_p > 0.0 && p->min_p <= 1.0 &&
+      !(p->top_k > 0 && (unsigned long long)p->top_k < row->n) &&
+      inv_temp(p->T, row, &invt) == 0) {
+    /* min-p's cut (sel_reference's first compaction) in the scan's pass:
+       the candidates against the running max, then the exact test. */
+    ws->cpinv = p->order == QRS__ORDER_TRUNCATE_FIRST ? 1.0 : invt;
+    ws->cpmin = log(p->min_p);
+    if (ws->cpmin > QRS__D_UNDERFLOW &&
+        qrs__kcollect_scan(row, ws->cpinv, ws->cpmin, ws->cpos, ws->cx,
+                           QRS__SMALL_CAP, ws->fpos, ws->fx, &sc,
+                           &ws->ccnt)) {
+      ws->cready = 1;
+      scan = &sc;
+    }
+  }
   if (!scan) {
     qrs__kscan(row, &sc);
     scan = &sc;
   }
-  r = qrs__row_check(scan, row->n);
-  if (r < 0)
-    return r;
-  memset(out, 0, sizeof(*out));
-  out->top_p_used = NAN;
-  out->kept_entropy = NAN;
-  out->pre_prob = NAN;
-  if (!(p->T > 0.0)) {
-    /* Greedy: the first maximal logit.  (NaN T counts as greedy.) */
-    out->greedy = 1;
-    out->token = (uint32_t)qrs__kfind(row, scan->max);
-    if (out->token >= row->n)
-      return QRS_E_INTERNAL;   /* never a token: a bug, not a pick */
-    out->prob = 1.0;
-    out->cdf_lo = 0.0;
-    out->cdf_hi = 1.0;
-    out->num_candidates = 1;
-    return 0;
+  if (r == 1 || r == 3) {
+    r = qrs__row_check(scan, row->n);
+    if (r < 0)
+      return r;
+    reset_out(out);
+    if (!(p->T > 0.0)) {
+      /* Greedy: the first maximal logit.  (NaN T counts as greedy.) */
+      out->greedy = 1;
+      out->token = (uint32_t)qrs__kfind(row, scan->max);
+      if (out->token >= row->n)
+        return QRS_E_INTERNAL;   /* never a token: a bug, not a pick */
+      out->prob = 1.0;
+      out->cdf_lo = 0.0;
+      out->cdf_hi = 1.0;
+      out->num_candidates = 1;
+      return 0;
+    }
+    r = fast ? fast_select(ws, row, scan, p, out, &sc) : 1;
   }
-  r = fast_select(ws, row, scan, p, out);
   if (r == 1 && p->nucleus == QRS__NUCLEUS_THROTTLE &&
       __atomic_load_n(&fast_on, __ATOMIC_RELAXED))
     r = qrs__fast_throttle(ws, row, scan, p, out);   /* fthrottle.c */
@@ -1266,12 +1346,8 @@ select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
   }
   __atomic_fetch_add(r == 2 ? &fstats.resolved : &fstats.ineligible, 1,
                      __ATOMIC_RELAXED);
-  if (r == 2) {
-    memset(out, 0, sizeof(*out));
-    out->top_p_used = NAN;
-    out->kept_entropy = NAN;
-    out->pre_prob = NAN;
-  }
+  if (r == 2)
+    reset_out(out);
   switch (p->order) {
   case QRS__ORDER_TRUNCATE_FIRST:
     return sel_reference(ws, row, scan, p, out, 1);

@@ -73,15 +73,23 @@ struct qrs__sel_ws {
   double *cx;
   uint32_t *kpos;                 /* QRS__TOPK_HEAP: top-k list */
   double *kx;
+  size_t kready;                  /* the list already holds the top
+                                     kready of this selection's row */
+  /* cpos / cx slot 0 already hold this selection's row's elements with
+     (x - max) * cpinv >= cpmin (ccnt of them) */
+  int cready;
+  size_t ccnt;
+  double cpinv, cpmin;
   double *hz;                     /* QRS__NBUCKET: mass histogram */
   double *hw;
   uint32_t *hpos;                 /* QRS__HEAD_CAP: the head list */
   double *hx, *he;
   int32_t *hk;
-  /* the fast path's head list (cap each) */
+  /* the fast path's head list (cap + 16 each: the compressed stores'
+     slack) */
   uint32_t *fpos;
   float *fx, *fe;
-  uint16_t *fk;
+  int32_t *fk;
   double *fxe;                    /* cap: exact weights of the head */
   double *fz, *ferr;              /* QRS__NBUCKET: head bucket sums */
   double *fzx;                    /* QRS__NBUCKET: exact bucket sums */
@@ -95,6 +103,7 @@ struct qrs__fast_stats {
   unsigned long long fast;
   unsigned long long resolved;
   unsigned long long ineligible;
+  unsigned long long bands;       /* ladder band passes */
 };
 void qrs__fast_stats_get(struct qrs__fast_stats *ret);
 /* 0: the float fast path off (the double path only; tests compare the

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -339,6 +340,66 @@ out:
   return ret;
 }
 
+/* The float floor over rows [from, to) of a batch buffer (one thread's
+   share of the floor's own scaling). */
+struct floor_job {
+  const char *buf;
+  size_t es, vocab, from, to;
+  enum qrs_dtype dtype;
+  double sink;
+};
+
+static void *
+floor_rows(void *arg)
+{
+  struct floor_job *j = arg;
+  struct qrs__view v;
+  double mx;
+  size_t b;
+
+  for (b = j->from; b < j->to; b++) {
+    v.data = j->buf + b * j->vocab * j->es;
+    v.dtype = j->dtype;
+    v.n = j->vocab;
+    j->sink += qrs__kfloor_float(&v, &mx);
+  }
+  return NULL;
+}
+
+/* Wall-clock rows per second of the float floor over the B rows on
+   `threads` threads (an even static split): what the machine's cores and
+   memory allow the batch at best. */
+static double
+floor_batch(const char *buf, size_t es, const struct rowset *rs, size_t B,
+            const struct bench_opts *o, int threads)
+{
+  struct floor_job jobs[QRS_POOL_MAX_THREADS];
+  pthread_t tid[QRS_POOL_MAX_THREADS];
+  double t0;
+  int t, started;
+
+  t0 = wall_us();
+  started = 0;
+  for (t = 0; t < threads; t++) {
+    jobs[t].buf = buf;
+    jobs[t].es = es;
+    jobs[t].vocab = o->vocab;
+    jobs[t].dtype = rs->dtype;
+    jobs[t].from = B * (size_t)t / (size_t)threads;
+    jobs[t].to = B * (size_t)(t + 1) / (size_t)threads;
+    jobs[t].sink = 0.0;
+    if (t > 0 && pthread_create(&tid[t], NULL, floor_rows, &jobs[t]) == 0)
+      started = t;
+    else if (t > 0)
+      floor_rows(&jobs[t]);
+  }
+  floor_rows(&jobs[0]);
+  for (t = 1; t <= started; t++)
+    pthread_join(tid[t], NULL);
+  t0 = wall_us() - t0;
+  return (double)B / t0 * 1e6;
+}
+
 /* --batch: B rows (copies of the shape's rows) in one buffer; per
    repetition, B single calls, one batch on 1 thread and one batch on N
    threads (medians of rows per second).  The single calls and the
@@ -352,7 +413,7 @@ time_batch(const struct bcase *bc, const struct rowset *rs,
   struct qrs_batch_row *rows;
   struct qrs_pool *p1, *pn;
   size_t b, B, es;
-  double t0, *ts, *t1, *tn;
+  double t0, *ts, *t1, *tn, *f1, *fn;
   uint32_t tok;
   int r, k, ret, bad;
 
@@ -365,7 +426,9 @@ time_batch(const struct bcase *bc, const struct rowset *rs,
   ts = calloc((size_t)o->reps, sizeof(double));
   t1 = calloc((size_t)o->reps, sizeof(double));
   tn = calloc((size_t)o->reps, sizeof(double));
-  if (!smp || !rows || !ts || !t1 || !tn)
+  f1 = calloc((size_t)o->reps, sizeof(double));
+  fn = calloc((size_t)o->reps, sizeof(double));
+  if (!smp || !rows || !ts || !t1 || !tn || !f1 || !fn)
     goto out;
   for (b = 0; b < B; b++) {
     if (make_sampler(bc, o->vocab, &smp[b]) < 0)
@@ -375,6 +438,8 @@ time_batch(const struct bcase *bc, const struct rowset *rs,
   if (qrs_pool_new(1, &p1) < 0 || qrs_pool_new((unsigned)o->threads, &pn) < 0)
     goto out;
   for (r = 0; r < o->reps; r++) {
+    f1[r] = floor_batch(buf, es, rs, B, o, 1);
+    fn[r] = floor_batch(buf, es, rs, B, o, o->threads);
     for (k = 0; k < 3; k++) {
       for (b = 0; b < B; b++) {
         rows[b].sampler = smp[b];
@@ -399,11 +464,15 @@ time_batch(const struct bcase *bc, const struct rowset *rs,
       (k == 0 ? ts : k == 1 ? t1 : tn)[r] = (double)B / t0 * 1e6;
     }
   }
+  for (r = 0; r < o->reps; r++)
+    fn[r] /= f1[r];
   printf("(%s) %-32s B=%-4zu single %7.0f rows/s (cpu)  batch x1 %7.0f "
-         "(%.2fx single cost)  batch x%d %7.0f rows/s (wall, %.2fx x1)\n",
+         "(%.2fx single cost)  batch x%d %7.0f rows/s (wall, %.2fx x1)  "
+         "floor x%d/x1 %.2fx\n",
          bc->name, bc->desc, B, median(ts, o->reps), median(t1, o->reps),
          median(ts, o->reps) / median(t1, o->reps), o->threads,
-         median(tn, o->reps), median(tn, o->reps) / median(t1, o->reps));
+         median(tn, o->reps), median(tn, o->reps) / median(t1, o->reps),
+         o->threads, median(fn, o->reps));
   ret = 0;
 out:
   qrs_pool_free(p1);
@@ -415,6 +484,8 @@ out:
   free(ts);
   free(t1);
   free(tn);
+  free(f1);
+  free(fn);
   return ret;
 }
 

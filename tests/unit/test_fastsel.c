@@ -47,7 +47,7 @@ to_bf16(float f)
   return (uint16_t)(b >> 16);
 }
 
-#define NMAX 4096
+#define NMAX 32768
 
 struct row {
   float f[NMAX];
@@ -58,6 +58,8 @@ struct row {
 
 /* Shapes: 0 peaked, 1 mid, 2 broad (Zipf a (ln(n/2) - ln r) + N(0,1)),
    3 flat, 4 quantised (many exact ties), 5 LM-like with -inf masks. */
+static void make_row_dtype(struct row *r, enum qrs_dtype dt);
+
 static void
 make_row(struct row *r, int shape, size_t n, enum qrs_dtype dt)
 {
@@ -97,12 +99,23 @@ make_row(struct row *r, int shape, size_t n, enum qrs_dtype dt)
   }
   if (shape == 5)
     r->f[(size_t)(rnd() * (double)n)] = 11.0f;      /* one finite max */
+  make_row_dtype(r, dt);
+}
+
+/* r->h from r->f for 16-bit dtypes (float16: values cut to 10 mantissa
+   bits first, so that they convert exactly). */
+static void
+make_row_dtype(struct row *r, enum qrs_dtype dt)
+{
+  size_t i;
+
+  r->dt = dt;
   if (dt == QRS_DTYPE_BF16 || dt == QRS_DTYPE_F16) {
-    for (i = 0; i < n; i++)
+    for (i = 0; i < r->n; i++)
       r->h[i] = to_bf16(r->f[i]);
     if (dt == QRS_DTYPE_F16) {
       /* float16: exact conversions of values with few mantissa bits */
-      for (i = 0; i < n; i++) {
+      for (i = 0; i < r->n; i++) {
         float v = r->f[i];
         uint32_t b;
 
@@ -318,4 +331,238 @@ Test(fastsel, random_triples_match_the_double_path)
   cr_expect_eq(mismatches, 0, "%llu mismatches", mismatches);
   cr_expect_gt((s1.fast - s0.fast) * 10, total * 7,
                "the fast path decided only %llu", s1.fast - s0.fast);
+}
+
+/* Rows of many float-pass blocks whose max is found late (a rising trend,
+   leading -inf blocks, a far larger max in the last block): the running
+   max rescales the sums and recomputes the head; every triple still
+   matches the oracle, and the ladder's band passes run. */
+Test(fastsel, running_max_and_ladder_bands_match_the_double_path)
+{
+  static const enum qrs_dtype dts[3] = { QRS_DTYPE_F32, QRS_DTYPE_BF16,
+                                         QRS_DTYPE_F16 };
+  static struct row r;
+  struct qrs__fast_stats s0, s1;
+  struct qrs__sel_params p;
+  size_t n, i;
+  int kind, d, k, lv0;
+
+  lv0 = qrs__kernel_level(-1);
+  qrs__fast_stats_get(&s0);
+  for (kind = 0; kind < 8; kind++)
+    for (d = 0; d < 3; d++) {
+      /* both kernel variants: SSE2 (scalar head stores), AVX2 */
+      qrs__kernel_level(kind < 4 ? 2 : 1);
+      n = 20000 + (size_t)(rnd() * 5000.0);
+      make_row(&r, kind % 4 == 3 ? 3 : 2, n, QRS_DTYPE_F32);
+      for (i = 0; i < n; i++) {
+        if (kind % 4 == 0)
+          r.f[i] += (float)(10.0 * (double)i / (double)n);   /* rising */
+        else if (kind % 4 == 1 && i < 3000)
+          r.f[i] = -INFINITY;                    /* leading -inf blocks */
+      }
+      if (kind % 4 == 2)
+        r.f[n - 5] = 60.0f;                      /* a far larger max */
+      make_row_dtype(&r, dts[d]);
+      for (k = 0; k < (RUNNING_ON_VALGRIND ? 8 : 40); k++) {
+        p = params(k % 3 ? 0.5 + 1.5 * rnd() : 1.0,
+                   k % 3 == 0 ? 1.0 : k % 3 == 1 ? 0.95 : 0.5 + 0.5 * rnd(),
+                   rnd(), 0);
+        check(&r, &p, NULL);
+      }
+    }
+  qrs__kernel_level(lv0);
+  qrs__fast_stats_get(&s1);
+  cr_expect_eq(mismatches, 0);
+  cr_expect_gt(s1.fast - s0.fast, RUNNING_ON_VALGRIND ? 100 : 600,
+               "fast %llu", s1.fast - s0.fast);
+  cr_expect_gt(s1.bands - s0.bands, RUNNING_ON_VALGRIND ? 4 : 40,
+               "bands %llu",
+               s1.bands - s0.bands);
+}
+
+/* NaN, +inf anywhere (also late, also inside a leading -inf block) and
+   all -inf rows are QRS_E_LOGITS through every pass that finds the max
+   itself: the fast path's float pass, the top-k heap's scan, the plain
+   scan. */
+Test(fastsel, bad_rows_fail_on_every_fused_path)
+{
+  static const enum qrs_dtype dts[3] = { QRS_DTYPE_F32, QRS_DTYPE_BF16,
+                                         QRS_DTYPE_F16 };
+  static const uint16_t nan16[3] = { 0, 0x7fc0u, 0x7e00u };
+  static const uint16_t inf16[3] = { 0, 0x7f80u, 0x7c00u };
+  static struct row r;
+  struct qrs__sel_params p;
+  struct qrs__sel_out o;
+  struct qrs__view v;
+  size_t n, i, at;
+  int d, bad, c, rc, lv0;
+
+  lv0 = qrs__kernel_level(-1);
+  n = 9000;
+  for (d = 0; d < 6; d++)
+    for (bad = 0; bad < 5; bad++)
+      for (c = 0; c < 3; c++) {
+        qrs__kernel_level(d < 3 ? 2 : 1);
+        make_row(&r, 5, n, dts[d % 3]);
+        at = bad == 3 ? 1500 : n - 1 - (size_t)(rnd() * 100.0);
+        if (bad == 3)
+          for (i = 0; i < 2048; i++) {       /* -inf blocks, NaN inside */
+            r.f[i] = -INFINITY;
+            r.h[i] = d % 3 == 1 ? 0xff80u : 0xfc00u;
+          }
+        for (i = 0; i < n && bad == 2; i++) {
+          r.f[i] = -INFINITY;
+          r.h[i] = d % 3 == 1 ? 0xff80u : 0xfc00u;
+        }
+        if (bad == 0 || bad == 3) {
+          r.f[at] = NAN;
+          r.h[at] = nan16[d % 3];
+        } else if (bad == 1) {
+          r.f[at] = INFINITY;
+          r.h[at] = inf16[d % 3];
+        } else if (bad == 4) {
+          r.f[at] = -NAN;
+          r.h[at] = (uint16_t)(nan16[d % 3] | 0x8000u);
+        }
+        p = params(c == 1 ? 0.7 : 1.0, c == 0 ? 0.95 : 1.0, 0.4, 0);
+        if (c == 1)
+          p.top_k = 50;
+        if (c == 2)
+          p.min_p = 0.05;
+        v = view(&r);
+        rc = qrs__select(&ws, &v, NULL, &p, &o);
+        cr_expect_eq(rc, QRS_E_LOGITS, "dtype %d bad %d config %d: %d", d,
+                     bad, c, rc);
+      }
+  qrs__kernel_level(lv0);
+}
+
+/* The top-k heap's pass gives the scan's max (or scans when its float sum
+   cannot rule out a NaN / +inf: here a sum that overflows). */
+Test(fastsel, topk_scan_equals_scan_and_topk)
+{
+  static struct row r;
+  struct qrs__scan a, b;
+  struct qrs__view v;
+  uint32_t pa[64], pb[64];
+  double xa[64], xb[64];
+  int shape, big;
+  size_t i;
+
+  for (shape = 0; shape < 6; shape++)
+    for (big = 0; big < 2; big++) {
+      make_row(&r, shape, 5000, QRS_DTYPE_F32);
+      if (big)
+        for (i = 0; i < 5000; i += 7)
+          r.f[i] = 3e38f;
+      v = view(&r);
+      cr_assert_eq(qrs__ktopk_scan(&v, 50, pa, xa, &a), 50);
+      qrs__kscan(&v, &b);
+      cr_assert_eq(qrs__ktopk(&v, 50, pb, xb), 50);
+      cr_expect_eq(a.max, b.max);
+      cr_expect_eq(a.has_nan, b.has_nan);
+      cr_expect_eq(a.has_posinf, b.has_posinf);
+      cr_expect_eq(memcmp(pa, pb, 50 * sizeof(*pa)), 0, "shape %d big %d",
+                   shape, big);
+      cr_expect_eq(memcmp(xa, xb, 50 * sizeof(*xa)), 0, "shape %d big %d",
+                   shape, big);
+    }
+}
+
+/* A fixed temperature skips the sampler's own scan: a broken row found by
+   the selection's float pass is still QRS_E_LOGITS and leaves the chain
+   where it was; the same sampler's next good row gives the oracle's
+   token. */
+Test(fastsel, sampler_without_its_scan_refuses_broken_rows)
+{
+  static struct row r;
+  struct qrs_sampler_config *cfg;
+  struct qrs_sampler *s;
+  struct qrs_commitment cm;
+  struct qrs__sel_params p;
+  struct qrs__sel_out o;
+  struct qrs__view v;
+  uint32_t tok;
+  size_t at;
+  int k;
+
+  cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "top_p", "0.95"), 0);
+  cr_assert_eq(qrs_sampler_new(cfg, 6000, &s), 0);
+  qrs_sampler_config_free(cfg);
+  for (k = 0; k < 3; k++) {
+    make_row(&r, 2, 6000, QRS_DTYPE_F32);
+    at = 5990 - (size_t)k * 2500;
+    r.f[at] = k == 1 ? INFINITY : NAN;
+    cr_expect_eq(qrs_sampler_select_u(s, r.f, QRS_DTYPE_F32, 6000, 0.5, &tok,
+                                      NULL),
+                 QRS_E_LOGITS, "case %d", k);
+  }
+  qrs_sampler_next_commitment(s, &cm);
+  cr_expect_eq(cm.step, 0);
+  make_row(&r, 2, 6000, QRS_DTYPE_F32);
+  cr_assert_eq(qrs_sampler_select_u(s, r.f, QRS_DTYPE_F32, 6000, 0.5, &tok,
+                                    NULL), 0);
+  p = params(1.0, 0.95, 0.5, 0);
+  v = view(&r);
+  qrs__fast_enable(0);
+  cr_assert_eq(qrs__select(&ws, &v, NULL, &p, &o), 0);
+  qrs__fast_enable(1);
+  cr_expect_eq(tok, o.token);
+  qrs_sampler_next_commitment(s, &cm);
+  cr_expect_eq(cm.step, 1);
+  qrs_sampler_free(s);
+}
+
+/* min-p's cut collected in the scan's own pass (a fixed temperature: no
+   scan before the selection) gives exactly what the scan and then the
+   collection give: every output field, every shape (a late max, leading
+   -inf blocks, more candidates than the compaction holds), both stage
+   orders with min-p first, both kernel variants. */
+Test(fastsel, minp_collected_in_the_scan_pass_is_exact)
+{
+  static const enum qrs_dtype dts[3] = { QRS_DTYPE_F32, QRS_DTYPE_BF16,
+                                         QRS_DTYPE_F16 };
+  static struct row r;
+  struct qrs__sel_params p;
+  struct qrs__sel_out a, b;
+  struct qrs__scan sc;
+  struct qrs__view v;
+  size_t n, i, bad;
+  int shape, d, k, lv0, ra, rb;
+
+  lv0 = qrs__kernel_level(-1);
+  bad = 0;
+  for (shape = 0; shape < 8; shape++)
+    for (d = 0; d < 6; d++) {
+      qrs__kernel_level(d < 3 ? 2 : 1);
+      n = 6000 + (size_t)(rnd() * 20000.0);
+      make_row(&r, shape % 6, n, QRS_DTYPE_F32);
+      if (shape == 6)
+        for (i = 0; i < n; i++)
+          r.f[i] += (float)(12.0 * (double)i / (double)n);   /* late max */
+      if (shape == 7)
+        for (i = 0; i < 2500; i++)
+          r.f[i] = -INFINITY;
+      make_row_dtype(&r, dts[d % 3]);
+      v = view(&r);
+      qrs__kscan(&v, &sc);
+      for (k = 0; k < (RUNNING_ON_VALGRIND ? 5 : 30); k++) {
+        p = params(k % 4 ? 0.3 + 2.0 * rnd() : 1.0,
+                   k % 2 ? 0.9 : 1.0, rnd(), k % 3 == 2 ? 1 : 0);
+        p.min_p = k % 5 == 0 ? 1e-7 : k % 5 == 1 ? 1.0 : rnd() * 0.3;
+        ra = qrs__select(&ws, &v, &sc, &p, &a);
+        rb = qrs__select(&ws, &v, NULL, &p, &b);
+        if (ra != rb || memcmp(&a, &b, sizeof(a)) != 0) {
+          if (bad++ < 5)
+            cr_log_error("shape %d dtype %d T %g min_p %g order %d: "
+                         "r %d/%d token %u/%u cand %u/%u", shape, d, p.T,
+                         p.min_p, (int)p.order, ra, rb, a.token, b.token,
+                         a.num_candidates, b.num_candidates);
+        }
+      }
+    }
+  qrs__kernel_level(lv0);
+  cr_expect_eq(bad, 0, "%zu differences", bad);
 }
