@@ -20,22 +20,8 @@
 
 #include "select.h"
 
-static uint64_t rng = 0x243f6a8885a308d3ull;
-
-static double
-rnd(void)
-{
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (double)(rng >> 11) * 0x1p-53;
-}
-
-static double
-gauss(void)
-{
-  return sqrt(-2.0 * log(rnd() + 1e-300)) * cos(6.283185307179586 * rnd());
-}
+#define TESTRNG_SEED 0x243f6a8885a308d3ull
+#include "testrng.h"
 
 static uint16_t
 to_bf16(float f)

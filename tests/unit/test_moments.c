@@ -24,22 +24,8 @@
 #include "rowkern.h"
 #include "select.h"
 
-static uint64_t rng = 0x452821e638d01377ull;
-
-static double
-rnd(void)
-{
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (double)(rng >> 11) * 0x1p-53;
-}
-
-static double
-gauss(void)
-{
-  return sqrt(-2.0 * log(rnd() + 1e-300)) * cos(6.283185307179586 * rnd());
-}
+#define TESTRNG_SEED 0x452821e638d01377ull
+#include "testrng.h"
 
 static const int levels[] = { 1, 2 };
 

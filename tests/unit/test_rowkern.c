@@ -10,16 +10,8 @@
 
 #include "rowkern.h"
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static double
-rnd(void)
-{
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (double)(rng >> 11) * 0x1p-53;
-}
+#define TESTRNG_SEED 0x9e3779b97f4a7c15ull
+#include "testrng.h"
 
 static const int levels[] = { 1, 2 };
 

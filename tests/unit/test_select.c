@@ -15,16 +15,8 @@
 
 /* ---- helpers ---- */
 
-static uint64_t rng = 88172645463325252ull;
-
-static double
-rnd(void)
-{
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (double)(rng >> 11) * 0x1p-53;
-}
+#define TESTRNG_SEED 88172645463325252ull
+#include "testrng.h"
 
 static int
 run(const double *x, size_t n, const struct qrs__sel_params *p,

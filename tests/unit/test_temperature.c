@@ -15,16 +15,8 @@
 
 #define TOL 1e-12
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-static double
-rnd(void)
-{
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (double)(rng >> 11) * 0x1p-53;
-}
+#define TESTRNG_SEED 0x2545f4914f6cdd1dull
+#include "testrng.h"
 
 /* A JSON scalar as the text the config parser takes. */
 static void
