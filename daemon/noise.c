@@ -127,6 +127,7 @@ noise_free(struct noise *nz)
    to PIECE_MAX samples; PIECE_FIRST at first, then what the mechanism's
    last read ended with). */
 #define PIECE_NS 2000000ULL
+#define PIECE_CAP_NS (16 * PIECE_NS)   /* one harvest call at most */
 #define PIECE_MIN 1
 #define PIECE_MAX 4096
 #define PIECE_FIRST 16
@@ -142,6 +143,9 @@ struct job {
   _Atomic size_t *ndone;        /* xor: jobs that count as done */
   size_t need_done;             /* xor: stop once *ndone reaches it */
   int required;                 /* xor: the read waits for this one */
+  int pinned;                   /* xor, alone: never stops waiting */
+  int demoted;                  /* was required, fell behind: counted
+                                   done, goes on as not required */
   size_t piece;                 /* samples per harvest call when it may
                                    be stopped early */
   int err;
@@ -170,32 +174,67 @@ enough(const struct job *j)
    wait for); count adds them to the concat total.  Each piece is about
    PIECE_NS of work at the rate seen so far, so that a stopped job never
    keeps the read waiting long. */
+/* Samples before a rate counts as measured. */
+#define RATE_MIN_SAMPLES 64
+
+/* A required xor job that has harvested done of n samples since start:
+   at this read's rate, does it miss the deadline? */
+static int
+behind(const struct job *j, uint64_t start, size_t done, size_t n)
+{
+  uint64_t now = noise_now_ns();
+  double left_ns;
+
+  if (now >= j->deadline)
+    return 1;
+  if (done < RATE_MIN_SAMPLES || now <= start)
+    return 0;                   /* too few samples to judge */
+  left_ns = (double)(n - done) * (double)(now - start) / (double)done;
+  return left_ns > (double)(j->deadline - now);
+}
+
 static ssize_t
 harvest_some(struct job *j, uint8_t *out, size_t n, int count)
 {
   size_t done, piece;
-  uint64_t t0, dt;
+  uint64_t t0, dt, start, pdl;
   ssize_t r;
 
-  if (!j->total && !(j->ndone && !j->required))
+  if (!j->total && !j->ndone)
+    return j->s->m->harvest(out, n, j->deadline);
+  if (j->ndone && j->required && (j->pinned || !count))
     return j->s->m->harvest(out, n, j->deadline);
   done = 0;
-  t0 = noise_now_ns();
+  start = noise_now_ns();
   /* at least one piece per read, so that a mechanism that is slower
      than the others still makes progress (and its rate is measured) */
   while (done < n && (done == 0 || !enough(j))) {
     piece = n - done < j->piece ? n - done : j->piece;
     t0 = noise_now_ns();
-    r = j->s->m->harvest(out + done, piece, j->deadline);
+    /* A piece never runs far past its expected time: a mechanism that
+       slowed down since its piece size was learnt returns early. */
+    pdl = t0 + PIECE_CAP_NS < j->deadline ? t0 + PIECE_CAP_NS : j->deadline;
+    r = j->s->m->harvest(out + done, piece, pdl);
     if (r < 0)
       return r;
     done += (size_t)r;
     if (count && j->total)
       atomic_fetch_add(j->total, (size_t)r);
-    if ((size_t)r < piece)
-      break;                    /* the deadline */
     dt = noise_now_ns() - t0;
-    if (dt < PIECE_NS && piece == j->piece && j->piece < PIECE_MAX)
+    if ((size_t)r < piece && noise_now_ns() >= j->deadline)
+      break;                    /* the deadline */
+    if (j->required && behind(j, start, done, n)) {
+      /* Its rate was measured before this read; now it cannot finish by
+         the deadline: stop waiting for it (it counts as done for the
+         read) and let it contribute what it has when the others are
+         done, as a mechanism the read never waited for. */
+      j->required = 0;
+      j->demoted = 1;
+      atomic_fetch_add(j->ndone, 1);
+    }
+    if ((size_t)r < piece)      /* cut at PIECE_CAP_NS: an eighth */
+      j->piece = (size_t)r / 8 > PIECE_MIN ? (size_t)r / 8 : PIECE_MIN;
+    else if (dt < PIECE_NS && piece == j->piece && j->piece < PIECE_MAX)
       j->piece *= 2;
     else if (dt > 4 * PIECE_NS && j->piece > PIECE_MIN)
       j->piece /= 2;
@@ -265,8 +304,9 @@ out:
   /* xor: a required job counts when it ends, however it ends (the read
      waits for no more than that); without required jobs the first
      mechanism that delivered everything ends the read */
-  if (j->ndone && (j->required || (j->need_done == 1 && !j->err &&
-                                   j->got == j->want)))
+  if (j->ndone && !j->demoted &&
+      (j->required || (j->need_done == 1 && !j->err &&
+                       j->got == j->want)))
     atomic_fetch_add(j->ndone, 1);
   j->busy_ns = noise_now_ns() - t0;
   return NULL;
@@ -286,8 +326,6 @@ slot_rate(const struct noise_slot *s)
    over at least RATE_MIN_SAMPLES samples and it can deliver n samples
    (after what is left of its start-up test) by the deadline at that rate
    with a margin of 2. */
-#define RATE_MIN_SAMPLES 64
-
 static int
 can_make_it(const struct noise_slot *s, size_t n, uint64_t deadline)
 {
@@ -358,6 +396,7 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
   pthread_mutex_unlock(&nz->stats_lock);
   if (nz->combine == NOISE_XOR && nj == 1 && !nreq) {
     jobs[0].required = 1;       /* alone: the read is its harvest */
+    jobs[0].pinned = 1;
     nreq = 1;
   }
   for (k = 0; k < nj; k++) {

@@ -24,7 +24,10 @@
            delivers all n.  The others harvest in small pieces (about 2 to
            8 ms each, at least one per read) until those are done, and what
            they delivered is XORed into the first bytes; they are counted
-           as "cut" (not a failure).  A waited-for mechanism that falls
+           as "cut" (not a failure).  A waited-for mechanism whose rate
+           in this read no longer makes the deadline (judged after each
+           piece; a piece lasts 32 ms at most) stops being waited for and
+           is cut like the others.  A waited-for mechanism that falls
            short at the deadline counts a timeout.
    concat  the mechanisms' samples one after the other, in list order;
            the harvest ends as soon as all of them together delivered

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <criterion/criterion.h>
 #include <valgrind/valgrind.h>
@@ -314,6 +315,97 @@ Test(noise, xor_does_not_wait_for_a_slow_mechanism)
          slots[1].samples, slots[1].raw_harvested,
          slots[1].raw_harvested * 1e9 / (double)slots[1].busy_ns,
          slots[1].cut);
+  noise_free(nz);
+  free(out);
+}
+
+/* A test fixture mechanism: clock readings, fast until `slowing` is set,
+   then one sample per millisecond (a device that slows down under load,
+   as fsync_latency did on a busy CI machine). */
+static volatile int slowing;
+
+static int
+slowing_probe(char *why, size_t len)
+{
+  (void)why;
+  (void)len;
+  return 1;
+}
+
+static ssize_t
+slowing_harvest(uint8_t *out, size_t n, uint64_t deadline_ns)
+{
+  struct timespec ts, pause = { 0, 1000000 };
+  size_t i;
+  uint64_t t;
+
+  for (i = 0; i < n; i++) {
+    if (noise_now_ns() >= deadline_ns)
+      break;
+    if (slowing)
+      nanosleep(&pause, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t = (uint64_t)ts.tv_nsec * 2654435761u + i;
+    out[i] = (uint8_t)(t ^ (t >> 8) ^ (t >> 16));
+  }
+  return (ssize_t)i;
+}
+
+static const struct noise_mech slowing_mech = {
+  .name = "slowing", .what = "test fixture: clock readings that slow down",
+  .h = 0.5, .probe = slowing_probe, .harvest = slowing_harvest,
+};
+
+/* xor waits for a mechanism only while it can make the deadline: one whose
+   rate was measured fast and then drops is no longer waited for in the
+   middle of the read (it is cut, not failed), so the read ends with the
+   others instead of at the timeout. */
+Test(noise, xor_stops_waiting_for_a_mechanism_that_slows_down)
+{
+  const struct noise_mech *m[2];
+  struct noise_slot slots[2], before[2];
+  struct noise *nz;
+  uint8_t *out;
+  size_t n = 16384;
+  char err[256], detail[256];
+  uint64_t t0, dt;
+  int k;
+
+  if (RUNNING_ON_VALGRIND) {
+    printf("noise: xor_stops_waiting_for_a_mechanism_that_slows_down not "
+           "run under valgrind (it measures rates; valgrind distorts "
+           "them)\n");
+    return;
+  }
+  m[0] = noise_mech_find("branch_timing");
+  m[1] = &slowing_mech;
+  cr_assert_not_null(m[0]);
+  out = malloc(n);
+  cr_assert_not_null(out);
+  slowing = 0;
+  cr_assert_eq(noise_new(m, 2, COND_RAW, NOISE_XOR, 8000,
+                         HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err)), 0,
+               "%s", err);
+  for (k = 0; k < 3; k++)       /* both measured fast */
+    cr_assert_eq(noise_read(nz, out, n, 0, detail, sizeof(detail)), 0,
+                 "%s", detail);
+  cr_assert_eq(noise_snapshot(nz, before, 2), 2);
+  slowing = 1;                  /* 16,384 samples now take 16 s > 8 s */
+  t0 = noise_now_ns();
+  cr_assert_eq(noise_read(nz, out, n, 0, detail, sizeof(detail)), 0,
+               "%s", detail);
+  dt = noise_now_ns() - t0;
+  cr_assert_eq(noise_snapshot(nz, slots, 2), 2);
+  cr_assert_lt(dt, 4000000000ULL, "the read waited %.1f s for the slowed "
+               "mechanism", dt / 1e9);
+  cr_assert_eq(slots[1].cut, before[1].cut + 1,
+               "the slowed mechanism was not cut short");
+  cr_assert_lt(slots[1].samples - before[1].samples, n);
+  cr_assert_eq(slots[1].timeouts, before[1].timeouts);
+  cr_assert_eq(slots[1].failures, 0, "%s", slots[1].last_error);
+  cr_assert_eq(slots[0].samples - before[0].samples, n);
+  printf("noise: a mechanism that slowed down was cut after %.3f s\n",
+         dt / 1e9);
   noise_free(nz);
   free(out);
 }
