@@ -34,7 +34,7 @@
 /* Replies are unpacked into a per-client arena: a draw's reply, or an
    ERROR, takes well under 1 KiB, so the token path never allocates.
    Larger replies (BYTES, STATUS with many sources) go to the heap, at most
-   ARENA_HEAP_FACTOR times the frame limit in all for one reply (protobuf-c
+   ARENA_HEAP_FACTOR times the reply limit in all for one reply (protobuf-c
    turns a 2-byte empty element of a repeated message into a whole
    struct). */
 #define ARENA_SIZE (16 * 1024)
@@ -196,7 +196,7 @@ arena_alloc(void *ud, size_t size)
     c->arena_used += need;
     return p;
   }
-  limit = (size_t)c->info.max_frame_bytes * ARENA_HEAP_FACTOR;
+  limit = (size_t)c->info.max_reply_bytes * ARENA_HEAP_FACTOR;
   if (size > limit || c->heap_used > limit - size)
     return NULL;                /* unpack fails: QRS_E_PROTOCOL */
   p = malloc(size);

@@ -361,6 +361,12 @@ registry_info(const struct registry *reg, size_t i, struct reg_info *info)
 }
 
 int
+registry_has_local_stats(const struct registry *reg, size_t i)
+{
+  return reg->v[i]->src->ops->local_stats != NULL;
+}
+
+int
 registry_local_stats(const struct registry *reg, size_t i,
                      struct local_stats *st)
 {

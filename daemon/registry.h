@@ -176,6 +176,8 @@ void registry_info(const struct registry *reg, size_t i,
    it is not a local source (st is zeroed then).  Never waits for a read
    in progress. */
 struct local_stats;
+/* Does source i report local statistics (registry_local_stats())? */
+int registry_has_local_stats(const struct registry *reg, size_t i);
 int registry_local_stats(const struct registry *reg, size_t i,
                          struct local_stats *st);
 

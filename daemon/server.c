@@ -1393,6 +1393,7 @@ server_init(struct server *srv, uv_loop_t *loop,
 {
   struct reg_limits lim;
   struct ts now;
+  size_t i;
   int r;
 
   memset(srv, 0, sizeof(*srv));
@@ -1426,9 +1427,16 @@ server_init(struct server *srv, uv_loop_t *loop,
     return r;
   }
   /* Requests are held to max_frame_bytes; replies may be larger: a
-     SourceInfo is under 1 KiB (its strings are bounded), so STATUS with
-     every source fits here (issue 11 item 9). */
-  srv->max_reply_bytes = 2048 + 1024 * (uint32_t)registry_count(srv->reg);
+     SourceInfo is under 1 KiB (its strings are bounded), plus, for a
+     local source, its statistics and up to LOCAL_MECH_MAX mechanisms of
+     under 512 bytes each (bounded strings too), so STATUS with every
+     source fits here (issue 11 item 9). */
+  srv->max_reply_bytes = 2048;
+  for (i = 0; i < registry_count(srv->reg); i++) {
+    srv->max_reply_bytes += 1024;
+    if (registry_has_local_stats(srv->reg, i))
+      srv->max_reply_bytes += 1024 + LOCAL_MECH_MAX * 512;
+  }
   if (srv->max_reply_bytes < conf->max_frame_bytes)
     srv->max_reply_bytes = conf->max_frame_bytes;
   r = statuspub_start(&srv->status, srv->reg, srv->draw, loop,

@@ -181,6 +181,43 @@ Test(limits, status_of_many_sources_fits_a_small_max_frame_bytes,
   cr_assert(strstr(out, "system12"), "%s", out);
 }
 
+/* Local sources report statistics and their mechanisms in SourceInfo
+   (a noise source with every mechanism is over 2 KiB before its first
+   read): STATUS with five of them failed at max_frame_bytes 1024 with
+   "Malformed frame or payload", because libqrs bounded the unpacked reply
+   by the request limit instead of the reply limit (max_reply_bytes), and
+   qrsd's reply limit now counts each local source's statistics at their
+   bounds. */
+Test(limits, status_of_local_sources_fits_a_small_max_frame_bytes,
+     .fini = stop_and_clean)
+{
+  char out[65536], err[1024];
+  char *argv[] = { (char *)getenv("QRSCTL_BIN"), (char *)"--socket", D.sock,
+                   (char *)"--json", (char *)"sources", NULL };
+  struct qrs_status *st;
+  struct qrs_client *c;
+
+  daemon_run(&D, "limits: { max_frame_bytes: 1024 }\n"
+                 "default_source: system\n"
+                 "sources:\n"
+                 "  system: { type: system }\n"
+                 "  noise1: { type: noise }\n"
+                 "  noise2: { type: noise, combine: concat }\n"
+                 "  noise3: { type: noise, conditioning: sha256 }\n"
+                 "  noise4: { type: noise, conditioning: vonneumann }\n"
+                 "  noise5: { type: noise, combine: concat, "
+                 "conditioning: sha256 }\n"
+                 "  jitter: { type: timing }\n");
+  c = connect_client(D.sock);
+  cr_assert_eq(qrs_client_status(c, &st), 0, "%s", qrs_client_errmsg(c));
+  cr_assert_eq(st->n_sources, 7);
+  qrs_status_free(st);
+  qrs_client_free(c);
+  cr_assert_eq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 0,
+               "%s", err);
+  cr_assert(strstr(out, "noise2") && strstr(out, "mechanisms"), "%s", out);
+}
+
 /* ---- item 3: silent connections, deadlines, per-uid cap, BUSY --------- */
 
 static void
