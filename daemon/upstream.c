@@ -1162,8 +1162,28 @@ struct probe {
 
 static void req_dispatch(struct req *r);
 
+/* Does gRPC reach TCP targets through an HTTP proxy (its environment
+   variables, in the order gRPC reads them)?  Then a direct connect says
+   nothing about the path gRPC takes, and the probe is skipped. */
+static int
+grpc_uses_proxy(void)
+{
+  static const char *const vars[] = { "grpc_proxy", "https_proxy",
+                                      "http_proxy" };
+  const char *v;
+  size_t i;
+
+  for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    v = getenv(vars[i]);
+    if (v && *v)
+      return 1;
+  }
+  return 0;
+}
+
 /* Where to connect: 1 and a unix path, 2 and host + port, or 0 (not
-   probed: another naming scheme, or malformed, which gRPC reports). */
+   probed: another naming scheme, a TCP target behind gRPC's HTTP proxy,
+   or malformed, which gRPC reports). */
 static int
 probe_target(const char *target, char *a, size_t alen, char *port,
              size_t plen)
@@ -1175,6 +1195,8 @@ probe_target(const char *target, char *a, size_t alen, char *port,
     snprintf(a, alen, "%s", t + (t[5] == '/' && t[6] == '/' ? 7 : 5));
     return *a ? 1 : -1;
   }
+  if (grpc_uses_proxy())
+    return 0;
   if (strncmp(t, "dns:///", 7) == 0)
     t += 7;
   colon = strchr(t, ':');

@@ -634,6 +634,35 @@ Test(upstream, preprobe_fails_a_black_holed_host_fast_then_backs_off)
     close(fds[i]);
 }
 
+/* Behind gRPC's HTTP proxy a direct connect says nothing about the path
+   gRPC takes (a host may be reachable only through the proxy): TCP
+   targets are not probed then; the call itself decides. */
+Test(upstream, no_preprobe_when_grpc_goes_through_a_proxy)
+{
+  struct upstream_conf c;
+  struct upstream_stats st;
+  struct upstream *u;
+  struct got g;
+  char addr[64];
+  int fds[3], i;
+
+  black_hole(addr, sizeof(addr), fds);
+  for (i = 0; i < 3; i++)
+    close(fds[i]);                    /* refused: a probe would fail */
+  cr_assert_eq(setenv("grpc_proxy", "http://127.0.0.1:9", 1), 0);
+  conf_init(&c, addr, UPSTREAM_UNARY);
+  c.timeout_ms = c.breaker.max_timeout_ms = 1000;
+  c.retry_count = 0;
+  u = open_up(&c);
+  g = fetch(u, 64, 1);
+  cr_assert_lt(g.r.err, 0);
+  cr_assert_null(strstr(g.r.detail, "pre-probe"), "%s", g.r.detail);
+  upstream_stats(u, &st);
+  cr_assert_eq(st.preprobes, 0);
+  close_up(u);
+  unsetenv("grpc_proxy");
+}
+
 /* A refused port and a unix socket nobody listens on fail the probe with
    the reason; a reachable upstream is probed once, then not while its
    fetches succeed. */
