@@ -241,6 +241,41 @@ hsift(struct hitem *h, size_t n, size_t i)
   h[i] = t;
 }
 
+/* The k-th largest (1 <= k <= n) of a[0..n) (no NaN): quickselect with
+   Hoare's partition around the middle element (equal values split
+   evenly; lo <= j < hi, so every round shrinks the range); reorders a. */
+static float
+kth_largest_f(float *a, size_t n, size_t k)
+{
+  ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, i, j, want = (ptrdiff_t)k - 1;
+  float p, t;
+
+  while (lo < hi) {
+    p = a[lo + (hi - lo) / 2];
+    i = lo - 1;
+    j = hi + 1;
+    for (;;) {
+      do
+        i++;
+      while (a[i] > p);
+      do
+        j--;
+      while (a[j] < p);
+      if (i >= j)
+        break;
+      t = a[i];
+      a[i] = a[j];
+      a[j] = t;
+    }
+    /* a[lo..j] >= p >= a[j+1..hi] */
+    if (want <= j)
+      hi = j;
+    else
+      lo = j + 1;
+  }
+  return a[want];
+}
+
 /* The baseline variant: SSE2 (or the platform's 128-bit vectors),
    2 lanes. */
 typedef double v2df __attribute__((vector_size(16)));

@@ -40,6 +40,10 @@ struct qrs__bound {
 
 /* Largest k for qrs__ktopk(). */
 #define QRS__TOPK_HEAP 1024
+/* Top-k by block maxima (float32 / 16-bit rows): for k up to
+   QRS__TOPK_BLOCKS_K, with at most QRS__TOPK_NB blocks (on the stack). */
+#define QRS__TOPK_BLOCKS_K 256
+#define QRS__TOPK_NB 2048
 
 struct qrs__scan {
   double max;             /* largest non-NaN value (-inf if none) */

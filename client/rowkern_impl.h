@@ -683,7 +683,7 @@ static const scan_fn KS(scan_fns)[4] = {
    it holds a value >= the heap minimum (a later position outranks an
    equal value). */
 static inline __attribute__((always_inline)) size_t
-KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
+KS(topk_heap)(const struct qrs__view *v, size_t k, uint32_t *pos,
               double *xo, int *odd, int dt)
 {
   vfl acc = KS(splatf)(0.0f);
@@ -794,6 +794,126 @@ KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
     xo[i] = h[i].x;
   }
   return k;
+}
+
+/* Top-k of a float32 / 16-bit row by block maxima: one pass records the
+   max of every block of bs values; t, the k-th largest of those maxima,
+   is a value of the row with at least k values >= t (the k blocks'
+   maxima), so the k largest of the row in the selection order are all
+   >= t and lie in blocks whose max is >= t.  Only those blocks (about k
+   of them on a row of distinct values) are read again, their values
+   >= t fed in position order to the same min-heap as qrs__ktopk()'s heap
+   pass: the heap's order (x, then position) is total, so its final set
+   does not depend on which values it saw and dropped.  Costs one read
+   pass instead of a heap pass whose k ln(n / k) insertions cost more than
+   the read.  Returns 0 when it does not apply (the caller takes the heap
+   pass): fewer than 4k blocks, or values >= t that do not fill the heap
+   (only a NaN, which the block maxima skip, can do that). */
+static inline __attribute__((always_inline)) size_t
+KS(topk_blocks)(const struct qrs__view *v, size_t k, uint32_t *pos,
+                double *xo, int *odd, int dt)
+{
+  float bm[QRS__TOPK_NB + 1], sel[QRS__TOPK_NB + 1];
+  struct hitem h[QRS__TOPK_BLOCKS_K];
+  vfl acc = KS(splatf)(0.0f), a0, a1, a2, a3, m, tv;
+  size_t n = v->n, bs, nb, nbt, b, i, lo, hi, cnt;
+  unsigned mk;
+  double xi;
+  float t, r;
+  int j, oddv = 0;
+
+  bs = 4 * 4 * KW;
+  while (n / bs > QRS__TOPK_NB)
+    bs *= 2;
+  nb = n / bs;
+  if (nb < 4 * k)
+    return 0;
+  for (b = 0; b < nb; b++) {
+    i = b * bs;
+    m = KS(splatf)(-INFINITY);
+    for (lo = i; lo < i + bs; lo += 4 * KW) {
+      a0 = KS(loadf)(v->data, lo, dt);
+      a1 = KS(loadf)(v->data, lo + KW, dt);
+      a2 = KS(loadf)(v->data, lo + 2 * KW, dt);
+      a3 = KS(loadf)(v->data, lo + 3 * KW, dt);
+      if (odd)
+        acc += (a0 + a1) + (a2 + a3);
+      m = FMAX(m, FMAX(FMAX(a0, a1), FMAX(a2, a3)));
+    }
+    r = -INFINITY;
+    for (j = 0; j < KW; j++)
+      r = m[j] > r ? m[j] : r;
+    bm[b] = r;
+  }
+  /* the tail: one more block */
+  nbt = nb;
+  if (nb * bs < n) {
+    r = -INFINITY;
+    for (i = nb * bs; i < n; i++) {
+      xi = load1(v->data, i, dt);
+      oddv |= !(xi < INFINITY);
+      r = xi > r ? (float)xi : r;
+    }
+    bm[nbt++] = r;
+  }
+  for (j = 0; j < KW; j++)
+    oddv |= !(acc[j] < INFINITY);
+  memcpy(sel, bm, nbt * sizeof(*sel));
+  t = kth_largest_f(sel, nbt, k);
+  tv = KS(splatf)(t);
+  cnt = 0;
+  for (b = 0; b < nbt; b++) {
+    if (!(bm[b] >= t))
+      continue;
+    lo = b * bs;
+    hi = b < nb ? lo + bs : n;
+    for (i = lo; i < hi; i += KW) {
+      if (i + KW <= hi) {
+        mk = KS(maskf)((vk)(KS(loadf)(v->data, i, dt) >= tv));
+      } else {
+        mk = 0;
+        for (j = 0; i + (size_t)j < hi; j++)
+          mk |= (unsigned)(load1(v->data, i + (size_t)j, dt) >= t) << j;
+      }
+      while (mk) {
+        j = __builtin_ctz(mk);
+        mk &= mk - 1;
+        xi = load1(v->data, i + (size_t)j, dt);
+        if (cnt < k) {
+          h[cnt].x = xi;
+          h[cnt].pos = (uint32_t)(i + (size_t)j);
+          if (++cnt == k)
+            for (lo = k / 2; lo-- > 0;)
+              hsift(h, k, lo);
+        } else if (xi >= h[0].x) {
+          h[0].x = xi;
+          h[0].pos = (uint32_t)(i + (size_t)j);
+          hsift(h, k, 0);
+        }
+      }
+    }
+  }
+  if (cnt < k)
+    return 0;
+  if (odd)
+    *odd = oddv;
+  for (i = 0; i < k; i++) {
+    pos[i] = h[i].pos;
+    xo[i] = h[i].x;
+  }
+  return k;
+}
+
+static inline __attribute__((always_inline)) size_t
+KS(topk_impl)(const struct qrs__view *v, size_t k, uint32_t *pos,
+              double *xo, int *odd, int dt)
+{
+  size_t r;
+
+  if (dt != QRS_DTYPE_F64 && k <= QRS__TOPK_BLOCKS_K &&
+      (r = KS(topk_blocks)(v, k, pos, xo, odd, dt)) != 0)
+    return r;
+  return KS(topk_heap)(v, k, pos, xo, odd, dt);
 }
 
 #define KS_TOPK(sfx, dt) \

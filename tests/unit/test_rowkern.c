@@ -556,3 +556,141 @@ Test(rowkern, float_exp_is_within_its_certified_bound)
                 worst, worst / QRS__FP_U);
   }
 }
+
+/* Top-k against a full sort in the selection order (x descending, then
+   the later position first). */
+struct xp {
+  double x;
+  uint32_t pos;
+};
+
+static int
+xp_desc(const void *a, const void *b)
+{
+  const struct xp *p = a, *q = b;
+
+  if (p->x != q->x)
+    return p->x > q->x ? -1 : 1;
+  return p->pos > q->pos ? -1 : p->pos < q->pos;
+}
+
+static int
+u32_cmp(const void *a, const void *b)
+{
+  uint32_t p = *(const uint32_t *)a, q = *(const uint32_t *)b;
+
+  return p < q ? -1 : p > q;
+}
+
+/* qrs__ktopk() and qrs__ktopk_scan() return exactly the sorted row's first
+   k positions (as a set) and their values, for each k of ks, in both
+   kernel variants. */
+static void
+check_topk(const struct qrs__view *v, const size_t *ks, size_t nk,
+           const char *what)
+{
+  static struct xp all[200000];
+  static uint32_t want[1024], got[1024];
+  static double gx[1024];
+  struct qrs__scan sc;
+  size_t i, n = v->n, r, k, ki, l;
+  int pass;
+
+  for (i = 0; i < n; i++) {
+    all[i].x = qrs__kload(v, i);
+    all[i].pos = (uint32_t)i;
+  }
+  qsort(all, n, sizeof(*all), xp_desc);
+  for (ki = 0; ki < nk; ki++) {
+    k = ks[ki];
+    if (k > n)
+      continue;
+    for (i = 0; i < k; i++)
+      want[i] = all[i].pos;
+    qsort(want, k, sizeof(*want), u32_cmp);
+    for (l = 0; l < 2; l++) {
+      qrs__kernel_level(levels[l]);
+      for (pass = 0; pass < 2; pass++) {
+        r = pass ? qrs__ktopk_scan(v, k, got, gx, &sc)
+                 : qrs__ktopk(v, k, got, gx);
+        cr_assert_eq(r, k, "%s k %zu", what, k);
+        for (i = 0; i < k; i++)
+          cr_assert_eq(gx[i], qrs__kload(v, got[i]), "%s: value of %u",
+                       what, got[i]);
+        qsort(got, k, sizeof(*got), u32_cmp);
+        for (i = 0; i < k; i++)
+          cr_assert_eq(got[i], want[i], "%s k %zu level %d%s: %zu-th "
+                       "position %u, the sort says %u", what, k,
+                       levels[l], pass ? " scan" : "", i, got[i], want[i]);
+        if (pass) {
+          cr_assert_eq(sc.max, all[0].x, "%s: max", what);
+          cr_assert(!sc.has_nan && !sc.has_posinf, "%s", what);
+        }
+      }
+    }
+  }
+}
+
+/* Large rows take the block-maxima top-k (one read pass, then only the
+   blocks whose max reaches the k-th largest block max): every dtype,
+   both kernel variants, k from 1 to QRS__TOPK_BLOCKS_K and past it, rows
+   of distinct values, of heavy ties (few levels, signed zeros), ascending
+   and descending (the heap's worst and best order), all but a few -inf,
+   all equal, and lengths with a partial last block. */
+Test(rowkern, topk_by_block_maxima_equals_a_full_sort)
+{
+  static float f[151936 + 77];
+  static uint16_t h[151936 + 77], bf[151936 + 77];
+  static const size_t ks[] = { 1, 2, 50, 150, QRS__TOPK_BLOCKS_K,
+                               QRS__TOPK_BLOCKS_K + 1 };
+  static const size_t ns[] = { 151936 + 77, 40000 + 13, 4096 };
+  struct qrs__view v;
+  char what[96];
+  size_t i, n, ni;
+  int shape;
+  uint32_t u;
+  float y;
+
+  for (ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+    n = ns[ni];
+    /* (the longest row, with blocks of 128, on two shapes only: the test
+       runs under valgrind too) */
+    for (shape = 0; shape < (ni == 0 ? 2 : 6); shape++) {
+      for (i = 0; i < n; i++) {
+        switch (shape) {
+        case 0: y = (float)(3.0 * gauss()); break;
+        case 1: y = (float)floor(2.0 * gauss()) * (rnd() < 0.5 ? 1 : -1);
+                if (y == 0.0f && rnd() < 0.5) y = -0.0f;
+                break;
+        case 2: y = (float)i * 1e-3f; break;
+        case 3: y = -(float)i * 1e-3f; break;
+        case 4: y = rnd() < 0.001 ? (float)gauss() : -INFINITY; break;
+        default: y = 1.5f; break;
+        }
+        f[i] = y;
+        memcpy(&u, &y, sizeof(u));
+        bf[i] = (uint16_t)(u >> 16);
+        /* a half of about the same size: exponent and top mantissa */
+        h[i] = (uint16_t)(shape == 4 && y == -INFINITY ? 0xfc00
+                          : (u >> 16 & 0x8000) |
+                            (((u >> 23 & 0xff) - 127 + 15) & 0x1f) << 10 |
+                            (u >> 13 & 0x3ff));
+        if ((h[i] & 0x7c00) == 0x7c00)
+          h[i] = (uint16_t)(h[i] & 0x83ff);
+      }
+      v.n = n;
+      v.data = f;
+      v.dtype = QRS_DTYPE_F32;
+      snprintf(what, sizeof(what), "f32 n %zu shape %d", n, shape);
+      check_topk(&v, ks, sizeof(ks) / sizeof(ks[0]), what);
+      v.data = bf;
+      v.dtype = QRS_DTYPE_BF16;
+      what[0] = 'b';
+      check_topk(&v, ks, sizeof(ks) / sizeof(ks[0]), what);
+      v.data = h;
+      v.dtype = QRS_DTYPE_F16;
+      what[0] = 'h';
+      check_topk(&v, ks, sizeof(ks) / sizeof(ks[0]), what);
+    }
+  }
+}
