@@ -471,3 +471,18 @@ ks_uniform_p(double *x, size_t n)
     p = 0;
   return p;
 }
+
+int
+test_time_scale(void)
+{
+  const char *e = getenv("QRS_TEST_TIME_SCALE");
+  const char *o = getenv("QRSD_BIN_OVERRIDE");
+  int asan = 0;
+
+#if defined(__SANITIZE_ADDRESS__)
+  asan = 1;
+#endif
+  if (e && atoi(e) >= 1)
+    return atoi(e);
+  return asan || (o && *o) ? 4 : 1;
+}

@@ -47,6 +47,13 @@ int daemon_log_contains(const struct daemon *d, const char *needle);
 int daemon_log_count(const struct daemon *d, const char *needle);
 
 /* Wait for "STOPPING=1" (or another line) on the notify socket. */
+/* How much slower than a plain build the qrsd under test may be:
+   $QRS_TEST_TIME_SCALE (.ci/run sets it for the TSan qrsd), else 4 when
+   the suite drives another build's qrsd (QRSD_BIN_OVERRIDE: the TSan one)
+   or runs under ASan, else 1.  Scales the deadlines of what must succeed,
+   never what must fail. */
+int test_time_scale(void);
+
 int daemon_wait_notify(struct daemon *d, const char *what, int timeout_ms);
 
 /* Run argv with stdout captured into out (NUL-terminated, truncated to

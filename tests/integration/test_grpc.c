@@ -404,25 +404,6 @@ Test(grpc, an_upstream_outage_falls_back_labelled_and_recovers)
   upserver_stop(&s, 0);
 }
 
-/* How much slower than a plain build the qrsd under test may be:
-   $QRS_TEST_TIME_SCALE (.ci/run sets it for the TSan qrsd), else 4 when
-   the suite drives another build's qrsd (QRSD_BIN_OVERRIDE: the TSan one)
-   or runs under ASan, else 1. */
-static int
-time_scale(void)
-{
-  const char *e = getenv("QRS_TEST_TIME_SCALE");
-  const char *o = getenv("QRSD_BIN_OVERRIDE");
-  int asan = 0;
-
-#if defined(__SANITIZE_ADDRESS__)
-  asan = 1;
-#endif
-  if (e && atoi(e) >= 1)
-    return atoi(e);
-  return asan || (o && *o) ? 4 : 1;
-}
-
 /* The upstream has answered qrsd's warm-up fetch (or failed it): from
    then on the channel is connected, and the draws below measure the fault,
    not the first connection. */
@@ -456,7 +437,7 @@ fault(const char *flag, int served_by_upstream, int echo, int check_echo)
   struct qrs_draw d;
   int i, timeout_ms;
 
-  timeout_ms = served_by_upstream ? 2000 * time_scale() : 300;
+  timeout_ms = served_by_upstream ? 2000 * test_time_scale() : 300;
   upserver_start(&s, "127.0.0.1:0", flag, NULL);
   start_qrsd("sources:\n"
              "  system: { type: system }\n"

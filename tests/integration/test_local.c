@@ -169,9 +169,11 @@ start_qrsd(void)
           "  dev: { type: device, path: %s/dev.fifo, fallback: system }\n"
           "  slow: { type: device, path: %s/slow.fifo }\n"
           "  jitter: { type: timing, conditioning: sha256, "
-          "fallback: system }\n"
-          "  noise: { type: noise, conditioning: raw, mechanisms: [] }\n",
-          D.dir, D.dir, D.dir);
+          "fallback: system, timeout_ms: %d }\n"
+          "  noise: { type: noise, conditioning: raw, mechanisms: [], "
+          "timeout_ms: %d }\n",
+          D.dir, D.dir, D.dir, 1000 * test_time_scale(),
+          1000 * test_time_scale());
   fclose(f);
   daemon_start(&D, NULL);
 }
