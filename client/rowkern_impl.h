@@ -679,6 +679,22 @@ static const scan_fn KS(scan_fns)[4] = {
   KS(scanw_f32), KS(scanw_f16), KS(scanw_bf16), KS(scan_f64),
 };
 
+/* The lane-wise max of the 4 KW values from i (i + 4 KW <= n); their
+   float sum added to *acc unless acc is NULL. */
+static inline __attribute__((always_inline)) vfl
+KS(max4)(const void *data, size_t i, int dt, vfl *acc)
+{
+  vfl a0, a1, a2, a3;
+
+  a0 = KS(loadf)(data, i, dt);
+  a1 = KS(loadf)(data, i + KW, dt);
+  a2 = KS(loadf)(data, i + 2 * KW, dt);
+  a3 = KS(loadf)(data, i + 3 * KW, dt);
+  if (acc)
+    *acc += (a0 + a1) + (a2 + a3);
+  return FMAX(FMAX(a0, a1), FMAX(a2, a3));
+}
+
 /* Top-k: a min-heap of the k best so far; a block of 8 is skipped unless
    it holds a value >= the heap minimum (a later position outranks an
    equal value). */
@@ -717,22 +733,15 @@ KS(topk_heap)(const struct qrs__view *v, size_t k, uint32_t *pos,
   if (dt != QRS_DTYPE_F64) {
     /* The values are floats: skip KW of them with one float compare
        (h[0].x is one of them, exactly). */
-    vfl hm, q0, q1, a0, a1, a2, a3;
+    vfl hm, a0;
 
     /* 4 KW values per test while none reaches the heap minimum.  acc: a
        float sum of every value, NaN or +inf when the row may hold a NaN
        or +inf (or a sum overflowed: then the caller scans). */
     for (i = first; i + 4 * KW <= n; i += 4 * KW) {
-      a0 = KS(loadf)(v->data, i, dt);
-      a1 = KS(loadf)(v->data, i + KW, dt);
-      a2 = KS(loadf)(v->data, i + 2 * KW, dt);
-      a3 = KS(loadf)(v->data, i + 3 * KW, dt);
-      if (odd)
-        acc += (a0 + a1) + (a2 + a3);
-      q0 = FMAX(a0, a1);
-      q1 = FMAX(a2, a3);
       hm = KS(splatf)((float)h[0].x);
-      if (!KS(maskf)((vk)(FMAX(q0, q1) >= hm)))
+      if (!KS(maskf)((vk)(KS(max4)(v->data, i, dt, odd ? &acc : NULL) >=
+                          hm)))
         continue;
       for (j = 0; j < 4 * KW; j++) {
         xi = load1(v->data, i + (size_t)j, dt);
@@ -815,7 +824,7 @@ KS(topk_blocks)(const struct qrs__view *v, size_t k, uint32_t *pos,
 {
   float bm[QRS__TOPK_NB + 1], sel[QRS__TOPK_NB + 1];
   struct hitem h[QRS__TOPK_BLOCKS_K];
-  vfl acc = KS(splatf)(0.0f), a0, a1, a2, a3, m, tv;
+  vfl acc = KS(splatf)(0.0f), m, tv;
   size_t n = v->n, bs, nb, nbt, b, i, lo, hi, cnt;
   unsigned mk;
   double xi;
@@ -831,15 +840,8 @@ KS(topk_blocks)(const struct qrs__view *v, size_t k, uint32_t *pos,
   for (b = 0; b < nb; b++) {
     i = b * bs;
     m = KS(splatf)(-INFINITY);
-    for (lo = i; lo < i + bs; lo += 4 * KW) {
-      a0 = KS(loadf)(v->data, lo, dt);
-      a1 = KS(loadf)(v->data, lo + KW, dt);
-      a2 = KS(loadf)(v->data, lo + 2 * KW, dt);
-      a3 = KS(loadf)(v->data, lo + 3 * KW, dt);
-      if (odd)
-        acc += (a0 + a1) + (a2 + a3);
-      m = FMAX(m, FMAX(FMAX(a0, a1), FMAX(a2, a3)));
-    }
+    for (lo = i; lo < i + bs; lo += 4 * KW)
+      m = FMAX(m, KS(max4)(v->data, lo, dt, odd ? &acc : NULL));
     r = -INFINITY;
     for (j = 0; j < KW; j++)
       r = m[j] > r ? m[j] : r;
