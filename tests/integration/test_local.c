@@ -163,6 +163,7 @@ start_qrsd(void)
   fprintf(f,
           "default_source: system\n"
           "amplifier: { sample_count: 1000 }\n"
+          "limits: { request_timeout_ms: %d }\n"
           "status_file: %s/status.json\n"
           "sources:\n"
           "  system: { type: system }\n"
@@ -172,7 +173,8 @@ start_qrsd(void)
           "fallback: system, timeout_ms: %d }\n"
           "  noise: { type: noise, conditioning: raw, mechanisms: [], "
           "timeout_ms: %d }\n",
-          D.dir, D.dir, D.dir, 1000 * test_time_scale(),
+          5000 * test_time_scale(), D.dir, D.dir, D.dir,
+          1000 * test_time_scale(),
           1000 * test_time_scale());
   fclose(f);
   daemon_start(&D, NULL);
@@ -195,10 +197,9 @@ connect_client(void)
 /* Run qrsctl with args (NULL-terminated); stdout into out, stderr into
    err (may be NULL).  Returns the exit status. */
 static int
-qrsctl(char *out, size_t outlen, char *err, size_t errlen, ...)
+vqrsctl(char *out, size_t outlen, char *err, size_t errlen, va_list ap)
 {
   char *argv[16];
-  va_list ap;
   int n;
 
   argv[0] = getenv("QRSCTL_BIN");
@@ -206,12 +207,48 @@ qrsctl(char *out, size_t outlen, char *err, size_t errlen, ...)
   argv[1] = (char *)"-s";
   argv[2] = D.sock;
   n = 3;
-  va_start(ap, errlen);
   while (n < 15 && (argv[n] = va_arg(ap, char *)) != NULL)
     n++;
-  va_end(ap);
   argv[n] = NULL;
   return run_capture(argv, out, outlen, err, errlen);
+}
+
+static int
+qrsctl(char *out, size_t outlen, char *err, size_t errlen, ...)
+{
+  va_list ap;
+  int r;
+
+  va_start(ap, errlen);
+  r = vqrsctl(out, outlen, err, errlen, ap);
+  va_end(ap);
+  return r;
+}
+
+/* qrsctl for a slow local source (see bytes_served()): 1 when the source
+   itself served; 0 after a labelled fallback or a typed refusal /
+   timeout (and a pause before the caller tries again). */
+static int
+qrsctl_served(char *out, size_t outlen, char *err, size_t errlen, ...)
+{
+  va_list ap;
+  int r;
+
+  va_start(ap, errlen);
+  r = vqrsctl(out, outlen, err, errlen, ap);
+  va_end(ap);
+  if (r == 0 && !strstr(err, "fallback") &&
+      !strstr(out, "\"fallback\": true") && !strstr(out, "\"fallback\":true"))
+    return 1;
+  if (r == 0)
+    cr_assert(strstr(err, "fallback") || strstr(out, "\"served_by\""),
+              "%s", err);
+  else
+    cr_assert(strstr(err, "timed out") || strstr(err, "refused") ||
+              strstr(err, "in time") || strstr(err, "deadline"),
+              "qrsctl: exit %d: %s", r, err);
+  usleep(200000);
+  return 0;
 }
 
 /* `qrsctl --json sources`, parsed; the source called name in *src. */
@@ -424,6 +461,46 @@ Test(local, four_clients_on_one_slow_device_all_progress,
   cr_assert_eq(daemon_stop(&D), 0);
 }
 
+/* A slow local source on a loaded machine (CI runs these suites against
+   the TSan qrsd, beside other suites) may be refused by admission control
+   at the rate it measured, or miss its deadline: a request then goes to
+   the fallback, labelled, or fails with a typed error.  That is the
+   designed behaviour; what these tests need is that the source does
+   serve, and that nothing else is ever passed off as its bytes.  So a
+   request is tried up to SLOW_TRIES times, and each miss must be a
+   labelled fallback or a typed refusal / timeout. */
+#define SLOW_TRIES 10
+
+static void
+bytes_served(struct qrs_client *c, const char *src, const char *type,
+             uint8_t *buf, size_t n)
+{
+  struct qrs_bytes_info bi;
+  const char *msg;
+  int k, r;
+
+  for (k = 0; k < SLOW_TRIES; k++) {
+    r = qrs_client_bytes(c, src, buf, n, &bi);
+    if (r == 0 && !bi.fallback) {
+      cr_assert_str_eq(bi.served_by, src);
+      cr_assert_str_eq(bi.served_type, type);
+      return;
+    }
+    if (r == 0) {
+      cr_assert_str_eq(bi.served_by, "system", "%s's fallback", src);
+      cr_assert_neq(strcmp(bi.served_by, src), 0);
+    } else {
+      msg = qrs_client_errmsg(c);
+      cr_assert(r == QRS_E_TIMEOUT || (r == QRS_E_ENTROPY &&
+                (strstr(msg, "refused") || strstr(msg, "in time") ||
+                 strstr(msg, "deadline"))),
+                "%s: %s (%s)", src, qrs_strerror(r), msg);
+    }
+    usleep(200000);
+  }
+  cr_assert_fail("%s never served in %d tries", src, SLOW_TRIES);
+}
+
 /* The checks every local source's "local" object must pass. */
 static void
 check_local(struct json_object *src, const char *conditioning)
@@ -464,32 +541,24 @@ Test(local, timing_and_noise_serve_and_report_structured_statistics,
 
   /* qrsctl bytes works for both (raw and conditioned) and is not served
      by a fallback */
-  r = qrsctl(out, sizeof(out), err, sizeof(err), "bytes", "-n", "4096",
-             "--source", "jitter", NULL);
-  cr_assert_eq(r, 0, "%s", err);
-  cr_assert_null(strstr(err, "fallback"), "%s", err);
-  r = qrsctl(out, sizeof(out), err, sizeof(err), "bytes", "-n", "4096",
-             "--source", "noise", NULL);
-  cr_assert_eq(r, 0, "%s", err);
-  cr_assert_null(strstr(err, "fallback"), "%s", err);
+  for (k = 0; !qrsctl_served(out, sizeof(out), err, sizeof(err), "bytes",
+                             "-n", "4096", "--source", "jitter", NULL); k++)
+    cr_assert_lt(k, SLOW_TRIES, "jitter never served: %s", err);
+  for (k = 0; !qrsctl_served(out, sizeof(out), err, sizeof(err), "bytes",
+                             "-n", "4096", "--source", "noise", NULL); k++)
+    cr_assert_lt(k, SLOW_TRIES, "noise never served: %s", err);
 
   /* and libqrs: labelled with the source that delivered */
   for (k = 0; k < 5; k++) {
-    r = qrs_client_bytes(c, "jitter", buf, sizeof(buf), &bi);
-    cr_assert_eq(r, 0, "%s", qrs_strerror(r));
-    cr_assert_str_eq(bi.served_by, "jitter");
-    cr_assert_eq(bi.fallback, 0);
-    cr_assert_str_eq(bi.served_type, "timing");
-    r = qrs_client_bytes(c, "noise", buf, sizeof(buf), &bi);
-    cr_assert_eq(r, 0, "%s", qrs_strerror(r));
-    cr_assert_str_eq(bi.served_by, "noise");
-    cr_assert_eq(bi.fallback, 0);
+    bytes_served(c, "jitter", "timing", buf, sizeof(buf));
+    bytes_served(c, "noise", "noise", buf, sizeof(buf));
   }
 
   /* amplified draws from the noise source (1,000 bytes each) */
-  r = qrsctl(out, sizeof(out), err, sizeof(err), "--json", "draw", "-n", "3",
-             "--source", "noise", NULL);
-  cr_assert_eq(r, 0, "%s", err);
+  for (k = 0; !qrsctl_served(out, sizeof(out), err, sizeof(err), "--json",
+                             "draw", "-n", "3", "--source", "noise", NULL);
+       k++)
+    cr_assert_lt(k, SLOW_TRIES, "noise never served: %s", err);
   cr_assert(strstr(out, "\"served_by\":\"noise\"") ||
             strstr(out, "\"served_by\": \"noise\""), "%s", out);
   cr_assert_null(strstr(out, "\"fallback\": true"), "%s", out);

@@ -233,7 +233,10 @@ Test(stat, per_draw_parameters_and_their_errors, .fini = stop_and_clean)
   ap.zscore_calibration_samples = 500;
   cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
   cr_assert_neq(d.population_mean, 127.5);
-  cr_assert(fabs(d.population_std - 73.9) < 5.0, "%f", d.population_std);
+  /* (an estimate of 73.9 from 500 blocks has a standard error of
+     73.9 / sqrt(2 * 500) = 2.34: 5 was 2.1 of them and failed 1 run in
+     ~30 (CI: 68.74); 11.7 is 5 of them) */
+  cr_assert(fabs(d.population_std - 73.9) < 11.7, "%f", d.population_std);
   z = d.population_std;
   cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
   cr_assert_eq(d.population_std, z);           /* the cached calibration */
