@@ -284,7 +284,8 @@ mass_cross_sure(struct ft *f, double t, double mt, struct fhit *h)
   return h->j == h2.j ? 0 : 2;
 }
 
-/* One attempt with the head at d >= dhead: 0, 2, or 3 (deeper). */
+/* One attempt with the head at d >= dhead: 0, 2, 3 (deeper), or 5 (a
+   fused pass found a NaN, +inf or no finite value). */
 static int
 attempt(struct ft *f, float dhead, const struct qrs__sel_params *p,
         struct qrs__sel_out *out)
@@ -298,6 +299,13 @@ attempt(struct ft *f, float dhead, const struct qrs__sel_params *p,
   f->dhead = dhead;
   f->nh = qrs__kfpass(f->row, f->mf, f->invf, f->invt, dhead, ws->fpos,
                       ws->fx, ws->fe, ws->fk, &f->fp);
+  if (f->mf != f->mf) {
+    /* The pass found the max (no scan before it). */
+    if (f->fp.bad)
+      return 5;
+    f->mf = f->fp.max;
+    f->m = (double)f->fp.max;
+  }
   if (f->fp.cnt_a != f->fp.cnt_b)
     return 2;                   /* weights at the underflow limit */
   /* Counting sort of the head by bucket into lpos / lx. */
@@ -401,11 +409,12 @@ attempt(struct ft *f, float dhead, const struct qrs__sel_params *p,
 int
 qrs__fast_throttle(struct qrs__sel_ws *ws, const struct qrs__view *row,
                    const struct qrs__scan *scan,
-                   const struct qrs__sel_params *p, struct qrs__sel_out *out)
+                   const struct qrs__sel_params *p, struct qrs__sel_out *out,
+                   struct qrs__scan *found)
 {
   struct ft f;
   size_t i, cnt, step;
-  int rung, r;
+  int rung, r, start;
 
   if (row->dtype == QRS_DTYPE_F64 || row->n < FT_MIN_N ||
       p->order != QRS__ORDER_REFERENCE ||
@@ -418,19 +427,43 @@ qrs__fast_throttle(struct qrs__sel_ws *ws, const struct qrs__view *row,
     return 1;
   f.ws = ws;
   f.row = row;
-  f.m = scan->max;
   f.invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
-  f.mf = (float)scan->max;
   f.invf = (float)f.invt;
-  /* Every n / FT_SAMPLES-th logit estimates the -8 head's size (the
-     choice changes only the speed: each rung is certified). */
-  step = row->n / FT_SAMPLES;
-  for (i = cnt = 0; i < FT_SAMPLES; i++)
-    cnt += (qrs__kload(row, i * step) - f.m) * f.invt >= -8.0;
-  for (rung = cnt * step > FT_BIG_HEAD ? 0 : 1; rung < FT_RUNGS; rung++) {
+  /* The first rung (the choice changes only the speed: each rung is
+     certified).  With a scan, every n / FT_SAMPLES-th logit estimates
+     the -8 head's size.  Without one (the first pass finds the max: NaN
+     mf), samples cannot tell a flat row from a mid one (their max is
+     far below a mid row's): the start follows this workspace's previous
+     selection (rows of one request are alike): -4 after a -8 head that
+     was large, -8 after a -4 head that was not deep enough. */
+  if (scan) {
+    f.m = scan->max;
+    f.mf = (float)scan->max;
+    step = row->n / FT_SAMPLES;
+    for (i = cnt = 0; i < FT_SAMPLES; i++)
+      cnt += (qrs__kload(row, i * step) - f.m) * f.invt >= -8.0;
+    start = cnt * step > FT_BIG_HEAD ? 0 : 1;
+  } else {
+    f.m = f.mf = NAN;
+    start = ws->ft_start;
+  }
+  r = 2;
+  for (rung = start; rung < FT_RUNGS; rung++) {
     r = attempt(&f, ft_dhead[rung], p, out);
     if (r != 3)
-      return r;
+      break;
   }
-  return 2;
+  if (!scan && r != 5)
+    ws->ft_start = rung > start                         ? 1
+                   : rung == 1 && f.nh > FT_BIG_HEAD ? 0
+                                                       : start;
+  if (r == 3)
+    r = 2;
+  if (r == 5)
+    return 3;
+  if (!scan) {
+    found->max = f.m;
+    found->has_nan = found->has_posinf = 0;
+  }
+  return r;
 }

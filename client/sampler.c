@@ -496,9 +496,10 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
     return 1;
   t0 = now_ns();
   need_h = (s->log && s->log_level > 0) || s->diag;
-  /* A fixed temperature needs nothing of the row: the selection scans
-     it (the fast path in its own first pass) and reports a bad row. */
-  lazy = !need_h && s->st.kind == QRS__T_FIXED;
+  /* A configured temperature (fixed, entropy throttle, mirostat) needs
+     nothing of the row: the selection scans it (the fast paths in their
+     own first pass) and reports a bad row. */
+  lazy = !need_h && !qrs__strategy_reads_row(&s->st);
   if (lazy) {
     /* row.scan stays a placeholder (max 0, no NaN): it only has to pass
        the strategy's row check; the fixed strategy reads nothing else of

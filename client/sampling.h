@@ -206,6 +206,10 @@ int qrs__strategy_init(struct qrs__strategy *st, int kind,
 void qrs__strategy_done(struct qrs__strategy *st);
 /* Whether the strategy always needs the row's entropy. */
 int qrs__strategy_wants_h(const struct qrs__strategy *st);
+/* Whether the strategy reads anything of the row (0: fixed, the entropy
+   throttle and mirostat v2, whose temperature is the configured one; the
+   selection then scans the row itself, in its first pass). */
+int qrs__strategy_reads_row(const struct qrs__strategy *st);
 /* Back to the state of a new request. */
 void qrs__strategy_reset(struct qrs__strategy *st,
                          const struct qrs__cfgvals *cfg);

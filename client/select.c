@@ -80,6 +80,7 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
   if (cap == 0 || cap > UINT32_MAX)
     return -EINVAL;
   ws->cap = cap;
+  ws->ft_start = 1;
   ws->lpos = malloc(cap * sizeof(*ws->lpos));
   ws->lx = malloc(cap * sizeof(*ws->lx));
   ws->le = malloc(cap * sizeof(*ws->le));
@@ -1285,6 +1286,14 @@ select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
     if (r != 3)
       scan = &sc;
   }
+  if (!scan && p->T > 0.0 && p->nucleus == QRS__NUCLEUS_THROTTLE &&
+      __atomic_load_n(&fast_on, __ATOMIC_RELAXED)) {
+    /* So does the throttle's (fthrottle.c). */
+    reset_out(out);
+    r = qrs__fast_throttle(ws, row, NULL, p, out, &sc);
+    if (r == 0 || r == 2)
+      scan = &sc;
+  }
   ws->kready = 0;
   if (!scan && p->T > 0.0 && p->order != QRS__ORDER_HF && p->top_k > 0 &&
       (unsigned long long)p->top_k < row->n &&
@@ -1339,7 +1348,7 @@ select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
   }
   if (r == 1 && p->nucleus == QRS__NUCLEUS_THROTTLE &&
       __atomic_load_n(&fast_on, __ATOMIC_RELAXED))
-    r = qrs__fast_throttle(ws, row, scan, p, out);   /* fthrottle.c */
+    r = qrs__fast_throttle(ws, row, scan, p, out, NULL);
   if (r == 0) {
     __atomic_fetch_add(&fstats.fast, 1, __ATOMIC_RELAXED);
     return 0;

@@ -94,6 +94,10 @@ struct qrs__sel_ws {
   double *fz, *ferr;              /* QRS__NBUCKET: head bucket sums */
   double *fzx;                    /* QRS__NBUCKET: exact bucket sums */
   size_t *fcnt;
+  /* The entropy throttle's fast path without a scan: the head rung to
+     start at (0: d >= -4, 1: d >= -8), from this workspace's previous
+     selection (only the speed depends on it). */
+  int ft_start;
 };
 
 /* Fast-path statistics (process-wide, relaxed atomics): selections the

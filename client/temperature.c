@@ -135,6 +135,19 @@ qrs__strategy_wants_h(const struct qrs__strategy *st)
   }
 }
 
+int
+qrs__strategy_reads_row(const struct qrs__strategy *st)
+{
+  switch (st->kind) {
+  case QRS__T_FIXED:
+  case QRS__T_ENTROPY_THROTTLE:
+  case QRS__T_MIROSTAT_V2:
+    return 0;
+  default:
+    return 1;
+  }
+}
+
 static void
 row_stats(struct qrs__row *r)
 {

@@ -369,8 +369,8 @@ Test(fastsel, running_max_and_ladder_bands_match_the_double_path)
 
 /* NaN, +inf anywhere (also late, also inside a leading -inf block) and
    all -inf rows are QRS_E_LOGITS through every pass that finds the max
-   itself: the fast path's float pass, the top-k heap's scan, the plain
-   scan. */
+   itself: the fast path's float pass, the entropy throttle's float pass,
+   the top-k heap's scan, the plain scan. */
 Test(fastsel, bad_rows_fail_on_every_fused_path)
 {
   static const enum qrs_dtype dts[3] = { QRS_DTYPE_F32, QRS_DTYPE_BF16,
@@ -388,7 +388,7 @@ Test(fastsel, bad_rows_fail_on_every_fused_path)
   n = 9000;
   for (d = 0; d < 6; d++)
     for (bad = 0; bad < 5; bad++)
-      for (c = 0; c < 3; c++) {
+      for (c = 0; c < 4; c++) {
         qrs__kernel_level(d < 3 ? 2 : 1);
         make_row(&r, 5, n, dts[d % 3]);
         at = bad == 3 ? 1500 : n - 1 - (size_t)(rnd() * 100.0);
@@ -416,6 +416,12 @@ Test(fastsel, bad_rows_fail_on_every_fused_path)
           p.top_k = 50;
         if (c == 2)
           p.min_p = 0.05;
+        if (c == 3) {
+          p.nucleus = QRS__NUCLEUS_THROTTLE;
+          p.thr_target = 2.0 * M_LN2;
+          p.thr_pmin = 0.01;
+          p.thr_pmax = 0.99;
+        }
         v = view(&r);
         rc = qrs__select(&ws, &v, NULL, &p, &o);
         cr_expect_eq(rc, QRS_E_LOGITS, "dtype %d bad %d config %d: %d", d,
