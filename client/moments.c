@@ -188,7 +188,7 @@ qrs__fmoments_applies(enum qrs_dtype dtype, size_t n)
 }
 
 typedef void (*fmom_fn)(const struct qrs__view *, struct qrs__scan *,
-                        struct qrs__fmom *);
+                        struct qrs__fmom *, float *);
 
 /* By variant (SSE2, AVX2) and dtype (enum qrs_dtype: F32 0, F16 1,
    BF16 2). */
@@ -205,11 +205,11 @@ static const fmom_fn fmom_fns[2][3] = {
    needs AVX2, FMA and F16C).  v: a float32 / float16 / bfloat16 row. */
 void
 qrs__fmoments(const struct qrs__view *v, struct qrs__scan *sc,
-              struct qrs__fmom *ret)
+              struct qrs__fmom *ret, float *mb)
 {
   unsigned fe = qrs__fpenv_enter();
 
-  fmom_fns[qrs__kernel_level(0) == 2][v->dtype](v, sc, ret);
+  fmom_fns[qrs__kernel_level(0) == 2][v->dtype](v, sc, ret, mb);
   qrs__fpenv_leave(fe);
 }
 

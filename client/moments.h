@@ -38,11 +38,17 @@ struct qrs__fmom {
    qrs__fmoments(). */
 int qrs__fmoments_applies(enum qrs_dtype dtype, size_t n);
 
+/* Values per entry of the pass's sub-block maxima. */
+#define QRS__MOM_SUB 64
+
 /* The pass: sc gets the row's scan (as qrs__kscan()), ret the sums.
    The sums are meaningless when the scan finds a NaN, +inf or no finite
-   value. */
+   value.  mb (may be NULL; room for 8 * ceil(n / QRS__MOM_SUB) floats):
+   for each QRS__MOM_SUB values of the row, 8 floats whose max is theirs
+   (NaN ignored; -inf when none), so that a later search for the values
+   above a threshold reads only the sub-blocks that hold one. */
 void qrs__fmoments(const struct qrs__view *v, struct qrs__scan *sc,
-                   struct qrs__fmom *ret);
+                   struct qrs__fmom *ret, float *mb);
 
 /* The kernel's exp for one value (tests check its error bound). */
 float qrs__fmoments_expf(float d);

@@ -93,14 +93,14 @@ MK(macc)(v8f x, v8f mv, v8f *zf, v8f *wf, v8f *w2f, int masked)
 
 static inline __attribute__((always_inline)) void
 MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
-         struct qrs__fmom *ret, int dt)
+         struct qrs__fmom *ret, float *mb, int dt)
 {
-  v8f x, xa, xb, mx, mx1, mn, mn1, mv, za, wa, w2a, zb, wb, w2b;
+  v8f x, xa, xb, mx, mx1, mn, mn1, mv, za, wa, w2a, zb, wb, w2b, sm, sm1;
   v4d zd[2], wd[2], w2d[2];
   v8i nan, nan1;
   float buf[MOM_BLOCK] __attribute__((aligned(32)));
   const float *src;
-  size_t i, j, n, end, base, lim;
+  size_t i, j, q, n, end, qend, base, lim;
   double z, w, w2, dl, f;
   float m, bm, bmin;
   int k, l, masked;
@@ -115,19 +115,34 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
     /* The block's max (and NaN), then its moments from L1. */
     mx = mx1 = splatf(-INFINITY);
     mn = mn1 = splatf(INFINITY);
-    for (j = i; j < end; j += 16) {
-      x = MK(load)(v->data, j, n, dt);
-      if (dt != QRS_DTYPE_F32)
-        memcpy(buf + (j - i), &x, sizeof(x));
-      nan |= x != x;
-      mx = FMAX8(x, mx);
-      mn = FMIN8(x, mn);
-      x = MK(load)(v->data, j + 8, n, dt);
-      if (dt != QRS_DTYPE_F32)
-        memcpy(buf + (j - i) + 8, &x, sizeof(x));
-      nan1 |= x != x;
-      mx1 = FMAX8(x, mx1);
-      mn1 = FMIN8(x, mn1);
+    /* Per QRS__MOM_SUB values: their max per lane (merged into the
+       block's: the same first maximal value per lane as a running max),
+       stored for the caller when mb is given. */
+    for (q = i; q < end; q = qend) {
+      qend = q + QRS__MOM_SUB < end ? q + QRS__MOM_SUB : end;
+      sm = sm1 = splatf(-INFINITY);
+      if (qend - q == QRS__MOM_SUB)
+        qend = q + QRS__MOM_SUB;  /* a constant trip count: unrolled */
+      for (j = q; j < qend; j += 16) {
+        x = MK(load)(v->data, j, n, dt);
+        if (dt != QRS_DTYPE_F32)
+          memcpy(buf + (j - i), &x, sizeof(x));
+        nan |= x != x;
+        sm = FMAX8(x, sm);
+        mn = FMIN8(x, mn);
+        x = MK(load)(v->data, j + 8, n, dt);
+        if (dt != QRS_DTYPE_F32)
+          memcpy(buf + (j - i) + 8, &x, sizeof(x));
+        nan1 |= x != x;
+        sm1 = FMAX8(x, sm1);
+        mn1 = FMIN8(x, mn1);
+      }
+      mx = FMAX8(sm, mx);
+      mx1 = FMAX8(sm1, mx1);
+      if (mb) {
+        sm = FMAX8(sm1, sm);
+        memcpy(mb + (q / QRS__MOM_SUB) * 8, &sm, sizeof(sm));
+      }
     }
     mx = FMAX8(mx1, mx);
     mn = FMIN8(mn1, mn);
@@ -208,21 +223,21 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
 /* One function per dtype (the loads specialised). */
 static void
 MK(fmom_f32)(const struct qrs__view *v, struct qrs__scan *sc,
-             struct qrs__fmom *ret)
+             struct qrs__fmom *ret, float *mb)
 {
-  MK(fmom)(v, sc, ret, QRS_DTYPE_F32);
+  MK(fmom)(v, sc, ret, mb, QRS_DTYPE_F32);
 }
 
 static void
 MK(fmom_bf16)(const struct qrs__view *v, struct qrs__scan *sc,
-              struct qrs__fmom *ret)
+              struct qrs__fmom *ret, float *mb)
 {
-  MK(fmom)(v, sc, ret, QRS_DTYPE_BF16);
+  MK(fmom)(v, sc, ret, mb, QRS_DTYPE_BF16);
 }
 
 static void
 MK(fmom_f16)(const struct qrs__view *v, struct qrs__scan *sc,
-             struct qrs__fmom *ret)
+             struct qrs__fmom *ret, float *mb)
 {
-  MK(fmom)(v, sc, ret, QRS_DTYPE_F16);
+  MK(fmom)(v, sc, ret, mb, QRS_DTYPE_F16);
 }

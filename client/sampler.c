@@ -510,7 +510,7 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
     row.v.n = n;
   } else {
     qrs__row_prepare(&row, logits, dtype, n,
-                     need_h || qrs__strategy_wants_h(&s->st));
+                     need_h || qrs__strategy_wants_h(&s->st), s->ws.mb);
     r = qrs__row_check(&row.scan, n);
     if (r < 0)
       return r;
@@ -551,8 +551,12 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
     sv.dtype = QRS_DTYPE_F64;
     qrs__kscan(&sv, &ss);
   }
+  /* The moment pass's sub-block maxima of this row, for min-p's cut. */
+  s->ws.mb_ready = !lazy && row.mb_done && !tr.transformed;
+  s->ws.mb_data = logits;
   r = qrs__select(&s->ws, &sv, lazy && !tr.transformed ? NULL : &ss, &sp,
                   &so);
+  s->ws.mb_ready = 0;
   if (r < 0)
     return r;
   t2 = now_ns();

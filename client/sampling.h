@@ -127,12 +127,17 @@ struct qrs__row {
   int have_vh;                /* h and vh valid */
   double h;                   /* Shannon entropy, nats (masked) */
   double vh;                  /* varentropy */
+  float *mb;                  /* room for the moment pass's sub-block
+                                 maxima (moments.h), or NULL */
+  int mb_done;                /* the pass filled mb for this row */
 };
 
 /* Set up r for one token: the scan, and with want_h the entropy and
-   varentropy too, in the same pass over the row. */
+   varentropy too, in the same pass over the row (which also fills mb
+   when given and the float moment pass applies: r->mb_done). */
 void qrs__row_prepare(struct qrs__row *r, const void *data,
-                      enum qrs_dtype dtype, size_t n, int want_h);
+                      enum qrs_dtype dtype, size_t n, int want_h,
+                      float *mb);
 
 /* Entropy (and varentropy) of the raw row, computed once per token.
    -inf logits are masked (probability 0), unlike the reference (Q1). */

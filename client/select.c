@@ -9,6 +9,7 @@
 #include <qrs/error.h>
 
 #include "fthrottle.h"
+#include "moments.h"
 #include "select.h"
 
 /* The candidates at some stage: the elements of view v at or above the
@@ -81,6 +82,7 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
     return -EINVAL;
   ws->cap = cap;
   ws->ft_start = 1;
+  ws->mb = malloc((cap / QRS__MOM_SUB + 1) * 8 * sizeof(*ws->mb));
   ws->lpos = malloc(cap * sizeof(*ws->lpos));
   ws->lx = malloc(cap * sizeof(*ws->lx));
   ws->le = malloc(cap * sizeof(*ws->le));
@@ -106,7 +108,7 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
   if (!ws->fxe || !ws->fzx || !ws->fpos || !ws->fx || !ws->fe || !ws->fk || !ws->fz || !ws->ferr ||
       !ws->fcnt || !ws->lpos || !ws->lx || !ws->le || !ws->cpos || !ws->cx ||
       !ws->kpos || !ws->kx || !ws->hz || !ws->hw || !ws->hpos || !ws->hx ||
-      !ws->he || !ws->hk) {
+      !ws->he || !ws->hk || !ws->mb) {
     qrs__sel_ws_done(ws);
     return -ENOMEM;
   }
@@ -140,6 +142,7 @@ qrs__sel_ws_done(struct qrs__sel_ws *ws)
   free(ws->fzx);
   free(ws->ferr);
   free(ws->fcnt);
+  free(ws->mb);
   memset(ws, 0, sizeof(*ws));
 }
 
@@ -560,6 +563,74 @@ support(struct qrs__sel_ws *ws, const struct qrs__view *row,
                            NULL, NULL, 0, NULL);
 }
 
+/* qrs__kcollect() of the whole row v (max m, pinv > 0, dlo pmin, no upper
+   limit, cap QRS__SMALL_CAP) reading only the sub-blocks whose maxima (the
+   moment pass's, ws->mb) reach a float threshold at or below the exact
+   cut: (x - m) * pinv >= pmin is monotone in x, so a sub-block whose max
+   fails it has no element that passes.  The margin below the cut covers
+   the double test's roundings (relative to |m| and |pmin / pinv|, not to
+   the cut). */
+static size_t
+collect_blocks(const struct qrs__sel_ws *ws, const struct qrs__view *v,
+               double m, double pinv, double pmin, uint32_t *pos, double *x)
+{
+  typedef float v4f __attribute__((vector_size(16)));
+  typedef int32_t v4i __attribute__((vector_size(16)));
+  static const struct qrs__bound all = { -INFINITY, 0 };
+  struct qrs__view sv;
+  size_t nb, b, e, lo, hi, cnt, c, st, i, esz;
+  double t, tl;
+  v4f mv, mv1, tv;
+  v4i hit;
+  uint64_t q[2];
+  float tf;
+  int l;
+
+  t = m + pmin / pinv;
+  tl = t - 1e-6 * (fabs(m) + fabs(pmin / pinv)) - 1e-300;
+  tf = (float)tl;
+  if ((double)tf > tl)
+    tf = nextafterf(tf, -INFINITY);
+  for (l = 0; l < 4; l++)
+    tv[l] = tf;
+  esz = v->dtype == QRS_DTYPE_F32 ? 4 : 2;
+  nb = (v->n + QRS__MOM_SUB - 1) / QRS__MOM_SUB;
+  cnt = 0;
+  for (b = 0; b < nb; b = e) {
+    /* The next run of sub-blocks that reach tf. */
+    for (; b < nb; b++) {
+      memcpy(&mv, ws->mb + b * 8, sizeof(mv));
+      memcpy(&mv1, ws->mb + b * 8 + 4, sizeof(mv1));
+      hit = (mv >= tv) | (mv1 >= tv);
+      memcpy(q, &hit, sizeof(q));
+      if (q[0] | q[1])
+        break;
+    }
+    if (b == nb)
+      break;
+    for (e = b + 1; e < nb; e++) {
+      memcpy(&mv, ws->mb + e * 8, sizeof(mv));
+      memcpy(&mv1, ws->mb + e * 8 + 4, sizeof(mv1));
+      hit = (mv >= tv) | (mv1 >= tv);
+      memcpy(q, &hit, sizeof(q));
+      if (!(q[0] | q[1]))
+        break;
+    }
+    lo = b * QRS__MOM_SUB;
+    hi = e * QRS__MOM_SUB < v->n ? e * QRS__MOM_SUB : v->n;
+    sv.data = (const char *)v->data + lo * esz;
+    sv.dtype = v->dtype;
+    sv.n = hi - lo;
+    st = cnt < QRS__SMALL_CAP ? cnt : QRS__SMALL_CAP;
+    c = qrs__kcollect(&sv, m, pinv, &all, pmin, INFINITY, pos + st, x + st,
+                      QRS__SMALL_CAP - st, NULL);
+    for (i = 0; i < c && st + i < QRS__SMALL_CAP; i++)
+      pos[st + i] += (uint32_t)lo;
+    cnt += c;
+  }
+  return cnt;
+}
+
 /* Replace the set by the list of its elements with (x - m) * pinv >= pmin
    (into buffer slot 0 or 1) when they are at most QRS__SMALL_CAP.
    Returns how many there are, or SIZE_MAX (set unchanged) when more. */
@@ -576,6 +647,10 @@ compact(struct qrs__sel_ws *ws, struct cset *s, double pinv, double pmin,
   if (slot == 0 && ws->cready && !s->ids && s->b.x == -INFINITY &&
       s->b.i == 0 && pinv == ws->cpinv && pmin == ws->cpmin)
     cnt = ws->ccnt;             /* the scan's pass collected them */
+  else if (slot == 0 && ws->mb_ready && s->v.data == ws->mb_data &&
+           !s->ids && s->b.x == -INFINITY && s->b.i == 0 && pinv > 0.0 &&
+           s->v.dtype != QRS_DTYPE_F64)
+    cnt = collect_blocks(ws, &s->v, s->m, pinv, pmin, pos, x);
   else
     cnt = qrs__kcollect(&s->v, s->m, pinv, &s->b, pmin, INFINITY, pos, x,
                         QRS__SMALL_CAP, NULL);

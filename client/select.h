@@ -98,6 +98,12 @@ struct qrs__sel_ws {
      start at (0: d >= -4, 1: d >= -8), from this workspace's previous
      selection (only the speed depends on it). */
   int ft_start;
+  /* The float moment pass's sub-block maxima of the row at mb_data
+     (moments.h; the sampler sets mb_ready for one selection): min-p's
+     collection then reads only the sub-blocks that reach its cut. */
+  float *mb;                      /* 8 * (cap / QRS__MOM_SUB + 1) */
+  const void *mb_data;
+  int mb_ready;
 };
 
 /* Fast-path statistics (process-wide, relaxed atomics): selections the

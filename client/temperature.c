@@ -88,7 +88,8 @@ row_moments(struct qrs__row *r, struct qrs__scan *sc)
   struct qrs__bound all = { -INFINITY, 0 };
 
   if (qrs__fmoments_applies(r->v.dtype, r->v.n)) {
-    qrs__fmoments(&r->v, sc ? sc : &tmp, &fm);
+    qrs__fmoments(&r->v, sc ? sc : &tmp, &fm, sc ? r->mb : NULL);
+    r->mb_done = sc && r->mb;
     if (qrs__row_check(sc ? sc : &tmp, r->v.n) == 0) {
       qrs__fmoments_hvh(&fm, &r->h, &r->vh);
       r->have_h = r->have_vh = 1;
@@ -107,9 +108,10 @@ row_moments(struct qrs__row *r, struct qrs__scan *sc)
 
 void
 qrs__row_prepare(struct qrs__row *r, const void *data, enum qrs_dtype dtype,
-                 size_t n, int want_h)
+                 size_t n, int want_h, float *mb)
 {
   memset(r, 0, sizeof(*r));
+  r->mb = mb;
   r->v.data = data;
   r->v.dtype = dtype;
   r->v.n = n;

@@ -18,6 +18,7 @@
 
 #include <qrs/sampler.h>
 
+#include "moments.h"
 #include "select.h"
 
 #define TESTRNG_SEED 0x243f6a8885a308d3ull
@@ -557,4 +558,75 @@ Test(fastsel, minp_collected_in_the_scan_pass_is_exact)
     }
   qrs__kernel_level(lv0);
   cr_expect_eq(bad, 0, "%zu differences", bad);
+}
+
+/* min-p's cut through the moment pass's sub-block maxima (ws.mb, what
+   the sampler hands the selection after an entropy strategy's pass)
+   against the same selection without them: identical token, rank,
+   counts, probability and CDF interval, bit for bit; cuts exactly at a
+   logit (min_p = exp of an element's d) among them, and rows whose
+   length is not a multiple of the sub-block. */
+Test(fastsel, min_p_by_sub_block_maxima_equals_the_whole_row_collect)
+{
+  static const enum qrs_dtype dts[3] = { QRS_DTYPE_F32, QRS_DTYPE_BF16,
+                                         QRS_DTYPE_F16 };
+  static struct row r;
+  struct qrs__sel_params p;
+  struct qrs__sel_out a, o;
+  struct qrs__scan sc;
+  struct qrs__fmom fm;
+  struct qrs__view v;
+  size_t n, k, j, exact;
+  int it, ra, ro, lv0, lv;
+  double x = 0.0;
+
+  lv0 = qrs__kernel_level(-1);
+  exact = 0;
+  for (it = 0; it < 600; it++) {
+    lv = qrs__kernel_level(it % 2 ? 2 : 1);
+    (void)lv;
+    n = 300 + (size_t)(rnd() * 20000.0);
+    make_row(&r, it % 6, n, dts[it % 3]);
+    v = view(&r);
+    qrs__fmoments(&v, &sc, &fm, ws.mb);
+    cr_assert_eq(qrs__row_check(&sc, n), 0);
+    p = params(0.3 + 1.5 * rnd(), it % 4 == 0 ? 0.9 : 1.0, rnd(), it % 2);
+    if (it % 3 == 0) {
+      /* the cut exactly at the d of a sub-block's max, among the
+         sub-blocks that hold one of the values within 4 of the max (a
+         cut that keeps few enough to be collected) */
+      for (j = 0, k = n; j < n; j++)
+        if (qrs__kload(&v, j) >= sc.max - 4.0 && (k == n || rnd() < 0.3))
+          k = j;
+      k = k / QRS__MOM_SUB * QRS__MOM_SUB;
+      for (x = -INFINITY, j = k; j < k + QRS__MOM_SUB && j < n; j++)
+        x = fmax(x, qrs__kload(&v, j));
+      if (!(x > -INFINITY))
+        continue;
+      p.min_p = exp((x - sc.max) / (p.order == QRS__ORDER_TRUNCATE_FIRST
+                                         ? 1.0
+                                         : p.T));
+      exact += p.min_p > 0.0;
+    } else {
+      p.min_p = 0.001 + 0.3 * rnd();
+    }
+    ws.mb_ready = 1;
+    ws.mb_data = v.data;
+    ra = qrs__select(&ws, &v, &sc, &p, &a);
+    ws.mb_ready = 0;
+    ro = qrs__select(&ws, &v, &sc, &p, &o);
+    cr_assert_eq(ra, ro, "it %d", it);
+    if (ra != 0)
+      continue;
+    cr_expect(a.token == o.token && a.rank == o.rank &&
+                  a.num_candidates == o.num_candidates &&
+                  a.eff_min_p == o.eff_min_p && a.prob == o.prob &&
+                  a.cdf_lo == o.cdf_lo && a.cdf_hi == o.cdf_hi,
+              "it %d n %zu dt %d T %.17g min_p %.17g: token %u/%u cand "
+              "%u/%u min-p %zu/%zu", it, n, r.dt, p.T, p.min_p, a.token,
+              o.token, a.num_candidates, o.num_candidates, a.eff_min_p,
+              o.eff_min_p);
+  }
+  qrs__kernel_level(lv0);
+  cr_expect_gt(exact, 100);
 }

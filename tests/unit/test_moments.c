@@ -241,7 +241,7 @@ measure(const struct row *r, struct hres *o)
   struct qrs__mass ms;
   double m1;
 
-  qrs__fmoments(&v, &o->sc, &o->fm);
+  qrs__fmoments(&v, &o->sc, &o->fm, NULL);
   qrs__fmoments_hvh(&o->fm, &o->h, &o->vh);
   qrs__fmoments_bound(&o->fm, &o->eh, &o->evh);
   qrs__kscan_entropy(&vd, &o->sd, &ms);
@@ -356,7 +356,7 @@ Test(moments, broken_rows_scan_as_the_double_scan_does)
         }
         r.dt = dts[d];
         v = view(&r);
-        qrs__fmoments(&v, &a, &fm);
+        qrs__fmoments(&v, &a, &fm, NULL);
         qrs__kscan(&v, &ks);
         cr_expect(a.has_nan == ks.has_nan && a.has_posinf == ks.has_posinf &&
                       (a.max == ks.max ||
@@ -526,7 +526,7 @@ Test(moments, the_sampler_uses_the_kernel_s_entropy)
     v = view(&r);
     cr_assert_eq(qrs_sampler_select_u(s, v.data, r.dt, r.n, 0.5, NULL, &rec),
                  0);
-    qrs__fmoments(&v, &sc, &fm);
+    qrs__fmoments(&v, &sc, &fm, NULL);
     qrs__fmoments_hvh(&fm, &h, &vh);
     cr_expect(same(rec.shannon_entropy, h) && same(rec.varentropy, vh),
               "dt %d: %.17g %.17g vs %.17g %.17g", r.dt, rec.shannon_entropy,
