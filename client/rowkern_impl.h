@@ -1425,16 +1425,40 @@ KS(fhead)(unsigned mask, size_t i, vfl x, vfl e, vk key, uint32_t *hpos,
 static inline __attribute__((always_inline)) size_t
 KS(fgroups)(const void *data, size_t i, size_t full, vfl mv, vfl iv, vfl hv,
             vd *zd, vd *wd, uint32_t *hpos, float *hx, float *he,
-            int32_t *hk, size_t nh, int dt, int clamp, int unit, int dense)
+            int32_t *hk, size_t nh, int dt, int clamp, int unit, int dense,
+            const vfl *gmx, size_t ng)
 {
   vfl x, d, dc, e, et, zb, wb, lo;
   vk hm;
-  size_t j, g;
+  size_t j, g, gi;
   unsigned mask;
 
   lo = KS(splatf)(FEXP_MIN);
-  for (j = i; j < full;) {
+  for (j = i, gi = 0; j < full; gi++) {
     zb = wb = KS(splatf)(0.0f);
+    /* A group whose max (the block's first read) is not in the head
+       needs no head test per vector (float d is monotone in x). */
+    if (!dense && gi < ng) {
+      d = unit ? gmx[gi] - mv : (gmx[gi] - mv) * iv;
+      if (!KS(maskf)((vk)(d > hv))) {
+        for (g = 0; g < 8; g++, j += KW) {
+          x = KS(loadf)(data, j, dt);
+          d = unit ? x - mv : (x - mv) * iv;
+          if (clamp) {
+            dc = KS_VMAX(lo, d);
+            e = (vfl)((vk)KS(expf_core)(dc) & ~(vk)(d < lo));
+          } else {
+            dc = d;
+            e = KS(expf_core)(d);
+          }
+          zb += e;
+          wb += e * dc;
+        }
+        *zd += KS_LOHALF(zb) + KS_HIHALF(zb);
+        *wd += KS_LOHALF(wb) + KS_HIHALF(wb);
+        continue;
+      }
+    }
     for (g = 0; g < 8 && j < full; g++, j += KW) {
       x = KS(loadf)(data, j, dt);
       d = unit ? x - mv : (x - mv) * iv;
@@ -1470,10 +1494,11 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
                float *he, int32_t *hk, struct qrs__fpass *ret, int dt,
                int fused)
 {
-  vfl x, x1, d, e, mv, iv, hv, lo, bm0, bm1, mn0, mn1;
+  vfl x, x1, d, e, mv, iv, hv, lo, bm0, bm1, mn0, mn1, g0, g1;
+  vfl gmx[QRS__FP_BLOCK / (8 * KW)];
   vd zd, wd, fr;
   vk hm, ca, cb;
-  size_t i, j, n, nh, nb, nstale, end, full;
+  size_t i, j, k, n, nh, nb, ng, nstale, end, full;
   double z, w, extra, f;
   float m, bm, bmn, xf, df, ef, xmin;
   int l, clamp, unit, dense;
@@ -1495,7 +1520,23 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
     /* The block's max and min, from memory (then it sits in L1). */
     bm0 = bm1 = KS(splatf)(-INFINITY);
     mn0 = mn1 = KS(splatf)(INFINITY);
-    for (j = i; j + 2 * KW <= full; j += 2 * KW) {
+    /* Groups of 8 vectors (fgroups'): each group's max per lane too
+       (merged in order: the same first maximal value per lane). */
+    for (j = i, ng = 0; j + 8 * KW <= full; j += 8 * KW) {
+      g0 = g1 = KS(splatf)(-INFINITY);
+      for (k = 0; k < 8 * KW; k += 2 * KW) {
+        x = KS(loadf)(v->data, j + k, dt);
+        x1 = KS(loadf)(v->data, j + k + KW, dt);
+        g0 = KS_VMAX(x, g0);
+        g1 = KS_VMAX(x1, g1);
+        mn0 = FMIN(x, mn0);
+        mn1 = FMIN(x1, mn1);
+      }
+      bm0 = KS_VMAX(g0, bm0);
+      bm1 = KS_VMAX(g1, bm1);
+      gmx[ng++] = KS_VMAX(g1, g0);
+    }
+    for (; j + 2 * KW <= full; j += 2 * KW) {
       x = KS(loadf)(v->data, j, dt);
       x1 = KS(loadf)(v->data, j + KW, dt);
       bm0 = KS_VMAX(x, bm0);
@@ -1553,19 +1594,19 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
     nb = nh;
     if (dense)
       nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 1, 1, 1)
+                              hx, he, hk, nh, dt, 1, 1, 1, gmx, ng)
                 : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 1, 0, 1);
+                              hx, he, hk, nh, dt, 1, 0, 1, gmx, ng);
     else if (clamp)
       nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 1, 1, 0)
+                              hx, he, hk, nh, dt, 1, 1, 0, gmx, ng)
                 : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 1, 0, 0);
+                              hx, he, hk, nh, dt, 1, 0, 0, gmx, ng);
     else
       nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 0, 1, 0)
+                              hx, he, hk, nh, dt, 0, 1, 0, gmx, ng)
                 : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 0, 0, 0);
+                              hx, he, hk, nh, dt, 0, 0, 0, gmx, ng);
     dense = nh - nb > QRS__FP_BLOCK / 64;
     for (j = full; j < end; j++) {
       xf = (float)load1(v->data, j, dt);
