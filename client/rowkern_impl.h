@@ -1438,7 +1438,7 @@ KS(fgroups)(const void *data, size_t i, size_t full, vfl mv, vfl iv, vfl hv,
     zb = wb = KS(splatf)(0.0f);
     /* A group whose max (the block's first read) is not in the head
        needs no head test per vector (float d is monotone in x). */
-    if (!dense && gi < ng) {
+    if (gi < ng) {
       d = unit ? gmx[gi] - mv : (gmx[gi] - mv) * iv;
       if (!KS(maskf)((vk)(d > hv))) {
         for (g = 0; g < 8; g++, j += KW) {
