@@ -1096,22 +1096,84 @@ qrs__fast_stats_get(struct qrs__fast_stats *ret)
   ret->bands = __atomic_load_n(&fstats.bands, __ATOMIC_RELAXED);
 }
 
+/* The head's float weights from index i0 to nh into the bucket sums fz
+   and counts fcnt (two interleaved sets: consecutive elements of one
+   bucket, as in flat rows, would otherwise wait on each other's
+   store). */
+static void
+fast_hist(struct qrs__sel_ws *ws, size_t i0, size_t nh)
+{
+  double z2[FAST_NB];
+  size_t c2[FAST_NB], i;
+  const int32_t *fk = ws->fk;
+  const float *fe = ws->fe;
+  double *fz = ws->fz;
+  size_t *fcnt = ws->fcnt;
+  int k;
+
+  memset(z2, 0, sizeof(z2));
+  memset(c2, 0, sizeof(c2));
+  for (i = i0; i + 2 <= nh; i += 2) {
+    fz[fk[i]] += fe[i];
+    fcnt[fk[i]]++;
+    z2[fk[i + 1]] += fe[i + 1];
+    c2[fk[i + 1]]++;
+  }
+  if (i < nh) {
+    fz[fk[i]] += fe[i];
+    fcnt[fk[i]]++;
+  }
+  for (k = 0; k < FAST_NB; k++) {
+    fz[k] += z2[k];
+    fcnt[k] += c2[k];
+  }
+}
+
+/* The head entries of buckets 0 .. bmax moved to the front (order kept),
+   their values copied to fxe for the exact weights.  Branch-free: every
+   entry is written, the count advances only for those kept (nx <= i).
+   Returns how many. */
+static size_t
+fast_compact(struct qrs__sel_ws *ws, size_t nh, int bmax)
+{
+  uint32_t *fpos = ws->fpos;
+  float *fx = ws->fx;
+  int32_t *fk = ws->fk;
+  double *fxe = ws->fxe;
+  size_t i, nx;
+  int32_t k;
+
+  for (i = nx = 0; i < nh; i++) {
+    k = fk[i];
+    fpos[nx] = fpos[i];
+    fx[nx] = fx[i];
+    fxe[nx] = fx[i];
+    fk[nx] = k;
+    nx += k <= bmax;
+  }
+  return nx;
+}
+
 /* The elements of head bucket b (within the bound lim when given) into
    the search list with their exact weights.  Returns how many. */
 static size_t
 fast_gather(struct qrs__sel_ws *ws, size_t nx, int b,
             const struct qrs__bound *lim)
 {
+  const uint32_t *fpos = ws->fpos;
+  const float *fx = ws->fx;
+  const int32_t *fk = ws->fk;
+  const double *fxe = ws->fxe;
   size_t i, k;
 
   for (i = k = 0; i < nx; i++) {
-    if (ws->fk[i] != b)
+    if (fk[i] != b)
       continue;
-    if (lim && !in_bound(lim, ws->fx[i], ws->fpos[i]))
+    if (lim && !in_bound(lim, fx[i], fpos[i]))
       continue;
-    ws->lpos[k] = ws->fpos[i];
-    ws->lx[k] = ws->fx[i];
-    ws->le[k] = ws->fxe[i];
+    ws->lpos[k] = fpos[i];
+    ws->lx[k] = fx[i];
+    ws->le[k] = fxe[i];
     k++;
   }
   return k;
@@ -1229,10 +1291,8 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   memset(ws->fz, 0, FAST_NB * sizeof(*ws->fz));
   memset(ws->fcnt, 0, FAST_NB * sizeof(*ws->fcnt));
   for (rung = 0, i = 0;; rung++) {
-    for (; i < nh; i++) {
-      ws->fz[ws->fk[i]] += ws->fe[i];
-      ws->fcnt[ws->fk[i]]++;
-    }
+    fast_hist(ws, i, nh);
+    i = nh;
     /* z: the float Z (the pass's sum outside the head, the head's bucket
        sums), ez its error bound (a bucket's |d| is at most (k + 1) / 16;
        the tail's bound fp.err still covers the elements a band moved to
@@ -1272,19 +1332,17 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
       break;
   }
   bmax = bmax + 1 < FAST_NB ? bmax + 1 : FAST_NB - 1;
-  for (i = nx = 0; i < nh; i++) {
-    if (ws->fk[i] > bmax)
-      continue;
-    ws->fpos[nx] = ws->fpos[i];
-    ws->fx[nx] = ws->fx[i];
-    ws->fk[nx] = ws->fk[i];
-    ws->fxe[nx] = ws->fx[i];
-    nx++;
-  }
+  nx = fast_compact(ws, nh, bmax);
   qrs__kexp(ws->fxe, nx, mx, invt);
   memset(ws->fzx, 0, FAST_NB * sizeof(*ws->fzx));
-  for (i = 0; i < nx; i++)
-    ws->fzx[ws->fk[i]] += ws->fxe[i];
+  {
+    const int32_t *fk = ws->fk;
+    const double *fxe = ws->fxe;
+    double *fzx = ws->fzx;
+
+    for (i = 0; i < nx; i++)
+      fzx[fk[i]] += fxe[i];
+  }
   /* The rest: the float mass after the exact buckets and its bound. */
   zx = 0.0;
   rz = fp.z;
