@@ -50,8 +50,14 @@ health_apt_cutoff(double alpha, double h, unsigned w)
       return 0;                 /* cannot happen for alpha < 1 */
     logc += log((double)m) - log((double)(w - m + 1));
   }
-  /* P(X >= m) > alpha, P(X >= m + 1) <= alpha. */
-  return m + 1 > w ? w : m + 1;
+  /* P(X >= m) > alpha, P(X >= m + 1) <= alpha.  m + 1 = w + 1 (the
+     test cannot fail) when even a whole window of one value is more
+     likely than alpha under the claimed H (claims below about 0.06 bits
+     at W = 512, alpha = 2^-30): the standard's cutoff, not capped at w,
+     which would fail a healthy source at P(X = w) per window (0.07% for
+     H = 0.02: syscall_latency on a KVM guest).  A stuck source is still
+     caught by the repetition count test. */
+  return m + 1;
 }
 
 int

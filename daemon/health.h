@@ -12,8 +12,11 @@
      (non-binary); the first sample of a window is the reference A, and
      the test fails when A occurs C times within the window, where
      C = 1 + CRITBINOM(W, 2^-H, 1 - alpha), the smallest k whose binomial
-     CDF reaches 1 - alpha, plus one.  The cutoff is capped at W so that
-     the test can always fail.
+     CDF reaches 1 - alpha, plus one.  Not capped: for a claim so low
+     that a whole window of one value is likelier than alpha (below about
+     0.06 bits at W = 512, alpha = 2^-30) C is W + 1 and only the
+     repetition count test can fail (a cap at W would fail a healthy
+     source at P(X = W) per window).
    - Start-up test (4.3 item 4): a fresh or failed source must pass both
      tests over 1,024 consecutive samples before it serves again.
 
@@ -71,7 +74,8 @@ unsigned health_rct_cutoff(double alpha, double h);
 
 /* The adaptive proportion test cutoff for window w (512 or 1024 in the
    standard; any w from 2 to 65536 works), alpha and h as above.  Computed
-   from the exact binomial upper tail; capped at w.  0 on bad input. */
+   from the exact binomial upper tail; w + 1 (never fails) when a window
+   of one value is likelier than alpha.  0 on bad input. */
 unsigned health_apt_cutoff(double alpha, double h, unsigned w);
 
 /* Set up the tests; the source starts in HEALTH_STARTUP.  binary: samples

@@ -74,8 +74,13 @@ Test(health, apt_cutoff_at_the_default_alpha)
   /* A smaller alpha never lowers a cutoff. */
   cr_assert_geq(health_apt_cutoff(ldexp(1, -40), 4.0, 512),
                 health_apt_cutoff(ldexp(1, -30), 4.0, 512));
-  /* The cap: the test must be able to fail. */
-  cr_assert_leq(health_apt_cutoff(ldexp(1, -60), 0.01, 512), 512);
+  /* No cap: when a whole window of one value is likelier than alpha
+     (H = 0.02: 0.986^512 = 7e-4), the cutoff is W + 1 and the test
+     cannot fail (it used to be capped at W: a healthy syscall_latency
+     failed 'value 0x0a seen 512 times (cutoff 512, H=0.02)'). */
+  cr_assert_eq(health_apt_cutoff(ldexp(1, -60), 0.01, 512), 513);
+  cr_assert_eq(health_apt_cutoff(HEALTH_ALPHA_DEFAULT, 0.02, 512), 513);
+  cr_assert_leq(health_apt_cutoff(HEALTH_ALPHA_DEFAULT, 0.1, 512), 512);
   cr_assert_eq(health_apt_cutoff(0.5, 1.0, 1), 0);
 }
 
@@ -148,6 +153,29 @@ Test(health, stuck_source_trips_rct_at_its_cutoff)
   }
   cr_assert_eq(hs.state, HEALTH_FAILED);
   cr_assert_eq(hs.rct_failures, 1);
+  cr_assert(strstr(hs.reason, "repetition count") != NULL, "%s", hs.reason);
+}
+
+/* A source that claims very little (H = 0.02, as syscall_latency) may
+   give a whole APT window of one value without failing (the standard's
+   cutoff is then W + 1), and a stuck one still trips the repetition count
+   test at 1 + 30 / 0.02 = 1,501. */
+Test(health, low_claim_passes_whole_windows_and_trips_rct_when_stuck)
+{
+  static uint8_t b[8192];
+  struct health hs;
+  unsigned i;
+
+  cr_assert_eq(health_init(&hs, HEALTH_ALPHA_DEFAULT, 0.02, 0), 0);
+  cr_assert_eq(hs.rct_cutoff, 1501);
+  cr_assert_eq(hs.apt_cutoff, hs.apt_window + 1);
+  /* Runs of 600 equal values (windows of one value), then a new value. */
+  for (i = 0; i < sizeof(b); i++)
+    b[i] = (uint8_t)(10 + (i / 600) % 3);
+  cr_assert_eq(health_feed(&hs, b, sizeof(b)), 0, "%s", hs.reason);
+  cr_assert_eq(hs.state, HEALTH_OK);
+  memset(b, 0x0a, 1501);
+  cr_assert_eq(health_feed(&hs, b, 1501), -EIO);
   cr_assert(strstr(hs.reason, "repetition count") != NULL, "%s", hs.reason);
 }
 
