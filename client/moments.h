@@ -32,6 +32,7 @@ struct qrs__fmom {
   double z, w, w2;            /* the sums (meaningless for a rejected row) */
   size_t n;                   /* row length */
   size_t nrescale;            /* times the running max grew */
+  float min;                  /* the row's smallest value (NaN ignored) */
 };
 
 /* Whether rows of this dtype and length get their entropy from

@@ -102,7 +102,7 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
   const float *src;
   size_t i, j, q, n, end, qend, base, lim;
   double z, w, w2, dl, f;
-  float m, bm, bmin;
+  float m, bm, bmin, rmin;
   int k, l, masked;
 
   n = v->n;
@@ -110,6 +110,7 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
   z = w = w2 = 0.0;
   nan = nan1 = (v8i)splatf(0.0f);
   ret->nrescale = 0;
+  rmin = INFINITY;
   for (i = 0; i < n; i = end) {
     end = i + MOM_BLOCK < n ? i + MOM_BLOCK : n;
     /* The block's max (and NaN), then its moments from L1. */
@@ -152,6 +153,7 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
       bm = mx[l] > bm ? mx[l] : bm;
       bmin = mn[l] < bmin ? mn[l] : bmin;
     }
+    rmin = bmin < rmin ? bmin : rmin;
     if (bm > m) {
       if (m > -INFINITY && bm < INFINITY) {
         /* d against the new max is d - dl: rescale the sums. */
@@ -218,6 +220,7 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
   ret->w = w;
   ret->w2 = w2;
   ret->n = n;
+  ret->min = rmin;
 }
 
 /* One function per dtype (the loads specialised). */

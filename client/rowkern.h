@@ -225,10 +225,15 @@ struct qrs__fpass {
    (elements with float d > dhead; fused: against the running max, so
    possibly a few more) goes to hpos / hx / he / hk (position, value,
    float weight against the final max, bucket key), which need room for
-   the whole row plus 16 entries.  Returns the head's length. */
+   the whole row plus 16 entries.  Returns the head's length.
+   gm (may be NULL; m known): the float moment pass's lane maxima of
+   the row (moments.h, QRS__MOM_SUB values per 8 floats) and lo the
+   row's min: the pass then reads each block once (AVX2; SSE2 ignores
+   them). */
 size_t qrs__kfpass(const struct qrs__view *v, float m, float invt,
                    double invtd, float dhead, uint32_t *hpos, float *hx,
-                   float *he, int32_t *hk, struct qrs__fpass *ret);
+                   float *he, int32_t *hk, struct qrs__fpass *ret,
+                   const float *gm, float lo);
 
 /* The ladder's band pass: the elements with dlo < d <= dhi (d exactly as
    qrs__kfpass() computes it at max m; dlo >= -16) appended to the head

@@ -1492,7 +1492,7 @@ static inline __attribute__((always_inline)) size_t
 KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
                double invtd, float dhead, uint32_t *hpos, float *hx,
                float *he, int32_t *hk, struct qrs__fpass *ret, int dt,
-               int fused)
+               int fused, const float *gm, float lo_in)
 {
   vfl x, x1, d, e, mv, iv, hv, lo, bm0, bm1, mn0, mn1, g0, g1;
   vfl gmx[QRS__FP_BLOCK / (8 * KW)];
@@ -1517,6 +1517,15 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   for (i = 0; i < n; i = end) {
     end = i + QRS__FP_BLOCK < n ? i + QRS__FP_BLOCK : n;
     full = i + ((end - i) & ~(size_t)(KW - 1));
+    if (gm) {
+      /* Known (the moment pass's): the max m, the row's min, and each
+         group's lane maxima; no first read of the block. */
+      for (ng = 0; ng < (full - i) / (8 * KW); ng++)
+        memcpy(&gmx[ng], gm + (i / (8 * KW) + ng) * KW, sizeof(vfl));
+      bm = m;
+      bmn = lo_in;
+      goto known;
+    }
     /* The block's max and min, from memory (then it sits in L1). */
     bm0 = bm1 = KS(splatf)(-INFINITY);
     mn0 = mn1 = KS(splatf)(INFINITY);
@@ -1562,6 +1571,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
       bm = xf > bm ? xf : bm;
       bmn = xf < bmn ? xf : bmn;
     }
+  known:
     xmin = bmn < xmin ? bmn : xmin;
     if (fused && bm > m) {
       if (m > -INFINITY) {
@@ -1908,13 +1918,17 @@ static const fcscan_fn KS(fcscan_fns)[4] = {
   static KS_TARGET size_t \
   KS(fpass_##sfx)(const struct qrs__view *v, float m, float invt, \
                   double invtd, float dhead, uint32_t *hpos, float *hx, \
-                  float *he, int32_t *hk, struct qrs__fpass *ret) \
+                  float *he, int32_t *hk, struct qrs__fpass *ret, \
+                  const float *gm, float lo) \
   { \
     if (m != m) \
       return KS(fpass_impl)(v, m, invt, invtd, dhead, hpos, hx, he, hk, \
-                            ret, dt, 1); \
+                            ret, dt, 1, NULL, 0.0f); \
+    if (gm && KW == 8) \
+      return KS(fpass_impl)(v, m, invt, invtd, dhead, hpos, hx, he, hk, \
+                            ret, dt, 0, gm, lo); \
     return KS(fpass_impl)(v, m, invt, invtd, dhead, hpos, hx, he, hk, ret, \
-                          dt, 0); \
+                          dt, 0, NULL, 0.0f); \
   }
 
 KS_FPASS(f32, QRS_DTYPE_F32)

@@ -554,6 +554,7 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
   /* The moment pass's sub-block maxima of this row, for min-p's cut. */
   s->ws.mb_ready = !lazy && row.mb_done && !tr.transformed;
   s->ws.mb_data = logits;
+  s->ws.mb_min = row.min;
   r = qrs__select(&s->ws, &sv, lazy && !tr.transformed ? NULL : &ss, &sp,
                   &so);
   s->ws.mb_ready = 0;

@@ -130,6 +130,7 @@ struct qrs__row {
   float *mb;                  /* room for the moment pass's sub-block
                                  maxima (moments.h), or NULL */
   int mb_done;                /* the pass filled mb for this row */
+  float min;                  /* and found this min */
 };
 
 /* Set up r for one token: the scan, and with want_h the entropy and

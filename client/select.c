@@ -1277,7 +1277,10 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
      most of its mass), then the bands down to -12 and -16 when the
      head's mass falls short of the first crossing. */
   nh = qrs__kfpass(row, mf, invf, invt, fast_dhead[0], ws->fpos, ws->fx,
-                   ws->fe, ws->fk, &fp);
+                   ws->fe, ws->fk, &fp,
+                   scan && ws->mb_ready && ws->mb_data == row->data ? ws->mb
+                                                                   : NULL,
+                   ws->mb_min);
   if (fp.bad)
     return 3;
   if (!scan) {

@@ -103,6 +103,7 @@ struct qrs__sel_ws {
      collection then reads only the sub-blocks that reach its cut. */
   float *mb;                      /* 8 * (cap / QRS__MOM_SUB + 1) */
   const void *mb_data;
+  float mb_min;                   /* that row's min */
   int mb_ready;
 };
 

@@ -90,6 +90,7 @@ row_moments(struct qrs__row *r, struct qrs__scan *sc)
   if (qrs__fmoments_applies(r->v.dtype, r->v.n)) {
     qrs__fmoments(&r->v, sc ? sc : &tmp, &fm, sc ? r->mb : NULL);
     r->mb_done = sc && r->mb;
+    r->min = fm.min;
     if (qrs__row_check(sc ? sc : &tmp, r->v.n) == 0) {
       qrs__fmoments_hvh(&fm, &r->h, &r->vh);
       r->have_h = r->have_vh = 1;
