@@ -144,12 +144,16 @@ fma_soft(v8f a, v8f b, v8f c)
 
 #define MK(name) name##_sse2
 #define MFMA(a, b, c) fma_soft(a, b, c)
+#define MMAX8(a, b) FMAX8(a, b)
+#define MMIN8(a, b) FMIN8(a, b)
 #define MCVT_LO(s) cvt_lo(s)
 #define MCVT_HI(s) cvt_hi(s)
 #define MCVT_BF16(h) bf16_to_v8f(h)
 #define MCVT_F16(h) f16_to_v8f(h)
 #include "moments_impl.h"
 #undef MK
+#undef MMAX8
+#undef MMIN8
 #undef MFMA
 #undef MCVT_LO
 #undef MCVT_HI
@@ -161,6 +165,10 @@ fma_soft(v8f a, v8f b, v8f c)
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #define MK(name) name##_avx2
+/* maxps / minps: a > b ? a : b (a < b ? a : b), b where a is NaN or
+   both are zeros: FMAX8 / FMIN8 exactly, in one instruction. */
+#define MMAX8(a, b) ((v8f)_mm256_max_ps((__m256)(a), (__m256)(b)))
+#define MMIN8(a, b) ((v8f)_mm256_min_ps((__m256)(a), (__m256)(b)))
 #define MFMA(a, b, c) \
   ((v8f)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
 #define MCVT_LO(s) ((v4d)_mm256_cvtps_pd(_mm256_castps256_ps128((__m256)(s))))
@@ -171,6 +179,8 @@ fma_soft(v8f a, v8f b, v8f c)
 #define MCVT_F16(h) ((v8f)_mm256_cvtph_ps((__m128i)(h)))
 #include "moments_impl.h"
 #undef MK
+#undef MMAX8
+#undef MMIN8
 #undef MFMA
 #undef MCVT_LO
 #undef MCVT_HI

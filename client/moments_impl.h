@@ -129,24 +129,24 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
         if (dt != QRS_DTYPE_F32)
           memcpy(buf + (j - i), &x, sizeof(x));
         nan |= x != x;
-        sm = FMAX8(x, sm);
-        mn = FMIN8(x, mn);
+        sm = MMAX8(x, sm);
+        mn = MMIN8(x, mn);
         x = MK(load)(v->data, j + 8, n, dt);
         if (dt != QRS_DTYPE_F32)
           memcpy(buf + (j - i) + 8, &x, sizeof(x));
         nan1 |= x != x;
-        sm1 = FMAX8(x, sm1);
-        mn1 = FMIN8(x, mn1);
+        sm1 = MMAX8(x, sm1);
+        mn1 = MMIN8(x, mn1);
       }
-      mx = FMAX8(sm, mx);
-      mx1 = FMAX8(sm1, mx1);
+      mx = MMAX8(sm, mx);
+      mx1 = MMAX8(sm1, mx1);
       if (mb) {
-        sm = FMAX8(sm1, sm);
+        sm = MMAX8(sm1, sm);
         memcpy(mb + (q / QRS__MOM_SUB) * 8, &sm, sizeof(sm));
       }
     }
-    mx = FMAX8(mx1, mx);
-    mn = FMIN8(mn1, mn);
+    mx = MMAX8(mx1, mx);
+    mn = MMIN8(mn1, mn);
     bm = mx[0];
     bmin = mn[0];
     for (l = 1; l < 8; l++) {

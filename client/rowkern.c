@@ -310,6 +310,8 @@ anyk_4(v4si m)
 #define KS_TARGET
 #define KS_VMAX(a, b) \
   ((v4sf)(((v4si)((a) > (b)) & (v4si)(a)) | (~(v4si)((a) > (b)) & (v4si)(b))))
+#define KS_VMIN(a, b) \
+  ((v4sf)(((v4si)((a) < (b)) & (v4si)(a)) | (~(v4si)((a) < (b)) & (v4si)(b))))
 #define KS_LOHALF(f) \
   __builtin_convertvector(__builtin_shufflevector((f), (f), 0, 1), v2df)
 #define KS_HIHALF(f) \
@@ -331,6 +333,7 @@ anyk_4(v4si m)
 #undef KS
 #undef KS_TARGET
 #undef KS_VMAX
+#undef KS_VMIN
 #undef KS_LOHALF
 #undef KS_HIHALF
 #undef KS_LOAD_F32
@@ -360,6 +363,7 @@ typedef float v8sf __attribute__((vector_size(32)));
 #define KS(name) name##_avx2
 #define KS_TARGET
 #define KS_VMAX(a, b) ((v8sf)_mm256_max_ps((__m256)(a), (__m256)(b)))
+#define KS_VMIN(a, b) ((v8sf)_mm256_min_ps((__m256)(a), (__m256)(b)))
 #define KS_LOHALF(f) ((v4df)_mm256_cvtps_pd(_mm256_castps256_ps128((__m256)(f))))
 #define KS_HIHALF(f) \
   ((v4df)_mm256_cvtps_pd(_mm256_extractf128_ps((__m256)(f), 1)))
@@ -398,6 +402,7 @@ typedef float v8sf __attribute__((vector_size(32)));
 #undef KS
 #undef KS_TARGET
 #undef KS_VMAX
+#undef KS_VMIN
 #undef KS_LOHALF
 #undef KS_HIHALF
 #undef KS_LOAD_F32

@@ -1538,8 +1538,8 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
         x1 = KS(loadf)(v->data, j + k + KW, dt);
         g0 = KS_VMAX(x, g0);
         g1 = KS_VMAX(x1, g1);
-        mn0 = FMIN(x, mn0);
-        mn1 = FMIN(x1, mn1);
+        mn0 = KS_VMIN(x, mn0);
+        mn1 = KS_VMIN(x1, mn1);
       }
       bm0 = KS_VMAX(g0, bm0);
       bm1 = KS_VMAX(g1, bm1);
@@ -1550,16 +1550,16 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
       x1 = KS(loadf)(v->data, j + KW, dt);
       bm0 = KS_VMAX(x, bm0);
       bm1 = KS_VMAX(x1, bm1);
-      mn0 = FMIN(x, mn0);
-      mn1 = FMIN(x1, mn1);
+      mn0 = KS_VMIN(x, mn0);
+      mn1 = KS_VMIN(x1, mn1);
     }
     for (; j < full; j += KW) {
       x = KS(loadf)(v->data, j, dt);
       bm0 = KS_VMAX(x, bm0);
-      mn0 = FMIN(x, mn0);
+      mn0 = KS_VMIN(x, mn0);
     }
     bm0 = KS_VMAX(bm1, bm0);
-    mn0 = FMIN(mn1, mn0);
+    mn0 = KS_VMIN(mn1, mn0);
     bm = bm0[0];
     bmn = mn0[0];
     for (l = 1; l < KW; l++) {
