@@ -1473,11 +1473,13 @@ KS(fgroups)(const void *data, size_t i, size_t full, vfl mv, vfl iv, vfl hv,
       mask = KS(maskf)(hm);
 #ifdef KS_COMPRESS
       if (dense)        /* no branch: a compressed store of 0 to 8 lanes */
-        nh = KS(fhead)(mask, j, x, e, KS(fkey)(d), hpos, hx, he, hk, nh);
+        nh = KS(fhead)(mask, j, x, e, hm, hpos, hx, (float *)NULL,
+                       (int32_t *)NULL, nh);
       else
 #endif
       if (__builtin_expect(mask != 0, 0))
-        nh = KS(fhead)(mask, j, x, e, KS(fkey)(d), hpos, hx, he, hk, nh);
+        nh = KS(fhead)(mask, j, x, e, hm, hpos, hx, (float *)NULL,
+                       (int32_t *)NULL, nh);
       et = (vfl)((vk)e & ~hm);
       zb += et;
       wb += et * dc;
@@ -1641,11 +1643,13 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   ret->bad = fused && (w != w || m == INFINITY || m == -INFINITY);
   if (ret->bad)
     return 0;
-  /* Head entries written under an older max: against the final one;
-     those now below dhead go to the sums (their buckets would be
-     incomplete in the list). */
+  /* The head's weights and keys, on the compact list (the pass stores
+   only positions and values: two compressed stores instead of four),
+   against the final max: the same floats for entries written under it;
+   entries written under an older max that are now below dhead go to the
+   sums (their buckets would be incomplete in the list). */
   mv = KS(splatf)(m);
-  for (j = 0; j + KW <= nstale; j += KW) {
+  for (j = 0; j + KW <= nh; j += KW) {
     memcpy(&x, hx + j, sizeof(x));
     d = (x - mv) * iv;
     e = (vfl)((vk)KS(expf)(FMAX(d, lo)) & (vk)(d >= lo));
@@ -1653,12 +1657,12 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
     hm = KS(fkey)(d);
     memcpy(hk + j, &hm, sizeof(hm));
   }
-  for (; j < nstale; j++) {
+  for (; j < nh; j++) {
     df = (hx[j] - m) * invt;
     he[j] = df >= FEXP_MIN ? KS(expf1)(df) : 0.0f;
     hk[j] = KS(fkey1)(df);
   }
-  for (i = j = 0; i < nh; i++) {
+  for (i = j = nstale ? 0 : nh; i < nh; i++) {
     df = i < nstale ? (hx[i] - m) * invt : 0.0f;
     if (df <= dhead) {
       zd[0] += he[i];
