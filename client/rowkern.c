@@ -51,10 +51,12 @@ typedef int (*scanh_fn)(const struct qrs__view *, struct qrs__scan *,
 typedef void (*exp_fn)(double *, size_t, double, double);
 typedef size_t (*fpass_fn)(const struct qrs__view *, float, float, double,
                            float, uint32_t *, float *, float *, int32_t *,
-                           struct qrs__fpass *, const float *, float);
+                           struct qrs__fpass *, const float *, float,
+                           float *);
 typedef size_t (*fband_fn)(const struct qrs__view *, float, float, float,
                            float, uint32_t *, float *, float *, int32_t *,
-                           size_t);
+                           size_t,
+                           const float *, size_t);
 typedef size_t (*fcscan_fn)(const struct qrs__view *, double, double,
                             uint32_t *, float *, float *, int *, int *);
 typedef size_t (*fcollect_fn)(const struct qrs__view *, double, double,
@@ -619,13 +621,14 @@ qrs__kscan_entropy(const struct qrs__view *v, struct qrs__scan *sc,
 size_t
 qrs__kfpass(const struct qrs__view *v, float m, float invt, double invtd,
             float dhead, uint32_t *hpos, float *hx, float *he, int32_t *hk,
-            struct qrs__fpass *ret, const float *gm, float lo)
+            struct qrs__fpass *ret, const float *gm, float lo,
+            float *gm_out)
 {
   unsigned fe = qrs__fpenv_enter();
   size_t r;
 
   r = PICK(fpass_fns, v->dtype & 3)(v, m, invt, invtd, dhead, hpos, hx, he,
-                                    hk, ret, m == m ? gm : NULL, lo);
+                                    hk, ret, m == m ? gm : NULL, lo, gm_out);
   qrs__fpenv_leave(fe);
   return r;
 }
@@ -633,13 +636,13 @@ qrs__kfpass(const struct qrs__view *v, float m, float invt, double invtd,
 size_t
 qrs__kfband(const struct qrs__view *v, float m, float invt, float dlo,
             float dhi, uint32_t *hpos, float *hx, float *he, int32_t *hk,
-            size_t nh)
+            size_t nh, const float *gm, size_t ngm)
 {
   unsigned fe = qrs__fpenv_enter();
   size_t r;
 
   r = PICK(fband_fns, v->dtype & 3)(v, m, invt, dlo, dhi, hpos, hx, he, hk,
-                                    nh);
+                                    nh, gm, ngm);
   qrs__fpenv_leave(fe);
   return r;
 }

@@ -216,6 +216,7 @@ struct qrs__fpass {
   float max;                  /* the max used (found, when fused) */
   int bad;                    /* fused: a NaN, +inf, or no value above
                                  -inf (nothing else is set) */
+  size_t ngm;                 /* group maxima in gm / gm_out */
 };
 
 /* float32 / 16-bit rows only: the pass above over the whole row at
@@ -229,20 +230,25 @@ struct qrs__fpass {
    gm (may be NULL; m known): the float moment pass's lane maxima of
    the row (moments.h, QRS__MOM_SUB values per 8 floats) and lo the
    row's min: the pass then reads each block once (AVX2; SSE2 ignores
-   them). */
+   them).  gm_out (may be NULL; room as gm; AVX2 only): the pass's own
+   group maxima in gm's layout, ret->ngm of them (from the row's start);
+   with gm, ret->ngm counts gm's.  qrs__kfband() skips the groups whose
+   max is below its band. */
 size_t qrs__kfpass(const struct qrs__view *v, float m, float invt,
                    double invtd, float dhead, uint32_t *hpos, float *hx,
                    float *he, int32_t *hk, struct qrs__fpass *ret,
-                   const float *gm, float lo);
+                   const float *gm, float lo, float *gm_out);
 
 /* The ladder's band pass: the elements with dlo < d <= dhi (d exactly as
    qrs__kfpass() computes it at max m; dlo >= -16) appended to the head
    lists from nh (the same layout; room for the whole row + 16).  Returns
    the new length.  No exponential over the row: a compare in logit
-   space, the weights on the compact list. */
+   space, the weights on the compact list.  gm (may be NULL): ngm group
+   maxima as qrs__kfpass() gives them; groups below dlo are not read. */
 size_t qrs__kfband(const struct qrs__view *v, float m, float invt,
                    float dlo, float dhi, uint32_t *hpos, float *hx,
-                   float *he, int32_t *hk, size_t nh);
+                   float *he, int32_t *hk, size_t nh, const float *gm,
+                   size_t ngm);
 float qrs__kexpf(float d);
 
 /* The real floor of the benchmark: the same in float32 (degree-6

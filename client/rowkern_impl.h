@@ -1494,19 +1494,19 @@ static inline __attribute__((always_inline)) size_t
 KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
                double invtd, float dhead, uint32_t *hpos, float *hx,
                float *he, int32_t *hk, struct qrs__fpass *ret, int dt,
-               int fused, const float *gm, float lo_in)
+               int fused, const float *gm, float lo_in, float *gm_out)
 {
   vfl x, x1, d, e, mv, iv, hv, lo, bm0, bm1, mn0, mn1, g0, g1;
   vfl gmx[QRS__FP_BLOCK / (8 * KW)];
   vd zd, wd, fr;
   vk hm, ca, cb;
-  size_t i, j, k, n, nh, nb, ng, nstale, end, full;
+  size_t i, j, k, n, nh, nb, ng, ngm, nstale, end, full;
   double z, w, extra, f;
   float m, bm, bmn, xf, df, ef, xmin;
   int l, clamp, unit, dense;
 
   n = v->n;
-  nh = nstale = 0;
+  nh = nstale = ngm = 0;
   extra = 0.0;
   zd = wd = KS(splat)(0.0);
   m = fused ? -INFINITY : m_in;
@@ -1545,7 +1545,14 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
       }
       bm0 = KS_VMAX(g0, bm0);
       bm1 = KS_VMAX(g1, bm1);
-      gmx[ng++] = KS_VMAX(g1, g0);
+      gmx[ng] = KS_VMAX(g1, g0);
+      if (gm_out) {
+        /* The row's group maxima for the ladder's band passes, while
+           they are contiguous from the row's start. */
+        if (ngm == i / (8 * KW) + ng)
+          memcpy(gm_out + ngm++ * KW, &gmx[ng], sizeof(vfl));
+      }
+      ng++;
     }
     for (; j + 2 * KW <= full; j += 2 * KW) {
       x = KS(loadf)(v->data, j, dt);
@@ -1640,6 +1647,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   }
   w = KS(hsum)(wd);
   ret->max = m;
+  ret->ngm = gm ? (n + 8 * KW - 1) / (8 * KW) : ngm;
   ret->bad = fused && (w != w || m == INFINITY || m == -INFINITY);
   if (ret->bad)
     return 0;
@@ -1712,7 +1720,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
 static inline __attribute__((always_inline)) size_t
 KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
                float dhi, uint32_t *hpos, float *hx, float *he, int32_t *hk,
-               size_t nh, int dt)
+               size_t nh, int dt, const float *gm, size_t ngm)
 {
   vfl x, d, mv, iv, lv, hv, e;
   vk key;
@@ -1735,6 +1743,17 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
     end = j + QRS__FP_BLOCK < n ? j + QRS__FP_BLOCK : n;
     nb = nh;
     for (; j + KW <= end; j += KW) {
+      if (gm && j % (8 * KW) == 0 && j / (8 * KW) < ngm &&
+          j + 8 * KW <= end) {
+        /* A group whose max is not above dlo has nothing in the band
+           (float d is monotone in x): not read. */
+        memcpy(&x, gm + j / (8 * KW) * KW, sizeof(x));
+        d = invt == 1.0f ? x - mv : (x - mv) * iv;
+        if (!KS(maskf)((vk)(d > lv))) {
+          j += 8 * KW - KW;
+          continue;
+        }
+      }
       x = KS(loadf)(v->data, j, dt);
       d = invt == 1.0f ? x - mv : (x - mv) * iv;
       mask = KS(maskf)((vk)(d > lv) & (vk)(d <= hv));
@@ -1778,9 +1797,13 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
   static KS_TARGET size_t \
   KS(fband_##sfx)(const struct qrs__view *v, float m, float invt, \
                   float dlo, float dhi, uint32_t *hpos, float *hx, \
-                  float *he, int32_t *hk, size_t nh) \
+                  float *he, int32_t *hk, size_t nh, const float *gm, \
+                  size_t ngm) \
   { \
-    return KS(fband_impl)(v, m, invt, dlo, dhi, hpos, hx, he, hk, nh, dt); \
+    if (KW != 8) \
+      gm = NULL; \
+    return KS(fband_impl)(v, m, invt, dlo, dhi, hpos, hx, he, hk, nh, dt, \
+                          gm, ngm); \
   }
 
 KS_FBAND(f32, QRS_DTYPE_F32)
@@ -1923,16 +1946,18 @@ static const fcscan_fn KS(fcscan_fns)[4] = {
   KS(fpass_##sfx)(const struct qrs__view *v, float m, float invt, \
                   double invtd, float dhead, uint32_t *hpos, float *hx, \
                   float *he, int32_t *hk, struct qrs__fpass *ret, \
-                  const float *gm, float lo) \
+                  const float *gm, float lo, float *gm_out) \
   { \
+    if (KW != 8) \
+      gm = gm_out = NULL; \
     if (m != m) \
       return KS(fpass_impl)(v, m, invt, invtd, dhead, hpos, hx, he, hk, \
-                            ret, dt, 1, NULL, 0.0f); \
-    if (gm && KW == 8) \
+                            ret, dt, 1, NULL, 0.0f, gm_out); \
+    if (gm) \
       return KS(fpass_impl)(v, m, invt, invtd, dhead, hpos, hx, he, hk, \
-                            ret, dt, 0, gm, lo); \
+                            ret, dt, 0, gm, lo, NULL); \
     return KS(fpass_impl)(v, m, invt, invtd, dhead, hpos, hx, he, hk, ret, \
-                          dt, 0, NULL, 0.0f); \
+                          dt, 0, NULL, 0.0f, gm_out); \
   }
 
 KS_FPASS(f32, QRS_DTYPE_F32)

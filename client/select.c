@@ -1268,7 +1268,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   double invt, z, ez, mz, zn, tf, cum, zx, rz, rerr, mx;
   float mf, invf;
   size_t nh, nx, i, nz, ncand;
-  int k, bmax, rung;
+  int k, bmax, rung, known;
 
   invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
   mf = scan ? (float)scan->max : NAN;
@@ -1276,11 +1276,10 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   /* The ladder: a head down to d = -8 first (an LM row's nucleus and
      most of its mass), then the bands down to -12 and -16 when the
      head's mass falls short of the first crossing. */
+  known = scan && ws->mb_ready && ws->mb_data == row->data;
   nh = qrs__kfpass(row, mf, invf, invt, fast_dhead[0], ws->fpos, ws->fx,
-                   ws->fe, ws->fk, &fp,
-                   scan && ws->mb_ready && ws->mb_data == row->data ? ws->mb
-                                                                   : NULL,
-                   ws->mb_min);
+                   ws->fe, ws->fk, &fp, known ? ws->mb : NULL, ws->mb_min,
+                   known ? NULL : ws->mb);
   if (fp.bad)
     return 3;
   if (!scan) {
@@ -1318,7 +1317,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
        leave the tail's sum. */
     __atomic_fetch_add(&fstats.bands, 1, __ATOMIC_RELAXED);
     nh = qrs__kfband(row, mf, invf, fast_dhead[rung + 1], fast_dhead[rung],
-                     ws->fpos, ws->fx, ws->fe, ws->fk, nh);
+                     ws->fpos, ws->fx, ws->fe, ws->fk, nh, ws->mb, fp.ngm);
     for (k = (int)i; (size_t)k < nh; k++)
       fp.z -= ws->fe[k];
     fp.z = fp.z > 0.0 ? fp.z : 0.0;
