@@ -564,7 +564,8 @@ support(struct qrs__sel_ws *ws, const struct qrs__view *row,
 }
 
 /* qrs__kcollect() of the whole row v (max m, pinv > 0, dlo pmin, no upper
-   limit, cap QRS__SMALL_CAP) reading only the sub-blocks whose maxima (the
+   limit, cap QRS__SMALL_CAP; a count above the cap may stop short of the
+   total) reading only the sub-blocks whose maxima (the
    moment pass's, ws->mb) reach a float threshold at or below the exact
    cut: (x - m) * pinv >= pmin is monotone in x, so a sub-block whose max
    fails it has no element that passes.  The margin below the cut covers
@@ -627,6 +628,8 @@ collect_blocks(const struct qrs__sel_ws *ws, const struct qrs__view *v,
     for (i = 0; i < c && st + i < QRS__SMALL_CAP; i++)
       pos[st + i] += (uint32_t)lo;
     cnt += c;
+    if (cnt > QRS__SMALL_CAP)
+      break;                    /* too many: the caller only needs that */
   }
   return cnt;
 }
