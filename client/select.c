@@ -328,7 +328,7 @@ measure(struct qrs__sel_ws *ws, const struct cset *s, double invt,
 {
   ms->hz = ws->hz;
   ms->hw = ws->hw;
-  ms->hsplit = HSPLIT;
+  ms->hsplit = ws->deep ? QRS__NBUCKET : HSPLIT;
   ms->hcap = QRS__HEAD_CAP;
   ms->hpos = ws->hpos;
   ms->hx = ws->hx;
@@ -1325,6 +1325,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
       fp.z -= ws->fe[k];
     fp.z = fp.z > 0.0 ? fp.z : 0.0;
   }
+  ws->deep = z - fp.z < tf;     /* the crossing may lie below the head */
   mx = (double)mf;
   /* The exact buckets: the float sums place the first crossing (the
      nucleus cut, else u Z); every head element up to one bucket past it
@@ -1415,6 +1416,7 @@ select_impl(struct qrs__sel_ws *ws, const struct qrs__view *row,
 
   if (row->n > ws->cap || p->T == INFINITY)
     return -EINVAL;
+  ws->deep = 0;
   fast = p->T > 0.0 && fast_eligible(row, p);
   r = 1;
   if (fast && !scan) {

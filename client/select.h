@@ -105,6 +105,10 @@ struct qrs__sel_ws {
   const void *mb_data;
   float mb_min;                   /* that row's min */
   int mb_ready;
+  /* The fast path handed this selection on with a crossing below its
+     deepest rung: the double path's first mass pass resolves every
+     bucket (the crossing is in the tail; no second pass). */
+  int deep;
 };
 
 /* Fast-path statistics (process-wide, relaxed atomics): selections the
