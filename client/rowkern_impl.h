@@ -1759,11 +1759,13 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
       mask = KS(maskf)((vk)(d > lv) & (vk)(d <= hv));
 #ifdef KS_COMPRESS
       if (dense)
-        nh = KS(fhead)(mask, j, x, e, key, hpos, hx, he, hk, nh);
+        nh = KS(fhead)(mask, j, x, e, key, hpos, hx, (float *)NULL,
+                       (int32_t *)NULL, nh);
       else
 #endif
       if (mask)
-        nh = KS(fhead)(mask, j, x, e, key, hpos, hx, he, hk, nh);
+        nh = KS(fhead)(mask, j, x, e, key, hpos, hx, (float *)NULL,
+                       (int32_t *)NULL, nh);
     }
     dense = nh - nb > QRS__FP_BLOCK / 64;
     (void)dense;                /* no branchless store without compress */
