@@ -122,8 +122,6 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
     for (q = i; q < end; q = qend) {
       qend = q + QRS__MOM_SUB < end ? q + QRS__MOM_SUB : end;
       sm = sm1 = splatf(-INFINITY);
-      if (qend - q == QRS__MOM_SUB)
-        qend = q + QRS__MOM_SUB;  /* a constant trip count: unrolled */
       for (j = q; j < qend; j += 16) {
         x = MK(load)(v->data, j, n, dt);
         if (dt != QRS_DTYPE_F32)

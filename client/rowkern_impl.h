@@ -1382,8 +1382,8 @@ KS(fkey1)(float d)
 }
 
 static inline __attribute__((always_inline)) size_t
-KS(fhead)(unsigned mask, size_t i, vfl x, vfl e, vk key, uint32_t *hpos,
-          float *hx, float *he, int32_t *hk, size_t nh)
+KS(fhead)(unsigned mask, size_t i, vfl x, uint32_t *hpos, float *hx,
+          size_t nh)
 {
 #ifdef KS_COMPRESS
   vk pv, perm;
@@ -1394,10 +1394,6 @@ KS(fhead)(unsigned mask, size_t i, vfl x, vfl e, vk key, uint32_t *hpos,
   perm = KS_COMPRESS(mask);
   KS_PERMSTORE(hpos + nh, pv, perm);
   KS_PERMSTORE(hx + nh, x, perm);
-  if (he)
-    KS_PERMSTORE(he + nh, e, perm);
-  if (hk)
-    KS_PERMSTORE(hk + nh, key, perm);
   return nh + (size_t)__builtin_popcount(mask);
 #else
   int j;
@@ -1407,14 +1403,27 @@ KS(fhead)(unsigned mask, size_t i, vfl x, vfl e, vk key, uint32_t *hpos,
     mask &= mask - 1;
     hpos[nh] = (uint32_t)(i + (size_t)j);
     hx[nh] = x[j];
-    if (he)
-      he[nh] = e[j];
-    if (hk)
-      hk[nh] = key[j];
     nh++;
   }
   return nh;
 #endif
+}
+
+/* One vector's float weights e = exp(d), d = (x - m) * invt, and the d
+   that goes into the bound's sum (*dc: clamped at FEXP_MIN, below which
+   the weight is 0).  clamp 0: the caller knows every d >= FEXP_MIN.  A
+   NaN d stays NaN. */
+static inline __attribute__((always_inline)) vfl
+KS(fweight)(vfl x, vfl mv, vfl iv, vfl lo, int unit, int clamp, vfl *d,
+            vfl *dc)
+{
+  *d = unit ? x - mv : (x - mv) * iv;
+  if (!clamp) {
+    *dc = *d;
+    return KS(expf_core)(*d);
+  }
+  *dc = KS_VMAX(lo, *d);
+  return (vfl)((vk)KS(expf_core)(*dc) & ~(vk)(*d < lo));
 }
 
 /* The weights of [i, full) (whole vectors) against max m: the sums
@@ -1424,11 +1433,10 @@ KS(fhead)(unsigned mask, size_t i, vfl x, vfl e, vk key, uint32_t *hpos,
    value makes wd NaN (its d passes every step as NaN). */
 static inline __attribute__((always_inline)) size_t
 KS(fgroups)(const void *data, size_t i, size_t full, vfl mv, vfl iv, vfl hv,
-            vd *zd, vd *wd, uint32_t *hpos, float *hx, float *he,
-            int32_t *hk, size_t nh, int dt, int clamp, int unit, int dense,
-            const vfl *gmx, size_t ng)
+            vd *zd, vd *wd, uint32_t *hpos, float *hx, size_t nh, int dt,
+            int clamp, int unit, int dense, const vfl *gmx, size_t ng)
 {
-  vfl x, d, dc, e, et, zb, wb, lo;
+  vfl x, d, dc, e, zb, wb, lo;
   vk hm;
   size_t j, g, gi;
   unsigned mask;
@@ -1442,15 +1450,8 @@ KS(fgroups)(const void *data, size_t i, size_t full, vfl mv, vfl iv, vfl hv,
       d = unit ? gmx[gi] - mv : (gmx[gi] - mv) * iv;
       if (!KS(maskf)((vk)(d > hv))) {
         for (g = 0; g < 8; g++, j += KW) {
-          x = KS(loadf)(data, j, dt);
-          d = unit ? x - mv : (x - mv) * iv;
-          if (clamp) {
-            dc = KS_VMAX(lo, d);
-            e = (vfl)((vk)KS(expf_core)(dc) & ~(vk)(d < lo));
-          } else {
-            dc = d;
-            e = KS(expf_core)(d);
-          }
+          e = KS(fweight)(KS(loadf)(data, j, dt), mv, iv, lo, unit, clamp,
+                          &d, &dc);
           zb += e;
           wb += e * dc;
         }
@@ -1461,28 +1462,19 @@ KS(fgroups)(const void *data, size_t i, size_t full, vfl mv, vfl iv, vfl hv,
     }
     for (g = 0; g < 8 && j < full; g++, j += KW) {
       x = KS(loadf)(data, j, dt);
-      d = unit ? x - mv : (x - mv) * iv;
-      if (clamp) {
-        dc = KS_VMAX(lo, d);                    /* NaN stays NaN */
-        e = (vfl)((vk)KS(expf_core)(dc) & ~(vk)(d < lo));
-      } else {
-        dc = d;
-        e = KS(expf_core)(d);
-      }
+      e = KS(fweight)(x, mv, iv, lo, unit, clamp, &d, &dc);
       hm = (vk)(d > hv);
       mask = KS(maskf)(hm);
 #ifdef KS_COMPRESS
       if (dense)        /* no branch: a compressed store of 0 to 8 lanes */
-        nh = KS(fhead)(mask, j, x, e, hm, hpos, hx, (float *)NULL,
-                       (int32_t *)NULL, nh);
+        nh = KS(fhead)(mask, j, x, hpos, hx, nh);
       else
 #endif
       if (__builtin_expect(mask != 0, 0))
-        nh = KS(fhead)(mask, j, x, e, hm, hpos, hx, (float *)NULL,
-                       (int32_t *)NULL, nh);
-      et = (vfl)((vk)e & ~hm);
-      zb += et;
-      wb += et * dc;
+        nh = KS(fhead)(mask, j, x, hpos, hx, nh);
+      e = (vfl)((vk)e & ~hm);
+      zb += e;
+      wb += e * dc;
     }
     *zd += KS_LOHALF(zb) + KS_HIHALF(zb);
     *wd += KS_LOHALF(wb) + KS_HIHALF(wb);
@@ -1613,19 +1605,19 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
     nb = nh;
     if (dense)
       nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 1, 1, 1, gmx, ng)
+                              hx, nh, dt, 1, 1, 1, gmx, ng)
                 : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 1, 0, 1, gmx, ng);
+                              hx, nh, dt, 1, 0, 1, gmx, ng);
     else if (clamp)
       nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 1, 1, 0, gmx, ng)
+                              hx, nh, dt, 1, 1, 0, gmx, ng)
                 : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 1, 0, 0, gmx, ng);
+                              hx, nh, dt, 1, 0, 0, gmx, ng);
     else
       nh = unit ? KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 0, 1, 0, gmx, ng)
+                              hx, nh, dt, 0, 1, 0, gmx, ng)
                 : KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos,
-                              hx, he, hk, nh, dt, 0, 0, 0, gmx, ng);
+                              hx, nh, dt, 0, 0, 0, gmx, ng);
     dense = nh - nb > QRS__FP_BLOCK / 64;
     for (j = full; j < end; j++) {
       xf = (float)load1(v->data, j, dt);
@@ -1735,8 +1727,6 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
   iv = KS(splatf)(invt);
   lv = KS(splatf)(dlo);
   hv = KS(splatf)(dhi);
-  e = KS(splatf)(0.0f);
-  key = (vk)e;
   dense = 0;
   for (j = 0; j + KW <= n;) {
     /* Blocks after a dense one store without a branch (as the pass). */
@@ -1759,13 +1749,11 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
       mask = KS(maskf)((vk)(d > lv) & (vk)(d <= hv));
 #ifdef KS_COMPRESS
       if (dense)
-        nh = KS(fhead)(mask, j, x, e, key, hpos, hx, (float *)NULL,
-                       (int32_t *)NULL, nh);
+        nh = KS(fhead)(mask, j, x, hpos, hx, nh);
       else
 #endif
       if (mask)
-        nh = KS(fhead)(mask, j, x, e, key, hpos, hx, (float *)NULL,
-                       (int32_t *)NULL, nh);
+        nh = KS(fhead)(mask, j, x, hpos, hx, nh);
     }
     dense = nh - nb > QRS__FP_BLOCK / 64;
     (void)dense;                /* no branchless store without compress */
@@ -1843,8 +1831,7 @@ KS(fcscan_impl)(const struct qrs__view *v, double dlo, double pinv,
                 uint32_t *tpos, float *tx, float *ret_max, int *ret_odd,
                 int *ret_ok, int dt)
 {
-  vfl x, x1, bm0, bm1, acc, tv, e;
-  vk key;
+  vfl x, x1, bm0, bm1, acc, tv;
   size_t i, j, k, n, nt, end, full;
   unsigned mask;
   float m, bm, xf, thr;
@@ -1855,8 +1842,7 @@ KS(fcscan_impl)(const struct qrs__view *v, double dlo, double pinv,
   m = -INFINITY;
   thr = INFINITY;
   odd = 0;
-  acc = e = KS(splatf)(0.0f);
-  key = (vk)e;
+  acc = KS(splatf)(0.0f);
   *ret_ok = 1;
   for (i = 0; i < n; i = end) {
     end = i + QRS__FP_BLOCK < n ? i + QRS__FP_BLOCK : n;
@@ -1906,8 +1892,7 @@ KS(fcscan_impl)(const struct qrs__view *v, double dlo, double pinv,
       x = KS(loadf)(v->data, j, dt);
       mask = KS(maskf)((vk)(x >= tv));
       if (mask)
-        nt = KS(fhead)(mask, j, x, e, key, tpos, tx, (float *)NULL,
-                       (int32_t *)NULL, nt);
+        nt = KS(fhead)(mask, j, x, tpos, tx, nt);
     }
     for (j = full; j < end; j++) {
       xf = (float)load1(v->data, j, dt);

@@ -577,14 +577,13 @@ Test(fastsel, min_p_by_sub_block_maxima_equals_the_whole_row_collect)
   struct qrs__fmom fm;
   struct qrs__view v;
   size_t n, k, j, exact;
-  int it, ra, ro, lv0, lv;
+  int it, ra, ro, lv0;
   double x = 0.0;
 
   lv0 = qrs__kernel_level(-1);
   exact = 0;
   for (it = 0; it < 600; it++) {
-    lv = qrs__kernel_level(it % 2 ? 2 : 1);
-    (void)lv;
+    qrs__kernel_level(it % 2 ? 2 : 1);
     n = 300 + (size_t)(rnd() * 20000.0);
     make_row(&r, it % 6, n, dts[it % 3]);
     v = view(&r);
