@@ -298,7 +298,7 @@ attempt(struct ft *f, float dhead, const struct qrs__sel_params *p,
 
   f->dhead = dhead;
   f->nh = qrs__kfpass(f->row, f->mf, f->invf, f->invt, dhead, ws->fpos,
-                      ws->fx, ws->fe, ws->fk, &f->fp, NULL, 0.0f, NULL);
+                      ws->fx, ws->fe, ws->fk, &f->fp, NULL, 0.0f, NULL, -INFINITY);
   if (f->mf != f->mf) {
     /* The pass found the max (no scan before it). */
     if (f->fp.bad)

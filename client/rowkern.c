@@ -52,7 +52,7 @@ typedef void (*exp_fn)(double *, size_t, double, double);
 typedef size_t (*fpass_fn)(const struct qrs__view *, float, float, double,
                            float, uint32_t *, float *, float *, int32_t *,
                            struct qrs__fpass *, const float *, float,
-                           float *);
+                           float *, float);
 typedef size_t (*fband_fn)(const struct qrs__view *, float, float, float,
                            float, uint32_t *, float *, float *, int32_t *,
                            size_t,
@@ -622,13 +622,15 @@ size_t
 qrs__kfpass(const struct qrs__view *v, float m, float invt, double invtd,
             float dhead, uint32_t *hpos, float *hx, float *he, int32_t *hk,
             struct qrs__fpass *ret, const float *gm, float lo,
-            float *gm_out)
+            float *gm_out, float dskip)
 {
   unsigned fe = qrs__fpenv_enter();
   size_t r;
 
   r = PICK(fpass_fns, v->dtype & 3)(v, m, invt, invtd, dhead, hpos, hx, he,
-                                    hk, ret, m == m ? gm : NULL, lo, gm_out);
+                                    hk, ret, m == m ? gm : NULL, lo, gm_out,
+                                    dskip < QRS__FP_DMAXSKIP ? dskip
+                                                    : QRS__FP_DMAXSKIP);
   qrs__fpenv_leave(fe);
   return r;
 }

@@ -217,6 +217,7 @@ struct qrs__fpass {
   int bad;                    /* fused: a NaN, +inf, or no value above
                                  -inf (nothing else is set) */
   size_t ngm;                 /* group maxima in gm / gm_out */
+  size_t nskip;               /* groups not read (dskip) */
 };
 
 /* float32 / 16-bit rows only: the pass above over the whole row at
@@ -233,11 +234,19 @@ struct qrs__fpass {
    them).  gm_out (may be NULL; room as gm; AVX2 only): the pass's own
    group maxima in gm's layout, ret->ngm of them (from the row's start);
    with gm, ret->ngm counts gm's.  qrs__kfband() skips the groups whose
-   max is below its band. */
+   max is below its band.
+   dskip (m known; -INFINITY: none; at most QRS__FP_DMAXSKIP, below
+   the ladder's deepest band): a group of 8 vectors whose max (gm's, or
+   the block's first read) has d < dskip is not read; its mass, at most
+   b = 8 * the sum of its lane maxima's weights, goes into ret->z as b / 2
+   and into ret->err as b / 2.  Only where the float tail needs no more
+   than that bound (select.c: a nucleus, whose probabilities are exact
+   weights). */
+#define QRS__FP_DMAXSKIP (-16.0f)
 size_t qrs__kfpass(const struct qrs__view *v, float m, float invt,
                    double invtd, float dhead, uint32_t *hpos, float *hx,
                    float *he, int32_t *hk, struct qrs__fpass *ret,
-                   const float *gm, float lo, float *gm_out);
+                   const float *gm, float lo, float *gm_out, float dskip);
 
 /* The ladder's band pass: the elements with dlo < d <= dhi (d exactly as
    qrs__kfpass() computes it at max m; dlo >= -16) appended to the head

@@ -119,6 +119,8 @@ struct qrs__fast_stats {
   unsigned long long resolved;
   unsigned long long ineligible;
   unsigned long long bands;       /* ladder band passes */
+  unsigned long long skipped;     /* float-pass groups not read (their
+                                     mass bounded: FAST_DSKIP) */
 };
 void qrs__fast_stats_get(struct qrs__fast_stats *ret);
 /* 0: the float fast path off (the double path only; tests compare the

@@ -157,13 +157,45 @@ teardown(void)
   qrs__fast_enable(1);
 }
 
-/* One triple: the oracle, then the fast path (which may resolve). */
+/* The fast path's answer b (rb) against the oracle's a (ra). */
+static void
+compare(const struct row *r, const struct qrs__sel_params *p,
+        const struct qrs__sel_out *a, int ra, const struct qrs__sel_out *b,
+        int rb, const char *how)
+{
+  if (ra != rb || (ra == 0 &&
+      (a->token != b->token || a->rank != b->rank ||
+       a->num_candidates != b->num_candidates ||
+       a->eff_top_k != b->eff_top_k || a->eff_top_p != b->eff_top_p ||
+       a->eff_min_p != b->eff_min_p ||
+       fabs(a->prob - b->prob) > 1e-5 * a->prob ||
+       fabs(a->cdf_lo - b->cdf_lo) > 1e-5 ||
+       fabs(a->cdf_hi - b->cdf_hi) > 1e-5 ||
+       !(b->cdf_lo <= p->u + 1e-12 && p->u <= b->cdf_hi + 1e-12)))) {
+    if (mismatches++ < 10)
+      cr_log_error("%s: n %zu dt %d T %.17g top_p %.17g u %.17g order %d: "
+                   "r %d/%d token %u/%u rank %u/%u cand %u/%u "
+                   "prob %.17g/%.17g cdf [%.17g %.17g]/[%.17g %.17g]",
+                   how, r->n, r->dt, p->T, p->top_p, p->u, p->order, ra,
+                   rb, a->token, b->token, a->rank, b->rank,
+                   a->num_candidates, b->num_candidates, a->prob, b->prob,
+                   a->cdf_lo, a->cdf_hi, b->cdf_lo, b->cdf_hi);
+  }
+}
+
+/* One triple: the oracle, then the fast path (which may resolve) three
+   ways: finding the max itself (scan NULL), after the row's scan (the
+   max known: groups below FAST_DSKIP go unread under a nucleus), and
+   after the moment pass (its lane maxima instead of a first read, as a
+   sampler with an entropy strategy runs it). */
 static void
 check(const struct row *r, const struct qrs__sel_params *p,
       struct qrs__sel_out *ret_oracle)
 {
   struct qrs__sel_out a, b;
   struct qrs__view v = view(r);
+  struct qrs__scan sc;
+  struct qrs__fmom fm;
   int ra, rb;
 
   qrs__fast_enable(0);
@@ -172,24 +204,21 @@ check(const struct row *r, const struct qrs__sel_params *p,
   rb = qrs__select(&ws, &v, NULL, p, &b);
   if (ret_oracle)
     *ret_oracle = a;
-  if (ra != rb || (ra == 0 &&
-      (a.token != b.token || a.rank != b.rank ||
-       a.num_candidates != b.num_candidates ||
-       a.eff_top_k != b.eff_top_k || a.eff_top_p != b.eff_top_p ||
-       a.eff_min_p != b.eff_min_p ||
-       fabs(a.prob - b.prob) > 1e-5 * a.prob ||
-       fabs(a.cdf_lo - b.cdf_lo) > 1e-5 ||
-       fabs(a.cdf_hi - b.cdf_hi) > 1e-5 ||
-       !(b.cdf_lo <= p->u + 1e-12 && p->u <= b.cdf_hi + 1e-12)))) {
-    if (mismatches++ < 10)
-      cr_log_error("n %zu dt %d T %.17g top_p %.17g u %.17g order %d: "
-                   "r %d/%d token %u/%u rank %u/%u cand %u/%u "
-                   "prob %.17g/%.17g cdf [%.17g %.17g]/[%.17g %.17g]",
-                   r->n, r->dt, p->T, p->top_p, p->u, p->order, ra, rb,
-                   a.token, b.token, a.rank, b.rank, a.num_candidates,
-                   b.num_candidates, a.prob, b.prob, a.cdf_lo, a.cdf_hi,
-                   b.cdf_lo, b.cdf_hi);
-  }
+  compare(r, p, &a, ra, &b, rb, "fused");
+  if (ra != 0)
+    return;
+  qrs__kscan(&v, &sc);
+  rb = qrs__select(&ws, &v, &sc, p, &b);
+  compare(r, p, &a, ra, &b, rb, "scanned");
+  if (!qrs__fmoments_applies(v.dtype, v.n))
+    return;
+  qrs__fmoments(&v, &sc, &fm, ws.mb);
+  ws.mb_ready = 1;
+  ws.mb_data = v.data;
+  ws.mb_min = fm.min;
+  rb = qrs__select(&ws, &v, &sc, p, &b);
+  ws.mb_ready = 0;
+  compare(r, p, &a, ra, &b, rb, "moments");
 }
 
 static struct qrs__sel_params
@@ -313,11 +342,85 @@ Test(fastsel, random_triples_match_the_double_path)
   }
   qrs__fast_stats_get(&s1);
   cr_log_info("random: %llu triples, fast %llu, resolved %llu, "
-              "ineligible %llu", total, s1.fast - s0.fast,
-              s1.resolved - s0.resolved, s1.ineligible - s0.ineligible);
+              "ineligible %llu, groups skipped %llu", total,
+              s1.fast - s0.fast, s1.resolved - s0.resolved,
+              s1.ineligible - s0.ineligible, s1.skipped - s0.skipped);
   cr_expect_eq(mismatches, 0, "%llu mismatches", mismatches);
+  cr_expect_gt((s1.skipped - s0.skipped) * 4, total, "skipped %llu",
+               s1.skipped - s0.skipped);
   cr_expect_gt((s1.fast - s0.fast) * 10, total * 7,
                "the fast path decided only %llu", s1.fast - s0.fast);
+}
+
+static int
+cmp_desc(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+
+  return (x < y) - (x > y);
+}
+
+/* A nucleus over rows whose tail lies just below the skip cutoff
+   (FAST_DSKIP, d = -20): the groups there are not read, yet their mass
+   (up to 1e-4 of Z here) decides the nucleus when top-p sits at a
+   prefix mass of the head.  The bound must carry it: the same answers as
+   the oracle, some of them through the exact resolution. */
+Test(fastsel, unread_groups_below_the_skip_cutoff_keep_the_nucleus_exact)
+{
+  static struct row r;
+  struct qrs__fast_stats s0, s1;
+  struct qrs__sel_params p;
+  struct qrs__view v;
+  double T, tail, pre, zt, w[4];
+  size_t n, i, j;
+  int it, k, h, lv0;
+  float t;
+
+  lv0 = qrs__kernel_level(-1);
+  qrs__fast_stats_get(&s0);
+  for (it = 0; it < 240; it++) {
+    qrs__kernel_level(it % 2 ? 2 : 1);
+    n = NMAX - (size_t)(rnd() * 64.0);
+    T = it % 3 ? 1.0 : 0.4 + rnd();
+    tail = -20.001 - (it % 4) * 0.5 - 0.25 * rnd();   /* d of the tail */
+    r.n = n;
+    for (i = 0; i < n; i++)
+      r.f[i] = (float)(tail * T);
+    for (h = 0; h < 4; h++)
+      r.f[h] = (float)(-0.75 * h * T);
+    for (i = n - 1; i > 0; i--) {
+      j = (size_t)(rnd() * (double)(i + 1));
+      t = r.f[i];
+      r.f[i] = r.f[j];
+      r.f[j] = t;
+    }
+    make_row_dtype(&r, it % 5 == 4 ? QRS_DTYPE_BF16 : QRS_DTYPE_F32);
+    /* The exact Z (the max is 0), and top-p at the mass of the first k
+       head tokens: just below, at, just above. */
+    v = view(&r);
+    for (i = 0, zt = 0.0, h = 0; i < n; i++) {
+      zt += exp(qrs__kload(&v, i) / T);
+      if (qrs__kload(&v, i) > -10.0 * T)
+        w[h++] = exp(qrs__kload(&v, i) / T);    /* the head, in any order */
+    }
+    cr_assert_eq(h, 4);
+    qsort(w, 4, sizeof(w[0]), cmp_desc);
+    k = 1 + it % 3;
+    for (h = 0, pre = 0.0; h < k; h++)
+      pre += w[h];
+    for (h = 0; h < 3; h++) {
+      p = params(T, pre / zt * (1.0 + (h - 1) * 1e-9), rnd(), 0);
+      check(&r, &p, NULL);
+    }
+  }
+  qrs__kernel_level(lv0);
+  qrs__fast_stats_get(&s1);
+  cr_expect_eq(mismatches, 0);
+  cr_log_info("skip cutoff: fast %llu, resolved %llu, skipped %llu",
+              s1.fast - s0.fast, s1.resolved - s0.resolved,
+              s1.skipped - s0.skipped);
+  cr_expect_gt(s1.skipped - s0.skipped, 240 * 500);
+  cr_expect_gt(s1.resolved - s0.resolved, 100);
 }
 
 /* Rows of many float-pass blocks whose max is found late (a rising trend,
