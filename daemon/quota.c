@@ -131,24 +131,24 @@ load_state(struct quota *q, double now_mono, time_t now_real, char *err,
   return 0;
 }
 
-/* Write the day's count as value and the per-minute window as [second,
-   count] pairs of wall-clock seconds, each admission's time rounded up
-   (a restored entry expires no earlier than the real one). */
-static int
-persist(struct quota *q, uint64_t value, double now_mono, time_t now_real)
+/* The state file's text: the day's count as value and the per-minute
+   window as [second, count] pairs of wall-clock seconds, each
+   admission's time rounded up (a restored entry expires no earlier than
+   the real one).  buf has QUOTA_STATE_MAX bytes; returns the length. */
+static size_t
+serialize(struct quota *q, uint64_t value, double now_mono, time_t now_real,
+          char *buf)
 {
   size_t cap = (size_t)q->p.max_requests_per_minute, i, idx, pairs = 0;
-  char buf[160 + MINUTE_MAX_PAIRS * 48], day[16];
+  char day[16];
   int64_t sec = 0, last = 0;
   uint64_t cnt = 0;
-  int n, r;
+  int n;
 
-  if (!q->path)
-    return 0;
   if (cap)
     prune(q, now_mono);
   day_string(q->day, day, sizeof(day));
-  n = snprintf(buf, sizeof(buf), "{\"day\":\"%s\",\"bytes_used\":%llu,"
+  n = snprintf(buf, QUOTA_STATE_MAX, "{\"day\":\"%s\",\"bytes_used\":%llu,"
                "\"minute\":[", day, (unsigned long long)value);
   for (i = 0; cap && i <= q->ring_len; i++) {
     if (i < q->ring_len) {
@@ -161,7 +161,7 @@ persist(struct quota *q, uint64_t value, double now_mono, time_t now_real)
       }
     }
     if (cnt && pairs < MINUTE_MAX_PAIRS) {
-      n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s[%lld,%llu]",
+      n += snprintf(buf + n, QUOTA_STATE_MAX - (size_t)n, "%s[%lld,%llu]",
                     pairs ? "," : "", (long long)last,
                     (unsigned long long)cnt);
       pairs++;
@@ -171,12 +171,36 @@ persist(struct quota *q, uint64_t value, double now_mono, time_t now_real)
       cnt = 1;
     }
   }
-  n += snprintf(buf + n, sizeof(buf) - (size_t)n, "]}\n");
-  r = atomicfile_write(q->path, buf, (size_t)n, 1);
+  n += snprintf(buf + n, QUOTA_STATE_MAX - (size_t)n, "]}\n");
+  return (size_t)n;
+}
+
+/* Write value now (start-up, clean shutdown: not while serving). */
+static int
+persist(struct quota *q, uint64_t value, double now_mono, time_t now_real)
+{
+  char buf[QUOTA_STATE_MAX];
+  size_t len;
+  int r;
+
+  if (!q->path)
+    return 0;
+  len = serialize(q, value, now_mono, now_real, buf);
+  r = atomicfile_write(q->path, buf, len, 1);
   q->persist_error = r;
   if (r == 0)
     q->persisted = value;
   return r;
+}
+
+/* The reservation block: QUOTA_PERSIST_BLOCK or 1/256 of the daily
+   limit, whichever is larger. */
+static uint64_t
+block_size(const struct quota *q)
+{
+  uint64_t block = q->p.max_bytes_per_day / 256;
+
+  return block < QUOTA_PERSIST_BLOCK ? QUOTA_PERSIST_BLOCK : block;
 }
 
 int
@@ -216,7 +240,14 @@ quota_init(struct quota *q, const struct quota_params *p,
     q->path = NULL;
     return -ENOMEM;
   }
-  return load_state(q, now_mono, now_real, err, errlen);
+  r = load_state(q, now_mono, now_real, err, errlen);
+  if (r < 0)
+    return r;
+  /* The first reservation before any admission (at start-up, before
+     the loop serves): a failure is reported in persist_error and the
+     quota still admits. */
+  (void)persist(q, q->day_bytes + block_size(q), now_mono, now_real);
+  return 0;
 }
 
 void
@@ -258,7 +289,6 @@ enum quota_verdict
 quota_admit(struct quota *q, size_t n, double now_mono, time_t now_real)
 {
   size_t requests, i, cap = (size_t)q->p.max_requests_per_minute;
-  uint64_t block;
 
   quota_chunk(q, n, &requests);
   if (cap) {
@@ -282,13 +312,35 @@ quota_admit(struct quota *q, size_t n, double now_mono, time_t now_real)
     q->ring_len++;
   }
   q->day_bytes += n;
-  if (q->path && q->day_bytes > q->persisted) {
-    block = q->p.max_bytes_per_day / 256;
-    if (block < QUOTA_PERSIST_BLOCK)
-      block = QUOTA_PERSIST_BLOCK;
-    (void)persist(q, q->day_bytes + block, now_mono, now_real);
-  }
   return QUOTA_OK;
+}
+
+int
+quota_persist_due(struct quota *q, double now_mono, time_t now_real,
+                  char *buf, size_t *ret_len, uint64_t *ret_value)
+{
+  uint64_t block;
+
+  if (!q->path || q->pending)
+    return 0;
+  roll_day(q, now_real);
+  block = block_size(q);
+  if (q->day_bytes + block / 2 <= q->persisted)
+    return 0;
+  *ret_value = q->day_bytes + block;
+  *ret_len = serialize(q, *ret_value, now_mono, now_real, buf);
+  q->pending = 1;
+  q->pending_day = q->day;
+  return 1;
+}
+
+void
+quota_persist_done(struct quota *q, uint64_t value, int r)
+{
+  q->pending = 0;
+  q->persist_error = r;
+  if (r == 0 && q->pending_day == q->day && value > q->persisted)
+    q->persisted = value;
 }
 
 uint64_t

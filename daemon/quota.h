@@ -3,13 +3,20 @@
    60-second window) and bytes per UTC day.
 
    The daily count survives a restart: it is persisted in the state
-   directory ("<state_dir>/quota-<source>.json", replaced atomically).  To
-   avoid a disk write per draw the file records a reservation: whenever the
-   count passes the persisted value, the file is rewritten with the count
-   plus one block (QUOTA_PERSIST_BLOCK or 1/256 of the daily limit,
-   whichever is larger); quota_flush() writes the exact count (clean
-   shutdown).  After a crash the count resumes from the reservation, so it
-   may over-count by at most one block and never under-counts.
+   directory ("<state_dir>/quota-<source>.json", replaced atomically and
+   durably).  To avoid a disk write per draw the file records a
+   reservation: the count plus one block (QUOTA_PERSIST_BLOCK or 1/256 of
+   the daily limit, whichever is larger), written at start-up and again
+   whenever less than half a block of it is left.  Those writes are not
+   made here (an fsync must not hold up the loop): quota_persist_due()
+   hands the text to the caller, which writes it on a worker thread and
+   reports with quota_persist_done().  quota_flush() writes the exact
+   count (clean shutdown).  After a crash the count resumes from the
+   reservation, so it may over-count by at most one block; it
+   under-counts only if more than half a block was admitted while a
+   reservation write was still in flight (at 1 MiB blocks and a
+   millisecond's write, hundreds of MB/s), or a crash comes within that
+   write after UTC midnight.
    The file also carries the per-minute window (admissions of the last 60
    s, per wall-clock second), so that a restart does not grant a fresh
    minute: exact after a clean stop, as of the last write after a crash.
@@ -24,6 +31,7 @@
 
 #define QUOTA_MAX_RPM 100000          /* requests-per-minute ceiling */
 #define QUOTA_PERSIST_BLOCK (1u << 20)
+#define QUOTA_STATE_MAX 4096           /* the state file's text */
 
 struct quota_params {
   uint64_t max_bytes_per_request;     /* 0: unlimited (never split) */
@@ -44,7 +52,9 @@ struct quota {
   size_t ring_len, ring_head;         /* entries held, next slot */
   int64_t day;                        /* UTC days since the epoch */
   uint64_t day_bytes;                 /* used today */
-  uint64_t persisted;                 /* value in the file */
+  uint64_t persisted;                 /* value in the file (durable) */
+  int pending;                        /* a reservation write in flight */
+  int64_t pending_day;                /* the day it was made for */
   uint64_t refused_rpm, refused_day;  /* statistics */
   int persist_error;                  /* last write's negative errno, or 0 */
 };
@@ -66,11 +76,20 @@ void quota_done(struct quota *q);
 size_t quota_chunk(const struct quota *q, size_t n, size_t *ret_requests);
 
 /* May a fetch of n bytes go upstream now?  QUOTA_OK records it (its
-   requests and bytes; may rewrite the state file, see persist_error);
-   otherwise nothing is recorded and the counter of the refusal grows. */
+   requests and bytes); otherwise nothing is recorded and the counter of
+   the refusal grows.  No I/O. */
 enum quota_verdict quota_admit(struct quota *q, size_t n, double now_mono,
                                time_t now_real);
 
+/* A reservation to write: 1 with the state file's text in buf
+   (QUOTA_STATE_MAX bytes), its length and the count it reserves (the
+   quota is then pending until quota_persist_done()); 0 when none is due,
+   one is in flight, or there is no state file. */
+int quota_persist_due(struct quota *q, double now_mono, time_t now_real,
+                      char *buf, size_t *ret_len, uint64_t *ret_value);
+/* The write of value finished with r (0 or a negative errno: in
+   persist_error). */
+void quota_persist_done(struct quota *q, uint64_t value, int r);
 /* Requests in the current 60-second window. */
 uint64_t quota_minute_requests(struct quota *q, double now_mono);
 /* Bytes used today (rolls over at UTC midnight). */

@@ -25,6 +25,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include "atomicfile.h"
 #include "gwire.h"
 #include "log.h"
 #include "upstream.h"
@@ -1834,7 +1835,9 @@ upstream_free(struct upstream *u)
   if (!u || u->closing)
     return;
   u->closing = 1;
-  r = quota_flush(&u->quota, now_s(), time(NULL));
+  /* The exact count, now or (a reservation write in flight: two writers
+     of one file) once that write is done. */
+  r = u->quota.pending ? 0 : quota_flush(&u->quota, now_s(), time(NULL));
   if (r < 0)
     log_warn("source '%s': cannot save today's quota count: %s", u->name,
              strerror(-r));
@@ -1852,12 +1855,10 @@ upstream_free(struct upstream *u)
   maybe_free(u);
 }
 
-enum quota_verdict
-upstream_admit(struct upstream *u, size_t n)
+/* Log a change of the state file's health once, not every fetch. */
+static void
+persist_log(struct upstream *u)
 {
-  enum quota_verdict v = quota_admit(&u->quota, n, now_s(), time(NULL));
-
-  /* Log a change of the state file's health once, not every fetch. */
   if (u->quota.persist_error != u->persist_logged) {
     if (u->quota.persist_error)
       log_warn("source '%s': cannot save the daily quota count in %s: %s "
@@ -1867,6 +1868,89 @@ upstream_admit(struct upstream *u, size_t n)
       log_info("source '%s': daily quota count saved again", u->name);
     u->persist_logged = u->quota.persist_error;
   }
+}
+
+/* A reservation of the daily count, written (durably: fsync) on a
+   worker thread, never on the loop. */
+struct qwrite {
+  uv_work_t work;
+  struct upstream *u;
+  char *path;
+  uint64_t value;
+  size_t len;
+  int r;
+  char buf[QUOTA_STATE_MAX];
+};
+
+static void
+qwrite_work(uv_work_t *w)
+{
+  struct qwrite *q = w->data;
+
+  q->r = atomicfile_write(q->path, q->buf, q->len, 1);
+}
+
+static void qwrite_start(struct upstream *u);
+
+static void
+qwrite_done(uv_work_t *w, int status)
+{
+  struct qwrite *q = w->data;
+  struct upstream *u = q->u;
+  int r;
+
+  quota_persist_done(&u->quota, q->value, status < 0 ? status : q->r);
+  free(q->path);
+  free(q);
+  u->live--;
+  if (u->closing) {
+    /* upstream_free() left the exact count for after this write. */
+    r = quota_flush(&u->quota, now_s(), time(NULL));
+    if (r < 0)
+      log_warn("source '%s': cannot save today's quota count: %s",
+               u->name, strerror(-r));
+  } else {
+    persist_log(u);
+    qwrite_start(u);
+  }
+  maybe_free(u);
+}
+
+static void
+qwrite_start(struct upstream *u)
+{
+  struct qwrite *q;
+
+  q = malloc(sizeof(*q));
+  if (!q)
+    return;                   /* due again at the next admission */
+  if (!quota_persist_due(&u->quota, now_s(), time(NULL), q->buf, &q->len,
+                         &q->value)) {
+    free(q);
+    return;
+  }
+  q->u = u;
+  q->work.data = q;
+  q->path = strdup(u->quota.path);
+  if (!q->path ||
+      uv_queue_work(u->br->loop, &q->work, qwrite_work, qwrite_done) < 0) {
+    quota_persist_done(&u->quota, q->value, -ENOMEM);
+    persist_log(u);
+    free(q->path);
+    free(q);
+    return;
+  }
+  u->live++;
+}
+
+enum quota_verdict
+upstream_admit(struct upstream *u, size_t n)
+{
+  enum quota_verdict v = quota_admit(&u->quota, n, now_s(), time(NULL));
+
+  if (v == QUOTA_OK)
+    qwrite_start(u);
+  persist_log(u);
   return v;
 }
 

@@ -115,21 +115,69 @@ Test(quota, the_daily_count_survives_a_restart)
   q.day_bytes = 20000;
   cr_assert_eq(quota_flush(&q, 0.0, T0 + 60), 0);
   quota_done(&q);
-  cr_assert_eq(quota_init(&q, &p, dir, "qrng", 0.0, T0 + 120, err, sizeof(err)),
-               0);
-  cr_assert_eq(quota_day_bytes(&q, T0 + 120), 20000);
-  quota_done(&q);
-
   snprintf(path, sizeof(path), "%s/quota-qrng.json", dir);
   cr_assert_eq(atomicfile_read(path, 4096, &text, NULL), 0);
   cr_assert_str_eq(text, "{\"day\":\"2025-12-01\",\"bytes_used\":20000,"
                    "\"minute\":[]}\n");
   free(text);
+  cr_assert_eq(quota_init(&q, &p, dir, "qrng", 0.0, T0 + 120, err, sizeof(err)),
+               0);
+  cr_assert_eq(quota_day_bytes(&q, T0 + 120), 20000);
+  quota_done(&q);
 
   /* The next day starts from zero. */
   cr_assert_eq(quota_init(&q, &p, dir, "qrng", 0.0, T0 + 86400, err,
                           sizeof(err)), 0);
   cr_assert_eq(quota_day_bytes(&q, T0 + 86400), 0);
+  quota_done(&q);
+}
+
+/* Admissions never write the state file (an fsync must not hold up the
+   daemon's loop): the next reservation is handed out once less than half
+   a block of the last one is left, one at a time, and counts only once
+   its write is reported done. */
+Test(quota, reservations_are_handed_to_the_caller_to_write)
+{
+  struct quota_params p = { 0, 0, 0 };
+  struct quota q;
+  char err[200], path[128], buf[QUOTA_STATE_MAX], *text;
+  uint64_t value, v2;
+  size_t len;
+
+  snprintf(path, sizeof(path), "%s/quota-res.json", dir);
+  cr_assert_eq(quota_init(&q, &p, dir, "res", 0.0, T0, err, sizeof(err)),
+               0);
+  /* Start-up reserved one block. */
+  cr_assert_eq(q.persisted, QUOTA_PERSIST_BLOCK);
+  cr_assert_eq(quota_persist_due(&q, 0.0, T0, buf, &len, &value), 0);
+  cr_assert_eq(quota_admit(&q, QUOTA_PERSIST_BLOCK / 2, 1, T0), QUOTA_OK);
+  cr_assert_eq(quota_persist_due(&q, 1.0, T0, buf, &len, &value), 0);
+  cr_assert_eq(quota_admit(&q, 1, 1, T0), QUOTA_OK);
+  /* Past half a block: due, and the file is still the old reservation. */
+  cr_assert_eq(quota_persist_due(&q, 1.0, T0, buf, &len, &value), 1);
+  cr_assert_eq(value, QUOTA_PERSIST_BLOCK / 2 + 1 + QUOTA_PERSIST_BLOCK);
+  cr_assert_eq(atomicfile_read(path, 4096, &text, NULL), 0);
+  cr_assert_not_null(strstr(text, "\"bytes_used\":1048576,"), "%s", text);
+  free(text);
+  /* One in flight at a time, even past the durable reservation. */
+  cr_assert_eq(quota_admit(&q, QUOTA_PERSIST_BLOCK, 2, T0), QUOTA_OK);
+  cr_assert_eq(quota_persist_due(&q, 2.0, T0, buf, &len, &v2), 0);
+  /* The caller's write (here on this thread) and its report. */
+  cr_assert_eq(atomicfile_write(path, buf, len, 1), 0);
+  quota_persist_done(&q, value, 0);
+  cr_assert_eq(q.persisted, value);
+  cr_assert_eq(q.persist_error, 0);
+  /* Now the next one (the count passed the last reservation). */
+  cr_assert_eq(quota_persist_due(&q, 2.0, T0, buf, &len, &v2), 1);
+  cr_assert_eq(v2, QUOTA_PERSIST_BLOCK / 2 + 1 + 2 * QUOTA_PERSIST_BLOCK);
+  quota_persist_done(&q, v2, -EIO);
+  cr_assert_eq(q.persist_error, -EIO);
+  cr_assert_eq(q.persisted, value);
+  quota_done(&q);
+  /* A crash now resumes from the durable reservation. */
+  cr_assert_eq(quota_init(&q, &p, dir, "res", 0.0, T0 + 5, err, sizeof(err)),
+               0);
+  cr_assert_eq(quota_day_bytes(&q, T0 + 5), value);
   quota_done(&q);
 }
 
