@@ -1920,15 +1920,23 @@ static void
 qwrite_start(struct upstream *u)
 {
   struct qwrite *q;
+  char buf[QUOTA_STATE_MAX];
+  uint64_t value;
+  size_t len;
 
+  /* Most admissions: nothing due, nothing allocated. */
+  if (!quota_persist_due(&u->quota, now_s(), time(NULL), buf, &len,
+                         &value))
+    return;
   q = malloc(sizeof(*q));
-  if (!q)
-    return;                   /* due again at the next admission */
-  if (!quota_persist_due(&u->quota, now_s(), time(NULL), q->buf, &q->len,
-                         &q->value)) {
-    free(q);
+  if (!q) {
+    quota_persist_done(&u->quota, value, -ENOMEM);
+    persist_log(u);
     return;
   }
+  memcpy(q->buf, buf, len);
+  q->len = len;
+  q->value = value;
   q->u = u;
   q->work.data = q;
   q->path = strdup(u->quota.path);
