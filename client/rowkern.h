@@ -202,9 +202,10 @@ qrs__fpenv_leave(unsigned csr)
 #define QRS__FP_DMIN (-87.0)
 
 /* Values per block of the float pass (read from memory once), and its
-   head buckets: key = min(QRS__FP_NB - 1, trunc(-d * 16)). */
+   head buckets: key = min(QRS__FP_NB - 1, trunc(-d * 16)) (every d of
+   the ladder's deepest band, d > -24, has its own). */
 #define QRS__FP_BLOCK 1024
-#define QRS__FP_NB 256
+#define QRS__FP_NB 384
 
 struct qrs__fpass {
   double z;                   /* sum of the float weights outside the
@@ -236,7 +237,7 @@ struct qrs__fpass {
    with gm, ret->ngm counts gm's.  qrs__kfband() skips the groups whose
    max is below its band.
    dskip (m known; -INFINITY: none; at most QRS__FP_DMAXSKIP, below
-   the ladder's deepest band): a group of 8 vectors whose max (gm's, or
+   the ladder's second band): a group of 8 vectors whose max (gm's, or
    the block's first read) has d < dskip is not read; its mass, at most
    b = 8 * the sum of its lane maxima's weights, goes into ret->z as b / 2
    and into ret->err as b / 2.  Only where the float tail needs no more
@@ -249,7 +250,7 @@ size_t qrs__kfpass(const struct qrs__view *v, float m, float invt,
                    const float *gm, float lo, float *gm_out, float dskip);
 
 /* The ladder's band pass: the elements with dlo < d <= dhi (d exactly as
-   qrs__kfpass() computes it at max m; dlo >= -16) appended to the head
+   qrs__kfpass() computes it at max m; dlo >= -24) appended to the head
    lists from nh (the same layout; room for the whole row + 16).  Returns
    the new length.  No exponential over the row: a compare in logit
    space, the weights on the compact list.  gm (may be NULL): ngm group

@@ -1735,7 +1735,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
 
 /* The band pass of the ladder: the elements with dlo < d <= dhi
    (d = (x - m) * invt in float exactly as the float pass computes it;
-   -16 <= dlo) appended to the head list from nh, with their float weights
+   -24 <= dlo) appended to the head list from nh, with their float weights
    and keys.  Returns the new length. */
 static inline __attribute__((always_inline)) size_t
 KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
@@ -1794,7 +1794,7 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
       nh++;
     }
   }
-  /* Weights and keys on the compact list (no clamp: d > -16). */
+  /* Weights and keys on the compact list (no clamp: d > -24). */
   for (j = nh0; j + KW <= nh; j += KW) {
     memcpy(&x, hx + j, sizeof(x));
     d = (x - mv) * iv;

@@ -1064,8 +1064,9 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
    logit cuts the double path already does at read speed), float32 and
    16-bit rows.  One float pass (qrs__kfpass; it finds the max itself when
    the caller has not scanned the row) gives Z with an error bound E and
-   the head list (d > -8; band passes in logit space add -12 < d <= -8
-   and -16 < d <= -12 when needed), bucketed by 1/16 of d.  Each
+   the head list (d > -8; band passes in logit space add -12 < d <= -8,
+   -16 < d <= -12 and -24 < d <= -16 when needed), bucketed by 1/16 of
+   d.  Each
    crossing (top-p at p Z, then u Z_nucleus) is placed in one bucket by
    the float sums; that bucket's elements get their exact double weights
    (the double path's own exp) and are ordered by refine().  The decision
@@ -1075,8 +1076,11 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
    decides (the exact resolution). */
 
 #define FAST_MIN_N 256
-/* The head ladder: d > -8, then bands down to -12 and -16. */
-static const float fast_dhead[3] = { -8.0f, -12.0f, -16.0f };
+/* The head ladder: d > -8, then bands down to -12, -16 and -24 (the
+   last only when no group went unread: FAST_DSKIP lies above it). */
+#define FAST_RUNGS 4
+static const float fast_dhead[FAST_RUNGS] = { -8.0f, -12.0f, -16.0f,
+                                              -24.0f };
 #define FAST_NB QRS__FP_NB
 /* Relative bound of the double sums' rounding (either path). */
 #define FAST_DROUND 4e-11
@@ -1284,7 +1288,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   mf = scan ? (float)scan->max : NAN;
   invf = (float)invt;
   /* The ladder: a head down to d = -8 first (an LM row's nucleus and
-     most of its mass), then the bands down to -12 and -16 when the
+     most of its mass), then the bands down to -12, -16 and -24 when the
      head's mass falls short of the first crossing. */
   known = scan && ws->mb_ready && ws->mb_data == row->data;
   nh = qrs__kfpass(row, mf, invf, invt, fast_dhead[0], ws->fpos, ws->fx,
@@ -1323,7 +1327,8 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     }
     ez = ez * 1.01 + (double)row->n * 1.7e-38;
     tf = (p->top_p < 1.0 ? p->top_p : p->u) * z + 2.0 * ez;
-    if (rung == 2 || z - fp.z >= tf)
+    if (rung == FAST_RUNGS - 1 || (rung == 2 && fp.nskip) ||
+        z - fp.z >= tf)
       break;
     /* The next band of the ladder joins the head: a compare in logit
        space over the row; its weights (the same floats the pass summed)

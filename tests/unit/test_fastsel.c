@@ -361,6 +361,57 @@ cmp_desc(const void *a, const void *b)
   return (x < y) - (x > y);
 }
 
+/* A crossing between d = -24 and -16 (u near 1 over a row whose mass
+   there is a small share of Z): the ladder's third band takes it, so the
+   fast path decides it (it used to go to the double path), with the
+   oracle's answer. */
+Test(fastsel, a_crossing_below_minus_16_is_decided_by_the_third_band)
+{
+  static struct row r;
+  struct qrs__fast_stats s0, s1;
+  struct qrs__sel_params p;
+  struct qrs__view v;
+  double zt, tail;
+  size_t n, i;
+  int it, k, lv0;
+
+  lv0 = qrs__kernel_level(-1);
+  qrs__fast_stats_get(&s0);
+  for (it = 0; it < 24; it++) {
+    qrs__kernel_level(it % 2 ? 2 : 1);
+    n = NMAX - (size_t)(rnd() * 64.0);
+    r.n = n;
+    for (i = 0; i < n; i++)
+      r.f[i] = (float)(-16.2 - 7.5 * rnd());    /* the band (-24, -16] */
+    for (i = 0; i < 6; i++)
+      r.f[(size_t)(rnd() * (double)n)] = (float)(-2.0 * rnd());
+    r.f[(size_t)(rnd() * (double)n)] = 0.0f;
+    make_row_dtype(&r, it % 3 == 2 ? QRS_DTYPE_BF16 : QRS_DTYPE_F32);
+    v = view(&r);
+    for (i = 0, zt = tail = 0.0; i < n; i++) {
+      zt += exp(qrs__kload(&v, i));
+      if (qrs__kload(&v, i) <= -16.0)
+        tail += exp(qrs__kload(&v, i));
+    }
+    for (k = 0; k < 10; k++) {
+      /* u inside the band's share of the mass, T = 1, no truncation */
+      p = params(1.0, 1.0, 1.0 - tail / zt * (0.05 + 0.9 * rnd()), 0);
+      check(&r, &p, NULL);
+    }
+  }
+  qrs__kernel_level(lv0);
+  qrs__fast_stats_get(&s1);
+  cr_expect_eq(mismatches, 0);
+  cr_log_info("third band: fast %llu, resolved %llu, bands %llu",
+              s1.fast - s0.fast, s1.resolved - s0.resolved,
+              s1.bands - s0.bands);
+  /* every triple runs three fast variants; most are decided */
+  cr_expect_gt(s1.fast - s0.fast, 24 * 10 * 2, "fast %llu",
+               s1.fast - s0.fast);
+  cr_expect_geq(s1.bands - s0.bands, 3 * (s1.fast - s0.fast),
+                "bands %llu", s1.bands - s0.bands);
+}
+
 /* A nucleus over rows whose tail lies just below the skip cutoff
    (FAST_DSKIP, d = -20): the groups there are not read, yet their mass
    (up to 1e-4 of Z here) decides the nucleus when top-p sits at a
