@@ -215,6 +215,9 @@ struct qrs__fpass {
   size_t cnt_a;               /* elements with float d >= -745.0 */
   size_t cnt_b;               /* elements with float d >= -745.3 */
   float max;                  /* the max used (found, when fused) */
+  float mfirst;               /* fused: the first running max (every
+                                 weight was summed against a max in
+                                 [mfirst, max]); else max */
   int bad;                    /* fused: a NaN, +inf, or no value above
                                  -inf (nothing else is set) */
   size_t ngm;                 /* group maxima in gm / gm_out */

@@ -1506,7 +1506,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   vk hm, ca, cb;
   size_t i, j, k, n, nh, nb, ng, ngm, nstale, end, full;
   double z, w, extra, f, b;
-  float m, bm, bmn, xf, df, ef, xmin;
+  float m, bm, bmn, xf, df, ef, xmin, mfirst;
   int l, clamp, unit, dense, skip;
 
   n = v->n;
@@ -1514,6 +1514,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   extra = 0.0;
   zd = wd = sd = KS(splat)(0.0);
   ret->nskip = 0;
+  mfirst = m_in;
   m = fused ? -INFINITY : m_in;
   /* Skipping needs a row known to hold no NaN (a skipped group is not
      read): only with the max given. */
@@ -1601,6 +1602,8 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
         wd *= fr;
         extra = extra * f + KS(hsum)(zd) * 1e-12;
         nstale = nh;
+      } else {
+        mfirst = bm;
       }
       m = bm;
     }
@@ -1662,6 +1665,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   }
   w = KS(hsum)(wd);
   ret->max = m;
+  ret->mfirst = fused ? mfirst : m;
   ret->ngm = gm ? (n + 8 * KW - 1) / (8 * KW) : ngm;
   ret->bad = fused && (w != w || m == INFINITY || m == -INFINITY);
   if (ret->bad)

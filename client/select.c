@@ -1279,7 +1279,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct qrs__bound cb;
   struct cset s;
   struct hit cut, h;
-  double invt, z, ez, mz, zn, tf, cum, zx, rz, rerr, mx;
+  double invt, z, ez, mz, zn, tf, cum, zx, rz, rerr, mx, eb, dd, dsh;
   float mf, invf;
   size_t nh, nx, i, nz, ncand;
   int k, bmax, rung, known;
@@ -1314,9 +1314,9 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     i = nh;
     /* z: the float Z (the pass's sum outside the head, the head's bucket
        sums), ez its error bound (a bucket's |d| is at most (k + 1) / 16;
-       the tail's bound fp.err still covers the elements a band moved to
-       the head); weights below FEXP_MIN count as 0: at most 1.7e-38
-       each. */
+       the tail's bound fp.err still covers the float partial sums of the
+       elements a band moved to the head); weights below FEXP_MIN count
+       as 0: at most 1.7e-38 each. */
     z = fp.z;
     ez = fp.err;
     for (k = 0; k < FAST_NB; k++) {
@@ -1336,9 +1336,23 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     __atomic_fetch_add(&fstats.bands, 1, __ATOMIC_RELAXED);
     nh = qrs__kfband(row, mf, invf, fast_dhead[rung + 1], fast_dhead[rung],
                      ws->fpos, ws->fx, ws->fe, ws->fk, nh, ws->mb, fp.ngm);
-    for (k = (int)i; (size_t)k < nh; k++)
+    /* Their weights' own errors leave the tail's bound too: at most
+       what the pass added for them, e (16 u + C1 |d_s|) with d_s the d
+       it summed them at (against a running max from fp.mfirst up: |d_s|
+       >= |d| - dsh), less 1e-4 for the weights' own difference; the 8 u
+       of the float partial sums they were added in stay. */
+    dsh = ((double)mf - (double)fp.mfirst) * invt * (1.0 + 1e-6);
+    eb = 0.0;
+    for (k = (int)i; (size_t)k < nh; k++) {
       fp.z -= ws->fe[k];
+      dd = -(double)((ws->fx[k] - mf) * invf) - dsh;
+      eb += (double)ws->fe[k] *
+            (QRS__FP_C0 - 8.0 * QRS__FP_U + QRS__FP_C1 * (dd > 0.0 ? dd
+                                                                  : 0.0));
+    }
     fp.z = fp.z > 0.0 ? fp.z : 0.0;
+    eb *= 1.0 - 1e-4;
+    fp.err = fp.err - eb > 0.0 ? fp.err - eb : 0.0;
   }
   ws->deep = z - fp.z < tf;     /* the crossing may lie below the head */
   mx = (double)mf;
