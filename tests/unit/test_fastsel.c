@@ -305,9 +305,7 @@ Test(fastsel, adversarial_boundaries_take_the_exact_resolution)
                s1.resolved - s0.resolved);
 }
 
-/* Its own timeout: the long run (2 x 10^7 triples, see the top) takes
-   10-15 minutes here. */
-Test(fastsel, random_triples_match_the_double_path, .timeout = 3600)
+Test(fastsel, random_triples_match_the_double_path)
 {
   static const enum qrs_dtype dts[3] = { QRS_DTYPE_F32, QRS_DTYPE_BF16,
                                          QRS_DTYPE_F16 };
