@@ -55,8 +55,10 @@ typedef size_t (*fpass_fn)(const struct qrs__view *, float, float, double,
                            float *, float);
 typedef size_t (*fband_fn)(const struct qrs__view *, float, float, float,
                            float, uint32_t *, float *, float *, int32_t *,
-                           size_t,
-                           const float *, size_t);
+                           size_t, const float *, size_t, float, double *,
+                           double *);
+typedef void (*ftail_fn)(const struct qrs__view *, float, float, float,
+                         double *, double *);
 typedef size_t (*fcscan_fn)(const struct qrs__view *, double, double,
                             uint32_t *, float *, float *, int *, int *);
 typedef size_t (*fcollect_fn)(const struct qrs__view *, double, double,
@@ -638,15 +640,26 @@ qrs__kfpass(const struct qrs__view *v, float m, float invt, double invtd,
 size_t
 qrs__kfband(const struct qrs__view *v, float m, float invt, float dlo,
             float dhi, uint32_t *hpos, float *hx, float *he, int32_t *hk,
-            size_t nh, const float *gm, size_t ngm)
+            size_t nh, const float *gm, size_t ngm, float dsh,
+            double *ret_z, double *ret_zd)
 {
   unsigned fe = qrs__fpenv_enter();
   size_t r;
 
   r = PICK(fband_fns, v->dtype & 3)(v, m, invt, dlo, dhi, hpos, hx, he, hk,
-                                    nh, gm, ngm);
+                                    nh, gm, ngm, dsh, ret_z, ret_zd);
   qrs__fpenv_leave(fe);
   return r;
+}
+
+void
+qrs__kftail(const struct qrs__view *v, float m, float invt, float dlo,
+            double *ret_z, double *ret_err)
+{
+  unsigned fe = qrs__fpenv_enter();
+
+  PICK(ftail_fns, v->dtype & 3)(v, m, invt, dlo, ret_z, ret_err);
+  qrs__fpenv_leave(fe);
 }
 
 int

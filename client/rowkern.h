@@ -257,11 +257,21 @@ size_t qrs__kfpass(const struct qrs__view *v, float m, float invt,
    lists from nh (the same layout; room for the whole row + 16).  Returns
    the new length.  No exponential over the row: a compare in logit
    space, the weights on the compact list.  gm (may be NULL): ngm group
-   maxima as qrs__kfpass() gives them; groups below dlo are not read. */
+   maxima as qrs__kfpass() gives them; groups below dlo are not read.
+   *ret_z: the sum of the new entries' float weights e; *ret_zd: the sum
+   of e * max(-d - dsh, 0) (float products, summed in double). */
 size_t qrs__kfband(const struct qrs__view *v, float m, float invt,
                    float dlo, float dhi, uint32_t *hpos, float *hx,
                    float *he, int32_t *hk, size_t nh, const float *gm,
-                   size_t ngm);
+                   size_t ngm, float dsh, double *ret_z, double *ret_zd);
+/* The ladder's recount: the elements with d <= dlo (d exactly as
+   qrs__kfpass() computes it at max m, the row known to hold no NaN),
+   their float weights summed afresh: *ret_z and its bound *ret_err
+   (qrs__fpass's z and err for that tail; weights below QRS__FP_DMIN
+   count as 0).  A full exponential pass: select.c calls it only when
+   a decision fails to certify against the pass's own bound. */
+void qrs__kftail(const struct qrs__view *v, float m, float invt, float dlo,
+                 double *ret_z, double *ret_err);
 float qrs__kexpf(float d);
 
 /* The real floor of the benchmark: the same in float32 (degree-6

@@ -1744,9 +1744,11 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
 static inline __attribute__((always_inline)) size_t
 KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
                float dhi, uint32_t *hpos, float *hx, float *he, int32_t *hk,
-               size_t nh, int dt, const float *gm, size_t ngm)
+               size_t nh, int dt, const float *gm, size_t ngm, float dsh,
+               double *ret_z, double *ret_zd)
 {
-  vfl x, d, mv, iv, lv, hv, e;
+  vfl x, d, mv, iv, lv, hv, e, sv, t;
+  vd sz, szd;
   vk key;
   size_t j, n, nh0, nb, end;
   unsigned mask;
@@ -1798,7 +1800,10 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
       nh++;
     }
   }
-  /* Weights and keys on the compact list (no clamp: d > -24). */
+  /* Weights and keys on the compact list (no clamp: d > -24), and the
+     sums of e and of e * max(-d - dsh, 0). */
+  sv = KS(splatf)(dsh);
+  sz = szd = KS(splat)(0.0);
   for (j = nh0; j + KW <= nh; j += KW) {
     memcpy(&x, hx + j, sizeof(x));
     d = (x - mv) * iv;
@@ -1806,26 +1811,98 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
     memcpy(he + j, &e, sizeof(e));
     key = KS(fkey)(d);
     memcpy(hk + j, &key, sizeof(key));
+    t = KS_VMAX(-d - sv, KS(splatf)(0.0f)) * e;
+    sz += KS_LOHALF(e) + KS_HIHALF(e);
+    szd += KS_LOHALF(t) + KS_HIHALF(t);
   }
+  *ret_z = KS(hsum)(sz);
+  *ret_zd = KS(hsum)(szd);
   for (; j < nh; j++) {
     df = (hx[j] - m) * invt;
     he[j] = KS(expf1)(df);
     hk[j] = KS(fkey1)(df);
+    *ret_z += he[j];
+    *ret_zd += (double)he[j] * (double)(-df - dsh > 0.0f ? -df - dsh : 0.0f);
   }
   return nh;
 }
+
+/* The ladder's recount: the float weights of the elements with
+   d <= dlo (d exactly as qrs__kfpass() computes it at max m), summed
+   afresh as the pass sums them (8 terms per lane in float, then
+   double): *ret_z and its bound *ret_err (as qrs__fpass's z / err). */
+static inline __attribute__((always_inline)) void
+KS(ftail_impl)(const struct qrs__view *v, float m, float invt, float dlo,
+               double *ret_z, double *ret_err, int dt, int unit)
+{
+  vfl x, d, dc, e, mv, iv, lv, lo, zb, wb;
+  vd zd, wd;
+  size_t j, g, n;
+  double z, w;
+  float df, ef;
+
+  n = v->n;
+  mv = KS(splatf)(m);
+  iv = KS(splatf)(invt);
+  lv = KS(splatf)(dlo);
+  lo = KS(splatf)(FEXP_MIN);
+  zd = wd = KS(splat)(0.0);
+  for (j = 0; j + KW <= n;) {
+    zb = wb = KS(splatf)(0.0f);
+    for (g = 0; g < 8 && j + KW <= n; g++, j += KW) {
+      x = KS(loadf)(v->data, j, dt);
+      e = KS(fweight)(x, mv, iv, lo, unit, 1, &d, &dc);
+      e = (vfl)((vk)e & (vk)(d <= lv));
+      zb += e;
+      wb += e * dc;
+    }
+    zd += KS_LOHALF(zb) + KS_HIHALF(zb);
+    wd += KS_LOHALF(wb) + KS_HIHALF(wb);
+  }
+  z = KS(hsum)(zd);
+  w = KS(hsum)(wd);
+  for (; j < n; j++) {
+    df = ((float)load1(v->data, j, dt) - m) * invt;
+    if (df <= dlo && df >= FEXP_MIN) {
+      ef = KS(expf1)(df);
+      z += ef;
+      w += (double)ef * (double)df;
+    }
+  }
+  *ret_z = z;
+  *ret_err = QRS__FP_C0 * z - QRS__FP_C1 * w;
+}
+
+#define KS_FTAIL(sfx, dt) \
+  static KS_TARGET void \
+  KS(ftail_##sfx)(const struct qrs__view *v, float m, float invt, \
+                  float dlo, double *ret_z, double *ret_err) \
+  { \
+    if (invt == 1.0f) \
+      KS(ftail_impl)(v, m, invt, dlo, ret_z, ret_err, dt, 1); \
+    else \
+      KS(ftail_impl)(v, m, invt, dlo, ret_z, ret_err, dt, 0); \
+  }
+
+KS_FTAIL(f32, QRS_DTYPE_F32)
+KS_FTAIL(f16, QRS_DTYPE_F16)
+KS_FTAIL(bf16, QRS_DTYPE_BF16)
+
+static const ftail_fn KS(ftail_fns)[4] = {
+  KS(ftail_f32), KS(ftail_f16), KS(ftail_bf16), NULL,
+};
 
 #define KS_FBAND(sfx, dt) \
   static KS_TARGET size_t \
   KS(fband_##sfx)(const struct qrs__view *v, float m, float invt, \
                   float dlo, float dhi, uint32_t *hpos, float *hx, \
                   float *he, int32_t *hk, size_t nh, const float *gm, \
-                  size_t ngm) \
+                  size_t ngm, float dsh, double *ret_z, double *ret_zd) \
   { \
     if (KW != 8) \
       gm = NULL; \
     return KS(fband_impl)(v, m, invt, dlo, dhi, hpos, hx, he, hk, nh, dt, \
-                          gm, ngm); \
+                          gm, ngm, dsh, ret_z, ret_zd); \
   }
 
 KS_FBAND(f32, QRS_DTYPE_F32)

@@ -1108,6 +1108,7 @@ qrs__fast_stats_get(struct qrs__fast_stats *ret)
   ret->ineligible = __atomic_load_n(&fstats.ineligible, __ATOMIC_RELAXED);
   ret->bands = __atomic_load_n(&fstats.bands, __ATOMIC_RELAXED);
   ret->skipped = __atomic_load_n(&fstats.skipped, __ATOMIC_RELAXED);
+  ret->recounts = __atomic_load_n(&fstats.recounts, __ATOMIC_RELAXED);
 }
 
 /* The head's float weights from index i0 to nh into the bucket sums fz
@@ -1202,7 +1203,7 @@ fast_cross(struct qrs__sel_ws *ws, const struct cset *s, double invt,
            size_t nx, int bmax, double t, double mt,
            const struct qrs__bound *lim, int blim, struct hit *ret)
 {
-  struct hit h1, h2;
+  struct hit h;
   double cb, dlo, dhi, tot;
   size_t rank, k, i;
   int b;
@@ -1231,13 +1232,13 @@ fast_cross(struct qrs__sel_ws *ws, const struct cset *s, double invt,
     tot += ws->le[i];
   if (k == 0 || !(tot * (1.0 - 1e-14) >= dhi))
     return 1;
-  if (refine(ws, s, k, invt, X_MASS, dlo, 0.0, 0.0, 0, &h1) != 0)
+  /* The first element whose running mass reaches dlo; it is also the
+     first to reach dhi when its own weight carries the sum past dhi
+     (every element before it stops short of dlo <= dhi). */
+  if (refine(ws, s, k, invt, X_MASS, dlo, 0.0, 0.0, 0, &h) != 0 ||
+      !(h.before < dlo && h.before + h.e >= dhi))
     return 1;
-  k = fast_gather(ws, nx, b, lim && b == blim ? lim : NULL);
-  if (refine(ws, s, k, invt, X_MASS, dhi, 0.0, 0.0, 0, &h2) != 0 ||
-      h1.vpos != h2.vpos)
-    return 1;
-  *ret = h2;
+  *ret = h;
   ret->before += cb;
   ret->rank += rank;
   return 0;
@@ -1265,6 +1266,36 @@ fast_eligible(const struct qrs__view *row, const struct qrs__sel_params *p)
          p->T <= 100.0 && p->u > 0.0 && p->u < 1.0 && p->top_p > 0.0;
 }
 
+/* The decisions on the exact buckets 0 .. bmax with the float rest
+   (z the whole mass, rerr the rest's bound): the nucleus's cut (top-p
+   < 1: ncand, zn its exact mass) and u's crossing.  0 with the hit, or
+   1 when one of them does not certify. */
+static int
+fast_decide(struct qrs__sel_ws *ws, const struct cset *s,
+            const struct qrs__sel_params *p, size_t nx, int bmax, float mf,
+            float invf, double invt, double z, double rerr, struct hit *h,
+            double *zn, size_t *ncand)
+{
+  struct qrs__bound cb;
+  struct hit cut;
+  double mz = FAST_DROUND * z;
+
+  if (p->top_p < 1.0) {
+    if (fast_cross(ws, s, invt, nx, bmax, p->top_p * z,
+                   p->top_p * rerr + mz, NULL, 0, &cut) != 0)
+      return 1;
+    *ncand = cut.rank + 1;
+    *zn = cut.before + cut.e;     /* exact weights only */
+    cb.x = cut.x;
+    cb.i = cut.vpos;
+    return fast_cross(ws, s, invt, nx, bmax, p->u * *zn, 2.0 * mz, &cb,
+                      fast_key((float)cut.x, mf, invf), h);
+  }
+  *zn = z;
+  return fast_cross(ws, s, invt, nx, bmax, p->u * z, p->u * rerr + mz,
+                    NULL, 0, h);
+}
+
 /* 0: selected; 2: a decision within the error bound (the double path
    decides); 3: scan NULL and the row has a NaN, +inf or no finite value
    (the caller scans it for the error).  Only for fast_eligible()
@@ -1276,13 +1307,12 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
             struct qrs__sel_out *out, struct qrs__scan *found)
 {
   struct qrs__fpass fp;
-  struct qrs__bound cb;
   struct cset s;
-  struct hit cut, h;
-  double invt, z, ez, mz, zn, tf, cum, zx, rz, rerr, mx, eb, dd, dsh;
+  struct hit h;
+  double invt, z, ez, zn, tf, cum, zx, rz, rerr, mx, eb, dsh, bz, bzd;
   float mf, invf;
   size_t nh, nx, i, nz, ncand;
-  int k, bmax, rung, known;
+  int k, bmax, rung, known, recount;
 
   invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
   mf = scan ? (float)scan->max : NAN;
@@ -1334,22 +1364,18 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
        space over the row; its weights (the same floats the pass summed)
        leave the tail's sum. */
     __atomic_fetch_add(&fstats.bands, 1, __ATOMIC_RELAXED);
-    nh = qrs__kfband(row, mf, invf, fast_dhead[rung + 1], fast_dhead[rung],
-                     ws->fpos, ws->fx, ws->fe, ws->fk, nh, ws->mb, fp.ngm);
-    /* Their weights' own errors leave the tail's bound too: at most
-       what the pass added for them, e (16 u + C1 |d_s|) with d_s the d
-       it summed them at (against a running max from fp.mfirst up: |d_s|
-       >= |d| - dsh), less 1e-4 for the weights' own difference; the 8 u
+    /* The band's weights leave the tail's sum, and their own errors its
+       bound: at most what the pass added for them, e (16 u + C1 |d_s|)
+       with d_s the d it summed them at (against a running max from
+       fp.mfirst up: |d_s| >= |d| - dsh), less 1e-4 for the weights' own
+       difference (and the float products of the kernel's sum); the 8 u
        of the float partial sums they were added in stay. */
     dsh = ((double)mf - (double)fp.mfirst) * invt * (1.0 + 1e-6);
-    eb = 0.0;
-    for (k = (int)i; (size_t)k < nh; k++) {
-      fp.z -= ws->fe[k];
-      dd = -(double)((ws->fx[k] - mf) * invf) - dsh;
-      eb += (double)ws->fe[k] *
-            (QRS__FP_C0 - 8.0 * QRS__FP_U + QRS__FP_C1 * (dd > 0.0 ? dd
-                                                                  : 0.0));
-    }
+    nh = qrs__kfband(row, mf, invf, fast_dhead[rung + 1], fast_dhead[rung],
+                     ws->fpos, ws->fx, ws->fe, ws->fk, nh, ws->mb, fp.ngm,
+                     nextafterf((float)dsh, INFINITY), &bz, &bzd);
+    fp.z -= bz;
+    eb = (QRS__FP_C0 - 8.0 * QRS__FP_U) * bz + QRS__FP_C1 * bzd;
     fp.z = fp.z > 0.0 ? fp.z : 0.0;
     eb *= 1.0 - 1e-4;
     fp.err = fp.err - eb > 0.0 ? fp.err - eb : 0.0;
@@ -1378,45 +1404,42 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     for (i = 0; i < nx; i++)
       fzx[fk[i]] += fxe[i];
   }
-  /* The rest: the float mass after the exact buckets and its bound. */
-  zx = 0.0;
-  rz = fp.z;
-  rerr = fp.err;
-  for (k = 0; k < FAST_NB; k++) {
-    if (k <= bmax) {
-      zx += ws->fzx[k];
-    } else {
-      rz += ws->fz[k];
-      rerr += ws->ferr[k];
-    }
-  }
-  rerr = rerr * 1.01 + (double)row->n * 1.7e-38;
-  z = zx + rz;
-  mz = FAST_DROUND * z;
+  /* The rest: the float mass after the exact buckets and its bound.
+     When a decision does not certify after a band moved elements out
+     of the tail (or groups went unread), the tail below the head is
+     summed afresh: its bound then covers only its own mass, not the
+     partial sums of the elements the bands took (a crossing deep in a
+     broad row, u near 1, needs that). */
   s.v = *row;
   s.ids = NULL;
   s.b.x = -INFINITY;
   s.b.i = 0;
   s.m = mx;
-  if (p->top_p < 1.0) {
-    if (fast_cross(ws, &s, invt, nx, bmax, p->top_p * z,
-                   p->top_p * rerr + mz, NULL, 0, &cut) != 0)
+  ncand = nz;
+  for (recount = 0;; recount++) {
+    zx = 0.0;
+    rz = fp.z;
+    rerr = fp.err;
+    for (k = 0; k < FAST_NB; k++) {
+      if (k <= bmax) {
+        zx += ws->fzx[k];
+      } else {
+        rz += ws->fz[k];
+        rerr += ws->ferr[k];
+      }
+    }
+    rerr = rerr * 1.01 + (double)row->n * 1.7e-38;
+    z = zx + rz;
+    if (fast_decide(ws, &s, p, nx, bmax, mf, invf, invt, z, rerr, &h,
+                    &zn, &ncand) == 0)
+      break;
+    if (recount || !(rung > 0 || fp.nskip))
       return 2;
-    ncand = cut.rank + 1;
-    zn = cut.before + cut.e;      /* exact weights only */
-    cb.x = cut.x;
-    cb.i = cut.vpos;
-    if (fast_cross(ws, &s, invt, nx, bmax, p->u * zn, 2.0 * mz, &cb,
-                   fast_key((float)cut.x, mf, invf), &h) != 0)
-      return 2;
-    out->top_p_used = p->top_p;
-  } else {
-    ncand = nz;
-    zn = z;
-    if (fast_cross(ws, &s, invt, nx, bmax, p->u * z, p->u * rerr + mz, NULL,
-                   0, &h) != 0)
-      return 2;
+    __atomic_fetch_add(&fstats.recounts, 1, __ATOMIC_RELAXED);
+    qrs__kftail(row, mf, invf, fast_dhead[rung], &fp.z, &fp.err);
   }
+  if (p->top_p < 1.0)
+    out->top_p_used = p->top_p;
   out->eff_top_k = row->n;
   out->eff_min_p = nz;
   out->eff_top_p = ncand;

@@ -121,6 +121,8 @@ struct qrs__fast_stats {
   unsigned long long bands;       /* ladder band passes */
   unsigned long long skipped;     /* float-pass groups not read (their
                                      mass bounded: FAST_DSKIP) */
+  unsigned long long recounts;    /* tails summed afresh (a decision
+                                     that did not certify after a band) */
 };
 void qrs__fast_stats_get(struct qrs__fast_stats *ret);
 /* 0: the float fast path off (the double path only; tests compare the
