@@ -1409,7 +1409,8 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
      of the tail (or groups went unread), the tail below the head is
      summed afresh: its bound then covers only its own mass, not the
      partial sums of the elements the bands took (a crossing deep in a
-     broad row, u near 1, needs that). */
+     broad row, u near 1, needs that); and the whole head gets exact
+     weights. */
   s.v = *row;
   s.ids = NULL;
   s.b.x = -INFINITY;
@@ -1437,6 +1438,21 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
       return 2;
     __atomic_fetch_add(&fstats.recounts, 1, __ATOMIC_RELAXED);
     qrs__kftail(row, mf, invf, fast_dhead[rung], &fp.z, &fp.err);
+    if (bmax < FAST_NB - 1) {
+      /* The head's buckets after the exact ones (their float bound is
+         then most of what is left) collected again, a band of the head
+         (key > bmax: d <= -(bmax + 1) / 16), with exact weights. */
+      nh = qrs__kfband(row, mf, invf, fast_dhead[rung],
+                       -(float)(bmax + 1) / 16.0f, ws->fpos, ws->fx, ws->fe,
+                       ws->fk, nx, ws->mb, fp.ngm, 0.0f, &bz, &bzd);
+      for (i = nx; i < nh; i++)
+        ws->fxe[i] = ws->fx[i];
+      qrs__kexp(ws->fxe + nx, nh - nx, mx, invt);
+      for (i = nx; i < nh; i++)
+        ws->fzx[ws->fk[i]] += ws->fxe[i];
+      nx = nh;
+      bmax = FAST_NB - 1;
+    }
   }
   if (p->top_p < 1.0)
     out->top_p_used = p->top_p;
