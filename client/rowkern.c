@@ -57,6 +57,8 @@ typedef size_t (*fband_fn)(const struct qrs__view *, float, float, float,
                            float, uint32_t *, float *, float *, int32_t *,
                            size_t, const float *, size_t, float, double *,
                            double *);
+typedef size_t (*gmax_fn)(const struct qrs__view *, float *, float *, float *,
+                          int *);
 typedef void (*ftail_fn)(const struct qrs__view *, float, float, float,
                          double *, double *);
 typedef size_t (*fcscan_fn)(const struct qrs__view *, double, double,
@@ -648,6 +650,18 @@ qrs__kfband(const struct qrs__view *v, float m, float invt, float dlo,
 
   r = PICK(fband_fns, v->dtype & 3)(v, m, invt, dlo, dhi, hpos, hx, he, hk,
                                     nh, gm, ngm, dsh, ret_z, ret_zd);
+  qrs__fpenv_leave(fe);
+  return r;
+}
+
+size_t
+qrs__kgmax(const struct qrs__view *v, float *gm, float *ret_max,
+           float *ret_min, int *ret_nan)
+{
+  unsigned fe = qrs__fpenv_enter();
+  size_t r;
+
+  r = PICK(gmax_fns, v->dtype & 3)(v, gm, ret_max, ret_min, ret_nan);
   qrs__fpenv_leave(fe);
   return r;
 }

@@ -264,6 +264,14 @@ size_t qrs__kfband(const struct qrs__view *v, float m, float invt,
                    float dlo, float dhi, uint32_t *hpos, float *hx,
                    float *he, int32_t *hk, size_t nh, const float *gm,
                    size_t ngm, float dsh, double *ret_z, double *ret_zd);
+/* float32 / 16-bit rows: the max and min (NaN ignored), whether a NaN
+   is present, and (gm not NULL, AVX2 only) the lane maxima of every
+   whole group of 64 values in the layout of qrs__fmoments()'s mb, for
+   qrs__kfpass()'s gm.  One read of the row.  Returns the groups written
+   (0 without gm or on SSE2). */
+size_t qrs__kgmax(const struct qrs__view *v, float *gm, float *ret_max,
+                  float *ret_min, int *ret_nan);
+
 /* The ladder's recount: the elements with d <= dlo (d exactly as
    qrs__kfpass() computes it at max m, the row known to hold no NaN),
    their float weights summed afresh: *ret_z and its bound *ret_err

@@ -1827,6 +1827,83 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
   return nh;
 }
 
+/* The row's max and min in float, whether it holds a NaN, and (gm not
+   NULL) each whole group of 8 vectors' lane maxima in the layout of
+   qrs__fmoments()'s mb (NaN ignored).  Returns the groups written. */
+static inline __attribute__((always_inline)) size_t
+KS(gmax_impl)(const struct qrs__view *v, float *gm, float *ret_max,
+              float *ret_min, int *ret_nan, int dt)
+{
+  vfl x, x1, g0, g1, mx, mn0, mn1;
+  vk nan;
+  size_t j, k, n, ng;
+  float m, mn, xf;
+  int l, has_nan;
+
+  n = v->n;
+  mx = KS(splatf)(-INFINITY);
+  mn0 = mn1 = KS(splatf)(INFINITY);
+  nan = (vk)KS(splatf)(0.0f);
+  for (j = ng = 0; j + 8 * KW <= n; j += 8 * KW, ng++) {
+    g0 = g1 = KS(splatf)(-INFINITY);
+    for (k = 0; k < 8 * KW; k += 2 * KW) {
+      x = KS(loadf)(v->data, j + k, dt);
+      x1 = KS(loadf)(v->data, j + k + KW, dt);
+      g0 = KS_VMAX(x, g0);
+      g1 = KS_VMAX(x1, g1);
+      mn0 = KS_VMIN(x, mn0);
+      mn1 = KS_VMIN(x1, mn1);
+      nan |= (vk)(x != x) | (vk)(x1 != x1);
+    }
+    g0 = KS_VMAX(g1, g0);
+    if (gm)
+      memcpy(gm + ng * KW, &g0, sizeof(g0));
+    mx = KS_VMAX(g0, mx);
+  }
+  for (; j + KW <= n; j += KW) {
+    x = KS(loadf)(v->data, j, dt);
+    mx = KS_VMAX(x, mx);
+    mn0 = KS_VMIN(x, mn0);
+    nan |= (vk)(x != x);
+  }
+  mn0 = KS_VMIN(mn1, mn0);
+  m = mx[0];
+  mn = mn0[0];
+  has_nan = nan[0] != 0;
+  for (l = 1; l < KW; l++) {
+    m = mx[l] > m ? mx[l] : m;
+    mn = mn0[l] < mn ? mn0[l] : mn;
+    has_nan |= nan[l] != 0;
+  }
+  for (; j < n; j++) {
+    xf = (float)load1(v->data, j, dt);
+    m = xf > m ? xf : m;
+    mn = xf < mn ? xf : mn;
+    has_nan |= xf != xf;
+  }
+  *ret_max = m;
+  *ret_min = mn;
+  *ret_nan = has_nan;
+  return gm ? ng : 0;
+}
+
+#define KS_GMAX(sfx, dt) \
+  static KS_TARGET size_t \
+  KS(gmax_##sfx)(const struct qrs__view *v, float *gm, float *ret_max, \
+                 float *ret_min, int *ret_nan) \
+  { \
+    return KS(gmax_impl)(v, KW == 8 ? gm : NULL, ret_max, ret_min, \
+                         ret_nan, dt); \
+  }
+
+KS_GMAX(f32, QRS_DTYPE_F32)
+KS_GMAX(f16, QRS_DTYPE_F16)
+KS_GMAX(bf16, QRS_DTYPE_BF16)
+
+static const gmax_fn KS(gmax_fns)[4] = {
+  KS(gmax_f32), KS(gmax_f16), KS(gmax_bf16), NULL,
+};
+
 /* The ladder's recount: the float weights of the elements with
    d <= dlo (d exactly as qrs__kfpass() computes it at max m), summed
    afresh as the pass sums them (8 terms per lane in float, then

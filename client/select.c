@@ -1310,29 +1310,35 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct cset s;
   struct hit h;
   double invt, z, ez, zn, tf, cum, zx, rz, rerr, mx, eb, dsh, bz, bzd;
-  float mf, invf;
+  float mf, invf, lo;
   size_t nh, nx, i, nz, ncand;
   int k, bmax, rung, known, recount;
 
   invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
   mf = scan ? (float)scan->max : NAN;
   invf = (float)invt;
+  lo = ws->mb_min;
+  if (!scan) {
+    /* One read of the row first: its max, min and group maxima.  The
+       pass then knows its max (the head against it alone, no running
+       max's stale entries) and reads each block once, skipping the
+       groups a nucleus leaves unread. */
+    qrs__kgmax(row, ws->mb, &mf, &lo, &k);
+    if (k || mf == INFINITY || mf == -INFINITY)
+      return 3;
+    found->max = mf;
+    found->has_nan = found->has_posinf = 0;
+  }
   /* The ladder: a head down to d = -8 first (an LM row's nucleus and
      most of its mass), then the bands down to -12, -16 and -24 when the
      head's mass falls short of the first crossing. */
-  known = scan && ws->mb_ready && ws->mb_data == row->data;
+  known = !scan || (ws->mb_ready && ws->mb_data == row->data);
   nh = qrs__kfpass(row, mf, invf, invt, fast_dhead[0], ws->fpos, ws->fx,
-                   ws->fe, ws->fk, &fp, known ? ws->mb : NULL, ws->mb_min,
+                   ws->fe, ws->fk, &fp, known ? ws->mb : NULL, lo,
                    known ? NULL : ws->mb,
                    p->top_p < 1.0 ? FAST_DSKIP : -INFINITY);
-  if (fp.bad)
-    return 3;
   if (fp.nskip)
     __atomic_fetch_add(&fstats.skipped, fp.nskip, __ATOMIC_RELAXED);
-  if (!scan) {
-    found->max = fp.max;
-    found->has_nan = found->has_posinf = 0;
-  }
   mf = fp.max;
   if (fp.cnt_a != fp.cnt_b)
     return 2;                   /* weights at the underflow limit */

@@ -125,6 +125,71 @@ Test(rowkern, scan_finds_max_nan_and_infinities)
   }
 }
 
+/* The fast path's first read: max, min, NaN, and (AVX2) the lane maxima
+   of every whole group of 64 values, NaN ignored, f32 and bf16 rows. */
+Test(rowkern, group_maxima_pass_finds_max_min_nan_and_lane_maxima)
+{
+  static const size_t ns[] = { 5, 37, 64, 200, 1037 };
+  static float f[1037], gm[8 * (1037 / 64 + 1)];
+  static uint16_t h[1037];
+  struct qrs__view v;
+  float mx, mn, em, en, lm;
+  uint32_t b;
+  size_t i, k, l, g, ng, q;
+  int nan, enan, dt;
+
+  for (l = 0; l < 2; l++) {
+    qrs__kernel_level(levels[l]);
+    for (q = 0; q < sizeof(ns) / sizeof(ns[0]); q++) {
+      for (k = 0; k < 4; k++) {
+        for (dt = 0; dt < 2; dt++) {
+          for (i = 0; i < ns[q]; i++) {
+            f[i] = (float)(40.0 * rnd() - 20.0);
+            if (k == 1 && rnd() < 0.05)
+              f[i] = NAN;
+            if (k == 2 && rnd() < 0.3)
+              f[i] = -INFINITY;
+            memcpy(&b, &f[i], sizeof(b));
+            h[i] = (uint16_t)(b >> 16);
+            if (dt) {           /* the bf16 value, exactly */
+              b = (uint32_t)h[i] << 16;
+              memcpy(&f[i], &b, sizeof(b));
+            }
+          }
+          if (k == 3)
+            f[ns[q] - 1] = INFINITY, h[ns[q] - 1] = 0x7f80;
+          v.data = dt ? (const void *)h : (const void *)f;
+          v.dtype = dt ? QRS_DTYPE_BF16 : QRS_DTYPE_F32;
+          v.n = ns[q];
+          ng = qrs__kgmax(&v, gm, &mx, &mn, &nan);
+          em = -INFINITY;
+          en = INFINITY;
+          enan = 0;
+          for (i = 0; i < ns[q]; i++) {
+            em = f[i] > em ? f[i] : em;
+            en = f[i] < en ? f[i] : en;
+            enan |= f[i] != f[i];
+          }
+          cr_expect_eq(mx, em, "n %zu k %zu dt %d", ns[q], k, dt);
+          cr_expect_eq(mn, en, "n %zu k %zu dt %d", ns[q], k, dt);
+          cr_expect_eq(nan, enan, "n %zu", ns[q]);
+          cr_expect_eq(ng, levels[l] == 2 && qrs__kernel_level(-1) == 2
+                               ? ns[q] / 64 : 0, "n %zu level %d", ns[q],
+                       levels[l]);
+          for (g = 0; g < ng; g++) {
+            for (i = 0; i < 8; i++) {
+              lm = -INFINITY;
+              for (b = 0; b < 8; b++)
+                lm = f[g * 64 + b * 8 + i] > lm ? f[g * 64 + b * 8 + i] : lm;
+              cr_expect_eq(gm[g * 8 + i], lm, "group %zu lane %zu", g, i);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 /* Plain sums over libm, the bucket rule included. */
 static void
 plain_mass(const double *x, size_t n, double m, double invt, double xlo,
