@@ -1079,7 +1079,9 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
 /* The head ladder: d > -8, then bands down to -12, -16 and -24 (the
    last only when no group went unread: FAST_DSKIP lies above it). */
 #define FAST_RUNGS 4
-static const float fast_dhead[FAST_RUNGS] = { -8.0f, -12.0f, -16.0f,
+static const float fast_dhead_deep[FAST_RUNGS] = { -10.0f, -12.0f, -16.0f,
+                                                   -24.0f };
+static const float fast_dhead_std[FAST_RUNGS] = { -8.0f, -12.0f, -16.0f,
                                               -24.0f };
 #define FAST_NB QRS__FP_NB
 /* Relative bound of the double sums' rounding (either path). */
@@ -1109,6 +1111,7 @@ qrs__fast_stats_get(struct qrs__fast_stats *ret)
   ret->bands = __atomic_load_n(&fstats.bands, __ATOMIC_RELAXED);
   ret->skipped = __atomic_load_n(&fstats.skipped, __ATOMIC_RELAXED);
   ret->recounts = __atomic_load_n(&fstats.recounts, __ATOMIC_RELAXED);
+  ret->deep_heads = __atomic_load_n(&fstats.deep_heads, __ATOMIC_RELAXED);
 }
 
 /* The head's float weights from index i0 to nh into the bucket sums fz
@@ -1266,6 +1269,26 @@ fast_eligible(const struct qrs__view *row, const struct qrs__sel_params *p)
          p->T <= 100.0 && p->u > 0.0 && p->u < 1.0 && p->top_p > 0.0;
 }
 
+/* Whether a nucleus's first head may start at d = -10 (-8 otherwise):
+   when few of the row's lane maxima lie above it (a sample of every 8th
+   group), that head stays small and a broad row's cut (near d = -10)
+   needs no band pass; a flat row's would hold most of the row. */
+static int
+fast_sparse_head(const float *gm, size_t n, float mf, float invf)
+{
+  size_t g, ng, cnt, all;
+  int l;
+
+  ng = n / QRS__MOM_SUB;
+  cnt = all = 0;
+  for (g = 0; g < ng; g += 8) {
+    for (l = 0; l < 8; l++)
+      cnt += (gm[g * 8 + (size_t)l] - mf) * invf > -10.0f;
+    all += 8;
+  }
+  return cnt * 4 <= all;
+}
+
 /* The decisions on the exact buckets 0 .. bmax with the float rest
    (z the whole mass, rerr the rest's bound): the nucleus's cut (top-p
    < 1: ncand, zn its exact mass) and u's crossing.  0 with the hit, or
@@ -1313,6 +1336,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   float mf, invf, lo;
   size_t nh, nx, i, nz, ncand;
   int k, bmax, rung, known, recount;
+  const float *fast_dhead;
 
   invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
   mf = scan ? (float)scan->max : NAN;
@@ -1333,6 +1357,11 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
      most of its mass), then the bands down to -12, -16 and -24 when the
      head's mass falls short of the first crossing. */
   known = !scan || (ws->mb_ready && ws->mb_data == row->data);
+  fast_dhead = fast_dhead_std;
+  if (p->top_p < 1.0 && known && fast_sparse_head(ws->mb, row->n, mf, invf)) {
+    fast_dhead = fast_dhead_deep;
+    __atomic_fetch_add(&fstats.deep_heads, 1, __ATOMIC_RELAXED);
+  }
   nh = qrs__kfpass(row, mf, invf, invt, fast_dhead[0], ws->fpos, ws->fx,
                    ws->fe, ws->fk, &fp, known ? ws->mb : NULL, lo,
                    known ? NULL : ws->mb,

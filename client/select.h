@@ -123,6 +123,8 @@ struct qrs__fast_stats {
                                      mass bounded: FAST_DSKIP) */
   unsigned long long recounts;    /* tails summed afresh (a decision
                                      that did not certify after a band) */
+  unsigned long long deep_heads;  /* nucleus passes whose head started at
+                                     d = -10 (few lane maxima above) */
 };
 void qrs__fast_stats_get(struct qrs__fast_stats *ret);
 /* 0: the float fast path off (the double path only; tests compare the
