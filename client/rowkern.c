@@ -60,7 +60,7 @@ typedef size_t (*fband_fn)(const struct qrs__view *, float, float, float,
 typedef size_t (*gmax_fn)(const struct qrs__view *, float *, float *, float *,
                           int *);
 typedef void (*ftail_fn)(const struct qrs__view *, float, float, float,
-                         double *, double *);
+                         double *, double *, double *);
 typedef size_t (*fcscan_fn)(const struct qrs__view *, double, double,
                             uint32_t *, float *, float *, int *, int *);
 typedef size_t (*fcollect_fn)(const struct qrs__view *, double, double,
@@ -668,11 +668,11 @@ qrs__kgmax(const struct qrs__view *v, float *gm, float *ret_max,
 
 void
 qrs__kftail(const struct qrs__view *v, float m, float invt, float dlo,
-            double *ret_z, double *ret_err)
+            double *ret_z, double *ret_err, double *ret_w)
 {
   unsigned fe = qrs__fpenv_enter();
 
-  PICK(ftail_fns, v->dtype & 3)(v, m, invt, dlo, ret_z, ret_err);
+  PICK(ftail_fns, v->dtype & 3)(v, m, invt, dlo, ret_z, ret_err, ret_w);
   qrs__fpenv_leave(fe);
 }
 

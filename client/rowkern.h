@@ -193,12 +193,15 @@ qrs__fpenv_leave(unsigned csr)
    FEXP_MIN = -87, below which the weight is 0): C0 covers the
    polynomial and its rounding (16 u; measured at most 4.2 u) and the
    float partial sums (8 terms: 8 u), C1 the
-   three roundings of d (x - m, invt, the product) amplified by exp.
+   three roundings of d (x - m, invt, the product) amplified by exp;
+   C1U the one rounding of x - m when invt is exactly 1 (the kernels
+   then compute d = x - m, no product).
    docs/sampling.md has the derivation; test_rowkern checks the
    polynomial part on a dense sweep. */
 #define QRS__FP_U 0x1p-24
 #define QRS__FP_C0 (24.0 * QRS__FP_U)
 #define QRS__FP_C1 (3.01 * QRS__FP_U)
+#define QRS__FP_C1U (1.01 * QRS__FP_U)
 #define QRS__FP_DMIN (-87.0)
 
 /* Values per block of the float pass (read from memory once), and its
@@ -212,6 +215,8 @@ struct qrs__fpass {
                                  head (d < dhead) */
   double err;                 /* their sum of e * (C0 + C1 |d|) (the
                                  bound) */
+  double w;                   /* the sum of e * d in it (<= 0): err with
+                                 C1U instead is err + (C1 - C1U) w */
   size_t cnt_a;               /* elements with float d >= -745.0 */
   size_t cnt_b;               /* elements with float d >= -745.3 */
   float max;                  /* the max used (found, when fused) */
@@ -275,11 +280,12 @@ size_t qrs__kgmax(const struct qrs__view *v, float *gm, float *ret_max,
 /* The ladder's recount: the elements with d <= dlo (d exactly as
    qrs__kfpass() computes it at max m, the row known to hold no NaN),
    their float weights summed afresh: *ret_z and its bound *ret_err
-   (qrs__fpass's z and err for that tail; weights below QRS__FP_DMIN
-   count as 0).  A full exponential pass: select.c calls it only when
-   a decision fails to certify against the pass's own bound. */
+   (qrs__fpass's z and err for that tail, and its sum of e * d in
+   *ret_w; weights below QRS__FP_DMIN count as 0).  A full exponential
+   pass: select.c calls it only when a decision fails to certify against
+   the pass's own bound. */
 void qrs__kftail(const struct qrs__view *v, float m, float invt, float dlo,
-                 double *ret_z, double *ret_err);
+                 double *ret_z, double *ret_err, double *ret_w);
 float qrs__kexpf(float d);
 
 /* The real floor of the benchmark: the same in float32 (degree-6

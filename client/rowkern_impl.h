@@ -1712,6 +1712,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   b = KS(hsum)(sd) * 8.0 * (1.0 + 1e-4);
   ret->z = z + 0.5 * b;
   ret->err = QRS__FP_C0 * z - QRS__FP_C1 * w + extra + 0.5 * b;
+  ret->w = w;
   /* The counts: every element when even the min is above both limits;
      else a counting pass (masked or very wide rows). */
   if ((xmin - m) * invt >= -745.0f) {
@@ -1910,7 +1911,8 @@ static const gmax_fn KS(gmax_fns)[4] = {
    double): *ret_z and its bound *ret_err (as qrs__fpass's z / err). */
 static inline __attribute__((always_inline)) void
 KS(ftail_impl)(const struct qrs__view *v, float m, float invt, float dlo,
-               double *ret_z, double *ret_err, int dt, int unit)
+               double *ret_z, double *ret_err, double *ret_w, int dt,
+               int unit)
 {
   vfl x, d, dc, e, mv, iv, lv, lo, zb, wb;
   vd zd, wd;
@@ -1948,17 +1950,19 @@ KS(ftail_impl)(const struct qrs__view *v, float m, float invt, float dlo,
   }
   *ret_z = z;
   *ret_err = QRS__FP_C0 * z - QRS__FP_C1 * w;
+  *ret_w = w;
 }
 
 #define KS_FTAIL(sfx, dt) \
   static KS_TARGET void \
   KS(ftail_##sfx)(const struct qrs__view *v, float m, float invt, \
-                  float dlo, double *ret_z, double *ret_err) \
+                  float dlo, double *ret_z, double *ret_err, \
+                  double *ret_w) \
   { \
     if (invt == 1.0f) \
-      KS(ftail_impl)(v, m, invt, dlo, ret_z, ret_err, dt, 1); \
+      KS(ftail_impl)(v, m, invt, dlo, ret_z, ret_err, ret_w, dt, 1); \
     else \
-      KS(ftail_impl)(v, m, invt, dlo, ret_z, ret_err, dt, 0); \
+      KS(ftail_impl)(v, m, invt, dlo, ret_z, ret_err, ret_w, dt, 0); \
   }
 
 KS_FTAIL(f32, QRS_DTYPE_F32)

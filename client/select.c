@@ -1332,7 +1332,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct qrs__fpass fp;
   struct cset s;
   struct hit h;
-  double invt, z, ez, zn, tf, cum, zx, rz, rerr, mx, eb, dsh, bz, bzd;
+  double invt, z, ez, zn, tf, cum, zx, rz, rerr, mx, eb, dsh, bz, bzd, c1;
   float mf, invf, lo;
   size_t nh, nx, i, nz, ncand;
   int k, bmax, rung, known, recount;
@@ -1368,6 +1368,9 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
                    p->top_p < 1.0 ? FAST_DSKIP : -INFINITY);
   if (fp.nskip)
     __atomic_fetch_add(&fstats.skipped, fp.nskip, __ATOMIC_RELAXED);
+  /* At T = 1 exactly, d = x - m carries one rounding: C1U. */
+  c1 = invt == 1.0 ? QRS__FP_C1U : QRS__FP_C1;
+  fp.err += (QRS__FP_C1 - c1) * fp.w;
   mf = fp.max;
   if (fp.cnt_a != fp.cnt_b)
     return 2;                   /* weights at the underflow limit */
@@ -1385,8 +1388,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     z = fp.z;
     ez = fp.err;
     for (k = 0; k < FAST_NB; k++) {
-      ws->ferr[k] = ws->fz[k] *
-                    (QRS__FP_C0 + QRS__FP_C1 * (double)(k + 1) / 16.0);
+      ws->ferr[k] = ws->fz[k] * (QRS__FP_C0 + c1 * (double)(k + 1) / 16.0);
       z += ws->fz[k];
       ez += ws->ferr[k];
     }
@@ -1410,7 +1412,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
                      ws->fpos, ws->fx, ws->fe, ws->fk, nh, ws->mb, fp.ngm,
                      nextafterf((float)dsh, INFINITY), &bz, &bzd);
     fp.z -= bz;
-    eb = (QRS__FP_C0 - 8.0 * QRS__FP_U) * bz + QRS__FP_C1 * bzd;
+    eb = (QRS__FP_C0 - 8.0 * QRS__FP_U) * bz + c1 * bzd;
     fp.z = fp.z > 0.0 ? fp.z : 0.0;
     eb *= 1.0 - 1e-4;
     fp.err = fp.err - eb > 0.0 ? fp.err - eb : 0.0;
@@ -1472,7 +1474,8 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     if (recount || !(rung > 0 || fp.nskip))
       return 2;
     __atomic_fetch_add(&fstats.recounts, 1, __ATOMIC_RELAXED);
-    qrs__kftail(row, mf, invf, fast_dhead[rung], &fp.z, &fp.err);
+    qrs__kftail(row, mf, invf, fast_dhead[rung], &fp.z, &fp.err, &fp.w);
+    fp.err += (QRS__FP_C1 - c1) * fp.w;
     if (bmax < FAST_NB - 1) {
       /* The head's buckets after the exact ones (their float bound is
          then most of what is left) collected again, a band of the head
