@@ -1076,13 +1076,16 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
    decides (the exact resolution). */
 
 #define FAST_MIN_N 256
-/* The head ladder: d > -8, then bands down to -12, -16 and -24 (the
-   last only when no group went unread: FAST_DSKIP lies above it). */
-#define FAST_RUNGS 4
-static const float fast_dhead_deep[FAST_RUNGS] = { -10.0f, -12.0f, -16.0f,
-                                                   -24.0f };
-static const float fast_dhead_std[FAST_RUNGS] = { -8.0f, -12.0f, -16.0f,
-                                              -24.0f };
+/* The head ladder: d > -8 (or -10: fast_sparse_head()), then bands
+   down to -12, -14, -16 and -24 (the last only when no group went
+   unread: FAST_DSKIP lies above it).  A broad row's crossing at u near
+   1 lies near -14: the band to -14 holds half the elements the band to
+   -16 would. */
+#define FAST_RUNGS 5
+static const float fast_dhead_deep[FAST_RUNGS] = { -10.0f, -12.0f, -14.0f,
+                                                   -16.0f, -24.0f };
+static const float fast_dhead_std[FAST_RUNGS] = { -8.0f, -12.0f, -14.0f,
+                                                  -16.0f, -24.0f };
 #define FAST_NB QRS__FP_NB
 /* Relative bound of the double sums' rounding (either path). */
 #define FAST_DROUND 4e-11
@@ -1394,7 +1397,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     }
     ez = ez * 1.01 + (double)row->n * 1.7e-38;
     tf = (p->top_p < 1.0 ? p->top_p : p->u) * z + 2.0 * ez;
-    if (rung == FAST_RUNGS - 1 || (rung == 2 && fp.nskip) ||
+    if (rung == FAST_RUNGS - 1 || (fast_dhead[rung] <= -16.0f && fp.nskip) ||
         z - fp.z >= tf)
       break;
     /* The next band of the ladder joins the head: a compare in logit

@@ -370,10 +370,10 @@ cmp_desc(const void *a, const void *b)
 }
 
 /* A crossing between d = -24 and -16 (u near 1 over a row whose mass
-   there is a small share of Z): the ladder's third band takes it, so the
+   there is a small share of Z): the ladder's deepest band takes it, so the
    fast path decides it (it used to go to the double path), with the
    oracle's answer. */
-Test(fastsel, a_crossing_below_minus_16_is_decided_by_the_third_band)
+Test(fastsel, a_crossing_below_minus_16_is_decided_by_the_deepest_band)
 {
   static struct row r;
   struct qrs__fast_stats s0, s1;
@@ -410,7 +410,7 @@ Test(fastsel, a_crossing_below_minus_16_is_decided_by_the_third_band)
   qrs__kernel_level(lv0);
   qrs__fast_stats_get(&s1);
   cr_expect_eq(mismatches, 0);
-  cr_log_info("third band: fast %llu, resolved %llu, bands %llu",
+  cr_log_info("deepest band: fast %llu, resolved %llu, bands %llu",
               s1.fast - s0.fast, s1.resolved - s0.resolved,
               s1.bands - s0.bands);
   /* every triple runs three fast variants; most are decided */
