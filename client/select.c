@@ -1115,6 +1115,7 @@ qrs__fast_stats_get(struct qrs__fast_stats *ret)
   ret->skipped = __atomic_load_n(&fstats.skipped, __ATOMIC_RELAXED);
   ret->recounts = __atomic_load_n(&fstats.recounts, __ATOMIC_RELAXED);
   ret->deep_heads = __atomic_load_n(&fstats.deep_heads, __ATOMIC_RELAXED);
+  ret->rehead = __atomic_load_n(&fstats.rehead, __ATOMIC_RELAXED);
 }
 
 /* The head's float weights from index i0 to nh into the bucket sums fz
@@ -1450,7 +1451,8 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
      summed afresh: its bound then covers only its own mass, not the
      partial sums of the elements the bands took (a crossing deep in a
      broad row, u near 1, needs that); and the whole head gets exact
-     weights. */
+     weights (also on the first rung: then the head's float buckets
+     after the exact ones were the rest's bound). */
   s.v = *row;
   s.ids = NULL;
   s.b.x = -INFINITY;
@@ -1474,12 +1476,15 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     if (fast_decide(ws, &s, p, nx, bmax, mf, invf, invt, z, rerr, &h,
                     &zn, &ncand) == 0)
       break;
-    if (recount || !(rung > 0 || fp.nskip))
+    if (recount || (rung == 0 && !fp.nskip && bmax == FAST_NB - 1))
       return 2;
-    __atomic_fetch_add(&fstats.recounts, 1, __ATOMIC_RELAXED);
-    qrs__kftail(row, mf, invf, fast_dhead[rung], &fp.z, &fp.err, &fp.w);
-    fp.err += (QRS__FP_C1 - c1) * fp.w;
+    if (rung > 0 || fp.nskip) {
+      __atomic_fetch_add(&fstats.recounts, 1, __ATOMIC_RELAXED);
+      qrs__kftail(row, mf, invf, fast_dhead[rung], &fp.z, &fp.err, &fp.w);
+      fp.err += (QRS__FP_C1 - c1) * fp.w;
+    }
     if (bmax < FAST_NB - 1) {
+      __atomic_fetch_add(&fstats.rehead, 1, __ATOMIC_RELAXED);
       /* The head's buckets after the exact ones (their float bound is
          then most of what is left) collected again, a band of the head
          (key > bmax: d <= -(bmax + 1) / 16), with exact weights. */

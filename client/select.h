@@ -123,6 +123,8 @@ struct qrs__fast_stats {
                                      mass bounded: FAST_DSKIP) */
   unsigned long long recounts;    /* tails summed afresh (a decision
                                      that did not certify after a band) */
+  unsigned long long rehead;      /* retries giving the whole head exact
+                                     weights */
   unsigned long long deep_heads;  /* nucleus passes whose head started at
                                      d = -10 (few lane maxima above) */
 };

@@ -519,11 +519,15 @@ Test(fastsel, unread_groups_below_the_skip_cutoff_keep_the_nucleus_exact)
   qrs__kernel_level(lv0);
   qrs__fast_stats_get(&s1);
   cr_expect_eq(mismatches, 0);
-  cr_log_info("skip cutoff: fast %llu, resolved %llu, skipped %llu",
-              s1.fast - s0.fast, s1.resolved - s0.resolved,
-              s1.skipped - s0.skipped);
+  cr_log_info("skip cutoff: fast %llu, resolved %llu, skipped %llu, "
+              "recounts %llu", s1.fast - s0.fast, s1.resolved - s0.resolved,
+              s1.skipped - s0.skipped, s1.recounts - s0.recounts);
   cr_expect_gt(s1.skipped - s0.skipped, (unsigned long long)its * 500);
-  cr_expect_gt(s1.resolved - s0.resolved, (unsigned long long)its * 3);
+  /* top-p exactly at a prefix mass: the oracle decides (each of the
+     three fast variants); 1e-9 either side: decided once the unread
+     groups are read (the recount) */
+  cr_expect_geq(s1.resolved - s0.resolved, (unsigned long long)its * 3);
+  cr_expect_geq(s1.recounts - s0.recounts, (unsigned long long)its * 3);
 }
 
 /* Rows of many float-pass blocks whose max is found late (a rising trend,
