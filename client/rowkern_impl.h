@@ -1738,6 +1738,34 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   return nh;
 }
 
+/* One group of 8 vectors of the band pass: the elements with
+   lv < d <= hv appended to the list (dense: a compressed store per
+   vector without a branch). */
+static inline __attribute__((always_inline)) size_t
+KS(fband_group)(const void *data, size_t j, vfl mv, vfl iv, vfl lv, vfl hv,
+                uint32_t *hpos, float *hx, size_t nh, int dt, int unit,
+                int dense)
+{
+  vfl x, d;
+  unsigned mask;
+  int g;
+
+  for (g = 0; g < 8; g++, j += KW) {
+    x = KS(loadf)(data, j, dt);
+    d = unit ? x - mv : (x - mv) * iv;
+    mask = KS(maskf)((vk)(d > lv) & (vk)(d <= hv));
+#ifdef KS_COMPRESS
+    if (dense)
+      nh = KS(fhead)(mask, j, x, hpos, hx, nh);
+    else
+#endif
+    if (mask)
+      nh = KS(fhead)(mask, j, x, hpos, hx, nh);
+  }
+  (void)dense;
+  return nh;
+}
+
 /* The band pass of the ladder: the elements with dlo < d <= dhi
    (d = (x - m) * invt in float exactly as the float pass computes it;
    -24 <= dlo) appended to the head list from nh, with their float weights
@@ -1751,10 +1779,10 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
   vfl x, d, mv, iv, lv, hv, e, sv, t;
   vd sz, szd;
   vk key;
-  size_t j, n, nh0, nb, end;
+  size_t j, n, nh0, nb, g, ngf, gpb;
   unsigned mask;
   float df;
-  int dense;
+  int dense, unit;
 
   n = v->n;
   nh0 = nh;
@@ -1763,35 +1791,42 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
   lv = KS(splatf)(dlo);
   hv = KS(splatf)(dhi);
   dense = 0;
-  for (j = 0; j + KW <= n;) {
-    /* Blocks after a dense one store without a branch (as the pass). */
-    end = j + QRS__FP_BLOCK < n ? j + QRS__FP_BLOCK : n;
-    nb = nh;
-    for (; j + KW <= end; j += KW) {
-      if (gm && j % (8 * KW) == 0 && j / (8 * KW) < ngm &&
-          j + 8 * KW <= end) {
-        /* A group whose max is not above dlo has nothing in the band
-           (float d is monotone in x): not read. */
-        memcpy(&x, gm + j / (8 * KW) * KW, sizeof(x));
-        d = invt == 1.0f ? x - mv : (x - mv) * iv;
-        if (!KS(maskf)((vk)(d > lv))) {
-          j += 8 * KW - KW;
-          continue;
-        }
-      }
-      x = KS(loadf)(v->data, j, dt);
-      d = invt == 1.0f ? x - mv : (x - mv) * iv;
-      mask = KS(maskf)((vk)(d > lv) & (vk)(d <= hv));
-#ifdef KS_COMPRESS
-      if (dense)
-        nh = KS(fhead)(mask, j, x, hpos, hx, nh);
-      else
-#endif
-      if (mask)
-        nh = KS(fhead)(mask, j, x, hpos, hx, nh);
+  unit = invt == 1.0f;
+  ngf = n / (8 * KW);
+  gpb = QRS__FP_BLOCK / (8 * KW);
+  for (g = 0, nb = nh; g < ngf; g++) {
+    if (gm && g < ngm) {
+      /* A group whose max is not above dlo has nothing in the band
+         (float d is monotone in x): not read. */
+      memcpy(&x, gm + g * KW, sizeof(x));
+      d = unit ? x - mv : (x - mv) * iv;
+      if (!KS(maskf)((vk)(d > lv)))
+        goto next;
     }
-    dense = nh - nb > QRS__FP_BLOCK / 64;
-    (void)dense;                /* no branchless store without compress */
+    j = g * 8 * KW;
+    /* Blocks after a dense one store without a branch (as the pass). */
+    if (dense)
+      nh = unit ? KS(fband_group)(v->data, j, mv, iv, lv, hv, hpos, hx, nh,
+                                  dt, 1, 1)
+                : KS(fband_group)(v->data, j, mv, iv, lv, hv, hpos, hx, nh,
+                                  dt, 0, 1);
+    else
+      nh = unit ? KS(fband_group)(v->data, j, mv, iv, lv, hv, hpos, hx, nh,
+                                  dt, 1, 0)
+                : KS(fband_group)(v->data, j, mv, iv, lv, hv, hpos, hx, nh,
+                                  dt, 0, 0);
+  next:
+    if (g % gpb == gpb - 1) {
+      dense = nh - nb > QRS__FP_BLOCK / 64;
+      nb = nh;
+    }
+  }
+  for (j = ngf * 8 * KW; j + KW <= n; j += KW) {
+    x = KS(loadf)(v->data, j, dt);
+    d = (x - mv) * iv;
+    mask = KS(maskf)((vk)(d > lv) & (vk)(d <= hv));
+    if (mask)
+      nh = KS(fhead)(mask, j, x, hpos, hx, nh);
   }
   for (; j < n; j++) {
     df = ((float)load1(v->data, j, dt) - m) * invt;
