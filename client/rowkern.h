@@ -258,7 +258,7 @@ size_t qrs__kfpass(const struct qrs__view *v, float m, float invt,
                    const float *gm, float lo, float *gm_out, float dskip);
 
 /* The ladder's band pass: the elements with dlo < d <= dhi (d exactly as
-   qrs__kfpass() computes it at max m; dlo >= -24) appended to the head
+   qrs__kfpass() computes it at max m; dlo may be -inf) appended to the head
    lists from nh (the same layout; room for the whole row + 16).  Returns
    the new length.  No exponential over the row: a compare in logit
    space, the weights on the compact list.  gm (may be NULL): ngm group

@@ -1768,7 +1768,7 @@ KS(fband_group)(const void *data, size_t j, vfl mv, vfl iv, vfl lv, vfl hv,
 
 /* The band pass of the ladder: the elements with dlo < d <= dhi
    (d = (x - m) * invt in float exactly as the float pass computes it;
-   -24 <= dlo) appended to the head list from nh, with their float weights
+   dlo may be -inf) appended to the head list from nh, with their float weights
    and keys.  Returns the new length. */
 static inline __attribute__((always_inline)) size_t
 KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
@@ -1836,14 +1836,14 @@ KS(fband_impl)(const struct qrs__view *v, float m, float invt, float dlo,
       nh++;
     }
   }
-  /* Weights and keys on the compact list (no clamp: d > -24), and the
-     sums of e and of e * max(-d - dsh, 0). */
+  /* Weights and keys on the compact list (0 below FEXP_MIN: dlo may be
+     -inf), and the sums of e and of e * max(-d - dsh, 0). */
   sv = KS(splatf)(dsh);
   sz = szd = KS(splat)(0.0);
   for (j = nh0; j + KW <= nh; j += KW) {
     memcpy(&x, hx + j, sizeof(x));
     d = (x - mv) * iv;
-    e = KS(expf_core)(d);
+    e = KS(expf)(d);
     memcpy(he + j, &e, sizeof(e));
     key = KS(fkey)(d);
     memcpy(hk + j, &key, sizeof(key));

@@ -1116,6 +1116,7 @@ qrs__fast_stats_get(struct qrs__fast_stats *ret)
   ret->recounts = __atomic_load_n(&fstats.recounts, __ATOMIC_RELAXED);
   ret->deep_heads = __atomic_load_n(&fstats.deep_heads, __ATOMIC_RELAXED);
   ret->rehead = __atomic_load_n(&fstats.rehead, __ATOMIC_RELAXED);
+  ret->exact_tails = __atomic_load_n(&fstats.exact_tails, __ATOMIC_RELAXED);
 }
 
 /* The head's float weights from index i0 to nh into the bucket sums fz
@@ -1339,7 +1340,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   double invt, z, ez, zn, tf, cum, zx, rz, rerr, mx, eb, dsh, bz, bzd, c1;
   float mf, invf, lo;
   size_t nh, nx, i, nz, ncand;
-  int k, bmax, rung, known, recount;
+  int k, bmax, rung, known, recount, exact_tail;
   const float *fast_dhead;
 
   invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
@@ -1478,7 +1479,8 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
       break;
     if (recount || (rung == 0 && !fp.nskip && bmax == FAST_NB - 1))
       return 2;
-    if (rung > 0 || fp.nskip) {
+    exact_tail = (rung > 0 || fp.nskip) && row->n - nh <= row->n / 2;
+    if ((rung > 0 || fp.nskip) && !exact_tail) {
       __atomic_fetch_add(&fstats.recounts, 1, __ATOMIC_RELAXED);
       qrs__kftail(row, mf, invf, fast_dhead[rung], &fp.z, &fp.err, &fp.w);
       fp.err += (QRS__FP_C1 - c1) * fp.w;
@@ -1498,6 +1500,23 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
         ws->fzx[ws->fk[i]] += ws->fxe[i];
       nx = nh;
       bmax = FAST_NB - 1;
+    }
+    if (exact_tail) {
+      /* A small tail (at most half the row) collected as well,
+         with exact weights: nothing is left to a float bound. */
+      __atomic_fetch_add(&fstats.exact_tails, 1, __ATOMIC_RELAXED);
+      nh = qrs__kfband(row, mf, invf, -INFINITY, fast_dhead[rung], ws->fpos,
+                       ws->fx, ws->fe, ws->fk, nx, ws->mb, fp.ngm, 0.0f, &bz,
+                       &bzd);
+      for (i = nx; i < nh; i++) {
+        ws->fxe[i] = ws->fx[i];
+        ws->fcnt[ws->fk[i]]++;
+      }
+      qrs__kexp(ws->fxe + nx, nh - nx, mx, invt);
+      for (i = nx; i < nh; i++)
+        ws->fzx[ws->fk[i]] += ws->fxe[i];
+      nx = nh;
+      fp.z = fp.err = 0.0;
     }
   }
   if (p->top_p < 1.0)

@@ -125,6 +125,8 @@ struct qrs__fast_stats {
                                      that did not certify after a band) */
   unsigned long long rehead;      /* retries giving the whole head exact
                                      weights */
+  unsigned long long exact_tails;  /* retries giving a small tail exact
+                                      weights (instead of a recount) */
   unsigned long long deep_heads;  /* nucleus passes whose head started at
                                      d = -10 (few lane maxima above) */
 };
