@@ -101,11 +101,14 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
   ws->fe = malloc((cap + 16) * sizeof(*ws->fe));
   ws->fk = malloc((cap + 16) * sizeof(*ws->fk));
   ws->fxe = malloc(cap * sizeof(*ws->fxe));
+  ws->spos = malloc((cap + 16) * sizeof(*ws->spos));
+  ws->sx = malloc((cap + 16) * sizeof(*ws->sx));
+  ws->soff = malloc((QRS__NBUCKET + 1) * sizeof(*ws->soff));
   ws->fzx = malloc(QRS__NBUCKET * sizeof(*ws->fzx));
   ws->fz = malloc(QRS__NBUCKET * sizeof(*ws->fz));
   ws->ferr = malloc(QRS__NBUCKET * sizeof(*ws->ferr));
   ws->fcnt = malloc(QRS__NBUCKET * sizeof(*ws->fcnt));
-  if (!ws->fxe || !ws->fzx || !ws->fpos || !ws->fx || !ws->fe || !ws->fk || !ws->fz || !ws->ferr ||
+  if (!ws->fxe || !ws->spos || !ws->sx || !ws->soff || !ws->fzx || !ws->fpos || !ws->fx || !ws->fe || !ws->fk || !ws->fz || !ws->ferr ||
       !ws->fcnt || !ws->lpos || !ws->lx || !ws->le || !ws->cpos || !ws->cx ||
       !ws->kpos || !ws->kx || !ws->hz || !ws->hw || !ws->hpos || !ws->hx ||
       !ws->he || !ws->hk || !ws->mb) {
@@ -139,6 +142,9 @@ qrs__sel_ws_done(struct qrs__sel_ws *ws)
   free(ws->fk);
   free(ws->fz);
   free(ws->fxe);
+  free(ws->spos);
+  free(ws->sx);
+  free(ws->soff);
   free(ws->fzx);
   free(ws->ferr);
   free(ws->fcnt);
@@ -1152,51 +1158,59 @@ fast_hist(struct qrs__sel_ws *ws, size_t i0, size_t nh)
   }
 }
 
-/* The head entries of buckets 0 .. bmax moved to the front (order kept),
-   their values copied to fxe for the exact weights.  Branch-free: every
-   entry is written, the count advances only for those kept (nx <= i).
-   Returns how many. */
-static size_t
-fast_compact(struct qrs__sel_ws *ws, size_t nh, int bmax)
-{
-  uint32_t *fpos = ws->fpos;
-  float *fx = ws->fx;
-  int32_t *fk = ws->fk;
-  double *fxe = ws->fxe;
-  size_t i, nx;
-  int32_t k;
-
-  for (i = nx = 0; i < nh; i++) {
-    k = fk[i];
-    fpos[nx] = fpos[i];
-    fx[nx] = fx[i];
-    fxe[nx] = fx[i];
-    fk[nx] = k;
-    nx += k <= bmax;
-  }
-  return nx;
-}
-
-/* The elements of head bucket b (within the bound lim when given) into
-   the search list with their exact weights.  Returns how many. */
-static size_t
-fast_gather(struct qrs__sel_ws *ws, size_t nx, int b,
-            const struct qrs__bound *lim)
+/* The list entries [i0, i1) (positions fpos, values fx, keys fk) into
+   spos / sx in bucket order from soff (a counting sort: the order within
+   a bucket kept, so positions ascend in each), their values to fxe as
+   well; cur: each bucket's next slot (advanced). */
+static void
+fast_sort(struct qrs__sel_ws *ws, size_t i0, size_t i1, size_t *cur)
 {
   const uint32_t *fpos = ws->fpos;
   const float *fx = ws->fx;
   const int32_t *fk = ws->fk;
-  const double *fxe = ws->fxe;
+  uint32_t *spos = ws->spos;
+  float *sx = ws->sx;
+  size_t i, d;
+
+  for (i = i0; i < i1; i++) {
+    d = cur[fk[i]]++;
+    spos[d] = fpos[i];
+    sx[d] = fx[i];
+  }
+}
+
+/* Exact weights for the sorted entries of buckets b0 .. b1 (the oracle's
+   own exponential), and their bucket sums fzx. */
+static void
+fast_exact(struct qrs__sel_ws *ws, int b0, int b1, double m, double invt)
+{
+  size_t i, i0 = ws->soff[b0], i1 = ws->soff[b1 + 1];
+  double z;
+  int b;
+
+  for (i = i0; i < i1; i++)
+    ws->fxe[i] = ws->sx[i];
+  qrs__kexp(ws->fxe + i0, i1 - i0, m, invt);
+  for (b = b0; b <= b1; b++) {
+    for (i = ws->soff[b], z = 0.0; i < ws->soff[b + 1]; i++)
+      z += ws->fxe[i];
+    ws->fzx[b] = z;
+  }
+}
+
+/* The elements of bucket b (within the bound lim when given) into the
+   search list with their exact weights.  Returns how many. */
+static size_t
+fast_gather(struct qrs__sel_ws *ws, int b, const struct qrs__bound *lim)
+{
   size_t i, k;
 
-  for (i = k = 0; i < nx; i++) {
-    if (fk[i] != b)
+  for (i = ws->soff[b], k = 0; i < ws->soff[b + 1]; i++) {
+    if (lim && !in_bound(lim, ws->sx[i], ws->spos[i]))
       continue;
-    if (lim && !in_bound(lim, fx[i], fpos[i]))
-      continue;
-    ws->lpos[k] = fpos[i];
-    ws->lx[k] = fx[i];
-    ws->le[k] = fxe[i];
+    ws->lpos[k] = ws->spos[i];
+    ws->lx[k] = ws->sx[i];
+    ws->le[k] = ws->fxe[i];
     k++;
   }
   return k;
@@ -1208,7 +1222,7 @@ fast_gather(struct qrs__sel_ws *ws, size_t nx, int b,
    exact buckets). */
 static int
 fast_cross(struct qrs__sel_ws *ws, const struct cset *s, double invt,
-           size_t nx, int bmax, double t, double mt,
+           int bmax, double t, double mt,
            const struct qrs__bound *lim, int blim, struct hit *ret)
 {
   struct hit h;
@@ -1234,7 +1248,7 @@ fast_cross(struct qrs__sel_ws *ws, const struct cset *s, double invt,
   dhi = t + mt - cb;
   if (!(dlo > 0.0))
     return 1;
-  k = fast_gather(ws, nx, b, lim && b == blim ? lim : NULL);
+  k = fast_gather(ws, b, lim && b == blim ? lim : NULL);
   tot = 0.0;
   for (i = 0; i < k; i++)
     tot += ws->le[i];
@@ -1300,7 +1314,7 @@ fast_sparse_head(const float *gm, size_t n, float mf, float invf)
    1 when one of them does not certify. */
 static int
 fast_decide(struct qrs__sel_ws *ws, const struct cset *s,
-            const struct qrs__sel_params *p, size_t nx, int bmax, float mf,
+            const struct qrs__sel_params *p, int bmax, float mf,
             float invf, double invt, double z, double rerr, struct hit *h,
             double *zn, size_t *ncand)
 {
@@ -1309,19 +1323,19 @@ fast_decide(struct qrs__sel_ws *ws, const struct cset *s,
   double mz = FAST_DROUND * z;
 
   if (p->top_p < 1.0) {
-    if (fast_cross(ws, s, invt, nx, bmax, p->top_p * z,
+    if (fast_cross(ws, s, invt, bmax, p->top_p * z,
                    p->top_p * rerr + mz, NULL, 0, &cut) != 0)
       return 1;
     *ncand = cut.rank + 1;
     *zn = cut.before + cut.e;     /* exact weights only */
     cb.x = cut.x;
     cb.i = cut.vpos;
-    return fast_cross(ws, s, invt, nx, bmax, p->u * *zn, 2.0 * mz, &cb,
+    return fast_cross(ws, s, invt, bmax, p->u * *zn, 2.0 * mz, &cb,
                       fast_key((float)cut.x, mf, invf), h);
   }
   *zn = z;
-  return fast_cross(ws, s, invt, nx, bmax, p->u * z, p->u * rerr + mz,
-                    NULL, 0, h);
+  return fast_cross(ws, s, invt, bmax, p->u * z, p->u * rerr + mz, NULL,
+                    0, h);
 }
 
 /* 0: selected; 2: a decision within the error bound (the double path
@@ -1339,7 +1353,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct hit h;
   double invt, z, ez, zn, tf, cum, zx, rz, rerr, mx, eb, dsh, bz, bzd, c1;
   float mf, invf, lo;
-  size_t nh, nx, i, nz, ncand;
+  size_t nh, nt, i, nz, ncand, cur[FAST_NB];
   int k, bmax, rung, known, recount, exact_tail;
   const float *fast_dhead;
 
@@ -1435,17 +1449,15 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
       break;
   }
   bmax = bmax + 1 < FAST_NB ? bmax + 1 : FAST_NB - 1;
-  nx = fast_compact(ws, nh, bmax);
-  qrs__kexp(ws->fxe, nx, mx, invt);
-  memset(ws->fzx, 0, FAST_NB * sizeof(*ws->fzx));
-  {
-    const int32_t *fk = ws->fk;
-    const double *fxe = ws->fxe;
-    double *fzx = ws->fzx;
-
-    for (i = 0; i < nx; i++)
-      fzx[fk[i]] += fxe[i];
+  /* The head in bucket order; exact weights up to bmax. */
+  ws->soff[0] = 0;
+  for (k = 0; k < FAST_NB; k++) {
+    ws->soff[k + 1] = ws->soff[k] + ws->fcnt[k];
+    cur[k] = ws->soff[k];
   }
+  fast_sort(ws, 0, nh, cur);
+  memset(ws->fzx, 0, FAST_NB * sizeof(*ws->fzx));
+  fast_exact(ws, 0, bmax, mx, invt);
   /* The rest: the float mass after the exact buckets and its bound.
      When a decision does not certify after a band moved elements out
      of the tail (or groups went unread), the tail below the head is
@@ -1474,8 +1486,8 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     }
     rerr = rerr * 1.01 + (double)row->n * 1.7e-38;
     z = zx + rz;
-    if (fast_decide(ws, &s, p, nx, bmax, mf, invf, invt, z, rerr, &h,
-                    &zn, &ncand) == 0)
+    if (fast_decide(ws, &s, p, bmax, mf, invf, invt, z, rerr, &h, &zn,
+                    &ncand) == 0)
       break;
     if (recount || (rung == 0 && !fp.nskip && bmax == FAST_NB - 1))
       return 2;
@@ -1486,36 +1498,31 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
       fp.err += (QRS__FP_C1 - c1) * fp.w;
     }
     if (bmax < FAST_NB - 1) {
-      __atomic_fetch_add(&fstats.rehead, 1, __ATOMIC_RELAXED);
       /* The head's buckets after the exact ones (their float bound is
-         then most of what is left) collected again, a band of the head
-         (key > bmax: d <= -(bmax + 1) / 16), with exact weights. */
-      nh = qrs__kfband(row, mf, invf, fast_dhead[rung],
-                       -(float)(bmax + 1) / 16.0f, ws->fpos, ws->fx, ws->fe,
-                       ws->fk, nx, ws->mb, fp.ngm, 0.0f, &bz, &bzd);
-      for (i = nx; i < nh; i++)
-        ws->fxe[i] = ws->fx[i];
-      qrs__kexp(ws->fxe + nx, nh - nx, mx, invt);
-      for (i = nx; i < nh; i++)
-        ws->fzx[ws->fk[i]] += ws->fxe[i];
-      nx = nh;
+         then most of what is left) get exact weights too. */
+      __atomic_fetch_add(&fstats.rehead, 1, __ATOMIC_RELAXED);
+      fast_exact(ws, bmax + 1, FAST_NB - 1, mx, invt);
       bmax = FAST_NB - 1;
     }
     if (exact_tail) {
-      /* A small tail (at most half the row) collected as well,
-         with exact weights: nothing is left to a float bound. */
+      /* A small tail (at most half the row) collected as well (its
+         buckets follow the head's: d <= dhead), with exact weights:
+         nothing is left to a float bound. */
       __atomic_fetch_add(&fstats.exact_tails, 1, __ATOMIC_RELAXED);
-      nh = qrs__kfband(row, mf, invf, -INFINITY, fast_dhead[rung], ws->fpos,
-                       ws->fx, ws->fe, ws->fk, nx, ws->mb, fp.ngm, 0.0f, &bz,
+      nt = qrs__kfband(row, mf, invf, -INFINITY, fast_dhead[rung], ws->fpos,
+                       ws->fx, ws->fe, ws->fk, 0, ws->mb, fp.ngm, 0.0f, &bz,
                        &bzd);
-      for (i = nx; i < nh; i++) {
-        ws->fxe[i] = ws->fx[i];
+      for (i = 0; i < nt; i++)
         ws->fcnt[ws->fk[i]]++;
+      for (k = 0; k < FAST_NB; k++) {
+        ws->soff[k + 1] = ws->soff[k] + ws->fcnt[k];
+        cur[k] = ws->soff[k];
       }
-      qrs__kexp(ws->fxe + nx, nh - nx, mx, invt);
-      for (i = nx; i < nh; i++)
-        ws->fzx[ws->fk[i]] += ws->fxe[i];
-      nx = nh;
+      for (k = 0; k < FAST_NB && ws->soff[k + 1] <= nh; k++)
+        ;
+      fast_sort(ws, 0, nt, cur);
+      if (k < FAST_NB)
+        fast_exact(ws, k, FAST_NB - 1, mx, invt);
       fp.z = fp.err = 0.0;
     }
   }

@@ -91,6 +91,9 @@ struct qrs__sel_ws {
   float *fx, *fe;
   int32_t *fk;
   double *fxe;                    /* cap: exact weights of the head */
+  uint32_t *spos;                 /* cap + 16: the head in bucket order */
+  float *sx;
+  size_t *soff;                   /* QRS__NBUCKET + 1: bucket starts */
   double *fz, *ferr;              /* QRS__NBUCKET: head bucket sums */
   double *fzx;                    /* QRS__NBUCKET: exact bucket sums */
   size_t *fcnt;
