@@ -1354,19 +1354,22 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   double invt, z, ez, zn, tf, cum, zx, rz, rerr, mx, eb, dsh, bz, bzd, c1;
   float mf, invf, lo;
   size_t nh, nt, i, nz, ncand, cur[FAST_NB];
-  int k, bmax, rung, known, recount, exact_tail;
+  int k, bmax, rung, known, recount, exact_tail, gm_ok;
   const float *fast_dhead;
 
   invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
   mf = scan ? (float)scan->max : NAN;
   invf = (float)invt;
   lo = ws->mb_min;
+  /* ws->mb holds this row's group maxima: the moment pass's, or (AVX2)
+     the first read's below. */
+  gm_ok = scan && ws->mb_ready && ws->mb_data == row->data;
   if (!scan) {
     /* One read of the row first: its max, min and group maxima.  The
        pass then knows its max (the head against it alone, no running
        max's stale entries) and reads each block once, skipping the
        groups a nucleus leaves unread. */
-    qrs__kgmax(row, ws->mb, &mf, &lo, &k);
+    gm_ok = qrs__kgmax(row, ws->mb, &mf, &lo, &k) > 0;
     if (k || mf == INFINITY || mf == -INFINITY)
       return 3;
     found->max = mf;
@@ -1377,7 +1380,8 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
      head's mass falls short of the first crossing. */
   known = !scan || (ws->mb_ready && ws->mb_data == row->data);
   fast_dhead = fast_dhead_std;
-  if (p->top_p < 1.0 && known && fast_sparse_head(ws->mb, row->n, mf, invf)) {
+  if (p->top_p < 1.0 && gm_ok &&
+      fast_sparse_head(ws->mb, row->n, mf, invf)) {
     fast_dhead = fast_dhead_deep;
     __atomic_fetch_add(&fstats.deep_heads, 1, __ATOMIC_RELAXED);
   }
