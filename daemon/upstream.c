@@ -1826,21 +1826,31 @@ fail:
   return r;
 }
 
+/* The exact daily count at shutdown (upstream_free(), or the last
+   reservation write's completion after it). */
+static void
+quota_final_flush(struct upstream *u)
+{
+  int r = quota_flush(&u->quota, now_s(), time(NULL));
+
+  if (r < 0)
+    log_warn("source '%s': cannot save today's quota count: %s", u->name,
+             strerror(-r));
+}
+
 void
 upstream_free(struct upstream *u)
 {
   struct attempt *a;
-  int k, r;
+  int k;
 
   if (!u || u->closing)
     return;
   u->closing = 1;
   /* The exact count, now or (a reservation write in flight: two writers
      of one file) once that write is done. */
-  r = u->quota.pending ? 0 : quota_flush(&u->quota, now_s(), time(NULL));
-  if (r < 0)
-    log_warn("source '%s': cannot save today's quota count: %s", u->name,
-             strerror(-r));
+  if (!u->quota.pending)
+    quota_final_flush(u);
   for (a = u->attempts; a; a = a->next)
     grpc_call_cancel(a->call, NULL);
   if (u->probe)                       /* its waiters fail on the next turn */
@@ -1875,7 +1885,7 @@ persist_log(struct upstream *u)
 struct qwrite {
   uv_work_t work;
   struct upstream *u;
-  char *path;
+  const char *path;                   /* u's: u outlives the work */
   uint64_t value;
   size_t len;
   int r;
@@ -1897,18 +1907,13 @@ qwrite_done(uv_work_t *w, int status)
 {
   struct qwrite *q = w->data;
   struct upstream *u = q->u;
-  int r;
 
   quota_persist_done(&u->quota, q->value, status < 0 ? status : q->r);
-  free(q->path);
   free(q);
   u->live--;
   if (u->closing) {
     /* upstream_free() left the exact count for after this write. */
-    r = quota_flush(&u->quota, now_s(), time(NULL));
-    if (r < 0)
-      log_warn("source '%s': cannot save today's quota count: %s",
-               u->name, strerror(-r));
+    quota_final_flush(u);
   } else {
     persist_log(u);
     qwrite_start(u);
@@ -1939,12 +1944,10 @@ qwrite_start(struct upstream *u)
   q->value = value;
   q->u = u;
   q->work.data = q;
-  q->path = strdup(u->quota.path);
-  if (!q->path ||
-      uv_queue_work(u->br->loop, &q->work, qwrite_work, qwrite_done) < 0) {
+  q->path = u->quota.path;
+  if (uv_queue_work(u->br->loop, &q->work, qwrite_work, qwrite_done) < 0) {
     quota_persist_done(&u->quota, q->value, -ENOMEM);
     persist_log(u);
-    free(q->path);
     free(q);
     return;
   }
