@@ -77,11 +77,15 @@ bound_raise(struct qrs__bound *b, double x, size_t i)
 int
 qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
 {
+  int k;
+
   memset(ws, 0, sizeof(*ws));
   if (cap == 0 || cap > UINT32_MAX)
     return -EINVAL;
   ws->cap = cap;
   ws->ft_start = 1;
+  for (k = 0; k < 5; k++)
+    ws->ffrac[k] = -1.0;
   ws->mb = malloc((cap / QRS__MOM_SUB + 1) * 8 * sizeof(*ws->mb));
   ws->lpos = malloc(cap * sizeof(*ws->lpos));
   ws->lx = malloc(cap * sizeof(*ws->lx));
@@ -1308,6 +1312,53 @@ fast_sparse_head(const float *gm, size_t n, float mf, float invf)
   return cnt * 4 <= all;
 }
 
+/* The ladder's rung to start at: the first whose boundary the previous
+   selection's row had at least the target's mass above (with a margin),
+   or one past the deepest it measured when none had; never below -16
+   (groups below FAST_DSKIP may go unread).  0 without a history. */
+static int
+fast_start_rung(const struct qrs__sel_ws *ws, const float *dhead,
+                double target)
+{
+  int r, k, last;
+
+  last = -1;
+  for (r = 0; r < FAST_RUNGS && dhead[r] >= -16.0f; r++) {
+    k = (int)(-dhead[r] - 8.0f) / 2;
+    if (ws->ffrac[k] < 0.0)
+      break;
+    if (ws->ffrac[k] >= target + 0.002)
+      return r;
+    last = r;
+  }
+  if (last < 0)
+    return 0;
+  return last + 1 < FAST_RUNGS && dhead[last + 1] >= -16.0f ? last + 1
+                                                              : last;
+}
+
+/* This selection's mass fractions above the boundaries its head reached
+   (head bucket sums fz over the float Z), for the next one. */
+static void
+fast_note_fracs(struct qrs__sel_ws *ws, float dlast, double z)
+{
+  double cum;
+  int k, b, kb;
+
+  cum = 0.0;
+  b = 0;
+  for (k = 0; k < 5; k++) {
+    kb = 16 * (8 + 2 * k);            /* first bucket below -8 - 2k */
+    if ((float)-(8 + 2 * k) < dlast || !(z > 0.0)) {
+      ws->ffrac[k] = -1.0;
+      continue;
+    }
+    for (; b < kb; b++)
+      cum += ws->fz[b];
+    ws->ffrac[k] = cum / z;
+  }
+}
+
 /* The decisions on the exact buckets 0 .. bmax with the float rest
    (z the whole mass, rerr the rest's bound): the nucleus's cut (top-p
    < 1: ncand, zn its exact mass) and u's crossing.  0 with the hit, or
@@ -1354,7 +1405,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   double invt, z, ez, zn, tf, cum, zx, rz, rerr, mx, eb, dsh, bz, bzd, c1;
   float mf, invf, lo;
   size_t nh, nt, i, nz, ncand, cur[FAST_NB];
-  int k, bmax, rung, known, recount, exact_tail, gm_ok;
+  int k, bmax, rung, start, known, recount, exact_tail, gm_ok;
   const float *fast_dhead;
 
   invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
@@ -1385,7 +1436,9 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     fast_dhead = fast_dhead_deep;
     __atomic_fetch_add(&fstats.deep_heads, 1, __ATOMIC_RELAXED);
   }
-  nh = qrs__kfpass(row, mf, invf, invt, fast_dhead[0], ws->fpos, ws->fx,
+  start = fast_start_rung(ws, fast_dhead,
+                          p->top_p < 1.0 ? p->top_p : p->u);
+  nh = qrs__kfpass(row, mf, invf, invt, fast_dhead[start], ws->fpos, ws->fx,
                    ws->fe, ws->fk, &fp, known ? ws->mb : NULL, lo,
                    known ? NULL : ws->mb,
                    p->top_p < 1.0 ? FAST_DSKIP : -INFINITY);
@@ -1400,7 +1453,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   nz = fp.cnt_a;
   memset(ws->fz, 0, FAST_NB * sizeof(*ws->fz));
   memset(ws->fcnt, 0, FAST_NB * sizeof(*ws->fcnt));
-  for (rung = 0, i = 0;; rung++) {
+  for (rung = start, i = 0;; rung++) {
     fast_hist(ws, i, nh);
     i = nh;
     /* z: the float Z (the pass's sum outside the head, the head's bucket
@@ -1441,6 +1494,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     fp.err = fp.err - eb > 0.0 ? fp.err - eb : 0.0;
   }
   ws->deep = z - fp.z < tf;     /* the crossing may lie below the head */
+  fast_note_fracs(ws, fast_dhead[rung], z);
   mx = (double)mf;
   /* The exact buckets: the float sums place the first crossing (the
      nucleus cut, else u Z); every head element up to one bucket past it
@@ -1493,10 +1547,11 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     if (fast_decide(ws, &s, p, bmax, mf, invf, invt, z, rerr, &h, &zn,
                     &ncand) == 0)
       break;
-    if (recount || (rung == 0 && !fp.nskip && bmax == FAST_NB - 1))
+    exact_tail = row->n - nh <= row->n / 2;
+    if (recount || (rung == start && !fp.nskip && bmax == FAST_NB - 1 &&
+                    !exact_tail))
       return 2;
-    exact_tail = (rung > 0 || fp.nskip) && row->n - nh <= row->n / 2;
-    if ((rung > 0 || fp.nskip) && !exact_tail) {
+    if ((rung > start || fp.nskip) && !exact_tail) {
       __atomic_fetch_add(&fstats.recounts, 1, __ATOMIC_RELAXED);
       qrs__kftail(row, mf, invf, fast_dhead[rung], &fp.z, &fp.err, &fp.w);
       fp.err += (QRS__FP_C1 - c1) * fp.w;

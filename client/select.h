@@ -101,6 +101,11 @@ struct qrs__sel_ws {
      start at (0: d >= -4, 1: d >= -8), from this workspace's previous
      selection (only the speed depends on it). */
   int ft_start;
+  /* The fast path's previous selection: its row's float mass fraction
+     above d = -8, -10, -12, -14, -16 (< 0: not known), from which the
+     next selection's first head may start deeper (only the speed
+     depends on it: rows of one request are alike). */
+  double ffrac[5];
   /* The float moment pass's sub-block maxima of the row at mb_data
      (moments.h; the sampler sets mb_ready for one selection): min-p's
      collection then reads only the sub-blocks that reach its cut. */

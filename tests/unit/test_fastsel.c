@@ -144,6 +144,22 @@ view(const struct row *r)
 
 static struct qrs__sel_ws ws;
 static unsigned long long mismatches;
+/* Set: every fast selection starts without its predecessor's history
+   (the ladder from its first rung; tests that count band passes). */
+static int fresh;
+
+static void
+select_fast(const struct qrs__view *v, const struct qrs__scan *sc,
+            const struct qrs__sel_params *p, struct qrs__sel_out *out,
+            int *rc)
+{
+  int k;
+
+  if (fresh)
+    for (k = 0; k < 5; k++)
+      ws.ffrac[k] = -1.0;
+  *rc = qrs__select(&ws, v, sc, p, out);
+}
 
 static void
 setup(void)
@@ -202,14 +218,14 @@ check(const struct row *r, const struct qrs__sel_params *p,
   qrs__fast_enable(0);
   ra = qrs__select(&ws, &v, NULL, p, &a);
   qrs__fast_enable(1);
-  rb = qrs__select(&ws, &v, NULL, p, &b);
+  select_fast(&v, NULL, p, &b, &rb);
   if (ret_oracle)
     *ret_oracle = a;
   compare(r, p, &a, ra, &b, rb, "fused");
   if (ra != 0)
     return;
   qrs__kscan(&v, &sc);
-  rb = qrs__select(&ws, &v, &sc, p, &b);
+  select_fast(&v, &sc, p, &b, &rb);
   compare(r, p, &a, ra, &b, rb, "scanned");
   if (!qrs__fmoments_applies(v.dtype, v.n))
     return;
@@ -217,7 +233,7 @@ check(const struct row *r, const struct qrs__sel_params *p,
   ws.mb_ready = 1;
   ws.mb_data = v.data;
   ws.mb_min = fm.min;
-  rb = qrs__select(&ws, &v, &sc, p, &b);
+  select_fast(&v, &sc, p, &b, &rb);
   ws.mb_ready = 0;
   compare(r, p, &a, ra, &b, rb, "moments");
 }
@@ -384,6 +400,7 @@ Test(fastsel, a_crossing_below_minus_16_is_decided_by_the_deepest_band)
   size_t n, i;
   int it, k, lv0;
 
+  fresh = 1;
   lv0 = qrs__kernel_level(-1);
   qrs__fast_stats_get(&s0);
   for (it = 0; it < 24; it++) {
@@ -419,6 +436,7 @@ Test(fastsel, a_crossing_below_minus_16_is_decided_by_the_deepest_band)
                s1.fast - s0.fast);
   cr_expect_geq(s1.bands - s0.bands, 3 * (s1.fast - s0.fast),
                 "bands %llu", s1.bands - s0.bands);
+  fresh = 0;
 }
 
 /* Broad rows with u (or top-p) near 1: the crossing lies deep in the
@@ -434,6 +452,7 @@ Test(fastsel, a_deep_crossing_is_decided_after_the_tail_is_summed_again)
   unsigned long long fast, resolved;
   int it, k, lv0;
 
+  fresh = 1;
   lv0 = qrs__kernel_level(-1);
   qrs__fast_stats_get(&s0);
   for (it = 0; it < 16; it++) {
@@ -466,6 +485,47 @@ Test(fastsel, a_deep_crossing_is_decided_after_the_tail_is_summed_again)
      (fast 436, resolved 140); with it, none */
   cr_expect_gt(fast, 8 * resolved, "fast %llu resolved %llu", fast,
                resolved);
+  fresh = 0;
+}
+
+/* The next selection of a workspace starts its head at the rung its
+   predecessor's row showed enough mass above: the same deep selection
+   twice runs its band passes once, then none, with the oracle's answer
+   both times; a shallow target starts at the first rung again. */
+Test(fastsel, the_next_selection_starts_at_the_rung_it_needs)
+{
+  static struct row r;
+  struct qrs__fast_stats s0, s1;
+  struct qrs__sel_params p;
+  struct qrs__sel_out a, b;
+  struct qrs__view v;
+  unsigned long long bands[3];
+  int k, ra, rb, it;
+
+  for (it = 0; it < 4; it++) {
+    make_row(&r, 2, NMAX, it % 2 ? QRS_DTYPE_BF16 : QRS_DTYPE_F32);
+    v = view(&r);
+    for (k = 0; k < 5; k++)
+      ws.ffrac[k] = -1.0;
+    for (k = 0; k < 3; k++) {
+      p = params(1.0, 1.0, k < 2 ? 0.993 : 0.3, 0);
+      qrs__fast_enable(0);
+      ra = qrs__select(&ws, &v, NULL, &p, &a);
+      qrs__fast_enable(1);
+      qrs__fast_stats_get(&s0);
+      rb = qrs__select(&ws, &v, NULL, &p, &b);
+      qrs__fast_stats_get(&s1);
+      bands[k] = s1.bands - s0.bands;
+      compare(&r, &p, &a, ra, &b, rb, "history");
+      cr_expect_eq(s1.fast - s0.fast, 1, "selection %d decided by the "
+                   "oracle", k);
+    }
+    cr_expect_geq(bands[0], 1, "first deep selection: %llu bands",
+                  bands[0]);
+    cr_expect_eq(bands[1], 0, "second: %llu bands", bands[1]);
+    cr_expect_eq(bands[2], 0, "shallow: %llu bands", bands[2]);
+  }
+  cr_expect_eq(mismatches, 0);
 }
 
 /* A nucleus over rows whose tail lies just below the skip cutoff
@@ -550,6 +610,7 @@ Test(fastsel, running_max_and_ladder_bands_match_the_double_path)
   size_t n, i;
   int kind, d, k, lv0;
 
+  fresh = 1;
   lv0 = qrs__kernel_level(-1);
   qrs__fast_stats_get(&s0);
   for (kind = 0; kind < 8; kind++)
@@ -582,6 +643,7 @@ Test(fastsel, running_max_and_ladder_bands_match_the_double_path)
   cr_expect_gt(s1.bands - s0.bands, RUNNING_ON_VALGRIND ? 4 : 40,
                "bands %llu",
                s1.bands - s0.bands);
+  fresh = 0;
 }
 
 /* NaN, +inf anywhere (also late, also inside a leading -inf block) and
