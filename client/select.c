@@ -1072,18 +1072,20 @@ sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
 
    Reference order, plain top-p or none, no top-k / min-p (those are
    logit cuts the double path already does at read speed), float32 and
-   16-bit rows.  One float pass (qrs__kfpass; it finds the max itself when
-   the caller has not scanned the row) gives Z with an error bound E and
-   the head list (d > -8; band passes in logit space add -12 < d <= -8,
-   -16 < d <= -12 and -24 < d <= -16 when needed), bucketed by 1/16 of
-   d.  Each
-   crossing (top-p at p Z, then u Z_nucleus) is placed in one bucket by
-   the float sums; that bucket's elements get their exact double weights
-   (the double path's own exp) and are ordered by refine().  The decision
-   is certified when the crossing element is the same at both ends of the
-   target's uncertainty (the bound of Z, of the mass before the bucket,
-   and 4e-11 Z for the double sums' rounding); otherwise the double path
-   decides (the exact resolution). */
+   16-bit rows.  Without a scan, one read of the row (qrs__kgmax) gives
+   the max and the group maxima first.  One float pass (qrs__kfpass)
+   gives Z with an error bound E and the head list (d > -8 or -10; band
+   passes in logit space add the ladder's next bands when needed),
+   bucketed by 1/16 of d and put in bucket order.  Each crossing (top-p
+   at p Z, then u Z_nucleus) is placed in one bucket by the float sums;
+   the buckets up to it get their exact double weights (the double
+   path's own exp) and the crossing's bucket is ordered by refine().  The
+   decision is certified when the crossing element is the same at both
+   ends of the target's uncertainty (the bound of the float rest, and
+   4e-11 Z for the double sums' rounding).  Otherwise it is retried once
+   with the whole head exact and the tail exact (at most half the row)
+   or summed again; then the double path decides (the exact
+   resolution). */
 
 #define FAST_MIN_N 256
 /* The head ladder: d > -8 (or -10: fast_sparse_head()), then bands
@@ -1426,9 +1428,10 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     found->max = mf;
     found->has_nan = found->has_posinf = 0;
   }
-  /* The ladder: a head down to d = -8 first (an LM row's nucleus and
-     most of its mass), then the bands down to -12, -16 and -24 when the
-     head's mass falls short of the first crossing. */
+  /* The ladder: a head down to d = -8 (-10) first (an LM row's nucleus
+     and most of its mass), then the bands down to -12, -14, -16 and -24
+     when the head's mass falls short of the first crossing; the first
+     pass may start deeper (fast_start_rung()). */
   known = !scan || (ws->mb_ready && ws->mb_data == row->data);
   fast_dhead = fast_dhead_std;
   if (p->top_p < 1.0 && gm_ok &&
