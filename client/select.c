@@ -1477,15 +1477,14 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
         z - fp.z >= tf)
       break;
     /* The next band of the ladder joins the head: a compare in logit
-       space over the row; its weights (the same floats the pass summed)
-       leave the tail's sum. */
-    __atomic_fetch_add(&fstats.bands, 1, __ATOMIC_RELAXED);
-    /* The band's weights leave the tail's sum, and their own errors its
+       space over the row.  Its weights (the same floats the pass summed)
+       leave the tail's sum, and their own errors its
        bound: at most what the pass added for them, e (16 u + C1 |d_s|)
        with d_s the d it summed them at (against a running max from
        fp.mfirst up: |d_s| >= |d| - dsh), less 1e-4 for the weights' own
        difference (and the float products of the kernel's sum); the 8 u
        of the float partial sums they were added in stay. */
+    __atomic_fetch_add(&fstats.bands, 1, __ATOMIC_RELAXED);
     dsh = ((double)mf - (double)fp.mfirst) * invt * (1.0 + 1e-6);
     nh = qrs__kfband(row, mf, invf, fast_dhead[rung + 1], fast_dhead[rung],
                      ws->fpos, ws->fx, ws->fe, ws->fk, nh, ws->mb, fp.ngm,
@@ -1520,13 +1519,14 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   memset(ws->fzx, 0, FAST_NB * sizeof(*ws->fzx));
   fast_exact(ws, 0, bmax, mx, invt);
   /* The rest: the float mass after the exact buckets and its bound.
-     When a decision does not certify after a band moved elements out
-     of the tail (or groups went unread), the tail below the head is
-     summed afresh: its bound then covers only its own mass, not the
-     partial sums of the elements the bands took (a crossing deep in a
-     broad row, u near 1, needs that); and the whole head gets exact
-     weights (also on the first rung: then the head's float buckets
-     after the exact ones were the rest's bound). */
+     A decision that does not certify is retried once: the whole head
+     gets exact weights (the head's float buckets after the exact ones
+     were part of the rest's bound); a tail of at most half the row is
+     collected with exact weights too (nothing left to a float bound);
+     a larger one, after a band moved elements out of it (or groups went
+     unread), is summed afresh: its bound then covers only its own mass,
+     not the partial sums of the elements the bands took (a crossing
+     deep in a broad row, u near 1, needs that).  Then the oracle. */
   s.v = *row;
   s.ids = NULL;
   s.b.x = -INFINITY;
