@@ -84,7 +84,7 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
     return -EINVAL;
   ws->cap = cap;
   ws->ft_start = 1;
-  for (k = 0; k < 5; k++)
+  for (k = 0; k < QRS__NFRAC; k++)
     ws->ffrac[k] = -1.0;
   ws->mb = malloc((cap / QRS__MOM_SUB + 1) * 8 * sizeof(*ws->mb));
   ws->lpos = malloc(cap * sizeof(*ws->lpos));
@@ -1164,10 +1164,24 @@ fast_hist(struct qrs__sel_ws *ws, size_t i0, size_t nh)
   }
 }
 
+/* Each bucket's start in spos / sx (soff, from the counts fcnt), and
+   into cur for fast_sort(). */
+static void
+fast_offsets(struct qrs__sel_ws *ws, size_t *cur)
+{
+  int k;
+
+  ws->soff[0] = 0;
+  for (k = 0; k < FAST_NB; k++) {
+    ws->soff[k + 1] = ws->soff[k] + ws->fcnt[k];
+    cur[k] = ws->soff[k];
+  }
+}
+
 /* The list entries [i0, i1) (positions fpos, values fx, keys fk) into
-   spos / sx in bucket order from soff (a counting sort: the order within
-   a bucket kept, so positions ascend in each), their values to fxe as
-   well; cur: each bucket's next slot (advanced). */
+   spos / sx in bucket order (a counting sort: the order within a bucket
+   kept, so positions ascend in each); cur: each bucket's next slot
+   (advanced). */
 static void
 fast_sort(struct qrs__sel_ws *ws, size_t i0, size_t i1, size_t *cur)
 {
@@ -1349,7 +1363,7 @@ fast_note_fracs(struct qrs__sel_ws *ws, float dlast, double z)
 
   cum = 0.0;
   b = 0;
-  for (k = 0; k < 5; k++) {
+  for (k = 0; k < QRS__NFRAC; k++) {
     kb = 16 * (8 + 2 * k);            /* first bucket below -8 - 2k */
     if ((float)-(8 + 2 * k) < dlast || !(z > 0.0)) {
       ws->ffrac[k] = -1.0;
@@ -1407,7 +1421,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   double invt, z, ez, zn, tf, cum, zx, rz, rerr, mx, eb, dsh, bz, bzd, c1;
   float mf, invf, lo;
   size_t nh, nt, i, nz, ncand, cur[FAST_NB];
-  int k, bmax, rung, start, known, recount, exact_tail, gm_ok;
+  int k, k0, bmax, rung, start, known, recount, exact_tail, gm_ok;
   const float *fast_dhead;
 
   invt = p->T == 1.0 ? 1.0 : 1.0 / p->T;
@@ -1510,11 +1524,7 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
   }
   bmax = bmax + 1 < FAST_NB ? bmax + 1 : FAST_NB - 1;
   /* The head in bucket order; exact weights up to bmax. */
-  ws->soff[0] = 0;
-  for (k = 0; k < FAST_NB; k++) {
-    ws->soff[k + 1] = ws->soff[k] + ws->fcnt[k];
-    cur[k] = ws->soff[k];
-  }
+  fast_offsets(ws, cur);
   fast_sort(ws, 0, nh, cur);
   memset(ws->fzx, 0, FAST_NB * sizeof(*ws->fzx));
   fast_exact(ws, 0, bmax, mx, invt);
@@ -1550,7 +1560,11 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
     if (fast_decide(ws, &s, p, bmax, mf, invf, invt, z, rerr, &h, &zn,
                     &ncand) == 0)
       break;
-    exact_tail = row->n - nh <= row->n / 2;
+    /* The tail's keys (d <= dhead: from 16 |dhead| up) must follow the
+       head's: not after the deepest band, whose tail clamps into the
+       head's last bucket. */
+    k0 = (int)(-16.0f * fast_dhead[rung]);
+    exact_tail = row->n - nh <= row->n / 2 && k0 < FAST_NB;
     if (recount || (rung == start && !fp.nskip && bmax == FAST_NB - 1 &&
                     !exact_tail))
       return 2;
@@ -1576,15 +1590,9 @@ fast_select(struct qrs__sel_ws *ws, const struct qrs__view *row,
                        &bzd);
       for (i = 0; i < nt; i++)
         ws->fcnt[ws->fk[i]]++;
-      for (k = 0; k < FAST_NB; k++) {
-        ws->soff[k + 1] = ws->soff[k] + ws->fcnt[k];
-        cur[k] = ws->soff[k];
-      }
-      for (k = 0; k < FAST_NB && ws->soff[k + 1] <= nh; k++)
-        ;
+      fast_offsets(ws, cur);
       fast_sort(ws, 0, nt, cur);
-      if (k < FAST_NB)
-        fast_exact(ws, k, FAST_NB - 1, mx, invt);
+      fast_exact(ws, k0, FAST_NB - 1, mx, invt);
       fp.z = fp.err = 0.0;
     }
   }

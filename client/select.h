@@ -64,6 +64,9 @@ struct qrs__sel_out {
                                      before the surprise cut */
 };
 
+/* The fast path's history: mass fractions above d = -8, -10, .., -16. */
+#define QRS__NFRAC 5
+
 struct qrs__sel_ws {
   size_t cap;
   uint32_t *lpos;                 /* cap: search list */
@@ -105,7 +108,7 @@ struct qrs__sel_ws {
      above d = -8, -10, -12, -14, -16 (< 0: not known), from which the
      next selection's first head may start deeper (only the speed
      depends on it: rows of one request are alike). */
-  double ffrac[5];
+  double ffrac[QRS__NFRAC];
   /* The float moment pass's sub-block maxima of the row at mb_data
      (moments.h; the sampler sets mb_ready for one selection): min-p's
      collection then reads only the sub-blocks that reach its cut. */

@@ -156,7 +156,7 @@ select_fast(const struct qrs__view *v, const struct qrs__scan *sc,
   int k;
 
   if (fresh)
-    for (k = 0; k < 5; k++)
+    for (k = 0; k < QRS__NFRAC; k++)
       ws.ffrac[k] = -1.0;
   *rc = qrs__select(&ws, v, sc, p, out);
 }
@@ -488,6 +488,62 @@ Test(fastsel, a_deep_crossing_is_decided_after_the_tail_is_summed_again)
   fresh = 0;
 }
 
+/* The exact tail of a retry after the deepest band (-24): the head's
+   last bucket (key 383, d in (-24, -23.94]) and the tail (d <= -24,
+   whose keys clamp to 383 too) meet in one bucket.  Rows with many
+   values in that bucket and a tail below it, u placed 1e-9 .. 1e-7 from
+   CDF boundaries deep in the bands (the first decision fails on the
+   head's float buckets, the retry decides): every answer the oracle's. */
+Test(fastsel, an_exact_tail_after_the_deepest_band_keeps_the_last_bucket)
+{
+  static struct row r;
+  struct qrs__fast_stats s0, s1;
+  struct qrs__sel_params p;
+  struct qrs__sel_out o;
+  size_t n, i, j;
+  int it, k, q;
+  float t;
+
+  fresh = 1;
+  qrs__fast_stats_get(&s0);
+  for (it = 0; it < 12; it++) {
+    n = 8192;
+    r.n = n;
+    for (i = 0; i < n; i++) {
+      if (i < 3000)
+        r.f[i] = (float)(-16.5 - 6.5 * rnd());  /* the bands */
+      else if (i < 4500)
+        r.f[i] = -23.96f;                       /* bucket 383 */
+      else
+        r.f[i] = (float)(-30.0 - rnd());        /* the tail */
+    }
+    r.f[0] = 0.0f;
+    for (i = n - 1; i > 0; i--) {
+      j = (size_t)(rnd() * (double)(i + 1));
+      t = r.f[i];
+      r.f[i] = r.f[j];
+      r.f[j] = t;
+    }
+    make_row_dtype(&r, QRS_DTYPE_F32);
+    for (k = 0; k < 8; k++) {
+      p = params(1.0, 1.0, 1.0 - 1e-7 * (0.5 + 3.0 * rnd()), 0);
+      check(&r, &p, &o);
+      for (q = 0; q < 4; q++) {
+        p.u = o.cdf_hi + (q % 2 ? 1.0 : -1.0) * (q < 2 ? 1e-9 : 1e-8);
+        if (p.u > 0.0 && p.u < 1.0)
+          check(&r, &p, NULL);
+      }
+    }
+  }
+  qrs__fast_stats_get(&s1);
+  cr_log_info("last bucket: fast %llu, resolved %llu, exact tails %llu, "
+              "recounts %llu", s1.fast - s0.fast, s1.resolved - s0.resolved,
+              s1.exact_tails - s0.exact_tails, s1.recounts - s0.recounts);
+  cr_expect_eq(mismatches, 0);
+  cr_expect_gt(s1.fast - s0.fast, 0);
+  fresh = 0;
+}
+
 /* The next selection of a workspace starts its head at the rung its
    predecessor's row showed enough mass above: the same deep selection
    twice runs its band passes once, then none, with the oracle's answer
@@ -505,7 +561,7 @@ Test(fastsel, the_next_selection_starts_at_the_rung_it_needs)
   for (it = 0; it < 4; it++) {
     make_row(&r, 2, NMAX, it % 2 ? QRS_DTYPE_BF16 : QRS_DTYPE_F32);
     v = view(&r);
-    for (k = 0; k < 5; k++)
+    for (k = 0; k < QRS__NFRAC; k++)
       ws.ffrac[k] = -1.0;
     for (k = 0; k < 3; k++) {
       p = params(1.0, 1.0, k < 2 ? 0.993 : 0.3, 0);
