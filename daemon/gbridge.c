@@ -23,6 +23,16 @@ cq_main(void *arg)
       break;
     if (ev.type != GRPC_OP_COMPLETE)
       continue;
+    if (b->lk) {
+      /* Be the loop for this callback: no hand-off, no wake-up. */
+      struct gb_op *op = ev.tag;
+
+      looplock_enter(b->lk);
+      op->ok = ev.success;
+      op->cb(op, ev.success);
+      looplock_leave(b->lk);
+      continue;
+    }
     pthread_mutex_lock(&b->lock);
     if (b->n_ev == b->cap_ev) {
       size_t cap = b->cap_ev ? 2 * b->cap_ev : 64;
@@ -106,6 +116,7 @@ gbridge_init(struct gbridge *b, uv_loop_t *loop)
 
   memset(b, 0, sizeof(*b));
   b->loop = loop;
+  b->lk = looplock_for(loop);
   b->cq = grpc_completion_queue_create_for_next(NULL);
   if (!b->cq)
     return -ENOMEM;

@@ -1,11 +1,16 @@
 /* Driving gRPC C-core from a libuv loop (toolchain.md section 4).
 
    gRPC exposes no file descriptor to poll, so one thread per bridge blocks
-   in grpc_completion_queue_next() and hands every completion to the loop
-   through uv_async_send().  On the loop thread each completed operation's
-   callback runs with ok = the completion's success flag.  Every batch is
-   started from the loop thread, which keeps gRPC's rule that batches on
-   one call are serialised and keeps all state single-threaded.
+   in grpc_completion_queue_next().  When the loop is run by looplock_run()
+   (qrsd), that thread takes the loop's lock and runs each completed
+   operation's callback itself, as the loop (looplock.h): no hand-off to
+   the loop thread.  Otherwise (tools, tests that run the loop with
+   uv_run()) it hands every completion to the loop through uv_async_send()
+   and the callback runs on the loop thread.  Either way a callback runs
+   with ok = the completion's success flag, one at a time with every other
+   loop callback, and every batch is started by whoever is the loop, which
+   keeps gRPC's rule that batches on one call are serialised and keeps all
+   state single-threaded.
 
    An operation is a struct gb_op embedded in the caller's own structure;
    its address is the gRPC tag. */
@@ -16,6 +21,8 @@
 
 #include <grpc/grpc.h>
 #include <uv.h>
+
+#include "looplock.h"
 
 struct gb_op;
 typedef void (*gb_cb)(struct gb_op *op, int ok);
@@ -28,6 +35,7 @@ struct gb_op {
 
 struct gbridge {
   uv_loop_t *loop;
+  struct looplock *lk;          /* callbacks on the CQ thread, or NULL */
   grpc_completion_queue *cq;
   uv_async_t wake;
   pthread_t thread;
@@ -52,7 +60,7 @@ int gbridge_init(struct gbridge *b, uv_loop_t *loop);
    running until then. */
 void gbridge_close(struct gbridge *b, void (*on_closed)(struct gbridge *b));
 
-/* Start a batch whose completion runs op->cb on the loop thread.  Returns
+/* Start a batch whose completion runs op->cb as the loop.  Returns
    the grpc_call_error; on anything but GRPC_CALL_OK no completion will
    come. */
 grpc_call_error gbridge_batch(grpc_call *call, const grpc_op *ops,

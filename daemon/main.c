@@ -21,9 +21,11 @@
 
 #include "conf.h"
 #include "log.h"
+#include "looplock.h"
 #include "server.h"
 
 static struct server srv;
+static struct looplock lk;
 static uv_signal_t sig_term, sig_int, sig_hup;
 
 static void
@@ -349,6 +351,9 @@ main(int argc, char **argv)
 
   signal(SIGPIPE, SIG_IGN);
   loop = uv_default_loop();
+  r = looplock_init(&lk, loop);
+  if (r < 0)
+    fatal("cannot set up the event loop: %s", strerror(-r));
   r = server_init(&srv, loop, conf, err, sizeof(err));
   if (r < 0)
     fatal("%s", err);
@@ -379,11 +384,12 @@ main(int argc, char **argv)
   notify(status);
   warm_up(conf);
 
-  uv_run(loop, UV_RUN_DEFAULT);
+  looplock_run(&lk);
 
   server_done(&srv);
   conf_free(conf);
   r = uv_loop_close(loop);
+  looplock_done(&lk);
   if (r < 0)
     log_warn("event loop closed with handles open: %s", uv_strerror(r));
   log_info("stopped");
