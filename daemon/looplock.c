@@ -65,9 +65,10 @@ looplock_run(struct looplock *lk)
   /* The lock is held here (init took it) except inside poll(). */
   while (uv_run(lk->loop, UV_RUN_NOWAIT)) {
     t = uv_backend_timeout(lk->loop);
-    lk->wake_at = t < 0 ? UINT64_MAX : uv_now(lk->loop) + (uint64_t)t;
+    lk->wake_at = due_at(lk->loop);
     pthread_mutex_unlock(&lk->lock);
     pf[0].events = pf[1].events = POLLIN;
+    pf[0].revents = pf[1].revents = 0;
     if (poll(pf, 2, t) < 0 && errno != EINTR)
       log_warn("loop: poll: %s", strerror(errno));
     if (pf[1].revents & POLLIN)
