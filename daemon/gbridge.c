@@ -9,6 +9,14 @@
 
 #include "gbridge.h"
 
+/* A completed operation's callback, run as the loop. */
+static void
+op_run(struct gb_op *op, int ok)
+{
+  op->ok = ok;
+  op->cb(op, ok);
+}
+
 static void *
 cq_main(void *arg)
 {
@@ -25,11 +33,8 @@ cq_main(void *arg)
       continue;
     if (b->lk) {
       /* Be the loop for this callback: no hand-off, no wake-up. */
-      struct gb_op *op = ev.tag;
-
       looplock_enter(b->lk);
-      op->ok = ev.success;
-      op->cb(op, ev.success);
+      op_run(ev.tag, ev.success);
       looplock_leave(b->lk);
       continue;
     }
@@ -92,10 +97,8 @@ on_wake(uv_async_t *h)
   done = b->thread_done;
   pthread_mutex_unlock(&b->lock);
 
-  for (i = 0; i < n; i++) {
-    list[i].op->ok = list[i].ok;
-    list[i].op->cb(list[i].op, list[i].ok);
-  }
+  for (i = 0; i < n; i++)
+    op_run(list[i].op, list[i].ok);
   /* Keep the array for the next swap. */
   pthread_mutex_lock(&b->lock);
   tmp = b->spare;

@@ -43,13 +43,11 @@ looplock_for(uv_loop_t *loop)
   return registered && registered->loop == loop ? registered : NULL;
 }
 
-/* The loop time (ms) by which the loop must run again: -1 (nothing due)
-   is "never". */
+/* The loop time (ms) by which the loop must run again, from its
+   backend timeout t: -1 (nothing due) is "never". */
 static uint64_t
-due_at(uv_loop_t *loop)
+due_at(uv_loop_t *loop, int t)
 {
-  int t = uv_backend_timeout(loop);
-
   return t < 0 ? UINT64_MAX : uv_now(loop) + (uint64_t)t;
 }
 
@@ -65,7 +63,7 @@ looplock_run(struct looplock *lk)
   /* The lock is held here (init took it) except inside poll(). */
   while (uv_run(lk->loop, UV_RUN_NOWAIT)) {
     t = uv_backend_timeout(lk->loop);
-    lk->wake_at = due_at(lk->loop);
+    lk->wake_at = due_at(lk->loop, t);
     pthread_mutex_unlock(&lk->lock);
     pf[0].events = pf[1].events = POLLIN;
     pf[0].revents = pf[1].revents = 0;
@@ -93,7 +91,7 @@ looplock_leave(struct looplock *lk)
      to register, a handle to close, a timer due now) runs here, so that
      the loop thread need not wake for it. */
   uv_run(lk->loop, UV_RUN_NOWAIT);
-  due = due_at(lk->loop);
+  due = due_at(lk->loop, uv_backend_timeout(lk->loop));
   if (due < lk->wake_at) {
     lk->wake_at = due;
     if (write(lk->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
