@@ -27,7 +27,6 @@
 #include <qrs/client.h>
 
 #include "clientint.h"
-#include "frame.h"
 
 #define MAX_TICKETS 1024
 #define ERRMSG_MAX 256
@@ -92,6 +91,39 @@ struct qrs_client {
 
 /* The daemon's message for the error of the calling thread's last call,
    and the client it was made on (qrs_client_errmsg). */
+void
+qrs__amp_to_wire(const struct qrs_amp_params *ap, QrsIpc__Draw *m,
+                 struct qrs__amp_wire *w)
+{
+  if (!ap)
+    return;
+  if (ap->set & QRS_AMP_POPULATION_MEAN) {
+    qrs_ipc__double_value__init(&w->mean);
+    w->mean.value = ap->population_mean;
+    m->population_mean = &w->mean;
+  }
+  if (ap->set & QRS_AMP_POPULATION_STD) {
+    qrs_ipc__double_value__init(&w->std);
+    w->std.value = ap->population_std;
+    m->population_std = &w->std;
+  }
+  if (ap->set & QRS_AMP_EPSILON) {
+    qrs_ipc__double_value__init(&w->eps);
+    w->eps.value = ap->uniform_clamp_epsilon;
+    m->uniform_clamp_epsilon = &w->eps;
+  }
+  if (ap->set & QRS_AMP_ZSCORE_CALIBRATION) {
+    qrs_ipc__uint32_value__init(&w->zcal);
+    w->zcal.value = ap->zscore_calibration_samples;
+    m->zscore_calibration_samples = &w->zcal;
+  }
+  if (ap->set & QRS_AMP_ECDF_CALIBRATION) {
+    qrs_ipc__uint32_value__init(&w->ecal);
+    w->ecal.value = ap->ecdf_calibration_samples;
+    m->ecdf_calibration_samples = &w->ecal;
+  }
+}
+
 static __thread struct {
   const struct qrs_client *c;
   char msg[ERRMSG_MAX];

@@ -19,10 +19,10 @@
 
 #include <uv.h>
 
-#include "conf.h"
-#include "log.h"
-#include "looplock.h"
-#include "server.h"
+#include "conf/conf.h"
+#include "base/log.h"
+#include "base/looplock.h"
+#include "server/server.h"
 
 static struct server srv;
 static struct looplock lk;

@@ -3,7 +3,6 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-#include <qrs/client.h>
 #include <qrs/error.h>
 
 #include "frame.h"
@@ -167,37 +166,4 @@ qrs__error_from_wire(int code)
       code == -QRS_E_AMP_PARAMS - 1000 || code == -QRS_E_CALIBRATION - 1000)
     return -1000 - code;
   return QRS_E_INTERNAL;
-}
-
-void
-qrs__amp_to_wire(const struct qrs_amp_params *ap, QrsIpc__Draw *m,
-                 struct qrs__amp_wire *w)
-{
-  if (!ap)
-    return;
-  if (ap->set & QRS_AMP_POPULATION_MEAN) {
-    qrs_ipc__double_value__init(&w->mean);
-    w->mean.value = ap->population_mean;
-    m->population_mean = &w->mean;
-  }
-  if (ap->set & QRS_AMP_POPULATION_STD) {
-    qrs_ipc__double_value__init(&w->std);
-    w->std.value = ap->population_std;
-    m->population_std = &w->std;
-  }
-  if (ap->set & QRS_AMP_EPSILON) {
-    qrs_ipc__double_value__init(&w->eps);
-    w->eps.value = ap->uniform_clamp_epsilon;
-    m->uniform_clamp_epsilon = &w->eps;
-  }
-  if (ap->set & QRS_AMP_ZSCORE_CALIBRATION) {
-    qrs_ipc__uint32_value__init(&w->zcal);
-    w->zcal.value = ap->zscore_calibration_samples;
-    m->zscore_calibration_samples = &w->zcal;
-  }
-  if (ap->set & QRS_AMP_ECDF_CALIBRATION) {
-    qrs_ipc__uint32_value__init(&w->ecal);
-    w->ecal.value = ap->ecdf_calibration_samples;
-    m->ecdf_calibration_samples = &w->ecal;
-  }
 }

@@ -73,14 +73,4 @@ int qrs__frame_pack(uint16_t type, uint32_t seq, const ProtobufCMessage *m,
 QrsIpc__ErrorCode qrs__error_to_wire(int err);
 int qrs__error_from_wire(int code);
 
-/* A draw's amplifier parameters (qrs/client.h) into m's fields 20-24;
-   w is the caller's storage for the wrappers (lives as long as m). */
-struct qrs_amp_params;
-struct qrs__amp_wire {
-  QrsIpc__DoubleValue mean, std, eps;
-  QrsIpc__UInt32Value zcal, ecal;
-};
-void qrs__amp_to_wire(const struct qrs_amp_params *ap, QrsIpc__Draw *m,
-                      struct qrs__amp_wire *w);
-
 #endif

@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "devread.h"
-#include "noise.h"
+#include "local/devread.h"
+#include "local/harvest.h"
 
 static double
 median(double *v, int n)

@@ -30,8 +30,8 @@
 #include <grpc/support/time.h>
 #include <uv.h>
 
-#include "gbridge.h"
-#include "gserve.h"
+#include "grpc/gbridge.h"
+#include "grpc/gserve.h"
 #include "gwire.h"
 
 #define DEFAULT_MAX_BYTES (1u << 20)

@@ -36,9 +36,10 @@
 #include <qrs/error.h>
 
 #include "amp_exact.h"
-#include "ampreq.h"
+#include "clientint.h"
+#include "engine/ampreq.h"
 #include "frame.h"
-#include "source.h"
+#include "sources/source.h"
 #include "ustat.h"
 
 #define SIGMA_NULL 73.90027063      /* sqrt((256^2 - 1) / 12) */

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "devread.h"
-#include "health.h"
-#include "local.h"
+#include "local/devread.h"
+#include "stats/health.h"
+#include "sources/local.h"
 
 /* Re-test a failed device at most this often. */
 #define RETEST_EVERY_NS 1000000000LL

@@ -1,4 +1,4 @@
-/* The grpc source: an upstream QRNG over gRPC (daemon/upstream.c does the
+/* The grpc source: an upstream QRNG over gRPC (daemon/grpc/upstream.c does the
    work).  Fetches complete on the loop through the daemon's shared gRPC
    bridge; admission says no while the circuit breaker is open or a quota
    is used up, so the registry serves the request from the fallback,
@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gbridge.h"
-#include "log.h"
-#include "source.h"
-#include "upstream.h"
+#include "grpc/gbridge.h"
+#include "base/log.h"
+#include "sources/source.h"
+#include "grpc/upstream.h"
 
 struct gsrc {
   struct upstream *up;

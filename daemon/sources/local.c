@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "local.h"
+#include "sources/local.h"
 
 /* Throughput is quoted per draw of the configured default sample_count
    (struct source.draw_bytes); this only when it is not known (unit

@@ -15,8 +15,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "capacity.h"
-#include "source.h"
+#include "local/capacity.h"
+#include "sources/source.h"
 
 #define LOCAL_QUEUE_MAX 64
 #define LOCAL_MECH_MAX 16       /* mechanisms reported per source */

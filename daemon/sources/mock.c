@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "source.h"
+#include "sources/source.h"
 
 struct mock {
   pthread_mutex_t lock;

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "local.h"
-#include "noise.h"
+#include "sources/local.h"
+#include "local/harvest.h"
 
 struct noise_src {
   struct noise *nz;

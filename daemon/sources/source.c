@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "source.h"
+#include "sources/source.h"
 
 static const struct source_ops *
 ops_for(enum conf_source_type t)

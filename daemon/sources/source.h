@@ -1,8 +1,9 @@
 /* Entropy sources: one asynchronous interface behind which every kind of
    source sits (system, mock; device, timing, noise, grpc to come).  One
-   file per type in daemon/sources/.  The registry (daemon/registry.h) is
-   the only caller: it owns fallback, admission, health and statistics
-   around the sources, and nothing else in qrsd touches a source.
+   file per type in daemon/sources/.  The registry
+   (daemon/engine/registry.h) is the only caller: it owns fallback,
+   admission, health and statistics around the sources, and nothing else
+   in qrsd touches a source.
 
    THE FETCH
 
@@ -75,7 +76,7 @@
 
 #include <uv.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 #include "timestamp.h"
 
 struct source;

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "source.h"
+#include "sources/source.h"
 
 /* getrandom() of up to this many bytes takes well under 200 us. */
 #define SYSTEM_INLINE_MAX (64 * 1024)

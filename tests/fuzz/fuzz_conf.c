@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -21,10 +21,10 @@
 
 #include <uv.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 #include "frame.h"
-#include "log.h"
-#include "server.h"
+#include "base/log.h"
+#include "server/server.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

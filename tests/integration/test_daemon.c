@@ -876,7 +876,7 @@ Test(daemon, check_mode_validates_configs)
 
 /* No source type fails for real yet, so this checks the wiring only: the
    fallback is configured, reported, and the sources serve as themselves
-   (fallback selection is tested in tests/unit/test_registry.c). */
+   (fallback selection is tested in tests/unit/engine/test_registry.c). */
 Test(daemon, fallback_is_configured_and_reported, .fini = stop_and_clean)
 {
   struct qrs_draw_request rq;

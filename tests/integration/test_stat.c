@@ -6,7 +6,7 @@
 
    (ecdf is calibrated on the source it serves, so a daemon-calibrated
    ecdf has absorbed a constant bias by design; its shift detection, with
-   the calibration taken from the null, is in tests/unit/test_statistics.c.) */
+   the calibration taken from the null, is in tests/unit/core/test_statistics.c.) */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

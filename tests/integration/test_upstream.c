@@ -1,4 +1,4 @@
-/* qrsd's gRPC client core (daemon/upstream.c) against a real
+/* qrsd's gRPC client core (daemon/grpc/upstream.c) against a real
    qrs-entropy-server over real sockets: the three modes over unix and
    loopback TCP, echo, draws, splitting, api key, TLS, every fault flag,
    and the circuit breaker across a server restart. */
@@ -18,10 +18,10 @@
 #include <grpc/grpc.h>
 #include <uv.h>
 
-#include "gbridge.h"
-#include "log.h"
+#include "grpc/gbridge.h"
+#include "base/log.h"
 #include "upserver.h"
-#include "upstream.h"
+#include "grpc/upstream.h"
 
 struct ctx {
   uv_loop_t loop;

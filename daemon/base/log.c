@@ -1,0 +1,328 @@
+/* qrsd logging that never blocks the loop (issue 11 item 2).
+
+   log_msg() formats the line and puts it in a bounded queue; a writer
+   thread takes it from there to the journal (sd_journal_send, when
+   systemd gave us a journal stream and journald listens) or to stderr.  A
+   sink that stalls (a pipe nobody drains) stalls only the writer: once
+   the queue is full, lines are dropped and counted, and the writer says
+   how many when it can write again.  Repeated events of one kind are
+   limited before they get here (log_limited). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "qrs-config.h"
+
+#if HAVE_SYSTEMD
+#include <systemd/sd-journal.h>
+#endif
+
+#include "base/log.h"
+
+#define QUEUE_LINES 512
+#define LINE_MAX_LEN 1024
+
+struct line {
+  enum log_level level;
+  struct timespec when;
+  char text[LINE_MAX_LEN];
+};
+
+static enum log_level max_level = LOG_LEVEL_INFO;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t drained = PTHREAD_COND_INITIALIZER;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static struct line *queue;        /* QUEUE_LINES, a ring */
+static unsigned head, count;
+static uint64_t dropped;
+static int started;               /* the writer thread runs */
+static int stop;
+static int exited;                /* the writer thread returned */
+static pthread_t writer;
+static int journal;               /* 1: journald, 0: stderr */
+
+void
+log_set_level(enum log_level level)
+{
+  max_level = level;
+}
+
+int
+log_debug_enabled(void)
+{
+  return max_level >= LOG_LEVEL_DEBUG;
+}
+
+/* Is stderr the journal stream systemd gave us, and journald there? */
+static int
+use_journal(void)
+{
+#if HAVE_SYSTEMD
+  unsigned long long dev, ino;
+  const char *e;
+  struct stat st;
+
+  e = getenv("JOURNAL_STREAM");
+  if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2)
+    return 0;
+  if (fstat(STDERR_FILENO, &st) < 0)
+    return 0;
+  if (st.st_dev != (dev_t)dev || st.st_ino != (ino_t)ino)
+    return 0;
+  /* sd_journal_send() returns 0 when nobody listens (toolchain.md 7). */
+  return access("/run/systemd/journal/socket", W_OK) == 0;
+#else
+  return 0;
+#endif
+}
+
+static const char *
+level_name(enum log_level level)
+{
+  switch (level) {
+  case LOG_LEVEL_ERR:
+    return "error";
+  case LOG_LEVEL_WARN:
+    return "warning";
+  case LOG_LEVEL_INFO:
+    return "info";
+  default:
+    return "debug";
+  }
+}
+
+/* Write one line to the sink; blocking is fine here (writer thread or a
+   dying process). */
+static void
+emit(const struct line *l)
+{
+  char stamp[32], buf[LINE_MAX_LEN + 96];
+  struct tm tm;
+  size_t off;
+  ssize_t w;
+  int n;
+
+#if HAVE_SYSTEMD
+  if (journal) {
+    sd_journal_send("MESSAGE=%s", l->text, "PRIORITY=%d", (int)l->level,
+                    "SYSLOG_IDENTIFIER=qrsd", NULL);
+    return;
+  }
+#endif
+  gmtime_r(&l->when.tv_sec, &tm);
+  strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+  n = snprintf(buf, sizeof(buf), "%s.%03ldZ qrsd[%d]: %s: %s\n", stamp,
+               l->when.tv_nsec / 1000000, (int)getpid(),
+               level_name(l->level), l->text);
+  if (n < 0)
+    return;
+  if ((size_t)n >= sizeof(buf))
+    n = (int)sizeof(buf) - 1;
+  for (off = 0; off < (size_t)n; off += (size_t)w) {
+    w = write(STDERR_FILENO, buf + off, (size_t)n - off);
+    if (w < 0 && errno == EINTR)
+      w = 0;
+    else if (w <= 0)
+      return;
+  }
+}
+
+static void *
+writer_main(void *arg)
+{
+  struct line l;
+  uint64_t lost;
+
+  (void)arg;
+  pthread_mutex_lock(&lock);
+  for (;;) {
+    while (!count && !dropped && !stop)
+      pthread_cond_wait(&wake, &lock);
+    if (!count && !dropped && stop)
+      break;
+    lost = dropped;
+    dropped = 0;
+    if (count) {
+      l = queue[head];
+      head = (head + 1) % QUEUE_LINES;
+      count--;
+    } else {
+      l.text[0] = '\0';
+    }
+    pthread_mutex_unlock(&lock);
+    if (lost) {
+      struct line m;
+
+      m.level = LOG_LEVEL_WARN;
+      clock_gettime(CLOCK_REALTIME, &m.when);
+      snprintf(m.text, sizeof(m.text), "%llu log messages dropped: the "
+               "log sink was too slow", (unsigned long long)lost);
+      emit(&m);
+    }
+    if (l.text[0])
+      emit(&l);
+    pthread_mutex_lock(&lock);
+  }
+  exited = 1;
+  pthread_cond_broadcast(&drained);
+  pthread_mutex_unlock(&lock);
+  return NULL;
+}
+
+static void
+log_atexit(void)
+{
+  log_flush();
+}
+
+static void
+start(void)
+{
+  sigset_t all, old;
+
+  journal = use_journal();
+  queue = calloc(QUEUE_LINES, sizeof(*queue));
+  if (!queue)
+    return;
+  /* The writer takes no signals: they belong to the loop. */
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  started = pthread_create(&writer, NULL, writer_main, NULL) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (started)
+    atexit(log_atexit);
+}
+
+void
+log_flush(void)
+{
+  struct timespec until;
+  int done;
+
+  pthread_mutex_lock(&lock);
+  if (!started || stop) {
+    pthread_mutex_unlock(&lock);
+    return;
+  }
+  stop = 1;
+  pthread_cond_signal(&wake);
+  /* Give a stalled sink 2 s, then leave the writer to its fate: exiting
+     must not hang on a pipe nobody reads. */
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 2;
+  while (!exited &&
+         pthread_cond_timedwait(&drained, &lock, &until) != ETIMEDOUT)
+    ;
+  done = exited;
+  pthread_mutex_unlock(&lock);
+  if (done) {
+    pthread_join(writer, NULL);
+    free(queue);
+    queue = NULL;
+  }
+}
+
+static void
+log_vmsg(enum log_level level, const char *fmt, va_list ap)
+{
+  struct line *l, now;
+  int n;
+
+  pthread_once(&once, start);
+  clock_gettime(CLOCK_REALTIME, &now.when);
+  now.level = level;
+  vsnprintf(now.text, sizeof(now.text), fmt, ap);
+  /* A peer's text may end up in a message: keep it on one line. */
+  for (n = 0; now.text[n]; n++)
+    if (now.text[n] == '\n' || now.text[n] == '\r')
+      now.text[n] = ' ';
+
+  pthread_mutex_lock(&lock);
+  if (!started || stop) {
+    /* No writer (out of memory, or after log_flush): write ourselves. */
+    pthread_mutex_unlock(&lock);
+    emit(&now);
+    return;
+  }
+  if (count == QUEUE_LINES) {
+    dropped++;
+  } else {
+    l = &queue[(head + count) % QUEUE_LINES];
+    *l = now;
+    count++;
+  }
+  pthread_cond_signal(&wake);
+  pthread_mutex_unlock(&lock);
+}
+
+void
+log_msg(enum log_level level, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (level > max_level)
+    return;
+  va_start(ap, fmt);
+  log_vmsg(level, fmt, ap);
+  va_end(ap);
+}
+
+void
+log_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt,
+            ...)
+{
+  struct timespec t;
+  char line[900];
+  uint64_t skipped;
+  unsigned interval_ms, burst;
+  int64_t now;
+  va_list ap;
+
+  if (level > max_level)
+    return;
+  interval_ms = rl->interval_ms ? rl->interval_ms : 10000;
+  burst = rl->burst ? rl->burst : 5;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  now = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+  if (rl->window_start_ns == 0 ||
+      now - rl->window_start_ns >= (int64_t)interval_ms * 1000000) {
+    rl->window_start_ns = now;
+    rl->in_window = 0;
+  }
+  if (rl->in_window >= burst) {
+    rl->suppressed++;
+    return;
+  }
+  rl->in_window++;
+  skipped = rl->suppressed;
+  rl->suppressed = 0;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (skipped)
+    log_msg(level, "%s (%llu similar messages suppressed)", line,
+            (unsigned long long)skipped);
+  else
+    log_msg(level, "%s", line);
+}
+
+void
+fatal(const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  log_vmsg(LOG_LEVEL_ERR, fmt, ap);
+  va_end(ap);
+  exit(1);                      /* atexit: the queue is written out */
+}

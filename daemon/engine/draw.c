@@ -1,0 +1,811 @@
+/* The draw engine: fresh bytes for each DRAW / BYTES request, fetched
+   from the registry after the request arrived, amplified into u (DRAW) or
+   returned raw (BYTES). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <qrs/error.h>
+
+#include "amp_exact.h"
+#include "engine/ampreq.h"
+#include "amplify.h"
+#include "engine/draw.h"
+#include "base/log.h"
+#include "stats/monitor.h"
+#include "nonce.h"
+#include "sources/source.h"
+
+struct prep;
+
+/* Per source (as the registry lists them): its calibrations, keyed by the
+   source a request asks for, and the live statistics of the u it served,
+   keyed by the source that served the bytes. */
+struct srcamp {
+  char *name;
+  struct amp_state st;
+  struct monitor mon;
+  struct prep *inflight;        /* preparations in progress */
+};
+
+struct draw_engine {
+  const struct qrsd_conf *conf;
+  struct registry *reg;
+  uv_loop_t *loop;
+  uint32_t max_bytes_per_request;
+  struct log_ratelimit fail_rl;
+  struct srcamp *amp;
+  size_t n_amp;
+};
+
+enum job_kind {
+  JOB_DRAW,
+  JOB_BYTES,
+};
+
+/* One request, from registry_fetch() to its reply. */
+struct req {
+  struct draw_engine *e;
+  enum job_kind kind;
+  char source[64];              /* as asked ("": the default) */
+  struct amp_req amp;           /* DRAW: the amplifier and its parameters */
+  struct amp_exact_table *table;  /* exact: its table (a reference) */
+  struct req *next;             /* waiting for a preparation */
+  int forced_fallback;          /* a server draw fell back to local bytes */
+  struct source_draw sd;        /* amplifier "server" */
+  uint64_t nonce;
+  struct ts received;
+  const char *who;
+  struct reg_owner *owner;
+  draw_reply_fn reply;
+  void *ctx;
+};
+
+int
+draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
+                uv_loop_t *loop, struct draw_engine **ret_engine)
+{
+  struct monitor_conf mc;
+  struct draw_engine *e;
+  struct reg_info ri;
+  size_t i;
+
+  e = calloc(1, sizeof(*e));
+  if (!e)
+    return -ENOMEM;
+  e->conf = conf;
+  e->reg = reg;
+  e->loop = loop;
+  e->n_amp = registry_count(reg);
+  e->amp = calloc(e->n_amp ? e->n_amp : 1, sizeof(*e->amp));
+  if (!e->amp) {
+    free(e);
+    return -ENOMEM;
+  }
+  mc.window = conf->monitor_window;
+  mc.ks_alarm_p = conf->monitor_ks_alarm_p;
+  mc.cusum_k = conf->monitor_cusum_k;
+  mc.cusum_h = conf->monitor_cusum_h;
+  for (i = 0; i < e->n_amp; i++) {
+    registry_info(reg, i, &ri);
+    e->amp[i].name = strdup(ri.name);
+    amp_state_init(&e->amp[i].st);
+    if (!e->amp[i].name || monitor_init(&e->amp[i].mon, &mc) < 0) {
+      e->n_amp = i + 1;
+      draw_engine_free(e);
+      return -ENOMEM;
+    }
+  }
+  amp_exact_cache_limit(conf->exact_cache_bytes);
+  /* A BYTES reply is the data plus a few short strings. */
+  e->max_bytes_per_request = conf->max_frame_bytes - 512;
+  if (e->max_bytes_per_request > conf->max_sample_count)
+    e->max_bytes_per_request = conf->max_sample_count;
+  *ret_engine = e;
+  return 0;
+}
+
+void
+draw_engine_free(struct draw_engine *e)
+{
+  size_t i;
+
+  if (!e)
+    return;
+  for (i = 0; i < e->n_amp; i++) {
+    free(e->amp[i].name);
+    amp_state_free(&e->amp[i].st);
+    monitor_free(&e->amp[i].mon);
+  }
+  free(e->amp);
+  free(e);
+}
+
+static struct srcamp *
+srcamp_of(struct draw_engine *e, const char *name)
+{
+  size_t i;
+
+  if (!name || !*name)
+    name = registry_default(e->reg);
+  for (i = 0; i < e->n_amp; i++)
+    if (!strcmp(e->amp[i].name, name))
+      return &e->amp[i];
+  return NULL;
+}
+
+const struct monitor *
+draw_monitor(struct draw_engine *e, const char *source)
+{
+  struct srcamp *sa;
+
+  sa = srcamp_of(e, source);
+  return sa ? &sa->mon : NULL;
+}
+
+int
+draw_alarms(const struct draw_engine *e, const char **ret_source,
+            const char **ret_reason)
+{
+  size_t i;
+  int n;
+
+  n = 0;
+  for (i = 0; i < e->n_amp; i++) {
+    if (!e->amp[i].mon.alarm)
+      continue;
+    if (!n++) {
+      *ret_source = e->amp[i].name;
+      *ret_reason = e->amp[i].mon.reason;
+    }
+  }
+  return n;
+}
+
+/* The request is over: drop what it holds. */
+static void
+req_free(struct req *rq)
+{
+  amp_exact_release(rq->table);
+  free(rq);
+}
+
+uint32_t
+draw_max_bytes(const struct draw_engine *e)
+{
+  return e->max_bytes_per_request;
+}
+
+void
+draw_vreply_error(draw_reply_fn reply, void *ctx, int err, const char *fmt,
+                  va_list ap)
+{
+  QrsIpc__Error m = QRS_IPC__ERROR__INIT;
+  char msg[512];
+
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  m.code = qrs__error_to_wire(err);
+  m.message = msg;
+  reply(ctx, QRS_MSG_ERROR, &m.base);
+}
+
+void
+draw_reply_error(draw_reply_fn reply, void *ctx, int err, const char *fmt,
+                 ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  draw_vreply_error(reply, ctx, err, fmt, ap);
+  va_end(ap);
+}
+
+static void
+ts_to_wire(const struct ts *t, QrsIpc__Timestamp *w)
+{
+  qrs_ipc__timestamp__init(w);
+  w->realtime_ns = t->realtime_ns;
+  w->monotonic_ns = t->monotonic_ns;
+}
+
+/* received / generated / sent (now) into r, through w[3]. */
+static void
+stamp_reply(QrsIpc__DrawReply *r, const struct ts *received,
+            const struct ts *generated, QrsIpc__Timestamp w[3])
+{
+  struct ts now;
+
+  ts_to_wire(received, &w[0]);
+  ts_to_wire(generated, &w[1]);
+  r->received = &w[0];
+  r->generated = &w[1];
+  ts_now(&now);
+  ts_to_wire(&now, &w[2]);
+  r->sent = &w[2];
+}
+
+static void
+reply_draw(struct req *rq, const struct reg_result *res)
+{
+  QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
+  QrsIpc__Timestamp w[3];
+  struct srcamp *asked, *served;
+  struct amp_params p;
+  struct amp_result a;
+  int err;
+
+  /* calibrations belong to the source asked for, the statistics to the
+     one that served */
+  asked = srcamp_of(rq->e, rq->source);
+  err = amp_state_run(&asked->st, &rq->amp, rq->table, res->data, &a, &p);
+  if (err < 0) {
+    /* only if the calibration was dropped from its bounded cache between
+       the preparation and the read */
+    log_warn("%s: %s draw could not be amplified: %s", rq->who,
+             amp_name(rq->amp.type), qrs_strerror(err));
+    draw_reply_error(rq->reply, rq->ctx, err, "the %s calibration was "
+                     "replaced while the draw was read; try again",
+                     amp_name(rq->amp.type));
+    return;
+  }
+  served = srcamp_of(rq->e, res->served_by);
+  if (served && monitor_add(&served->mon, a.u, a.z))
+    log_warn("source '%s': statistics alarm: %s", served->name,
+             served->mon.reason);
+
+  r.u = a.u;
+  r.z = a.z;
+  r.sample_mean = a.sample_mean;
+  r.sample_count = rq->amp.sample_count;
+  r.source = (char *)res->source;
+  r.served_by = (char *)res->served_by;
+  r.fallback = res->fallback || rq->forced_fallback;
+  r.served_type = (char *)res->served_type;
+  r.production = res->production;
+  r.amplifier = (char *)amp_name(rq->amp.type);
+  r.nonce = rq->nonce;
+  r.echo = (QrsIpc__Echo)res->echo;
+  r.byte_sum = a.byte_sum;
+  r.population_mean = p.population_mean;
+  r.population_std = p.population_std;
+  r.extra_bytes = (uint32_t)(res->n - rq->amp.sample_count);
+  stamp_reply(&r, &rq->received, &res->generated, w);
+  rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
+}
+
+static void
+reply_bytes(struct req *rq, const struct reg_result *res)
+{
+  QrsIpc__BytesReply r = QRS_IPC__BYTES_REPLY__INIT;
+
+  r.data.data = (uint8_t *)res->data;
+  r.data.len = res->n;
+  r.source = (char *)res->source;
+  r.served_by = (char *)res->served_by;
+  r.fallback = res->fallback;
+  r.served_type = (char *)res->served_type;
+  r.production = res->production;
+  rq->reply(rq->ctx, QRS_MSG_BYTES_REPLY, &r.base);
+}
+
+/* The registry's answer for rq. */
+static void
+on_fetched(void *ctx, const struct reg_result *res)
+{
+  struct req *rq;
+
+  rq = ctx;
+  if (res->status == 0) {
+    if (rq->kind == JOB_DRAW)
+      reply_draw(rq, res);
+    else
+      reply_bytes(rq, res);
+  } else if (res->status == -ETIMEDOUT) {
+    log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: %zu bytes from "
+                "source '%s' timed out: %s", rq->who, res->n, res->source,
+                res->why);
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_TIMEOUT, "source '%s' did "
+                     "not deliver %zu bytes within %u ms: %.300s",
+                     res->source, res->n, rq->e->conf->request_timeout_ms,
+                     res->why);
+  } else {
+    log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: %zu bytes from "
+                "source '%s' failed: %s", rq->who, res->n, res->source,
+                res->why);
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_ENTROPY, "source '%s' could "
+                     "not deliver %zu bytes: %.300s", res->source, res->n,
+                     res->why);
+  }
+  req_free(rq);
+}
+
+/* Ask the registry for n bytes for rq (which it then owns), by
+   deadline. */
+static void
+fetch(struct req *rq, const char *source, size_t n, int64_t deadline)
+{
+  struct draw_engine *e;
+  draw_reply_fn reply;
+  const char *who;
+  void *ctx;
+  int r;
+
+  e = rq->e;
+  who = rq->who;
+  reply = rq->reply;
+  ctx = rq->ctx;
+  r = registry_fetch_for(rq->e->reg, rq->owner, source, n, rq->nonce,
+                         deadline, on_fetched, rq);
+  if (r == 0)
+    return;
+  req_free(rq);
+  if (r == -EBUSY) {
+    log_limited(&e->fail_rl, LOG_LEVEL_INFO, "%s: too many bytes of "
+                "reads in progress; answering BUSY", who);
+    draw_reply_error(reply, ctx, QRS_E_BUSY, "qrsd is busy: too many large "
+                     "reads in progress");
+  } else if (r == -ENOENT) {
+    draw_reply_error(reply, ctx, QRS_E_UNKNOWN_SOURCE, "no source named "
+                     "'%.64s' is configured", source);
+  } else {
+    draw_reply_error(reply, ctx, QRS_E_INTERNAL, "cannot start the read: %s",
+                     qrs_strerror(r));
+  }
+}
+
+/* A new request, or NULL after answering UNKNOWN_SOURCE / out of memory. */
+static struct req *
+req_new(struct draw_engine *e, enum job_kind kind, const char *source,
+        const struct ts *received, const char *who, struct reg_owner *owner,
+        draw_reply_fn reply, void *ctx)
+{
+  struct req *rq;
+
+  if (!registry_has(e->reg, source)) {
+    log_info("%s: unknown source '%.64s'", who, source);
+    draw_reply_error(reply, ctx, QRS_E_UNKNOWN_SOURCE,
+                     "no source named '%.64s' is configured", source);
+    return NULL;
+  }
+  rq = calloc(1, sizeof(*rq));
+  if (!rq) {
+    log_err("%s: out of memory for a request", who);
+    draw_reply_error(reply, ctx, -ENOMEM, "out of memory");
+    return NULL;
+  }
+  rq->e = e;
+  rq->kind = kind;
+  snprintf(rq->source, sizeof(rq->source), "%s", source ? source : "");
+  rq->received = *received;
+  rq->who = who;
+  rq->owner = owner;
+  rq->reply = reply;
+  rq->ctx = ctx;
+  return rq;
+}
+
+/* ---- preparations: a calibration or the exact table ----------------
+
+   A draw whose calibration is not cached, or whose exact table is not
+   built, first waits for a preparation: the calibration blocks are fetched
+   through the registry in chunks of at most PREP_CHUNK bytes (their byte
+   means summed as they arrive), then the calibration (the ecdf sort
+   included) is computed and the exact table built on a worker thread, and
+   stored on the loop thread.  Draws that need the same preparation wait
+   for the one in progress; all are then served (or refused with its
+   error) in the order they came. */
+
+#define PREP_CHUNK (1u << 20)
+
+struct prep {
+  struct draw_engine *e;
+  struct srcamp *sa;
+  struct amp_req amp;
+  char source[64];
+  uint32_t blocks, done, per;
+  double *means;
+  int want_table;
+  struct amp_calibration cal;
+  struct amp_exact_table *table;
+  int err;
+  char msg[256];
+  uv_work_t work;
+  struct req *waiters, **tail;
+  struct prep *next;
+};
+
+static int
+deadline_from_now(const struct draw_engine *e, int64_t *ret)
+{
+  struct ts now;
+
+  ts_now(&now);
+  *ret = now.monotonic_ns + (int64_t)e->conf->request_timeout_ms * 1000000;
+  return 0;
+}
+
+static int
+same_prep(const struct prep *p, const struct amp_req *a, uint32_t blocks,
+          int want_table)
+{
+  int za, zb;
+
+  if (p->amp.sample_count != a->sample_count || p->blocks != blocks ||
+      p->want_table != want_table)
+    return 0;
+  za = p->amp.type == AMP_ZSCORE_MEAN || p->amp.type == AMP_ZSCORE_THOUGHT;
+  zb = a->type == AMP_ZSCORE_MEAN || a->type == AMP_ZSCORE_THOUGHT;
+  return za == zb && (za || p->amp.type == a->type);
+}
+
+static void prep_next_chunk(struct prep *p);
+static void start_draw(struct req *rq);
+
+static void
+prep_work(uv_work_t *w)
+{
+  struct prep *p;
+  int r;
+
+  p = w->data;
+  if (!p->err && p->blocks)
+    p->err = amp_calibration_compute(&p->amp, p->means, p->blocks, &p->cal,
+                                      p->msg, sizeof(p->msg));
+  if (!p->err && p->want_table) {
+    r = amp_exact_get(p->amp.sample_count, &p->table);
+    if (r < 0) {
+      p->err = r;
+      snprintf(p->msg, sizeof(p->msg), "cannot build the exact "
+               "amplifier's table for sample_count %u: %s",
+               p->amp.sample_count, qrs_strerror(r));
+    }
+  }
+}
+
+static void
+prep_after(uv_work_t *w, int status)
+{
+  struct prep *p, **pp;
+  struct req *rq, *next;
+
+  p = w->data;
+  for (pp = &p->sa->inflight; *pp; pp = &(*pp)->next)
+    if (*pp == p) {
+      *pp = p->next;
+      break;
+    }
+  if (status < 0 && !p->err) {
+    p->err = QRS_E_INTERNAL;
+    snprintf(p->msg, sizeof(p->msg), "the preparation was cancelled");
+  }
+  if (!p->err && p->blocks) {
+    amp_calibration_store(&p->sa->st, &p->amp, &p->cal);
+    log_info("source '%s': %s calibrated from %u blocks of %u bytes",
+             p->sa->name, amp_name(p->amp.type), p->blocks,
+             p->amp.sample_count);
+  } else if (p->err) {
+    log_warn("source '%s': %s preparation failed: %s", p->sa->name,
+             amp_name(p->amp.type), p->msg);
+  }
+  amp_calibration_free(&p->cal);
+  for (rq = p->waiters; rq; rq = next) {
+    next = rq->next;
+    rq->next = NULL;
+    if (p->err) {
+      draw_reply_error(rq->reply, rq->ctx, p->err, "%s", p->msg);
+      req_free(rq);
+      continue;
+    }
+    if (p->table && !rq->table) {
+      rq->table = p->table;             /* the first one takes the ref */
+      p->table = NULL;
+    }
+    start_draw(rq);
+  }
+  amp_exact_release(p->table);
+  free(p->means);
+  free(p);
+}
+
+/* Every block is in (or the fetch failed): compute on a worker. */
+static void
+prep_compute(struct prep *p)
+{
+  int r;
+
+  p->work.data = p;
+  r = uv_queue_work(p->e->loop, &p->work, prep_work, prep_after);
+  if (r < 0) {
+    p->err = QRS_E_INTERNAL;
+    snprintf(p->msg, sizeof(p->msg), "cannot queue the preparation: %s",
+             uv_strerror(r));
+    prep_after(&p->work, 0);
+  }
+}
+
+static void
+on_chunk(void *ctx, const struct reg_result *res)
+{
+  struct prep *p;
+  uint32_t i, k;
+  size_t n;
+
+  p = ctx;
+  n = p->amp.sample_count;
+  if (res->status < 0) {
+    p->err = res->status == -ETIMEDOUT ? QRS_E_TIMEOUT : QRS_E_ENTROPY;
+    snprintf(p->msg, sizeof(p->msg), "the %s calibration could not read "
+             "source '%s': %.160s", amp_name(p->amp.type), res->source,
+             res->why);
+    prep_compute(p);
+    return;
+  }
+  k = (uint32_t)(res->n / n);
+  for (i = 0; i < k; i++)
+    p->means[p->done + i] = (double)amp_byte_sum(res->data + (size_t)i * n,
+                                                 n) / (double)n;
+  p->done += k;
+  if (p->done < p->blocks)
+    prep_next_chunk(p);
+  else
+    prep_compute(p);
+}
+
+static void
+prep_next_chunk(struct prep *p)
+{
+  int64_t deadline;
+  uint32_t k;
+  int r;
+
+  k = p->blocks - p->done < p->per ? p->blocks - p->done : p->per;
+  deadline_from_now(p->e, &deadline);
+  r = registry_fetch(p->e->reg, p->source, (size_t)k * p->amp.sample_count,
+                     0, deadline, on_chunk, p);
+  if (r < 0) {
+    p->err = r == -EBUSY ? QRS_E_BUSY : QRS_E_INTERNAL;
+    snprintf(p->msg, sizeof(p->msg), "the %s calibration could not start "
+             "a read: %s", amp_name(p->amp.type), r == -EBUSY ?
+             "too many large reads in progress" : qrs_strerror(r));
+    prep_compute(p);
+  }
+}
+
+/* Queue rq behind the preparation it needs. */
+static void
+prep_join(struct req *rq, struct srcamp *sa, uint32_t blocks, int want_table)
+{
+  struct draw_engine *e;
+  struct prep *p;
+
+  e = rq->e;
+  for (p = sa->inflight; p; p = p->next)
+    if (same_prep(p, &rq->amp, blocks, want_table))
+      break;
+  if (!p) {
+    p = calloc(1, sizeof(*p));
+    if (p && blocks)
+      p->means = malloc((size_t)blocks * sizeof(double));
+    if (!p || (blocks && !p->means)) {
+      free(p);
+      log_err("%s: out of memory for a calibration", rq->who);
+      draw_reply_error(rq->reply, rq->ctx, -ENOMEM, "out of memory");
+      req_free(rq);
+      return;
+    }
+    p->e = e;
+    p->sa = sa;
+    p->amp = rq->amp;
+    snprintf(p->source, sizeof(p->source), "%s", rq->source);
+    p->blocks = blocks;
+    p->per = rq->amp.sample_count >= PREP_CHUNK ? 1 :
+             (uint32_t)(PREP_CHUNK / rq->amp.sample_count);
+    p->want_table = want_table;
+    p->tail = &p->waiters;
+    p->next = sa->inflight;
+    sa->inflight = p;
+    *p->tail = rq;                      /* before anything can complete */
+    p->tail = &rq->next;
+    if (blocks) {
+      log_info("%s: calibrating %s on source '%s' (%u blocks of %u bytes)",
+               rq->who, amp_name(rq->amp.type), sa->name, blocks,
+               rq->amp.sample_count);
+      prep_next_chunk(p);
+    } else {
+      prep_compute(p);
+    }
+    return;
+  }
+  *p->tail = rq;
+  p->tail = &rq->next;
+}
+
+/* Prepare (if needed) and fetch the draw's bytes. */
+static void
+start_draw(struct req *rq)
+{
+  struct srcamp *sa;
+  int64_t deadline;
+  uint32_t blocks;
+  int want_table;
+
+  sa = srcamp_of(rq->e, rq->source);
+  blocks = amp_state_missing(&sa->st, &rq->amp);
+  want_table = rq->amp.type == AMP_EXACT && !rq->table &&
+               amp_exact_try_get(rq->amp.sample_count, &rq->table) < 0;
+  if (blocks || want_table) {
+    prep_join(rq, sa, blocks, want_table);
+    return;
+  }
+  /* the request's own deadline, or a fresh one after a preparation */
+  deadline = rq->received.monotonic_ns +
+             (int64_t)rq->e->conf->request_timeout_ms * 1000000;
+  if (rq->table || rq->amp.zcal || rq->amp.type == AMP_ECDF) {
+    int64_t fresh;
+
+    deadline_from_now(rq->e, &fresh);
+    if (fresh > deadline)
+      deadline = fresh;
+  }
+  fetch(rq, rq->source, ampreq_read_bytes(&rq->amp), deadline);
+}
+
+/* A server draw's answer: the upstream's u and metadata, or on failure
+   sample_count bytes amplified here with zscore_mean, labelled as a
+   fallback (reference spec 8.5 / 6.8). */
+static void
+on_server_draw(struct source_draw *d)
+{
+  struct req *rq = (struct req *)((char *)d - offsetof(struct req, sd));
+  QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
+  QrsIpc__DrawMeta meta = QRS_IPC__DRAW_META__INIT;
+  QrsIpc__Timestamp w[3];
+  const char *type;
+  int production;
+
+  if (d->status < 0) {
+    log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: server draw from "
+                "source '%s' failed (%s); amplifying %u bytes locally",
+                rq->who, rq->source, d->why, rq->amp.sample_count);
+    rq->amp.type = AMP_ZSCORE_MEAN;
+    rq->forced_fallback = 1;
+    start_draw(rq);
+    return;
+  }
+  if (registry_type(rq->e->reg, rq->source, &type, &production) == 0) {
+    r.served_type = (char *)type;
+    r.production = production;
+  }
+  r.u = d->u;
+  r.z = d->z;
+  r.sample_mean = 0;
+  r.sample_count = d->integrated_bytes;
+  r.source = rq->source;
+  r.served_by = rq->source;
+  r.fallback = 0;
+  r.amplifier = (char *)amp_name(AMP_SERVER);
+  r.nonce = rq->nonce;
+  r.echo = (QrsIpc__Echo)d->echo;
+  meta.z = d->z;
+  meta.coherence_z = d->coherence_z;
+  meta.coherence_valid = d->coherence_valid;
+  meta.coherence_r = d->coherence_r;
+  meta.purity_label = d->purity_label;
+  meta.integrated_bytes = d->integrated_bytes;
+  meta.integrator = d->integrator;
+  meta.source_id = d->served_source_id;
+  meta.generation_timestamp_ns = d->generation_timestamp_ns;
+  r.meta = &meta;
+  stamp_reply(&r, &rq->received, &d->generated, w);
+  rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
+  req_free(rq);
+}
+
+static void
+server_draw(struct req *rq, const QrsIpc__Draw *m)
+{
+  int r;
+
+  if (!rq->source[0])
+    snprintf(rq->source, sizeof(rq->source), "%s",
+             registry_default(rq->e->reg));
+  snprintf(rq->sd.source_id, sizeof(rq->sd.source_id), "%s",
+           m->draw_source_id ? m->draw_source_id : "");
+  rq->sd.nonce = rq->nonce;
+  rq->sd.block_bytes = m->draw_block_bytes;
+  rq->sd.deadline_ns = rq->received.monotonic_ns +
+                       (int64_t)rq->e->conf->request_timeout_ms * 1000000;
+  rq->sd.done = on_server_draw;
+  r = registry_draw(rq->e->reg, rq->source, &rq->sd);
+  if (r == 0)
+    return;
+  /* Not started (no PurityService here, breaker open, over quota): the
+     local fallback at once. */
+  if (!rq->sd.why[0])
+    snprintf(rq->sd.why, sizeof(rq->sd.why), "%s", r == -ENOSYS ?
+             "the source cannot make server draws" : qrs_strerror(r));
+  rq->sd.status = r;
+  on_server_draw(&rq->sd);
+}
+
+void
+draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
+            const struct ts *received, const char *who,
+            struct reg_owner *owner, draw_reply_fn reply, void *ctx)
+{
+  const QrsIpc__Commitment *cm;
+  struct req *rq;
+  char msg[256];
+  int r;
+
+  rq = req_new(e, JOB_DRAW, m->source, received, who, owner, reply, ctx);
+  if (!rq)
+    return;
+
+  if (m->sample_count == 0 || m->sample_count > e->conf->max_sample_count) {
+    log_info("%s: draw with sample_count %u refused (limit 1..%u)", who,
+             m->sample_count, e->conf->max_sample_count);
+    draw_reply_error(reply, ctx, QRS_E_SAMPLE_COUNT,
+                     "sample_count %u is outside 1..%u", m->sample_count,
+                     e->conf->max_sample_count);
+    goto refused;
+  }
+
+  r = ampreq_resolve(e->conf, m, m->sample_count, &rq->amp, msg,
+                     sizeof(msg));
+  if (r < 0) {
+    log_info("%s: draw refused: %s", who, msg);
+    draw_reply_error(reply, ctx, r, "%s", msg);
+    goto refused;
+  }
+
+  cm = m->commitment;
+  if (cm) {
+    if (cm->salt.len > NONCE_MAX_SALT) {
+      log_info("%s: commitment salt of %zu bytes refused", who,
+               cm->salt.len);
+      draw_reply_error(reply, ctx, QRS_E_BAD_REQUEST,
+                       "commitment salt of %zu bytes exceeds %d",
+                       cm->salt.len, NONCE_MAX_SALT);
+      goto refused;
+    }
+    rq->nonce = nonce_derive(cm->salt.data, cm->salt.len, cm->step,
+                             cm->prev_token_id);
+  }
+  if (rq->amp.type == AMP_SERVER) {
+    server_draw(rq, m);
+    return;
+  }
+  start_draw(rq);
+  return;
+
+refused:
+  req_free(rq);
+}
+
+void
+bytes_handle(struct draw_engine *e, const QrsIpc__Bytes *m,
+             const struct ts *received, const char *who,
+             struct reg_owner *owner, draw_reply_fn reply, void *ctx)
+{
+  struct req *rq;
+
+  rq = req_new(e, JOB_BYTES, m->source, received, who, owner, reply, ctx);
+  if (!rq)
+    return;
+  if (m->count == 0 || m->count > e->max_bytes_per_request) {
+    log_info("%s: bytes request for %u bytes refused (limit 1..%u)", who,
+             m->count, e->max_bytes_per_request);
+    draw_reply_error(reply, ctx, m->count ? QRS_E_TOO_LARGE
+                                          : QRS_E_BAD_REQUEST,
+                     "count %u is outside 1..%u", m->count,
+                     e->max_bytes_per_request);
+    req_free(rq);
+    return;
+  }
+  fetch(rq, m->source, m->count, received->monotonic_ns +
+        (int64_t)e->conf->request_timeout_ms * 1000000);
+}

@@ -1,0 +1,67 @@
+/* The draw engine: just-in-time entropy for DRAW and BYTES requests.
+
+   The bytes for a request are fetched from the registry after the request
+   arrived: there is no pool.  The engine knows nothing of connections:
+   the server passes a reply function and its context with each request,
+   and the engine calls it exactly once with the reply message (DRAW_REPLY,
+   BYTES_REPLY) or an ERROR - possibly before draw_handle()/bytes_handle()
+   returns.  The message and everything it points to is valid during that
+   call only.  who (e.g. "conn 3 (pid 42, uid 1000)") names the client in
+   log lines; the caller keeps it valid until the reply.  owner (may be
+   NULL) accounts the client's reads in progress (registry.h).  Loop
+   thread only. */
+#ifndef QRSD_DRAW_H
+#define QRSD_DRAW_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+#include <uv.h>
+
+#include "conf/conf.h"
+#include "frame.h"
+#include "engine/registry.h"
+#include "timestamp.h"
+
+struct draw_engine;
+
+typedef void (*draw_reply_fn)(void *ctx, uint16_t type,
+                              const ProtobufCMessage *m);
+
+/* 0 and a new engine on reg (which must outlive it), or -ENOMEM.  loop
+   runs the amplifiers' preparations (calibrations, exact tables) on its
+   worker threads. */
+int draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
+                    uv_loop_t *loop, struct draw_engine **ret_engine);
+void draw_engine_free(struct draw_engine *e);   /* accepts NULL */
+
+/* The largest BYTES count served (HelloReply.max_bytes_per_request). */
+uint32_t draw_max_bytes(const struct draw_engine *e);
+
+void draw_handle(struct draw_engine *e, const QrsIpc__Draw *req,
+                 const struct ts *received, const char *who,
+                 struct reg_owner *owner, draw_reply_fn reply, void *ctx);
+void bytes_handle(struct draw_engine *e, const QrsIpc__Bytes *req,
+                  const struct ts *received, const char *who,
+                  struct reg_owner *owner, draw_reply_fn reply, void *ctx);
+
+/* The live statistics of the u that source served (monitor.h), or NULL
+   for an unknown name. */
+struct monitor;
+const struct monitor *draw_monitor(struct draw_engine *e,
+                                   const char *source);
+/* How many sources raised a statistics alarm; the first one's name and
+   reason when there is one. */
+int draw_alarms(const struct draw_engine *e, const char **ret_source,
+                const char **ret_reason);
+
+/* Send an Error through reply (also used by the server). */
+void draw_reply_error(draw_reply_fn reply, void *ctx, int err,
+                      const char *fmt, ...)
+  __attribute__((format(printf, 4, 5)));
+void draw_vreply_error(draw_reply_fn reply, void *ctx, int err,
+                       const char *fmt, va_list ap)
+  __attribute__((format(printf, 4, 0)));
+
+#endif

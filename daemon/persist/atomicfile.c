@@ -1,0 +1,125 @@
+/* Atomic file replacement by temp file + rename; see atomicfile.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "persist/atomicfile.h"
+
+static int
+write_all(int fd, const void *data, size_t len)
+{
+  const char *p = data;
+  ssize_t w;
+
+  while (len > 0) {
+    w = write(fd, p, len);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    p += w;
+    len -= (size_t)w;
+  }
+  return 0;
+}
+
+static void
+sync_dir(const char *path)
+{
+  char *copy, *dir;
+  int fd;
+
+  copy = strdup(path);
+  if (!copy)
+    return;
+  dir = dirname(copy);
+  fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)fsync(fd);
+    close(fd);
+  }
+  free(copy);
+}
+
+int
+atomicfile_write(const char *path, const void *data, size_t len,
+                 int durable)
+{
+  char *tmp = NULL;
+  int fd = -1, r;
+
+  if (asprintf(&tmp, "%s.%ld.tmp", path, (long)getpid()) < 0)
+    return -ENOMEM;
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+            0644);
+  if (fd < 0) {
+    r = -errno;
+    free(tmp);
+    return r;
+  }
+  r = write_all(fd, data, len);
+  if (r == 0 && durable && fsync(fd) < 0)
+    r = -errno;
+  if (close(fd) < 0 && r == 0)
+    r = -errno;
+  if (r == 0 && rename(tmp, path) < 0)
+    r = -errno;
+  if (r < 0)
+    (void)unlink(tmp);
+  else if (durable)
+    sync_dir(path);
+  free(tmp);
+  return r;
+}
+
+int
+atomicfile_read(const char *path, size_t max, char **ret_buf,
+                size_t *ret_len)
+{
+  char *buf;
+  size_t len = 0;
+  ssize_t n;
+  int fd, r = 0;
+
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  buf = malloc(max + 2);
+  if (!buf) {
+    close(fd);
+    return -ENOMEM;
+  }
+  for (;;) {
+    n = read(fd, buf + len, max + 1 - len);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      r = -errno;
+      break;
+    }
+    if (n == 0)
+      break;
+    len += (size_t)n;
+    if (len > max) {
+      r = -EFBIG;
+      break;
+    }
+  }
+  close(fd);
+  if (r < 0) {
+    free(buf);
+    return r;
+  }
+  buf[len] = '\0';
+  *ret_buf = buf;
+  if (ret_len)
+    *ret_len = len;
+  return 0;
+}

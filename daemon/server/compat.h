@@ -1,0 +1,33 @@
+/* The gRPC compatibility endpoint (grpc_compat: { listen, source }): qrsd
+   serves qr_entropy.EntropyService and qr_purity.PurityService on a unix
+   socket or loopback address, backed by its own registry, so that an
+   existing qr-sampler deployment can point at qrsd without code changes.
+
+   Every request is answered just in time: the bytes are fetched from the
+   source after the request arrived (through the registry, so the source's
+   fallback and admission apply), and the reply echoes the request's
+   sequence_id and stamps generation_timestamp_ns with the time the bytes
+   were in hand.  A draw's DrawRequest.source_id may name any qrsd source
+   ("" = grpc_compat.source); the draw integrates block_bytes (0 = the
+   configured sample_count) with the zscore_mean amplifier. */
+#ifndef QRSD_COMPAT_H
+#define QRSD_COMPAT_H
+
+#include <uv.h>
+
+#include "conf/conf.h"
+#include "engine/registry.h"
+
+struct compat;
+
+/* Start listening (nothing when conf->compat_listen is "").  0 and
+   *ret (NULL when off), or a negative errno with err filled in. */
+int compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
+                 struct registry *reg, struct compat **ret, char *err,
+                 size_t errlen);
+
+/* Stop serving; the object is freed once its last call is gone.  Accepts
+   NULL.  Call before the registry stops. */
+void compat_stop(struct compat *c);
+
+#endif

@@ -1,0 +1,90 @@
+/* The qrsd server: the listening socket, client connections, frames and
+   request dispatch, all on one libuv loop. */
+#ifndef QRSD_SERVER_H
+#define QRSD_SERVER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "server/compat.h"
+#include "server/statuspub.h"
+
+#include "frame.h"
+#include "conf/conf.h"
+#include "engine/draw.h"
+#include "base/log.h"
+#include "engine/registry.h"
+
+struct conn;
+
+struct server {
+  uv_loop_t *loop;
+  const struct qrsd_conf *conf;
+
+  uv_pipe_t listener;
+  int listener_open;
+  char *socket_path;            /* what we listen on (for status) */
+  int own_socket;               /* we created the file: unlink on exit */
+  dev_t sock_dev;
+  ino_t sock_ino;
+
+  struct registry *reg;         /* the sources: for status only */
+  struct statuspub status;      /* the status file */
+  struct compat *compat;        /* the gRPC compat endpoint, or NULL */
+  struct draw_engine *draw;
+
+  struct conn *conns;           /* doubly linked list */
+  uint32_t n_conns;
+  uint32_t n_refused;           /* of which over a limit, closing soon */
+  uint64_t next_conn_id;
+
+  uint32_t max_reply_bytes;     /* HelloReply.max_reply_bytes */
+  size_t mem_queued;            /* replies queued for writing */
+  size_t mem_reserved;          /* replies of requests in progress */
+  size_t read_max_per_conn;     /* a client's reads in progress */
+  uint8_t *arena;               /* request decoding (bounded) */
+  size_t arena_used;
+
+  uv_timer_t sweep;             /* HELLO, frame and idle deadlines */
+  int sweep_open;
+  struct log_ratelimit rl_deadline;
+  struct log_ratelimit rl_busy;
+  struct log_ratelimit rl_frame;
+  struct log_ratelimit rl_conn;
+
+  uint64_t requests;
+  uint64_t draws;
+  uint64_t errors;
+  int64_t start_mono_ns;
+
+  int stopping;
+  uv_timer_t stop_timer;
+  int stop_timer_open;
+  void (*on_stopped)(struct server *srv);
+};
+
+/* Open every configured source (the registry) and the draw engine.  0,
+   or a negative errno with err filled in.  srv is the caller's storage;
+   undo with server_done(). */
+int server_init(struct server *srv, uv_loop_t *loop,
+                const struct qrsd_conf *conf, char *err, size_t errlen);
+
+/* Listen on path: refuse (-EADDRINUSE) if a live daemon answers there,
+   replace a stale socket file, apply the configured mode and group. */
+int server_listen_path(struct server *srv, const char *path, char *err,
+                       size_t errlen);
+
+/* Listen on an already bound and listening socket (systemd activation). */
+int server_listen_fd(struct server *srv, int fd, char *err, size_t errlen);
+
+/* Stop accepting, answer what is in flight, close every connection, stop
+   the sources (registry_stop), then call on_stopped (from the loop). */
+void server_stop(struct server *srv, void (*on_stopped)(struct server *));
+
+/* Free sources and buffers; unlink the socket file if we made it.  Call
+   after the loop has run out. */
+void server_done(struct server *srv);
+
+#endif
