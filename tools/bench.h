@@ -1,11 +1,136 @@
-/* qrs-bench subcommands.  Each prints its figures to stdout and returns an
-   exit status. */
+/* qrs-bench: its subcommands, and the harness they share (bench.c).
+
+   Each subcommand prints its figures to stdout and returns an exit status.
+   The harness is what they measure with: a table-driven option parser,
+   the clocks, series of latency samples and their percentiles, medians,
+   CPU pinning and the few process chores of starting qrsd and servers.
+   Nothing of it runs inside a timed region but the clocks and
+   bench_lat_add(), which are inline and cost what a clock_gettime() and a
+   store cost. */
 #ifndef QRS_BENCH_H
 #define QRS_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "timestamp.h"
 
 int bench_draw(int argc, char **argv);
 int bench_local(int argc, char **argv);
 int bench_select(int argc, char **argv);
 int bench_grpc(int argc, char **argv);
+
+/* ---- options ---- */
+
+enum bench_opt_type {
+  BENCH_OPT_INT,                /* int *field = atoi(arg) */
+  BENCH_OPT_U32,                /* uint32_t *field = strtoul(arg) */
+  BENCH_OPT_SIZE,               /* size_t *field = strtoul(arg) */
+  BENCH_OPT_DOUBLE,             /* double *field = atof(arg) */
+  BENCH_OPT_STRING,             /* const char **field = arg */
+  BENCH_OPT_SET,                /* no argument: int *field = val */
+  BENCH_OPT_CALL,               /* call(field, arg): 0, or -1 when arg is
+                                   bad (call has said why) */
+};
+
+/* One option of a subcommand: a long name, a short letter, or both. */
+struct bench_opt {
+  const char *name;             /* --name, or NULL: short only */
+  int key;                      /* -key, or 0: long only */
+  enum bench_opt_type type;
+  void *field;
+  int val;                      /* BENCH_OPT_SET */
+  int (*call)(void *field, const char *arg);
+};
+
+#define BENCH_OPT_MAX 24        /* options a subcommand may have */
+
+/* Parse argv[1..] against opts (ended by an entry with neither name nor
+   key) and -h/--help, with getopt_long() (optind is reset first; the
+   operands start at optind afterwards).  The values are converted as the
+   types say and not checked: the caller checks them.  Returns -1 to go
+   on, 0 after --help (usage(stdout) printed), or 2 after a bad option
+   (usage(stderr) printed, unless a call said why). */
+int bench_opts_parse(int argc, char **argv, const struct bench_opt *opts,
+                     void (*usage)(FILE *f));
+
+/* ---- clocks ---- */
+
+/* The wall clock (CLOCK_MONOTONIC) in microseconds. */
+static inline double
+bench_wall_us(void)
+{
+  return (double)mono_now_ns() / 1e3;
+}
+
+/* This thread's CPU time in microseconds: what a single-threaded figure
+   uses on a shared machine, where the time the thread spends descheduled
+   is not the code's. */
+static inline double
+bench_cpu_us(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* ---- statistics ---- */
+
+/* A series of latencies in nanoseconds, room for every round of a
+   measurement: rounds append to it, bench_lat_sort() then orders it for
+   bench_lat_pct_us(). */
+struct bench_lat {
+  int64_t *v;
+  size_t n, cap;
+};
+
+/* Room for cap samples; exits with a message when there is no memory.
+   Free with bench_lat_done(). */
+void bench_lat_init(struct bench_lat *l, size_t cap);
+void bench_lat_done(struct bench_lat *l);
+
+static inline void
+bench_lat_add(struct bench_lat *l, int64_t ns)
+{
+  l->v[l->n++] = ns;
+}
+
+void bench_lat_sort(struct bench_lat *l);
+
+/* The p-quantile (0 <= p <= 1) of a sorted, non-empty series in
+   microseconds: the sample of rank p (n - 1), rounded to the nearest. */
+double bench_lat_pct_us(const struct bench_lat *l, double p);
+
+/* qsort() comparison of doubles, ascending. */
+int bench_cmp_double(const void *a, const void *b);
+
+/* The median of n > 0 values (the mean of the middle two when n is even).
+   Sorts v. */
+double bench_median(double *v, size_t n);
+
+/* ---- the machine and processes ---- */
+
+/* Run this thread (and what it forks) on cpu only; bench_unpin(): on every
+   online CPU again.  Return sched_setaffinity()'s result. */
+int bench_pin(int cpu);
+int bench_unpin(void);
+
+/* rel in the folder of this program (the build tree's tools/), in buf;
+   NULL when the program's path is unknown. */
+const char *bench_sibling(const char *rel, char *buf, size_t len);
+
+/* Try to connect to the qrsd at sock every 10 ms, tries times.  Returns 0
+   once it accepts a client, -1 if it never did. */
+int bench_wait_qrsd(const char *sock, int tries);
+
+/* Signal *pid (when > 0) with sig, reap it and set *pid to -1. */
+void bench_kill(pid_t *pid, int sig);
+
+/* Remove the temporary folder dir and what is in it.  Returns 0 or -1. */
+int bench_rmdir(const char *dir);
 
 #endif

@@ -8,21 +8,16 @@
    one run, under the same CPU pinning, and printed with their ratio. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 
 #include <qrs/client.h>
 
@@ -46,38 +41,6 @@ static pid_t floor_pid = -1;
 static char floor_sock[100];
 static char qrsd_sock[100];
 static size_t req_size, reply_size;
-
-static int64_t
-now_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void
-pin_cpu0(void)
-{
-  cpu_set_t set;
-
-  CPU_ZERO(&set);
-  CPU_SET(0, &set);
-  sched_setaffinity(0, sizeof(set), &set);
-}
-
-static void
-unpin(void)
-{
-  cpu_set_t set;
-  long n, i;
-
-  n = sysconf(_SC_NPROCESSORS_ONLN);
-  CPU_ZERO(&set);
-  for (i = 0; i < n && i < CPU_SETSIZE; i++)
-    CPU_SET(i, &set);
-  sched_setaffinity(0, sizeof(set), &set);
-}
 
 /* Frame sizes of a default DRAW and of the DRAW_REPLY qrsd sends. */
 static void
@@ -111,34 +74,21 @@ struct floor_conn {
   uint32_t samples;
 };
 
-static int
-read_full(int fd, uint8_t *b, size_t n)
+/* Move all n bytes of b through fd: read them (out 0) or write them (out
+   1).  Returns 0, or -1 when fd failed or reached its end.  Inline, so
+   that each caller's copy has its direction folded in. */
+static inline int
+move_full(int fd, uint8_t *b, size_t n, int out)
 {
   ssize_t r;
   size_t done;
 
   done = 0;
   while (done < n) {
-    r = read(fd, b + done, n - done);
-    if (r <= 0) {
-      if (r < 0 && errno == EINTR)
-        continue;
-      return -1;
-    }
-    done += (size_t)r;
-  }
-  return 0;
-}
-
-static int
-write_full(int fd, const uint8_t *b, size_t n)
-{
-  ssize_t r;
-  size_t done;
-
-  done = 0;
-  while (done < n) {
-    r = write(fd, b + done, n - done);
+    if (out)
+      r = write(fd, b + done, n - done);
+    else
+      r = read(fd, b + done, n - done);
     if (r <= 0) {
       if (r < 0 && errno == EINTR)
         continue;
@@ -180,11 +130,11 @@ floor_conn_main(void *arg)
   fc = arg;
   buf = malloc(fc->samples);
   memset(reply, 0, sizeof(reply));
-  while (buf && read_full(fc->fd, req, req_size) == 0) {
+  while (buf && move_full(fc->fd, req, req_size, 0) == 0) {
     fill_random(buf, fc->samples);
     sum = one_pass(buf, fc->samples);
     memcpy(reply + 20, &sum, sizeof(sum));
-    if (write_full(fc->fd, reply, reply_size) < 0)
+    if (move_full(fc->fd, reply, reply_size, 1) < 0)
       break;
   }
   free(buf);
@@ -212,16 +162,23 @@ floor_server(int lfd, uint32_t samples)
   }
 }
 
+/* A new AF_UNIX stream socket (or -1) and in *sa the address of path. */
+static int
+unix_socket(const char *path, struct sockaddr_un *sa)
+{
+  memset(sa, 0, sizeof(*sa));
+  sa->sun_family = AF_UNIX;
+  snprintf(sa->sun_path, sizeof(sa->sun_path), "%s", path);
+  return socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+}
+
 static int
 listen_unix(const char *path)
 {
   struct sockaddr_un sa;
   int fd;
 
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  memset(&sa, 0, sizeof(sa));
-  sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+  fd = unix_socket(path, &sa);
   if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
       listen(fd, 64) < 0) {
     perror("floor server");
@@ -236,10 +193,7 @@ connect_unix(const char *path)
   struct sockaddr_un sa;
   int fd;
 
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  memset(&sa, 0, sizeof(sa));
-  sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+  fd = unix_socket(path, &sa);
   if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
     perror(path);
     exit(1);
@@ -259,7 +213,7 @@ start_floor(const struct opts *o)
   floor_pid = fork();
   if (floor_pid == 0) {
     if (o->pin)
-      pin_cpu0();
+      bench_pin(0);
     floor_server(lfd, o->samples);
     _exit(0);
   }
@@ -270,53 +224,34 @@ static const char *
 find_qrsd(const struct opts *o)
 {
   static char path[4200];
-  char self[4096];
-  ssize_t n;
-  char *slash;
 
   if (o->qrsd)
     return o->qrsd;
   if (getenv("QRSD") && *getenv("QRSD"))
     return getenv("QRSD");
-  n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n > 0) {
-    self[n] = '\0';
-    slash = strrchr(self, '/');
-    if (slash) {
-      *slash = '\0';
-      snprintf(path, sizeof(path), "%s/../daemon/qrsd", self);
-      if (access(path, X_OK) == 0)
-        return path;
-    }
-  }
+  if (bench_sibling("../daemon/qrsd", path, sizeof(path)) &&
+      access(path, X_OK) == 0)
+    return path;
   return "qrsd";
 }
 
 static void
 start_qrsd(const struct opts *o)
 {
-  struct qrs_client *c;
   const char *bin;
-  int i, r;
 
   bin = find_qrsd(o);
   snprintf(qrsd_sock, sizeof(qrsd_sock), "%s/qrsd.sock", tmpdir);
   qrsd_pid = fork();
   if (qrsd_pid == 0) {
     if (o->pin)
-      pin_cpu0();
+      bench_pin(0);
     freopen("/dev/null", "w", stderr);
     execlp(bin, "qrsd", "--socket", qrsd_sock, (char *)NULL);
     _exit(127);
   }
-  for (i = 0; i < 200; i++) {
-    r = qrs_client_new(qrsd_sock, NULL, &c);
-    if (r == 0) {
-      qrs_client_free(c);
-      return;
-    }
-    usleep(10000);
-  }
+  if (bench_wait_qrsd(qrsd_sock, 200) == 0)
+    return;
   fprintf(stderr, "qrs-bench: %s did not start\n", bin);
   exit(1);
 }
@@ -324,51 +259,16 @@ start_qrsd(const struct opts *o)
 static void
 cleanup(void)
 {
-  char cmd[128];
-
-  if (qrsd_pid > 0) {
-    kill(qrsd_pid, SIGTERM);
-    waitpid(qrsd_pid, NULL, 0);
-  }
-  if (floor_pid > 0) {
-    kill(floor_pid, SIGKILL);
-    waitpid(floor_pid, NULL, 0);
-  }
-  if (tmpdir[0]) {
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-      fprintf(stderr, "qrs-bench: could not remove %s\n", tmpdir);
-  }
+  bench_kill(&qrsd_pid, SIGTERM);
+  bench_kill(&floor_pid, SIGKILL);
+  if (tmpdir[0] && bench_rmdir(tmpdir) < 0)
+    fprintf(stderr, "qrs-bench: could not remove %s\n", tmpdir);
 }
 
 /* ---- latency -------------------------------------------------------- */
 
-static int
-cmp_i64(const void *a, const void *b)
-{
-  int64_t x, y;
-
-  x = *(const int64_t *)a;
-  y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
-static double
-pct_us(int64_t *v, size_t n, double p)
-{
-  size_t i;
-
-  i = (size_t)(p * (double)(n - 1) + 0.5);
-  return (double)v[i] / 1000.0;
-}
-
-struct lat {
-  int64_t *v;
-  size_t n;
-};
-
 static void
-lat_draws(struct qrs_client *c, const struct opts *o, struct lat *l)
+lat_draws(struct qrs_client *c, const struct opts *o, struct bench_lat *l)
 {
   struct qrs_draw_request rq;
   struct qrs_draw d;
@@ -378,18 +278,18 @@ lat_draws(struct qrs_client *c, const struct opts *o, struct lat *l)
   memset(&rq, 0, sizeof(rq));
   rq.sample_count = o->samples;
   for (i = 0; i < o->per_round; i++) {
-    t0 = now_ns();
+    t0 = mono_now_ns();
     r = qrs_client_draw(c, &rq, &d);
     if (r < 0) {
       fprintf(stderr, "qrs-bench: draw: %s\n", qrs_strerror(r));
       exit(1);
     }
-    l->v[l->n++] = now_ns() - t0;
+    bench_lat_add(l, mono_now_ns() - t0);
   }
 }
 
 static void
-lat_floor(int fd, struct lat *l, int count)
+lat_floor(int fd, struct bench_lat *l, int count)
 {
   uint8_t req[256], reply[512];
   int64_t t0;
@@ -397,18 +297,19 @@ lat_floor(int fd, struct lat *l, int count)
 
   memset(req, 0, sizeof(req));
   for (i = 0; i < count; i++) {
-    t0 = now_ns();
-    if (write_full(fd, req, req_size) < 0 ||
-        read_full(fd, reply, reply_size) < 0) {
+    t0 = mono_now_ns();
+    if (move_full(fd, req, req_size, 1) < 0 ||
+        move_full(fd, reply, reply_size, 0) < 0) {
       fprintf(stderr, "qrs-bench: floor server went away\n");
       exit(1);
     }
-    l->v[l->n++] = now_ns() - t0;
+    bench_lat_add(l, mono_now_ns() - t0);
   }
 }
 
 static void
-lat_local(struct lat *gr, struct lat *pass, int count, uint32_t samples)
+lat_local(struct bench_lat *gr, struct bench_lat *pass, int count,
+          uint32_t samples)
 {
   volatile uint64_t sink;
   uint8_t *buf;
@@ -417,35 +318,24 @@ lat_local(struct lat *gr, struct lat *pass, int count, uint32_t samples)
 
   buf = malloc(samples);
   for (i = 0; i < count; i++) {
-    t0 = now_ns();
+    t0 = mono_now_ns();
     fill_random(buf, samples);
-    gr->v[gr->n++] = now_ns() - t0;
-    t0 = now_ns();
+    bench_lat_add(gr, mono_now_ns() - t0);
+    t0 = mono_now_ns();
     sink = one_pass(buf, samples);
-    pass->v[pass->n++] = now_ns() - t0;
+    bench_lat_add(pass, mono_now_ns() - t0);
   }
   (void)sink;
   free(buf);
 }
 
 static void
-lat_alloc(struct lat *l, size_t n)
+print_lat(const char *name, struct bench_lat *l)
 {
-  l->v = malloc(n * sizeof(*l->v));
-  l->n = 0;
-  if (!l->v) {
-    fprintf(stderr, "qrs-bench: out of memory\n");
-    exit(1);
-  }
-}
-
-static void
-print_lat(const char *name, struct lat *l)
-{
-  qsort(l->v, l->n, sizeof(*l->v), cmp_i64);
+  bench_lat_sort(l);
   printf("  %-34s p50 %8.1f us   p99 %8.1f us   p99.9 %8.1f us\n", name,
-         pct_us(l->v, l->n, 0.5), pct_us(l->v, l->n, 0.99),
-         pct_us(l->v, l->n, 0.999));
+         bench_lat_pct_us(l, 0.5), bench_lat_pct_us(l, 0.99),
+         bench_lat_pct_us(l, 0.999));
 }
 
 /* ---- throughput ----------------------------------------------------- */
@@ -471,9 +361,9 @@ tput_main(void *arg)
   memset(req, 0, sizeof(req));
   if (t->floor) {
     fd = connect_unix(floor_sock);
-    while (now_ns() < t->end) {
-      if (write_full(fd, req, req_size) < 0 ||
-          read_full(fd, reply, reply_size) < 0)
+    while (mono_now_ns() < t->end) {
+      if (move_full(fd, req, req_size, 1) < 0 ||
+          move_full(fd, reply, reply_size, 0) < 0)
         break;
       t->count++;
     }
@@ -484,7 +374,7 @@ tput_main(void *arg)
     return NULL;
   memset(&rq, 0, sizeof(rq));
   rq.sample_count = t->o->samples;
-  while (now_ns() < t->end) {
+  while (mono_now_ns() < t->end) {
     if (qrs_client_draw(c, &rq, &d) < 0)
       break;
     t->count++;
@@ -502,7 +392,7 @@ throughput(const struct opts *o, int clients, int floor)
   int64_t start;
   int i;
 
-  start = now_ns();
+  start = mono_now_ns();
   for (i = 0; i < clients; i++) {
     t[i].o = o;
     t[i].floor = floor;
@@ -515,7 +405,7 @@ throughput(const struct opts *o, int clients, int floor)
     pthread_join(th[i], NULL);
     total += t[i].count;
   }
-  return (double)total / ((double)(now_ns() - start) / 1e9);
+  return (double)total / ((double)(mono_now_ns() - start) / 1e9);
 }
 
 /* ---- main ----------------------------------------------------------- */
@@ -549,23 +439,22 @@ usage(FILE *f)
 int
 bench_draw(int argc, char **argv)
 {
-  static const struct option lopts[] = {
-    { "socket", required_argument, NULL, 's' },
-    { "qrsd", required_argument, NULL, 'q' },
-    { "samples", required_argument, NULL, 'n' },
-    { "rounds", required_argument, NULL, 'r' },
-    { "per-round", required_argument, NULL, 'p' },
-    { "seconds", required_argument, NULL, 'S' },
-    { "no-pin", no_argument, NULL, 'P' },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
+  struct opts o;
+  const struct bench_opt opts[] = {
+    { "socket", 0, BENCH_OPT_STRING, &o.socket, 0, NULL },
+    { "qrsd", 0, BENCH_OPT_STRING, &o.qrsd, 0, NULL },
+    { "samples", 0, BENCH_OPT_U32, &o.samples, 0, NULL },
+    { "rounds", 0, BENCH_OPT_INT, &o.rounds, 0, NULL },
+    { "per-round", 0, BENCH_OPT_INT, &o.per_round, 0, NULL },
+    { "seconds", 0, BENCH_OPT_DOUBLE, &o.seconds, 0, NULL },
+    { "no-pin", 0, BENCH_OPT_SET, &o.pin, 0, NULL },
+    { NULL, 0, 0, NULL, 0, NULL },
   };
-  struct lat ld, lf, lg, lp;
+  struct bench_lat ld, lf, lg, lp;
   struct qrs_client *c;
   double p50d, p99d, p999d, p50f, p99f, p999f, td, tf;
   static const int nclients[] = { 1, 4, 16 };
-  struct opts o;
-  int opt, i, fd, r;
+  int i, fd, r;
   size_t total;
 
   memset(&o, 0, sizeof(o));
@@ -574,38 +463,9 @@ bench_draw(int argc, char **argv)
   o.per_round = 2000;
   o.seconds = 1.5;
   o.pin = 1;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
-    switch (opt) {
-    case 's':
-      o.socket = optarg;
-      break;
-    case 'q':
-      o.qrsd = optarg;
-      break;
-    case 'n':
-      o.samples = (uint32_t)strtoul(optarg, NULL, 10);
-      break;
-    case 'r':
-      o.rounds = atoi(optarg);
-      break;
-    case 'p':
-      o.per_round = atoi(optarg);
-      break;
-    case 'S':
-      o.seconds = atof(optarg);
-      break;
-    case 'P':
-      o.pin = 0;
-      break;
-    case 'h':
-      usage(stdout);
-      return 0;
-    default:
-      usage(stderr);
-      return 2;
-    }
-  }
+  r = bench_opts_parse(argc, argv, opts, usage);
+  if (r >= 0)
+    return r;
   if (o.samples == 0 || o.rounds < 1 || o.per_round < 10 ||
       o.seconds <= 0) {
     fprintf(stderr, "qrs-bench draw: bad option value\n");
@@ -631,7 +491,7 @@ bench_draw(int argc, char **argv)
     start_qrsd(&o);
 
   if (o.pin)
-    pin_cpu0();
+    bench_pin(0);
   r = qrs_client_new(qrsd_sock, NULL, &c);
   if (r < 0) {
     fprintf(stderr, "qrs-bench: cannot connect to %s: %s\n", qrsd_sock,
@@ -641,10 +501,10 @@ bench_draw(int argc, char **argv)
   fd = connect_unix(floor_sock);
 
   total = (size_t)o.rounds * (size_t)o.per_round;
-  lat_alloc(&ld, total);
-  lat_alloc(&lf, total);
-  lat_alloc(&lg, total);
-  lat_alloc(&lp, total);
+  bench_lat_init(&ld, total);
+  bench_lat_init(&lf, total);
+  bench_lat_init(&lg, total);
+  bench_lat_init(&lp, total);
   /* Warm up both paths, then alternate rounds so that the machine's
      moods fall on both sides alike. */
   lat_draws(c, &o, &ld);
@@ -668,18 +528,18 @@ bench_draw(int argc, char **argv)
   print_lat("floor (echo + getrandom + pass)", &lf);
   print_lat("  of which getrandom", &lg);
   print_lat("  of which one pass", &lp);
-  p50d = pct_us(ld.v, ld.n, 0.5);
-  p99d = pct_us(ld.v, ld.n, 0.99);
-  p999d = pct_us(ld.v, ld.n, 0.999);
-  p50f = pct_us(lf.v, lf.n, 0.5);
-  p99f = pct_us(lf.v, lf.n, 0.99);
-  p999f = pct_us(lf.v, lf.n, 0.999);
+  p50d = bench_lat_pct_us(&ld, 0.5);
+  p99d = bench_lat_pct_us(&ld, 0.99);
+  p999d = bench_lat_pct_us(&ld, 0.999);
+  p50f = bench_lat_pct_us(&lf, 0.5);
+  p99f = bench_lat_pct_us(&lf, 0.99);
+  p999f = bench_lat_pct_us(&lf, 0.999);
   printf("  ratio draw/floor: p50 %.2fx (target <= 1.3x)   p99 %.2fx "
          "(target <= 3x)   p99.9 %.2fx\n", p50d / p50f, p99d / p99f,
          p999d / p999f);
 
   if (o.pin)
-    unpin();
+    bench_unpin();
   printf("throughput (%.1f s each, unpinned client threads):\n", o.seconds);
   for (i = 0; i < 3; i++) {
     td = throughput(&o, nclients[i], 0);
@@ -688,9 +548,9 @@ bench_draw(int argc, char **argv)
            "%.2f\n", nclients[i], nclients[i] > 1 ? "s" : " ", td, tf,
            td / tf);
   }
-  free(ld.v);
-  free(lf.v);
-  free(lg.v);
-  free(lp.v);
+  bench_lat_done(&ld);
+  bench_lat_done(&lf);
+  bench_lat_done(&lg);
+  bench_lat_done(&lp);
   return 0;
 }

@@ -8,16 +8,11 @@
    draw and needing it, the time the client still waits in
    qrs_client_draw_finish(), against the upstream's latency. */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <getopt.h>
-#include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,81 +44,23 @@ struct gopts {
 static char dir[64];
 static pid_t server_pid = -1, qrsd_pid = -1;
 
-static int64_t
-now_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void
-pin_to(int cpu)
-{
-  cpu_set_t set;
-
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  sched_setaffinity(0, sizeof(set), &set);
-}
-
-static int
-cmp_i64(const void *a, const void *b)
-{
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-  return (x > y) - (x < y);
-}
-
-static double
-pct(int64_t *v, size_t n, double p)
-{
-  size_t i;
-
-  qsort(v, n, sizeof(*v), cmp_i64);
-  i = (size_t)(p * (double)n);
-  if (i >= n)
-    i = n - 1;
-  return (double)v[i] / 1e3;
-}
-
-/* Next to our own binary (build tree) unless given. */
+/* rel next to our own binary (the build tree) unless given. */
 static const char *
-sibling(const char *given, const char *rel)
+sibling(const char *given, const char *rel, char *buf, size_t len)
 {
-  static char paths[2][4200];
-  static int k;
-  char self[4096], *slash;
-  ssize_t n;
+  const char *p;
 
   if (given)
     return given;
-  n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0)
-    return rel;
-  self[n] = '\0';
-  slash = strrchr(self, '/');
-  if (slash)
-    *slash = '\0';
-  k ^= 1;
-  snprintf(paths[k], sizeof(paths[k]), "%s/%s", self, rel);
-  return paths[k];
+  p = bench_sibling(rel, buf, len);
+  return p ? p : rel;
 }
 
 static void
 stop_children(void)
 {
-  if (qrsd_pid > 0) {
-    kill(qrsd_pid, SIGTERM);
-    waitpid(qrsd_pid, NULL, 0);
-    qrsd_pid = -1;
-  }
-  if (server_pid > 0) {
-    kill(server_pid, SIGTERM);
-    waitpid(server_pid, NULL, 0);
-    server_pid = -1;
-  }
+  bench_kill(&qrsd_pid, SIGTERM);
+  bench_kill(&server_pid, SIGTERM);
 }
 
 static void
@@ -140,7 +77,7 @@ start_server(const struct gopts *o, double latency_ms)
   server_pid = fork();
   if (server_pid == 0) {
     if (o->pin)
-      pin_to(1);
+      bench_pin(1);
     dup2(out[1], 1);
     close(out[0]);
     execl(o->server, "qrs-entropy-server", "--listen", listen,
@@ -161,7 +98,6 @@ static void
 start_qrsd(const struct gopts *o)
 {
   char conf[128], sock[128];
-  struct qrs_client *c;
   FILE *f;
   int i;
 
@@ -186,20 +122,15 @@ start_qrsd(const struct gopts *o)
   qrsd_pid = fork();
   if (qrsd_pid == 0) {
     if (o->pin)
-      pin_to(0);
+      bench_pin(0);
     if (!freopen(getenv("QRS_BENCH_QRSD_LOG") ? getenv("QRS_BENCH_QRSD_LOG")
                  : "/dev/null", "a", stderr))
       _exit(127);
     execl(o->qrsd, "qrsd", "-c", conf, (char *)NULL);
     _exit(127);
   }
-  for (i = 0; i < 300; i++) {
-    if (qrs_client_new(sock, NULL, &c) == 0) {
-      qrs_client_free(c);
-      return;
-    }
-    usleep(10000);
-  }
+  if (bench_wait_qrsd(sock, 300) == 0)
+    return;
   fprintf(stderr, "qrs-bench: %s did not start with a grpc source\n",
           o->qrsd);
   stop_children();
@@ -348,21 +279,21 @@ direct_call(struct direct *d, int mode, uint32_t n, uint64_t seq)
 
 static void
 measure_direct(struct direct *d, int mode, const struct gopts *o,
-               int64_t *out)
+               struct bench_lat *out)
 {
   int64_t t0;
   int i;
 
   for (i = 0; i < o->n; i++) {
-    t0 = now_ns();
+    t0 = mono_now_ns();
     direct_call(d, mode, o->bytes, 1 + (uint64_t)i);
-    out[i] = now_ns() - t0;
+    bench_lat_add(out, mono_now_ns() - t0);
   }
 }
 
 static void
 measure_qrsd(struct qrs_client *c, int mode, const struct gopts *o,
-             int64_t *out, uint64_t step0)
+             struct bench_lat *out, uint64_t step0)
 {
   struct qrs_commitment cm = { NULL, 0, 0, -1 };
   struct qrs_draw_request req;
@@ -378,9 +309,9 @@ measure_qrsd(struct qrs_client *c, int mode, const struct gopts *o,
   req.commitment = &cm;
   for (i = 0; i < o->n; i++) {
     cm.step = step0 + (uint64_t)i;
-    t0 = now_ns();
+    t0 = mono_now_ns();
     r = qrs_client_draw(c, &req, &dr);
-    out[i] = now_ns() - t0;
+    bench_lat_add(out, mono_now_ns() - t0);
     if (r != 0 || dr.fallback || dr.echo != QRS_ECHO_VERIFIED) {
       fprintf(stderr, "qrs-bench: draw from %s failed (%d, fallback %d, "
               "echo %d)\n", src, r, dr.fallback, (int)dr.echo);
@@ -388,6 +319,130 @@ measure_qrsd(struct qrs_client *c, int mode, const struct gopts *o,
       exit(1);
     }
   }
+}
+
+/* The modes --mode leaves to measure. */
+static int
+mode_wanted(const struct gopts *o, int m)
+{
+  return o->only < 0 || m == o->only;
+}
+
+/* Direct calls and draws through qrsd in each mode, warmed up, then in
+   alternating rounds; prints the table. */
+static void
+measure_modes(struct direct *d, struct qrs_client *c, const struct gopts *o)
+{
+  struct bench_lat dv[NMODES], qv[NMODES], warm;
+  char a[32], b[32];
+  double dp50, qp50;
+  size_t total;
+  int m, round;
+
+  total = (size_t)o->n * (size_t)o->rounds;
+  for (m = 0; m < NMODES; m++) {
+    bench_lat_init(&dv[m], total);
+    bench_lat_init(&qv[m], total);
+  }
+  /* Warm both paths (connections, first calls) before measuring. */
+  bench_lat_init(&warm, (size_t)o->n);
+  for (m = 0; m < NMODES; m++) {
+    if (!mode_wanted(o, m))
+      continue;
+    measure_direct(d, m, o, &warm);
+    warm.n = 0;
+    measure_qrsd(c, m, o, &warm, 1000000);
+    warm.n = 0;
+  }
+  for (round = 0; round < o->rounds; round++) {
+    for (m = 0; m < NMODES; m++) {
+      if (!mode_wanted(o, m))
+        continue;
+      measure_direct(d, m, o, &dv[m]);
+      measure_qrsd(c, m, o, &qv[m], (uint64_t)round * 10000000);
+    }
+  }
+  printf("qrs-bench grpc: %u bytes per draw/call, %d x %d round trips per "
+         "mode%s\n", o->bytes, o->rounds, o->n, o->pin ? ", pinned" : "");
+  printf("%-18s %22s %22s %10s\n", "mode", "direct p50/p99 (us)",
+         "via qrsd p50/p99 (us)", "p50 ratio");
+  for (m = 0; m < NMODES; m++) {
+    if (mode_wanted(o, m)) {
+      bench_lat_sort(&dv[m]);
+      bench_lat_sort(&qv[m]);
+      dp50 = bench_lat_pct_us(&dv[m], 0.5);
+      qp50 = bench_lat_pct_us(&qv[m], 0.5);
+      snprintf(a, sizeof(a), "%.1f / %.1f", dp50,
+               bench_lat_pct_us(&dv[m], 0.99));
+      snprintf(b, sizeof(b), "%.1f / %.1f", qp50,
+               bench_lat_pct_us(&qv[m], 0.99));
+      printf("%-18s %22s %22s %9.2fx\n", mode_name[m], a, b, qp50 / dp50);
+    }
+    bench_lat_done(&dv[m]);
+    bench_lat_done(&qv[m]);
+  }
+  bench_lat_done(&warm);
+}
+
+/* The prefetch figure, against a restarted upstream that answers late:
+   the time qrs_client_draw_finish() still waits after an engine step,
+   beside the direct bidi call's latency.  Returns 0, or 1 on a failure. */
+static int
+measure_prefetch(struct direct *d, const struct gopts *o, const char *sock)
+{
+  struct qrs_commitment cm = { NULL, 0, 0, -1 };
+  struct qrs_draw_request req;
+  struct bench_lat up, wait;
+  struct qrs_client *c;
+  struct qrs_draw dr;
+  struct timespec step;
+  uint32_t ticket, next;
+  double dp50, qp50;
+  int64_t t0;
+  int i;
+
+  if (qrs_client_new(sock, NULL, &c) != 0)
+    return 1;
+  bench_lat_init(&up, (size_t)o->n);
+  bench_lat_init(&wait, (size_t)o->n);
+  measure_direct(d, 2, o, &up);
+  memset(&req, 0, sizeof(req));
+  req.source = "g_bidi_streaming";
+  req.sample_count = o->bytes;
+  req.commitment = &cm;
+  step.tv_sec = 0;
+  step.tv_nsec = (long)(o->step_ms * 1e6);
+  cm.step = 0;
+  if (qrs_client_draw_begin(c, &req, &ticket) != 0)
+    return 1;
+  for (i = 0; i < o->n; i++) {
+    nanosleep(&step, NULL);           /* the engine computes token i+1 */
+    t0 = mono_now_ns();
+    if (qrs_client_draw_finish(c, ticket, &dr) != 0 || dr.fallback) {
+      fprintf(stderr, "qrs-bench: prefetched draw failed\n");
+      stop_children();
+      return 1;
+    }
+    bench_lat_add(&wait, mono_now_ns() - t0);
+    cm.step = (uint64_t)i + 1;        /* commit to the next token */
+    if (qrs_client_draw_begin(c, &req, &next) != 0)
+      return 1;
+    ticket = next;
+  }
+  (void)qrs_client_draw_finish(c, ticket, &dr);
+  bench_lat_sort(&up);
+  bench_lat_sort(&wait);
+  dp50 = bench_lat_pct_us(&up, 0.5);
+  qp50 = bench_lat_pct_us(&wait, 0.5);
+  printf("prefetch: upstream latency %.3g ms (direct bidi p50 %.1f us), "
+         "engine step %.3g ms:\n", o->server_latency_ms, dp50, o->step_ms);
+  printf("  client-visible wait p50 %.1f us, p99 %.1f us = %.2f%% of the "
+         "upstream latency (p50)\n", qp50, bench_lat_pct_us(&wait, 0.99),
+         100.0 * qp50 / dp50);
+  qrs_client_free(c);
+  bench_lat_done(&up);
+  bench_lat_done(&wait);
+  return 0;
 }
 
 static void
@@ -414,69 +469,68 @@ gusage(FILE *f)
 "      --server PATH      (default: qrs-entropy-server next to qrs-bench)\n");
 }
 
+/* --mode: the index of the one mode to measure (int *field). */
+static int
+set_mode(void *field, const char *arg)
+{
+  int *only = field;
+
+  for (*only = NMODES - 1; *only >= 0; (*only)--)
+    if (strcmp(arg, mode_name[*only]) == 0)
+      return 0;
+  fprintf(stderr, "qrs-bench grpc: unknown mode '%s'\n", arg);
+  return -1;
+}
+
+/* A fresh channel to the server (one whose server restarted reconnects
+   slowly, toolchain.md). */
+static void
+direct_channel(struct direct *d, const char *target)
+{
+  grpc_channel_credentials *cr;
+
+  cr = grpc_insecure_credentials_create();
+  d->ch = grpc_channel_create(target, cr, NULL);
+  grpc_channel_credentials_release(cr);
+}
+
 int
 bench_grpc(int argc, char **argv)
 {
-  static const struct option longopts[] = {
-    { "rounds", required_argument, NULL, 'r' },
-    { "bytes", required_argument, NULL, 'b' },
-    { "server-latency-ms", required_argument, NULL, 'L' },
-    { "step-ms", required_argument, NULL, 'S' },
-    { "pin", no_argument, NULL, 'p' },
-    { "mode", required_argument, NULL, 'm' },
-    { "qrsd", required_argument, NULL, 'Q' },
-    { "server", required_argument, NULL, 'E' },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
-  };
   struct gopts o = { NULL, NULL, 2000, 3, 0, -1, 10000, 1.0, 2.0 };
-  struct direct d;
+  const struct bench_opt opts[] = {
+    { NULL, 'n', BENCH_OPT_INT, &o.n, 0, NULL },
+    { "rounds", 'r', BENCH_OPT_INT, &o.rounds, 0, NULL },
+    { "bytes", 'b', BENCH_OPT_U32, &o.bytes, 0, NULL },
+    { "server-latency-ms", 0, BENCH_OPT_DOUBLE, &o.server_latency_ms, 0,
+      NULL },
+    { "step-ms", 0, BENCH_OPT_DOUBLE, &o.step_ms, 0, NULL },
+    { "pin", 0, BENCH_OPT_SET, &o.pin, 1, NULL },
+    { "mode", 0, BENCH_OPT_CALL, &o.only, 0, set_mode },
+    { "qrsd", 0, BENCH_OPT_STRING, &o.qrsd, 0, NULL },
+    { "server", 0, BENCH_OPT_STRING, &o.server, 0, NULL },
+    { NULL, 0, 0, NULL, 0, NULL },
+  };
+  char sock[128], target[128], qrsd_path[4200], server_path[4200];
   struct qrs_client *c;
-  char sock[128], target[128];
-  int64_t *dv[NMODES], *qv[NMODES], *tmp, *wait, *up;
-  struct qrs_commitment cm = { NULL, 0, 0, -1 };
-  struct qrs_draw_request req;
-  struct qrs_draw dr;
-  struct timespec step;
-  uint32_t ticket;
-  size_t total;
-  int opt, m, round, i;
-  double dp50, qp50;
+  struct direct d;
+  int r;
 
-  while ((opt = getopt_long(argc, argv, "n:r:b:h", longopts, NULL)) != -1) {
-    switch (opt) {
-    case 'n': o.n = atoi(optarg); break;
-    case 'r': o.rounds = atoi(optarg); break;
-    case 'b': o.bytes = (uint32_t)atoi(optarg); break;
-    case 'L': o.server_latency_ms = atof(optarg); break;
-    case 'S': o.step_ms = atof(optarg); break;
-    case 'p': o.pin = 1; break;
-    case 'm':
-      for (o.only = NMODES - 1; o.only >= 0; o.only--)
-        if (strcmp(optarg, mode_name[o.only]) == 0)
-          break;
-      if (o.only < 0) {
-        fprintf(stderr, "qrs-bench grpc: unknown mode '%s'\n", optarg);
-        return 2;
-      }
-      break;
-    case 'Q': o.qrsd = optarg; break;
-    case 'E': o.server = optarg; break;
-    case 'h': gusage(stdout); return 0;
-    default: gusage(stderr); return 2;
-    }
-  }
+  r = bench_opts_parse(argc, argv, opts, gusage);
+  if (r >= 0)
+    return r;
   if (o.n < 10 || o.rounds < 1 || o.bytes < 1 || o.bytes > (1u << 20)) {
     gusage(stderr);
     return 2;
   }
-  o.qrsd = sibling(o.qrsd, "../daemon/qrsd");
-  o.server = sibling(o.server, "qrs-entropy-server");
+  o.qrsd = sibling(o.qrsd, "../daemon/qrsd", qrsd_path, sizeof(qrsd_path));
+  o.server = sibling(o.server, "qrs-entropy-server", server_path,
+                     sizeof(server_path));
   strcpy(dir, "/tmp/qrs-bench-grpc-XXXXXX");
   if (!mkdtemp(dir))
     return 1;
   if (o.pin)
-    pin_to(0);
+    bench_pin(0);
 
   start_server(&o, 0);
   start_qrsd(&o);
@@ -488,53 +542,9 @@ bench_grpc(int argc, char **argv)
   grpc_init();
   memset(&d, 0, sizeof(d));
   snprintf(target, sizeof(target), "unix:%s/qrng.sock", dir);
-  {
-    grpc_channel_credentials *cr = grpc_insecure_credentials_create();
-
-    d.ch = grpc_channel_create(target, cr, NULL);
-    grpc_channel_credentials_release(cr);
-  }
+  direct_channel(&d, target);
   d.cq = grpc_completion_queue_create_for_pluck(NULL);
-
-  total = (size_t)o.n * (size_t)o.rounds;
-  for (m = 0; m < NMODES; m++) {
-    dv[m] = calloc(total, sizeof(int64_t));
-    qv[m] = calloc(total, sizeof(int64_t));
-    if (!dv[m] || !qv[m])
-      return 1;
-  }
-  /* Warm both paths (connections, first calls) before measuring. */
-  tmp = calloc((size_t)o.n, sizeof(int64_t));
-  for (m = 0; m < NMODES; m++) {
-    if (o.only >= 0 && m != o.only)
-      continue;
-    measure_direct(&d, m, &o, tmp);
-    measure_qrsd(c, m, &o, tmp, 1000000);
-  }
-  for (round = 0; round < o.rounds; round++) {
-    for (m = 0; m < NMODES; m++) {
-      if (o.only >= 0 && m != o.only)
-        continue;
-      measure_direct(&d, m, &o, dv[m] + (size_t)round * (size_t)o.n);
-      measure_qrsd(c, m, &o, qv[m] + (size_t)round * (size_t)o.n,
-                   (uint64_t)round * 10000000);
-    }
-  }
-  printf("qrs-bench grpc: %u bytes per draw/call, %d x %d round trips per "
-         "mode%s\n", o.bytes, o.rounds, o.n, o.pin ? ", pinned" : "");
-  printf("%-18s %22s %22s %10s\n", "mode", "direct p50/p99 (us)",
-         "via qrsd p50/p99 (us)", "p50 ratio");
-  for (m = 0; m < NMODES; m++) {
-    char a[32], b[32];
-
-    if (o.only >= 0 && m != o.only)
-      continue;
-    dp50 = pct(dv[m], total, 0.5);
-    qp50 = pct(qv[m], total, 0.5);
-    snprintf(a, sizeof(a), "%.1f / %.1f", dp50, pct(dv[m], total, 0.99));
-    snprintf(b, sizeof(b), "%.1f / %.1f", qp50, pct(qv[m], total, 0.99));
-    printf("%-18s %22s %22s %9.2fx\n", mode_name[m], a, b, qp50 / dp50);
-  }
+  measure_modes(&d, c, &o);
 
   /* Prefetch: the upstream now takes server_latency_ms per call. */
   if (d.bidi) {
@@ -547,56 +557,11 @@ bench_grpc(int argc, char **argv)
   stop_children();
   start_server(&o, o.server_latency_ms);
   start_qrsd(&o);
-  /* A channel whose server restarted reconnects slowly (toolchain.md):
-     a fresh one. */
   grpc_channel_destroy(d.ch);
-  {
-    grpc_channel_credentials *cr = grpc_insecure_credentials_create();
-
-    d.ch = grpc_channel_create(target, cr, NULL);
-    grpc_channel_credentials_release(cr);
-  }
-  if (qrs_client_new(sock, NULL, &c) != 0)
+  direct_channel(&d, target);
+  if (measure_prefetch(&d, &o, sock) != 0)
     return 1;
-  up = calloc((size_t)o.n, sizeof(int64_t));
-  wait = calloc((size_t)o.n, sizeof(int64_t));
-  measure_direct(&d, 2, &o, up);
-  memset(&req, 0, sizeof(req));
-  req.source = "g_bidi_streaming";
-  req.sample_count = o.bytes;
-  req.commitment = &cm;
-  step.tv_sec = 0;
-  step.tv_nsec = (long)(o.step_ms * 1e6);
-  cm.step = 0;
-  if (qrs_client_draw_begin(c, &req, &ticket) != 0)
-    return 1;
-  for (i = 0; i < o.n; i++) {
-    int64_t t0;
-    uint32_t next;
 
-    nanosleep(&step, NULL);           /* the engine computes token i+1 */
-    t0 = now_ns();
-    if (qrs_client_draw_finish(c, ticket, &dr) != 0 || dr.fallback) {
-      fprintf(stderr, "qrs-bench: prefetched draw failed\n");
-      stop_children();
-      return 1;
-    }
-    wait[i] = now_ns() - t0;
-    cm.step = (uint64_t)i + 1;        /* commit to the next token */
-    if (qrs_client_draw_begin(c, &req, &next) != 0)
-      return 1;
-    ticket = next;
-  }
-  (void)qrs_client_draw_finish(c, ticket, &dr);
-  dp50 = pct(up, (size_t)o.n, 0.5);
-  qp50 = pct(wait, (size_t)o.n, 0.5);
-  printf("prefetch: upstream latency %.3g ms (direct bidi p50 %.1f us), "
-         "engine step %.3g ms:\n", o.server_latency_ms, dp50, o.step_ms);
-  printf("  client-visible wait p50 %.1f us, p99 %.1f us = %.2f%% of the "
-         "upstream latency (p50)\n", qp50, pct(wait, (size_t)o.n, 0.99),
-         100.0 * qp50 / dp50);
-
-  qrs_client_free(c);
   grpc_channel_destroy(d.ch);
   grpc_completion_queue_shutdown(d.cq);
   while (grpc_completion_queue_pluck(d.cq, NULL,
@@ -606,19 +571,5 @@ bench_grpc(int argc, char **argv)
   grpc_completion_queue_destroy(d.cq);
   grpc_shutdown();
   stop_children();
-  {
-    char cmd[128];
-
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-      return 1;
-  }
-  for (m = 0; m < NMODES; m++) {
-    free(dv[m]);
-    free(qv[m]);
-  }
-  free(tmp);
-  free(up);
-  free(wait);
-  return 0;
+  return bench_rmdir(dir) < 0 ? 1 : 0;
 }

@@ -9,9 +9,7 @@
    honest way to get that many random bytes on this machine. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,21 +19,6 @@
 #include "bench.h"
 #include "local/devread.h"
 #include "local/harvest.h"
-
-static double
-median(double *v, int n)
-{
-  int i, j;
-  double t;
-
-  for (i = 1; i < n; i++)
-    for (j = i; j > 0 && v[j - 1] > v[j]; j--) {
-      t = v[j];
-      v[j] = v[j - 1];
-      v[j - 1] = t;
-    }
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* Median latency in microseconds of reps reads of n bytes; -1 on error. */
 static double
@@ -59,7 +42,7 @@ read_latency(struct noise *nz, size_t n, int reps, char *why, size_t wlen)
     t[i] = (double)(noise_now_ns() - t0) / 1e3;
   }
   free(buf);
-  return median(t, i);
+  return bench_median(t, (size_t)i);
 }
 
 static double
@@ -76,7 +59,7 @@ getrandom_latency(size_t n, int reps)
       return -1;
     t[i] = (double)(noise_now_ns() - t0) / 1e3;
   }
-  return median(t, i);
+  return bench_median(t, (size_t)i);
 }
 
 static void
@@ -231,9 +214,9 @@ bench_device(const char *path, double seconds, int reps)
       t[i] = (double)(noise_now_ns() - t0) / 1e3;
     }
     if (k)
-      l10 = median(t, i);
+      l10 = bench_median(t, (size_t)i);
     else
-      l1 = median(t, i);
+      l1 = bench_median(t, (size_t)i);
   }
   printf("%-16s %12.0f %10.3f %12.1f %12.1f  %.1f   (%s)\n", "device", rate,
          h, l1, l10, l10 > 0 ? 1e6 / l10 : 0.0, path);
@@ -265,40 +248,23 @@ usage(FILE *f)
 int
 bench_local(int argc, char **argv)
 {
-  static const struct option lo[] = {
-    { "seconds", required_argument, NULL, 's' },
-    { "reps", required_argument, NULL, 'r' },
-    { "device", required_argument, NULL, 'd' },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
+  const char *device = "/dev/hwrng";
+  double seconds = 1.0;
+  int reps = 9;
+  const struct bench_opt opts[] = {
+    { "seconds", 's', BENCH_OPT_DOUBLE, &seconds, 0, NULL },
+    { "reps", 'r', BENCH_OPT_INT, &reps, 0, NULL },
+    { "device", 'd', BENCH_OPT_STRING, &device, 0, NULL },
+    { NULL, 0, 0, NULL, 0, NULL },
   };
   const struct noise_mech *m;
-  const char *device = "/dev/hwrng";
-  double seconds, g1, g10;
-  int c, reps, i;
+  double g1, g10;
+  int r, i;
   size_t k;
 
-  seconds = 1.0;
-  reps = 9;
-  while ((c = getopt_long(argc, argv, "s:r:d:h", lo, NULL)) != -1) {
-    switch (c) {
-    case 'd':
-      device = optarg;
-      break;
-    case 's':
-      seconds = atof(optarg);
-      break;
-    case 'r':
-      reps = atoi(optarg);
-      break;
-    case 'h':
-      usage(stdout);
-      return 0;
-    default:
-      usage(stderr);
-      return 2;
-    }
-  }
+  r = bench_opts_parse(argc, argv, opts, usage);
+  if (r >= 0)
+    return r;
   if (seconds <= 0 || reps < 1 || reps > 64) {
     usage(stderr);
     return 2;

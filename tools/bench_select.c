@@ -12,14 +12,12 @@
    with --threads N next to 1 thread and B single calls. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <qrs/sampler.h>
 
@@ -32,7 +30,7 @@
 #define NROWS 4
 #define NU 64
 
-struct bench_opts {
+struct sel_opts {
   size_t vocab;
   int tokens;                     /* per repetition */
   int reps;
@@ -78,26 +76,10 @@ static const struct bcase cases[] = {
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
-/* Single-row figures use the thread's CPU time: on a shared machine the
-   time this thread spends descheduled is not the selection's.  The batch
-   figures (several threads) use wall-clock time. */
-static double
-now_us(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static double
-wall_us(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
+/* Single-row figures use the thread's CPU time (bench_cpu_us()): on a
+   shared machine the time this thread spends descheduled is not the
+   selection's.  The batch figures (several threads) use wall-clock time
+   (bench_wall_us()). */
 
 /* xorshift64*, for reproducible rows. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -178,21 +160,6 @@ to_bf16(float f)
   return (uint16_t)(b >> 16);
 }
 
-static int
-cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-
-  return x < y ? -1 : x > y;
-}
-
-static double
-median(double *v, int n)
-{
-  qsort(v, (size_t)n, sizeof(*v), cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static double
 row_entropy(const float *row, size_t n)
 {
@@ -220,14 +187,14 @@ struct rowset {
 /* Microseconds per token of a floor over the rows (kind 0: float exp
    pass, 1: read-only pass). */
 static double
-floor_once(const struct rowset *rs, const struct bench_opts *o, int kind)
+floor_once(const struct rowset *rs, const struct sel_opts *o, int kind)
 {
   struct qrs__view v;
   double t0, sink, mx;
   int k;
 
   sink = 0.0;
-  t0 = now_us();
+  t0 = bench_cpu_us();
   for (k = 0; k < o->tokens; k++) {
     v.data = rs->rows[k % NROWS];
     v.dtype = rs->dtype;
@@ -237,7 +204,7 @@ floor_once(const struct rowset *rs, const struct bench_opts *o, int kind)
     else
       sink += qrs__kread(&v);
   }
-  t0 = (now_us() - t0) / o->tokens;
+  t0 = (bench_cpu_us() - t0) / o->tokens;
   if (!(sink > -INFINITY))
     fprintf(stderr, "floor: unexpected result\n");
   return t0;
@@ -285,7 +252,7 @@ struct result {
    rows, so that the ratio survives a machine whose speed drifts. */
 static int
 time_case(const struct bcase *bc, const struct rowset *rs, const double *us,
-          const struct bench_opts *o, struct result *res)
+          const struct sel_opts *o, struct result *res)
 {
   struct qrs_sampler *s;
   uint32_t tok;
@@ -308,7 +275,7 @@ time_case(const struct bcase *bc, const struct rowset *rs, const double *us,
   for (r = 0; r < o->reps; r++) {
     tf[r] = floor_once(rs, o, 0);
     tr[r] = floor_once(rs, o, 1);
-    t0 = now_us();
+    t0 = bench_cpu_us();
     for (k = 0; k < o->tokens; k++) {
       rc = qrs_sampler_select_u(s, rs->rows[k % NROWS], rs->dtype, o->vocab,
                                 us[(k * 7 + r) % NU], &tok, NULL);
@@ -318,13 +285,13 @@ time_case(const struct bcase *bc, const struct rowset *rs, const double *us,
         goto out;
       }
     }
-    tc[r] = (now_us() - t0) / o->tokens;
+    tc[r] = (bench_cpu_us() - t0) / o->tokens;
     ra[r] = tc[r] / tf[r];
   }
-  res->us = median(tc, o->reps);
-  res->floor_us = median(tf, o->reps);
-  res->read_us = median(tr, o->reps);
-  res->ratio = median(ra, o->reps);
+  res->us = bench_median(tc, (size_t)o->reps);
+  res->floor_us = bench_median(tf, (size_t)o->reps);
+  res->read_us = bench_median(tr, (size_t)o->reps);
+  res->ratio = bench_median(ra, (size_t)o->reps);
   qrs__fast_stats_get(&f1);
   all = (double)(f1.fast - f0.fast + f1.resolved - f0.resolved +
                  f1.ineligible - f0.ineligible);
@@ -371,14 +338,14 @@ floor_rows(void *arg)
    memory allow the batch at best. */
 static double
 floor_batch(const char *buf, size_t es, const struct rowset *rs, size_t B,
-            const struct bench_opts *o, int threads)
+            const struct sel_opts *o, int threads)
 {
   struct floor_job jobs[QRS_POOL_MAX_THREADS];
   pthread_t tid[QRS_POOL_MAX_THREADS];
   double t0;
   int t, started;
 
-  t0 = wall_us();
+  t0 = bench_wall_us();
   started = 0;
   for (t = 0; t < threads; t++) {
     jobs[t].buf = buf;
@@ -396,7 +363,7 @@ floor_batch(const char *buf, size_t es, const struct rowset *rs, size_t B,
   floor_rows(&jobs[0]);
   for (t = 1; t <= started; t++)
     pthread_join(tid[t], NULL);
-  t0 = wall_us() - t0;
+  t0 = bench_wall_us() - t0;
   return (double)B / t0 * 1e6;
 }
 
@@ -407,13 +374,13 @@ floor_batch(const char *buf, size_t es, const struct rowset *rs, size_t B,
    per-row cost); the N-thread batch by the wall clock. */
 static int
 time_batch(const struct bcase *bc, const struct rowset *rs,
-           const double *us, const struct bench_opts *o, char *buf)
+           const double *us, const struct sel_opts *o, char *buf)
 {
   struct qrs_sampler **smp;
   struct qrs_batch_row *rows;
   struct qrs_pool *p1, *pn;
   size_t b, B, es;
-  double t0, *ts, *t1, *tn, *f1, *fn;
+  double t0, *ts, *t1, *tn, *f1, *fn, ms, m1, mn;
   uint32_t tok;
   int r, k, ret, bad;
 
@@ -445,7 +412,7 @@ time_batch(const struct bcase *bc, const struct rowset *rs,
         rows[b].sampler = smp[b];
         rows[b].u = us[(b * 7 + (size_t)r) % NU];
       }
-      t0 = k < 2 ? now_us() : wall_us();
+      t0 = k < 2 ? bench_cpu_us() : bench_wall_us();
       if (k == 0) {
         for (b = 0; b < B; b++)
           if (qrs_sampler_select_u(smp[b], buf + b * o->vocab * es,
@@ -460,19 +427,20 @@ time_batch(const struct bcase *bc, const struct rowset *rs,
           goto out;
         }
       }
-      t0 = (k < 2 ? now_us() : wall_us()) - t0;
+      t0 = (k < 2 ? bench_cpu_us() : bench_wall_us()) - t0;
       (k == 0 ? ts : k == 1 ? t1 : tn)[r] = (double)B / t0 * 1e6;
     }
   }
   for (r = 0; r < o->reps; r++)
     fn[r] /= f1[r];
+  ms = bench_median(ts, (size_t)o->reps);
+  m1 = bench_median(t1, (size_t)o->reps);
+  mn = bench_median(tn, (size_t)o->reps);
   printf("(%s) %-32s B=%-4zu single %7.0f rows/s (cpu)  batch x1 %7.0f "
          "(%.2fx single cost)  batch x%d %7.0f rows/s (wall, %.2fx x1)  "
          "floor x%d/x1 %.2fx\n",
-         bc->name, bc->desc, B, median(ts, o->reps), median(t1, o->reps),
-         median(ts, o->reps) / median(t1, o->reps), o->threads,
-         median(tn, o->reps), median(tn, o->reps) / median(t1, o->reps),
-         o->threads, median(fn, o->reps));
+         bc->name, bc->desc, B, ms, m1, ms / m1, o->threads, mn, mn / m1,
+         o->threads, bench_median(fn, (size_t)o->reps));
   ret = 0;
 out:
   qrs_pool_free(p1);
@@ -521,83 +489,67 @@ usage(FILE *f)
           "target.\n");
 }
 
+/* -K: the kernels (a process-wide setting, no field). */
+static int
+set_kernels(void *field, const char *arg)
+{
+  (void)field;
+  if (!strcmp(arg, "sse2"))
+    qrs__kernel_level(1);
+  else if (!strcmp(arg, "avx2"))
+    qrs__kernel_level(2);
+  else {
+    usage(stderr);
+    return -1;
+  }
+  return 0;
+}
+
+/* -d: the dtypes (int *field: 1 f32, 2 bf16, 3 both). */
+static int
+set_dtypes(void *field, const char *arg)
+{
+  int *dtypes = field;
+
+  *dtypes = !strcmp(arg, "f32") ? 1 : !strcmp(arg, "bf16") ? 2
+            : !strcmp(arg, "both") ? 3 : 0;
+  if (!*dtypes) {
+    usage(stderr);
+    return -1;
+  }
+  return 0;
+}
+
 int
 bench_select(int argc, char **argv)
 {
-  static const struct option longopts[] = {
-    { "help", no_argument, NULL, 'h' },
-    { "batch", required_argument, NULL, 'B' },
-    { "threads", required_argument, NULL, 'T' },
-    { NULL, 0, NULL, 0 },
+  struct sel_opts o = { 151936, 40, 7, -1, 1.5, NULL, NULL, 3, 0, 2 };
+  const struct bench_opt opts[] = {
+    { NULL, 'n', BENCH_OPT_SIZE, &o.vocab, 0, NULL },
+    { NULL, 't', BENCH_OPT_INT, &o.tokens, 0, NULL },
+    { NULL, 'r', BENCH_OPT_INT, &o.reps, 0, NULL },
+    { NULL, 'c', BENCH_OPT_INT, &o.cpu, 0, NULL },
+    { NULL, 's', BENCH_OPT_DOUBLE, &o.zipf, 0, NULL },
+    { NULL, 'k', BENCH_OPT_STRING, &o.only, 0, NULL },
+    { NULL, 'K', BENCH_OPT_CALL, NULL, 0, set_kernels },
+    { NULL, 'S', BENCH_OPT_STRING, &o.shapes, 0, NULL },
+    { NULL, 'd', BENCH_OPT_CALL, &o.dtypes, 0, set_dtypes },
+    { "batch", 0, BENCH_OPT_INT, &o.batch, 0, NULL },
+    { "threads", 0, BENCH_OPT_INT, &o.threads, 0, NULL },
+    { NULL, 0, 0, NULL, 0, NULL },
   };
-  struct bench_opts o = { 151936, 40, 7, -1, 1.5, NULL, NULL, 3, 0, 2 };
   float *frows[NSHAPES][NROWS];
   uint16_t *hrows[NSHAPES][NROWS];
   struct rowset rs;
   struct result res;
   double us[NU], target;
   char *buf;
-  cpu_set_t set;
   size_t i, j, c2;
-  int c, ret, dt;
+  int ret, dt;
 
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "n:t:r:c:s:k:K:S:d:h", longopts,
-                          NULL)) != -1) {
-    switch (c) {
-    case 'K':
-      if (!strcmp(optarg, "sse2"))
-        qrs__kernel_level(1);
-      else if (!strcmp(optarg, "avx2"))
-        qrs__kernel_level(2);
-      else {
-        usage(stderr);
-        return 2;
-      }
-      break;
-    case 'k':
-      o.only = optarg;
-      break;
-    case 'S':
-      o.shapes = optarg;
-      break;
-    case 'd':
-      o.dtypes = !strcmp(optarg, "f32") ? 1 : !strcmp(optarg, "bf16") ? 2
-                 : !strcmp(optarg, "both") ? 3 : 0;
-      if (!o.dtypes) {
-        usage(stderr);
-        return 2;
-      }
-      break;
-    case 'n':
-      o.vocab = strtoul(optarg, NULL, 10);
-      break;
-    case 't':
-      o.tokens = atoi(optarg);
-      break;
-    case 'r':
-      o.reps = atoi(optarg);
-      break;
-    case 'c':
-      o.cpu = atoi(optarg);
-      break;
-    case 's':
-      o.zipf = atof(optarg);
-      break;
-    case 'B':
-      o.batch = atoi(optarg);
-      break;
-    case 'T':
-      o.threads = atoi(optarg);
-      break;
-    case 'h':
-      usage(stdout);
-      return 0;
-    default:
-      usage(stderr);
-      return 2;
-    }
-  }
+  ret = bench_opts_parse(argc, argv, opts, usage);
+  if (ret >= 0)
+    return ret;
   if (o.vocab < 16 || o.vocab > UINT32_MAX || o.tokens < 1 || o.reps < 1 ||
       o.batch < 0 || o.batch > 4096 || o.threads < 1 ||
       o.threads > QRS_POOL_MAX_THREADS) {
@@ -607,9 +559,7 @@ bench_select(int argc, char **argv)
   if (o.cpu >= 0 || (o.batch == 0 && o.cpu < 0)) {
     if (o.cpu < 0)
       o.cpu = sched_getcpu();
-    CPU_ZERO(&set);
-    CPU_SET(o.cpu, &set);
-    if (sched_setaffinity(0, sizeof(set), &set) < 0)
+    if (bench_pin(o.cpu) < 0)
       fprintf(stderr, "qrs-bench select: cannot pin to CPU %d: %s\n",
               o.cpu, strerror(errno));
   }

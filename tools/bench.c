@@ -1,0 +1,247 @@
+/* The harness the qrs-bench subcommands share (see bench.h): option
+   parsing, statistics of the samples, pinning and process chores.  Nothing
+   here runs inside a timed region. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <qrs/client.h>
+
+#include "bench.h"
+
+/* getopt_long()'s value for an option without a short letter. */
+#define LONG_ONLY 256
+
+static int
+takes_arg(const struct bench_opt *o)
+{
+  return o->type != BENCH_OPT_SET;
+}
+
+/* Store arg as o's type says; 0, or -1 when a call refused it. */
+static int
+opt_set(const struct bench_opt *o, const char *arg)
+{
+  switch (o->type) {
+  case BENCH_OPT_INT:
+    *(int *)o->field = atoi(arg);
+    break;
+  case BENCH_OPT_U32:
+    *(uint32_t *)o->field = (uint32_t)strtoul(arg, NULL, 10);
+    break;
+  case BENCH_OPT_SIZE:
+    *(size_t *)o->field = strtoul(arg, NULL, 10);
+    break;
+  case BENCH_OPT_DOUBLE:
+    *(double *)o->field = atof(arg);
+    break;
+  case BENCH_OPT_STRING:
+    *(const char **)o->field = arg;
+    break;
+  case BENCH_OPT_SET:
+    *(int *)o->field = o->val;
+    break;
+  case BENCH_OPT_CALL:
+    return o->call(o->field, arg);
+  }
+  return 0;
+}
+
+int
+bench_opts_parse(int argc, char **argv, const struct bench_opt *opts,
+                 void (*usage)(FILE *f))
+{
+  struct option lo[BENCH_OPT_MAX + 2];
+  char shorts[3 * BENCH_OPT_MAX + 2];
+  size_t i, n, ns;
+  int c;
+
+  n = ns = 0;
+  for (i = 0; opts[i].name || opts[i].key; i++) {
+    if (i == BENCH_OPT_MAX) {
+      fprintf(stderr, "qrs-bench: more than %d options\n", BENCH_OPT_MAX);
+      return 2;
+    }
+    if (opts[i].key) {
+      shorts[ns++] = (char)opts[i].key;
+      if (takes_arg(&opts[i]))
+        shorts[ns++] = ':';
+    }
+    if (opts[i].name) {
+      lo[n].name = opts[i].name;
+      lo[n].has_arg = takes_arg(&opts[i]) ? required_argument : no_argument;
+      lo[n].flag = NULL;
+      lo[n].val = opts[i].key ? opts[i].key : LONG_ONLY + (int)i;
+      n++;
+    }
+  }
+  shorts[ns++] = 'h';
+  shorts[ns] = '\0';
+  lo[n].name = "help";
+  lo[n].has_arg = no_argument;
+  lo[n].flag = NULL;
+  lo[n].val = 'h';
+  memset(&lo[n + 1], 0, sizeof(lo[n + 1]));
+
+  optind = 1;
+  while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+    if (c == 'h') {
+      usage(stdout);
+      return 0;
+    }
+    for (i = 0; opts[i].name || opts[i].key; i++)
+      if (c == (opts[i].key ? opts[i].key : LONG_ONLY + (int)i))
+        break;
+    if (!opts[i].name && !opts[i].key) {
+      usage(stderr);
+      return 2;
+    }
+    if (opt_set(&opts[i], optarg) < 0)
+      return 2;
+  }
+  return -1;
+}
+
+void
+bench_lat_init(struct bench_lat *l, size_t cap)
+{
+  l->v = malloc((cap ? cap : 1) * sizeof(*l->v));
+  l->n = 0;
+  l->cap = cap;
+  if (!l->v) {
+    fprintf(stderr, "qrs-bench: out of memory\n");
+    exit(1);
+  }
+}
+
+void
+bench_lat_done(struct bench_lat *l)
+{
+  free(l->v);
+  l->v = NULL;
+  l->n = l->cap = 0;
+}
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+  int64_t x, y;
+
+  x = *(const int64_t *)a;
+  y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+void
+bench_lat_sort(struct bench_lat *l)
+{
+  qsort(l->v, l->n, sizeof(*l->v), cmp_i64);
+}
+
+double
+bench_lat_pct_us(const struct bench_lat *l, double p)
+{
+  size_t i;
+
+  i = (size_t)(p * (double)(l->n - 1) + 0.5);
+  return (double)l->v[i] / 1000.0;
+}
+
+int
+bench_cmp_double(const void *a, const void *b)
+{
+  double x, y;
+
+  x = *(const double *)a;
+  y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double
+bench_median(double *v, size_t n)
+{
+  qsort(v, n, sizeof(*v), bench_cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int
+bench_pin(int cpu)
+{
+  cpu_set_t set;
+
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof(set), &set);
+}
+
+int
+bench_unpin(void)
+{
+  cpu_set_t set;
+  long n, i;
+
+  n = sysconf(_SC_NPROCESSORS_ONLN);
+  CPU_ZERO(&set);
+  for (i = 0; i < n && i < CPU_SETSIZE; i++)
+    CPU_SET(i, &set);
+  return sched_setaffinity(0, sizeof(set), &set);
+}
+
+const char *
+bench_sibling(const char *rel, char *buf, size_t len)
+{
+  char self[4096], *slash;
+  ssize_t n;
+
+  n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0)
+    return NULL;
+  self[n] = '\0';
+  slash = strrchr(self, '/');
+  if (!slash)
+    return NULL;
+  *slash = '\0';
+  snprintf(buf, len, "%s/%s", self, rel);
+  return buf;
+}
+
+int
+bench_wait_qrsd(const char *sock, int tries)
+{
+  struct qrs_client *c;
+  int i;
+
+  for (i = 0; i < tries; i++) {
+    if (qrs_client_new(sock, NULL, &c) == 0) {
+      qrs_client_free(c);
+      return 0;
+    }
+    usleep(10000);
+  }
+  return -1;
+}
+
+void
+bench_kill(pid_t *pid, int sig)
+{
+  if (*pid <= 0)
+    return;
+  kill(*pid, sig);
+  waitpid(*pid, NULL, 0);
+  *pid = -1;
+}
+
+int
+bench_rmdir(const char *dir)
+{
+  char cmd[128];
+
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
