@@ -19,11 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
 
 #include <qrs/client.h>
+
+#include "timestamp.h"
 
 struct worker {
   struct qrs_client *c;
@@ -33,15 +34,6 @@ struct worker {
 
 static int n_draws = 40;
 static int64_t deadline_ns;
-
-static int64_t
-mono_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* A QRS_E_* code or a negative errno. */
 static int
@@ -59,7 +51,7 @@ work(void *arg)
   uint32_t t;
   int i, r;
 
-  for (i = 0; w->ok < n_draws && mono_ns() < deadline_ns; i++) {
+  for (i = 0; w->ok < n_draws && mono_now_ns() < deadline_ns; i++) {
     if (i % 3 == 2) {
       r = qrs_client_draw_begin(w->c, NULL, &t);
       if (r == 0)
@@ -177,7 +169,7 @@ main(int argc, char **argv)
       return 1;
     }
   }
-  deadline_ns = mono_ns() + (int64_t)deadline_s * 1000000000;
+  deadline_ns = mono_now_ns() + (int64_t)deadline_s * 1000000000;
   for (i = 0; i < n_clients * n_threads; i++) {
     w[i].c = clients[i / n_threads];
     if (pthread_create(&w[i].t, NULL, work, &w[i]) != 0) {
