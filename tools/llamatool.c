@@ -3,11 +3,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include <qrs/llama.h>
 
 #include "llamatool.h"
+#include "timestamp.h"
 
 static int log_verbose;
 static volatile sig_atomic_t log_muted;
@@ -21,10 +21,7 @@ lt_log_mute(void)
 double
 lt_now_ms(void)
 {
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+  return (double)mono_now_ns() / 1e6;
 }
 
 int

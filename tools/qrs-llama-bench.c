@@ -161,21 +161,34 @@ mean(const struct bench *b, int m)
   return b->nv[m] ? s / (double)b->nv[m] : NAN;
 }
 
+/* A sorted copy of series m (the caller frees it), or NULL when the series
+   is empty or there is no memory. */
+static double *
+sorted_copy(const struct bench *b, int m)
+{
+  double *v;
+  size_t n;
+
+  n = b->nv[m];
+  if (n == 0)
+    return NULL;
+  v = malloc(n * sizeof(*v));
+  if (!v)
+    return NULL;
+  memcpy(v, b->v[m], n * sizeof(*v));
+  qsort(v, n, sizeof(*v), lt_cmp_double);
+  return v;
+}
+
 static double
 median(const struct bench *b, int m)
 {
   double *v, r;
-  size_t n;
 
-  n = b->nv[m];
-  v = malloc((n ? n : 1) * sizeof(*v));
-  if (!v || n == 0) {
-    free(v);
+  v = sorted_copy(b, m);
+  if (!v)
     return NAN;
-  }
-  memcpy(v, b->v[m], n * sizeof(*v));
-  qsort(v, n, sizeof(*v), lt_cmp_double);
-  r = v[n / 2];
+  r = v[b->nv[m] / 2];
   free(v);
   return r;
 }
@@ -569,11 +582,9 @@ report(struct bench *b)
     if (m == M_TIMED)
       printf("\n%-31s %9s %9s %9s %9s\n", "per row", "mean", "median",
              "min", "max");
-    v = malloc(n * sizeof(*v));
+    v = sorted_copy(b, m);
     if (!v)
       return;
-    memcpy(v, b->v[m], n * sizeof(*v));
-    qsort(v, n, sizeof(*v), lt_cmp_double);
     if (m < M_TIMED)
       printf("%-31s %9.4f %9.4f %9.4f\n", m_names[m], mean(b, m), v[n / 2],
              v[(n * 9) / 10]);

@@ -29,7 +29,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <qrs/client.h>
@@ -40,6 +39,7 @@
 #include "engine/ampreq.h"
 #include "frame.h"
 #include "sources/source.h"
+#include "timestamp.h"
 #include "ustat.h"
 
 #define SIGMA_NULL 73.90027063      /* sqrt((256^2 - 1) / 12) */
@@ -461,8 +461,8 @@ static int
 cmd_uniformity(const struct opts *o)
 {
   struct drawer d;
-  struct timespec t0, t1;
   double *u, ks, p, mean, stouffer, secs;
+  int64_t t0;
   uint64_t i, distinct;
   int r;
 
@@ -478,15 +478,14 @@ cmd_uniformity(const struct opts *o)
     free(u);
     return 2;
   }
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  t0 = mono_now_ns();
   r = draw_many(&d, u, NULL, o->draws);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
+  secs = (double)(mono_now_ns() - t0) / 1e9;
   drawer_free(&d);
   if (r < 0) {
     free(u);
     return 2;
   }
-  secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
 
   mean = stouffer = 0.0;
   for (i = 0; i < o->draws; i++) {
