@@ -721,7 +721,8 @@ main(int argc, char **argv)
          b.model_path, b.n_vocab, (unsigned long long)b.n,
          (unsigned long long)b.threads, b.cpu >= 0 ? ", pinned" : "");
   printf("qrsd %s, source %s\n\n", qrs_client_socket_path(b.client),
-         b.source ? b.source : qrs_client_server_info(b.client)->default_source);
+         b.source ? b.source
+                  : qrs_client_server_info(b.client)->default_source);
   fflush(stdout);
   {
     struct qrs_sampler_config *pc;
