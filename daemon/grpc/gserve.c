@@ -13,8 +13,9 @@
 
 #include <grpc/grpc_security.h>
 
-#include "grpc/gserve.h"
+#include "base/container.h"
 #include "base/log.h"
+#include "grpc/gserve.h"
 
 enum kind {
   K_ENTROPY,
@@ -125,17 +126,24 @@ key_ok(struct gserve *g, const grpc_metadata_array *md)
   return 0;
 }
 
-static void
-on_send_done(struct gb_op *op, int ok)
+/* A reply was sent: drop its buffer.  The call that carried the send
+   comes from op. */
+static struct gserve_call *
+call_sent(struct gb_op *op)
 {
-  struct gserve_call *c = (struct gserve_call *)
-    ((char *)op - offsetof(struct gserve_call, op_send));
+  struct gserve_call *c = CONTAINER_OF(op, struct gserve_call, op_send);
 
   if (c->out) {
     grpc_byte_buffer_destroy(c->out);
     c->out = NULL;
   }
-  call_unref(c);
+  return c;
+}
+
+static void
+on_send_done(struct gb_op *op, int ok)
+{
+  call_unref(call_sent(op));
 }
 
 static void
@@ -193,13 +201,9 @@ recv_next(struct gserve_call *c)
 static void
 on_stream_send_done(struct gb_op *op, int ok)
 {
-  struct gserve_call *c = (struct gserve_call *)
-    ((char *)op - offsetof(struct gserve_call, op_send));
+  struct gserve_call *c;
 
-  if (c->out) {
-    grpc_byte_buffer_destroy(c->out);
-    c->out = NULL;
-  }
+  c = call_sent(op);
   if (ok && !c->cancelled && !c->g->stopping)
     recv_next(c);
   call_unref(c);
@@ -324,8 +328,7 @@ take_request(struct gserve_call *c)
 static void
 on_recv(struct gb_op *op, int ok)
 {
-  struct gserve_call *c = (struct gserve_call *)
-    ((char *)op - offsetof(struct gserve_call, op_recv));
+  struct gserve_call *c = CONTAINER_OF(op, struct gserve_call, op_recv);
 
   if (!ok || !c->payload || c->cancelled || c->g->stopping) {
     /* The client half-closed (or went away): end the stream. */
@@ -340,8 +343,7 @@ on_recv(struct gb_op *op, int ok)
 static void
 on_close(struct gb_op *op, int ok)
 {
-  struct gserve_call *c = (struct gserve_call *)
-    ((char *)op - offsetof(struct gserve_call, op_close));
+  struct gserve_call *c = CONTAINER_OF(op, struct gserve_call, op_close);
 
   call_unref(c);
 }
@@ -349,8 +351,7 @@ on_close(struct gb_op *op, int ok)
 static void
 on_new(struct gb_op *op, int ok)
 {
-  struct gserve_call *c = (struct gserve_call *)
-    ((char *)op - offsetof(struct gserve_call, op_new));
+  struct gserve_call *c = CONTAINER_OF(op, struct gserve_call, op_new);
   struct gserve *g = c->g;
   grpc_op close_op;
 
@@ -551,9 +552,7 @@ gserve_start(struct gbridge *br, const struct gserve_conf *conf,
 static void
 on_shutdown(struct gb_op *op, int ok)
 {
-  struct gserve *g = (struct gserve *)((char *)op -
-                                       offsetof(struct gserve,
-                                                shutdown_op));
+  struct gserve *g = CONTAINER_OF(op, struct gserve, shutdown_op);
 
   grpc_server_destroy(g->server);
   g->server = NULL;

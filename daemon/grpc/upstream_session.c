@@ -1,0 +1,443 @@
+/* The bidi sessions of a gRPC upstream in bidi_streaming mode (see
+   upstream_int.h for the pieces of the upstream).
+
+   A session is one long-lived stream of a kind (bytes: StreamEntropy,
+   draws: StreamDraws) on which reqs queue in FIFO order: requests are
+   pipelined, a reply goes to the entry whose nonce it echoes (else the
+   oldest), an entry past its deadline fails its req and stays as a
+   tombstone for its late reply, and too many tombstones restart the
+   stream.  When the stream ends, every req still on it fails (and may be
+   retried on a new one).  Owns struct session; calls back into
+   upstream.c (upstream__attempt_result()) and uses the channel's calls
+   (upstream_channel.c). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/container.h"
+#include "base/log.h"
+#include "grpc/upstream_int.h"
+
+#define MAX_TOMBSTONES 16             /* timed-out reqs before a reset */
+
+/* An entry of a session's FIFO: a live req, or the tombstone of one
+   that timed out (its late reply must be matched and dropped). */
+struct entry {
+  struct req *r;                      /* NULL: tombstone */
+  uint64_t key;                       /* nonce, 0 if none */
+  uint64_t deadline;                  /* ns, hrtime */
+  struct entry *next;
+};
+
+struct session {
+  struct upstream *u;
+  enum kind kind;
+  struct upcall gc;
+  struct gb_op op_start, op_recv, op_send, op_status;
+  int refs;                           /* batches + timer + owner */
+  int dead;
+  int recv_busy;                      /* a batch with RECV_MESSAGE is out */
+  int send_in_recv;                   /* ... and it carries s->gc.send */
+  struct entry *head, *tail;          /* FIFO of sent/unsent entries */
+  struct entry *unsent;               /* first entry not yet written */
+  size_t count, tombstones;
+  uv_timer_t timer;
+};
+
+static void
+session_kill(struct session *s)
+{
+  if (!s)
+    return;
+  s->dead = 1;
+  if (s->gc.call)
+    grpc_call_cancel(s->gc.call, NULL);
+}
+
+static void
+session_release(struct session *s)
+{
+  struct upstream *u = s->u;
+  struct entry *e;
+
+  if (--s->refs > 0)
+    return;
+  while (s->head) {
+    e = s->head;
+    s->head = e->next;
+    free(e);
+  }
+  upstream__call_close(&s->gc);
+  free(s);
+  u->live--;
+  upstream__maybe_free(u);
+}
+
+static void
+on_session_timer_closed(uv_handle_t *h)
+{
+  session_release(h->data);
+}
+
+/* Remove e from the FIFO (prev is its predecessor or NULL). */
+static void
+entry_unlink(struct session *s, struct entry *prev, struct entry *e)
+{
+  if (prev)
+    prev->next = e->next;
+  else
+    s->head = e->next;
+  if (s->tail == e)
+    s->tail = prev;
+  if (s->unsent == e)
+    s->unsent = e->next;
+  if (!e->r)
+    s->tombstones--;
+  s->count--;
+  free(e);
+}
+
+/* The stream is gone: every live req on it fails (and may retry). */
+static void
+session_fail_all(struct session *s, int err, int status, const char *why)
+{
+  struct entry *e;
+  struct req *r;
+
+  s->dead = 1;
+  if (s->u->sess[s->kind] == s) {
+    s->u->sess[s->kind] = NULL;
+    session_release(s);               /* the owner's reference */
+  }
+  while (s->head) {
+    e = s->head;
+    r = e->r;
+    entry_unlink(s, NULL, e);
+    if (r) {
+      r->sess = NULL;
+      upstream__attempt_result(r, err, status, NULL, 0, why);
+    }
+  }
+}
+
+static void session_pump(struct session *s);
+static void on_session_recv(struct gb_op *op, int ok);
+static void on_session_timer(uv_timer_t *t);
+
+static void
+on_session_started(struct gb_op *op, int ok)
+{
+  session_release(CONTAINER_OF(op, struct session, op_start));
+}
+
+static void
+on_session_send(struct gb_op *op, int ok)
+{
+  struct session *s = CONTAINER_OF(op, struct session, op_send);
+
+  grpc_byte_buffer_destroy(s->gc.send);
+  s->gc.send = NULL;
+  if (ok && !s->dead)
+    session_pump(s);
+  session_release(s);
+}
+
+/* Start what the FIFO needs: a SEND_MESSAGE of the next unsent request
+   (gRPC allows one at a time) and a RECV_MESSAGE while any sent request
+   (or tombstone) awaits its reply.
+
+   A request sent to an idle stream (nothing else to send, nothing
+   awaited) goes in one batch with its RECV_MESSAGE: one completion when
+   the reply is there, instead of a send completion first, which costs a
+   wake-up of the completion-queue thread and one of the loop while the
+   upstream works on the request.  Otherwise the send is a batch of its
+   own so that requests keep being pipelined while replies are awaited;
+   a request that comes while an idle-stream batch is out waits for its
+   reply (at most one round trip, and only at the start of a burst). */
+static void
+session_pump(struct session *s)
+{
+  uint8_t buf[GW_MAX_REQUEST];
+  grpc_op ops[2];
+  struct gb_op *op;
+  gb_cb cb;
+  size_t n = 0;
+  int len, send, recv;
+
+  if (s->dead)
+    return;
+  send = s->unsent && !s->gc.send;
+  recv = !s->recv_busy && s->head && s->head != s->unsent;
+  if (send && !s->recv_busy && !recv && !s->unsent->next)
+    recv = 1;                         /* idle stream: one batch */
+  else if (send && recv)
+    recv = 0, send = 1;               /* pipelining: separate batches */
+  if (!send && !recv)
+    return;
+  memset(ops, 0, sizeof(ops));
+  if (send) {
+    len = upstream__encode_request(s->unsent->r, buf, sizeof(buf));
+    s->unsent = s->unsent->next;
+    s->gc.send = gbridge_buffer(buf, (size_t)len);
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = s->gc.send;
+  }
+  if (recv) {
+    ops[n].op = GRPC_OP_RECV_MESSAGE;
+    ops[n++].data.recv_message.recv_message = &s->gc.recv;
+  }
+  op = recv ? &s->op_recv : &s->op_send;
+  cb = recv ? on_session_recv : on_session_send;
+  s->refs++;
+  if (gbridge_batch(s->gc.call, ops, n, op, cb) != GRPC_CALL_OK) {
+    if (send) {
+      grpc_byte_buffer_destroy(s->gc.send);
+      s->gc.send = NULL;
+    }
+    s->refs--;
+    session_kill(s);
+    return;
+  }
+  if (recv) {
+    s->recv_busy = 1;
+    s->send_in_recv = send;
+  }
+  if (send && !recv)
+    session_pump(s);                  /* a RECV_MESSAGE may be due too */
+}
+
+static void
+on_session_recv(struct gb_op *op, int ok)
+{
+  struct session *s = CONTAINER_OF(op, struct session, op_recv);
+  struct entry *e, *prev, *match = NULL, *match_prev = NULL;
+  struct gw_entropy_resp er;
+  struct gw_draw_resp dr;
+  grpc_slice sl;
+  uint64_t seq = 0;
+  struct req *r;
+
+  s->recv_busy = 0;
+  if (s->send_in_recv) {
+    grpc_byte_buffer_destroy(s->gc.send);
+    s->gc.send = NULL;
+    s->send_in_recv = 0;
+  }
+  if (!ok || !s->gc.recv) {
+    /* End of stream; the status batch says why and fails the rest. */
+    s->dead = 1;
+    session_release(s);
+    return;
+  }
+  sl = gbridge_read_all(s->gc.recv);
+  grpc_byte_buffer_destroy(s->gc.recv);
+  s->gc.recv = NULL;
+  if (s->kind == KIND_BYTES) {
+    if (gw_entropy_resp_decode(GRPC_SLICE_START_PTR(sl),
+                               GRPC_SLICE_LENGTH(sl), &er) == 0)
+      seq = er.sequence_id;
+  } else if (gw_draw_resp_decode(GRPC_SLICE_START_PTR(sl),
+                                 GRPC_SLICE_LENGTH(sl), &dr) == 0) {
+    seq = dr.sequence_id;
+  }
+  /* The entry whose key the reply echoes, else the oldest (FIFO). */
+  if (seq) {
+    for (prev = NULL, e = s->head; e && e != s->unsent; prev = e,
+         e = e->next) {
+      if (e->key == seq) {
+        match = e;
+        match_prev = prev;
+        break;
+      }
+    }
+  }
+  if (!match && s->head && s->head != s->unsent) {
+    match = s->head;
+    match_prev = NULL;
+  }
+  if (match) {
+    r = match->r;
+    entry_unlink(s, match_prev, match);
+    if (r) {
+      r->sess = NULL;
+      upstream__attempt_result(r, 0, GRPC_STATUS_OK,
+                               GRPC_SLICE_START_PTR(sl),
+                               GRPC_SLICE_LENGTH(sl), NULL);
+    }
+  }
+  grpc_slice_unref(sl);
+  session_pump(s);                    /* the next send and/or receive */
+  session_release(s);
+}
+
+static void
+on_session_status(struct gb_op *op, int ok)
+{
+  struct session *s = CONTAINER_OF(op, struct session, op_status);
+  char why[200];
+  int err;
+
+  uv_timer_stop(&s->timer);
+  err = upstream__status_err(s->gc.status);
+  if (err == 0)
+    err = -EHOSTUNREACH;
+  upstream__status_detail(why, sizeof(why), s->gc.status, s->gc.details);
+  if (strlen(why) + 20 < sizeof(why) && s->gc.status == GRPC_STATUS_OK)
+    strcat(why, " (stream ended)");
+  session_fail_all(s, err, s->gc.status, why);
+  uv_close((uv_handle_t *)&s->timer, on_session_timer_closed);
+  session_release(s);
+}
+
+static void
+session_arm(struct session *s)
+{
+  struct entry *e;
+  uint64_t t = now_ns(), first = UINT64_MAX;
+
+  for (e = s->head; e; e = e->next)
+    if (e->r && e->deadline < first)
+      first = e->deadline;
+  if (first == UINT64_MAX) {
+    uv_timer_stop(&s->timer);
+    return;
+  }
+  uv_update_time(s->u->br->loop);
+  uv_timer_start(&s->timer, on_session_timer,
+                 first > t ? (first - t + 999999) / 1000000 : 0, 0);
+}
+
+static void
+on_session_timer(uv_timer_t *t)
+{
+  struct session *s = t->data;
+  struct entry *e, *prev;
+  int sent;
+  struct req *r;
+  uint64_t now = now_ns();
+  int again;
+
+  do {
+    again = 0;
+    for (prev = NULL, sent = 1, e = s->head; e; prev = e, e = e->next) {
+      if (e == s->unsent)
+        sent = 0;
+      if (!e->r || e->deadline > now)
+        continue;
+      r = e->r;
+      if (sent) {
+        /* Keep a tombstone so that the late reply matches it. */
+        e->r = NULL;
+        s->tombstones++;
+      } else {
+        entry_unlink(s, prev, e);     /* never sent: no reply will come */
+      }
+      r->sess = NULL;
+      upstream__attempt_result(r, -ETIMEDOUT, GRPC_STATUS_DEADLINE_EXCEEDED,
+                               NULL, 0,
+                               "timed out waiting for the stream reply");
+      again = 1;                      /* the list may have changed */
+      break;
+    }
+  } while (again && !s->dead);
+  if (s->tombstones >= MAX_TOMBSTONES && !s->dead) {
+    log_debug("source '%s': bidi stream stalled, restarting it",
+              s->u->name);
+    session_kill(s);
+  }
+  if (!s->dead)
+    session_arm(s);
+}
+
+static struct session *
+session_open(struct upstream *u, enum kind kind)
+{
+  struct session *s;
+  grpc_op ops[3];
+  grpc_metadata md;
+  const char *method = kind == KIND_BYTES ? u->stream_method :
+                       u->draw_stream_method;
+
+  s = calloc(1, sizeof(*s));
+  if (!s)
+    return NULL;
+  s->u = u;
+  s->kind = kind;
+  uv_timer_init(u->br->loop, &s->timer);
+  s->timer.data = s;
+  s->refs = 2;                        /* owner + timer */
+  u->live++;
+  upstream__call_open(u, &s->gc, method, -1);
+
+  /* The metadata batch (toolchain.md: a call needs RECV_INITIAL_METADATA
+     or its messages never arrive); the messages follow in session_pump(),
+     the status batch says when the stream ends. */
+  memset(ops, 0, sizeof(ops));
+  upstream__op_initial_md(u, &ops[0], &md);
+  ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[1].data.recv_initial_metadata.recv_initial_metadata = &s->gc.imd;
+  if (gbridge_batch(s->gc.call, ops, 2, &s->op_start, on_session_started) ==
+      GRPC_CALL_OK)
+    s->refs++;
+  if (upstream__call_status(&s->gc, &s->op_status, on_session_status) ==
+      GRPC_CALL_OK) {
+    s->refs++;
+  } else {
+    /* No status will come: undo by hand. */
+    s->dead = 1;
+    grpc_call_cancel(s->gc.call, NULL);
+    uv_close((uv_handle_t *)&s->timer, on_session_timer_closed);
+    session_release(s);
+    return NULL;
+  }
+  return s;
+}
+
+int
+upstream__session_submit(struct req *r)
+{
+  struct upstream *u = r->job->u;
+  enum kind kind = r->job->kind;
+  struct session *s = u->sess[kind];
+  struct entry *e;
+
+  if (!s || s->dead) {
+    s = session_open(u, kind);
+    if (!s)
+      return -ENOMEM;
+    u->sess[kind] = s;
+  }
+  e = calloc(1, sizeof(*e));
+  if (!e)
+    return -ENOMEM;
+  e->r = r;
+  e->key = r->job->nonce;
+  e->deadline = r->t0 + (uint64_t)(r->timeout_ms * 1e6);
+  if (s->tail)
+    s->tail->next = e;
+  else
+    s->head = e;
+  s->tail = e;
+  if (!s->unsent)
+    s->unsent = e;
+  s->count++;
+  r->sess = s;
+  session_pump(s);
+  session_arm(s);
+  return 0;
+}
+
+void
+upstream__sessions_close(struct upstream *u)
+{
+  int k;
+
+  for (k = 0; k < 2; k++) {
+    if (u->sess[k]) {
+      session_kill(u->sess[k]);
+      session_release(u->sess[k]);
+      u->sess[k] = NULL;
+    }
+  }
+}
