@@ -1,0 +1,107 @@
+/* What the pieces of the native socket server share; private to them
+   (everyone else includes server.h).
+
+   The server is four files, one per stage of a request:
+   - server.c: start and stop, the listening socket (path or systemd fd),
+     accepting connections with their limits, the HELLO/frame/idle
+     deadlines;
+   - conn.c (conn_*()): a connection's lifetime, its reads and writes, and
+     the framing of its byte stream (header checks, per-type caps), which
+     hands each complete frame to dispatch_frame();
+   - dispatch.c: a frame's request decoded (in a bounded arena) and
+     dispatched: HELLO, DRAW and BYTES (to the draw engine, with the reply
+     budget held until on_reply), STATUS, HEALTH and SOURCES (to report.c);
+   - report.c (report_*()): the STATUS, HEALTH and SOURCES replies, built
+     from the registry and the draw engine's monitors.
+
+   Everything runs on the loop thread. */
+#ifndef QRSD_SERVER_INT_H
+#define QRSD_SERVER_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "server/server.h"
+
+#define RBUF_INITIAL (16 * 1024)
+#define DECODE_ARENA (64 * 1024)      /* protobuf-c's allocations for one
+                                         request of at most 1 KiB */
+
+struct conn {
+  uv_pipe_t pipe;               /* handle.data points back here */
+  struct server *srv;
+  struct conn *prev;
+  struct conn *next;
+  uint64_t id;
+  char name[96];                /* "conn 3 (pid 42, uid 1000)" */
+
+  uint8_t *rbuf;
+  size_t rlen;
+  size_t rcap;
+  size_t rmax;                  /* header + max frame */
+
+  size_t wq_bytes;              /* queued in uv_write, not yet written */
+  size_t wq_max;
+  uint32_t inflight;            /* requests taken, not yet answered */
+  unsigned refs;                /* 1 for the handle + 1 per worker job */
+
+  int hello_done;
+  int reading;
+  int closing;                  /* uv_close called or flushing to close */
+  char *client_name;
+
+  uid_t uid;
+  int has_uid;
+  int refused;                  /* over a connection limit: the first
+                                   frame is answered BUSY, then close */
+  char refuse_msg[96];
+  int64_t accepted_ns;          /* CLOCK_MONOTONIC */
+  int64_t partial_ns;           /* an incomplete frame began; 0: none */
+  int64_t active_ns;            /* last byte read or reply sent */
+  size_t reserved;              /* reply bytes reserved for requests */
+  struct reg_owner owner;       /* its reads in progress */
+};
+
+/* server.c */
+
+/* While stopping: call on_stopped once every connection and handle is
+   closed. */
+void server_maybe_stopped(struct server *srv);
+
+/* conn.c */
+
+/* A reference: the handle holds one, every request in flight another;
+   the last release frees c. */
+void conn_hold(struct conn *c);
+void conn_release(struct conn *c);
+/* Close at once (queued writes are cancelled). */
+void conn_close(struct conn *c);
+/* Send what is queued, then close. */
+void conn_close_after_flush(struct conn *c);
+/* Read while the write queue has room and the server is not stopping. */
+void conn_update_reading(struct conn *c);
+/* While stopping, a connection with nothing in flight is closed. */
+void conn_check_idle(struct conn *c);
+/* A request in flight was answered. */
+void conn_request_done(struct conn *c);
+/* Encode m as a frame of type answering seq and queue it. */
+void conn_send(struct conn *c, uint16_t type, uint32_t seq,
+               const ProtobufCMessage *m);
+/* An ERROR reply (err a QRS_E_* or negative errno) to seq. */
+void conn_send_error(struct conn *c, uint32_t seq, int err, const char *fmt,
+                     ...) __attribute__((format(printf, 4, 5)));
+
+/* dispatch.c */
+
+/* A complete frame: decode its request and answer or dispatch it. */
+void dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
+                    const uint8_t *payload);
+
+/* report.c */
+
+void report_status(struct conn *c, uint32_t seq);
+void report_health(struct conn *c, uint32_t seq);
+void report_sources(struct conn *c, uint32_t seq);
+
+#endif
