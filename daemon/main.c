@@ -21,6 +21,7 @@
 
 #include "conf/conf.h"
 #include "base/log.h"
+#include "timestamp.h"
 #include "base/looplock.h"
 #include "server/server.h"
 
@@ -243,14 +244,11 @@ on_warmed(void *ctx, const struct reg_result *res)
 static void
 warm_up(const struct qrsd_conf *conf)
 {
-  struct timespec ts;
   int64_t deadline;
   size_t i;
   int r;
 
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  deadline = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
-             (int64_t)conf->request_timeout_ms * 1000000;
+  deadline = mono_now_ns() + (int64_t)conf->request_timeout_ms * 1000000;
   for (i = 0; i < conf->n_sources; i++) {
     if (conf->sources[i].type != CONF_SOURCE_GRPC)
       continue;

@@ -26,6 +26,7 @@
 #endif
 
 #include "base/log.h"
+#include "timestamp.h"
 
 #define QUEUE_LINES 512
 #define LINE_MAX_LEN 1024
@@ -281,7 +282,6 @@ void
 log_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt,
             ...)
 {
-  struct timespec t;
   char line[900];
   uint64_t skipped;
   unsigned interval_ms, burst;
@@ -292,8 +292,7 @@ log_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt,
     return;
   interval_ms = rl->interval_ms ? rl->interval_ms : 10000;
   burst = rl->burst ? rl->burst : 5;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  now = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+  now = mono_now_ns();
   if (rl->window_start_ns == 0 ||
       now - rl->window_start_ns >= (int64_t)interval_ms * 1000000) {
     rl->window_start_ns = now;

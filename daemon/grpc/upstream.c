@@ -326,6 +326,33 @@ upstream__attempts_cancel(struct upstream *u)
 
 /* ---- reqs and jobs ---------------------------------------------------- */
 
+/* A job of kind for cb (its buffer and reqs come later), or NULL. */
+static struct job *
+job_new(struct upstream *u, enum kind kind, uint64_t nonce,
+        int64_t deadline_ns, upstream_cb cb, void *arg)
+{
+  struct job *j;
+
+  j = calloc(1, sizeof(*j));
+  if (!j)
+    return NULL;
+  j->u = u;
+  j->kind = kind;
+  j->cb = cb;
+  j->arg = arg;
+  j->nonce = nonce & INT64_MAX;
+  j->deadline = deadline_ns;
+  return j;
+}
+
+static void
+job_free(struct job *j)
+{
+  free(j->buf);
+  free(j->reqs);
+  free(j);
+}
+
 static void
 job_done(struct job *j)
 {
@@ -340,9 +367,7 @@ job_done(struct job *j)
                   UPSTREAM_ECHO_VERIFIED;
   }
   j->cb(j->arg, &j->res);
-  free(j->buf);
-  free(j->reqs);
-  free(j);
+  job_free(j);
   u->live--;
   upstream__maybe_free(u);
 }
@@ -535,18 +560,14 @@ job_submit(struct upstream *u, struct job *j)
 
   r = job_start(u, j);
   if (r < 0) {
-    free(j->reqs);
-    free(j->buf);
-    free(j);
+    job_free(j);
     return r;
   }
   if (r == 1) {
     d = calloc(1, sizeof(*d));
     if (!d) {
       u->live--;
-      free(j->reqs);
-      free(j->buf);
-      free(j);
+      job_free(j);
       return -ENOMEM;
     }
     d->job = j;
@@ -567,21 +588,15 @@ upstream_fetch(struct upstream *u, size_t n, uint64_t nonce,
     return -ECANCELED;
   if (n == 0)
     return -EINVAL;
-  j = calloc(1, sizeof(*j));
+  j = job_new(u, KIND_BYTES, nonce, deadline_ns, cb, arg);
   if (!j)
     return -ENOMEM;
   j->buf = malloc(n);
   if (!j->buf) {
-    free(j);
+    job_free(j);
     return -ENOMEM;
   }
-  j->u = u;
-  j->kind = KIND_BYTES;
-  j->cb = cb;
-  j->arg = arg;
-  j->nonce = nonce & INT64_MAX;
   j->n = n;
-  j->deadline = deadline_ns;
   return job_submit(u, j);
 }
 
@@ -596,17 +611,11 @@ upstream_draw(struct upstream *u, uint64_t nonce, const char *source_id,
     return -ECANCELED;
   if (source_id && strlen(source_id) > GW_MAX_ID)
     return -EINVAL;
-  j = calloc(1, sizeof(*j));
+  j = job_new(u, KIND_DRAW, nonce, deadline_ns, cb, arg);
   if (!j)
     return -ENOMEM;
-  j->u = u;
-  j->kind = KIND_DRAW;
-  j->cb = cb;
-  j->arg = arg;
-  j->nonce = nonce & INT64_MAX;
   snprintf(j->source_id, sizeof(j->source_id), "%s",
            source_id ? source_id : "");
   j->block_bytes = block_bytes;
-  j->deadline = deadline_ns;
   return job_submit(u, j);
 }

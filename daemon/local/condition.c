@@ -4,34 +4,31 @@
 
 #include <openssl/evp.h>
 
+#include "base/names.h"
 #include "local/condition.h"
+
+static const char *const condition_names[] = {
+  [COND_RAW] = "raw",
+  [COND_VONNEUMANN] = "vonneumann",
+  [COND_SHA256] = "sha256",
+};
 
 int
 condition_parse(const char *s, enum condition_mode *ret_mode)
 {
-  if (strcmp(s, "raw") == 0)
-    *ret_mode = COND_RAW;
-  else if (strcmp(s, "vonneumann") == 0)
-    *ret_mode = COND_VONNEUMANN;
-  else if (strcmp(s, "sha256") == 0)
-    *ret_mode = COND_SHA256;
-  else
+  int m;
+
+  m = NAMES_FIND(condition_names, s);
+  if (m < 0)
     return -EINVAL;
+  *ret_mode = (enum condition_mode)m;
   return 0;
 }
 
 const char *
 condition_name(enum condition_mode m)
 {
-  switch (m) {
-  case COND_RAW:
-    return "raw";
-  case COND_VONNEUMANN:
-    return "vonneumann";
-  case COND_SHA256:
-    return "sha256";
-  }
-  return "?";
+  return NAMES_NAME(condition_names, m, "?");
 }
 
 size_t

@@ -6,27 +6,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/names.h"
 #include "local/harvest.h"
 
 /* Von Neumann rounds harvest at most this many raw bytes at a time. */
 #define VN_CHUNK_MAX (4u << 20)
 
+static const char *const combine_names[] = {
+  [NOISE_XOR] = "xor",
+  [NOISE_CONCAT] = "concat",
+};
+
 int
 noise_combine_parse(const char *s, enum noise_combine *ret)
 {
-  if (strcmp(s, "xor") == 0)
-    *ret = NOISE_XOR;
-  else if (strcmp(s, "concat") == 0)
-    *ret = NOISE_CONCAT;
-  else
+  int c;
+
+  c = NAMES_FIND(combine_names, s);
+  if (c < 0)
     return -EINVAL;
+  *ret = (enum noise_combine)c;
   return 0;
 }
 
 const char *
 noise_combine_name(enum noise_combine c)
 {
-  return c == NOISE_XOR ? "xor" : "concat";
+  return NAMES_NAME(combine_names, c, "concat");
 }
 
 int

@@ -12,6 +12,7 @@
 #include "grpc/gbridge.h"
 #include "grpc/gserve.h"
 #include "base/log.h"
+#include "timestamp.h"
 
 struct compat {
   const struct qrsd_conf *conf;
@@ -79,7 +80,6 @@ on_request(void *ctx, struct gserve_req *r)
 {
   struct compat *c = ctx;
   struct pending *p;
-  struct timespec ts;
   const char *source = c->conf->compat_source;
   uint64_t n, nonce;
   char why[160];
@@ -118,8 +118,7 @@ on_request(void *ctx, struct gserve_req *r)
   p->c = c;
   p->r = r;
   p->n = (size_t)n;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  deadline = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
+  deadline = mono_now_ns() +
              (int64_t)c->conf->request_timeout_ms * 1000000;
   e = registry_fetch(c->reg, source, p->n, nonce & INT64_MAX, deadline,
                      on_fetched, p);

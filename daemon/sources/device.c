@@ -22,8 +22,8 @@
 #define RETEST_DEADLINE_NS 2000000000LL
 
 struct device {
+  struct local_worker w;        /* first: the local_source_*() ops */
   struct devread dev;
-  struct local_worker w;
   pthread_mutex_t hlock;        /* health, mcv, retest_ns */
   struct health health;
   struct mcv mcv;
@@ -136,14 +136,6 @@ fail:
 }
 
 static int
-device_fetch(struct source *s, struct source_fetch *f)
-{
-  struct device *d = s->priv;
-
-  return local_worker_fetch(&d->w, f);
-}
-
-static int
 device_admit(struct source *s, size_t n, char *why, size_t whylen)
 {
   struct device *d = s->priv;
@@ -162,21 +154,6 @@ device_admit(struct source *s, size_t n, char *why, size_t whylen)
   if (want)
     local_worker_want_retest(&d->w);
   return failed ? -EIO : 0;
-}
-
-static int
-device_read(struct source *s, uint8_t *buf, size_t n, char *why,
-            size_t whylen)
-{
-  return serve(s, buf, n, mono_now_ns() + 5000000000LL, why, whylen);
-}
-
-static void
-device_stop(struct source *s)
-{
-  struct device *d = s->priv;
-
-  local_worker_stop(&d->w);
 }
 
 static void
@@ -236,10 +213,10 @@ const struct source_ops source_device_ops = {
   .type = "device",
   .production = 1,
   .open = device_open,
-  .fetch = device_fetch,
-  .read = device_read,
+  .fetch = local_source_fetch,
+  .read = local_source_read,
   .admit = device_admit,
-  .stop = device_stop,
+  .stop = local_source_stop,
   .close = device_close,
   .describe = device_describe,
   .local_stats = device_local_stats,

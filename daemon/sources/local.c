@@ -216,3 +216,29 @@ local_worker_rate_line(struct local_worker *w, char *buf, size_t len)
     snprintf(buf, len, "%.0f B/s, %.2f draws/s at %" PRIu32 " B",
              st.bytes_per_s, st.draws_per_s, st.draw_bytes);
 }
+
+int
+local_source_fetch(struct source *s, struct source_fetch *f)
+{
+  struct local_worker *w = s->priv;
+
+  return local_worker_fetch(w, f);
+}
+
+int
+local_source_read(struct source *s, uint8_t *buf, size_t n, char *why,
+                  size_t whylen)
+{
+  struct local_worker *w = s->priv;
+
+  return w->serve(s, buf, n, mono_now_ns() + LOCAL_READ_TIMEOUT_NS, why,
+                  whylen);
+}
+
+void
+local_source_stop(struct source *s)
+{
+  struct local_worker *w = s->priv;
+
+  local_worker_stop(w);
+}

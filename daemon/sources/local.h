@@ -111,4 +111,14 @@ void local_worker_rate_line(struct local_worker *w, char *buf, size_t len);
 /* Fill the rate fields of st (bytes_per_s, draw_bytes, draws_per_s). */
 void local_worker_rate(struct local_worker *w, struct local_stats *st);
 
+/* The source_ops of a local source whose priv struct starts with its
+   struct local_worker: fetch through the worker, read() through its
+   serve function (with a deadline of LOCAL_READ_TIMEOUT_NS from now: the
+   synchronous path of tools and unit tests), stop the worker. */
+#define LOCAL_READ_TIMEOUT_NS 5000000000LL
+int local_source_fetch(struct source *s, struct source_fetch *f);
+int local_source_read(struct source *s, uint8_t *buf, size_t n, char *why,
+                      size_t whylen);
+void local_source_stop(struct source *s);
+
 #endif

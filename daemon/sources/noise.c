@@ -15,8 +15,8 @@
 #include "local/harvest.h"
 
 struct noise_src {
+  struct local_worker w;        /* first: the local_source_*() ops */
   struct noise *nz;
-  struct local_worker w;
 };
 
 static int
@@ -88,28 +88,6 @@ timing_src_open(struct source *s, const struct conf_source *cs, char *err,
                 size_t errlen)
 {
   return open_common(s, cs, 1, err, errlen);
-}
-
-static int
-src_fetch(struct source *s, struct source_fetch *f)
-{
-  struct noise_src *ns = s->priv;
-
-  return local_worker_fetch(&ns->w, f);
-}
-
-static int
-src_read(struct source *s, uint8_t *buf, size_t n, char *why, size_t whylen)
-{
-  return serve(s, buf, n, mono_now_ns() + 5000000000LL, why, whylen);
-}
-
-static void
-src_stop(struct source *s)
-{
-  struct noise_src *ns = s->priv;
-
-  local_worker_stop(&ns->w);
 }
 
 static void
@@ -230,26 +208,20 @@ src_local_stats(struct source *s, struct local_stats *st)
   free(slot);
 }
 
-const struct source_ops source_noise_ops = {
-  .type = "noise",
-  .production = 1,
-  .open = noise_src_open,
-  .fetch = src_fetch,
-  .read = src_read,
-  .stop = src_stop,
-  .close = src_close,
-  .describe = src_describe,
-  .local_stats = src_local_stats,
-};
+/* The two types differ only in their name and how they open. */
+#define HARVEST_SOURCE_OPS(name, open_fn) { \
+  .type = name, \
+  .production = 1, \
+  .open = open_fn, \
+  .fetch = local_source_fetch, \
+  .read = local_source_read, \
+  .stop = local_source_stop, \
+  .close = src_close, \
+  .describe = src_describe, \
+  .local_stats = src_local_stats, \
+}
 
-const struct source_ops source_timing_ops = {
-  .type = "timing",
-  .production = 1,
-  .open = timing_src_open,
-  .fetch = src_fetch,
-  .read = src_read,
-  .stop = src_stop,
-  .close = src_close,
-  .describe = src_describe,
-  .local_stats = src_local_stats,
-};
+const struct source_ops source_noise_ops =
+  HARVEST_SOURCE_OPS("noise", noise_src_open);
+const struct source_ops source_timing_ops =
+  HARVEST_SOURCE_OPS("timing", timing_src_open);
