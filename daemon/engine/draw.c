@@ -14,6 +14,7 @@
 #include "engine/ampreq.h"
 #include "amplify.h"
 #include "engine/draw.h"
+#include "base/container.h"
 #include "base/log.h"
 #include "stats/monitor.h"
 #include "nonce.h"
@@ -659,7 +660,7 @@ start_draw(struct req *rq)
 static void
 on_server_draw(struct source_draw *d)
 {
-  struct req *rq = (struct req *)((char *)d - offsetof(struct req, sd));
+  struct req *rq = CONTAINER_OF(d, struct req, sd);
   QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
   QrsIpc__DrawMeta meta = QRS_IPC__DRAW_META__INIT;
   QrsIpc__Timestamp w[3];
