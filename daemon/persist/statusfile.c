@@ -4,6 +4,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "jsonfield.h"
+
 #include "persist/atomicfile.h"
 #include "persist/statusfile.h"
 
@@ -11,6 +13,19 @@
 
 static const char *const gate_keys[] = {
   "gate_open", "gate_boost", "coherence_valid",
+};
+
+/* The reference's keys. */
+static const struct jsonfield summary_fields[] = {
+  JSONFIELD_ROW("primary_name", CSTR, struct status_summary, primary_name),
+  JSONFIELD_ROW("fallback_name", CSTR, struct status_summary,
+                fallback_name),
+  JSONFIELD_ROW("last_source_used", CSTR, struct status_summary,
+                last_source_used),
+  JSONFIELD_ROW("fallback_count", I64, struct status_summary,
+                fallback_count),
+  JSONFIELD_ROW("currently_degraded", BOOL, struct status_summary,
+                currently_degraded),
 };
 
 int
@@ -70,16 +85,11 @@ statusfile_update(struct statusfile *sf, const struct status_summary *s,
   if (!o)
     return -ENOMEM;
   carry_gate_keys(sf->path, o);
-  json_object_object_add(o, "primary_name",
-                         json_object_new_string(s->primary_name));
-  json_object_object_add(o, "fallback_name",
-                         json_object_new_string(s->fallback_name));
-  json_object_object_add(o, "last_source_used",
-                         json_object_new_string(s->last_source_used));
-  json_object_object_add(o, "fallback_count",
-                         json_object_new_int64((int64_t)s->fallback_count));
-  json_object_object_add(o, "currently_degraded",
-                         json_object_new_boolean(s->currently_degraded));
+  r = jsonfield_add_all(o, summary_fields, JSONFIELD_N(summary_fields), s);
+  if (r < 0) {
+    json_object_put(o);
+    return r;
+  }
   if (extra) {
     struct json_object_iter it;
 

@@ -6,154 +6,256 @@
 
 #include <json-c/json.h>
 
+#include "jsonfield.h"
+
 #include "sources/local.h"
 #include "base/log.h"
 #include "stats/monitor.h"
 #include "server/statuspub.h"
 
+/* What the status file says of one source: the registry's view, its
+   monitor (NULL: no statistics) and its local statistics (NULL: not a
+   local source). */
+struct source_view {
+  struct reg_info ri;
+  const struct monitor *mon;
+  const struct local_stats *ls;
+};
+
+#define SV(k, t, m) JSONFIELD_ROW(k, t, struct source_view, m)
+
 /* The live statistics of the u a source served, as of the monitor's last
    check (the same figures as SourceInfo.stat_*). */
-static struct json_object *
-stats_json(const struct monitor *mon)
-{
-  struct json_object *o = json_object_new_object();
+static const struct jsonfield stats_fields[] = {
+  JSONFIELD_ROW("window", U32, struct monitor, n),
+  JSONFIELD_ROW("ks", DOUBLE, struct monitor, ks),
+  JSONFIELD_ROW("ks_p", DOUBLE, struct monitor, ks_p),
+  JSONFIELD_ROW("cusum_hi", DOUBLE, struct monitor, cusum_hi),
+  JSONFIELD_ROW("cusum_lo", DOUBLE, struct monitor, cusum_lo),
+  JSONFIELD_ROW("alarm", BOOL, struct monitor, alarm),
+  JSONFIELD_ROW("alarm_reason", STR, struct monitor, reason),
+};
 
-  json_object_object_add(o, "window", json_object_new_uint64(mon->n));
-  json_object_object_add(o, "ks", json_object_new_double(mon->ks));
-  json_object_object_add(o, "ks_p", json_object_new_double(mon->ks_p));
-  json_object_object_add(o, "cusum_hi",
-                         json_object_new_double(mon->cusum_hi));
-  json_object_object_add(o, "cusum_lo",
-                         json_object_new_double(mon->cusum_lo));
-  json_object_object_add(o, "alarm", json_object_new_boolean(mon->alarm));
-  json_object_object_add(o, "alarm_reason",
-                         json_object_new_string(mon->reason));
-  return o;
+/* The reason only when the mechanism is unavailable. */
+static int
+add_unavailable_reason(struct json_object *o, const char *key,
+                       const void *base)
+{
+  static const struct jsonfield why =
+    JSONFIELD_ROW(NULL, STR, struct local_mech_stats, why);
+  const struct local_mech_stats *ms = base;
+  struct jsonfield f = why;
+
+  if (ms->available)
+    return 0;
+  f.key = key;
+  return jsonfield_add(o, &f, base);
 }
 
-/* A min-entropy estimate; null before the first sample. */
-static struct json_object *
-entropy_json(double h)
-{
-  return h < 0 ? NULL : json_object_new_double(h);
-}
+/* A noise or timing source's mechanisms (SourceInfo 52). */
+static const struct jsonfield mech_fields[] = {
+  JSONFIELD_ROW("name", CSTR, struct local_mech_stats, name),
+  JSONFIELD_ROW("available", BOOL, struct local_mech_stats, available),
+  JSONFIELD_CUSTOM_ROW("unavailable_reason", add_unavailable_reason),
+  JSONFIELD_ROW("state", CSTR, struct local_mech_stats, state),
+  JSONFIELD_ROW("bytes_per_s", DOUBLE, struct local_mech_stats,
+                bytes_per_s),
+  JSONFIELD_ROW_F("min_entropy", DOUBLE, struct local_mech_stats,
+                  min_entropy, JSONFIELD_NULL_NEG),
+  JSONFIELD_ROW("samples", U64, struct local_mech_stats, samples),
+  JSONFIELD_ROW("timeouts", U64, struct local_mech_stats, timeouts),
+  JSONFIELD_ROW("cut", U64, struct local_mech_stats, cut),
+  JSONFIELD_ROW("failures", U64, struct local_mech_stats, failures),
+  JSONFIELD_ROW("last_error", STR, struct local_mech_stats, last_error),
+};
 
-/* A local source's statistics (the same figures as SourceInfo 40-51). */
-static struct json_object *
-local_json(const struct local_stats *ls)
+static int
+add_mechanisms(struct json_object *o, const char *key, const void *base)
 {
-  struct json_object *o = json_object_new_object(), *a, *m;
-  const struct local_mech_stats *ms;
-  size_t i;
+  const struct local_stats *ls = base;
 
-  json_object_object_add(o, "health_state",
-                         json_object_new_string(ls->health_state));
-  json_object_object_add(o, "health_reason",
-                         json_object_new_string(ls->health_reason));
-  json_object_object_add(o, "bytes_per_s",
-                         json_object_new_double(ls->bytes_per_s));
-  json_object_object_add(o, "draw_bytes",
-                         json_object_new_uint64(ls->draw_bytes));
-  json_object_object_add(o, "draws_per_s",
-                         json_object_new_double(ls->draws_per_s));
-  json_object_object_add(o, "min_entropy", entropy_json(ls->min_entropy));
-  json_object_object_add(o, "raw_samples",
-                         json_object_new_uint64(ls->raw_samples));
-  json_object_object_add(o, "freshness",
-                         json_object_new_string(ls->freshness));
-  json_object_object_add(o, "conditioning",
-                         json_object_new_string(ls->conditioning));
-  json_object_object_add(o, "combine", json_object_new_string(ls->combine));
   if (!ls->n_mech)
-    return o;
-  a = json_object_new_array();
-  for (i = 0; i < ls->n_mech; i++) {
-    ms = &ls->mech[i];
-    m = json_object_new_object();
-    json_object_object_add(m, "name", json_object_new_string(ms->name));
-    json_object_object_add(m, "available",
-                           json_object_new_boolean(ms->available));
-    if (!ms->available)
-      json_object_object_add(m, "unavailable_reason",
-                             json_object_new_string(ms->why));
-    json_object_object_add(m, "state", json_object_new_string(ms->state));
-    json_object_object_add(m, "bytes_per_s",
-                           json_object_new_double(ms->bytes_per_s));
-    json_object_object_add(m, "min_entropy", entropy_json(ms->min_entropy));
-    json_object_object_add(m, "samples",
-                           json_object_new_uint64(ms->samples));
-    json_object_object_add(m, "timeouts",
-                           json_object_new_uint64(ms->timeouts));
-    json_object_object_add(m, "cut", json_object_new_uint64(ms->cut));
-    json_object_object_add(m, "failures",
-                           json_object_new_uint64(ms->failures));
-    json_object_object_add(m, "last_error",
-                           json_object_new_string(ms->last_error));
-    json_object_array_add(a, m);
-  }
-  json_object_object_add(o, "mechanisms", a);
-  return o;
+    return 0;
+  return jsonfield_add_array(o, key, mech_fields, JSONFIELD_N(mech_fields),
+                             ls->mech, ls->n_mech, sizeof(ls->mech[0]));
 }
 
-static struct json_object *
-source_json(const struct reg_info *ri, const struct monitor *mon,
-            const struct local_stats *ls)
-{
-  struct json_object *o = json_object_new_object(), *u;
+/* A local source's statistics (the same figures as SourceInfo 40-51);
+   the min-entropy estimates are null before the first sample. */
+static const struct jsonfield local_fields[] = {
+  JSONFIELD_ROW("health_state", CSTR, struct local_stats, health_state),
+  JSONFIELD_ROW("health_reason", STR, struct local_stats, health_reason),
+  JSONFIELD_ROW("bytes_per_s", DOUBLE, struct local_stats, bytes_per_s),
+  JSONFIELD_ROW("draw_bytes", U32, struct local_stats, draw_bytes),
+  JSONFIELD_ROW("draws_per_s", DOUBLE, struct local_stats, draws_per_s),
+  JSONFIELD_ROW_F("min_entropy", DOUBLE, struct local_stats, min_entropy,
+                  JSONFIELD_NULL_NEG),
+  JSONFIELD_ROW("raw_samples", U64, struct local_stats, raw_samples),
+  JSONFIELD_ROW("freshness", CSTR, struct local_stats, freshness),
+  JSONFIELD_ROW("conditioning", CSTR, struct local_stats, conditioning),
+  JSONFIELD_ROW("combine", CSTR, struct local_stats, combine),
+  JSONFIELD_CUSTOM_ROW("mechanisms", add_mechanisms),
+};
 
-  json_object_object_add(o, "type", json_object_new_string(ri->type));
-  json_object_object_add(o, "state",
-                         json_object_new_string(registry_state_name(
-                                                  ri->state)));
-  json_object_object_add(o, "fallback",
-                         json_object_new_string(ri->fallback));
-  json_object_object_add(o, "draws", json_object_new_uint64(ri->draws));
-  json_object_object_add(o, "bytes", json_object_new_uint64(ri->bytes));
-  json_object_object_add(o, "failures",
-                         json_object_new_uint64(ri->failures));
-  json_object_object_add(o, "fallbacks",
-                         json_object_new_uint64(ri->fallbacks));
-  json_object_object_add(o, "refusals",
-                         json_object_new_uint64(ri->refusals));
-  json_object_object_add(o, "last_failure",
-                         json_object_new_string(ri->last_failure));
-  if (ri->has_upstream) {
-    u = json_object_new_object();
-    json_object_object_add(u, "state",
-                           json_object_new_string(ri->up.breaker_state));
-    json_object_object_add(u, "consecutive_failures",
-                           json_object_new_uint64(
-                             ri->up.consecutive_failures));
-    json_object_object_add(u, "opened", json_object_new_uint64(
-                                          ri->up.breaker_opened));
-    json_object_object_add(u, "p99_ms", json_object_new_double(
-                                          ri->up.p99_ms));
-    json_object_object_add(u, "timeout_ms", json_object_new_double(
-                                              ri->up.timeout_ms));
-    json_object_object_add(o, "breaker", u);
-    u = json_object_new_object();
-    json_object_object_add(u, "minute_requests", json_object_new_uint64(
-                             ri->up.quota_minute_requests));
-    json_object_object_add(u, "minute_limit", json_object_new_uint64(
-                             ri->up.quota_rpm_limit));
-    json_object_object_add(u, "day_bytes", json_object_new_uint64(
-                             ri->up.quota_day_bytes));
-    json_object_object_add(u, "day_limit", json_object_new_uint64(
-                             ri->up.quota_day_limit));
-    json_object_object_add(u, "refused", json_object_new_uint64(
-                             ri->up.quota_refused_rpm +
-                             ri->up.quota_refused_day));
-    json_object_object_add(o, "quota", u);
-    json_object_object_add(o, "echo_failures", json_object_new_uint64(
-                             ri->up.echo_failures));
-    json_object_object_add(o, "authenticated",
-                           json_object_new_boolean(ri->up.authenticated));
+/* key: the object of the table over base. */
+static int
+add_object(struct json_object *o, const char *key,
+           const struct jsonfield *fields, size_t n, const void *base)
+{
+  struct json_object *v;
+  int r;
+
+  r = jsonfield_object(fields, n, base, &v);
+  if (r < 0)
+    return r;
+  if (json_object_object_add(o, key, v) < 0) {
+    json_object_put(v);
+    return -ENOMEM;
   }
-  if (mon && mon->conf.window)
-    json_object_object_add(o, "stats", stats_json(mon));
-  if (ls)
-    json_object_object_add(o, "local", local_json(ls));
-  return o;
+  return 0;
+}
+
+/* A network upstream's circuit breaker. */
+static const struct jsonfield breaker_fields[] = {
+  SV("state", CSTR, ri.up.breaker_state),
+  SV("consecutive_failures", U32, ri.up.consecutive_failures),
+  SV("opened", U64, ri.up.breaker_opened),
+  SV("p99_ms", DOUBLE, ri.up.p99_ms),
+  SV("timeout_ms", DOUBLE, ri.up.timeout_ms),
+};
+
+static int
+add_quota_refused(struct json_object *o, const char *key, const void *base)
+{
+  const struct source_view *sv = base;
+  struct json_object *v;
+
+  v = json_object_new_uint64(sv->ri.up.quota_refused_rpm +
+                             sv->ri.up.quota_refused_day);
+  if (!v || json_object_object_add(o, key, v) < 0) {
+    json_object_put(v);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+/* Its quota use (never the api key). */
+static const struct jsonfield quota_fields[] = {
+  SV("minute_requests", U64, ri.up.quota_minute_requests),
+  SV("minute_limit", U64, ri.up.quota_rpm_limit),
+  SV("day_bytes", U64, ri.up.quota_day_bytes),
+  SV("day_limit", U64, ri.up.quota_day_limit),
+  JSONFIELD_CUSTOM_ROW("refused", add_quota_refused),
+};
+
+static int
+add_breaker(struct json_object *o, const char *key, const void *base)
+{
+  return add_object(o, key, breaker_fields, JSONFIELD_N(breaker_fields),
+                    base);
+}
+
+static int
+add_quota(struct json_object *o, const char *key, const void *base)
+{
+  return add_object(o, key, quota_fields, JSONFIELD_N(quota_fields), base);
+}
+
+static const struct jsonfield upstream_fields[] = {
+  JSONFIELD_CUSTOM_ROW("breaker", add_breaker),
+  JSONFIELD_CUSTOM_ROW("quota", add_quota),
+  SV("echo_failures", U64, ri.up.echo_failures),
+  SV("authenticated", BOOL, ri.up.authenticated),
+};
+
+/* A network upstream's keys (none for another source). */
+static int
+add_upstream(struct json_object *o, const char *key, const void *base)
+{
+  const struct source_view *sv = base;
+
+  (void)key;
+  if (!sv->ri.has_upstream)
+    return 0;
+  return jsonfield_add_all(o, upstream_fields, JSONFIELD_N(upstream_fields),
+                           base);
+}
+
+static int
+add_stats(struct json_object *o, const char *key, const void *base)
+{
+  const struct source_view *sv = base;
+
+  if (!sv->mon || !sv->mon->conf.window)
+    return 0;
+  return add_object(o, key, stats_fields, JSONFIELD_N(stats_fields),
+                    sv->mon);
+}
+
+static int
+add_local(struct json_object *o, const char *key, const void *base)
+{
+  const struct source_view *sv = base;
+
+  if (!sv->ls)
+    return 0;
+  return add_object(o, key, local_fields, JSONFIELD_N(local_fields),
+                    sv->ls);
+}
+
+static const char *
+state_name(int s)
+{
+  return registry_state_name((enum reg_state)s);
+}
+
+/* One source under "sources". */
+static const struct jsonfield source_fields[] = {
+  SV("type", CSTR, ri.type),
+  JSONFIELD_NAME_ROW("state", struct source_view, ri.state, state_name),
+  SV("fallback", CSTR, ri.fallback),
+  SV("draws", U64, ri.draws),
+  SV("bytes", U64, ri.bytes),
+  SV("failures", U64, ri.failures),
+  SV("fallbacks", U64, ri.fallbacks),
+  SV("refusals", U64, ri.refusals),
+  SV("last_failure", CSTR, ri.last_failure),
+  JSONFIELD_CUSTOM_ROW(NULL, add_upstream),
+  JSONFIELD_CUSTOM_ROW("stats", add_stats),
+  JSONFIELD_CUSTOM_ROW("local", add_local),
+};
+
+/* The object of every source by name in *ret, and the default source's
+   view in *def (zeroed when there is none).  0 or -ENOMEM. */
+static int
+sources_json(struct statuspub *sp, struct local_stats *ls,
+             struct reg_info *def, struct json_object **ret)
+{
+  struct json_object *srcs;
+  struct source_view sv;
+  size_t i, n;
+  int r;
+
+  srcs = json_object_new_object();
+  if (!srcs)
+    return -ENOMEM;
+  memset(def, 0, sizeof(*def));
+  n = registry_count(sp->reg);
+  for (i = 0; i < n; i++) {
+    registry_info(sp->reg, i, &sv.ri);
+    sv.mon = sp->draw ? draw_monitor(sp->draw, sv.ri.name) : NULL;
+    sv.ls = registry_local_stats(sp->reg, i, ls) == 0 ? ls : NULL;
+    r = add_object(srcs, sv.ri.name, source_fields,
+                   JSONFIELD_N(source_fields), &sv);
+    if (r < 0) {
+      json_object_put(srcs);
+      return r;
+    }
+    if (sv.ri.is_default)
+      *def = sv.ri;
+  }
+  *ret = srcs;
+  return 0;
 }
 
 static void
@@ -162,12 +264,10 @@ publish(struct statuspub *sp, int force)
   struct status_summary sum;
   struct json_object *extra, *srcs;
   const char *alarm_src, *alarm_reason;
-  const struct monitor *mon;
-  struct reg_info ri, def;
+  struct reg_info def;
   struct local_stats *ls;
   char msg[256];
   enum reg_state h;
-  size_t i, n;
   int r;
 
   if (!sp->sf.path)
@@ -175,22 +275,14 @@ publish(struct statuspub *sp, int force)
   if (!force && sp->sf.writes > 0 &&
       (double)uv_hrtime() / 1e9 - sp->sf.last_write < 1.0)
     return;
+  /* Out of memory: no snapshot this time (the next change writes one). */
   ls = malloc(sizeof(*ls));
   if (!ls)
     return;
-  extra = json_object_new_object();
-  srcs = json_object_new_object();
-  memset(&def, 0, sizeof(def));
-  n = registry_count(sp->reg);
-  for (i = 0; i < n; i++) {
-    registry_info(sp->reg, i, &ri);
-    mon = sp->draw ? draw_monitor(sp->draw, ri.name) : NULL;
-    json_object_object_add(srcs, ri.name, source_json(
-                             &ri, mon, registry_local_stats(sp->reg, i, ls)
-                             == 0 ? ls : NULL));
-    if (ri.is_default)
-      def = ri;
-  }
+  r = sources_json(sp, ls, &def, &srcs);
+  free(ls);
+  if (r < 0)
+    return;
   h = registry_health(sp->reg, msg, sizeof(msg));
   /* a statistics alarm (the served u drifts) degrades a healthy daemon,
      as in HEALTH */
@@ -199,6 +291,11 @@ publish(struct statuspub *sp, int force)
     h = REG_DEGRADED;
     snprintf(msg, sizeof(msg), "statistics alarm on '%s': %.150s",
              alarm_src, alarm_reason);
+  }
+  extra = json_object_new_object();
+  if (!extra) {
+    json_object_put(srcs);
+    return;
   }
   json_object_object_add(extra, "health",
                          json_object_new_string(registry_state_name(h)));
@@ -213,7 +310,6 @@ publish(struct statuspub *sp, int force)
   r = statusfile_update(&sp->sf, &sum, extra, force,
                         (double)uv_hrtime() / 1e9);
   json_object_put(extra);
-  free(ls);
   if (r < 0 && !sp->warned) {
     log_warn("cannot write the status file %s: %s", sp->sf.path,
              strerror(-r));

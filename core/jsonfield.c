@@ -1,0 +1,244 @@
+/* Field tables for json-c; see jsonfield.h. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonfield.h"
+
+struct json_object *
+jsonfield_shortest(double v)
+{
+  char buf[32];
+  int prec;
+
+  /* json-c alone prints 17 digits: 0.0815 as 0.081500000000000003. */
+  if (!isfinite(v))
+    return NULL;
+  for (prec = 15; prec < 17; prec++) {
+    snprintf(buf, sizeof(buf), "%.*g", prec, v);
+    if (strtod(buf, NULL) == v)
+      break;
+  }
+  if (prec == 17)
+    snprintf(buf, sizeof(buf), "%.17g", v);
+  return json_object_new_double_s(v, buf);
+}
+
+/* The size a member of type t must have (0: any). */
+static size_t
+type_size(enum jsonfield_type t)
+{
+  switch (t) {
+  case JSONFIELD_CSTR:
+    return sizeof(const char *);
+  case JSONFIELD_BOOL:
+  case JSONFIELD_NAME:
+    return sizeof(int);
+  case JSONFIELD_U32:
+    return sizeof(uint32_t);
+  case JSONFIELD_I64:
+  case JSONFIELD_U64:
+  case JSONFIELD_HEX64:
+    return sizeof(uint64_t);
+  case JSONFIELD_DOUBLE:
+  case JSONFIELD_SHORTEST:
+    return sizeof(double);
+  default:
+    return 0;
+  }
+}
+
+/* A number as a double, for the NULL_* flags. */
+static double
+number(const struct jsonfield *f, const void *p)
+{
+  int64_t i;
+  uint64_t u;
+  uint32_t u32;
+  double d;
+
+  switch (f->type) {
+  case JSONFIELD_U32:
+    memcpy(&u32, p, sizeof(u32));
+    return u32;
+  case JSONFIELD_I64:
+    memcpy(&i, p, sizeof(i));
+    return (double)i;
+  case JSONFIELD_U64:
+  case JSONFIELD_HEX64:
+    memcpy(&u, p, sizeof(u));
+    return (double)u;
+  case JSONFIELD_DOUBLE:
+  case JSONFIELD_SHORTEST:
+    memcpy(&d, p, sizeof(d));
+    return d;
+  default:
+    return 1;
+  }
+}
+
+int
+jsonfield_value(const struct jsonfield *f, const void *base,
+                struct json_object **ret)
+{
+  struct json_object *v;
+  const char *p, *s;
+  char hex[17];
+  uint64_t u;
+  int64_t i;
+  uint32_t u32;
+  double d;
+  int b;
+
+  if (f->type == JSONFIELD_CUSTOM || f->type > JSONFIELD_CUSTOM)
+    return -EINVAL;
+  if (type_size(f->type) && f->size != type_size(f->type))
+    return -EINVAL;
+  if (f->type == JSONFIELD_NAME && !f->name)
+    return -EINVAL;
+  p = (const char *)base + f->offset;
+  d = number(f, p);
+  if (((f->flags & JSONFIELD_NULL_NEG) && d < 0) ||
+      ((f->flags & JSONFIELD_NULL_ZERO) && d == 0)) {
+    *ret = NULL;
+    return 0;
+  }
+
+  switch (f->type) {
+  case JSONFIELD_STR:
+    v = json_object_new_string_len(p, (int)strnlen(p, f->size));
+    break;
+  case JSONFIELD_CSTR:
+    memcpy(&s, p, sizeof(s));
+    v = json_object_new_string(s);
+    break;
+  case JSONFIELD_BOOL:
+    memcpy(&b, p, sizeof(b));
+    v = json_object_new_boolean(b);
+    break;
+  case JSONFIELD_NAME:
+    memcpy(&b, p, sizeof(b));
+    v = json_object_new_string(f->name(b));
+    break;
+  case JSONFIELD_U32:
+    memcpy(&u32, p, sizeof(u32));
+    v = json_object_new_int64(u32);
+    break;
+  case JSONFIELD_I64:
+    memcpy(&i, p, sizeof(i));
+    v = json_object_new_int64(i);
+    break;
+  case JSONFIELD_U64:
+    memcpy(&u, p, sizeof(u));
+    v = json_object_new_uint64(u);
+    break;
+  case JSONFIELD_HEX64:
+    memcpy(&u, p, sizeof(u));
+    snprintf(hex, sizeof(hex), "%016" PRIx64, u);
+    v = json_object_new_string(hex);
+    break;
+  case JSONFIELD_DOUBLE:
+    v = json_object_new_double(d);
+    break;
+  case JSONFIELD_SHORTEST:
+    if (!isfinite(d)) {
+      *ret = NULL;
+      return 0;
+    }
+    v = jsonfield_shortest(d);
+    break;
+  default:
+    return -EINVAL;
+  }
+  if (!v)
+    return -ENOMEM;
+  *ret = v;
+  return 0;
+}
+
+int
+jsonfield_add(struct json_object *o, const struct jsonfield *f,
+              const void *base)
+{
+  struct json_object *v;
+  int r;
+
+  if (f->type == JSONFIELD_CUSTOM)
+    return f->add ? f->add(o, f->key, base) : -EINVAL;
+  if (!f->key)
+    return 0;
+  r = jsonfield_value(f, base, &v);
+  if (r < 0)
+    return r;
+  if (json_object_object_add(o, f->key, v) < 0) {
+    json_object_put(v);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+int
+jsonfield_add_all(struct json_object *o, const struct jsonfield *fields,
+                  size_t n, const void *base)
+{
+  size_t i;
+  int r;
+
+  for (i = 0; i < n; i++) {
+    r = jsonfield_add(o, &fields[i], base);
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
+int
+jsonfield_object(const struct jsonfield *fields, size_t n, const void *base,
+                 struct json_object **ret)
+{
+  struct json_object *o;
+  int r;
+
+  o = json_object_new_object();
+  if (!o)
+    return -ENOMEM;
+  r = jsonfield_add_all(o, fields, n, base);
+  if (r < 0) {
+    json_object_put(o);
+    return r;
+  }
+  *ret = o;
+  return 0;
+}
+
+int
+jsonfield_add_array(struct json_object *o, const char *key,
+                    const struct jsonfield *fields, size_t n,
+                    const void *base, size_t count, size_t stride)
+{
+  struct json_object *a, *e;
+  size_t i;
+  int r;
+
+  a = json_object_new_array();
+  if (!a)
+    return -ENOMEM;
+  if (json_object_object_add(o, key, a) < 0) {
+    json_object_put(a);
+    return -ENOMEM;
+  }
+  for (i = 0; i < count; i++) {
+    r = jsonfield_object(fields, n, (const char *)base + i * stride, &e);
+    if (r < 0)
+      return r;
+    if (json_object_array_add(a, e) < 0) {
+      json_object_put(e);
+      return -ENOMEM;
+    }
+  }
+  return 0;
+}
