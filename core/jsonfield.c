@@ -36,6 +36,7 @@ type_size(enum jsonfield_type t)
   case JSONFIELD_CSTR:
     return sizeof(const char *);
   case JSONFIELD_BOOL:
+  case JSONFIELD_INT:
   case JSONFIELD_NAME:
     return sizeof(int);
   case JSONFIELD_U32:
@@ -60,8 +61,12 @@ number(const struct jsonfield *f, const void *p)
   uint64_t u;
   uint32_t u32;
   double d;
+  int n;
 
   switch (f->type) {
+  case JSONFIELD_INT:
+    memcpy(&n, p, sizeof(n));
+    return n;
   case JSONFIELD_U32:
     memcpy(&u32, p, sizeof(u32));
     return u32;
@@ -81,9 +86,11 @@ number(const struct jsonfield *f, const void *p)
   }
 }
 
-int
-jsonfield_value(const struct jsonfield *f, const void *base,
-                struct json_object **ret)
+/* The JSON value of a leaf row: a new object in *ret, or NULL for a JSON
+   null. */
+static int
+leaf_value(const struct jsonfield *f, const void *base,
+           struct json_object **ret)
 {
   struct json_object *v;
   const char *p, *s;
@@ -94,7 +101,7 @@ jsonfield_value(const struct jsonfield *f, const void *base,
   double d;
   int b;
 
-  if (f->type == JSONFIELD_CUSTOM || f->type > JSONFIELD_CUSTOM)
+  if (f->type >= JSONFIELD_OBJECT)
     return -EINVAL;
   if (type_size(f->type) && f->size != type_size(f->type))
     return -EINVAL;
@@ -119,6 +126,10 @@ jsonfield_value(const struct jsonfield *f, const void *base,
   case JSONFIELD_BOOL:
     memcpy(&b, p, sizeof(b));
     v = json_object_new_boolean(b);
+    break;
+  case JSONFIELD_INT:
+    memcpy(&b, p, sizeof(b));
+    v = json_object_new_int(b);
     break;
   case JSONFIELD_NAME:
     memcpy(&b, p, sizeof(b));
@@ -160,36 +171,115 @@ jsonfield_value(const struct jsonfield *f, const void *base,
   return 0;
 }
 
-int
-jsonfield_add(struct json_object *o, const struct jsonfield *f,
-              const void *base)
+/* key: o's new member v (taken over, also on failure). */
+static int
+add_value(struct json_object *o, const char *key, struct json_object *v)
 {
-  struct json_object *v;
-  int r;
-
-  if (f->type == JSONFIELD_CUSTOM)
-    return f->add ? f->add(o, f->key, base) : -EINVAL;
-  if (!f->key)
-    return 0;
-  r = jsonfield_value(f, base, &v);
-  if (r < 0)
-    return r;
-  if (json_object_object_add(o, f->key, v) < 0) {
+  if (json_object_object_add(o, key, v) < 0) {
     json_object_put(v);
     return -ENOMEM;
   }
   return 0;
 }
 
-int
-jsonfield_add_all(struct json_object *o, const struct jsonfield *fields,
-                  size_t n, const void *base)
+/* Is f written for base (its JSONFIELD_IF or _UNLESS)? */
+static int
+written(const struct jsonfield *f, const void *base)
 {
+  int v;
+
+  if (!(f->flags & (JSONFIELD_IF | JSONFIELD_UNLESS)))
+    return 1;
+  memcpy(&v, (const char *)base + f->cond, sizeof(v));
+  return (f->flags & JSONFIELD_IF) ? v != 0 : v == 0;
+}
+
+/* The struct(s) an OBJECT or ARRAY row stands for. */
+static const void *
+member_of(const struct jsonfield *f, const void *base)
+{
+  const void *p;
+
+  if (!(f->flags & JSONFIELD_DEREF))
+    return (const char *)base + f->offset;
+  memcpy(&p, (const char *)base + f->offset, sizeof(p));
+  return p;
+}
+
+static int
+add_array(struct json_object *o, const struct jsonfield *f,
+          const void *base)
+{
+  struct json_object *a, *e;
+  const char *elem;
+  size_t i, n;
+  int r;
+
+  memcpy(&n, (const char *)base + f->count, sizeof(n));
+  if (!n && (f->flags & JSONFIELD_NONEMPTY))
+    return 0;
+  elem = member_of(f, base);
+  a = json_object_new_array();
+  if (!a)
+    return -ENOMEM;
+  r = add_value(o, f->key, a);
+  if (r < 0)
+    return r;
+  for (i = 0; i < n; i++) {
+    r = jsonfield_object(f->sub, elem + i * f->size, &e);
+    if (r < 0)
+      return r;
+    if (json_object_array_add(a, e) < 0) {
+      json_object_put(e);
+      return -ENOMEM;
+    }
+  }
+  return 0;
+}
+
+int
+jsonfield_add(struct json_object *o, const struct jsonfield *f,
+              const void *base)
+{
+  struct json_object *v;
+  const void *p;
+  int r;
+
+  if (!written(f, base))
+    return 0;
+  switch (f->type) {
+  case JSONFIELD_CUSTOM:
+    return f->add ? f->add(o, f->key, base) : -EINVAL;
+  case JSONFIELD_OBJECT:
+    p = member_of(f, base);
+    if (!f->key || !p)
+      return 0;
+    return jsonfield_add_object(o, f->key, f->sub, p);
+  case JSONFIELD_ARRAY:
+    if (!f->key)
+      return 0;
+    return add_array(o, f, base);
+  default:
+    if (!f->key)
+      return 0;
+    r = leaf_value(f, base, &v);
+    if (r < 0)
+      return r;
+    return add_value(o, f->key, v);
+  }
+}
+
+int
+jsonfield_add_all(struct json_object *o, const struct jsonfield_table *t,
+                  const void *base)
+{
+  const struct jsonfield *f;
   size_t i;
   int r;
 
-  for (i = 0; i < n; i++) {
-    r = jsonfield_add(o, &fields[i], base);
+  for (i = 0; i < t->n; i++) {
+    f = (const struct jsonfield *)((const char *)t->rows + i * t->stride);
+    r = jsonfield_add(o, f, base);
     if (r < 0)
       return r;
   }
@@ -197,7 +287,7 @@ jsonfield_add_all(struct json_object *o, const struct jsonfield *fields,
 }
 
 int
-jsonfield_object(const struct jsonfield *fields, size_t n, const void *base,
+jsonfield_object(const struct jsonfield_table *t, const void *base,
                  struct json_object **ret)
 {
   struct json_object *o;
@@ -206,7 +296,7 @@ jsonfield_object(const struct jsonfield *fields, size_t n, const void *base,
   o = json_object_new_object();
   if (!o)
     return -ENOMEM;
-  r = jsonfield_add_all(o, fields, n, base);
+  r = jsonfield_add_all(o, t, base);
   if (r < 0) {
     json_object_put(o);
     return r;
@@ -216,29 +306,14 @@ jsonfield_object(const struct jsonfield *fields, size_t n, const void *base,
 }
 
 int
-jsonfield_add_array(struct json_object *o, const char *key,
-                    const struct jsonfield *fields, size_t n,
-                    const void *base, size_t count, size_t stride)
+jsonfield_add_object(struct json_object *o, const char *key,
+                     const struct jsonfield_table *t, const void *base)
 {
-  struct json_object *a, *e;
-  size_t i;
+  struct json_object *v;
   int r;
 
-  a = json_object_new_array();
-  if (!a)
-    return -ENOMEM;
-  if (json_object_object_add(o, key, a) < 0) {
-    json_object_put(a);
-    return -ENOMEM;
-  }
-  for (i = 0; i < count; i++) {
-    r = jsonfield_object(fields, n, (const char *)base + i * stride, &e);
-    if (r < 0)
-      return r;
-    if (json_object_array_add(a, e) < 0) {
-      json_object_put(e);
-      return -ENOMEM;
-    }
-  }
-  return 0;
+  r = jsonfield_object(t, base, &v);
+  if (r < 0)
+    return r;
+  return add_value(o, key, v);
 }

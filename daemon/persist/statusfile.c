@@ -16,7 +16,7 @@ static const char *const gate_keys[] = {
 };
 
 /* The reference's keys. */
-static const struct jsonfield summary_fields[] = {
+static const struct jsonfield summary_rows[] = {
   JSONFIELD_ROW("primary_name", CSTR, struct status_summary, primary_name),
   JSONFIELD_ROW("fallback_name", CSTR, struct status_summary,
                 fallback_name),
@@ -27,6 +27,9 @@ static const struct jsonfield summary_fields[] = {
   JSONFIELD_ROW("currently_degraded", BOOL, struct status_summary,
                 currently_degraded),
 };
+
+static const struct jsonfield_table summary_table =
+  JSONFIELD_TABLE(summary_rows);
 
 int
 statusfile_init(struct statusfile *sf, const char *path)
@@ -85,7 +88,7 @@ statusfile_update(struct statusfile *sf, const struct status_summary *s,
   if (!o)
     return -ENOMEM;
   carry_gate_keys(sf->path, o);
-  r = jsonfield_add_all(o, summary_fields, JSONFIELD_N(summary_fields), s);
+  r = jsonfield_add_all(o, &summary_table, s);
   if (r < 0) {
     json_object_put(o);
     return r;

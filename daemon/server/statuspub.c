@@ -14,8 +14,8 @@
 #include "server/statuspub.h"
 
 /* What the status file says of one source: the registry's view, its
-   monitor (NULL: no statistics) and its local statistics (NULL: not a
-   local source). */
+   monitor (NULL: no statistics: monitoring is off) and its local
+   statistics (NULL: not a local source). */
 struct source_view {
   struct reg_info ri;
   const struct monitor *mon;
@@ -23,10 +23,14 @@ struct source_view {
 };
 
 #define SV(k, t, m) JSONFIELD_ROW(k, t, struct source_view, m)
+#define SV_UP(k, t, m) \
+  JSONFIELD_ROW_IF(k, t, struct source_view, m, ri.has_upstream)
+#define MS(k, t, m) JSONFIELD_ROW(k, t, struct local_mech_stats, m)
+#define LS(k, t, m) JSONFIELD_ROW(k, t, struct local_stats, m)
 
 /* The live statistics of the u a source served, as of the monitor's last
    check (the same figures as SourceInfo.stat_*). */
-static const struct jsonfield stats_fields[] = {
+static const struct jsonfield stats_rows[] = {
   JSONFIELD_ROW("window", U32, struct monitor, n),
   JSONFIELD_ROW("ks", DOUBLE, struct monitor, ks),
   JSONFIELD_ROW("ks_p", DOUBLE, struct monitor, ks_p),
@@ -36,93 +40,58 @@ static const struct jsonfield stats_fields[] = {
   JSONFIELD_ROW("alarm_reason", STR, struct monitor, reason),
 };
 
-/* The reason only when the mechanism is unavailable. */
-static int
-add_unavailable_reason(struct json_object *o, const char *key,
-                       const void *base)
-{
-  static const struct jsonfield why =
-    JSONFIELD_ROW(NULL, STR, struct local_mech_stats, why);
-  const struct local_mech_stats *ms = base;
-  struct jsonfield f = why;
+static const struct jsonfield_table stats_table = JSONFIELD_TABLE(stats_rows);
 
-  if (ms->available)
-    return 0;
-  f.key = key;
-  return jsonfield_add(o, &f, base);
-}
-
-/* A noise or timing source's mechanisms (SourceInfo 52). */
-static const struct jsonfield mech_fields[] = {
-  JSONFIELD_ROW("name", CSTR, struct local_mech_stats, name),
-  JSONFIELD_ROW("available", BOOL, struct local_mech_stats, available),
-  JSONFIELD_CUSTOM_ROW("unavailable_reason", add_unavailable_reason),
-  JSONFIELD_ROW("state", CSTR, struct local_mech_stats, state),
-  JSONFIELD_ROW("bytes_per_s", DOUBLE, struct local_mech_stats,
-                bytes_per_s),
+/* A noise or timing source's mechanisms (SourceInfo 52); the
+   min-entropy estimates are null before the first sample. */
+static const struct jsonfield mech_rows[] = {
+  MS("name", CSTR, name),
+  MS("available", BOOL, available),
+  JSONFIELD_ROW_UNLESS("unavailable_reason", STR, struct local_mech_stats,
+                       why, available),
+  MS("state", CSTR, state),
+  MS("bytes_per_s", DOUBLE, bytes_per_s),
   JSONFIELD_ROW_F("min_entropy", DOUBLE, struct local_mech_stats,
                   min_entropy, JSONFIELD_NULL_NEG),
-  JSONFIELD_ROW("samples", U64, struct local_mech_stats, samples),
-  JSONFIELD_ROW("timeouts", U64, struct local_mech_stats, timeouts),
-  JSONFIELD_ROW("cut", U64, struct local_mech_stats, cut),
-  JSONFIELD_ROW("failures", U64, struct local_mech_stats, failures),
-  JSONFIELD_ROW("last_error", STR, struct local_mech_stats, last_error),
+  MS("samples", U64, samples),
+  MS("timeouts", U64, timeouts),
+  MS("cut", U64, cut),
+  MS("failures", U64, failures),
+  MS("last_error", STR, last_error),
 };
 
-static int
-add_mechanisms(struct json_object *o, const char *key, const void *base)
-{
-  const struct local_stats *ls = base;
+static const struct jsonfield_table mech_table = JSONFIELD_TABLE(mech_rows);
 
-  if (!ls->n_mech)
-    return 0;
-  return jsonfield_add_array(o, key, mech_fields, JSONFIELD_N(mech_fields),
-                             ls->mech, ls->n_mech, sizeof(ls->mech[0]));
-}
-
-/* A local source's statistics (the same figures as SourceInfo 40-51);
-   the min-entropy estimates are null before the first sample. */
-static const struct jsonfield local_fields[] = {
-  JSONFIELD_ROW("health_state", CSTR, struct local_stats, health_state),
-  JSONFIELD_ROW("health_reason", STR, struct local_stats, health_reason),
-  JSONFIELD_ROW("bytes_per_s", DOUBLE, struct local_stats, bytes_per_s),
-  JSONFIELD_ROW("draw_bytes", U32, struct local_stats, draw_bytes),
-  JSONFIELD_ROW("draws_per_s", DOUBLE, struct local_stats, draws_per_s),
+/* A local source's statistics (the same figures as SourceInfo 40-51). */
+static const struct jsonfield local_rows[] = {
+  LS("health_state", CSTR, health_state),
+  LS("health_reason", STR, health_reason),
+  LS("bytes_per_s", DOUBLE, bytes_per_s),
+  LS("draw_bytes", U32, draw_bytes),
+  LS("draws_per_s", DOUBLE, draws_per_s),
   JSONFIELD_ROW_F("min_entropy", DOUBLE, struct local_stats, min_entropy,
                   JSONFIELD_NULL_NEG),
-  JSONFIELD_ROW("raw_samples", U64, struct local_stats, raw_samples),
-  JSONFIELD_ROW("freshness", CSTR, struct local_stats, freshness),
-  JSONFIELD_ROW("conditioning", CSTR, struct local_stats, conditioning),
-  JSONFIELD_ROW("combine", CSTR, struct local_stats, combine),
-  JSONFIELD_CUSTOM_ROW("mechanisms", add_mechanisms),
+  LS("raw_samples", U64, raw_samples),
+  LS("freshness", CSTR, freshness),
+  LS("conditioning", CSTR, conditioning),
+  LS("combine", CSTR, combine),
+  JSONFIELD_ARRAY_ROW_F("mechanisms", struct local_stats, mech, n_mech,
+                        &mech_table, JSONFIELD_NONEMPTY),
 };
 
-/* key: the object of the table over base. */
-static int
-add_object(struct json_object *o, const char *key,
-           const struct jsonfield *fields, size_t n, const void *base)
-{
-  struct json_object *v;
-  int r;
-
-  r = jsonfield_object(fields, n, base, &v);
-  if (r < 0)
-    return r;
-  if (json_object_object_add(o, key, v) < 0) {
-    json_object_put(v);
-    return -ENOMEM;
-  }
-  return 0;
-}
+static const struct jsonfield_table local_table = JSONFIELD_TABLE(local_rows);
 
 /* A network upstream's circuit breaker. */
-static const struct jsonfield breaker_fields[] = {
+static const struct jsonfield breaker_rows[] = {
   SV("state", CSTR, ri.up.breaker_state),
   SV("consecutive_failures", U32, ri.up.consecutive_failures),
   SV("opened", U64, ri.up.breaker_opened),
   SV("p99_ms", DOUBLE, ri.up.p99_ms),
   SV("timeout_ms", DOUBLE, ri.up.timeout_ms),
 };
+
+static const struct jsonfield_table breaker_table =
+  JSONFIELD_TABLE(breaker_rows);
 
 static int
 add_quota_refused(struct json_object *o, const char *key, const void *base)
@@ -140,7 +109,7 @@ add_quota_refused(struct json_object *o, const char *key, const void *base)
 }
 
 /* Its quota use (never the api key). */
-static const struct jsonfield quota_fields[] = {
+static const struct jsonfield quota_rows[] = {
   SV("minute_requests", U64, ri.up.quota_minute_requests),
   SV("minute_limit", U64, ri.up.quota_rpm_limit),
   SV("day_bytes", U64, ri.up.quota_day_bytes),
@@ -148,60 +117,7 @@ static const struct jsonfield quota_fields[] = {
   JSONFIELD_CUSTOM_ROW("refused", add_quota_refused),
 };
 
-static int
-add_breaker(struct json_object *o, const char *key, const void *base)
-{
-  return add_object(o, key, breaker_fields, JSONFIELD_N(breaker_fields),
-                    base);
-}
-
-static int
-add_quota(struct json_object *o, const char *key, const void *base)
-{
-  return add_object(o, key, quota_fields, JSONFIELD_N(quota_fields), base);
-}
-
-static const struct jsonfield upstream_fields[] = {
-  JSONFIELD_CUSTOM_ROW("breaker", add_breaker),
-  JSONFIELD_CUSTOM_ROW("quota", add_quota),
-  SV("echo_failures", U64, ri.up.echo_failures),
-  SV("authenticated", BOOL, ri.up.authenticated),
-};
-
-/* A network upstream's keys (none for another source). */
-static int
-add_upstream(struct json_object *o, const char *key, const void *base)
-{
-  const struct source_view *sv = base;
-
-  (void)key;
-  if (!sv->ri.has_upstream)
-    return 0;
-  return jsonfield_add_all(o, upstream_fields, JSONFIELD_N(upstream_fields),
-                           base);
-}
-
-static int
-add_stats(struct json_object *o, const char *key, const void *base)
-{
-  const struct source_view *sv = base;
-
-  if (!sv->mon || !sv->mon->conf.window)
-    return 0;
-  return add_object(o, key, stats_fields, JSONFIELD_N(stats_fields),
-                    sv->mon);
-}
-
-static int
-add_local(struct json_object *o, const char *key, const void *base)
-{
-  const struct source_view *sv = base;
-
-  if (!sv->ls)
-    return 0;
-  return add_object(o, key, local_fields, JSONFIELD_N(local_fields),
-                    sv->ls);
-}
+static const struct jsonfield_table quota_table = JSONFIELD_TABLE(quota_rows);
 
 static const char *
 state_name(int s)
@@ -209,8 +125,9 @@ state_name(int s)
   return registry_state_name((enum reg_state)s);
 }
 
-/* One source under "sources". */
-static const struct jsonfield source_fields[] = {
+/* One source under "sources": a network upstream's keys after its
+   counters, then stats and local when it has them. */
+static const struct jsonfield source_rows[] = {
   SV("type", CSTR, ri.type),
   JSONFIELD_NAME_ROW("state", struct source_view, ri.state, state_name),
   SV("fallback", CSTR, ri.fallback),
@@ -220,10 +137,18 @@ static const struct jsonfield source_fields[] = {
   SV("fallbacks", U64, ri.fallbacks),
   SV("refusals", U64, ri.refusals),
   SV("last_failure", CSTR, ri.last_failure),
-  JSONFIELD_CUSTOM_ROW(NULL, add_upstream),
-  JSONFIELD_CUSTOM_ROW("stats", add_stats),
-  JSONFIELD_CUSTOM_ROW("local", add_local),
+  JSONFIELD_OBJECT_IF("breaker", &breaker_table, struct source_view,
+                      ri.has_upstream),
+  JSONFIELD_OBJECT_IF("quota", &quota_table, struct source_view,
+                      ri.has_upstream),
+  SV_UP("echo_failures", U64, ri.up.echo_failures),
+  SV_UP("authenticated", BOOL, ri.up.authenticated),
+  JSONFIELD_POINTER_ROW("stats", struct source_view, mon, &stats_table),
+  JSONFIELD_POINTER_ROW("local", struct source_view, ls, &local_table),
 };
+
+static const struct jsonfield_table source_table =
+  JSONFIELD_TABLE(source_rows);
 
 /* The object of every source by name in *ret, and the default source's
    view in *def (zeroed when there is none).  0 or -ENOMEM. */
@@ -244,9 +169,10 @@ sources_json(struct statuspub *sp, struct local_stats *ls,
   for (i = 0; i < n; i++) {
     registry_info(sp->reg, i, &sv.ri);
     sv.mon = sp->draw ? draw_monitor(sp->draw, sv.ri.name) : NULL;
+    if (sv.mon && !sv.mon->conf.window)
+      sv.mon = NULL;
     sv.ls = registry_local_stats(sp->reg, i, ls) == 0 ? ls : NULL;
-    r = add_object(srcs, sv.ri.name, source_fields,
-                   JSONFIELD_N(source_fields), &sv);
+    r = jsonfield_add_object(srcs, sv.ri.name, &source_table, &sv);
     if (r < 0) {
       json_object_put(srcs);
       return r;

@@ -1,5 +1,6 @@
 /* Field tables to json-c objects (core/jsonfield.c): each type, the
-   null flags, custom rows, arrays, and tables written wrong. */
+   null flags, custom rows, conditions, nested objects and arrays, rows
+   larger than struct jsonfield, and tables written wrong. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@ struct rec {
   char name[8];
   const char *kind;
   int on;
+  int count;
   uint32_t small;
   int64_t signed_;
   uint64_t big;
@@ -48,6 +50,7 @@ static const struct jsonfield rec_fields[] = {
   JSONFIELD_ROW("name", STR, struct rec, name),
   JSONFIELD_ROW("kind", CSTR, struct rec, kind),
   JSONFIELD_ROW("on", BOOL, struct rec, on),
+  JSONFIELD_ROW("count", INT, struct rec, count),
   JSONFIELD_ROW("small", U32, struct rec, small),
   JSONFIELD_ROW("signed", I64, struct rec, signed_),
   JSONFIELD_ROW("big", U64, struct rec, big),
@@ -62,14 +65,15 @@ static const struct jsonfield rec_fields[] = {
   JSONFIELD_CUSTOM_ROW(NULL, add_two),
 };
 
+static const struct jsonfield_table rec_table = JSONFIELD_TABLE(rec_fields);
+
 static char *
 text(const struct rec *r)
 {
   struct json_object *o;
   char *s;
 
-  cr_assert_eq(jsonfield_object(rec_fields, JSONFIELD_N(rec_fields), r, &o),
-               0);
+  cr_assert_eq(jsonfield_object(&rec_table, r, &o), 0);
   s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
   json_object_put(o);
   return s;
@@ -84,6 +88,7 @@ Test(jsonfield, writes_every_type_in_table_order)
   memcpy(r.name, "full1234", 8);              /* no NUL: 8 bytes */
   r.kind = "mock";
   r.on = 1;
+  r.count = -2;
   r.small = 4000000000u;
   r.signed_ = -5;
   r.big = UINT64_MAX;
@@ -95,7 +100,7 @@ Test(jsonfield, writes_every_type_in_table_order)
   r.stamp = 3;
   s = text(&r);
   cr_assert_str_eq(s, "{\"name\":\"full1234\",\"kind\":\"mock\",\"on\":true,"
-                   "\"small\":4000000000,\"signed\":-5,"
+                   "\"count\":-2,\"small\":4000000000,\"signed\":-5,"
                    "\"big\":18446744073709551615,"
                    "\"plain\":0.081500000000000003,\"shortest\":0.0815,"
                    "\"nonce\":\"00000000000000ab\",\"colour\":\"green\","
@@ -127,35 +132,113 @@ Test(jsonfield, a_row_that_does_not_fit_its_member_is_refused)
   static const struct jsonfield wrong[] = {
     JSONFIELD_ROW("small", U64, struct rec, small),
   };
-  static const struct jsonfield custom_value[] = {
-    JSONFIELD_CUSTOM_ROW("x", add_two),
+  static const struct jsonfield no_add[] = {
+    { .key = "x", .type = JSONFIELD_CUSTOM },
   };
-  struct json_object *o, *v;
+  static const struct jsonfield_table wrong_table = JSONFIELD_TABLE(wrong);
+  static const struct jsonfield_table no_add_table = JSONFIELD_TABLE(no_add);
+  struct json_object *o;
   struct rec r;
 
   memset(&r, 0, sizeof(r));
-  cr_assert_eq(jsonfield_object(wrong, 1, &r, &o), -EINVAL);
-  cr_assert_eq(jsonfield_value(&custom_value[0], &r, &v), -EINVAL);
+  cr_assert_eq(jsonfield_object(&wrong_table, &r, &o), -EINVAL);
+  cr_assert_eq(jsonfield_object(&no_add_table, &r, &o), -EINVAL);
 }
 
-Test(jsonfield, an_array_has_one_object_per_element)
-{
-  static const struct jsonfield f[] = {
-    JSONFIELD_ROW("small", U32, struct rec, small),
-  };
-  struct json_object *o;
-  struct rec r[3];
+struct item {
+  uint32_t v;
+};
 
-  memset(r, 0, sizeof(r));
-  r[0].small = 1;
-  r[1].small = 2;
-  r[2].small = 3;
-  o = json_object_new_object();
-  cr_assert_eq(jsonfield_add_array(o, "recs", f, 1, r, 3, sizeof(r[0])), 0);
-  cr_assert_eq(jsonfield_add_array(o, "none", f, 1, r, 0, sizeof(r[0])), 0);
+struct holder {
+  int has_extra;
+  uint32_t extra;
+  struct item inline_items[3];
+  size_t n_inline;
+  const struct item *items;
+  size_t n_items;
+  const struct item *one;
+};
+
+static const struct jsonfield item_rows[] = {
+  JSONFIELD_ROW("v", U32, struct item, v),
+};
+
+static const struct jsonfield_table item_table = JSONFIELD_TABLE(item_rows);
+
+static const struct jsonfield holder_rows[] = {
+  JSONFIELD_ROW_IF("extra", U32, struct holder, extra, has_extra),
+  JSONFIELD_ROW_UNLESS("no_extra", BOOL, struct holder, has_extra,
+                       has_extra),
+  JSONFIELD_ARRAY_ROW("inline", struct holder, inline_items, n_inline,
+                      &item_table),
+  JSONFIELD_POINTER_ARRAY_ROW("items", struct holder, items, n_items,
+                              &item_table),
+  JSONFIELD_ARRAY_ROW_F("nonempty", struct holder, inline_items, n_items,
+                        &item_table, JSONFIELD_NONEMPTY),
+  JSONFIELD_POINTER_ROW("one", struct holder, one, &item_table),
+  JSONFIELD_OBJECT_IF("same", &item_table, struct holder, has_extra),
+};
+
+static const struct jsonfield_table holder_table =
+  JSONFIELD_TABLE(holder_rows);
+
+static void
+assert_holder(const struct holder *h, const char *want)
+{
+  struct json_object *o;
+
+  cr_assert_eq(jsonfield_object(&holder_table, h, &o), 0);
   cr_assert_str_eq(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
-                   "{\"recs\":[{\"small\":1},{\"small\":2},{\"small\":3}],"
-                   "\"none\":[]}");
+                   want);
+  json_object_put(o);
+}
+
+Test(jsonfield, conditions_objects_and_arrays)
+{
+  static const struct item items[2] = { { 7 }, { 8 } };
+  struct holder h;
+
+  memset(&h, 0, sizeof(h));
+  /* nothing set: conditional rows and NULL pointers are left out, empty
+     arrays written as [] unless NONEMPTY */
+  assert_holder(&h, "{\"no_extra\":false,\"inline\":[],\"items\":[]}");
+  h.has_extra = 1;
+  h.extra = 5;
+  h.inline_items[0].v = 1;
+  h.inline_items[1].v = 2;
+  h.n_inline = 2;
+  h.items = items;
+  h.n_items = 2;
+  h.one = &items[1];
+  /* "same" is item_table over the holder itself: its first member */
+  assert_holder(&h, "{\"extra\":5,\"inline\":[{\"v\":1},{\"v\":2}],"
+                "\"items\":[{\"v\":7},{\"v\":8}],"
+                "\"nonempty\":[{\"v\":1},{\"v\":2}],"
+                "\"one\":{\"v\":8},\"same\":{\"v\":1}}");
+}
+
+/* A caller's rows that begin with a struct jsonfield. */
+struct wide_row {
+  struct jsonfield json;
+  const char *label;
+};
+
+Test(jsonfield, a_table_of_larger_rows_is_walked_by_its_stride)
+{
+  static const struct wide_row rows[] = {
+    { JSONFIELD_ROW("v", U32, struct item, v), "value" },
+    { JSONFIELD_ROW(NULL, U32, struct item, v), "text only" },
+    { JSONFIELD_ROW("again", U32, struct item, v), "again" },
+  };
+  static const struct jsonfield_table t = {
+    &rows[0].json, JSONFIELD_N(rows), sizeof(rows[0])
+  };
+  struct item it = { 3 };
+  struct json_object *o;
+
+  cr_assert_eq(jsonfield_object(&t, &it, &o), 0);
+  cr_assert_str_eq(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+                   "{\"v\":3,\"again\":3}");
   json_object_put(o);
 }
 
