@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,49 @@ range:
   fprintf(stderr, "%s: %s: '%s' is out of range (%" PRIu64 " to %"
           PRIu64 ")\n", prog, opt, s, min, max);
   return -1;
+}
+
+int
+cli_parse_i64(const char *prog, const char *opt, const char *s, int64_t min,
+              int64_t max, int64_t *ret)
+{
+  long long v;
+  char *end;
+
+  if (!isdigit((unsigned char)s[s[0] == '-']))
+    goto bad;
+  errno = 0;
+  v = strtoll(s, &end, 10);
+  if (*end)
+    goto bad;
+  if (errno == ERANGE || v < min || v > max) {
+    fprintf(stderr, "%s: %s: '%s' is out of range (%" PRId64 " to %"
+            PRId64 ")\n", prog, opt, s, min, max);
+    return -1;
+  }
+  *ret = v;
+  return 0;
+
+bad:
+  fprintf(stderr, "%s: %s: '%s' is not a number\n", prog, opt, s);
+  return -1;
+}
+
+int
+cli_parse_double(const char *prog, const char *opt, const char *s,
+                 double *ret)
+{
+  char *end;
+  double v;
+
+  errno = 0;
+  v = strtod(s, &end);
+  if (!*s || *end || errno == ERANGE || !isfinite(v)) {
+    fprintf(stderr, "%s: %s: '%s' is not a finite number\n", prog, opt, s);
+    return -1;
+  }
+  *ret = v;
+  return 0;
 }
 
 static int

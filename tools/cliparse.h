@@ -12,6 +12,14 @@
 int cli_parse_u64(const char *prog, const char *opt, const char *s,
                   uint64_t min, uint64_t max, int suffixes, uint64_t *ret);
 
+/* Signed decimal, the whole string, in [min, max]. */
+int cli_parse_i64(const char *prog, const char *opt, const char *s,
+                  int64_t min, int64_t max, int64_t *ret);
+
+/* A finite decimal number (ranges are the caller's to check). */
+int cli_parse_double(const char *prog, const char *opt, const char *s,
+                     double *ret);
+
 /* An even number of hex digits, at most max bytes, into buf. */
 int cli_parse_hex(const char *prog, const char *opt, const char *s,
                   uint8_t *buf, size_t max, size_t *ret_len);

@@ -1,0 +1,502 @@
+/* The qrsctl commands that ask qrsd (status, health, sources, draw,
+   bytes): connect with libqrs, ask, hand the reply to its printer
+   (ctl_reply.c), say what failed in one line.  Each connects once and
+   frees the client before it returns. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <qrs/client.h>
+#include <qrs/error.h>
+
+#include "cliparse.h"
+#include "ctl.h"
+
+/* Draws kept in flight by 'draw -n N' (and never more than qrsd allows). */
+#define DRAW_WINDOW 16
+/* Largest chunk 'bytes' asks for in one request. */
+#define BYTES_CHUNK_MAX (64 * 1024)
+/* Chunk size when qrsd does not say its limit. */
+#define BYTES_CHUNK_DEFAULT 4096
+/* Longest --salt, in bytes (qrs_commitment.salt_len). */
+#define SALT_MAX 256
+
+/* Why connecting may have failed, for the end of the error line. */
+static const char *
+connect_hint(int r)
+{
+  if (r == -ENOENT || r == -ECONNREFUSED)
+    return " (is qrsd running?)";
+  if (r == -EACCES || r == -EPERM)
+    return " (may this user open qrsd's socket?)";
+  if (r == QRS_E_VERSION)
+    return " (qrsctl and qrsd do not speak the same protocol)";
+  return "";
+}
+
+static int
+ctl_connect(const struct ctl *ctl, struct qrs_client **ret_client)
+{
+  struct qrs_client_options opts;
+  struct qrs_client *c;
+  int r;
+
+  memset(&opts, 0, sizeof(opts));
+  opts.client_name = "qrsctl";
+  opts.timeout_ms = ctl->timeout_ms;
+  r = qrs_client_new(ctl->socket_path, &opts, &c);
+  if (r < 0) {
+    fprintf(stderr, "qrsctl: cannot connect to %s: %s%s\n",
+            ctl->socket_path, qrs_strerror(r), connect_hint(r));
+    return r;
+  }
+  *ret_client = c;
+  return 0;
+}
+
+/* Say that a call on c failed, as one line: what failed, the error, and
+   the daemon's own words when it gave some.  A connect error here comes
+   from libqrs reconnecting after qrsd went away. */
+static void
+call_error(const struct qrs_client *c, const char *what, int r)
+{
+  const char *msg;
+  char buf[256];
+
+  msg = qrs_client_errmsg(c);
+  if (*connect_hint(r))
+    fprintf(stderr, "qrsctl: %s: cannot reconnect to %s: %s%s\n", what,
+            qrs_client_socket_path(c), qrs_strerror(r), connect_hint(r));
+  else if (msg && msg[0])
+    fprintf(stderr, "qrsctl: %s: %s (%s)\n", what, qrs_strerror(r),
+            out_safe(buf, sizeof(buf), msg, strlen(msg) + 1));
+  else
+    fprintf(stderr, "qrsctl: %s: %s\n", what, qrs_strerror(r));
+}
+
+/* The commands without options of their own: one question each. */
+enum query {
+  QUERY_STATUS,
+  QUERY_HEALTH,
+  QUERY_SOURCES,
+};
+
+/* health's exit status says it too. */
+static int
+health_exit(const struct qrs_health *h)
+{
+  if (h->state == QRS_HEALTH_HEALTHY)
+    return EXIT_HEALTHY;
+  if (h->state == QRS_HEALTH_DEGRADED)
+    return EXIT_DEGRADED;
+  return EXIT_ERROR;
+}
+
+/* Ask qrsd question q, print the reply, free it.  Returns the exit
+   status. */
+static int
+query(struct ctl *ctl, const struct command *cmd, int argc, char **argv,
+      enum query q)
+{
+  static const char *const what[] = {
+    [QUERY_STATUS] = "status request failed",
+    [QUERY_HEALTH] = "health request failed",
+    [QUERY_SOURCES] = "sources request failed",
+  };
+  struct qrs_client *c;
+  struct qrs_status *st;
+  struct qrs_health *h;
+  struct qrs_sources *s;
+  int r, status;
+
+  r = ctl_parse_plain(ctl, cmd, argc, argv);
+  if (r >= 0)
+    return r;
+  if (ctl_connect(ctl, &c) < 0)
+    return EXIT_ERROR;
+  if (q == QUERY_STATUS)
+    r = qrs_client_status(c, &st);
+  else if (q == QUERY_HEALTH)
+    r = qrs_client_health(c, &h);
+  else
+    r = qrs_client_sources(c, &s);
+  if (r < 0)
+    call_error(c, what[q], r);
+  qrs_client_free(c);
+  if (r < 0)
+    return EXIT_ERROR;
+
+  status = 0;
+  if (q == QUERY_STATUS) {
+    r = reply_status(ctl, st);
+    qrs_status_free(st);
+  } else if (q == QUERY_HEALTH) {
+    status = health_exit(h);
+    r = reply_health(ctl, h);
+    qrs_health_free(h);
+  } else {
+    r = reply_sources(ctl, s);
+    qrs_sources_free(s);
+  }
+  return r < 0 ? EXIT_ERROR : status;
+}
+
+int
+cmd_status(struct ctl *ctl, const struct command *cmd, int argc,
+           char **argv)
+{
+  return query(ctl, cmd, argc, argv, QUERY_STATUS);
+}
+
+int
+cmd_health(struct ctl *ctl, const struct command *cmd, int argc,
+           char **argv)
+{
+  return query(ctl, cmd, argc, argv, QUERY_HEALTH);
+}
+
+int
+cmd_sources(struct ctl *ctl, const struct command *cmd, int argc,
+            char **argv)
+{
+  return query(ctl, cmd, argc, argv, QUERY_SOURCES);
+}
+
+int
+cmd_draw(struct ctl *ctl, const struct command *cmd, int argc,
+         char **argv)
+{
+  static const struct option longopts[] = {
+    { "count", required_argument, NULL, 'n' },
+    { "source", required_argument, NULL, 'S' },
+    { "samples", required_argument, NULL, 'N' },
+    { "amplifier", required_argument, NULL, 'a' },
+    { "population-mean", required_argument, NULL, 'M' },
+    { "population-std", required_argument, NULL, 'D' },
+    { "epsilon", required_argument, NULL, 'E' },
+    { "zscore-calibration", required_argument, NULL, 'Z' },
+    { "ecdf-calibration", required_argument, NULL, 'C' },
+    { "salt", required_argument, NULL, 'x' },
+    { "step", required_argument, NULL, 'T' },
+    { "prev-token", required_argument, NULL, 'P' },
+    { "json", no_argument, NULL, 'j' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+  };
+  const struct qrs_server_info *info;
+  struct qrs_draw_request req;
+  struct qrs_amp_params amp;
+  struct qrs_commitment com;
+  struct draw_row row;
+  struct qrs_client *c;
+  uint8_t salt[SALT_MAX];
+  uint32_t tickets[DRAW_WINDOW];
+  char what[QRS_NAME_MAX + 96];
+  uint64_t count, samples, step, sent, done, window, blocks;
+  int64_t prev_token;
+  int opt, r, have_salt, have_commit_opt;
+
+  memset(&req, 0, sizeof(req));
+  memset(&amp, 0, sizeof(amp));
+  memset(&com, 0, sizeof(com));
+  memset(&row, 0, sizeof(row));
+  count = 1;
+  samples = 0;
+  step = 0;
+  prev_token = -1;
+  have_salt = 0;
+  have_commit_opt = 0;
+  optind = 0;
+  while ((opt = getopt_long(argc, argv, ":n:jch", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 'n':
+      if (cli_parse_u64("qrsctl", "-n", optarg, 1, UINT32_MAX, 0, &count) < 0)
+        return EXIT_ERROR;
+      break;
+    case 'S':
+      req.source = optarg;
+      break;
+    case 'N':
+      if (cli_parse_u64("qrsctl", "--samples",
+                        optarg, 1, UINT32_MAX, 0, &samples) < 0)
+        return EXIT_ERROR;
+      break;
+    case 'a':
+      req.amplifier = optarg;
+      break;
+    case 'M':
+      if (cli_parse_double("qrsctl", "--population-mean", optarg,
+                           &amp.population_mean) < 0)
+        return EXIT_ERROR;
+      amp.set |= QRS_AMP_POPULATION_MEAN;
+      break;
+    case 'D':
+      if (cli_parse_double("qrsctl", "--population-std", optarg,
+                           &amp.population_std) < 0)
+        return EXIT_ERROR;
+      amp.set |= QRS_AMP_POPULATION_STD;
+      break;
+    case 'E':
+      if (cli_parse_double("qrsctl", "--epsilon", optarg,
+                           &amp.uniform_clamp_epsilon) < 0)
+        return EXIT_ERROR;
+      amp.set |= QRS_AMP_EPSILON;
+      break;
+    case 'Z':
+    case 'C':
+      if (cli_parse_u64("qrsctl", opt == 'Z' ? "--zscore-calibration" :
+                        "--ecdf-calibration", optarg, 0, UINT32_MAX, 0,
+                        &blocks) < 0)
+        return EXIT_ERROR;
+      if (opt == 'Z') {
+        amp.zscore_calibration_samples = (uint32_t)blocks;
+        amp.set |= QRS_AMP_ZSCORE_CALIBRATION;
+      } else {
+        amp.ecdf_calibration_samples = (uint32_t)blocks;
+        amp.set |= QRS_AMP_ECDF_CALIBRATION;
+      }
+      break;
+    case 'x':
+      if (cli_parse_hex("qrsctl", "--salt", optarg, salt, SALT_MAX,
+                        &com.salt_len) < 0)
+        return EXIT_ERROR;
+      have_salt = 1;
+      break;
+    case 'T':
+      if (cli_parse_u64("qrsctl", "--step",
+                        optarg, 0, UINT64_MAX, 0, &step) < 0)
+        return EXIT_ERROR;
+      have_commit_opt = 1;
+      break;
+    case 'P':
+      if (cli_parse_i64("qrsctl", "--prev-token", optarg, INT64_MIN,
+                        INT64_MAX, &prev_token) < 0)
+        return EXIT_ERROR;
+      have_commit_opt = 1;
+      break;
+    default:
+      r = ctl_common_option(ctl, cmd, opt, argv);
+      if (r >= 0)
+        return r;
+    }
+  }
+  r = ctl_no_arguments(cmd, argc, argv);
+  if (r >= 0)
+    return r;
+  if (have_commit_opt && !have_salt) {
+    fprintf(stderr, "qrsctl: draw: --step and --prev-token need --salt\n");
+    ctl_command_usage_error(cmd);
+    return EXIT_ERROR;
+  }
+  req.sample_count = (uint32_t)samples;
+  if (amp.set)
+    req.amp = &amp;
+  if (have_salt) {
+    com.salt = salt;
+    com.prev_token_id = prev_token;
+    req.commitment = &com;
+  }
+  row.show_amplifier = req.amplifier && req.amplifier[0];
+
+  if (ctl_connect(ctl, &c) < 0)
+    return EXIT_ERROR;
+  info = qrs_client_server_info(c);
+  window = DRAW_WINDOW;
+  if (info->max_inflight && info->max_inflight < window)
+    window = info->max_inflight;
+  if (count < window)
+    window = count;
+
+  /* Keep up to window draws in flight, print them in order.  Draw i
+     (from 0) commits to step + i. */
+  sent = 0;
+  done = 0;
+  r = 0;
+  while (done < count) {
+    while (sent < count && sent - done < window) {
+      com.step = step + sent;
+      r = qrs_client_draw_begin(c, &req, &tickets[sent % DRAW_WINDOW]);
+      if (r == QRS_E_BUSY && sent > done) {
+        /* qrsd allows fewer in flight than we thought: wait for one. */
+        window = sent - done;
+        break;
+      }
+      if (r < 0)
+        goto draw_failed;
+      sent++;
+    }
+    r = qrs_client_draw_finish(c, tickets[done % DRAW_WINDOW], &row.d);
+    if (r < 0)
+      goto draw_failed;
+    done++;
+    row.index = done;
+    r = reply_draw(ctl, &row);
+    if (r) {
+      /* The reader left (1, quietly) or output failed (-1, said). */
+      qrs_client_free(c);
+      return r < 0 ? EXIT_ERROR : 0;
+    }
+  }
+  qrs_client_free(c);
+  return 0;
+
+draw_failed:
+  if (req.source && req.source[0])
+    snprintf(what, sizeof(what), "draw %" PRIu64 " of %" PRIu64 " from "
+             "source '%s' failed", done + 1, count, req.source);
+  else
+    snprintf(what, sizeof(what), "draw %" PRIu64 " of %" PRIu64
+             " failed", done + 1, count);
+  call_error(c, what, r);
+  qrs_client_free(c);             /* forgets the tickets still open */
+  return EXIT_ERROR;
+}
+
+/* Write all of buf to fd.  Returns 0, 1 when the reader has gone away
+   (EPIPE), or -1 with errno set. */
+static int
+write_all(int fd, const uint8_t *buf, size_t n)
+{
+  ssize_t w;
+
+  while (n) {
+    w = write(fd, buf, n);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EPIPE)
+        return 1;
+      return -1;
+    }
+    buf += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+int
+cmd_bytes(struct ctl *ctl, const struct command *cmd, int argc,
+          char **argv)
+{
+  static const struct option longopts[] = {
+    { "count", required_argument, NULL, 'n' },
+    { "source", required_argument, NULL, 'S' },
+    { "force", no_argument, NULL, 'f' },
+    { "json", no_argument, NULL, 'j' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+  };
+  const struct qrs_server_info *info;
+  struct qrs_bytes_info bi;
+  struct qrs_client *c;
+  const char *source;
+  uint8_t *buf;
+  uint64_t count, left;
+  size_t chunk, n;
+  char by[QRS_NAME_MAX], asked[QRS_NAME_MAX], what[128];
+  int opt, r, force, warned;
+
+  count = 0;
+  source = NULL;
+  force = 0;
+  optind = 0;
+  while ((opt = getopt_long(argc, argv, ":n:fjch", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 'n':
+      if (cli_parse_u64("qrsctl", "-n", optarg, 1, UINT64_MAX, 1, &count) < 0)
+        return EXIT_ERROR;
+      break;
+    case 'S':
+      source = optarg;
+      break;
+    case 'f':
+      force = 1;
+      break;
+    default:
+      r = ctl_common_option(ctl, cmd, opt, argv);
+      if (r >= 0)
+        return r;
+    }
+  }
+  r = ctl_no_arguments(cmd, argc, argv);
+  if (r >= 0)
+    return r;
+  if (!count) {
+    fprintf(stderr, "qrsctl: bytes: -n N is required\n");
+    ctl_command_usage_error(cmd);
+    return EXIT_ERROR;
+  }
+  if (ctl->json) {
+    fprintf(stderr, "qrsctl: bytes: --json does not apply to raw bytes\n");
+    ctl_command_usage_error(cmd);
+    return EXIT_ERROR;
+  }
+  if (!force && isatty(STDOUT_FILENO)) {
+    fprintf(stderr, "qrsctl: bytes: refusing to write binary data to a "
+            "terminal (redirect it, or use --force)\n");
+    return EXIT_ERROR;
+  }
+
+  if (ctl_connect(ctl, &c) < 0)
+    return EXIT_ERROR;
+  info = qrs_client_server_info(c);
+  chunk = info->max_bytes_per_request;
+  if (!chunk)
+    chunk = BYTES_CHUNK_DEFAULT;
+  if (chunk > BYTES_CHUNK_MAX)
+    chunk = BYTES_CHUNK_MAX;
+  buf = malloc(chunk);
+  if (!buf) {
+    fprintf(stderr, "qrsctl: bytes: %s\n", strerror(ENOMEM));
+    qrs_client_free(c);
+    return EXIT_ERROR;
+  }
+
+  r = 0;
+  warned = 0;
+  left = count;
+  while (left) {
+    n = left < chunk ? (size_t)left : chunk;
+    r = qrs_client_bytes(c, source, buf, n, &bi);
+    if (r < 0) {
+      snprintf(what, sizeof(what), "bytes: request for %zu bytes (after %"
+               PRIu64 " of %" PRIu64 ") failed", n, count - left, count);
+      call_error(c, what, r);
+      r = EXIT_ERROR;
+      break;
+    }
+    if (bi.fallback && !(warned & 1)) {
+      /* Validating a fallback's bytes is validating the wrong source. */
+      fprintf(stderr, "qrsctl: warning: source '%s' is served by its "
+              "fallback '%s'\n", SAFE(asked, bi.source),
+              SAFE(by, bi.served_by));
+      warned = 1;
+    }
+    if (!bi.production && !(warned & 2)) {
+      fprintf(stderr, "qrsctl: warning: these bytes come from '%s', a test "
+              "source (type %s), not for production\n",
+              SAFE(by, bi.served_by), SAFE(asked, bi.served_type));
+      warned |= 2;
+    }
+    r = write_all(STDOUT_FILENO, buf, n);
+    if (r > 0) {
+      r = 0;                      /* the reader has had enough */
+      break;
+    }
+    if (r < 0) {
+      fprintf(stderr, "qrsctl: bytes: cannot write output: %s\n",
+              strerror(errno));
+      r = EXIT_ERROR;
+      break;
+    }
+    left -= n;
+  }
+  free(buf);
+  qrs_client_free(c);
+  return r;
+}
