@@ -167,6 +167,34 @@ cmd_sources(struct ctl *ctl, const struct command *cmd, int argc,
   return query(ctl, cmd, argc, argv, QUERY_SOURCES);
 }
 
+/* draw's --population-mean (M), --population-std (D) and --epsilon (E):
+   the amplifier parameter and its QRS_AMP_* bit.  0 or -1 (said). */
+static int
+amp_double_option(int opt, const char *arg, struct qrs_amp_params *amp)
+{
+  const char *name;
+  unsigned bit;
+  double *v;
+
+  if (opt == 'M') {
+    name = "--population-mean";
+    v = &amp->population_mean;
+    bit = QRS_AMP_POPULATION_MEAN;
+  } else if (opt == 'D') {
+    name = "--population-std";
+    v = &amp->population_std;
+    bit = QRS_AMP_POPULATION_STD;
+  } else {
+    name = "--epsilon";
+    v = &amp->uniform_clamp_epsilon;
+    bit = QRS_AMP_EPSILON;
+  }
+  if (cli_parse_double("qrsctl", name, arg, v) < 0)
+    return -1;
+  amp->set |= bit;
+  return 0;
+}
+
 int
 cmd_draw(struct ctl *ctl, const struct command *cmd, int argc,
          char **argv)
@@ -230,22 +258,10 @@ cmd_draw(struct ctl *ctl, const struct command *cmd, int argc,
       req.amplifier = optarg;
       break;
     case 'M':
-      if (cli_parse_double("qrsctl", "--population-mean", optarg,
-                           &amp.population_mean) < 0)
-        return EXIT_ERROR;
-      amp.set |= QRS_AMP_POPULATION_MEAN;
-      break;
     case 'D':
-      if (cli_parse_double("qrsctl", "--population-std", optarg,
-                           &amp.population_std) < 0)
-        return EXIT_ERROR;
-      amp.set |= QRS_AMP_POPULATION_STD;
-      break;
     case 'E':
-      if (cli_parse_double("qrsctl", "--epsilon", optarg,
-                           &amp.uniform_clamp_epsilon) < 0)
+      if (amp_double_option(opt, optarg, &amp) < 0)
         return EXIT_ERROR;
-      amp.set |= QRS_AMP_EPSILON;
       break;
     case 'Z':
     case 'C':
