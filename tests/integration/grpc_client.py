@@ -24,40 +24,31 @@ def varint(v):
     return out + bytes([v])
 
 
+def read_varint(buf, i):
+    """The varint at buf[i] and the index after it."""
+    v, shift = 0, 0
+    while True:
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, i
+
+
 def fields(buf):
     """(field, wire type, value) of a message."""
     i, out = 0, []
     while i < len(buf):
-        tag, shift = 0, 0
-        while True:
-            b = buf[i]
-            i += 1
-            tag |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
+        tag, i = read_varint(buf, i)
         f, wt = tag >> 3, tag & 7
         if wt == 0:
-            v, shift = 0, 0
-            while True:
-                b = buf[i]
-                i += 1
-                v |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
+            v, i = read_varint(buf, i)
         elif wt == 1:
             v = struct.unpack("<d", buf[i:i + 8])[0]
             i += 8
         elif wt == 2:
-            n, shift = 0, 0
-            while True:
-                b = buf[i]
-                i += 1
-                n |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
+            n, i = read_varint(buf, i)
             v = buf[i:i + n]
             i += n
         else:
@@ -101,35 +92,32 @@ def check_draw(reply, seq, what):
 def main():
     addr = sys.argv[1]
     md = [("api-key", sys.argv[2])] if len(sys.argv) > 2 else None
-    ident = lambda b: b
     ch = grpc.insecure_channel(addr)
 
-    unary = ch.unary_unary("/qr_entropy.EntropyService/GetEntropy",
-                           request_serializer=ident,
-                           response_deserializer=ident)
+    def method(kind, path):
+        """A callable for path that sends and returns raw bytes."""
+        return getattr(ch, kind)(path, request_serializer=bytes,
+                                 response_deserializer=bytes)
+
+    unary = method("unary_unary", "/qr_entropy.EntropyService/GetEntropy")
     for i in range(5):
         check_entropy(unary(entropy_req(1000, 100 + i), timeout=10,
                             metadata=md), 1000, 100 + i, "GetEntropy")
 
-    stream = ch.stream_stream("/qr_entropy.EntropyService/StreamEntropy",
-                              request_serializer=ident,
-                              response_deserializer=ident)
+    stream = method("stream_stream",
+                    "/qr_entropy.EntropyService/StreamEntropy")
     reqs = [entropy_req(64 + i, 200 + i) for i in range(8)]
     replies = list(stream(iter(reqs), timeout=10, metadata=md))
     check(len(replies) == 8, "StreamEntropy: %d replies" % len(replies))
     for i, r in enumerate(replies):
         check_entropy(r, 64 + i, 200 + i, "StreamEntropy")
 
-    draw = ch.unary_unary("/qr_purity.PurityService/GetDraw",
-                          request_serializer=ident,
-                          response_deserializer=ident)
+    draw = method("unary_unary", "/qr_purity.PurityService/GetDraw")
     for i in range(3):
         check_draw(draw(draw_req(300 + i), timeout=10, metadata=md),
                    300 + i, "GetDraw")
 
-    dstream = ch.stream_stream("/qr_purity.PurityService/StreamDraws",
-                               request_serializer=ident,
-                               response_deserializer=ident)
+    dstream = method("stream_stream", "/qr_purity.PurityService/StreamDraws")
     replies = list(dstream(iter([draw_req(400 + i) for i in range(4)]),
                            timeout=10, metadata=md))
     check(len(replies) == 4, "StreamDraws: %d replies" % len(replies))

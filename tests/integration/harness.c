@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +20,7 @@
 #include <qrs/error.h>
 
 #include "harness.h"
+#include "timestamp.h"
 
 static const char *
 qrsd_bin(void)
@@ -36,8 +36,8 @@ qrsd_bin(void)
   return p;
 }
 
-static void
-write_file(const char *path, const char *text)
+void
+write_text_file(const char *path, const char *text)
 {
   FILE *f;
 
@@ -45,6 +45,25 @@ write_file(const char *path, const char *text)
   cr_assert_not_null(f, "cannot write %s", path);
   fputs(text, f);
   fclose(f);
+}
+
+char *
+read_text_file(const char *path, size_t max, size_t *ret_len)
+{
+  char *text;
+  size_t n;
+  FILE *f;
+
+  f = fopen(path, "r");
+  cr_assert_not_null(f, "cannot read %s", path);
+  text = malloc(max);
+  cr_assert_not_null(text);
+  n = fread(text, 1, max - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  if (ret_len)
+    *ret_len = n;
+  return text;
 }
 
 void
@@ -60,17 +79,41 @@ daemon_prepare(struct daemon *d, const char *yaml)
   snprintf(d->notify, sizeof(d->notify), "%s/notify", d->dir);
   if (yaml) {
     snprintf(d->conf, sizeof(d->conf), "%s/qrsd.yaml", d->dir);
-    write_file(d->conf, yaml);
+    write_text_file(d->conf, yaml);
   }
 }
 
 static int64_t
 now_ms(void)
 {
-  struct timespec ts;
+  return mono_now_ns() / 1000000;
+}
 
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+/* A new AF_UNIX socket of type (close-on-exec), and path's address in
+   *sa. */
+static int
+unix_socket(int type, const char *path, struct sockaddr_un *sa)
+{
+  int fd;
+
+  fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+  cr_assert_geq(fd, 0);
+  memset(sa, 0, sizeof(*sa));
+  sa->sun_family = AF_UNIX;
+  snprintf(sa->sun_path, sizeof(sa->sun_path), "%s", path);
+  return fd;
+}
+
+int
+unix_bind(const char *path)
+{
+  struct sockaddr_un sa;
+  int fd;
+
+  fd = unix_socket(SOCK_STREAM, path, &sa);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0,
+               "bind %s: %s", path, strerror(errno));
+  return fd;
 }
 
 int
@@ -104,11 +147,7 @@ daemon_start(struct daemon *d, ...)
   va_list ap;
   int n, fd;
 
-  d->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  cr_assert_geq(d->notify_fd, 0);
-  memset(&sa, 0, sizeof(sa));
-  sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->notify);
+  d->notify_fd = unix_socket(SOCK_DGRAM, d->notify, &sa);
   unlink(d->notify);
   cr_assert_eq(bind(d->notify_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 
@@ -149,6 +188,15 @@ void
 daemon_run(struct daemon *d, const char *yaml)
 {
   daemon_prepare(d, yaml);
+  daemon_start(d, NULL);
+}
+
+void
+daemon_restart(struct daemon *d)
+{
+  cr_assert_eq(daemon_stop(d), 0);
+  close(d->notify_fd);
+  d->notify_fd = -1;
   daemon_start(d, NULL);
 }
 
@@ -252,9 +300,10 @@ int
 run_capture(char *const argv[], char *out, size_t outlen, char *err,
             size_t errlen)
 {
-  int po[2], pe[2], st, open_fds;
+  int po[2], pe[2], st, open_fds, i;
   struct pollfd p[2];
-  size_t ol, el;
+  char *buf[2];
+  size_t cap[2], len[2];
   pid_t pid;
 
   cr_assert_eq(pipe2(po, O_CLOEXEC), 0);
@@ -269,39 +318,68 @@ run_capture(char *const argv[], char *out, size_t outlen, char *err,
   }
   close(po[1]);
   close(pe[1]);
-  ol = el = 0;
-  open_fds = 2;
+  /* Stream 0 is stdout into out, 1 stderr into err. */
   p[0].fd = po[0];
   p[1].fd = pe[0];
+  buf[0] = out;
+  buf[1] = err;
+  cap[0] = outlen;
+  cap[1] = errlen;
+  len[0] = len[1] = 0;
+  open_fds = 2;
   while (open_fds > 0) {
     p[0].events = p[1].events = POLLIN;
     if (poll(p, 2, 20000) <= 0)
       break;
-    if (p[0].revents) {
-      if (p[0].revents & POLLIN)
-        drain(po[0], out, outlen, &ol);
-      else {
-        p[0].fd = -1;
-        open_fds--;
-      }
-    }
-    if (p[1].revents) {
-      if (p[1].revents & POLLIN)
-        drain(pe[0], err, errlen, &el);
-      else {
-        p[1].fd = -1;
+    for (i = 0; i < 2; i++) {
+      if (!p[i].revents)
+        continue;
+      if (p[i].revents & POLLIN) {
+        drain(p[i].fd, buf[i], cap[i], &len[i]);
+      } else {
+        p[i].fd = -1;
         open_fds--;
       }
     }
   }
-  if (out)
-    out[ol] = '\0';
-  if (err)
-    err[el] = '\0';
+  for (i = 0; i < 2; i++)
+    if (buf[i])
+      buf[i][len[i]] = '\0';
   close(po[0]);
   close(pe[0]);
   cr_assert_eq(waitpid(pid, &st, 0), pid);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int
+run_qrsctlv(const char *sock, char *out, size_t outlen, char *err,
+            size_t errlen, va_list ap)
+{
+  char *argv[32], *a;
+  int n;
+
+  n = 0;
+  argv[n++] = getenv("QRSCTL_BIN");
+  cr_assert_not_null(argv[0], "QRSCTL_BIN is not set");
+  argv[n++] = (char *)"-s";
+  argv[n++] = (char *)sock;
+  while ((a = va_arg(ap, char *)) && n < 31)
+    argv[n++] = a;
+  argv[n] = NULL;
+  return run_capture(argv, out, outlen, err, errlen);
+}
+
+int
+run_qrsctl(const char *sock, char *out, size_t outlen, char *err,
+           size_t errlen, ...)
+{
+  va_list ap;
+  int r;
+
+  va_start(ap, errlen);
+  r = run_qrsctlv(sock, out, outlen, err, errlen, ap);
+  va_end(ap);
+  return r;
 }
 
 int
@@ -311,11 +389,7 @@ raw_connect(const char *sock)
   struct timeval tv;
   int fd;
 
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  cr_assert_geq(fd, 0);
-  memset(&sa, 0, sizeof(sa));
-  sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+  fd = unix_socket(SOCK_STREAM, sock, &sa);
   cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0,
                "connect %s: %s", sock, strerror(errno));
   tv.tv_sec = 5;
@@ -339,6 +413,61 @@ raw_send_msg(int fd, uint16_t type, uint32_t seq, const ProtobufCMessage *m)
   n = qrs__frame_pack(type, seq, m, buf, sizeof(buf));
   cr_assert_gt(n, 0);
   raw_send(fd, buf, (size_t)n);
+}
+
+void
+raw_send_many(int fd, uint16_t type, uint32_t seq, int count,
+              const ProtobufCMessage *m)
+{
+  uint8_t *buf;
+  size_t len, cap;
+  int i, n;
+
+  cap = (size_t)count * 256;
+  buf = malloc(cap);
+  cr_assert_not_null(buf);
+  len = 0;
+  for (i = 0; i < count; i++) {
+    n = qrs__frame_pack(type, seq + (uint32_t)i, m, buf + len, cap - len);
+    cr_assert_gt(n, 0);
+    len += (size_t)n;
+  }
+  raw_send(fd, buf, len);
+  free(buf);
+}
+
+void
+raw_send_draw(int fd, uint32_t seq, const char *source, uint32_t n)
+{
+  QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
+
+  m.source = (char *)(source ? source : "");
+  m.sample_count = n;
+  raw_send_msg(fd, QRS_MSG_DRAW, seq, &m.base);
+}
+
+void
+raw_send_hello(int fd, uint32_t seq)
+{
+  QrsIpc__Hello m = QRS_IPC__HELLO__INIT;
+
+  m.protocol_version = QRS_PROTO_VERSION;
+  raw_send_msg(fd, QRS_MSG_HELLO, seq, &m.base);
+}
+
+void
+raw_frame_hdr(uint8_t b[QRS_FRAME_HDR_SIZE], uint16_t type, uint32_t length,
+              uint32_t seq)
+{
+  struct qrs_frame_hdr h;
+
+  memset(&h, 0, sizeof(h));
+  h.magic = QRS_FRAME_MAGIC;
+  h.version = QRS_PROTO_VERSION;
+  h.type = type;
+  h.length = length;
+  h.seq = seq;
+  qrs__frame_hdr_encode(&h, b);
 }
 
 static int
@@ -378,6 +507,28 @@ raw_recv(int fd, struct qrs_frame_hdr *h, uint8_t **payload)
   return 0;
 }
 
+int
+raw_connect_hello(const char *sock)
+{
+  int fd;
+
+  fd = raw_connect(sock);
+  raw_hello(fd);
+  return fd;
+}
+
+void
+raw_expect_hello_busy(const char *sock, uint32_t seq)
+{
+  int fd;
+
+  fd = raw_connect(sock);
+  raw_send_hello(fd, seq);
+  cr_assert_eq(raw_expect_error(fd, QRS_E_BUSY), seq);
+  raw_expect_eof(fd);
+  close(fd);
+}
+
 void
 raw_hello(int fd)
 {
@@ -415,6 +566,46 @@ raw_expect_error(int fd, int code)
   return h.seq;
 }
 
+int
+raw_recv_count(int fd, int n, uint32_t seq, uint16_t type, int *ret_errors)
+{
+  struct qrs_frame_hdr h;
+  uint8_t *seen, *p;
+  int i, k, errors;
+
+  seen = calloc((size_t)n, 1);
+  cr_assert_not_null(seen);
+  k = errors = 0;
+  for (i = 0; i < n; i++) {
+    cr_assert_eq(raw_recv(fd, &h, &p), 0, "EOF after %d of %d replies", i,
+                 n);
+    cr_assert(h.seq >= seq && h.seq - seq < (uint32_t)n,
+              "seq %u outside %u..%u", h.seq, seq, seq + (uint32_t)n - 1);
+    cr_assert_eq(seen[h.seq - seq], 0, "seq %u twice", h.seq);
+    seen[h.seq - seq] = 1;
+    k += h.type == type;
+    errors += h.type == QRS_MSG_ERROR;
+    free(p);
+  }
+  free(seen);
+  if (ret_errors)
+    *ret_errors = errors;
+  return k;
+}
+
+void
+raw_expect_reply(int fd, uint16_t type, uint32_t seq)
+{
+  struct qrs_frame_hdr h;
+  uint8_t *p;
+
+  cr_assert_eq(raw_recv(fd, &h, &p), 0);
+  cr_assert_eq(h.type, type, "expected %s, got %s", qrs__msg_name(type),
+               qrs__msg_name(h.type));
+  cr_assert_eq(h.seq, seq);
+  free(p);
+}
+
 void
 raw_expect_eof(int fd)
 {
@@ -428,48 +619,15 @@ raw_expect_eof(int fd)
             n < 0 ? strerror(errno) : "");
 }
 
-static int
-cmp_double(const void *a, const void *b)
+uint32_t
+raw_expect_error_eof(int fd, int code)
 {
-  double x, y;
+  uint32_t seq;
 
-  x = *(const double *)a;
-  y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-double
-ks_uniform_p(double *x, size_t n)
-{
-  double d, dp, dm, lambda, p, term, sn;
-  size_t i;
-  int k;
-
-  qsort(x, n, sizeof(*x), cmp_double);
-  d = 0;
-  for (i = 0; i < n; i++) {
-    dp = (double)(i + 1) / (double)n - x[i];
-    dm = x[i] - (double)i / (double)n;
-    if (dp > d)
-      d = dp;
-    if (dm > d)
-      d = dm;
-  }
-  /* Kolmogorov's limit distribution with Stephens' small-n correction. */
-  sn = sqrt((double)n);
-  lambda = (sn + 0.12 + 0.11 / sn) * d;
-  p = 0;
-  for (k = 1; k <= 100; k++) {
-    term = exp(-2.0 * k * k * lambda * lambda);
-    p += (k % 2 ? 2.0 : -2.0) * term;
-    if (term < 1e-12)
-      break;
-  }
-  if (p > 1)
-    p = 1;
-  if (p < 0)
-    p = 0;
-  return p;
+  seq = raw_expect_error(fd, code);
+  raw_expect_eof(fd);
+  close(fd);
+  return seq;
 }
 
 int

@@ -1,37 +1,37 @@
-/* Integration-test helpers that use libqrs (only for tests linked with
-   it; harness.c itself does not need libqrs). */
+/* Integration-test helpers that use libqrs (harness_client.c, linked
+   only into the tests that link libqrs; harness.c does not need it). */
 #ifndef QRS_TEST_HARNESS_CLIENT_H
 #define QRS_TEST_HARNESS_CLIENT_H
 
-#include <criterion/criterion.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include <qrs/client.h>
+#include <qrs/sampler.h>
 
 /* A client on sock, or the test fails. */
-static inline struct qrs_client *
-connect_client(const char *sock)
-{
-  struct qrs_client *c;
-  int r;
-
-  r = qrs_client_new(sock, NULL, &c);
-  cr_assert_eq(r, 0, "qrs_client_new(%s): %s", sock, qrs_strerror(r));
-  return c;
-}
+struct qrs_client *connect_client(const char *sock);
 
 /* One draw through a new client succeeds. */
-static inline void
-assert_draw_works(const char *sock)
-{
-  struct qrs_client *c;
-  struct qrs_draw d;
-  int r;
+void assert_draw_works(const char *sock);
 
-  c = connect_client(sock);
-  r = qrs_client_draw(c, NULL, &d);
-  cr_assert_eq(r, 0, "draw: %s", qrs_strerror(r));
-  cr_assert(d.u > 0 && d.u < 1);
-  qrs_client_free(c);
-}
+/* qrs_client_draw() from source (NULL: the default).  Returns its code;
+   the draw in *d. */
+int draw_from(struct qrs_client *c, const char *source, struct qrs_draw *d);
+
+/* qrs_client_draw() of sample_count samples committed to salt (salt_len
+   bytes; NULL, 0: empty), step and no previous token (-1).  Returns its
+   code; the draw in *d. */
+int draw_committed(struct qrs_client *c, const uint8_t *salt,
+                   size_t salt_len, uint64_t step, uint32_t sample_count,
+                   struct qrs_draw *d);
+
+/* n logits shaped like a language model's: slope * log(1 + k), k a
+   permutation of 0..n-1 that seed picks. */
+void lm_row(float *row, size_t n, unsigned seed, double slope);
+
+/* A sampler for vocab tokens with sample_count 64 and then each key,
+   value pair that follows (NULL-terminated) set, or the test fails. */
+struct qrs_sampler *sampler_with(size_t vocab, ...);
 
 #endif

@@ -11,7 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <criterion/criterion.h>
@@ -20,6 +19,8 @@
 
 #include "harness.h"
 #include "harness_client.h"
+#include "timestamp.h"
+#include "ustat.h"
 
 static struct daemon D;
 
@@ -35,22 +36,11 @@ start_default(void)
   daemon_run(&D, NULL);
 }
 
-static int64_t
-mono_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* ---- the draw path -------------------------------------------------- */
 
 Test(daemon, draw_round_trip, .init = start_default, .fini = stop_and_clean)
 {
   const struct qrs_server_info *info;
-  struct qrs_commitment cm;
-  struct qrs_draw_request rq;
   struct qrs_client *c;
   struct qrs_draw d;
 
@@ -76,13 +66,7 @@ Test(daemon, draw_round_trip, .init = start_default, .fini = stop_and_clean)
             < 1e-6);
 
   /* The commitment nonce of spec 7's example: empty salt, step 0, -1. */
-  memset(&cm, 0, sizeof(cm));
-  cm.step = 0;
-  cm.prev_token_id = -1;
-  memset(&rq, 0, sizeof(rq));
-  rq.commitment = &cm;
-  rq.sample_count = 100;
-  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  cr_assert_eq(draw_committed(c, NULL, 0, 0, 100, &d), 0);
   cr_assert_eq(d.nonce, 8681103821628823450ull);
   cr_assert_eq(d.sample_count, 100);
   qrs_client_free(c);
@@ -103,7 +87,7 @@ Test(daemon, system_draws_are_uniform, .init = start_default,
     cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
     u[i] = d.u;
   }
-  p = ks_uniform_p(u, 2000);
+  p = ustat_ks_pvalue(ustat_ks(u, 2000), 2000);
   cr_log_info("KS p-value of 2000 system draws: %g", p);
   cr_assert_gt(p, 1e-4, "u not uniform: KS p = %g", p);
   free(u);
@@ -124,9 +108,9 @@ Test(daemon, timestamps_are_ordered, .init = start_default,
   for (i = 0; i < 200; i++) {
     /* Both paths: inline reads and worker-thread reads. */
     rq.sample_count = i % 10 == 0 ? 200000 : 10000;
-    before = mono_ns();
+    before = mono_now_ns();
     cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
-    after = mono_ns();
+    after = mono_now_ns();
     cr_assert_leq(before, d.received.monotonic_ns);
     cr_assert_leq(d.received.monotonic_ns, d.generated.monotonic_ns);
     cr_assert_leq(d.generated.monotonic_ns, d.sent.monotonic_ns);
@@ -176,31 +160,14 @@ Test(daemon, raw_pipelined_replies_carry_their_seq, .init = start_default,
      .fini = stop_and_clean)
 {
   QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
-  uint8_t buf[64 * 64], seen[64], *p;
-  struct qrs_frame_hdr h;
-  size_t len;
-  int fd, i, n;
+  int fd, n;
 
-  fd = raw_connect(D.sock);
-  raw_hello(fd);
-  len = 0;
+  fd = raw_connect_hello(D.sock);
   m.sample_count = 5000;
-  for (i = 0; i < 64; i++) {
-    n = qrs__frame_pack(QRS_MSG_DRAW, 1000 + (uint32_t)i, &m.base,
-                        buf + len, sizeof(buf) - len);
-    cr_assert_gt(n, 0);
-    len += (size_t)n;
-  }
-  raw_send(fd, buf, len);       /* all 64 in one write */
-  memset(seen, 0, sizeof(seen));
-  for (i = 0; i < 64; i++) {
-    cr_assert_eq(raw_recv(fd, &h, &p), 0);
-    cr_assert_eq(h.type, QRS_MSG_DRAW_REPLY);
-    cr_assert(h.seq >= 1000 && h.seq < 1064, "seq %u", h.seq);
-    cr_assert_eq(seen[h.seq - 1000], 0, "seq %u twice", h.seq);
-    seen[h.seq - 1000] = 1;
-    free(p);
-  }
+  raw_send_many(fd, QRS_MSG_DRAW, 1000, 64, &m.base);   /* one write */
+  /* Each seq 1000..1063 once, every one a DRAW_REPLY. */
+  n = raw_recv_count(fd, 64, 1000, QRS_MSG_DRAW_REPLY, NULL);
+  cr_assert_eq(n, 64, "%d of 64 replies were DRAW_REPLY", n);
   close(fd);
 }
 
@@ -212,14 +179,11 @@ Test(daemon, bad_magic_closes_only_that_connection, .init = start_default,
   uint8_t junk[20];
   int fd, other;
 
-  other = raw_connect(D.sock);
-  raw_hello(other);
+  other = raw_connect_hello(D.sock);
   fd = raw_connect(D.sock);
   memset(junk, 0x41, sizeof(junk));
   raw_send(fd, junk, sizeof(junk));
-  raw_expect_error(fd, QRS_E_PROTOCOL);
-  raw_expect_eof(fd);
-  close(fd);
+  raw_expect_error_eof(fd, QRS_E_PROTOCOL);
   assert_draw_works(D.sock);
   close(other);
   cr_assert(daemon_log_contains(&D, "malformed frame header"));
@@ -229,23 +193,13 @@ Test(daemon, bad_magic_closes_only_that_connection, .init = start_default,
 Test(daemon, oversized_frame_is_refused, .init = start_default,
      .fini = stop_and_clean)
 {
-  struct qrs_frame_hdr h;
   uint8_t b[QRS_FRAME_HDR_SIZE];
   int fd;
 
-  fd = raw_connect(D.sock);
-  raw_hello(fd);
-  memset(&h, 0, sizeof(h));
-  h.magic = QRS_FRAME_MAGIC;
-  h.version = 1;
-  h.type = QRS_MSG_DRAW;
-  h.length = 1048577;
-  h.seq = 5;
-  qrs__frame_hdr_encode(&h, b);
+  fd = raw_connect_hello(D.sock);
+  raw_frame_hdr(b, QRS_MSG_DRAW, 1048577, 5);
   raw_send(fd, b, sizeof(b));
-  cr_assert_eq(raw_expect_error(fd, QRS_E_TOO_LARGE), 5);
-  raw_expect_eof(fd);
-  close(fd);
+  cr_assert_eq(raw_expect_error_eof(fd, QRS_E_TOO_LARGE), 5);
   assert_draw_works(D.sock);
   cr_assert(daemon_log_contains(&D, "exceeds the 1048576-byte limit"));
 }
@@ -253,48 +207,16 @@ Test(daemon, oversized_frame_is_refused, .init = start_default,
 Test(daemon, undecodable_payload_closes_connection, .init = start_default,
      .fini = stop_and_clean)
 {
-  struct qrs_frame_hdr h;
   uint8_t b[QRS_FRAME_HDR_SIZE + 8];
   int fd;
 
-  fd = raw_connect(D.sock);
-  raw_hello(fd);
-  memset(&h, 0, sizeof(h));
-  h.magic = QRS_FRAME_MAGIC;
-  h.version = 1;
-  h.type = QRS_MSG_DRAW;
-  h.length = 8;
-  h.seq = 6;
-  qrs__frame_hdr_encode(&h, b);
+  fd = raw_connect_hello(D.sock);
+  raw_frame_hdr(b, QRS_MSG_DRAW, 8, 6);
   memset(b + QRS_FRAME_HDR_SIZE, 0xff, 8);   /* an unterminated varint */
   raw_send(fd, b, sizeof(b));
-  cr_assert_eq(raw_expect_error(fd, QRS_E_PROTOCOL), 6);
-  raw_expect_eof(fd);
-  close(fd);
+  cr_assert_eq(raw_expect_error_eof(fd, QRS_E_PROTOCOL), 6);
   assert_draw_works(D.sock);
   cr_assert(daemon_log_contains(&D, "does not decode"));
-}
-
-static void
-send_draw(int fd, uint32_t seq, const char *source, uint32_t n)
-{
-  QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
-
-  m.source = (char *)source;
-  m.sample_count = n;
-  raw_send_msg(fd, QRS_MSG_DRAW, seq, &m.base);
-}
-
-static void
-expect_draw_reply(int fd, uint32_t seq)
-{
-  struct qrs_frame_hdr h;
-  uint8_t *p;
-
-  cr_assert_eq(raw_recv(fd, &h, &p), 0);
-  cr_assert_eq(h.type, QRS_MSG_DRAW_REPLY, "got %s", qrs__msg_name(h.type));
-  cr_assert_eq(h.seq, seq);
-  free(p);
 }
 
 Test(daemon, bad_requests_get_errors_and_connection_stays,
@@ -305,15 +227,15 @@ Test(daemon, bad_requests_get_errors_and_connection_stays,
 
   fd = raw_connect(D.sock);
   /* Before HELLO. */
-  send_draw(fd, 2, "", 100);
+  raw_send_draw(fd, 2, "", 100);
   cr_assert_eq(raw_expect_error(fd, QRS_E_HELLO_REQUIRED), 2);
   raw_hello(fd);
 
-  send_draw(fd, 3, "", 0);
+  raw_send_draw(fd, 3, "", 0);
   cr_assert_eq(raw_expect_error(fd, QRS_E_SAMPLE_COUNT), 3);
-  send_draw(fd, 4, "", 1048577);
+  raw_send_draw(fd, 4, "", 1048577);
   cr_assert_eq(raw_expect_error(fd, QRS_E_SAMPLE_COUNT), 4);
-  send_draw(fd, 5, "no-such-source", 100);
+  raw_send_draw(fd, 5, "no-such-source", 100);
   cr_assert_eq(raw_expect_error(fd, QRS_E_UNKNOWN_SOURCE), 5);
   /* A type this daemon does not serve: a reply type, and an unknown one. */
   raw_send_msg(fd, QRS_MSG_DRAW_REPLY, 6, &st.base);
@@ -322,8 +244,8 @@ Test(daemon, bad_requests_get_errors_and_connection_stays,
   cr_assert_eq(raw_expect_error(fd, QRS_E_UNSUPPORTED), 7);
 
   /* Still the same connection, still serving. */
-  send_draw(fd, 8, "system", 1000);
-  expect_draw_reply(fd, 8);
+  raw_send_draw(fd, 8, "system", 1000);
+  raw_expect_reply(fd, QRS_MSG_DRAW_REPLY, 8);
   close(fd);
   cr_assert(daemon_log_contains(&D, "unknown source 'no-such-source'"));
   cr_assert(daemon_log_contains(&D, "sample_count 0 refused"));
@@ -338,8 +260,7 @@ Test(daemon, bad_amplifier_and_salt_are_refused, .init = start_default,
   uint8_t salt[257];
   int fd;
 
-  fd = raw_connect(D.sock);
-  raw_hello(fd);
+  fd = raw_connect_hello(D.sock);
   m.sample_count = 100;
   m.amplifier = "ecdf-not-here";
   raw_send_msg(fd, QRS_MSG_DRAW, 9, &m.base);
@@ -353,7 +274,7 @@ Test(daemon, bad_amplifier_and_salt_are_refused, .init = start_default,
   cr_assert_eq(raw_expect_error(fd, QRS_E_BAD_REQUEST), 10);
   cm.salt.len = 256;
   raw_send_msg(fd, QRS_MSG_DRAW, 11, &m.base);
-  expect_draw_reply(fd, 11);
+  raw_expect_reply(fd, QRS_MSG_DRAW_REPLY, 11);
   close(fd);
 }
 
@@ -367,9 +288,7 @@ Test(daemon, wrong_protocol_version_is_refused, .init = start_default,
   m.protocol_version = 99;
   m.client_name = "from-the-future";
   raw_send_msg(fd, QRS_MSG_HELLO, 1, &m.base);
-  raw_expect_error(fd, QRS_E_VERSION);
-  raw_expect_eof(fd);
-  close(fd);
+  raw_expect_error_eof(fd, QRS_E_VERSION);
   assert_draw_works(D.sock);
 }
 
@@ -381,8 +300,7 @@ Test(daemon, client_vanishing_mid_request_is_cleaned_up,
   int fd, i, n;
 
   for (i = 0; i < 20; i++) {
-    fd = raw_connect(D.sock);
-    raw_hello(fd);
+    fd = raw_connect_hello(D.sock);
     if (i % 2) {
       /* Half a frame, then gone. */
       m.sample_count = 100;
@@ -390,7 +308,7 @@ Test(daemon, client_vanishing_mid_request_is_cleaned_up,
       raw_send(fd, buf, (size_t)n / 2);
     } else {
       /* A large draw (worker thread), then gone before the reply. */
-      send_draw(fd, 3, "", 1048576);
+      raw_send_draw(fd, 3, "", 1048576);
     }
     close(fd);
   }
@@ -464,14 +382,11 @@ Test(daemon, status_health_sources, .init = start_default,
 Test(daemon, errors_carry_the_daemons_message, .init = start_default,
      .fini = stop_and_clean)
 {
-  struct qrs_draw_request rq;
   struct qrs_client *c;
   struct qrs_draw d;
 
   c = connect_client(D.sock);
-  memset(&rq, 0, sizeof(rq));
-  rq.source = "elsewhere";
-  cr_assert_eq(qrs_client_draw(c, &rq, &d), QRS_E_UNKNOWN_SOURCE);
+  cr_assert_eq(draw_from(c, "elsewhere", &d), QRS_E_UNKNOWN_SOURCE);
   cr_assert(strstr(qrs_client_errmsg(c), "elsewhere") != NULL, "%s",
             qrs_client_errmsg(c));
   cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
@@ -501,16 +416,13 @@ good_draw_thread(void *arg)
 Test(daemon, errmsg_is_the_calling_threads, .init = start_default,
      .fini = stop_and_clean)
 {
-  struct qrs_draw_request rq;
   struct errmsg_job j;
   struct qrs_client *c;
   struct qrs_draw d;
   pthread_t t;
 
   c = connect_client(D.sock);
-  memset(&rq, 0, sizeof(rq));
-  rq.source = "elsewhere";
-  cr_assert_eq(qrs_client_draw(c, &rq, &d), QRS_E_UNKNOWN_SOURCE);
+  cr_assert_eq(draw_from(c, "elsewhere", &d), QRS_E_UNKNOWN_SOURCE);
   /* Another thread's successful call in between. */
   memset(&j, 0, sizeof(j));
   j.c = c;
@@ -565,16 +477,11 @@ Test(daemon, refuses_to_start_on_a_live_socket, .init = start_default,
 Test(daemon, replaces_a_stale_socket_and_removes_it_on_exit,
      .fini = stop_and_clean)
 {
-  struct sockaddr_un sa;
   int fd;
 
   daemon_prepare(&D, NULL);
   /* A socket file nobody listens on, as a crashed daemon leaves it. */
-  fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  memset(&sa, 0, sizeof(sa));
-  sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", D.sock);
-  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  fd = unix_bind(D.sock);
   close(fd);
   cr_assert_eq(access(D.sock, F_OK), 0);
 
@@ -621,10 +528,7 @@ Test(daemon, client_reconnects_after_a_restart, .init = start_default,
   cr_assert_eq(qrs_client_status(c, &s), 0);
   pid1 = s->pid;
   qrs_status_free(s);
-  cr_assert_eq(daemon_stop(&D), 0);
-  close(D.notify_fd);
-  D.notify_fd = -1;
-  daemon_start(&D, NULL);
+  daemon_restart(&D);
   cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
   cr_assert_eq(qrs_client_status(c, &s), 0);
   cr_assert_neq(s->pid, pid1);
@@ -635,16 +539,11 @@ Test(daemon, client_reconnects_after_a_restart, .init = start_default,
 Test(daemon, socket_activation_uses_the_passed_socket,
      .fini = stop_and_clean)
 {
-  struct sockaddr_un sa;
   char pidstr[32];
   int fd;
 
   daemon_prepare(&D, NULL);
-  fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  memset(&sa, 0, sizeof(sa));
-  sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", D.sock);
-  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  fd = unix_bind(D.sock);
   cr_assert_eq(listen(fd, 16), 0);
   D.pid = fork();
   cr_assert_geq(D.pid, 0);
@@ -683,9 +582,7 @@ Test(daemon, help_and_version)
    /run/qrsd/status.json is not written, the given file is. */
 Test(daemon, status_file_option_overrides_the_config, .fini = stop_and_clean)
 {
-  char path[160], buf[4096];
-  FILE *f;
-  size_t n;
+  char path[160], *buf;
   int i;
 
   daemon_prepare(&D, NULL);
@@ -694,12 +591,10 @@ Test(daemon, status_file_option_overrides_the_config, .fini = stop_and_clean)
   assert_draw_works(D.sock);
   for (i = 0; i < 100 && access(path, F_OK) != 0; i++)
     usleep(50 * 1000);
-  f = fopen(path, "r");
-  cr_assert(f, "qrsd did not write %s", path);
-  n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  buf[n] = '\0';
+  cr_assert_eq(access(path, F_OK), 0, "qrsd did not write %s", path);
+  buf = read_text_file(path, 4096, NULL);
   cr_assert(strstr(buf, "\"primary_name\":\"system\""), "%s", buf);
+  free(buf);
   cr_assert_eq(daemon_log_count(&D, "/run/qrsd/status.json"), 0);
 }
 
@@ -716,16 +611,13 @@ static const char mock_yaml[] =
 static double
 mean_u(struct qrs_client *c, const char *source, int n, double *first)
 {
-  struct qrs_draw_request rq;
   struct qrs_draw d;
   double sum;
   int i;
 
-  memset(&rq, 0, sizeof(rq));
-  rq.source = source;
   sum = 0;
   for (i = 0; i < n; i++) {
-    cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+    cr_assert_eq(draw_from(c, source, &d), 0);
     cr_assert_str_eq(d.served_by, source);
     if (i == 0 && first)
       *first = d.u;
@@ -770,10 +662,7 @@ Test(daemon, mock_is_deterministic_across_daemons, .fini = stop_and_clean)
   c = connect_client(D.sock);
   mean_u(c, "fair", 1, &a);
   qrs_client_free(c);
-  cr_assert_eq(daemon_stop(&D), 0);
-  close(D.notify_fd);
-  D.notify_fd = -1;
-  daemon_start(&D, NULL);
+  daemon_restart(&D);
   c = connect_client(D.sock);
   mean_u(c, "fair", 1, &b);
   qrs_client_free(c);
@@ -782,26 +671,15 @@ Test(daemon, mock_is_deterministic_across_daemons, .fini = stop_and_clean)
 
 Test(daemon, connection_limit_answers_busy, .fini = stop_and_clean)
 {
-  int a, b, extra;
+  int a, b;
 
   daemon_run(&D, "limits: { max_connections: 2 }\n");
-  a = raw_connect(D.sock);
-  raw_hello(a);
-  b = raw_connect(D.sock);
-  raw_hello(b);
-  extra = raw_connect(D.sock);
+  a = raw_connect_hello(D.sock);
+  b = raw_connect_hello(D.sock);
   /* The BUSY answers the HELLO, with its seq (issue 11 item 3). */
-  {
-    QrsIpc__Hello hm = QRS_IPC__HELLO__INIT;
-
-    hm.protocol_version = QRS_PROTO_VERSION;
-    raw_send_msg(extra, QRS_MSG_HELLO, 41, &hm.base);
-  }
-  cr_assert_eq(raw_expect_error(extra, QRS_E_BUSY), 41);
-  raw_expect_eof(extra);
-  close(extra);
-  send_draw(a, 2, "", 100);
-  expect_draw_reply(a, 2);
+  raw_expect_hello_busy(D.sock, 41);
+  raw_send_draw(a, 2, "", 100);
+  raw_expect_reply(a, QRS_MSG_DRAW_REPLY, 2);
   close(a);
   close(b);
   cr_assert(daemon_log_contains(&D, "connections is the limit"));
@@ -813,33 +691,14 @@ Test(daemon, connection_limit_answers_busy, .fini = stop_and_clean)
 Test(daemon, inflight_limit_answers_busy, .fini = stop_and_clean)
 {
   QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
-  struct qrs_frame_hdr h;
-  uint8_t buf[512], *p;
-  int fd, i, n, busy, draws;
-  size_t len;
+  int fd, busy, draws;
 
   daemon_run(&D, "limits: { max_inflight_per_connection: 2 }\n");
-  fd = raw_connect(D.sock);
-  raw_hello(fd);
+  fd = raw_connect_hello(D.sock);
   /* Five worker-thread draws in one write: two fit, three do not. */
   m.sample_count = 1000000;
-  len = 0;
-  for (i = 0; i < 5; i++) {
-    n = qrs__frame_pack(QRS_MSG_DRAW, 10 + (uint32_t)i, &m.base, buf + len,
-                        sizeof(buf) - len);
-    cr_assert_gt(n, 0);
-    len += (size_t)n;
-  }
-  raw_send(fd, buf, len);
-  busy = draws = 0;
-  for (i = 0; i < 5; i++) {
-    cr_assert_eq(raw_recv(fd, &h, &p), 0);
-    if (h.type == QRS_MSG_ERROR)
-      busy++;
-    else if (h.type == QRS_MSG_DRAW_REPLY)
-      draws++;
-    free(p);
-  }
+  raw_send_many(fd, QRS_MSG_DRAW, 10, 5, &m.base);
+  draws = raw_recv_count(fd, 5, 10, QRS_MSG_DRAW_REPLY, &busy);
   cr_assert_eq(busy + draws, 5);
   cr_assert_geq(busy, 1, "no BUSY with 5 requests and a limit of 2");
   cr_assert_geq(draws, 2);
@@ -848,30 +707,34 @@ Test(daemon, inflight_limit_answers_busy, .fini = stop_and_clean)
 
 Test(daemon, check_mode_validates_configs)
 {
+  /* qrsd -n -c tests/conf/<file>: its exit status, and what stdout (good)
+     or stderr (bad) says. */
+  static const struct {
+    const char *file;
+    int status;
+    const char *says;
+  } cases[] = {
+    { "good_full.yaml", 0, "is valid" },
+    { "bad_range.yaml", 1, "bad_range.yaml:7: limits.max_connections" },
+    { "bad_fallback_cycle.yaml", 1, "bad_fallback_cycle.yaml:4: "
+      "sources.a.fallback: fallback cycle: a -> b -> a" },
+  };
   char out[4096], err[4096], path[128];
   char *argv[] = { (char *)getenv("QRSD_BIN"), (char *)"-n", (char *)"-c",
                    path, NULL };
+  const char *text;
+  size_t i;
   int st;
 
-  snprintf(path, sizeof(path), "%s/conf/good_full.yaml",
-           QRS_TEST_SOURCE_DIR);
-  st = run_capture(argv, out, sizeof(out), err, sizeof(err));
-  cr_assert_eq(st, 0, "%s", err);
-  cr_assert(strstr(out, "is valid"), "%s", out);
-
-  snprintf(path, sizeof(path), "%s/conf/bad_range.yaml",
-           QRS_TEST_SOURCE_DIR);
-  st = run_capture(argv, out, sizeof(out), err, sizeof(err));
-  cr_assert_eq(st, 1);
-  cr_assert(strstr(err, "bad_range.yaml:7: limits.max_connections"), "%s",
-            err);
-
-  snprintf(path, sizeof(path), "%s/conf/bad_fallback_cycle.yaml",
-           QRS_TEST_SOURCE_DIR);
-  st = run_capture(argv, out, sizeof(out), err, sizeof(err));
-  cr_assert_eq(st, 1);
-  cr_assert(strstr(err, "bad_fallback_cycle.yaml:4: sources.a.fallback: "
-                   "fallback cycle: a -> b -> a"), "%s", err);
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    snprintf(path, sizeof(path), "%s/conf/%s", QRS_TEST_SOURCE_DIR,
+             cases[i].file);
+    st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+    cr_assert_eq(st, cases[i].status, "%s: exit %d: %s", cases[i].file, st,
+                 err);
+    text = cases[i].status ? err : out;
+    cr_assert(strstr(text, cases[i].says), "%s: %s", cases[i].file, text);
+  }
 }
 
 /* No source type fails for real yet, so this checks the wiring only: the
@@ -879,7 +742,6 @@ Test(daemon, check_mode_validates_configs)
    (fallback selection is tested in tests/unit/engine/test_registry.c). */
 Test(daemon, fallback_is_configured_and_reported, .fini = stop_and_clean)
 {
-  struct qrs_draw_request rq;
   struct qrs_sources *s;
   struct qrs_client *c;
   struct qrs_draw d;
@@ -891,9 +753,7 @@ Test(daemon, fallback_is_configured_and_reported, .fini = stop_and_clean)
                  "  fair: { type: mock, seed: 3, fallback: system }\n"
                  "  other: { type: mock, seed: 4, fallback: fair }\n");
   c = connect_client(D.sock);
-  memset(&rq, 0, sizeof(rq));
-  rq.source = "other";
-  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  cr_assert_eq(draw_from(c, "other", &d), 0);
   cr_assert_str_eq(d.source, "other");
   cr_assert_str_eq(d.served_by, "other");
   cr_assert_not(d.fallback);
@@ -912,8 +772,7 @@ Test(daemon, fallback_is_configured_and_reported, .fini = stop_and_clean)
   }
   qrs_sources_free(s);
   /* A built-in fallback cannot be asked for by name. */
-  rq.source = "system";
-  cr_assert_eq(qrs_client_draw(c, &rq, &d), QRS_E_UNKNOWN_SOURCE);
+  cr_assert_eq(draw_from(c, "system", &d), QRS_E_UNKNOWN_SOURCE);
   qrs_client_free(c);
 }
 
@@ -945,9 +804,9 @@ Test(daemon, calls_time_out_and_the_stream_stays_in_step,
   o.timeout_ms = 300;
   cr_assert_eq(qrs_client_new(D.sock, &o, &c), 0);
   kill(D.pid, SIGSTOP);
-  t0 = mono_ns();
+  t0 = mono_now_ns();
   r = qrs_client_draw(c, NULL, &d);
-  ms = (mono_ns() - t0) / 1000000;
+  ms = (mono_now_ns() - t0) / 1000000;
   kill(D.pid, SIGCONT);
   cr_assert_eq(r, -ETIMEDOUT, "draw on a stopped daemon: %s",
                qrs_strerror(r));
@@ -963,7 +822,6 @@ Test(daemon, calls_time_out_and_the_stream_stays_in_step,
 Test(daemon, connect_times_out_on_a_silent_listener)
 {
   struct qrs_client_options o;
-  struct sockaddr_un sa;
   struct qrs_client *c;
   char dir[64], path[96];
   int fd, r;
@@ -971,11 +829,7 @@ Test(daemon, connect_times_out_on_a_silent_listener)
   snprintf(dir, sizeof(dir), "/tmp/qrs-silent-XXXXXX");
   cr_assert_not_null(mkdtemp(dir));
   snprintf(path, sizeof(path), "%s/s.sock", dir);
-  fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  memset(&sa, 0, sizeof(sa));
-  sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  fd = unix_bind(path);
   cr_assert_eq(listen(fd, 4), 0);    /* accepts, never answers HELLO */
   memset(&o, 0, sizeof(o));
   o.timeout_ms = 200;

@@ -20,21 +20,12 @@
 #include <qrs/error.h>
 
 #include "harness.h"
+#include "harness_client.h"
 #include "upserver.h"
 
 #define KEY "Sup3r-s3cret-QRNG-key"
 
 static struct daemon D;
-
-static void
-write_text(const char *path, const char *text)
-{
-  FILE *f = fopen(path, "w");
-
-  cr_assert_not_null(f, "%s", path);
-  fputs(text, f);
-  fclose(f);
-}
 
 /* A temp dir for qrsd; the config is written once the upstreams run. */
 static void
@@ -55,17 +46,8 @@ start_qrsd(const char *fmt, ...)
   snprintf(full, sizeof(full), "state_dir: %s\nstatus_file: %s/status.json\n"
            "%s", D.dir, D.dir, yaml);
   snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
-  write_text(D.conf, full);
+  write_text_file(D.conf, full);
   daemon_start(&D, NULL);
-}
-
-static struct qrs_client *
-client(void)
-{
-  struct qrs_client *c;
-
-  cr_assert_eq(qrs_client_new(D.sock, NULL, &c), 0);
-  return c;
 }
 
 /* One committed draw from source; returns the daemon's code. */
@@ -187,7 +169,7 @@ Test(grpc, a_dead_upstream_at_start_delays_nothing_and_is_degraded)
     usleep(100000);
   cr_assert(daemon_log_contains(&D, "source 'q': warm-up fetch failed"));
   cr_assert_eq(health(out, sizeof(out)), 1, "%s", out);
-  c = client();
+  c = connect_client(D.sock);
   cr_assert_eq(draw(c, "q", 0, &d), 0);
   cr_assert_eq(d.fallback, 1);
   qrs_client_free(c);
@@ -215,7 +197,7 @@ Test(grpc, every_mode_over_unix_and_tcp_verifies_the_echo)
              "  t3: { type: grpc, target: \"%s\", mode: bidi_streaming, "
              "insecure: true }\n",
              su.addr, su.addr, su.addr, st.addr, st.addr, st.addr);
-  c = client();
+  c = connect_client(D.sock);
   expect_upstream_draws(c, "u1", 10);
   expect_upstream_draws(c, "u2", 10);
   expect_upstream_draws(c, "u3", 10);
@@ -228,19 +210,30 @@ Test(grpc, every_mode_over_unix_and_tcp_verifies_the_echo)
   upserver_stop(&st, 0);
 }
 
+/* The file at path has something in it, and not the api key. */
+static void
+assert_file_hides_the_key(const char *path)
+{
+  size_t n;
+  char *text;
+
+  text = read_text_file(path, 1 << 20, &n);
+  cr_assert_gt(n, 0, "%s is empty", path);
+  cr_assert_null(strstr(text, KEY), "the key is in %s", path);
+  free(text);
+}
+
 Test(grpc, the_api_key_is_required_refused_when_wrong_and_never_shown)
 {
   struct upserver s;
   struct qrs_client *c;
   struct qrs_draw d;
-  char key[200], bad[200], out[16384], path[200], *text;
-  FILE *f;
-  long n;
+  char key[200], bad[200], out[16384], path[200];
 
   snprintf(key, sizeof(key), "%s/qrng.key", D.dir);
   snprintf(bad, sizeof(bad), "%s/bad.key", D.dir);
-  write_text(key, KEY "\n");
-  write_text(bad, "wrong-key\n");
+  write_text_file(key, KEY "\n");
+  write_text_file(bad, "wrong-key\n");
   upserver_start(&s, "127.0.0.1:0", "--api-key-file", key, NULL);
   start_qrsd("sources:\n"
              "  system: { type: system }\n"
@@ -250,7 +243,7 @@ Test(grpc, the_api_key_is_required_refused_when_wrong_and_never_shown)
              "api_key_file: \"%s\" }\n"
              "  none: { type: grpc, target: \"%s\", insecure: true }\n",
              s.addr, key, s.addr, bad, s.addr);
-  c = client();
+  c = connect_client(D.sock);
   expect_upstream_draws(c, "good", 5);
   cr_assert_eq(draw(c, "bad", 0, &d), QRS_E_ENTROPY);
   cr_assert_eq(draw(c, "none", 0, &d), QRS_E_ENTROPY);
@@ -268,22 +261,8 @@ Test(grpc, the_api_key_is_required_refused_when_wrong_and_never_shown)
   qrs_client_free(c);
   daemon_stop(&D);
   snprintf(path, sizeof(path), "%s/status.json", D.dir);
-  f = fopen(path, "r");
-  cr_assert_not_null(f);
-  text = calloc(1, 1 << 20);
-  n = (long)fread(text, 1, (1 << 20) - 1, f);
-  fclose(f);
-  cr_assert_gt(n, 0);
-  cr_assert_null(strstr(text, KEY), "the key is in the status file");
-  free(text);
-  f = fopen(D.log, "r");
-  cr_assert_not_null(f);
-  text = calloc(1, 1 << 20);
-  n = (long)fread(text, 1, (1 << 20) - 1, f);
-  fclose(f);
-  cr_assert_gt(n, 0);
-  cr_assert_null(strstr(text, KEY), "the key is in qrsd's log");
-  free(text);
+  assert_file_hides_the_key(path);      /* the status file */
+  assert_file_hides_the_key(D.log);     /* qrsd's log */
   daemon_cleanup(&D);
   upserver_stop(&s, 0);
 }
@@ -304,7 +283,7 @@ Test(grpc, tls_with_a_ca_made_at_test_time)
              "  system: { type: system }\n"
              "  q: { type: grpc, target: \"%s\", mode: bidi_streaming, "
              "tls: { ca_file: \"%s\" } }\n", s.addr, ca);
-  c = client();
+  c = connect_client(D.sock);
   expect_upstream_draws(c, "q", 5);
   qrs_client_free(c);
   finish();
@@ -336,7 +315,7 @@ Test(grpc, an_upstream_outage_falls_back_labelled_and_recovers)
              "       breaker: { max_consecutive_failures: 2, "
              "recovery_window_s: 1, recovery_window_max_s: 2 } }\n",
              l);
-  c = client();
+  c = connect_client(D.sock);
   expect_upstream_draws(c, "q", 3);
   cr_assert_eq(health(out, sizeof(out)), 0, "%s", out);
   j = status_file();
@@ -450,7 +429,7 @@ fault(const char *flag, int served_by_upstream, int echo, int check_echo)
              timeout_ms, check_echo ? "true" : "false");
   wait_warmed_up("fb");
   wait_warmed_up("er");
-  c = client();
+  c = connect_client(D.sock);
   for (i = 0; i < 3; i++) {
     cr_assert_eq(draw(c, "fb", (uint64_t)i, &d), 0, "%s", flag);
     cr_assert_eq(d.fallback, !served_by_upstream, "%s", flag);
@@ -501,7 +480,7 @@ Test(grpc, fault_drop_after_falls_back_when_the_server_goes_away)
              "  q: { type: grpc, target: \"%s\", insecure: true, "
              "mode: bidi_streaming, fallback: system, retry_count: 0 }\n",
              s.addr);
-  c = client();
+  c = connect_client(D.sock);
   for (i = 0; i < 10; i++) {
     cr_assert_eq(draw(c, "q", (uint64_t)i, &d), 0);
     upstream += !d.fallback;
@@ -553,7 +532,7 @@ Test(grpc, quotas_fall_back_and_the_daily_count_survives_a_restart)
              "fallback: system,\n"
              "       quota: { max_requests_per_minute: 5, "
              "max_bytes_per_day: 1000000 } }\n", s.addr);
-  c = client();
+  c = connect_client(D.sock);
   /* The warm-up fetch took one request of the five. */
   for (i = 0; i < 8; i++) {
     cr_assert_eq(draw(c, "q", (uint64_t)i, &d), 0);
@@ -575,7 +554,7 @@ Test(grpc, quotas_fall_back_and_the_daily_count_survives_a_restart)
   wait_warmed_up("q");
   qrsctl(out, sizeof(out), "sources", NULL);
   cr_assert_not_null(strstr(out, "5/5 requests this minute"), "%s", out);
-  c = client();
+  c = connect_client(D.sock);
   cr_assert_eq(draw(c, "q", 100, &d), 0);
   cr_assert_eq(d.fallback, 1, "the restart granted a fresh minute");
   qrs_client_free(c);
@@ -623,7 +602,7 @@ Test(grpc, the_compat_endpoint_answers_c_and_python_grpc_clients)
              "mode: server_streaming }\n"
              "  c3: { type: grpc, target: \"unix:%s/compat.sock\", "
              "mode: bidi_streaming }\n", D.dir, D.dir, D.dir, D.dir);
-  c = client();
+  c = connect_client(D.sock);
   expect_upstream_draws(c, "c1", 5);
   expect_upstream_draws(c, "c2", 5);
   expect_upstream_draws(c, "c3", 5);
@@ -682,7 +661,7 @@ Test(grpc, server_draws_carry_the_upstream_metadata_or_fall_back)
              "mode: bidi_streaming }\n"
              "  nop: { type: grpc, target: \"%s\", insecure: true, "
              "fallback: system }\n", s.addr, s.addr, r.addr);
-  c = client();
+  c = connect_client(D.sock);
   for (i = 0; i < 4; i++) {
     cr_assert_eq(server_draw(c, i % 2 ? "bi" : "un", (uint64_t)i, 4096,
                              "qrng-a", &d), 0);

@@ -152,13 +152,23 @@ Test(limits, replies_name_the_serving_type_and_production_flag,
 
 /* ---- item 9: replies larger than max_frame_bytes ----------------------- */
 
+/* STATUS through c succeeds, whole, with n_sources sources. */
+static void
+assert_status_lists(struct qrs_client *c, size_t n_sources)
+{
+  struct qrs_status *st;
+
+  cr_assert_eq(qrs_client_status(c, &st), 0, "%s", qrs_client_errmsg(c));
+  cr_assert_eq(st->n_sources, n_sources);
+  qrs_status_free(st);
+}
+
 Test(limits, status_of_many_sources_fits_a_small_max_frame_bytes,
      .fini = stop_and_clean)
 {
   char yaml[2048], out[16384], err[1024];
   char *argv[] = { (char *)getenv("QRSCTL_BIN"), (char *)"--socket", D.sock,
                    (char *)"status", NULL };
-  struct qrs_status *st;
   struct qrs_client *c;
   size_t len;
   int i;
@@ -172,9 +182,7 @@ Test(limits, status_of_many_sources_fits_a_small_max_frame_bytes,
   daemon_run(&D, yaml);
   c = connect_client(D.sock);
   cr_assert_gt(qrs_client_server_info(c)->max_reply_bytes, 1024);
-  cr_assert_eq(qrs_client_status(c, &st), 0, "%s", qrs_client_errmsg(c));
-  cr_assert_eq(st->n_sources, 13);
-  qrs_status_free(st);
+  assert_status_lists(c, 13);
   qrs_client_free(c);
   cr_assert_eq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 0,
                "%s", err);
@@ -194,7 +202,6 @@ Test(limits, status_of_local_sources_fits_a_small_max_frame_bytes,
   char out[65536], err[1024];
   char *argv[] = { (char *)getenv("QRSCTL_BIN"), (char *)"--socket", D.sock,
                    (char *)"--json", (char *)"sources", NULL };
-  struct qrs_status *st;
   struct qrs_client *c;
 
   daemon_run(&D, "limits: { max_frame_bytes: 1024 }\n"
@@ -209,9 +216,7 @@ Test(limits, status_of_local_sources_fits_a_small_max_frame_bytes,
                  "conditioning: sha256 }\n"
                  "  jitter: { type: timing }\n");
   c = connect_client(D.sock);
-  cr_assert_eq(qrs_client_status(c, &st), 0, "%s", qrs_client_errmsg(c));
-  cr_assert_eq(st->n_sources, 7);
-  qrs_status_free(st);
+  assert_status_lists(c, 7);
   qrs_client_free(c);
   cr_assert_eq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 0,
                "%s", err);
@@ -219,15 +224,6 @@ Test(limits, status_of_local_sources_fits_a_small_max_frame_bytes,
 }
 
 /* ---- item 3: silent connections, deadlines, per-uid cap, BUSY --------- */
-
-static void
-send_hello(int fd, uint32_t seq)
-{
-  QrsIpc__Hello m = QRS_IPC__HELLO__INIT;
-
-  m.protocol_version = QRS_PROTO_VERSION;
-  raw_send_msg(fd, QRS_MSG_HELLO, seq, &m.base);
-}
 
 Test(limits, silent_connection_is_closed_at_the_hello_deadline,
      .fini = stop_and_clean)
@@ -238,9 +234,7 @@ Test(limits, silent_connection_is_closed_at_the_hello_deadline,
   fd = raw_connect(D.sock);
   /* Nothing sent: an ERROR_TIMEOUT (seq 0) and the end, well within the
      harness's 5 s. */
-  cr_assert_eq(raw_expect_error(fd, QRS_E_TIMEOUT), 0);
-  raw_expect_eof(fd);
-  close(fd);
+  cr_assert_eq(raw_expect_error_eof(fd, QRS_E_TIMEOUT), 0);
   assert_draw_works(D.sock);
 }
 
@@ -248,23 +242,13 @@ Test(limits, half_sent_frame_is_closed_at_the_frame_deadline,
      .fini = stop_and_clean)
 {
   uint8_t hdr[QRS_FRAME_HDR_SIZE];
-  struct qrs_frame_hdr h;
   int fd;
 
   daemon_run(&D, "limits: { frame_timeout_ms: 300 }\n");
-  fd = raw_connect(D.sock);
-  raw_hello(fd);
-  memset(&h, 0, sizeof(h));
-  h.magic = QRS_FRAME_MAGIC;
-  h.version = QRS_PROTO_VERSION;
-  h.type = QRS_MSG_STATUS;
-  h.length = 10;
-  h.seq = 3;
-  qrs__frame_hdr_encode(&h, hdr);
+  fd = raw_connect_hello(D.sock);
+  raw_frame_hdr(hdr, QRS_MSG_STATUS, 10, 3);
   raw_send(fd, hdr, sizeof(hdr));       /* the payload never comes */
-  cr_assert_eq(raw_expect_error(fd, QRS_E_TIMEOUT), 0);
-  raw_expect_eof(fd);
-  close(fd);
+  cr_assert_eq(raw_expect_error_eof(fd, QRS_E_TIMEOUT), 0);
 }
 
 Test(limits, per_uid_cap_answers_busy_to_the_hello_and_clients_say_busy,
@@ -274,18 +258,12 @@ Test(limits, per_uid_cap_answers_busy_to_the_hello_and_clients_say_busy,
   char *argv[] = { (char *)getenv("QRSCTL_BIN"), (char *)"--socket", D.sock,
                    (char *)"draw", NULL };
   struct qrs_client *c;
-  int a, b, x, r;
+  int a, b, r;
 
   daemon_run(&D, "limits: { max_connections_per_uid: 2 }\n");
-  a = raw_connect(D.sock);
-  raw_hello(a);
-  b = raw_connect(D.sock);
-  raw_hello(b);
-  x = raw_connect(D.sock);
-  send_hello(x, 77);
-  cr_assert_eq(raw_expect_error(x, QRS_E_BUSY), 77);
-  raw_expect_eof(x);
-  close(x);
+  a = raw_connect_hello(D.sock);
+  b = raw_connect_hello(D.sock);
+  raw_expect_hello_busy(D.sock, 77);
   /* libqrs and qrsctl report BUSY, not a lost connection. */
   r = qrs_client_new(D.sock, NULL, &c);
   cr_assert_eq(r, QRS_E_BUSY, "qrs_client_new: %s", qrs_strerror(r));
@@ -302,23 +280,14 @@ Test(limits, request_above_its_type_cap_is_refused_before_buffering,
      .fini = stop_and_clean)
 {
   uint8_t hdr[QRS_FRAME_HDR_SIZE];
-  struct qrs_frame_hdr h;
   int fd;
 
   daemon_run(&D, NULL);
   fd = raw_connect(D.sock);
   /* Before HELLO, a 1 MiB - 1 STATUS: refused on its header alone. */
-  memset(&h, 0, sizeof(h));
-  h.magic = QRS_FRAME_MAGIC;
-  h.version = QRS_PROTO_VERSION;
-  h.type = QRS_MSG_STATUS;
-  h.length = 1048575;
-  h.seq = 12;
-  qrs__frame_hdr_encode(&h, hdr);
+  raw_frame_hdr(hdr, QRS_MSG_STATUS, 1048575, 12);
   raw_send(fd, hdr, sizeof(hdr));
-  cr_assert_eq(raw_expect_error(fd, QRS_E_TOO_LARGE), 12);
-  raw_expect_eof(fd);
-  close(fd);
+  cr_assert_eq(raw_expect_error_eof(fd, QRS_E_TOO_LARGE), 12);
   cr_assert(daemon_log_contains(&D, "exceeds the 64-byte limit of its "
                                 "type"));
 }
@@ -347,26 +316,15 @@ Test(limits, unread_replies_are_bounded_and_answered_busy,
      .fini = stop_and_clean, .timeout = 120)
 {
   QrsIpc__Bytes m = QRS_IPC__BYTES__INIT;
-  struct qrs_frame_hdr h;
-  uint8_t buf[64 * 64], *p;
-  int fd, i, n, busy, data;
-  size_t len;
+  int fd, busy, data;
   long rss, rss0;
 
   daemon_run(&D, NULL);
-  fd = raw_connect(D.sock);
-  raw_hello(fd);
+  fd = raw_connect_hello(D.sock);
   rss0 = rss_kib(D.pid);
   /* 64 pipelined BYTES of ~1 MiB, and no reading. */
   m.count = 1048064;
-  len = 0;
-  for (i = 0; i < 64; i++) {
-    n = qrs__frame_pack(QRS_MSG_BYTES, 100 + (uint32_t)i, &m.base,
-                        buf + len, sizeof(buf) - len);
-    cr_assert_gt(n, 0);
-    len += (size_t)n;
-  }
-  raw_send(fd, buf, len);
+  raw_send_many(fd, QRS_MSG_BYTES, 100, 64, &m.base);
   usleep(1500000);
   rss = rss_kib(D.pid);
   cr_log_info("qrsd RSS with 64 unread 1 MiB replies requested: %ld KiB "
@@ -375,16 +333,7 @@ Test(limits, unread_replies_are_bounded_and_answered_busy,
      is what counts (a sanitized qrsd starts far larger). */
   cr_assert_lt(rss - rss0, 32 * 1024, "RSS %ld KiB, %ld KiB before", rss,
                rss0);
-  busy = data = 0;
-  for (i = 0; i < 64; i++) {
-    cr_assert_eq(raw_recv(fd, &h, &p), 0);
-    cr_assert(h.seq >= 100 && h.seq < 164);
-    if (h.type == QRS_MSG_BYTES_REPLY)
-      data++;
-    else if (h.type == QRS_MSG_ERROR)
-      busy++;
-    free(p);
-  }
+  data = raw_recv_count(fd, 64, 100, QRS_MSG_BYTES_REPLY, &busy);
   cr_log_info("%d replies, %d BUSY", data, busy);
   cr_assert_geq(busy, 48, "%d BUSY of 64", busy);
   cr_assert_geq(data, 1);
@@ -405,8 +354,7 @@ Test(limits, a_timeout_marks_the_source_failing, .fini = stop_and_clean)
   /* 16 MiB from getrandom take far more than 1 ms. */
   daemon_run(&D, "limits: { request_timeout_ms: 1, max_sample_count: "
                  "16777216 }\n");
-  fd = raw_connect(D.sock);
-  raw_hello(fd);
+  fd = raw_connect_hello(D.sock);
   m.sample_count = 16777216;
   raw_send_msg(fd, QRS_MSG_DRAW, 5, &m.base);
   cr_assert_eq(raw_expect_error(fd, QRS_E_TIMEOUT), 5);
@@ -422,24 +370,14 @@ Test(limits, one_client_cannot_take_every_worker_read,
 {
   QrsIpc__Draw m = QRS_IPC__DRAW__INIT;
   struct qrs_frame_hdr h;
-  uint8_t buf[8 * 64], *p;
-  int a, b, i, n, busy;
-  size_t len;
+  int a, b, busy;
+  uint8_t *p;
 
   daemon_run(&D, "limits: { max_sample_count: 16777216 }\n");
-  a = raw_connect(D.sock);
-  raw_hello(a);
-  b = raw_connect(D.sock);
-  raw_hello(b);
+  a = raw_connect_hello(D.sock);
+  b = raw_connect_hello(D.sock);
   m.sample_count = 16777216;
-  len = 0;
-  for (i = 0; i < 8; i++) {
-    n = qrs__frame_pack(QRS_MSG_DRAW, 10 + (uint32_t)i, &m.base, buf + len,
-                        sizeof(buf) - len);
-    cr_assert_gt(n, 0);
-    len += (size_t)n;
-  }
-  raw_send(a, buf, len);
+  raw_send_many(a, QRS_MSG_DRAW, 10, 8, &m.base);
   usleep(20000);
   /* While a's reads run, b still gets a worker read. */
   raw_send_msg(b, QRS_MSG_DRAW, 99, &m.base);
@@ -449,12 +387,7 @@ Test(limits, one_client_cannot_take_every_worker_read,
                qrs__msg_name(h.type),
                h.type == QRS_MSG_ERROR ? " (BUSY?)" : "");
   free(p);
-  busy = 0;
-  for (i = 0; i < 8; i++) {
-    cr_assert_eq(raw_recv(a, &h, &p), 0);
-    busy += h.type == QRS_MSG_ERROR;
-    free(p);
-  }
+  raw_recv_count(a, 8, 10, QRS_MSG_DRAW_REPLY, &busy);
   cr_assert_geq(busy, 4, "a's share is bounded: %d BUSY of 8", busy);
   close(a);
   close(b);
@@ -513,8 +446,7 @@ Test(limits, a_stalled_stderr_does_not_stall_the_daemon, .timeout = 120,
   cr_assert_eq(connect_retry(sock), 0);
   /* Debug lines for every connection: far more than a pipe holds. */
   for (i = 0; i < 2000; i++) {
-    fd = raw_connect(sock);
-    raw_hello(fd);
+    fd = raw_connect_hello(sock);
     close(fd);
   }
   assert_draw_works(sock);

@@ -194,37 +194,6 @@ connect_client(void)
   return c;
 }
 
-/* Run qrsctl with args (NULL-terminated); stdout into out, stderr into
-   err (may be NULL).  Returns the exit status. */
-static int
-vqrsctl(char *out, size_t outlen, char *err, size_t errlen, va_list ap)
-{
-  char *argv[16];
-  int n;
-
-  argv[0] = getenv("QRSCTL_BIN");
-  cr_assert_not_null(argv[0]);
-  argv[1] = (char *)"-s";
-  argv[2] = D.sock;
-  n = 3;
-  while (n < 15 && (argv[n] = va_arg(ap, char *)) != NULL)
-    n++;
-  argv[n] = NULL;
-  return run_capture(argv, out, outlen, err, errlen);
-}
-
-static int
-qrsctl(char *out, size_t outlen, char *err, size_t errlen, ...)
-{
-  va_list ap;
-  int r;
-
-  va_start(ap, errlen);
-  r = vqrsctl(out, outlen, err, errlen, ap);
-  va_end(ap);
-  return r;
-}
-
 /* qrsctl for a slow local source (see bytes_served()): 1 when the source
    itself served; 0 after a labelled fallback or a typed refusal /
    timeout (and a pause before the caller tries again). */
@@ -235,7 +204,7 @@ qrsctl_served(char *out, size_t outlen, char *err, size_t errlen, ...)
   int r;
 
   va_start(ap, errlen);
-  r = vqrsctl(out, outlen, err, errlen, ap);
+  r = run_qrsctlv(D.sock, out, outlen, err, errlen, ap);
   va_end(ap);
   if (r == 0 && !strstr(err, "fallback") &&
       !strstr(out, "\"fallback\": true") && !strstr(out, "\"fallback\":true"))
@@ -260,7 +229,8 @@ sources_json(const char *name, struct json_object **src)
   size_t i;
   int r;
 
-  r = qrsctl(out, sizeof(out), NULL, 0, "--json", "sources", NULL);
+  r = run_qrsctl(D.sock, out, sizeof(out), NULL, 0, "--json", "sources",
+                 NULL);
   cr_assert_eq(r, 0, "qrsctl sources: %d", r);
   j = json_tokener_parse(out);
   cr_assert_not_null(j, "not JSON: %.200s", out);
@@ -625,13 +595,13 @@ Test(local, timing_and_noise_serve_and_report_structured_statistics,
   json_object_put(j);
 
   /* the text form says the same */
-  r = qrsctl(out, sizeof(out), NULL, 0, "sources", NULL);
+  r = run_qrsctl(D.sock, out, sizeof(out), NULL, 0, "sources", NULL);
   cr_assert_eq(r, 0);
   cr_assert(strstr(out, "draws/s at the default sample_count (1000 B)"),
             "%s", out);
   cr_assert(strstr(out, "MECHANISM"), "%s", out);
   cr_assert(strstr(out, "min-entropy (MCV)"), "%s", out);
-  r = qrsctl(out, sizeof(out), NULL, 0, "status", NULL);
+  r = run_qrsctl(D.sock, out, sizeof(out), NULL, 0, "status", NULL);
   cr_assert_eq(r, 0);
   cr_assert(strstr(out, "MECHANISM"), "%s", out);
 

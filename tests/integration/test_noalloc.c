@@ -20,6 +20,7 @@
 #include <qrs/sampler.h>
 
 #include "harness.h"
+#include "harness_client.h"
 
 void *__libc_malloc(size_t n);
 void *__libc_calloc(size_t n, size_t m);
@@ -61,43 +62,26 @@ stop(void)
 }
 
 static void
-row_of(float *row, size_t n, unsigned seed)
-{
-  size_t i;
-
-  for (i = 0; i < n; i++)
-    row[i] = (float)(-1.1 * log(1.0 + (double)((i * 7919u + seed * 104729u) %
-                                               n)));
-}
-
-static void
 count_tokens(const char *prefetch)
 {
-  struct qrs_sampler_config *cfg;
   struct qrs_token_record rec;
   struct qrs_client *c;
   struct qrs_sampler *s;
   float row[512];
   int t, r;
 
-  cr_assert_eq(qrs_client_new(D.sock, NULL, &c), 0);
-  cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
-  cr_assert_eq(qrs_sampler_config_set(cfg, "sample_count", "64"), 0);
-  cr_assert_eq(qrs_sampler_config_set(cfg, "entropy_prefetch", prefetch),
-               0);
-  cr_assert_eq(qrs_sampler_config_set(cfg, "temperature_strategy", "edt"),
-               0);
-  cr_assert_eq(qrs_sampler_new(cfg, 512, &s), 0);
-  qrs_sampler_config_free(cfg);
+  c = connect_client(D.sock);
+  s = sampler_with(512, "entropy_prefetch", prefetch, "temperature_strategy",
+                   "edt", NULL);
   /* Warm-up: the first tokens may size the receive buffer. */
   for (t = 0; t < 5; t++) {
-    row_of(row, 512, (unsigned)t);
+    lm_row(row, 512, (unsigned)t, -1.1);
     cr_assert_eq(qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 512,
                                           NULL, &rec), 0);
   }
   nalloc = 0;
   for (t = 0; t < 50; t++) {
-    row_of(row, 512, (unsigned)t + 5);
+    lm_row(row, 512, (unsigned)t + 5, -1.1);
     counting = 1;
     r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 512, NULL, &rec);
     counting = 0;

@@ -17,6 +17,7 @@
 #include <qrs/sampler.h>
 
 #include "harness.h"
+#include "harness_client.h"
 
 static struct daemon D;
 
@@ -32,41 +33,8 @@ stop(void)
   daemon_cleanup(&D);
 }
 
-static struct qrs_client *
-client(void)
-{
-  struct qrs_client *c;
-  int r;
-
-  r = qrs_client_new(D.sock, NULL, &c);
-  cr_assert_eq(r, 0, "qrs_client_new: %s", qrs_strerror(r));
-  return c;
-}
-
-static void
-lm_row(float *row, size_t n, unsigned seed)
-{
-  size_t i;
-
-  for (i = 0; i < n; i++)
-    row[i] = (float)(-1.3 * log(1.0 + (double)((i * 7919u + seed * 104729u) %
-                                               n)));
-}
-
-static struct qrs_sampler *
-sampler(const char *field, const char *value, size_t vocab)
-{
-  struct qrs_sampler_config *cfg;
-  struct qrs_sampler *s;
-
-  cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
-  cr_assert_eq(qrs_sampler_config_set(cfg, "sample_count", "64"), 0);
-  if (field)
-    cr_assert_eq(qrs_sampler_config_set(cfg, field, value), 0);
-  cr_assert_eq(qrs_sampler_new(cfg, vocab, &s), 0);
-  qrs_sampler_config_free(cfg);
-  return s;
-}
+/* The rows of these tests. */
+#define ROW_SLOPE -1.3
 
 Test(sampling, tokens_from_prefetched_committed_draws, .init = start,
      .fini = stop)
@@ -81,13 +49,13 @@ Test(sampling, tokens_from_prefetched_committed_draws, .init = start,
   uint32_t tok, prev;
   int t, r;
 
-  c = client();
-  s = sampler(NULL, NULL, 1000);
+  c = connect_client(D.sock);
+  s = sampler_with(1000, NULL);
   /* The first draw overlaps the prefill. */
   cr_assert_eq(qrs_sampler_prefetch(s, c), 0);
   prev = UINT32_MAX;
   for (t = 0; t < 20; t++) {
-    lm_row(row, 1000, (unsigned)t);
+    lm_row(row, 1000, (unsigned)t, ROW_SLOPE);
     qrs_sampler_next_commitment(s, &cm);
     cr_assert_eq(cm.step, (uint64_t)t);
     cr_assert_eq(cm.prev_token_id, t ? (int64_t)prev : -1);
@@ -125,11 +93,11 @@ Test(sampling, without_prefetch_every_draw_is_serial, .init = start,
   float row[300];
   int t;
 
-  c = client();
-  s = sampler("entropy_prefetch", "false", 300);
+  c = connect_client(D.sock);
+  s = sampler_with(300, "entropy_prefetch", "false", NULL);
   cr_assert_eq(qrs_sampler_prefetch(s, c), 0, "a no-op");
   for (t = 0; t < 5; t++) {
-    lm_row(row, 300, (unsigned)t);
+    lm_row(row, 300, (unsigned)t, ROW_SLOPE);
     cr_assert_eq(
         qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 300, NULL, &rec),
         0);
@@ -150,8 +118,8 @@ Test(sampling, unknown_source_is_the_daemons_error_and_no_token,
   float row[10] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
   int r;
 
-  c = client();
-  s = sampler("entropy_source_type", "no-such-source", 10);
+  c = connect_client(D.sock);
+  s = sampler_with(10, "entropy_source_type", "no-such-source", NULL);
   r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 10, NULL, NULL);
   cr_expect_eq(r, QRS_E_UNKNOWN_SOURCE, "%s", qrs_strerror(r));
   qrs_sampler_next_commitment(s, &cm);
@@ -205,8 +173,8 @@ Test(sampling, timed_out_prefetch_gives_its_ticket_back, .fini = stop)
   memset(&o, 0, sizeof(o));
   o.timeout_ms = 300;
   cr_assert_eq(qrs_client_new(D.sock, &o, &c), 0);
-  s = sampler(NULL, NULL, 100);
-  lm_row(row, 100, 1);
+  s = sampler_with(100, NULL);
+  lm_row(row, 100, 1, ROW_SLOPE);
   for (i = 0; i < 5; i++) {
     /* A good token, which leaves the next token's draw prefetched. */
     r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 100, NULL, &rec);
@@ -245,31 +213,21 @@ Test(sampling, set_salt_drops_the_prefetched_draw, .init = start,
 {
   static const uint8_t salt[] = "a salt the caller chose";
   struct qrs_token_record rec;
-  struct qrs_commitment cm;
-  struct qrs_draw_request rq;
   struct qrs_client *c;
   struct qrs_sampler *s;
   struct qrs_draw d;
   float row[100];
   int r;
 
-  c = client();
-  s = sampler(NULL, NULL, 100);
-  lm_row(row, 100, 3);
+  c = connect_client(D.sock);
+  s = sampler_with(100, NULL);
+  lm_row(row, 100, 3, ROW_SLOPE);
   cr_assert_eq(qrs_sampler_prefetch(s, c), 0);
   cr_assert_eq(qrs_sampler_set_salt(s, salt, sizeof(salt)), 0);
   r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 100, NULL, &rec);
   cr_assert_eq(r, 0, "%s", qrs_strerror(r));
   /* The daemon's nonce for the new salt at step 0. */
-  memset(&cm, 0, sizeof(cm));
-  cm.salt = salt;
-  cm.salt_len = sizeof(salt);
-  cm.step = 0;
-  cm.prev_token_id = -1;
-  memset(&rq, 0, sizeof(rq));
-  rq.commitment = &cm;
-  rq.sample_count = 64;
-  cr_assert_eq(qrs_client_draw(c, &rq, &d), 0);
+  cr_assert_eq(draw_committed(c, salt, sizeof(salt), 0, 64, &d), 0);
   cr_expect_eq(rec.entropy_nonce, d.nonce,
                "the first token's draw is committed under the new salt");
   cr_expect_neq(rec.entropy_prefetch_hit, 1, "the old prefetch was dropped");

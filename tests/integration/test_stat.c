@@ -21,6 +21,8 @@
 #include <qrs/error.h>
 
 #include "harness.h"
+#include "harness_client.h"
+#include "ustat.h"
 
 static struct daemon D;
 
@@ -40,17 +42,6 @@ static const char yaml[] =
   "  up: { type: mock, seed: 5, mean_shift: 0.5 }\n"
   "  down: { type: mock, seed: 6, mean_shift: -0.5 }\n"
   "  drift: { type: mock, seed: 7, mean_shift: 3.0 }\n";
-
-static struct qrs_client *
-connect_client(void)
-{
-  struct qrs_client *c;
-  int r;
-
-  r = qrs_client_new(D.sock, NULL, &c);
-  cr_assert_eq(r, 0, "qrs_client_new: %s", qrs_strerror(r));
-  return c;
-}
 
 /* n pipelined draws into u (and the last reply into last). */
 static void
@@ -94,12 +85,12 @@ uniform_p(const char *amp, uint32_t samples, const struct qrs_amp_params *ap)
   rq.amplifier = amp;
   rq.sample_count = samples;
   rq.amp = ap;
-  c = connect_client();
+  c = connect_client(D.sock);
   draws(c, &rq, u, n, &last);
   cr_assert_str_eq(last.amplifier, amp);
   cr_assert_eq(last.sample_count, samples);
   qrs_client_free(c);
-  p = ks_uniform_p(u, n);
+  p = ustat_ks_pvalue(ustat_ks(u, n), n);
   cr_log_info("%s (N %u): KS p %.4g", amp, samples, p);
   free(u);
   return p;
@@ -155,7 +146,7 @@ Test(stat, mean_shifts_are_detected_in_their_direction,
   size_t i;
 
   daemon_run(&D, yaml);
-  c = connect_client();
+  c = connect_client(D.sock);
   for (i = 0; i < sizeof(amps) / sizeof(amps[0]); i++) {
     up = mean_u(c, "up", amps[i]);
     down = mean_u(c, "down", amps[i]);
@@ -176,7 +167,7 @@ Test(stat, per_draw_parameters_and_their_errors, .fini = stop_and_clean)
   int r;
 
   daemon_run(&D, yaml);
-  c = connect_client();
+  c = connect_client(D.sock);
   memset(&rq, 0, sizeof(rq));
   memset(&ap, 0, sizeof(ap));
   rq.sample_count = 1000;
@@ -300,7 +291,7 @@ Test(stat, a_drifting_source_raises_one_alarm, .fini = stop_and_clean)
   fprintf(f, "status_file: %s\n", path);
   fclose(f);
   daemon_start(&D, NULL);
-  c = connect_client();
+  c = connect_client(D.sock);
   cr_assert_eq(qrsctl("health", out, sizeof(out)), 0, "%s", out);
 
   /* +3.0 per byte at 1,000 bytes: z ~ +1.3 a draw, CUSUM > 20 in ~25 */

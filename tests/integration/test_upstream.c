@@ -166,6 +166,18 @@ sleep_loop(int ms)
   (void)flag;
 }
 
+/* Without a nonce there is nothing to verify or compare: served, with no
+   echo. */
+static void
+assert_no_nonce_no_echo(struct upstream *u)
+{
+  struct got g;
+
+  g = fetch(u, 16, 0);
+  cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
+  cr_assert_eq(g.r.echo, UPSTREAM_ECHO_NONE);
+}
+
 static void
 exercise(const char *listen, enum upstream_mode mode)
 {
@@ -202,36 +214,34 @@ exercise(const char *listen, enum upstream_mode mode)
     cr_assert_str_eq(g.r.integrator, "byte_mean_z");
     cr_assert_str_eq(g.r.source_id, "getrandom");
   }
-  /* Without a nonce there is nothing to verify. */
-  g = fetch(u, 16, 0);
-  cr_assert_eq(g.r.err, 0);
-  cr_assert_eq(g.r.echo, UPSTREAM_ECHO_NONE);
+  assert_no_nonce_no_echo(u);
   close_up(u);
   upserver_stop(&s, 0);
 }
 
-Test(upstream, unary_over_unix)
+/* exercise() on a unix socket in the test's directory. */
+static void
+exercise_unix(enum upstream_mode mode)
 {
   char l[128];
 
   snprintf(l, sizeof(l), "unix:%s/s.sock", C.dir);
-  exercise(l, UPSTREAM_UNARY);
+  exercise(l, mode);
+}
+
+Test(upstream, unary_over_unix)
+{
+  exercise_unix(UPSTREAM_UNARY);
 }
 
 Test(upstream, server_streaming_over_unix)
 {
-  char l[128];
-
-  snprintf(l, sizeof(l), "unix:%s/s.sock", C.dir);
-  exercise(l, UPSTREAM_SERVER_STREAMING);
+  exercise_unix(UPSTREAM_SERVER_STREAMING);
 }
 
 Test(upstream, bidi_over_unix)
 {
-  char l[128];
-
-  snprintf(l, sizeof(l), "unix:%s/s.sock", C.dir);
-  exercise(l, UPSTREAM_BIDI_STREAMING);
+  exercise_unix(UPSTREAM_BIDI_STREAMING);
 }
 
 Test(upstream, unary_over_tcp)
@@ -476,10 +486,7 @@ Test(upstream, wrong_echo_without_check_echo_is_served_as_a_mismatch)
                    g.r.detail);
       cr_assert_eq(g.r.echo, UPSTREAM_ECHO_MISMATCH);
     }
-    /* Without a nonce there is nothing to compare. */
-    g = fetch(u, 16, 0);
-    cr_assert_eq(g.r.err, 0);
-    cr_assert_eq(g.r.echo, UPSTREAM_ECHO_NONE);
+    assert_no_nonce_no_echo(u);
     close_up(u);
   }
   upserver_stop(&s, 0);
@@ -590,6 +597,17 @@ black_hole(char *addr, size_t len, int fds[3])
   snprintf(addr, len, "127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
 }
 
+/* A loopback port nothing listens on (connections are refused). */
+static void
+refused_port(char *addr, size_t len)
+{
+  int fds[3], i;
+
+  black_hole(addr, len, fds);
+  for (i = 0; i < 3; i++)
+    close(fds[i]);
+}
+
 /* Spec 6.5: a black-holed upstream fails the attempt after the 0.5 s
    connect probe, not after the call timeout, and for 5 s afterwards every
    attempt fails at once without a new probe.  Without the probe the same
@@ -649,11 +667,8 @@ Test(upstream, no_preprobe_when_grpc_goes_through_a_proxy)
   struct upstream *u;
   struct got g;
   char addr[64];
-  int fds[3], i;
 
-  black_hole(addr, sizeof(addr), fds);
-  for (i = 0; i < 3; i++)
-    close(fds[i]);                    /* refused: a probe would fail */
+  refused_port(addr, sizeof(addr));   /* a probe would fail */
   cr_assert_eq(setenv("grpc_proxy", "http://127.0.0.1:9", 1), 0);
   conf_init(&c, addr, UPSTREAM_UNARY);
   c.timeout_ms = c.breaker.max_timeout_ms = 1000;
@@ -679,11 +694,9 @@ Test(upstream, preprobe_reports_refusal_and_stays_quiet_while_healthy)
   struct upstream *u;
   struct got g;
   char addr[300];
-  int fds[3], i;
+  int i;
 
-  black_hole(addr, sizeof(addr), fds);
-  for (i = 0; i < 3; i++)
-    close(fds[i]);                    /* now nothing listens there */
+  refused_port(addr, sizeof(addr));
   conf_init(&c, addr, UPSTREAM_BIDI_STREAMING);
   c.retry_count = 0;
   u = open_up(&c);

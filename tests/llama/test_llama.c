@@ -23,6 +23,7 @@
 #include <qrs/qrs.h>
 
 #include "harness.h"
+#include "harness_client.h"
 #include "upserver.h"
 
 #define PROMPT "Once upon a time"
@@ -482,17 +483,6 @@ engine_close(struct engine *e)
   llama_backend_free();
 }
 
-static struct qrs_client *
-client(void)
-{
-  struct qrs_client *c;
-  int r;
-
-  r = qrs_client_new(D.sock, NULL, &c);
-  cr_assert_eq(r, 0, "qrs_client_new: %s", qrs_strerror(r));
-  return c;
-}
-
 static struct qrs_sampler_config *
 config(const char *preset)
 {
@@ -609,7 +599,7 @@ Test(chain, after_grammar_and_top_k, .fini = stop, .timeout = 300)
   size_t i, k;
 
   daemon_run(&D, MOCK_YAML(3));
-  c = client();
+  c = connect_client(D.sock);
   engine_open(&e);
   cfg = config(NULL);
   cr_assert_eq(qrs_sampler_config_set(cfg, "temperature_strategy", "edt"),
@@ -691,7 +681,7 @@ Test(chain, every_preset_strategy_and_order, .fini = stop, .timeout = 300)
   size_t i, j, t, k, n_cfg;
 
   daemon_run(&D, MOCK_YAML(5));
-  c = client();
+  c = connect_client(D.sock);
   engine_open(&e);
   for (t = 0; t < 3; t++) {
     rows[t] = llama_get_logits_ith(e.ctx, -1);
@@ -791,7 +781,7 @@ Test(chain, daemon_stopped_then_restarted, .fini = stop, .timeout = 300)
   int r;
 
   daemon_run(&D, MOCK_YAML(9));
-  c = client();
+  c = connect_client(D.sock);
   engine_open(&e);
   cfg = config(NULL);
   cr_assert_eq(qrs_llama_sampler_new(e.vocab, cfg, c, &qs), 0);
