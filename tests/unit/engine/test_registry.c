@@ -17,6 +17,7 @@
 
 #include "engine/registry.h"
 #include "sources/source.h"
+#include "testreg.h"
 
 static uv_loop_t loop;
 
@@ -209,33 +210,12 @@ add_source(struct registry *reg, const struct source_ops *ops,
 
 /* ---- the registry under test ------------------------------------------- */
 
+/* The system source alone; the test sources are added to it. */
 static struct registry *
 new_registry(size_t bytes_max)
 {
-  struct qrsd_conf *conf;
-  struct reg_limits lim;
-  struct registry *reg;
-  char err[256];
-  const char *text = "sources: { system: { type: system } }\n";
-
-  cr_assert_eq(uv_loop_init(&loop), 0);
-  cr_assert_eq(conf_load_string(text, strlen(text), "t", &conf, err,
-                                sizeof(err)), 0, "%s", err);
-  lim.inline_max = 64 * 1024;
-  lim.bytes_max = bytes_max;
-  cr_assert_eq(registry_new(&loop, conf, &lim, &reg, err, sizeof(err)), 0,
-               "%s", err);
-  conf_free(conf);
-  return reg;
-}
-
-static void
-free_registry(struct registry *reg)
-{
-  registry_stop(reg);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  registry_free(reg);
-  cr_assert_eq(uv_loop_close(&loop), 0);
+  return testreg_new(&loop, "sources: { system: { type: system } }\n",
+                     bytes_max);
 }
 
 /* What the done callback saw. */
@@ -274,18 +254,26 @@ on_done(void *ctx, const struct reg_result *res)
   }
 }
 
+/* Ask name for n bytes with timeout_ms into g: registry_fetch()'s
+   result. */
+static int
+fetch_begin(struct registry *reg, const char *name, size_t n, int timeout_ms,
+            struct got *g)
+{
+  int64_t deadline;
+
+  deadline = mono_now_ns() + (int64_t)timeout_ms * 1000000;
+  return registry_fetch(reg, name, n, 0, deadline, on_done, g);
+}
+
 /* Fetch n bytes from name with timeout_ms, run the loop until answered. */
 static void
 fetch(struct registry *reg, const char *name, size_t n, int timeout_ms,
       struct got *g)
 {
-  int64_t deadline;
-
   memset(g, 0, sizeof(*g));
-  deadline = mono_now_ns() + (int64_t)timeout_ms * 1000000;
-  cr_assert_eq(registry_fetch(reg, name, n, 0, deadline, on_done, g), 0);
-  while (g->calls == 0)
-    uv_run(&loop, UV_RUN_ONCE);
+  cr_assert_eq(fetch_begin(reg, name, n, timeout_ms, g), 0);
+  testreg_wait(&loop, &g->calls);
   cr_assert_eq(g->calls, 1);
 }
 
@@ -325,7 +313,7 @@ Test(registry, primary_serves_and_is_counted)
   cr_assert(ri.is_default);
   cr_assert_eq(registry_health(reg, msg, sizeof(msg)), REG_OK);
   cr_assert_eq(registry_bytes(reg), 100);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(registry, failing_source_is_served_by_its_fallback_and_labelled)
@@ -375,7 +363,7 @@ Test(registry, failing_source_is_served_by_its_fallback_and_labelled)
   cr_assert_eq(ri.draws, 1);
   cr_assert_eq(ri.fallbacks, 1);
   cr_assert_eq(registry_health(reg, msg, sizeof(msg)), REG_OK);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(registry, failing_source_without_fallback_fails_the_request)
@@ -398,7 +386,7 @@ Test(registry, failing_source_without_fallback_fails_the_request)
   cr_assert_eq(ri.fallbacks, 0);
   /* Not the default source: degraded, not failed. */
   cr_assert_eq(registry_health(reg, msg, sizeof(msg)), REG_DEGRADED);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(registry, worker_reads_fall_back_too)
@@ -419,7 +407,7 @@ Test(registry, worker_reads_fall_back_too)
   cr_assert_eq(g.status, 0);
   cr_assert_str_eq(g.served_by, "system");
   cr_assert(g.fallback);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(registry, deadline_sends_the_request_to_the_fallback)
@@ -443,7 +431,7 @@ Test(registry, deadline_sends_the_request_to_the_fallback)
   cr_assert_eq(ri.failures, 1);
   cr_assert_eq(ri.state, REG_DEGRADED);
   cr_assert_not_null(strstr(ri.last_failure, "not delivered within"));
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(registry, deadline_without_fallback_is_a_timeout)
@@ -457,7 +445,7 @@ Test(registry, deadline_without_fallback_is_a_timeout)
   cr_assert_eq(g.status, -ETIMEDOUT);
   cr_assert_not_null(strstr(g.why, "32 bytes not delivered within"), "%s",
                      g.why);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(registry, a_late_completion_is_discarded_and_keeps_its_budget)
@@ -466,7 +454,6 @@ Test(registry, a_late_completion_is_discarded_and_keeps_its_budget)
   struct reg_info ri;
   struct tsrc *t;
   struct got g;
-  int64_t deadline;
 
   /* Budget for one fetch of 1000 bytes at a time. */
   reg = new_registry(1500);
@@ -474,9 +461,7 @@ Test(registry, a_late_completion_is_discarded_and_keeps_its_budget)
   fetch(reg, "late", 1000, 50, &g);
   cr_assert_eq(g.status, -ETIMEDOUT);
   /* Its buffer is still held by the late fetch: no room for another. */
-  deadline = mono_now_ns() + 1000000000;
-  cr_assert_eq(registry_fetch(reg, "system", 1000, 0, deadline, on_done,
-                              &g), -EBUSY);
+  cr_assert_eq(fetch_begin(reg, "system", 1000, 1000, &g), -EBUSY);
   /* After the late completion: discarded, budget back, no 2nd answer. */
   uv_timer_start(&t->timer, on_late, 1, 0);
   while (t->held)
@@ -486,7 +471,7 @@ Test(registry, a_late_completion_is_discarded_and_keeps_its_budget)
   cr_assert_eq(ri.draws, 0, "late bytes are never served");
   fetch(reg, "system", 1000, 1000, &g);
   cr_assert_eq(g.status, 0);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(registry, admission_refusal_goes_to_the_fallback)
@@ -509,7 +494,7 @@ Test(registry, admission_refusal_goes_to_the_fallback)
   cr_assert_eq(ri.fallbacks, 1);
   cr_assert_str_eq(ri.last_failure, "breaker open");
   cr_assert_eq(t->outcomes, 0, "no fetch was made");
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(registry, chain_of_fallbacks_and_failure_at_the_end)
@@ -538,7 +523,7 @@ Test(registry, chain_of_fallbacks_and_failure_at_the_end)
   cr_assert_eq(ri.state, REG_DEGRADED);
   info_of(reg, "b", &ri);
   cr_assert_eq(ri.state, REG_OK);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(registry, undeclared_fallback_is_a_builtin_not_askable_by_name)
@@ -547,16 +532,13 @@ Test(registry, undeclared_fallback_is_a_builtin_not_askable_by_name)
   struct reg_info ri;
   struct tsrc *t;
   struct got g;
-  int64_t deadline;
 
   reg = new_registry(1 << 20);
   t = add_source(reg, &ops_flaky, "flaky", "mock", 1 << 20);
   t->fail = 1;
   cr_assert_eq(registry_count(reg), 3);
   cr_assert_not(registry_has(reg, "mock"));
-  deadline = mono_now_ns() + 1000000000;
-  cr_assert_eq(registry_fetch(reg, "mock", 8, 0, deadline, on_done, &g),
-               -ENOENT);
+  cr_assert_eq(fetch_begin(reg, "mock", 8, 1000, &g), -ENOENT);
   fetch(reg, "flaky", 8, 1000, &g);
   cr_assert_str_eq(g.served_by, "mock");
   cr_assert_str_eq(g.served_type, "mock");
@@ -564,7 +546,7 @@ Test(registry, undeclared_fallback_is_a_builtin_not_askable_by_name)
   cr_assert(ri.builtin);
   cr_assert_not(ri.production);
   cr_assert_eq(ri.draws, 1);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(registry, completion_from_another_thread)
@@ -579,23 +561,19 @@ Test(registry, completion_from_another_thread)
   cr_assert_str_eq(g.served_by, "threaded");
   cr_assert_eq(g.first, 0x5a);
   cr_assert_eq(g.echo, 1);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(registry, unknown_source_and_budget)
 {
   struct registry *reg;
   struct got g;
-  int64_t deadline;
 
   reg = new_registry(4096);
-  deadline = mono_now_ns() + 1000000000;
-  cr_assert_eq(registry_fetch(reg, "nosuch", 8, 0, deadline, on_done, &g),
-               -ENOENT);
-  cr_assert_eq(registry_fetch(reg, "", 4097, 0, deadline, on_done, &g),
-               -EBUSY);
+  cr_assert_eq(fetch_begin(reg, "nosuch", 8, 1000, &g), -ENOENT);
+  cr_assert_eq(fetch_begin(reg, "", 4097, 1000, &g), -EBUSY);
   cr_assert(registry_has(reg, ""));
   cr_assert(registry_has(reg, "system"));
   cr_assert_str_eq(registry_default(reg), "system");
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }

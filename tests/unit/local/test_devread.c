@@ -18,18 +18,16 @@
 #include <criterion/criterion.h>
 
 #include "local/devread.h"
+#include "testutil.h"
+#include "timestamp.h"
 
-static char dir[64];
-static char fifo[128];
-static int hold = -1;           /* see fifo_writer() */
+static struct test_fifo F;
 
+/* The monotonic clock, unsigned as devread's deadlines. */
 static uint64_t
 now_ns(void)
 {
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  return (uint64_t)mono_now_ns();
 }
 
 static uint64_t
@@ -39,21 +37,9 @@ in_ms(unsigned ms)
 }
 
 static void
-sleep_ms(unsigned ms)
-{
-  struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-  nanosleep(&ts, NULL);
-}
-
-static void
 setup(void)
 {
-  signal(SIGPIPE, SIG_IGN);
-  snprintf(dir, sizeof(dir), "/tmp/qrs-devread-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
-  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  test_fifo_init(&F, "qrs-devread");
 }
 
 static void
@@ -61,30 +47,9 @@ teardown(void)
 {
   char path[160];
 
-  if (hold >= 0)
-    close(hold);
-  hold = -1;
-  unlink(fifo);
-  snprintf(path, sizeof(path), "%s/file", dir);
+  snprintf(path, sizeof(path), "%s/file", F.dir);
   unlink(path);
-  rmdir(dir);
-}
-
-/* Connect a writer to the FIFO without blocking on qrsd's reader: hold
-   an idle reader of our own (it never reads), so that the open returns at
-   once and writes before the reader under test opens do not raise
-   SIGPIPE.  EOF still comes when the last writer closes. */
-static int
-fifo_writer(void)
-{
-  int w;
-
-  if (hold < 0)
-    hold = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  cr_assert_geq(hold, 0);
-  w = open(fifo, O_WRONLY | O_CLOEXEC);
-  cr_assert_geq(w, 0);
-  return w;
+  test_fifo_done(&F);
 }
 
 TestSuite(devread, .init = setup, .fini = teardown, .timeout = 60);
@@ -97,10 +62,10 @@ Test(devread, fifo_short_writes_assemble_one_read)
   size_t i;
   int w, fl;
 
-  w = fifo_writer();
+  w = test_fifo_writer(&F);
   for (i = 0; i < sizeof(want); i++)
     want[i] = (uint8_t)(i * 7 + 1);
-  cr_assert_eq(devread_init(&d, fifo, 0, 0, 0), 0);
+  cr_assert_eq(devread_init(&d, F.path, 0, 0, 0), 0);
   /* 64 bytes arrive in writes of 5, so the reader sees short reads. */
   for (i = 0; i < sizeof(want); i += 5)
     cr_assert_gt(write(w, want + i, sizeof(want) - i < 5 ? sizeof(want) - i
@@ -136,7 +101,7 @@ dribble_run(void *arg)
     memset(b, (int)(k++ & 0xff), sizeof(b));
     if (write(dr->fd, b, dr->chunk) < 0)
       break;
-    sleep_ms(dr->every_ms);
+    test_sleep_ms(dr->every_ms);
   }
   return NULL;
 }
@@ -151,12 +116,12 @@ Test(devread, slow_writer_past_the_deadline_is_a_typed_timeout)
   uint64_t t0;
   int r;
 
-  dr.fd = fifo_writer();
+  dr.fd = test_fifo_writer(&F);
   dr.every_ms = 50;
   dr.chunk = 1;
   atomic_init(&dr.stop, 0);
   cr_assert_eq(pthread_create(&th, NULL, dribble_run, &dr), 0);
-  cr_assert_eq(devread_init(&d, fifo, 0, 0, 0), 0);
+  cr_assert_eq(devread_init(&d, F.path, 0, 0, 0), 0);
 
   /* 100 bytes at one per 50 ms cannot arrive in 200 ms. */
   t0 = now_ns();
@@ -193,8 +158,8 @@ Test(devread, eof_and_vanished_writer_then_reopen)
   uint64_t t0;
   int w, r;
 
-  w = fifo_writer();
-  cr_assert_eq(devread_init(&d, fifo, 0, 0, 0), 0);
+  w = test_fifo_writer(&F);
+  cr_assert_eq(devread_init(&d, F.path, 0, 0, 0), 0);
 
   /* The writer sends 10 bytes and goes away: EOF before 32 bytes. */
   cr_assert_eq(write(w, "0123456789", 10), 10);
@@ -212,8 +177,8 @@ Test(devread, eof_and_vanished_writer_then_reopen)
   cr_assert_lt(now_ns() - t0, 1000000000u);
 
   /* The writer returns; after the backoff the FIFO is opened again. */
-  w = fifo_writer();
-  sleep_ms(DEVREAD_BACKOFF_MIN_MS + 50);
+  w = test_fifo_writer(&F);
+  test_sleep_ms(DEVREAD_BACKOFF_MIN_MS + 50);
   cr_assert_eq(write(w, "abcd", 4), 4);
   r = devread_read(&d, got, 4, in_ms(5000), why, sizeof(why));
   cr_assert_eq(r, 0, "%s", why);
@@ -234,7 +199,7 @@ later_run(void *arg)
 {
   struct later *l = arg;
 
-  sleep_ms(100);
+  test_sleep_ms(100);
   if (write(l->fd, l->text, strlen(l->text)) < 0)
     return NULL;
   return NULL;
@@ -249,8 +214,8 @@ Test(devread, drain_discards_bytes_written_before_the_read)
   char why[256];
   int w;
 
-  w = fifo_writer();
-  cr_assert_eq(devread_init(&d, fifo, 0, 0, 1), 0);
+  w = test_fifo_writer(&F);
+  cr_assert_eq(devread_init(&d, F.path, 0, 0, 1), 0);
   /* The first read opens the FIFO (nothing comes). */
   cr_assert_eq(devread_read(&d, got, 4, in_ms(50), why, sizeof(why)),
                -ETIMEDOUT, "%s", why);
@@ -307,7 +272,7 @@ Test(devread, pty_reads_and_removal)
   close(m);
   r = devread_read(&d, got, 6, in_ms(5000), why, sizeof(why));
   cr_assert_eq(r, -ENODEV, "%d %s", r, why);
-  sleep_ms(DEVREAD_BACKOFF_MIN_MS + 50);
+  test_sleep_ms(DEVREAD_BACKOFF_MIN_MS + 50);
   r = devread_read(&d, got, 6, in_ms(5000), why, sizeof(why));
   cr_assert_eq(r, -ENODEV, "%d %s", r, why);
   cr_assert(strstr(why, "cannot open") != NULL, "%s", why);
@@ -322,7 +287,7 @@ Test(devread, file_is_read_once_and_followed, .timeout = 60)
   char path[160], why[256];
   int f;
 
-  snprintf(path, sizeof(path), "%s/file", dir);
+  snprintf(path, sizeof(path), "%s/file", F.dir);
   f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
   cr_assert_geq(f, 0);
   cr_assert_eq(write(f, "ABCDEFGHIJ", 10), 10);
@@ -350,7 +315,7 @@ Test(devread, exclusive_lock)
   char path[160], why[256];
   int f;
 
-  snprintf(path, sizeof(path), "%s/file", dir);
+  snprintf(path, sizeof(path), "%s/file", F.dir);
   f = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
   cr_assert_geq(f, 0);
   cr_assert_eq(write(f, "1234", 4), 4);
@@ -417,12 +382,12 @@ Test(devread, four_clients_on_a_slow_device_all_progress)
   atomic_int stop;
   int i, total;
 
-  dr.fd = fifo_writer();
+  dr.fd = test_fifo_writer(&F);
   dr.every_ms = 5;
   dr.chunk = 16;                /* about 3 KB/s */
   atomic_init(&dr.stop, 0);
   atomic_init(&stop, 0);
-  cr_assert_eq(devread_init(&d, fifo, 0, 0, 0), 0);
+  cr_assert_eq(devread_init(&d, F.path, 0, 0, 0), 0);
   cr_assert_eq(pthread_create(&wt, NULL, dribble_run, &dr), 0);
   for (i = 0; i < 4; i++) {
     c[i].d = &d;
@@ -431,7 +396,7 @@ Test(devread, four_clients_on_a_slow_device_all_progress)
     c[i].timeouts = 0;
     cr_assert_eq(pthread_create(&th[i], NULL, client_run, &c[i]), 0);
   }
-  sleep_ms(1500);
+  test_sleep_ms(1500);
   atomic_store(&stop, 1);
   for (i = 0; i < 4; i++)
     pthread_join(th[i], NULL);

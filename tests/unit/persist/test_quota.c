@@ -10,6 +10,7 @@
 
 #include "persist/atomicfile.h"
 #include "persist/quota.h"
+#include "testutil.h"
 
 #define T0 1764547200         /* 2025-12-01 00:00:00 UTC */
 
@@ -18,17 +19,13 @@ static char dir[64];
 static void
 mkdir_tmp(void)
 {
-  strcpy(dir, "/tmp/qrs-quota-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
+  test_tmpdir(dir, sizeof(dir), "qrs-quota");
 }
 
 static void
 rm_tmp(void)
 {
-  char cmd[128];
-
-  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
+  test_tmpdir_remove(dir);
 }
 
 TestSuite(quota, .init = mkdir_tmp, .fini = rm_tmp);

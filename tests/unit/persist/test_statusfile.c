@@ -11,24 +11,21 @@
 
 #include "persist/atomicfile.h"
 #include "persist/statusfile.h"
+#include "testutil.h"
 
 static char dir[64], path[128];
 
 static void
 mk(void)
 {
-  strcpy(dir, "/tmp/qrs-status-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
+  test_tmpdir(dir, sizeof(dir), "qrs-status");
   snprintf(path, sizeof(path), "%s/status.json", dir);
 }
 
 static void
 rm(void)
 {
-  char cmd[128];
-
-  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
+  test_tmpdir_remove(dir);
 }
 
 TestSuite(statusfile, .init = mk, .fini = rm);

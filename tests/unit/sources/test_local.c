@@ -18,56 +18,25 @@
 #include "sources/local.h"
 #include "engine/registry.h"
 #include "sources/source.h"
+#include "testreg.h"
+#include "testutil.h"
 
 static uv_loop_t loop;
-static char dir[64], fifo[128];
-static int hold = -1;
-
-static int64_t
-mono_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+static struct test_fifo F;
 
 static void
 setup(void)
 {
-  signal(SIGPIPE, SIG_IGN);
-  snprintf(dir, sizeof(dir), "/tmp/qrs-local-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
-  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  test_fifo_init(&F, "qrs-local");
 }
 
 static void
 teardown(void)
 {
-  if (hold >= 0)
-    close(hold);
-  hold = -1;
-  unlink(fifo);
-  rmdir(dir);
+  test_fifo_done(&F);
 }
 
 TestSuite(local, .init = setup, .fini = teardown, .timeout = 60);
-
-/* A writer connected without waiting for qrsd's reader (see
-   test_devread.c). */
-static int
-fifo_writer(void)
-{
-  int w;
-
-  if (hold < 0)
-    hold = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  cr_assert_geq(hold, 0);
-  w = open(fifo, O_WRONLY | O_CLOEXEC);
-  cr_assert_geq(w, 0);
-  return w;
-}
 
 /* n bytes that pass the health tests (no long runs, no dominant value). */
 static void
@@ -82,35 +51,17 @@ write_varied(int fd, size_t n)
   cr_assert_eq(write(fd, b, n), (ssize_t)n);
 }
 
+/* The system source, the device "hw" on the FIFO (falling back to
+   system), and the sources in extra. */
 static struct registry *
 new_registry(const char *extra)
 {
-  struct qrsd_conf *conf;
-  struct reg_limits lim;
-  struct registry *reg;
-  char text[1024], err[256];
+  char text[1024];
 
   snprintf(text, sizeof(text), "sources:\n  system: { type: system }\n"
-           "  hw: { type: device, path: %s, fallback: system }\n%s", fifo,
+           "  hw: { type: device, path: %s, fallback: system }\n%s", F.path,
            extra);
-  cr_assert_eq(uv_loop_init(&loop), 0);
-  cr_assert_eq(conf_load_string(text, strlen(text), "t", &conf, err,
-                                sizeof(err)), 0, "%s", err);
-  lim.inline_max = 64 * 1024;
-  lim.bytes_max = 64 << 20;
-  cr_assert_eq(registry_new(&loop, conf, &lim, &reg, err, sizeof(err)), 0,
-               "%s", err);
-  conf_free(conf);
-  return reg;
-}
-
-static void
-free_registry(struct registry *reg)
-{
-  registry_stop(reg);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  registry_free(reg);
-  cr_assert_eq(uv_loop_close(&loop), 0);
+  return testreg_new(&loop, text, 64 << 20);
 }
 
 struct got {
@@ -141,10 +92,9 @@ static void
 fetch(struct registry *reg, const char *name, size_t n, int ms, struct got *g)
 {
   memset(g, 0, sizeof(*g));
-  cr_assert_eq(registry_fetch(reg, name, n, 0, mono_ns() + ms * 1000000LL,
+  cr_assert_eq(registry_fetch(reg, name, n, 0, mono_now_ns() + ms * 1000000LL,
                               on_done, g), 0);
-  while (g->calls == 0)
-    uv_run(&loop, UV_RUN_ONCE);
+  testreg_wait(&loop, &g->calls);
 }
 
 Test(local, device_serves_then_falls_back_labelled_when_the_writer_goes)
@@ -155,7 +105,7 @@ Test(local, device_serves_then_falls_back_labelled_when_the_writer_goes)
   int w;
 
   reg = new_registry("");
-  w = fifo_writer();
+  w = test_fifo_writer(&F);
   write_varied(w, 1024);        /* the start-up test's bytes */
   cr_assert_eq(write(w, "0123456789abcdef", 16), 16);
   fetch(reg, "hw", 16, 5000, &g);
@@ -175,7 +125,7 @@ Test(local, device_serves_then_falls_back_labelled_when_the_writer_goes)
   cr_assert_eq(info.state, REG_DEGRADED);
   cr_assert(strstr(info.last_failure, "writer went away") != NULL, "%s",
             info.last_failure);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 struct dribble {
@@ -208,22 +158,22 @@ Test(local, slow_device_past_the_deadline_goes_to_the_fallback)
   int64_t t0;
 
   reg = new_registry("");
-  d.fd = fifo_writer();
+  d.fd = test_fifo_writer(&F);
   atomic_init(&d.stop, 0);
   cr_assert_eq(pthread_create(&th, NULL, dribble_run, &d), 0);
   /* 1000 bytes at 50 B/s cannot arrive within 500 ms: the draw is served
      by the fallback, labelled, and does not stall past its deadline
      (generous margin on a loaded machine). */
-  t0 = mono_ns();
+  t0 = mono_now_ns();
   fetch(reg, "hw", 1000, 500, &g);
   cr_assert_eq(g.status, 0, "%s", g.why);
   cr_assert_str_eq(g.served_by, "system");
   cr_assert_eq(g.fallback, 1);
-  cr_assert_lt(mono_ns() - t0, 3000000000LL);
+  cr_assert_lt(mono_now_ns() - t0, 3000000000LL);
   atomic_store(&d.stop, 1);
   pthread_join(th, NULL);
   close(d.fd);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(local, four_clients_on_a_slow_device_all_progress)
@@ -235,7 +185,7 @@ Test(local, four_clients_on_a_slow_device_all_progress)
   int i, rounds, served[4];
 
   reg = new_registry("");
-  d.fd = fifo_writer();
+  d.fd = test_fifo_writer(&F);
   write_varied(d.fd, 1024);     /* the start-up test's bytes */
   atomic_init(&d.stop, 0);
   cr_assert_eq(pthread_create(&th, NULL, dribble_run, &d), 0);
@@ -246,7 +196,7 @@ Test(local, four_clients_on_a_slow_device_all_progress)
     for (i = 0; i < 4; i++) {
       memset(&g[i], 0, sizeof(g[i]));
       cr_assert_eq(registry_fetch(reg, "hw", 2, 0,
-                                  mono_ns() + 10000000000LL, on_done,
+                                  mono_now_ns() + 10000000000LL, on_done,
                                   &g[i]), 0);
     }
     while (g[0].calls + g[1].calls + g[2].calls + g[3].calls < 4)
@@ -261,7 +211,7 @@ Test(local, four_clients_on_a_slow_device_all_progress)
   atomic_store(&d.stop, 1);
   pthread_join(th, NULL);
   close(d.fd);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(local, timing_and_noise_serve_fresh_bytes)
@@ -310,7 +260,7 @@ Test(local, timing_and_noise_serve_fresh_bytes)
     cr_assert_str_eq(ls.health_state, "ok");
     cr_assert_gt(ls.bytes_per_s, 0.0);
   }
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
 
 Test(local, stuck_device_fails_its_health_tests_and_falls_back)
@@ -323,7 +273,7 @@ Test(local, stuck_device_fails_its_health_tests_and_falls_back)
   int w;
 
   reg = new_registry("");
-  w = fifo_writer();
+  w = test_fifo_writer(&F);
   write_varied(w, 1024);
   /* A stuck device: the same byte over and over. */
   memset(zeros, 0, sizeof(zeros));
@@ -350,5 +300,5 @@ Test(local, stuck_device_fails_its_health_tests_and_falls_back)
   cr_assert_gt(ls.raw_samples, 1024);
   cr_assert_eq(registry_local_stats(reg, 0, &ls), -ENOSYS);   /* system */
   close(w);
-  free_registry(reg);
+  testreg_free(&loop, reg);
 }
