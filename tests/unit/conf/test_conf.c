@@ -77,12 +77,10 @@ load_path(const char *path)
   return c;
 }
 
-/* Everything but file and the sources' lines. */
+/* The socket, the amplifier and the request limits of a and b agree. */
 static void
-assert_conf_eq(const struct qrsd_conf *a, const struct qrsd_conf *b)
+assert_conf_head_eq(const struct qrsd_conf *a, const struct qrsd_conf *b)
 {
-  size_t i;
-
   cr_assert_str_eq(a->socket_path, b->socket_path);
   cr_assert_eq(a->socket_mode, b->socket_mode, "mode %o != %o",
                a->socket_mode, b->socket_mode);
@@ -98,6 +96,39 @@ assert_conf_eq(const struct qrsd_conf *a, const struct qrsd_conf *b)
   cr_assert_eq(a->max_connections, b->max_connections);
   cr_assert_eq(a->max_inflight, b->max_inflight);
   cr_assert_eq(a->request_timeout_ms, b->request_timeout_ms);
+}
+
+/* c's sources are the n of want, in order: name, type and line, and the
+   seed and mean shift of the mocks. */
+static void
+assert_sources_are(const struct qrsd_conf *c, const struct conf_source *want,
+                   size_t n)
+{
+  size_t i;
+
+  cr_assert_eq(c->n_sources, n);
+  for (i = 0; i < n; i++) {
+    cr_assert_str_eq(c->sources[i].name, want[i].name, "source %zu", i);
+    cr_assert_eq(c->sources[i].type, want[i].type, "source %s",
+                 want[i].name);
+    cr_assert_eq(c->sources[i].line, want[i].line, "source %s",
+                 want[i].name);
+    if (want[i].type != CONF_SOURCE_MOCK)
+      continue;
+    cr_assert_eq(c->sources[i].mock_seed, want[i].mock_seed, "source %s",
+                 want[i].name);
+    cr_assert_eq(c->sources[i].mock_mean_shift, want[i].mock_mean_shift,
+                 "source %s", want[i].name);
+  }
+}
+
+/* Everything but file and the sources' lines. */
+static void
+assert_conf_eq(const struct qrsd_conf *a, const struct qrsd_conf *b)
+{
+  size_t i;
+
+  assert_conf_head_eq(a, b);
   cr_assert_eq(a->allow_test_sources, b->allow_test_sources);
   cr_assert_eq(a->hello_timeout_ms, b->hello_timeout_ms);
   cr_assert_eq(a->frame_timeout_ms, b->frame_timeout_ms);
@@ -171,32 +202,47 @@ expect_text_error(const char *text, int line, const char *msg)
   cr_assert_str_eq(err, want, "--- text:\n%s", text);
 }
 
+/* A text that loading rejects, with the line and message
+   expect_text_error() wants. */
+struct bad_text {
+  const char *text;
+  int line;
+  const char *msg;
+};
+
+/* expect_text_error() for each of the n cases (the failing one's text is
+   in the message). */
+static void
+expect_text_errors(const struct bad_text *bad, size_t n)
+{
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    expect_text_error(bad[i].text, bad[i].line, bad[i].msg);
+}
+
 /* ---- Defaults ---------------------------------------------------------- */
 
 Test(conf, default_has_the_documented_values)
 {
+  static const struct conf_source sources[] = {
+    { .name = "system", .type = CONF_SOURCE_SYSTEM, .line = 0 },
+  };
+  static const struct qrsd_conf want = {
+    .socket_path = "/run/qrsd/qrsd.sock", .socket_mode = 0660,
+    .socket_group = "qrs", .default_source = "system",
+    .amp_type = "zscore_mean", .amp_sample_count = 10000,
+    .amp_population_mean = 127.5, .amp_population_std = 73.90027063,
+    .amp_epsilon = 1.0e-10, .max_frame_bytes = 1048576,
+    .max_sample_count = 1048576, .max_connections = 1024,
+    .max_inflight = 64, .request_timeout_ms = 5000,
+  };
   struct qrsd_conf *c;
 
   c = load_default();
   cr_assert_str_eq(c->file, "(built-in default)");
-  cr_assert_str_eq(c->socket_path, "/run/qrsd/qrsd.sock");
-  cr_assert_eq(c->socket_mode, 0660);
-  cr_assert_str_eq(c->socket_group, "qrs");
-  cr_assert_str_eq(c->default_source, "system");
-  cr_assert_str_eq(c->amp_type, "zscore_mean");
-  cr_assert_eq(c->amp_sample_count, 10000);
-  cr_assert_eq(c->amp_population_mean, 127.5);
-  cr_assert_eq(c->amp_population_std, 73.90027063);
-  cr_assert_eq(c->amp_epsilon, 1.0e-10);
-  cr_assert_eq(c->max_frame_bytes, 1048576);
-  cr_assert_eq(c->max_sample_count, 1048576);
-  cr_assert_eq(c->max_connections, 1024);
-  cr_assert_eq(c->max_inflight, 64);
-  cr_assert_eq(c->request_timeout_ms, 5000);
-  cr_assert_eq(c->n_sources, 1);
-  cr_assert_str_eq(c->sources[0].name, "system");
-  cr_assert_eq(c->sources[0].type, CONF_SOURCE_SYSTEM);
-  cr_assert_eq(c->sources[0].line, 0);
+  assert_conf_head_eq(c, &want);
+  assert_sources_are(c, sources, 1);
   conf_free(c);
 }
 
@@ -269,39 +315,28 @@ Test(conf, missing_key_keeps_its_default)
 
 Test(conf, full_file_with_mock_sources)
 {
+  static const struct conf_source sources[] = {
+    { .name = "sys.main", .type = CONF_SOURCE_SYSTEM, .line = 22 },
+    { .name = "mock-1", .type = CONF_SOURCE_MOCK, .line = 23,
+      .mock_seed = UINT64_MAX, .mock_mean_shift = -2.5 },
+    { .name = "mock_2", .type = CONF_SOURCE_MOCK, .line = 27,
+      .mock_seed = 0, .mock_mean_shift = 2.0 },   /* seed: the default */
+  };
+  static const struct qrsd_conf want = {
+    .socket_path = "/tmp/qrs test/qrsd.sock", .socket_mode = 0640,
+    .socket_group = "", .default_source = "mock-1",
+    .amp_type = "zscore_mean", .amp_sample_count = 4096,
+    .amp_population_mean = 127.25, .amp_population_std = 73.612,
+    .amp_epsilon = 1e-12, .max_frame_bytes = 65536,
+    .max_sample_count = 8192, .max_connections = 16, .max_inflight = 8,
+    .request_timeout_ms = 250,
+  };
   struct qrsd_conf *c;
 
   c = load_path(FIXTURE("good_full.yaml"));
   cr_assert_str_eq(c->file, FIXTURE("good_full.yaml"));
-  cr_assert_str_eq(c->socket_path, "/tmp/qrs test/qrsd.sock");
-  cr_assert_eq(c->socket_mode, 0640);
-  cr_assert_str_eq(c->socket_group, "");
-  cr_assert_str_eq(c->default_source, "mock-1");
-  cr_assert_str_eq(c->amp_type, "zscore_mean");
-  cr_assert_eq(c->amp_sample_count, 4096);
-  cr_assert_eq(c->amp_population_mean, 127.25);
-  cr_assert_eq(c->amp_population_std, 73.612);
-  cr_assert_eq(c->amp_epsilon, 1e-12);
-  cr_assert_eq(c->max_frame_bytes, 65536);
-  cr_assert_eq(c->max_sample_count, 8192);
-  cr_assert_eq(c->max_connections, 16);
-  cr_assert_eq(c->max_inflight, 8);
-  cr_assert_eq(c->request_timeout_ms, 250);
-
-  cr_assert_eq(c->n_sources, 3);
-  cr_assert_str_eq(c->sources[0].name, "sys.main");
-  cr_assert_eq(c->sources[0].type, CONF_SOURCE_SYSTEM);
-  cr_assert_eq(c->sources[0].line, 22);
-  cr_assert_str_eq(c->sources[1].name, "mock-1");
-  cr_assert_eq(c->sources[1].type, CONF_SOURCE_MOCK);
-  cr_assert_eq(c->sources[1].line, 23);
-  cr_assert_eq(c->sources[1].mock_seed, UINT64_MAX);
-  cr_assert_eq(c->sources[1].mock_mean_shift, -2.5);
-  cr_assert_str_eq(c->sources[2].name, "mock_2");
-  cr_assert_eq(c->sources[2].type, CONF_SOURCE_MOCK);
-  cr_assert_eq(c->sources[2].line, 27);
-  cr_assert_eq(c->sources[2].mock_seed, 0);      /* the default */
-  cr_assert_eq(c->sources[2].mock_mean_shift, 2.0);
+  assert_conf_head_eq(c, &want);
+  assert_sources_are(c, sources, 3);
   conf_free(c);
 }
 
@@ -500,20 +535,28 @@ Test(conf, fallback_to_an_unknown_source_is_rejected)
 
 Test(conf, fallback_cycles_are_rejected)
 {
-  expect_text_error("sources:\n"
-                    "  a: { type: mock, fallback: b }\n"
-                    "  b: { type: mock, fallback: c }\n"
-                    "  c: { type: mock, fallback: a }\n"
-                    "default_source: a\n", 2,
-                    "sources.a.fallback: fallback cycle: a -> b -> c -> a");
-  expect_text_error("sources:\n"
-                    "  system: { type: system, fallback: system }\n", 2,
-                    "sources.system.fallback: fallback cycle: system -> "
-                    "system");
+  static const struct bad_text bad[] = {
+    { "sources:\n  a: { type: mock, fallback: b }\n  b: { type: mock, "
+      "fallback: c }\n  c: { type: mock, fallback: a }\ndefault_source: a\n",
+      2, "sources.a.fallback: fallback cycle: a -> b -> c -> a" },
+    { "sources:\n  system: { type: system, fallback: system }\n",
+      2, "sources.system.fallback: fallback cycle: system -> system" },
+  };
+
+  expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 Test(conf, connection_limits_have_defaults_and_ranges)
 {
+  static const struct bad_text bad[] = {
+    { "limits: { hello_timeout_ms: 0 }\n",
+      1, "limits.hello_timeout_ms: value 0 out of range 1..600000" },
+    { "limits:\n  memory_budget_bytes: 1000\n",
+      2, "limits.memory_budget_bytes: value 1000 out of range "
+         "16777216..1099511627776" },
+    { "limits: { max_connections_per_uid: 0 }\n",
+      1, "limits.max_connections_per_uid: value 0 out of range 1..65536" },
+  };
   struct qrsd_conf *c;
 
   c = load_default();
@@ -532,15 +575,7 @@ Test(conf, connection_limits_have_defaults_and_ranges)
   cr_assert_eq(c->max_connections_per_uid, 1);
   cr_assert_eq(c->memory_budget, 1099511627776ull);
   conf_free(c);
-  expect_text_error("limits: { hello_timeout_ms: 0 }\n", 1,
-                    "limits.hello_timeout_ms: value 0 out of range "
-                    "1..600000");
-  expect_text_error("limits:\n  memory_budget_bytes: 1000\n", 2,
-                    "limits.memory_budget_bytes: value 1000 out of range "
-                    "16777216..1099511627776");
-  expect_text_error("limits: { max_connections_per_uid: 0 }\n", 1,
-                    "limits.max_connections_per_uid: value 0 out of range "
-                    "1..65536");
+  expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 Test(conf, test_sources_need_allow_test_sources)
@@ -645,60 +680,56 @@ Test(conf, empty_sources_is_rejected)
 
 Test(conf, bad_integers_are_rejected)
 {
-  expect_text_error("limits:\n  max_connections: -1\n", 2,
-                    "limits.max_connections: value -1 out of range 1..65536");
-  expect_text_error("limits:\n  max_connections: 65537\n", 2,
-                    "limits.max_connections: value 65537 out of range "
-                    "1..65536");
-  expect_text_error("limits: { max_frame_bytes: 99999999999999999999999 }",
-                    1, "limits.max_frame_bytes: value 99999999999999999999999"
-                    " out of range 1024..67108864");
-  expect_text_error("limits:\n  max_connections: 010\n", 2,
-                    "limits.max_connections: expected an integer, got '010'");
-  expect_text_error("limits:\n  max_connections: 1.5\n", 2,
-                    "limits.max_connections: expected an integer, got '1.5'");
-  expect_text_error("limits:\n  max_connections:\n", 2,
-                    "limits.max_connections: expected an integer, got no "
-                    "value");
-  expect_text_error("limits:\n  max_connections: [1]\n", 2,
-                    "limits.max_connections: expected an integer, got a "
-                    "sequence");
-  expect_text_error("sources:\n  m: { type: mock, seed: "
-                    "18446744073709551616 }\n", 2, "sources.m.seed: value "
-                    "18446744073709551616 out of range "
-                    "0..18446744073709551615");
-  expect_text_error("amplifier:\n  sample_count: 0\n", 2,
-                    "amplifier.sample_count: value 0 out of range "
-                    "1..16777216");
+  static const struct bad_text bad[] = {
+    { "limits:\n  max_connections: -1\n",
+      2, "limits.max_connections: value -1 out of range 1..65536" },
+    { "limits:\n  max_connections: 65537\n",
+      2, "limits.max_connections: value 65537 out of range 1..65536" },
+    { "limits: { max_frame_bytes: 99999999999999999999999 }",
+      1, "limits.max_frame_bytes: value 99999999999999999999999 out of "
+         "range 1024..67108864" },
+    { "limits:\n  max_connections: 010\n",
+      2, "limits.max_connections: expected an integer, got '010'" },
+    { "limits:\n  max_connections: 1.5\n",
+      2, "limits.max_connections: expected an integer, got '1.5'" },
+    { "limits:\n  max_connections:\n",
+      2, "limits.max_connections: expected an integer, got no value" },
+    { "limits:\n  max_connections: [1]\n",
+      2, "limits.max_connections: expected an integer, got a sequence" },
+    { "sources:\n  m: { type: mock, seed: 18446744073709551616 }\n",
+      2, "sources.m.seed: value 18446744073709551616 out of range "
+         "0..18446744073709551615" },
+    { "amplifier:\n  sample_count: 0\n",
+      2, "amplifier.sample_count: value 0 out of range 1..16777216" },
+  };
+
+  expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 Test(conf, bad_floats_are_rejected)
 {
-  expect_text_error("amplifier:\n  epsilon: 0.5\n", 2,
-                    "amplifier.epsilon: value 0.5 out of range 0 < x < 0.5");
-  expect_text_error("amplifier:\n  epsilon: 0\n", 2,
-                    "amplifier.epsilon: value 0 out of range 0 < x < 0.5");
-  expect_text_error("amplifier:\n  population_std: 0.0\n", 2,
-                    "amplifier.population_std: value 0.0 out of range "
-                    "0 < x <= 127.5");
-  expect_text_error("amplifier:\n  population_mean: 1e999\n", 2,
-                    "amplifier.population_mean: value 1e999 out of range "
-                    "0..255");
-  expect_text_error("amplifier:\n  population_mean: nan\n", 2,
-                    "amplifier.population_mean: expected a number, got "
-                    "'nan'");
-  expect_text_error("amplifier:\n  population_mean: .inf\n", 2,
-                    "amplifier.population_mean: expected a number, got "
-                    "'.inf'");
-  expect_text_error("amplifier:\n  population_mean: 0x10\n", 2,
-                    "amplifier.population_mean: expected a number, got "
-                    "'0x10'");
-  expect_text_error("amplifier:\n  population_mean: 127,5\n", 2,
-                    "amplifier.population_mean: expected a number, got "
-                    "'127,5'");
-  expect_text_error("sources:\n  m: { type: mock, mean_shift: 200 }\n", 2,
-                    "sources.m.mean_shift: value 200 out of range "
-                    "-127.5..127.5");
+  static const struct bad_text bad[] = {
+    { "amplifier:\n  epsilon: 0.5\n",
+      2, "amplifier.epsilon: value 0.5 out of range 0 < x < 0.5" },
+    { "amplifier:\n  epsilon: 0\n",
+      2, "amplifier.epsilon: value 0 out of range 0 < x < 0.5" },
+    { "amplifier:\n  population_std: 0.0\n",
+      2, "amplifier.population_std: value 0.0 out of range 0 < x <= 127.5" },
+    { "amplifier:\n  population_mean: 1e999\n",
+      2, "amplifier.population_mean: value 1e999 out of range 0..255" },
+    { "amplifier:\n  population_mean: nan\n",
+      2, "amplifier.population_mean: expected a number, got 'nan'" },
+    { "amplifier:\n  population_mean: .inf\n",
+      2, "amplifier.population_mean: expected a number, got '.inf'" },
+    { "amplifier:\n  population_mean: 0x10\n",
+      2, "amplifier.population_mean: expected a number, got '0x10'" },
+    { "amplifier:\n  population_mean: 127,5\n",
+      2, "amplifier.population_mean: expected a number, got '127,5'" },
+    { "sources:\n  m: { type: mock, mean_shift: 200 }\n",
+      2, "sources.m.mean_shift: value 200 out of range -127.5..127.5" },
+  };
+
+  expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 Test(conf, bad_strings_are_rejected)
@@ -727,44 +758,50 @@ Test(conf, bad_strings_are_rejected)
 
 Test(conf, bad_modes_are_rejected)
 {
-  expect_text_error("socket:\n  mode: \"0868\"\n", 2, "socket.mode: expected "
-                    "an octal mode like \"0660\", got '0868'");
-  expect_text_error("socket:\n  mode: rw-rw----\n", 2, "socket.mode: "
-                    "expected an octal mode like \"0660\", got 'rw-rw----'");
-  expect_text_error("socket:\n  mode: \"01777\"\n", 2, "socket.mode: value "
-                    "01777 out of range 0..0777");
-  expect_text_error("socket:\n  mode: 0o\n", 2, "socket.mode: expected an "
-                    "octal mode like \"0660\", got '0o'");
+  static const struct bad_text bad[] = {
+    { "socket:\n  mode: \"0868\"\n",
+      2, "socket.mode: expected an octal mode like \"0660\", got '0868'" },
+    { "socket:\n  mode: rw-rw----\n",
+      2, "socket.mode: expected an octal mode like \"0660\", got "
+         "'rw-rw----'" },
+    { "socket:\n  mode: \"01777\"\n",
+      2, "socket.mode: value 01777 out of range 0..0777" },
+    { "socket:\n  mode: 0o\n",
+      2, "socket.mode: expected an octal mode like \"0660\", got '0o'" },
+  };
+
+  expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 Test(conf, bad_sources_are_rejected)
 {
-  expect_text_error("sources:\n", 1, "sources: at least one source is "
-                    "required");
-  expect_text_error("sources: [system]\n", 1, "sources: expected a mapping "
-                    "of sources, got a sequence");
-  expect_text_error("sources:\n  system: system\n", 2, "sources.system: "
-                    "expected a mapping with a type, got 'system'");
-  expect_text_error("sources:\n  m:\n    seed: 1\n", 2, "sources.m: missing "
-                    "key 'type'");
-  expect_text_error("sources:\n  m: { type: [mock] }\n", 2, "sources.m.type:"
-                    " expected a source type, got a sequence");
-  expect_text_error("sources:\n  system: { type: system, seed: 1 }\n", 2,
-                    "sources.system.seed: unknown key");
-  expect_text_error("sources:\n  system: { type: system }\n"
-                    "  system: { type: system }\n", 3, "sources.system: "
-                    "duplicate key (first given at line 2)");
-  expect_text_error("sources:\n  \"a b\": { type: system }\n", 2,
-                    "sources.a b: invalid source name (1 to 63 of A-Z a-z "
-                    "0-9 _ . -)");
-  expect_text_error("sources:\n  \"\": { type: system }\n", 2,
-                    "sources: invalid source name (1 to 63 of A-Z a-z "
-                    "0-9 _ . -)");
-  expect_text_error("sources:\n  m: { type: mock, type: system }\n", 2,
-                    "sources.m.type: duplicate key (first given at line 2)");
-  expect_text_error("sources:\n  m: { type: quantum }\n", 2,
-                    "sources.m.type: source type 'quantum' is not supported "
-                    "by this build");
+  static const struct bad_text bad[] = {
+    { "sources:\n",
+      1, "sources: at least one source is required" },
+    { "sources: [system]\n",
+      1, "sources: expected a mapping of sources, got a sequence" },
+    { "sources:\n  system: system\n",
+      2, "sources.system: expected a mapping with a type, got 'system'" },
+    { "sources:\n  m:\n    seed: 1\n",
+      2, "sources.m: missing key 'type'" },
+    { "sources:\n  m: { type: [mock] }\n",
+      2, "sources.m.type: expected a source type, got a sequence" },
+    { "sources:\n  system: { type: system, seed: 1 }\n",
+      2, "sources.system.seed: unknown key" },
+    { "sources:\n  system: { type: system }\n  system: { type: system }\n",
+      3, "sources.system: duplicate key (first given at line 2)" },
+    { "sources:\n  \"a b\": { type: system }\n",
+      2, "sources.a b: invalid source name (1 to 63 of A-Z a-z 0-9 _ . -)" },
+    { "sources:\n  \"\": { type: system }\n",
+      2, "sources: invalid source name (1 to 63 of A-Z a-z 0-9 _ . -)" },
+    { "sources:\n  m: { type: mock, type: system }\n",
+      2, "sources.m.type: duplicate key (first given at line 2)" },
+    { "sources:\n  m: { type: quantum }\n",
+      2, "sources.m.type: source type 'quantum' is not supported by this "
+         "build" },
+  };
+
+  expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 Test(conf, source_count_is_capped)
@@ -803,39 +840,45 @@ Test(conf, source_count_is_capped)
 
 Test(conf, cross_checks_fall_back_to_the_related_line)
 {
-  /* default_source left at "system", which the new list lacks. */
-  expect_text_error("# a comment\nsources:\n  m: { type: mock }\n", 2,
-                    "default_source: source 'system' is not declared under "
-                    "sources");
-  /* sample_count left at 10000. */
-  expect_text_error("limits:\n\n  max_sample_count: 100\n", 3,
-                    "amplifier.sample_count: value 10000 is above "
-                    "limits.max_sample_count (100)");
+  static const struct bad_text bad[] = {
+    /* default_source left at "system", which the new list lacks. */
+    { "# a comment\nsources:\n  m: { type: mock }\n",
+      2, "default_source: source 'system' is not declared under sources" },
+    /* sample_count left at 10000. */
+    { "limits:\n\n  max_sample_count: 100\n",
+      3, "amplifier.sample_count: value 10000 is above "
+         "limits.max_sample_count (100)" },
+  };
+
+  expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 Test(conf, yaml_features_outside_the_subset_are_rejected)
 {
-  expect_text_error("socket:\n  path: &p /tmp/a\n  group: *p\n", 2,
-                    "socket.path: YAML anchors and aliases are not "
-                    "supported");
-  expect_text_error("limits:\n  max_connections: !!int 5\n", 2,
-                    "limits.max_connections: YAML tags are not supported");
-  expect_text_error("limits: {}\n---\nsocket: {}\n", 2,
-                    "more than one YAML document");
-  expect_text_error("- socket\n", 1, "expected a mapping of keys at the top "
-                    "level, got a sequence");
-  expect_text_error("socket\n", 1, "expected a mapping of keys at the top "
-                    "level, got 'socket'");
-  expect_text_error("socket: /tmp/s\n", 1, "socket: expected a mapping, got "
-                    "'/tmp/s'");
-  expect_text_error("socket:\n  ? [a]\n  : 1\n", 2, "socket: a key must be a "
-                    "string");
-  expect_text_error("a: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]"
-                    "]]]]]]]]]]]]]]]]]]]]]]]]]]\n", 1,
-                    "a: nested too deeply");
-  expect_text_error("limits:\n  max_connections: 5\n  bad: [\n", 4,
-                    "syntax error: did not find expected node content "
-                    "(while parsing a flow node at line 4)");
+  static const struct bad_text bad[] = {
+    { "socket:\n  path: &p /tmp/a\n  group: *p\n",
+      2, "socket.path: YAML anchors and aliases are not supported" },
+    { "limits:\n  max_connections: !!int 5\n",
+      2, "limits.max_connections: YAML tags are not supported" },
+    { "limits: {}\n---\nsocket: {}\n",
+      2, "more than one YAML document" },
+    { "- socket\n",
+      1, "expected a mapping of keys at the top level, got a sequence" },
+    { "socket\n",
+      1, "expected a mapping of keys at the top level, got 'socket'" },
+    { "socket: /tmp/s\n",
+      1, "socket: expected a mapping, got '/tmp/s'" },
+    { "socket:\n  ? [a]\n  : 1\n",
+      2, "socket: a key must be a string" },
+    { "a: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]"
+      "]]]]]]]]]]]]]]]]]]]]]]]]]]\n",
+      1, "a: nested too deeply" },
+    { "limits:\n  max_connections: 5\n  bad: [\n",
+      4, "syntax error: did not find expected node content (while parsing "
+         "a flow node at line 4)" },
+  };
+
+  expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 Test(conf, invalid_utf8_is_rejected_with_its_line)
@@ -1090,34 +1133,34 @@ Test(conf, local_sources_parse_with_defaults_and_print_back)
 
 Test(conf, bad_local_sources_are_rejected)
 {
-  expect_text_error("sources:\n  hw: { type: device }\n", 2,
-                    "sources.hw: missing key 'path' (the device node, FIFO "
-                    "or file to read)");
-  expect_text_error("sources:\n  hw: { type: device, path: /x, lock: yes }"
-                    "\n", 2, "sources.hw.lock: expected true or false, got "
-                    "'yes'");
-  expect_text_error("sources:\n  hw: { type: device, path: /x, chunk: 0 }\n",
-                    2, "sources.hw.chunk: value 0 out of range 1..1048576");
-  expect_text_error("sources:\n  n: { type: noise, mechanisms: [warp] }\n",
-                    2, "sources.n.mechanisms: unknown noise mechanism 'warp' "
-                    "(see qrsctl sources --json, or README: local sources)");
-  expect_text_error("sources:\n  n: { type: noise, mechanisms: [rdrand,"
-                    " rdrand] }\n", 2, "sources.n.mechanisms: mechanism "
-                    "'rdrand' listed twice");
-  expect_text_error("sources:\n  n: { type: noise, mechanisms: rdrand }\n",
-                    2, "sources.n.mechanisms: expected a list of mechanism "
-                    "names, got 'rdrand'");
-  expect_text_error("sources:\n  t: { type: timing, conditioning: md5 }\n",
-                    2, "sources.t.conditioning: 'md5' is not supported by "
-                    "this build (supported: raw, vonneumann, sha256)");
-  expect_text_error("sources:\n  t: { type: timing, timeout_ms: 0 }\n",
-                    2, "sources.t.timeout_ms: value 0 out of range "
-                    "1..600000");
-  expect_text_error("sources:\n  t: { type: timing, mechanisms: [] }\n",
-                    2, "sources.t.mechanisms: unknown key");
-  expect_text_error("sources:\n  t: { type: timing, health_alpha_exp: 2 }"
-                    "\n", 2, "sources.t.health_alpha_exp: value 2 out of "
-                    "range 8..60");
+  static const struct bad_text bad[] = {
+    { "sources:\n  hw: { type: device }\n",
+      2, "sources.hw: missing key 'path' (the device node, FIFO or file to "
+         "read)" },
+    { "sources:\n  hw: { type: device, path: /x, lock: yes }\n",
+      2, "sources.hw.lock: expected true or false, got 'yes'" },
+    { "sources:\n  hw: { type: device, path: /x, chunk: 0 }\n",
+      2, "sources.hw.chunk: value 0 out of range 1..1048576" },
+    { "sources:\n  n: { type: noise, mechanisms: [warp] }\n",
+      2, "sources.n.mechanisms: unknown noise mechanism 'warp' (see qrsctl "
+         "sources --json, or README: local sources)" },
+    { "sources:\n  n: { type: noise, mechanisms: [rdrand, rdrand] }\n",
+      2, "sources.n.mechanisms: mechanism 'rdrand' listed twice" },
+    { "sources:\n  n: { type: noise, mechanisms: rdrand }\n",
+      2, "sources.n.mechanisms: expected a list of mechanism names, got "
+         "'rdrand'" },
+    { "sources:\n  t: { type: timing, conditioning: md5 }\n",
+      2, "sources.t.conditioning: 'md5' is not supported by this build "
+         "(supported: raw, vonneumann, sha256)" },
+    { "sources:\n  t: { type: timing, timeout_ms: 0 }\n",
+      2, "sources.t.timeout_ms: value 0 out of range 1..600000" },
+    { "sources:\n  t: { type: timing, mechanisms: [] }\n",
+      2, "sources.t.mechanisms: unknown key" },
+    { "sources:\n  t: { type: timing, health_alpha_exp: 2 }\n",
+      2, "sources.t.health_alpha_exp: value 2 out of range 8..60" },
+  };
+
+  expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 /* ---- Amplifiers and the monitor (issue 8) ------------------------------ */
@@ -1173,24 +1216,27 @@ Test(conf, amplifier_types_and_monitor_keys_load)
 
 Test(conf, amplifier_and_monitor_values_are_checked)
 {
-  expect_text_error("amplifier: { type: server }\n", 1,
-                    "amplifier.type: 'server' is not supported by this "
-                    "build (supported: zscore_mean, zscore_thought, ecdf, "
-                    "exact)");
-  expect_text_error("amplifier: { ecdf_calibration_samples: 1 }\n", 1,
-                    "amplifier.ecdf_calibration_samples: value 1 out of "
-                    "range 2..10000000");
-  expect_text_error("monitor: { window: 100001 }\n", 1,
-                    "monitor.window: value 100001 out of range 0..100000");
-  expect_text_error("monitor: { cusum_h: 0 }\n", 1,
-                    "monitor.cusum_h: value 0 out of range 0 < x <= 1e+09");
-  expect_text_error("limits: { exact_cache_bytes: 1000 }\n", 1,
-                    "limits.exact_cache_bytes: value 1000 out of range "
-                    "1048576..17179869184");
-  expect_text_error("amplifier: { zscore_calibration_samples: 300 }\n"
-                    "limits: { max_calibration_samples: 200 }\n", 2,
-                    "amplifier: calibration samples above "
-                    "limits.max_calibration_samples (200)");
+  static const struct bad_text bad[] = {
+    { "amplifier: { type: server }\n",
+      1, "amplifier.type: 'server' is not supported by this build "
+         "(supported: zscore_mean, zscore_thought, ecdf, exact)" },
+    { "amplifier: { ecdf_calibration_samples: 1 }\n",
+      1, "amplifier.ecdf_calibration_samples: value 1 out of range "
+         "2..10000000" },
+    { "monitor: { window: 100001 }\n",
+      1, "monitor.window: value 100001 out of range 0..100000" },
+    { "monitor: { cusum_h: 0 }\n",
+      1, "monitor.cusum_h: value 0 out of range 0 < x <= 1e+09" },
+    { "limits: { exact_cache_bytes: 1000 }\n",
+      1, "limits.exact_cache_bytes: value 1000 out of range "
+         "1048576..17179869184" },
+    { "amplifier: { zscore_calibration_samples: 300 }\nlimits: { "
+      "max_calibration_samples: 200 }\n",
+      2, "amplifier: calibration samples above "
+         "limits.max_calibration_samples (200)" },
+  };
+
+  expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 /* ---- gRPC upstreams (issue 6) ------------------------------------------ */
@@ -1245,48 +1291,47 @@ Test(conf, grpc_source_gets_the_reference_defaults)
 
 Test(conf, grpc_source_errors_name_the_key)
 {
-  static const char head[] = "sources:\n  system: { type: system }\n";
-  char t[512];
+#define HEAD "sources:\n  system: { type: system }\n"
+  static const struct bad_text bad[] = {
+    { HEAD "  q: { type: grpc }\n",
+      3, "sources.q: missing key 'target' (unix:/path or host:port)" },
+    { HEAD "  q: { type: grpc, target: a:1, mode: fast }\n",
+      3, "sources.q.mode: 'fast' is not supported by this build "
+         "(supported: unary, server_streaming, bidi_streaming)" },
+    { HEAD "  q: { type: grpc, target: a:1,\n"
+      "    tls: { cert_file: c.pem } }\n",
+      4, "sources.q.tls: cert_file and key_file go together" },
+    { HEAD "  q: { type: grpc, target: a:1,\n"
+      "    insecure: true, tls: { ca_file: c.pem } }\n",
+      4, "sources.q.insecure: insecure: true and tls files exclude each "
+         "other" },
+    { HEAD "  q: { type: grpc, target: a:1,\n"
+      "    api_key_header: Api-Key }\n",
+      4, "sources.q.api_key_header: 'Api-Key' must be lowercase letters, "
+         "digits, '-', '_' or '.'" },
+    { HEAD "  q: { type: grpc, target: a:1, insecure: yes }\n",
+      3, "sources.q.insecure: expected true or false, got 'yes'" },
+    { HEAD "  q: { type: grpc, target: a:1,\n"
+      "    quota: { max_requests_per_minute: 100001 } }\n",
+      4, "sources.q.quota.max_requests_per_minute: value 100001 out of "
+         "range 0..100000" },
+  };
+#undef HEAD
 
-  snprintf(t, sizeof(t), "%s  q: { type: grpc }\n", head);
-  expect_text_error(t, 3, "sources.q: missing key 'target' (unix:/path or "
-                    "host:port)");
-  snprintf(t, sizeof(t), "%s  q: { type: grpc, target: a:1, mode: fast }\n",
-           head);
-  expect_text_error(t, 3, "sources.q.mode: 'fast' is not supported by this "
-                    "build (supported: unary, server_streaming, "
-                    "bidi_streaming)");
-  snprintf(t, sizeof(t), "%s  q: { type: grpc, target: a:1,\n"
-           "    tls: { cert_file: c.pem } }\n", head);
-  expect_text_error(t, 4, "sources.q.tls: cert_file and key_file go "
-                    "together");
-  snprintf(t, sizeof(t), "%s  q: { type: grpc, target: a:1,\n"
-           "    insecure: true, tls: { ca_file: c.pem } }\n", head);
-  expect_text_error(t, 4, "sources.q.insecure: insecure: true and tls files "
-                    "exclude each other");
-  snprintf(t, sizeof(t), "%s  q: { type: grpc, target: a:1,\n"
-           "    api_key_header: Api-Key }\n", head);
-  expect_text_error(t, 4, "sources.q.api_key_header: 'Api-Key' must be "
-                    "lowercase letters, digits, '-', '_' or '.'");
-  snprintf(t, sizeof(t), "%s  q: { type: grpc, target: a:1, insecure: yes "
-           "}\n", head);
-  expect_text_error(t, 3, "sources.q.insecure: expected true or false, got "
-                    "'yes'");
-  snprintf(t, sizeof(t), "%s  q: { type: grpc, target: a:1,\n"
-           "    quota: { max_requests_per_minute: 100001 } }\n", head);
-  expect_text_error(t, 4, "sources.q.quota.max_requests_per_minute: value "
-                    "100001 out of range 0..100000");
+  expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 Test(conf, grpc_compat_listens_only_locally_on_a_declared_source)
 {
-  expect_text_error("sources: { system: { type: system } }\n"
-                    "grpc_compat: { listen: \"0.0.0.0:50051\" }\n", 2,
-                    "grpc_compat.listen: '0.0.0.0:50051' is neither "
-                    "unix:PATH nor a loopback address (127.0.0.1:PORT, "
-                    "localhost:PORT, [::1]:PORT)");
-  expect_text_error("sources: { system: { type: system } }\n"
-                    "grpc_compat: { listen: \"unix:/x\", source: q }\n", 2,
-                    "grpc_compat.source: source 'q' is not declared under "
-                    "sources");
+  static const struct bad_text bad[] = {
+    { "sources: { system: { type: system } }\ngrpc_compat: { listen: "
+      "\"0.0.0.0:50051\" }\n",
+      2, "grpc_compat.listen: '0.0.0.0:50051' is neither unix:PATH nor a "
+         "loopback address (127.0.0.1:PORT, localhost:PORT, [::1]:PORT)" },
+    { "sources: { system: { type: system } }\ngrpc_compat: { listen: "
+      "\"unix:/x\", source: q }\n",
+      2, "grpc_compat.source: source 'q' is not declared under sources" },
+  };
+
+  expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
 }
