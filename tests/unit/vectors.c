@@ -42,6 +42,41 @@ vec_get(struct json_object *obj, const char *key)
   return v;
 }
 
+struct json_object *
+vec_first(struct vec_iter *it, const char *file, const char *key)
+{
+  it->root = vec_load(file);
+  it->cases = vec_get(it->root, key);
+  cr_assert(json_object_is_type(it->cases, json_type_array),
+            "%s: '%s' is not an array", file, key);
+  it->n = json_object_array_length(it->cases);
+  it->i = 0;
+  if (it->n == 0) {
+    vec_done(it);
+    return NULL;
+  }
+  return json_object_array_get_idx(it->cases, 0);
+}
+
+struct json_object *
+vec_next(struct vec_iter *it)
+{
+  if (!it->root)
+    return NULL;
+  if (++it->i >= it->n) {
+    vec_done(it);
+    return NULL;
+  }
+  return json_object_array_get_idx(it->cases, it->i);
+}
+
+void
+vec_done(struct vec_iter *it)
+{
+  json_object_put(it->root);
+  it->root = it->cases = NULL;
+}
+
 double
 vec_double(struct json_object *v)
 {

@@ -15,6 +15,25 @@
    json_object_put(). */
 struct json_object *vec_load(const char *file);
 
+/* The cases of a vector file, the elements of the array under key:
+
+     for (c = vec_first(&it, "select.json", "cases"); c; c = vec_next(&it))
+
+   it.i is the current case's index and it.n the number of cases.  The
+   file is released when vec_next() returns NULL; vec_done() releases it
+   early.  Cases (and all in them) live until then. */
+struct vec_iter {
+  struct json_object *root;
+  struct json_object *cases;
+  size_t i;
+  size_t n;
+};
+
+struct json_object *vec_first(struct vec_iter *it, const char *file,
+                              const char *key);
+struct json_object *vec_next(struct vec_iter *it);
+void vec_done(struct vec_iter *it);
+
 /* obj[key], failing the test if absent. */
 struct json_object *vec_get(struct json_object *obj, const char *key);
 

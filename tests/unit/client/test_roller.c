@@ -24,18 +24,17 @@ expected_int(struct json_object *e)
 
 Test(roller, mapping_cases_match_the_reference)
 {
-  struct json_object *v, *cases, *c, *args, *arr, *it;
+  struct json_object *c, *args, *arr, *rg;
   struct qrs_int_range ranges[16];
+  struct vec_iter it;
   const char *method;
   double u, w[16];
   int64_t got;
-  size_t i, j, n;
+  size_t j, n;
 
-  v = vec_load("qthought.json");
-  cases = vec_get(v, "mapping_cases");
-  cr_assert_geq(json_object_array_length(cases), 200);
-  for (i = 0; i < json_object_array_length(cases); i++) {
-    c = json_object_array_get_idx(cases, i);
+  c = vec_first(&it, "qthought.json", "mapping_cases");
+  cr_assert_geq(it.n, 200);
+  for (; c; c = vec_next(&it)) {
     method = json_object_get_string(vec_get(c, "method"));
     args = vec_get(c, "args");
     u = vec_double(vec_get(c, "u"));
@@ -56,22 +55,21 @@ Test(roller, mapping_cases_match_the_reference)
       n = json_object_array_length(arr);
       cr_assert_leq(n, 16);
       for (j = 0; j < n; j++) {
-        it = json_object_array_get_idx(arr, j);
-        ranges[j].low = json_object_get_int64(json_object_array_get_idx(it,
+        rg = json_object_array_get_idx(arr, j);
+        ranges[j].low = json_object_get_int64(json_object_array_get_idx(rg,
                                                                         0));
-        ranges[j].high = json_object_get_int64(json_object_array_get_idx(it,
+        ranges[j].high = json_object_get_int64(json_object_array_get_idx(rg,
                                                                          1));
-        ranges[j].weight = vec_double(json_object_array_get_idx(it, 2));
+        ranges[j].weight = vec_double(json_object_array_get_idx(rg, 2));
       }
       cr_assert_eq(qrs_map_bind_int(u, ranges, n, &got), 0);
     } else {
       cr_assert_fail("unknown method %s", method);
     }
     cr_assert_eq(got, expected_int(vec_get(c, "expected")),
-                 "case %zu: %s u=%.17g -> %lld", i, method, u,
+                 "case %zu: %s u=%.17g -> %lld", it.i, method, u,
                  (long long)got);
   }
-  json_object_put(v);
 }
 
 Test(roller, spec_constructors_are_the_references)

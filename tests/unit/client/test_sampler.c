@@ -15,6 +15,7 @@
 
 #include "sampling.h"
 #include "nonce.h"
+#include "cfgtext.h"
 #include "vectors.h"
 
 /* ---- allocation counting (the binary links with --wrap=malloc etc., so
@@ -69,19 +70,6 @@ __wrap_realloc(void *p, size_t n)
 
 /* ---- helpers ---- */
 
-static void
-value_text(struct json_object *v, char *buf, size_t len)
-{
-  if (json_object_is_type(v, json_type_boolean))
-    snprintf(buf, len, "%s", json_object_get_boolean(v) ? "true" : "false");
-  else if (json_object_is_type(v, json_type_int))
-    snprintf(buf, len, "%lld", (long long)json_object_get_int64(v));
-  else if (json_object_is_type(v, json_type_double))
-    qrs__fmt_double(json_object_get_double(v), buf, len);
-  else
-    snprintf(buf, len, "%s", json_object_get_string(v));
-}
-
 /* The effective value of field equals the JSON value. */
 static void
 expect_field(const struct qrs_sampler_config *cfg, const char *field,
@@ -104,7 +92,7 @@ expect_field(const struct qrs_sampler_config *cfg, const char *field,
   }
   cr_assert_eq(qrs_sampler_config_get_double(cfg, field, &d), 0, "%s: %s",
                ctx, field);
-  value_text(want, wbuf, sizeof(wbuf));
+  cfg_text(want, wbuf, sizeof(wbuf));
   cr_expect_float_eq(d, json_object_is_type(want, json_type_boolean)
                             ? (double)json_object_get_boolean(want)
                             : json_object_get_double(want),
@@ -189,7 +177,7 @@ Test(sampler, per_request_arguments_resolve_like_the_reference)
     cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
     first = 0;
     json_object_object_foreach(args, key, val) {
-      value_text(val, buf, sizeof(buf));
+      cfg_text(val, buf, sizeof(buf));
       r = qrs_sampler_config_set_arg(cfg, key, buf);
       if (r < 0 && !first)
         first = r;
@@ -455,7 +443,7 @@ run_scenario(struct json_object *sc)
   server = 0;
   prefetch_cfg = 1;
   json_object_object_foreach(ov, key, val) {
-    value_text(val, buf, sizeof(buf));
+    cfg_text(val, buf, sizeof(buf));
     cr_assert_eq(qrs_sampler_config_set(cfg, key, buf), 0, "%s: %s", name,
                  key);
     if (!strcmp(key, "signal_amplifier_type") && !strcmp(buf, "server"))

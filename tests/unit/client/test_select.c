@@ -81,40 +81,55 @@ broken_row(struct json_object *logits)
   return !finite;
 }
 
+/* A case of select.json: its logits (a new array; *ret_n values) and its
+   selection parameters. */
+static double *
+case_read(struct json_object *c, size_t *ret_n, struct qrs__sel_params *p)
+{
+  struct json_object *lg;
+  double *x;
+  size_t j, n;
+
+  lg = vec_get(c, "logits");
+  n = json_object_array_length(lg);
+  x = malloc(n * sizeof(*x));
+  cr_assert_not_null(x);
+  for (j = 0; j < n; j++)
+    x[j] = vec_double(json_object_array_get_idx(lg, j));
+  *p = params(vec_double(vec_get(c, "temperature")), jint(c, "top_k"),
+              vec_double(vec_get(c, "top_p")),
+              vec_double(vec_get(c, "min_p")), vec_double(vec_get(c, "u")));
+  p->order = json_object_get_boolean(vec_get(c, "truncate_first"))
+               ? QRS__ORDER_TRUNCATE_FIRST
+               : QRS__ORDER_REFERENCE;
+  *ret_n = n;
+  return x;
+}
+
 static void
 check_select_json(int level, int as_f32)
 {
-  struct json_object *v, *cases, *c, *lg, *exp, *ids;
+  struct json_object *c, *lg, *exp, *ids;
   struct qrs__sel_params p;
   struct qrs__sel_out o;
   struct qrs__sel_ws ws;
   struct qrs__view view;
+  struct vec_iter it;
   double *x, tol;
   float *xf;
-  size_t i, j, n, checked;
+  size_t j, n, checked;
   int r, ok;
 
   qrs__kernel_level(level);
-  v = vec_load("select.json");
-  cases = vec_get(v, "cases");
   checked = 0;
-  for (i = 0; i < json_object_array_length(cases); i++) {
-    c = json_object_array_get_idx(cases, i);
+  for (c = vec_first(&it, "select.json", "cases"); c; c = vec_next(&it)) {
     lg = vec_get(c, "logits");
     exp = vec_get(c, "expected");
-    n = json_object_array_length(lg);
-    x = malloc(n * sizeof(*x));
+    x = case_read(c, &n, &p);
     xf = malloc(n * sizeof(*xf));
-    for (j = 0; j < n; j++) {
-      x[j] = vec_double(json_object_array_get_idx(lg, j));
+    cr_assert_not_null(xf);
+    for (j = 0; j < n; j++)
       xf[j] = (float)x[j];
-    }
-    p = params(vec_double(vec_get(c, "temperature")), jint(c, "top_k"),
-               vec_double(vec_get(c, "top_p")),
-               vec_double(vec_get(c, "min_p")), vec_double(vec_get(c, "u")));
-    p.order = json_object_get_boolean(vec_get(c, "truncate_first"))
-                  ? QRS__ORDER_TRUNCATE_FIRST
-                  : QRS__ORDER_REFERENCE;
     /* float32 rows go in as float32 (the reference's dtype); float64
        rows as float64, and as float32 too when every value is one. */
     view.dtype = QRS_DTYPE_F64;
@@ -191,7 +206,6 @@ check_select_json(int level, int as_f32)
     free(xf);
   }
   cr_assert_geq(checked, 50);
-  json_object_put(v);
 }
 
 Test(select, reference_vectors_avx2_or_best)
@@ -212,46 +226,34 @@ Test(select, reference_vectors_as_float32_rows)
 /* The same vectors through the public API: config fields to sampler. */
 Test(select, reference_vectors_through_the_sampler)
 {
-  struct json_object *v, *cases, *c, *lg, *exp;
+  struct json_object *c, *exp;
   struct qrs_sampler_config *cfg;
   struct qrs_sampler *s;
   struct qrs_token_record rec;
+  struct qrs__sel_params p;
+  struct vec_iter it;
   uint32_t tok;
   double *x;
-  char buf[64];
-  size_t i, j, n, ok;
+  size_t n, ok;
   int r;
 
-  v = vec_load("select.json");
-  cases = vec_get(v, "cases");
   ok = 0;
-  for (i = 0; i < json_object_array_length(cases); i++) {
-    c = json_object_array_get_idx(cases, i);
-    lg = vec_get(c, "logits");
+  for (c = vec_first(&it, "select.json", "cases"); c; c = vec_next(&it)) {
     exp = vec_get(c, "expected");
-    if (broken_row(lg))
+    if (broken_row(vec_get(c, "logits")))
       continue;
-    n = json_object_array_length(lg);
-    x = malloc(n * sizeof(*x));
-    for (j = 0; j < n; j++)
-      x[j] = vec_double(json_object_array_get_idx(lg, j));
+    x = case_read(c, &n, &p);
     cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
-    cr_assert_eq(qrs_sampler_config_set_double(
-                     cfg, "fixed_temperature",
-                     vec_double(vec_get(c, "temperature"))),
+    cr_assert_eq(qrs_sampler_config_set_double(cfg, "fixed_temperature",
+                                               p.T), 0);
+    cr_assert_eq(qrs_sampler_config_set_int(cfg, "top_k", p.top_k), 0);
+    cr_assert_eq(qrs_sampler_config_set_double(cfg, "top_p", p.top_p), 0);
+    cr_assert_eq(qrs_sampler_config_set_double(cfg, "min_p_base", p.min_p),
                  0);
-    cr_assert_eq(qrs_sampler_config_set_int(cfg, "top_k", jint(c, "top_k")),
-                 0);
-    cr_assert_eq(qrs_sampler_config_set_double(cfg, "top_p",
-                                               vec_double(vec_get(c, "top_p"))),
-                 0);
-    cr_assert_eq(qrs_sampler_config_set_double(
-                     cfg, "min_p_base", vec_double(vec_get(c, "min_p"))),
-                 0);
-    snprintf(buf, sizeof(buf), "%d",
-             json_object_get_boolean(vec_get(c, "truncate_first")));
-    cr_assert_eq(qrs_sampler_config_set(cfg, "truncate_first", buf), 0);
-    if (isnan(vec_double(vec_get(c, "top_p")))) {
+    cr_assert_eq(qrs_sampler_config_set(cfg, "truncate_first",
+                                        p.order == QRS__ORDER_TRUNCATE_FIRST
+                                        ? "1" : "0"), 0);
+    if (isnan(p.top_p)) {
       /* The reference keeps every token; libqrs refuses a NaN field. */
       cr_expect_eq(qrs_sampler_new(cfg, n, &s), QRS_E_CONFIG_VALUE);
       qrs_sampler_config_free(cfg);
@@ -259,8 +261,7 @@ Test(select, reference_vectors_through_the_sampler)
       continue;
     }
     cr_assert_eq(qrs_sampler_new(cfg, n, &s), 0);
-    r = qrs_sampler_select_u(s, x, QRS_DTYPE_F64, n,
-                             vec_double(vec_get(c, "u")), &tok, &rec);
+    r = qrs_sampler_select_u(s, x, QRS_DTYPE_F64, n, p.u, &tok, &rec);
     cr_assert_eq(r, 0, "%s", json_object_get_string(vec_get(c, "name")));
     cr_expect_eq(tok, jint(exp, "token_id"), "%s",
                  json_object_get_string(vec_get(c, "name")));
@@ -269,15 +270,13 @@ Test(select, reference_vectors_through_the_sampler)
     if (has_key(exp, "greedy"))
       cr_expect(isnan(rec.min_p_used), "greedy: min_p_used is null");
     else
-      cr_expect_float_eq(rec.min_p_used, vec_double(vec_get(c, "min_p")),
-                         0.0);
+      cr_expect_float_eq(rec.min_p_used, p.min_p, 0.0);
     ok++;
     qrs_sampler_free(s);
     qrs_sampler_config_free(cfg);
     free(x);
   }
   cr_assert_geq(ok, 70);
-  json_object_put(v);
 }
 
 /* ---- edge cases ---- */

@@ -11,26 +11,13 @@
 #include <qrs/sampler.h>
 
 #include "sampling.h"
+#include "cfgtext.h"
 #include "vectors.h"
 
 #define TOL 1e-12
 
 #define TESTRNG_SEED 0x2545f4914f6cdd1dull
 #include "testrng.h"
-
-/* A JSON scalar as the text the config parser takes. */
-static void
-value_text(struct json_object *v, char *buf, size_t len)
-{
-  if (json_object_is_type(v, json_type_boolean))
-    snprintf(buf, len, "%s", json_object_get_boolean(v) ? "true" : "false");
-  else if (json_object_is_type(v, json_type_int))
-    snprintf(buf, len, "%lld", (long long)json_object_get_int64(v));
-  else if (json_object_is_type(v, json_type_double))
-    qrs__fmt_double(json_object_get_double(v), buf, len);
-  else
-    snprintf(buf, len, "%s", json_object_get_string(v));
-}
 
 /* Resolved values: defaults plus the case's overrides.  An inner strategy
    name the config rejects (libqrs validates it; the reference does not)
@@ -45,7 +32,7 @@ config_of(struct json_object *ov, struct qrs__cfgvals *v)
   raw[0] = 0;
   cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
   json_object_object_foreach(ov, key, val) {
-    value_text(val, buf, sizeof(buf));
+    cfg_text(val, buf, sizeof(buf));
     r = qrs_sampler_config_set(cfg, key, buf);
     if (r == QRS_E_CONFIG_VALUE &&
         !strcmp(key, "coherence_inner_strategy")) {
@@ -190,18 +177,17 @@ q1_strategy(const char *s)
 
 Test(temperature, entropy_helpers_mask_neg_inf_instead_of_zeroing)
 {
-  struct json_object *v, *sets, *cases, *c, *want;
+  struct json_object *sets, *c, *want;
   struct qrs__row r;
+  struct vec_iter it;
   double *x, h, vh, m, z, w, w2, p;
   const char *set;
-  size_t i, j, n;
+  size_t j, n;
 
-  v = vec_load("temperature.json");
-  sets = vec_get(v, "logit_sets");
-  cases = vec_get(v, "entropy_cases");
-  cr_assert_geq(json_object_array_length(cases), 8);
-  for (i = 0; i < json_object_array_length(cases); i++) {
-    c = json_object_array_get_idx(cases, i);
+  c = vec_first(&it, "temperature.json", "entropy_cases");
+  sets = vec_get(it.root, "logit_sets");
+  cr_assert_geq(it.n, 8);
+  for (; c; c = vec_next(&it)) {
     want = vec_get(c, "expected");
     set = json_object_get_string(vec_get(c, "logits_set"));
     x = logits_of(vec_get(sets, set), &n);
@@ -248,7 +234,6 @@ Test(temperature, entropy_helpers_mask_neg_inf_instead_of_zeroing)
     }
     free(x);
   }
-  json_object_put(v);
 }
 
 /* Run one stateless case; returns 0, or the compute error. */
@@ -271,26 +256,25 @@ run_case(const char *strategy, const double *x, size_t n, size_t vocab,
 
 Test(temperature, stateless_strategies_match_the_reference)
 {
-  struct json_object *v, *sets, *cases, *c, *exp, *err;
+  struct json_object *sets, *c, *exp, *err;
   struct qrs__cfgvals cfg;
   struct qrs__strategy st, st2;
   struct qrs__tresult res, res2;
+  struct vec_iter it;
   const char *strat, *set;
   char name[128];
   double *x, *y;
-  size_t i, j, k, n, vocab, direct, quirk;
+  size_t j, k, n, vocab, direct, quirk;
   int rc;
 
-  v = vec_load("temperature.json");
-  sets = vec_get(v, "logit_sets");
-  cases = vec_get(v, "stateless_cases");
+  c = vec_first(&it, "temperature.json", "stateless_cases");
+  sets = vec_get(it.root, "logit_sets");
   direct = quirk = 0;
-  for (i = 0; i < json_object_array_length(cases); i++) {
-    c = json_object_array_get_idx(cases, i);
+  for (; c; c = vec_next(&it)) {
     exp = vec_get(c, "expected");
     strat = json_object_get_string(vec_get(c, "strategy"));
     set = json_object_get_string(vec_get(c, "logits_set"));
-    snprintf(name, sizeof(name), "%s/%s#%zu", strat, set, i);
+    snprintf(name, sizeof(name), "%s/%s#%zu", strat, set, it.i);
     vocab = (size_t)json_object_get_int64(vec_get(c, "vocab_size"));
     config_of(vec_get(c, "config_overrides"), &cfg);
     x = logits_of(vec_get(sets, set), &n);
@@ -344,27 +328,25 @@ Test(temperature, stateless_strategies_match_the_reference)
   }
   cr_expect_geq(direct, 70);
   cr_expect_geq(quirk, 5);
-  json_object_put(v);
 }
 
 Test(temperature, sequences_keep_per_request_state)
 {
-  struct json_object *v, *seqs, *s, *steps, *st_j, *oa, *ot, *emb;
+  struct json_object *s, *steps, *st_j, *oa, *ot, *emb;
   struct qrs__cfgvals cfg;
   struct qrs__strategy st;
   struct qrs__tresult res;
   struct qrs_draw_meta meta;
   struct qrs__row r;
+  struct vec_iter it;
   char name[128];
   double *x, *table;
-  size_t i, j, k, n, vocab, dim, steps_run;
+  size_t j, k, n, vocab, dim, steps_run;
   int kind;
 
-  v = vec_load("temperature.json");
-  seqs = vec_get(v, "sequences");
   steps_run = 0;
-  for (i = 0; i < json_object_array_length(seqs); i++) {
-    s = json_object_array_get_idx(seqs, i);
+  for (s = vec_first(&it, "temperature.json", "sequences"); s;
+       s = vec_next(&it)) {
     config_of(vec_get(s, "config_overrides"), &cfg);
     vocab = (size_t)json_object_get_int64(vec_get(s, "vocab_size"));
     kind = qrs__strategy_kind(json_object_get_string(vec_get(s, "strategy")));
@@ -416,7 +398,6 @@ Test(temperature, sequences_keep_per_request_state)
     free(table);
   }
   cr_expect_geq(steps_run, 100);
-  json_object_put(v);
 }
 
 Test(temperature, config_rejects_what_the_reference_silently_replaces)

@@ -10,23 +10,29 @@
 #include "amplify.h"
 #include "vectors.h"
 
+/* A case's population mean, population std and epsilon. */
+static void
+case_params(struct json_object *c, struct amp_params *p)
+{
+  p->population_mean = vec_double(vec_get(c, "population_mean"));
+  p->population_std = vec_double(vec_get(c, "population_std"));
+  p->epsilon = vec_double(vec_get(c, "epsilon"));
+}
+
 Test(amplify, zscore_mean_reproduces_reference_bit_for_bit)
 {
-  struct json_object *v, *cases, *c, *exp, *err;
+  struct json_object *c, *exp, *err;
   struct amp_params p;
   struct amp_result r;
+  struct vec_iter it;
   uint8_t *b;
-  size_t i, n, checked;
+  size_t n, checked;
 
-  v = vec_load("amplify_zscore.json");
-  cases = vec_get(v, "cases");
   checked = 0;
-  for (i = 0; i < json_object_array_length(cases); i++) {
-    c = json_object_array_get_idx(cases, i);
+  for (c = vec_first(&it, "amplify_zscore.json", "cases"); c;
+       c = vec_next(&it)) {
     exp = vec_get(c, "expected");
-    p.population_mean = vec_double(vec_get(c, "population_mean"));
-    p.population_std = vec_double(vec_get(c, "population_std"));
-    p.epsilon = vec_double(vec_get(c, "epsilon"));
+    case_params(c, &p);
     b = vec_hex(json_object_get_string(vec_get(c, "bytes_hex")), &n);
     if (json_object_object_get_ex(exp, "error", &err)) {
       cr_assert_eq(amp_zscore_mean(&p, b, n, &r), -EINVAL, "%s",
@@ -51,7 +57,6 @@ Test(amplify, zscore_mean_reproduces_reference_bit_for_bit)
     free(b);
   }
   cr_assert_geq(checked, 40);
-  json_object_put(v);
 }
 
 Test(amplify, readme_example)
@@ -146,20 +151,21 @@ block_means(struct json_object *blocks, size_t *ret_n)
 
 Test(amplify, ecdf_matches_reference_vectors)
 {
-  struct json_object *v, *cases, *c, *exp, *probes, *pr, *sorted, *err;
+  struct json_object *c, *exp, *probes, *pr, *sorted, *err, *uncal;
   struct amp_ecdf e = { NULL, 0 };
   struct amp_params p;
   struct amp_result r;
+  struct vec_iter it;
   double *m;
   uint8_t *b;
-  size_t i, j, n, len, probed;
+  size_t j, n, len, probed;
   int rc;
 
-  v = vec_load("ecdf.json");
-  cases = vec_get(v, "cases");
+  c = vec_first(&it, "ecdf.json", "cases");
+  /* Kept past the cases (the iteration releases the file). */
+  uncal = json_object_get(vec_get(it.root, "uncalibrated_amplify"));
   probed = 0;
-  for (i = 0; i < json_object_array_length(cases); i++) {
-    c = json_object_array_get_idx(cases, i);
+  for (; c; c = vec_next(&it)) {
     p.population_mean = 127.5;
     p.population_std = 73.9003;
     p.epsilon = vec_double(vec_get(c, "epsilon"));
@@ -206,12 +212,11 @@ Test(amplify, ecdf_matches_reference_vectors)
   amp_ecdf_free(&e);
 
   /* uncalibrated */
-  exp = vec_get(v, "uncalibrated_amplify");
   b = (uint8_t *)"abc";
   cr_assert_eq(amp_ecdf(&e, &p, b, 3, &r), AMP_E_UNCALIBRATED);
   cr_assert_str_eq(amp_strerror(AMP_ECDF, AMP_E_UNCALIBRATED),
-                   json_object_get_string(vec_get(exp, "message")));
-  json_object_put(v);
+                   json_object_get_string(vec_get(uncal, "message")));
+  json_object_put(uncal);
 }
 
 Test(amplify, ecdf_failed_recalibration_keeps_the_old_one)
@@ -229,22 +234,19 @@ Test(amplify, ecdf_failed_recalibration_keeps_the_old_one)
 
 Test(amplify, zscore_thought_matches_reference_vectors)
 {
-  struct json_object *v, *cases, *c, *bufs, *per, *agg;
+  struct json_object *c, *bufs, *per, *agg;
   struct amp_thought t;
   struct amp_aggregate a;
   struct amp_params p;
   struct amp_result r;
+  struct vec_iter it;
   uint8_t *b;
-  size_t i, j, len;
+  size_t j, len;
 
-  v = vec_load("amplify_zscore.json");
-  cases = vec_get(v, "thought_cases");
-  cr_assert_geq(json_object_array_length(cases), 4);
-  for (i = 0; i < json_object_array_length(cases); i++) {
-    c = json_object_array_get_idx(cases, i);
-    p.population_mean = vec_double(vec_get(c, "population_mean"));
-    p.population_std = vec_double(vec_get(c, "population_std"));
-    p.epsilon = vec_double(vec_get(c, "epsilon"));
+  c = vec_first(&it, "amplify_zscore.json", "thought_cases");
+  cr_assert_geq(it.n, 4);
+  for (; c; c = vec_next(&it)) {
+    case_params(c, &p);
     bufs = vec_get(c, "buffers_hex");
     per = vec_get(c, "expected_per_call");
     amp_thought_add(&t, 12345, 99);       /* begin must clear this */
@@ -274,24 +276,22 @@ Test(amplify, zscore_thought_matches_reference_vectors)
     cr_assert_eq(a.u, vec_double(vec_get(agg, "u")), "%s %.17g", name_of(c),
                  a.u);
   }
-  json_object_put(v);
 }
 
 Test(amplify, zscore_calibration_matches_reference_vectors)
 {
-  struct json_object *v, *cases, *c, *exp, *err;
+  struct json_object *c, *exp, *err;
   struct amp_params p;
   struct amp_result r;
+  struct vec_iter it;
   double *m, mean, std;
   uint8_t *b;
-  size_t i, n, len, ok;
+  size_t n, len, ok;
   int rc;
 
-  v = vec_load("amplify_zscore.json");
-  cases = vec_get(v, "calibration_cases");
   ok = 0;
-  for (i = 0; i < json_object_array_length(cases); i++) {
-    c = json_object_array_get_idx(cases, i);
+  for (c = vec_first(&it, "amplify_zscore.json", "calibration_cases"); c;
+       c = vec_next(&it)) {
     exp = vec_get(c, "expected");
     m = block_means(vec_get(c, "blocks_hex"), &n);
     rc = amp_zscore_calibrate(m, n, (uint32_t)json_object_get_int(
@@ -320,7 +320,6 @@ Test(amplify, zscore_calibration_matches_reference_vectors)
     ok++;
   }
   cr_assert_eq(ok, 2);
-  json_object_put(v);
 }
 
 Test(amplify, pairwise_sum_is_numpys)

@@ -9,26 +9,24 @@
 
 Test(nonce, matches_every_reference_case)
 {
-  struct json_object *v, *cases, *c;
+  struct json_object *c;
+  struct vec_iter it;
   uint8_t *salt;
-  size_t i, len;
   uint64_t got, want;
+  size_t len;
 
-  v = vec_load("nonce.json");
-  cases = vec_get(v, "cases");
-  cr_assert_gt(json_object_array_length(cases), 0);
-  for (i = 0; i < json_object_array_length(cases); i++) {
-    c = json_object_array_get_idx(cases, i);
+  c = vec_first(&it, "nonce.json", "cases");
+  cr_assert_gt(it.n, 0);
+  for (; c; c = vec_next(&it)) {
     salt = vec_hex(json_object_get_string(vec_get(c, "salt_hex")), &len);
     got = nonce_derive(salt, len,
                        json_object_get_uint64(vec_get(c, "step")),
                        json_object_get_int64(vec_get(c, "prev_token_id")));
     want = json_object_get_uint64(vec_get(c, "expected_nonce"));
-    cr_assert_eq(got, want, "case %zu: got %llu want %llu", i,
+    cr_assert_eq(got, want, "case %zu: got %llu want %llu", it.i,
                  (unsigned long long)got, (unsigned long long)want);
     free(salt);
   }
-  json_object_put(v);
 }
 
 Test(nonce, follows_the_adapter_chain)

@@ -25,19 +25,18 @@ params_from(struct json_object *j, struct breaker_params *p)
 
 Test(breaker, reproduces_every_reference_trace)
 {
-  struct json_object *root, *traces, *t, *steps, *s, *args, *ret, *st;
+  struct json_object *t, *steps, *s, *args, *ret, *st;
   struct breaker_params p;
+  struct vec_iter it;
   struct breaker b;
   const char *op, *name;
-  size_t i, j, nsteps = 0;
+  size_t j, nsteps = 0;
   double now = 1000.0, w;
   int h;
 
-  root = vec_load("breaker.json");
-  traces = vec_get(root, "traces");
-  cr_assert_geq(json_object_array_length(traces), 8);
-  for (i = 0; i < json_object_array_length(traces); i++) {
-    t = json_object_array_get_idx(traces, i);
+  t = vec_first(&it, "breaker.json", "traces");
+  cr_assert_geq(it.n, 8);
+  for (; t; t = vec_next(&it)) {
     name = json_object_get_string(vec_get(t, "name"));
     params_from(vec_get(t, "params"), &p);
     cr_assert_eq(breaker_init(&b, &p), 0, "%s", name);
@@ -92,7 +91,6 @@ Test(breaker, reproduces_every_reference_trace)
     breaker_done(&b);
   }
   cr_assert_gt(nsteps, 150);
-  json_object_put(root);
 }
 
 Test(breaker, blocks_until_the_window_elapses_then_allows_one_trial)
