@@ -24,16 +24,7 @@
 
 #define TESTRNG_SEED 0x243f6a8885a308d3ull
 #include "testrng.h"
-
-static uint16_t
-to_bf16(float f)
-{
-  uint32_t b;
-
-  memcpy(&b, &f, sizeof(b));
-  b += 0x7fffu + ((b >> 16) & 1u);
-  return (uint16_t)(b >> 16);
-}
+#include "testrows.h"
 
 #define NMAX 32768
 
@@ -44,49 +35,14 @@ struct row {
   enum qrs_dtype dt;
 };
 
-/* Shapes: 0 peaked, 1 mid, 2 broad (Zipf a (ln(n/2) - ln r) + N(0,1)),
-   3 flat, 4 quantised (many exact ties), 5 LM-like with -inf masks. */
 static void make_row_dtype(struct row *r, enum qrs_dtype dt);
 
+/* A row of shape 0-5 (testrows.h). */
 static void
 make_row(struct row *r, int shape, size_t n, enum qrs_dtype dt)
 {
-  static const double a[3] = { 3.0, 1.7, 1.35 };
-  size_t i, j;
-  float t;
-
   r->n = n;
-  r->dt = dt;
-  for (i = 0; i < n; i++) {
-    double rr = (double)(i + 1);
-
-    switch (shape) {
-    case 0:
-    case 1:
-    case 2:
-      r->f[i] = (float)(a[shape] * (log(n / 2.0) - log(rr)) + gauss());
-      break;
-    case 3:
-      r->f[i] = (float)(2.0 * (log(n / 2.0 + 545.0) - log(rr + 545.0)) +
-                        0.5 * gauss());
-      break;
-    case 4:
-      r->f[i] = (float)floor(8.0 * rnd()) * 0.25f;
-      break;
-    default:
-      r->f[i] = rnd() < 0.3 ? -INFINITY
-                            : (float)(12.0 - 1.5 * log(rr) + 0.3 * gauss());
-      break;
-    }
-  }
-  for (i = n - 1; i > 0; i--) {
-    j = (size_t)(rnd() * (double)(i + 1));
-    t = r->f[i];
-    r->f[i] = r->f[j];
-    r->f[j] = t;
-  }
-  if (shape == 5)
-    r->f[(size_t)(rnd() * (double)n)] = 11.0f;      /* one finite max */
+  testrows_fill(r->f, shape, n);
   make_row_dtype(r, dt);
 }
 
@@ -100,7 +56,7 @@ make_row_dtype(struct row *r, enum qrs_dtype dt)
   r->dt = dt;
   if (dt == QRS_DTYPE_BF16 || dt == QRS_DTYPE_F16) {
     for (i = 0; i < r->n; i++)
-      r->h[i] = to_bf16(r->f[i]);
+      r->h[i] = testrows_bf16(r->f[i]);
     if (dt == QRS_DTYPE_F16) {
       /* float16: exact conversions of values with few mantissa bits */
       for (i = 0; i < r->n; i++) {
@@ -134,12 +90,7 @@ make_row_dtype(struct row *r, enum qrs_dtype dt)
 static struct qrs__view
 view(const struct row *r)
 {
-  struct qrs__view v;
-
-  v.data = r->dt == QRS_DTYPE_F32 ? (const void *)r->f : (const void *)r->h;
-  v.dtype = r->dt;
-  v.n = r->n;
-  return v;
+  return testrows_view(r->f, r->h, r->dt, r->n);
 }
 
 static struct qrs__sel_ws ws;
@@ -330,26 +281,15 @@ Test(fastsel, random_triples_match_the_double_path)
   struct qrs__fast_stats s0, s1;
   struct qrs__sel_params p;
   unsigned long long total, t, per_row;
-  const char *env;
   size_t n;
   int o;
 
-  env = getenv("QRS_FASTSEL_TRIPLES");
-  total = 1000000ull;
-#ifdef __SANITIZE_ADDRESS__
-  total = 100000ull;
-#endif
-  if (RUNNING_ON_VALGRIND)
-    total = 5000ull;
-  if (env)
-    total = strtoull(env, NULL, 10);
+  total = testrows_triples("QRS_FASTSEL_TRIPLES");
   per_row = 200;
   qrs__fast_stats_get(&s0);
   for (t = 0; t < total; t++) {
     if (t % per_row == 0) {
-      n = 256 + (size_t)(rnd() * 700.0);
-      if (t % (per_row * 50) == 0)
-        n = NMAX;
+      n = testrows_random_len(t, per_row, NMAX);
       make_row(&r, (int)(rnd() * 6.0), n, dts[(int)(rnd() * 3.0)]);
     }
     o = rnd() < 0.9 ? 0 : (int)(rnd() * 4.0);

@@ -26,11 +26,12 @@
 
 #define TESTRNG_SEED 0x452821e638d01377ull
 #include "testrng.h"
+#include "testrows.h"
 
 static const int levels[] = { 1, 2 };
 
 #define NMAX 8192
-#define NSHAPES 12
+#define NSHAPES TESTROWS_SHAPES
 
 struct row {
   float f[NMAX];
@@ -40,20 +41,8 @@ struct row {
   enum qrs_dtype dt;
 };
 
-/* float to bfloat16 (round to nearest even) and to float16 (truncating
-   the significand; halves below 2^-14 become subnormal halves). */
-static uint16_t
-to_bf16(float f)
-{
-  uint32_t b;
-
-  memcpy(&b, &f, sizeof(b));
-  if (f != f)
-    return 0x7fc0u;
-  b += 0x7fffu + ((b >> 16) & 1u);
-  return (uint16_t)(b >> 16);
-}
-
+/* float to float16 (truncating the significand; halves below 2^-14
+   become subnormal halves). */
 static uint16_t
 to_f16(float f)
 {
@@ -87,74 +76,18 @@ half_value(uint16_t h)
   return s * ldexp(1024.0 + m, e - 25);
 }
 
-/* Shapes: 0-2 Zipf rows (peaked, mid, broad), 3 flat, 4 quantised ties,
-   5 LM rows with -inf masks, 6 ascending (the running max grows in every
-   block), 7 -FLT_MAX masks, 8 large offset (logits near 3e4), 9 nearly
-   equal logits, 10 tiny logits (float16 subnormals), 11 a few huge gaps
-   (weights below the float range). */
+/* A row of shape (testrows.h) with its 16-bit and double forms. */
 static void
 make_row(struct row *r, int shape, size_t n, enum qrs_dtype dt)
 {
-  static const double a[3] = { 3.0, 1.7, 1.35 };
-  size_t i, j;
-  double rr;
-  float t;
+  size_t i;
 
   r->n = n;
   r->dt = dt;
-  for (i = 0; i < n; i++) {
-    rr = (double)(i + 1);
-    switch (shape) {
-    case 0:
-    case 1:
-    case 2:
-      r->f[i] = (float)(a[shape] * (log(n / 2.0) - log(rr)) + gauss());
-      break;
-    case 3:
-      r->f[i] = (float)(2.0 * (log(n / 2.0 + 545.0) - log(rr + 545.0)) +
-                        0.5 * gauss());
-      break;
-    case 4:
-      r->f[i] = (float)floor(8.0 * rnd()) * 0.25f;
-      break;
-    case 5:
-      r->f[i] = rnd() < 0.3 ? -INFINITY
-                            : (float)(12.0 - 1.5 * log(rr) + 0.3 * gauss());
-      break;
-    case 6:
-      r->f[i] = (float)(-20.0 + 30.0 * (double)i / (double)n + gauss());
-      break;
-    case 7:
-      r->f[i] = rnd() < 0.5 ? -FLT_MAX : (float)(3.0 * gauss());
-      break;
-    case 8:
-      r->f[i] = (float)(30000.0 + 4.0 * gauss());
-      break;
-    case 9:
-      r->f[i] = (float)(1.0 + 1e-5 * gauss());
-      break;
-    case 10:
-      r->f[i] = (float)(1e-6 * gauss());
-      break;
-    default:
-      r->f[i] = rnd() < 0.01 ? (float)(40.0 * gauss())
-                             : (float)(-200.0 + 60.0 * gauss());
-      break;
-    }
-  }
-  if (shape != 6) {
-    for (i = n - 1; i > 0; i--) {
-      j = (size_t)(rnd() * (double)(i + 1));
-      t = r->f[i];
-      r->f[i] = r->f[j];
-      r->f[j] = t;
-    }
-  }
-  if (shape == 5 || shape == 7)
-    r->f[(size_t)(rnd() * (double)n)] = 11.0f;      /* a finite max */
+  testrows_fill(r->f, shape, n);
   for (i = 0; i < n; i++) {
     if (dt == QRS_DTYPE_BF16) {
-      r->h[i] = to_bf16(r->f[i]);
+      r->h[i] = testrows_bf16(r->f[i]);
       {
         uint32_t b = (uint32_t)r->h[i] << 16;
         float v;
@@ -174,12 +107,7 @@ make_row(struct row *r, int shape, size_t n, enum qrs_dtype dt)
 static struct qrs__view
 view(const struct row *r)
 {
-  struct qrs__view v;
-
-  v.data = r->dt == QRS_DTYPE_F32 ? (const void *)r->f : (const void *)r->h;
-  v.dtype = r->dt;
-  v.n = r->n;
-  return v;
+  return testrows_view(r->f, r->h, r->dt, r->n);
 }
 
 /* The same row as float64 (the double oracle's input). */
@@ -355,7 +283,7 @@ Test(moments, broken_rows_scan_as_the_double_scan_does)
           size_t i;
 
           for (i = 0; i < r.n; i++)
-            r.h[i] = dts[d] == QRS_DTYPE_BF16 ? to_bf16(r.f[i])
+            r.h[i] = dts[d] == QRS_DTYPE_BF16 ? testrows_bf16(r.f[i])
                                               : to_f16(r.f[i]);
         }
         r.dt = dts[d];
@@ -513,6 +441,22 @@ step2(struct qrs_sampler *fa, struct qrs_sampler *fo, const struct row *r,
   }
 }
 
+/* Since s0: no mismatch, and more than min_resolved selections resolved
+   exactly (logged as what). */
+static void
+expect_resolved_since(const struct qrs__fast_stats *s0, const char *what,
+                      unsigned long long min_resolved)
+{
+  struct qrs__fast_stats s1;
+
+  qrs__fast_stats_get(&s1);
+  cr_expect_eq(mismatches, 0, "%s: %llu mismatches", what, mismatches);
+  cr_log_info("%s: fast %llu, resolved %llu", what, s1.fast - s0->fast,
+              s1.resolved - s0->resolved);
+  cr_expect_gt(s1.resolved - s0->resolved, min_resolved, "%s: resolved %llu",
+               what, s1.resolved - s0->resolved);
+}
+
 Test(moments, the_sampler_uses_the_kernel_s_entropy)
 {
   static struct row r;
@@ -545,18 +489,9 @@ Test(moments, strategies_give_the_oracle_s_record_on_random_triples)
   struct qrs_sampler *fa[NCFG], *fo[NCFG];
   struct qrs__fast_stats s0, s1;
   unsigned long long total, t, per_row;
-  const char *env;
   size_t n, c;
 
-  env = getenv("QRS_MOMENTS_TRIPLES");
-  total = 1000000ull;
-#ifdef __SANITIZE_ADDRESS__
-  total = 100000ull;
-#endif
-  if (RUNNING_ON_VALGRIND)
-    total = 5000ull;
-  if (env)
-    total = strtoull(env, NULL, 10);
+  total = testrows_triples("QRS_MOMENTS_TRIPLES");
   for (c = 0; c < NCFG; c++) {
     fa[c] = sampler(&cfgs[c]);
     fo[c] = sampler(&cfgs[c]);
@@ -565,9 +500,7 @@ Test(moments, strategies_give_the_oracle_s_record_on_random_triples)
   qrs__fast_stats_get(&s0);
   for (t = 0; t < total; t++) {
     if (t % per_row == 0) {
-      n = 256 + (size_t)(rnd() * 700.0);
-      if (t % (per_row * 50) == 0)
-        n = NMAX;
+      n = testrows_random_len(t, per_row, NMAX);
       make_row(&r, (int)(rnd() * NSHAPES), n, dts[(int)(rnd() * 3.0)]);
     }
     c = (size_t)(rnd() * (double)NCFG);
@@ -596,7 +529,7 @@ Test(moments, u_at_cdf_boundaries_takes_the_exact_resolution)
   static struct row r;
   struct qrs_sampler *fa[NCFG], *fo[NCFG];
   struct qrs_token_record o;
-  struct qrs__fast_stats s0, s1;
+  struct qrs__fast_stats s0;
   double u;
   size_t c;
   int shape, k, j;
@@ -624,12 +557,7 @@ Test(moments, u_at_cdf_boundaries_takes_the_exact_resolution)
       }
     }
   }
-  qrs__fast_stats_get(&s1);
-  cr_expect_eq(mismatches, 0, "%llu mismatches", mismatches);
-  cr_log_info("boundaries: fast %llu, resolved %llu", s1.fast - s0.fast,
-              s1.resolved - s0.resolved);
-  cr_expect_gt(s1.resolved - s0.resolved, 100, "resolved %llu",
-               s1.resolved - s0.resolved);
+  expect_resolved_since(&s0, "boundaries", 100);
   for (c = 0; c < NCFG; c++) {
     qrs_sampler_free(fa[c]);
     qrs_sampler_free(fo[c]);
@@ -736,7 +664,7 @@ Test(moments, throttle_ties_take_the_exact_resolution)
   static struct row r;
   struct qrs_sampler *fa, *fo, *base;
   struct qrs_token_record o;
-  struct qrs__fast_stats s0, s1;
+  struct qrs__fast_stats s0;
   int shape, k, j;
 
   qrs__fast_stats_get(&s0);
@@ -769,10 +697,5 @@ Test(moments, throttle_ties_take_the_exact_resolution)
       }
     }
   qrs_sampler_free(base);
-  qrs__fast_stats_get(&s1);
-  cr_expect_eq(mismatches, 0, "%llu mismatches", mismatches);
-  cr_log_info("throttle ties: fast %llu, resolved %llu", s1.fast - s0.fast,
-              s1.resolved - s0.resolved);
-  cr_expect_gt(s1.resolved - s0.resolved, 60, "resolved %llu",
-               s1.resolved - s0.resolved);
+  expect_resolved_since(&s0, "throttle ties", 60);
 }
