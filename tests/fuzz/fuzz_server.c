@@ -25,6 +25,7 @@
 #include "frame.h"
 #include "base/log.h"
 #include "server/server.h"
+#include "timestamp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -76,15 +77,6 @@ setup(void)
     abort();
   }
   ready = 1;
-}
-
-static int64_t
-now_ms(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Check the reply frames in buf[0..len); returns the bytes consumed. */
@@ -153,7 +145,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   sent = 0;
   rlen = 0;
   eof = 0;
-  end = now_ms() + 10000;
+  end = mono_now_ns() + 10000000000LL;      /* 10 s */
   while (!eof) {
     if (sent < size) {
       n = send(fd, data + sent, size - sent, MSG_NOSIGNAL);
@@ -183,7 +175,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         eof = 1;
       break;
     }
-    if (now_ms() > end) {
+    if (mono_now_ns() > end) {
       fprintf(stderr, "fuzz_server: qrsd kept the connection open 10 s "
                       "after the client's EOF\n");
       abort();

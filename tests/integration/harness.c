@@ -459,14 +459,11 @@ void
 raw_frame_hdr(uint8_t b[QRS_FRAME_HDR_SIZE], uint16_t type, uint32_t length,
               uint32_t seq)
 {
-  struct qrs_frame_hdr h;
+  const struct qrs_frame_hdr h = {
+    .magic = QRS_FRAME_MAGIC, .version = QRS_PROTO_VERSION, .type = type,
+    .length = length, .seq = seq,
+  };
 
-  memset(&h, 0, sizeof(h));
-  h.magic = QRS_FRAME_MAGIC;
-  h.version = QRS_PROTO_VERSION;
-  h.type = type;
-  h.length = length;
-  h.seq = seq;
   qrs__frame_hdr_encode(&h, b);
 }
 

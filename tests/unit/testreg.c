@@ -6,6 +6,32 @@
 #include "conf/conf.h"
 #include "testreg.h"
 
+int
+testsrc_new(enum conf_source_type type, const char *name, uint64_t seed,
+            double shift, struct source **ret_src, char *err, size_t errlen)
+{
+  struct conf_source cs;
+
+  memset(&cs, 0, sizeof(cs));
+  cs.name = (char *)name;
+  cs.type = type;
+  cs.mock_seed = seed;
+  cs.mock_mean_shift = shift;
+  return source_new(&cs, NULL, ret_src, err, errlen);
+}
+
+struct source *
+testsrc_open(enum conf_source_type type, const char *name, uint64_t seed,
+             double shift)
+{
+  struct source *s;
+  char err[256];
+
+  cr_assert_eq(testsrc_new(type, name, seed, shift, &s, err, sizeof(err)),
+               0, "%s", err);
+  return s;
+}
+
 struct registry *
 testreg_new(uv_loop_t *loop, const char *yaml, size_t bytes_max)
 {

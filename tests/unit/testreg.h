@@ -1,5 +1,6 @@
-/* A source registry on a libuv loop for the unit tests of the registry
-   and of the sources behind it (testreg.c; links qrsd's internals). */
+/* Sources, and a source registry on a libuv loop, for the unit tests of
+   the registry and of the sources behind it (testreg.c; links qrsd's
+   internals). */
 #ifndef QRS_TESTREG_H
 #define QRS_TESTREG_H
 
@@ -8,6 +9,18 @@
 #include <uv.h>
 
 #include "engine/registry.h"
+#include "sources/source.h"
+
+/* source_new() for a source called name of type with the mock's seed and
+   mean shift (the other fields zero, no loop): its result, the source in
+   *ret_src. */
+int testsrc_new(enum conf_source_type type, const char *name, uint64_t seed,
+                double shift, struct source **ret_src, char *err,
+                size_t errlen);
+
+/* testsrc_new() that must succeed.  Free with source_free(). */
+struct source *testsrc_open(enum conf_source_type type, const char *name,
+                            uint64_t seed, double shift);
 
 /* Initialise loop and build a registry on it from the sources config in
    yaml (limits: 64 KiB inline reads, bytes_max bytes in flight); fails

@@ -1,4 +1,5 @@
 /* Test-vector loading shared by the unit tests. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -97,34 +98,24 @@ vec_double(struct json_object *v)
   return json_object_get_double(v);
 }
 
-static int
-hexval(char c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 uint8_t *
 vec_hex(const char *hex, size_t *ret_len)
 {
+  char pair[3];
   size_t n, i;
   uint8_t *b;
-  int hi, lo;
 
   n = strlen(hex);
   cr_assert(n % 2 == 0, "odd hex length %zu", n);
   b = malloc(n / 2 + 1);
   cr_assert_not_null(b);
+  pair[2] = '\0';
   for (i = 0; i < n / 2; i++) {
-    hi = hexval(hex[2 * i]);
-    lo = hexval(hex[2 * i + 1]);
-    cr_assert(hi >= 0 && lo >= 0, "bad hex at %zu", 2 * i);
-    b[i] = (uint8_t)(hi << 4 | lo);
+    pair[0] = hex[2 * i];
+    pair[1] = hex[2 * i + 1];
+    cr_assert(isxdigit((unsigned char)pair[0]) &&
+              isxdigit((unsigned char)pair[1]), "bad hex at %zu", 2 * i);
+    b[i] = (uint8_t)strtoul(pair, NULL, 16);
   }
   *ret_len = n / 2;
   return b;

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 
 #include "base/looplock.h"
+#include "timestamp.h"
 
 static uv_loop_t loop;
 static struct looplock lk;
@@ -23,10 +24,7 @@ TestSuite(looplock, .timeout = 30);
 static uint64_t
 ms_now(void)
 {
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+  return (uint64_t)mono_now_ns() / 1000000;
 }
 
 static void

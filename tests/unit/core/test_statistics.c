@@ -20,6 +20,7 @@
 #include "amp_exact.h"
 #include "engine/ampreq.h"
 #include "sources/source.h"
+#include "testreg.h"
 #include "ustat.h"
 
 #define DRAWS 20000
@@ -44,20 +45,12 @@ conf_of(const char *amp)
   return &c;
 }
 
+/* A mock of shift and seed, or the system source. */
 static struct source *
 open_src(enum conf_source_type type, double shift, uint64_t seed)
 {
-  struct conf_source cs;
-  struct source *s;
-  char err[256];
-
-  memset(&cs, 0, sizeof(cs));
-  cs.name = (char *)(type == CONF_SOURCE_MOCK ? "mock" : "system");
-  cs.type = type;
-  cs.mock_mean_shift = shift;
-  cs.mock_seed = seed;
-  cr_assert_eq(source_new(&cs, NULL, &s, err, sizeof(err)), 0, "%s", err);
-  return s;
+  return testsrc_open(type, type == CONF_SOURCE_MOCK ? "mock" : "system",
+                      seed, shift);
 }
 
 /* n draws of amplifier amp from src (calibrating from cal) into u. */

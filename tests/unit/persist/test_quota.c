@@ -30,14 +30,23 @@ rm_tmp(void)
 
 TestSuite(quota, .init = mkdir_tmp, .fini = rm_tmp);
 
+/* A quota of p that is not saved anywhere, at T0. */
+static void
+open_unsaved(struct quota *q, const struct quota_params *p)
+{
+  char err[200];
+
+  cr_assert_eq(quota_init(q, p, NULL, "x", 0.0, T0, err, sizeof(err)), 0,
+               "%s", err);
+}
+
 Test(quota, splits_a_large_fetch_into_requests_of_the_maximum)
 {
   struct quota_params p = { 35200, 0, 0 };
   struct quota q;
-  char err[200];
   size_t n;
 
-  cr_assert_eq(quota_init(&q, &p, NULL, "x", 0.0, T0, err, sizeof(err)), 0);
+  open_unsaved(&q, &p);
   cr_assert_eq(quota_chunk(&q, 10000, &n), 10000);
   cr_assert_eq(n, 1);
   cr_assert_eq(quota_chunk(&q, 35200, &n), 35200);
@@ -53,10 +62,9 @@ Test(quota, refuses_beyond_the_requests_per_minute_and_slides)
 {
   struct quota_params p = { 1000, 5, 0 };
   struct quota q;
-  char err[200];
   int i;
 
-  cr_assert_eq(quota_init(&q, &p, NULL, "x", 0.0, T0, err, sizeof(err)), 0);
+  open_unsaved(&q, &p);
   for (i = 0; i < 5; i++)
     cr_assert_eq(quota_admit(&q, 10, 100.0 + i, T0), QUOTA_OK);
   cr_assert_eq(quota_admit(&q, 10, 105.0, T0), QUOTA_RPM);
@@ -76,9 +84,8 @@ Test(quota, refuses_beyond_the_daily_bytes_and_rolls_over_at_midnight)
 {
   struct quota_params p = { 0, 0, 1000 };
   struct quota q;
-  char err[200];
 
-  cr_assert_eq(quota_init(&q, &p, NULL, "x", 0.0, T0, err, sizeof(err)), 0);
+  open_unsaved(&q, &p);
   cr_assert_eq(quota_admit(&q, 600, 1, T0 + 10), QUOTA_OK);
   cr_assert_eq(quota_admit(&q, 400, 2, T0 + 20), QUOTA_OK);
   cr_assert_eq(quota_admit(&q, 1, 3, T0 + 30), QUOTA_DAY);

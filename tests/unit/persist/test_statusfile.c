@@ -43,6 +43,17 @@ slurp(void)
   return t;
 }
 
+/* The file as it is now contains text. */
+static void
+expect_file_has(const char *text)
+{
+  char *t;
+
+  t = slurp();
+  cr_assert_not_null(strstr(t, text), "%s", t);
+  free(t);
+}
+
 Test(statusfile, writes_the_reference_keys_in_order_then_ours)
 {
   struct statusfile sf;
@@ -71,21 +82,16 @@ Test(statusfile, throttles_to_once_a_second_unless_forced)
 {
   struct statusfile sf;
   struct status_summary s = ok_sum;
-  char *t;
 
   cr_assert_eq(statusfile_init(&sf, path), 0);
   cr_assert_eq(statusfile_update(&sf, &s, NULL, 0, 100.0), 1);
   s.fallback_count = 5;
   cr_assert_eq(statusfile_update(&sf, &s, NULL, 0, 100.5), 0);
-  t = slurp();
-  cr_assert_not_null(strstr(t, "\"fallback_count\":0"), "%s", t);
-  free(t);
+  expect_file_has("\"fallback_count\":0");
   cr_assert_eq(statusfile_update(&sf, &s, NULL, 0, 101.0), 1);
   s.currently_degraded = 1;
   cr_assert_eq(statusfile_update(&sf, &s, NULL, 1, 101.1), 1);
-  t = slurp();
-  cr_assert_not_null(strstr(t, "\"currently_degraded\":true"), "%s", t);
-  free(t);
+  expect_file_has("\"currently_degraded\":true");
   cr_assert_eq(sf.writes, 3);
   statusfile_done(&sf);
 }

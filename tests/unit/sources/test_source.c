@@ -6,31 +6,16 @@
 
 #include "amplify.h"
 #include "sources/source.h"
-
-static struct source *
-open_source(enum conf_source_type type, uint64_t seed, double shift)
-{
-  struct conf_source cs;
-  struct source *s;
-  char err[256];
-
-  memset(&cs, 0, sizeof(cs));
-  cs.name = (char *)"t";
-  cs.type = type;
-  cs.mock_seed = seed;
-  cs.mock_mean_shift = shift;
-  cr_assert_eq(source_new(&cs, NULL, &s, err, sizeof(err)), 0, "%s", err);
-  return s;
-}
+#include "testreg.h"
 
 Test(source, mock_is_deterministic_per_seed)
 {
   struct source *a, *b, *c;
   uint8_t x[4099], y[4099], z[4099];
 
-  a = open_source(CONF_SOURCE_MOCK, 42, 0.0);
-  b = open_source(CONF_SOURCE_MOCK, 42, 0.0);
-  c = open_source(CONF_SOURCE_MOCK, 43, 0.0);
+  a = testsrc_open(CONF_SOURCE_MOCK, "t", 42, 0.0);
+  b = testsrc_open(CONF_SOURCE_MOCK, "t", 42, 0.0);
+  c = testsrc_open(CONF_SOURCE_MOCK, "t", 43, 0.0);
   cr_assert_eq(a->ops->read(a, x, sizeof(x), NULL, 0), 0);
   cr_assert_eq(b->ops->read(b, y, sizeof(y), NULL, 0), 0);
   cr_assert_eq(c->ops->read(c, z, sizeof(z), NULL, 0), 0);
@@ -55,7 +40,7 @@ mock_mean(double shift)
   n = 4 * 1024 * 1024;
   b = malloc(n);
   cr_assert_not_null(b);
-  s = open_source(CONF_SOURCE_MOCK, 7, shift);
+  s = testsrc_open(CONF_SOURCE_MOCK, "t", 7, shift);
   cr_assert_eq(s->ops->read(s, b, n, NULL, 0), 0);
   m = (double)amp_byte_sum(b, n) / (double)n;
   source_free(s);
@@ -92,15 +77,11 @@ Test(source, mock_mean_shift_near_the_limit_does_not_wrap)
 
 Test(source, mock_rejects_impossible_shift)
 {
-  struct conf_source cs;
   struct source *s;
   char err[256];
 
-  memset(&cs, 0, sizeof(cs));
-  cs.name = (char *)"m";
-  cs.type = CONF_SOURCE_MOCK;
-  cs.mock_mean_shift = 200.0;
-  cr_assert_lt(source_new(&cs, NULL, &s, err, sizeof(err)), 0);
+  cr_assert_lt(testsrc_new(CONF_SOURCE_MOCK, "m", 0, 200.0, &s, err,
+                           sizeof(err)), 0);
   cr_assert(strstr(err, "mean_shift") != NULL, "%s", err);
 }
 
@@ -113,7 +94,7 @@ Test(source, system_fills_large_buffers)
   n = 3 * 1024 * 1024;
   b = calloc(1, n);
   cr_assert_not_null(b);
-  s = open_source(CONF_SOURCE_SYSTEM, 0, 0.0);
+  s = testsrc_open(CONF_SOURCE_SYSTEM, "t", 0, 0.0);
   cr_assert(s->ops->production);
   cr_assert_eq(s->ops->read(s, b, n, NULL, 0), 0);
   zeros = 0;
