@@ -489,6 +489,22 @@ cut_at(const uint32_t *ord, const double *w, size_t n, double t, double z,
   return n;
 }
 
+/* How many of the first len tokens (in order ord; max logit m) min-p
+   keeps at temperature tt: those with (x - m) / tt >= lnmp (log min_p),
+   the margins of the kept ones and of the first one cut tracked. */
+static size_t
+min_p_cut(const double *x, const uint32_t *ord, size_t len, double m,
+          double tt, double lnmp, double *margin)
+{
+  size_t j;
+
+  for (j = 0; j < len && (x[ord[j]] - m) / tt >= lnmp; j++)
+    track(margin, (x[ord[j]] - m) / tt, lnmp, 1.0);
+  if (j < len)
+    track(margin, (x[ord[j]] - m) / tt, lnmp, 1.0);
+  return j;
+}
+
 static void
 plain_select(const double *x, size_t n, const struct qrs__sel_params *p,
              struct plain *out)
@@ -520,11 +536,7 @@ plain_select(const double *x, size_t n, const struct qrs__sel_params *p,
     double tt = order == QRS__ORDER_REFERENCE ? p->T : 1.0;
 
     if (p->min_p > 0.0) {
-      for (j = 0; j < len && (x[ord[j]] - m) / tt >= lnmp; j++)
-        track(&out->margin, (x[ord[j]] - m) / tt, lnmp, 1.0);
-      if (j < len)
-        track(&out->margin, (x[ord[j]] - m) / tt, lnmp, 1.0);
-      len = j;
+      len = min_p_cut(x, ord, len, m, tt, lnmp, &out->margin);
     } else if (order == QRS__ORDER_TRUNCATE_FIRST) {
       for (j = 0; j < len && exp(x[ord[j]] - m) > 0.0; j++)
         ;
@@ -552,13 +564,8 @@ plain_select(const double *x, size_t n, const struct qrs__sel_params *p,
       lp = cut_at(ord, w, len, p->top_p * z, z, &out->margin, &zc);
     }
     lm = len;
-    if (p->min_p > 0.0) {
-      for (j = 0; j < len && (x[ord[j]] - m) / tt >= lnmp; j++)
-        track(&out->margin, (x[ord[j]] - m) / tt, lnmp, 1.0);
-      if (j < len)
-        track(&out->margin, (x[ord[j]] - m) / tt, lnmp, 1.0);
-      lm = j;
-    }
+    if (p->min_p > 0.0)
+      lm = min_p_cut(x, ord, len, m, tt, lnmp, &out->margin);
     len = lp < lm ? lp : lm;
     for (i = 0; i < len; i++)
       w[ord[i]] = exp((x[ord[i]] - m) / p->T);

@@ -10,6 +10,10 @@
 #include "amp_exact.h"
 #include "ustat.h"
 
+/* The population of uniform bytes (what the exact amplifier is given
+   with every draw). */
+static const struct amp_params P = { 127.5, 73.9003, 1e-10 };
+
 /* P(S = s) for N bytes by N direct convolutions with the byte
    distribution, in long double (running sums over 256 terms).  Natively
    this oracle is good to ~1e-16 (the table agrees to 3e-16); valgrind
@@ -101,7 +105,6 @@ Test(exact, large_n_tables_are_normalised_and_symmetric)
 
 Test(exact, u_is_monotone_in_the_byte_sum)
 {
-  struct amp_params p = { 127.5, 73.9003, 1e-10 };
   struct amp_exact_table *t;
   struct amp_result r;
   uint8_t b[64 + AMP_EXACT_EXTRA];
@@ -118,11 +121,11 @@ Test(exact, u_is_monotone_in_the_byte_sum)
       b[i] = (uint8_t)(j > 255 ? 255 : j);
       j -= b[i];
     }
-    cr_assert_eq(amp_exact(t, &p, b, 64, &r), 0);
+    cr_assert_eq(amp_exact(t, &P, b, 64, &r), 0);
     cr_assert_eq(r.byte_sum, (uint64_t)s);
     cr_assert_geq(r.u, lo_prev, "S %ld", (long)s);
     memset(b + 64, 0xff, AMP_EXACT_EXTRA);
-    cr_assert_eq(amp_exact(t, &p, b, 64, &r), 0);
+    cr_assert_eq(amp_exact(t, &P, b, 64, &r), 0);
     cr_assert_geq(r.u, lo_prev);
     lo_prev = r.u;
   }
@@ -131,7 +134,6 @@ Test(exact, u_is_monotone_in_the_byte_sum)
 
 Test(exact, u_is_uniform_from_system_entropy)
 {
-  struct amp_params p = { 127.5, 73.9003, 1e-10 };
   struct amp_exact_table *t;
   struct amp_result r;
   uint8_t *b;
@@ -150,7 +152,7 @@ Test(exact, u_is_uniform_from_system_entropy)
                  (ssize_t)(m * (n + AMP_EXACT_EXTRA) - i < 256 ?
                            m * (n + AMP_EXACT_EXTRA) - i : 256));
   for (i = 0; i < m; i++) {
-    cr_assert_eq(amp_exact(t, &p, b + i * (n + AMP_EXACT_EXTRA), n, &r), 0);
+    cr_assert_eq(amp_exact(t, &P, b + i * (n + AMP_EXACT_EXTRA), n, &r), 0);
     u[i] = r.u;
   }
   d = ustat_ks(u, m);
@@ -166,7 +168,6 @@ Test(exact, u_is_uniform_from_system_entropy)
 
 Test(exact, shifted_bytes_move_u_in_the_direction_of_the_shift)
 {
-  struct amp_params p = { 127.5, 73.9003, 1e-10 };
   struct amp_exact_table *t;
   struct amp_result r;
   uint8_t b[1000 + AMP_EXACT_EXTRA];
@@ -186,11 +187,11 @@ Test(exact, shifted_bytes_move_u_in_the_direction_of_the_shift)
     for (i = 0; i < 1000; i += 2)
       if (b[i] < 255)
         b[i]++;
-    cr_assert_eq(amp_exact(t, &p, b, 1000, &r), 0);
+    cr_assert_eq(amp_exact(t, &P, b, 1000, &r), 0);
     mean_hi += r.u;
     for (i = 0; i < 1000; i += 2)
       b[i] = b[i] >= 2 ? (uint8_t)(b[i] - 2) : 0;
-    cr_assert_eq(amp_exact(t, &p, b, 1000, &r), 0);
+    cr_assert_eq(amp_exact(t, &P, b, 1000, &r), 0);
     mean_lo += r.u;
   }
   mean_hi /= 2000;

@@ -189,6 +189,30 @@ Test(noise, unknown_or_repeated_names_are_refused)
   cr_assert(strstr(err, "twice") != NULL, "%s", err);
 }
 
+/* A noise source of the n named mechanisms, or the test fails. */
+static struct noise *
+open_named(const char *const *names, size_t n, enum condition_mode cond,
+           enum noise_combine combine, unsigned timeout_ms)
+{
+  struct noise *nz;
+  char err[256];
+
+  cr_assert_eq(noise_new_named(names, n, cond, combine, timeout_ms,
+                               HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err)),
+               0, "%s", err);
+  return nz;
+}
+
+/* A read of len bytes that succeeds. */
+static void
+read_ok(struct noise *nz, uint8_t *out, size_t len)
+{
+  char detail[256];
+
+  cr_assert_eq(noise_read(nz, out, len, 0, detail, sizeof(detail)), 0, "%s",
+               detail);
+}
+
 Test(noise, all_available_mechanisms_xor_and_concat)
 {
   const char *fast[] = { "clock_jitter", "branch_timing", "syscall_latency",
@@ -196,18 +220,14 @@ Test(noise, all_available_mechanisms_xor_and_concat)
   struct noise_slot slots[4], before[4];
   struct noise *nz;
   uint8_t out[4096];
-  char err[256], detail[256];
+  char detail[256];
   size_t i, k, full;
-  int r;
 
   /* xor, first read: nothing is measured yet, so the read ends when the
      first mechanism delivered every byte; the others were harvested (and
      so measured) and contributed what they had by then. */
-  r = noise_new_named(fast, 4, COND_RAW, NOISE_XOR, 60000,
-                      HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err));
-  cr_assert_eq(r, 0, "%s", err);
-  cr_assert_eq(noise_read(nz, out, sizeof(out), 0, detail, sizeof(detail)),
-               0, "%s", detail);
+  nz = open_named(fast, 4, COND_RAW, NOISE_XOR, 60000);
+  read_ok(nz, out, sizeof(out));
   cr_assert_eq(noise_snapshot(nz, slots, 4), 4);
   full = 0;
   for (i = 0; i < 4; i++) {
@@ -251,11 +271,8 @@ Test(noise, all_available_mechanisms_xor_and_concat)
 
   /* concat: together they deliver at least the request, no more than
      each one's share of pieces over. */
-  r = noise_new_named(fast, 4, COND_RAW, NOISE_CONCAT, 60000,
-                      HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err));
-  cr_assert_eq(r, 0, "%s", err);
-  cr_assert_eq(noise_read(nz, out, sizeof(out), 0, detail, sizeof(detail)),
-               0, "%s", detail);
+  nz = open_named(fast, 4, COND_RAW, NOISE_CONCAT, 60000);
+  read_ok(nz, out, sizeof(out));
   cr_assert_eq(noise_snapshot(nz, slots, 4), 4);
   cr_assert_geq(slots[0].samples + slots[1].samples + slots[2].samples +
                 slots[3].samples, sizeof(out));
@@ -415,13 +432,9 @@ Test(noise, vonneumann_conditioning_delivers_whole_requests)
   const char *names[] = { "clock_jitter" };
   struct noise *nz;
   uint8_t out[4096];
-  char err[256], detail[256];
 
-  cr_assert_eq(noise_new_named(names, 1, COND_VONNEUMANN, NOISE_XOR, 60000,
-                               HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err)),
-               0, "%s", err);
-  cr_assert_eq(noise_read(nz, out, sizeof(out), 0, detail, sizeof(detail)),
-               0, "%s", detail);
+  nz = open_named(names, 1, COND_VONNEUMANN, NOISE_XOR, 60000);
+  read_ok(nz, out, sizeof(out));
   noise_free(nz);
 }
 

@@ -12,15 +12,15 @@
 #include "purity_service.pb-c.h"
 #include "vectors.h"
 
+/* The first case of wire.json's section name (there is one at least). */
 static struct json_object *
-section(struct json_object **root, const char *name)
+section(struct vec_iter *it, const char *name)
 {
-  struct json_object *a;
+  struct json_object *c;
 
-  *root = vec_load("wire.json");
-  a = vec_get(*root, name);
-  cr_assert_gt(json_object_array_length(a), 0);
-  return a;
+  c = vec_first(it, "wire.json", name);
+  cr_assert_gt(it->n, 0, "no %s", name);
+  return c;
 }
 
 static int
@@ -31,78 +31,73 @@ slice_eq(struct gw_slice s, const char *str)
 
 Test(gwire, varints_match_the_reference)
 {
-  struct json_object *root, *a, *c;
+  struct vec_iter it;
+  struct json_object *c;
   uint8_t buf[16], *want;
-  size_t i, n, wlen;
+  size_t n, wlen;
 
-  a = section(&root, "varints");
-  for (i = 0; i < json_object_array_length(a); i++) {
-    c = json_object_array_get_idx(a, i);
+  for (c = section(&it, "varints"); c; c = vec_next(&it)) {
     n = gw_varint_put(buf, json_object_get_uint64(vec_get(c, "value")));
     want = vec_hex(json_object_get_string(vec_get(c, "hex")), &wlen);
-    cr_assert_eq(n, wlen, "varint %zu", i);
-    cr_assert_arr_eq(buf, want, n, "varint %zu", i);
+    cr_assert_eq(n, wlen, "varint %zu", it.i);
+    cr_assert_arr_eq(buf, want, n, "varint %zu", it.i);
     free(want);
   }
-  json_object_put(root);
 }
 
 Test(gwire, entropy_requests_encode_and_decode)
 {
-  struct json_object *root, *a, *c;
+  struct vec_iter it;
+  struct json_object *c;
   struct gw_entropy_req m, d;
   QrEntropy__EntropyRequest pm = QR_ENTROPY__ENTROPY_REQUEST__INIT;
   uint8_t buf[64], pbuf[64], *want;
-  size_t i, n, wlen;
+  size_t n, wlen;
 
-  a = section(&root, "entropy_requests");
-  for (i = 0; i < json_object_array_length(a); i++) {
-    c = json_object_array_get_idx(a, i);
+  for (c = section(&it, "entropy_requests"); c; c = vec_next(&it)) {
     m.bytes_needed = json_object_get_uint64(vec_get(c, "bytes_needed"));
     m.sequence_id = json_object_get_uint64(vec_get(c, "sequence_id"));
     n = gw_entropy_req_encode(&m, buf, sizeof(buf));
     want = vec_hex(json_object_get_string(vec_get(c, "hex")), &wlen);
-    cr_assert_eq(n, wlen, "request %zu", i);
-    cr_assert_arr_eq(buf, want, n, "request %zu", i);
+    cr_assert_eq(n, wlen, "request %zu", it.i);
+    cr_assert_arr_eq(buf, want, n, "request %zu", it.i);
 
     pm.bytes_needed = (int32_t)m.bytes_needed;
     pm.sequence_id = (int64_t)m.sequence_id;
     cr_assert_eq(qr_entropy__entropy_request__pack(&pm, pbuf), n);
-    cr_assert_arr_eq(pbuf, want, n, "protoc-c disagrees on request %zu", i);
+    cr_assert_arr_eq(pbuf, want, n, "protoc-c disagrees on request %zu", it.i);
 
     cr_assert_eq(gw_entropy_req_decode(want, wlen, &d), 0);
     cr_assert_eq(d.bytes_needed, m.bytes_needed);
     cr_assert_eq(d.sequence_id, m.sequence_id);
     free(want);
   }
-  json_object_put(root);
 }
 
 Test(gwire, entropy_responses_decode_as_the_reference)
 {
-  struct json_object *root, *a, *c, *e, *err;
+  struct vec_iter it;
+  struct json_object *c, *e, *err;
   struct gw_entropy_resp m;
   uint8_t *in, *data, *re;
-  size_t i, len, dlen, rlen;
+  size_t len, dlen, rlen;
   int errors = 0;
 
-  a = section(&root, "entropy_responses");
-  for (i = 0; i < json_object_array_length(a); i++) {
-    c = json_object_array_get_idx(a, i);
+  for (c = section(&it, "entropy_responses"); c; c = vec_next(&it)) {
     e = vec_get(c, "expected");
     in = vec_hex(json_object_get_string(vec_get(c, "hex")), &len);
-    cr_assert_eq(gw_entropy_resp_decode(in, len, &m), 0, "response %zu", i);
+    cr_assert_eq(gw_entropy_resp_decode(in, len, &m), 0, "response %zu", it.i);
     if (json_object_object_get_ex(e, "error", &err)) {
       /* The reference raises for a reply without data; the codec reports
          no data and the caller refuses it. */
-      cr_assert_eq(m.data.len, 0, "response %zu", i);
+      cr_assert_eq(m.data.len, 0, "response %zu", it.i);
       errors++;
       free(in);
       continue;
     }
     data = vec_hex(json_object_get_string(vec_get(e, "data_hex")), &dlen);
-    cr_assert_eq(m.data.len, dlen, "response %zu", i);
-    cr_assert_arr_eq(m.data.data, data, dlen, "response %zu", i);
+    cr_assert_eq(m.data.len, dlen, "response %zu", it.i);
+    cr_assert_arr_eq(m.data.data, data, dlen, "response %zu", it.i);
     cr_assert_eq(m.sequence_id,
                  json_object_get_uint64(vec_get(e, "sequence_id")));
     cr_assert_eq(m.generation_timestamp_ns,
@@ -126,21 +121,19 @@ Test(gwire, entropy_responses_decode_as_the_reference)
     free(in);
   }
   cr_assert_eq(errors, 2);
-  json_object_put(root);
 }
 
 Test(gwire, draw_requests_encode_and_decode)
 {
-  struct json_object *root, *a, *c;
+  struct vec_iter it;
+  struct json_object *c;
   struct gw_draw_req m, d;
   QrPurity__DrawRequest pm = QR_PURITY__DRAW_REQUEST__INIT;
   const char *sid;
   uint8_t buf[GW_MAX_REQUEST], pbuf[GW_MAX_REQUEST], *want;
-  size_t i, n, wlen;
+  size_t n, wlen;
 
-  a = section(&root, "draw_requests");
-  for (i = 0; i < json_object_array_length(a); i++) {
-    c = json_object_array_get_idx(a, i);
+  for (c = section(&it, "draw_requests"); c; c = vec_next(&it)) {
     sid = json_object_get_string(vec_get(c, "source_id"));
     m.sequence_id = json_object_get_uint64(vec_get(c, "sequence_id"));
     m.source_id.data = (const uint8_t *)sid;
@@ -148,14 +141,14 @@ Test(gwire, draw_requests_encode_and_decode)
     m.block_bytes = json_object_get_uint64(vec_get(c, "block_bytes"));
     n = gw_draw_req_encode(&m, buf, sizeof(buf));
     want = vec_hex(json_object_get_string(vec_get(c, "hex")), &wlen);
-    cr_assert_eq(n, wlen, "draw request %zu", i);
-    cr_assert_arr_eq(buf, want, n, "draw request %zu", i);
+    cr_assert_eq(n, wlen, "draw request %zu", it.i);
+    cr_assert_arr_eq(buf, want, n, "draw request %zu", it.i);
 
     pm.sequence_id = (int64_t)m.sequence_id;
     pm.source_id = (char *)sid;
     pm.block_bytes = (uint32_t)m.block_bytes;
     cr_assert_eq(qr_purity__draw_request__pack(&pm, pbuf), n);
-    cr_assert_arr_eq(pbuf, want, n, "protoc-c disagrees on %zu", i);
+    cr_assert_arr_eq(pbuf, want, n, "protoc-c disagrees on %zu", it.i);
 
     cr_assert_eq(gw_draw_req_decode(want, wlen, &d), 0);
     cr_assert_eq(d.sequence_id, m.sequence_id);
@@ -163,30 +156,28 @@ Test(gwire, draw_requests_encode_and_decode)
     cr_assert_eq(d.block_bytes, m.block_bytes);
     free(want);
   }
-  json_object_put(root);
 }
 
 Test(gwire, draw_responses_decode_as_the_reference)
 {
-  struct json_object *root, *a, *c, *e, *err;
+  struct vec_iter it;
+  struct json_object *c, *e, *err;
   struct gw_draw_resp m;
   uint8_t *in, re[256];
-  size_t i, len, n;
+  size_t len, n;
   int errors = 0;
 
-  a = section(&root, "draw_responses");
-  for (i = 0; i < json_object_array_length(a); i++) {
-    c = json_object_array_get_idx(a, i);
+  for (c = section(&it, "draw_responses"); c; c = vec_next(&it)) {
     e = vec_get(c, "expected");
     in = vec_hex(json_object_get_string(vec_get(c, "hex")), &len);
     cr_assert_eq(gw_draw_resp_decode(in, len, &m), 0);
     if (json_object_object_get_ex(e, "error", &err)) {
-      cr_assert_eq(m.u, 0.0, "draw response %zu: u absent", i);
+      cr_assert_eq(m.u, 0.0, "draw response %zu: u absent", it.i);
       errors++;
       free(in);
       continue;
     }
-    cr_assert_eq(m.u, vec_double(vec_get(e, "u")), "response %zu", i);
+    cr_assert_eq(m.u, vec_double(vec_get(e, "u")), "response %zu", it.i);
     cr_assert_eq(m.z, vec_double(vec_get(e, "z")));
     cr_assert_eq(m.sequence_id,
                  json_object_get_uint64(vec_get(e, "sequence_id")));
@@ -208,12 +199,11 @@ Test(gwire, draw_responses_decode_as_the_reference)
     /* Our encoder writes the same bytes back (fields ascending, defaults
        omitted). */
     n = gw_draw_resp_encode(&m, re, sizeof(re));
-    cr_assert_eq(n, len, "draw response %zu re-encoded", i);
+    cr_assert_eq(n, len, "draw response %zu re-encoded", it.i);
     cr_assert_arr_eq(re, in, n);
     free(in);
   }
   cr_assert_eq(errors, 1);
-  json_object_put(root);
 }
 
 Test(gwire, truncated_input_is_an_error)
