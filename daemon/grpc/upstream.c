@@ -161,7 +161,7 @@ struct attempt {
   struct gb_op op_main, op_status;
   int pending;                        /* batches outstanding */
   int delivered;
-  struct attempt *next, *prev;        /* upstream's live list */
+  LIST_ENTRY(attempt) link;           /* upstream's live list */
 };
 
 static void
@@ -170,12 +170,7 @@ attempt_free(struct attempt *a)
   struct upstream *u = a->u;
 
   upstream__call_close(&a->gc);
-  if (a->prev)
-    a->prev->next = a->next;
-  else
-    u->attempts = a->next;
-  if (a->next)
-    a->next->prev = a->prev;
+  LIST_REMOVE(a, link);
   free(a);
   u->live--;
   upstream__maybe_free(u);
@@ -280,10 +275,7 @@ attempt_start(struct req *r, const char *method, int streaming)
   upstream__call_open(u, &a->gc, method, r->timeout_ms);
   len = upstream__encode_request(r, buf, sizeof(buf));
   a->gc.send = gbridge_buffer(buf, (size_t)len);
-  a->next = u->attempts;
-  if (a->next)
-    a->next->prev = a;
-  u->attempts = a;
+  LIST_INSERT_HEAD(&u->attempts, a, link);
   u->live++;
 
   memset(ops, 0, sizeof(ops));
@@ -320,7 +312,7 @@ upstream__attempts_cancel(struct upstream *u)
 {
   struct attempt *a;
 
-  for (a = u->attempts; a; a = a->next)
+  LIST_FOREACH(a, &u->attempts, link)
     grpc_call_cancel(a->gc.call, NULL);
 }
 

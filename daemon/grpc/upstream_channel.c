@@ -280,6 +280,7 @@ upstream_new(struct gbridge *br, const struct upstream_conf *c,
   u = calloc(1, sizeof(*u));
   if (!u)
     return -ENOMEM;
+  LIST_INIT(&u->attempts);
   u->br = br;
   u->mode = c->mode;
   u->timeout_ms = c->timeout_ms;

@@ -32,6 +32,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include <grpc/grpc.h>
 #include <uv.h>
@@ -102,7 +103,7 @@ struct upstream {
   grpc_channel_credentials *creds;
   uint64_t last_reset;                /* ns */
   struct session *sess[2];            /* current, per kind */
-  struct attempt *attempts;           /* live */
+  LIST_HEAD(, attempt) attempts;      /* live (<sys/queue.h>) */
   struct breaker breaker;
   struct quota quota;
   size_t inflight;                    /* reqs in flight */

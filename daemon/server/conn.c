@@ -58,12 +58,7 @@ on_conn_closed(uv_handle_t *h)
 
   c = h->data;
   srv = c->srv;
-  if (c->prev)
-    c->prev->next = c->next;
-  else
-    srv->conns = c->next;
-  if (c->next)
-    c->next->prev = c->prev;
+  LIST_REMOVE(c, link);
   srv->n_conns--;
   if (c->refused)
     srv->n_refused--;

@@ -59,7 +59,7 @@ conns_of_uid(const struct server *srv, uid_t uid)
   uint32_t n;
 
   n = 0;
-  for (c = srv->conns; c; c = c->next)
+  LIST_FOREACH(c, &srv->conns, link)
     n += c->has_uid && c->uid == uid && !c->refused && !c->closing;
   return n;
 }
@@ -124,10 +124,7 @@ on_connection(uv_stream_t *listener, int status)
     uv_close((uv_handle_t *)&c->pipe, on_unlisted_closed);
     return;
   }
-  c->next = srv->conns;
-  if (srv->conns)
-    srv->conns->prev = c;
-  srv->conns = c;
+  LIST_INSERT_HEAD(&srv->conns, c, link);
   srv->n_conns++;
 
   snprintf(c->name, sizeof(c->name), "conn %llu", (unsigned long long)c->id);
@@ -186,8 +183,8 @@ on_sweep(uv_timer_t *t)
   srv = t->data;
   conf = srv->conf;
   now = mono_now_ns();
-  for (c = srv->conns; c; c = next) {
-    next = c->next;
+  for (c = LIST_FIRST(&srv->conns); c; c = next) {
+    next = LIST_NEXT(c, link);
     if (c->closing)
       continue;
     if (!c->hello_done &&
@@ -408,6 +405,7 @@ server_init(struct server *srv, uv_loop_t *loop,
   int r;
 
   memset(srv, 0, sizeof(*srv));
+  LIST_INIT(&srv->conns);
   srv->loop = loop;
   srv->conf = conf;
   ts_now(&now);
@@ -464,8 +462,8 @@ server_maybe_stopped(struct server *srv)
 {
   void (*cb)(struct server *);
 
-  if (!srv->stopping || srv->conns || srv->listener_open ||
-      srv->sweep_open)
+  if (!srv->stopping || !LIST_EMPTY(&srv->conns) ||
+      srv->listener_open || srv->sweep_open)
     return;
   if (srv->stop_timer_open) {
     if (!uv_is_closing((uv_handle_t *)&srv->stop_timer))
@@ -487,8 +485,8 @@ on_stop_timeout(uv_timer_t *t)
   struct conn *c, *next;
 
   srv = t->data;
-  for (c = srv->conns; c; c = next) {
-    next = c->next;
+  for (c = LIST_FIRST(&srv->conns); c; c = next) {
+    next = LIST_NEXT(c, link);
     if (c->inflight)
       log_warn("%s: still %u request(s) in flight at shutdown; closing",
                c->name, c->inflight);
@@ -516,8 +514,8 @@ server_stop(struct server *srv, void (*on_stopped)(struct server *))
   srv->stop_timer_open = 1;
   uv_timer_start(&srv->stop_timer, on_stop_timeout,
                  srv->conf->request_timeout_ms + 1000, 0);
-  for (c = srv->conns; c; c = next) {
-    next = c->next;
+  for (c = LIST_FIRST(&srv->conns); c; c = next) {
+    next = LIST_NEXT(c, link);
     conn_update_reading(c);
     conn_check_idle(c);
   }

@@ -4,6 +4,7 @@
 #define QRSD_SERVER_H
 
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/types.h>
 
 #include <uv.h>
@@ -35,7 +36,7 @@ struct server {
   struct compat *compat;        /* the gRPC compat endpoint, or NULL */
   struct draw_engine *draw;
 
-  struct conn *conns;           /* doubly linked list */
+  LIST_HEAD(conn_list, conn) conns;  /* <sys/queue.h> */
   uint32_t n_conns;
   uint32_t n_refused;           /* of which over a limit, closing soon */
   uint64_t next_conn_id;

@@ -31,8 +31,7 @@
 struct conn {
   uv_pipe_t pipe;               /* handle.data points back here */
   struct server *srv;
-  struct conn *prev;
-  struct conn *next;
+  LIST_ENTRY(conn) link;        /* the server's conns */
   uint64_t id;
   char name[96];                /* "conn 3 (pid 42, uid 1000)" */
 
