@@ -511,6 +511,32 @@ tt_exchange(const struct qrs__cfgvals *cfg, struct qrs__row *r,
   return 0;
 }
 
+/* The result of a strategy of H and varentropy vh: T and min-p clamped
+   from their raw values, which are kept too. */
+static void
+hvh_result(struct qrs__tresult *res, double h, double vh, double raw,
+           double raw_mp)
+{
+  res->T = clip(raw, T_LO, T_HI);
+  res->min_p = clip(raw_mp, MP_LO, MP_HI);
+  res->H = h;
+  res->varentropy = vh;
+  res->pre_clamp_temp = raw;
+  res->pre_clamp_min_p = raw_mp;
+}
+
+/* The same for a bell curve's strategy, with its normalised H and
+   varentropy and the curve's value. */
+static void
+bell_result(struct qrs__tresult *res, double h, double vh, double hn,
+            double vn, double bell, double raw, double raw_mp)
+{
+  hvh_result(res, h, vh, raw, raw_mp);
+  res->h_norm = hn;
+  res->vh_norm = vn;
+  res->bell = bell;
+}
+
 /* The strategy proper, for a given config (coherence_gate passes a copy
    with a raised base temperature). */
 static int
@@ -568,16 +594,11 @@ compute(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
     raw = cfg->hvh_t_base + cfg->hvh_alpha_h * h + cfg->hvh_alpha_vh * vh +
           cfg->hvh_gamma_dh * dh + cfg->hvh_delta_dvh * dvh;
     raw_mp = cfg->hvh_min_p_base + cfg->hvh_kappa_h * h + cfg->hvh_nu_dh * dh;
-    res->T = clip(raw, T_LO, T_HI);
-    res->min_p = clip(raw_mp, MP_LO, MP_HI);
-    res->H = h;
-    res->varentropy = vh;
+    hvh_result(res, h, vh, raw, raw_mp);
     res->h_ema = st->h_ema;
     res->vh_ema = st->vh_ema;
     res->d_h = dh;
     res->d_vh = dvh;
-    res->pre_clamp_temp = raw;
-    res->pre_clamp_min_p = raw_mp;
     return 0;
   case QRS__T_TT_EXCHANGE:
     return tt_exchange(cfg, r, res);
@@ -586,12 +607,7 @@ compute(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
     raw_mp = cfg->evdt_min_p_base + cfg->evdt_min_p_scale * h +
              cfg->evdt_min_p_vh * vh;
     raw = cfg->evdt_t_base + cfg->evdt_alpha * h + cfg->evdt_beta * vh;
-    res->T = clip(raw, T_LO, T_HI);
-    res->min_p = clip(raw_mp, MP_LO, MP_HI);
-    res->H = h;
-    res->varentropy = vh;
-    res->pre_clamp_temp = raw;
-    res->pre_clamp_min_p = raw_mp;
+    hvh_result(res, h, vh, raw, raw_mp);
     return 0;
   case QRS__T_GDT:
     qrs__row_hvh(r, &h, &vh);
@@ -605,15 +621,7 @@ compute(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
                  ? cfg->gdt_min_p_base +
                        cfg->gdt_min_p_scale * excess / cfg->gdt_t_peak
                  : cfg->gdt_min_p_base;
-    res->T = clip(raw, T_LO, T_HI);
-    res->min_p = clip(raw_mp, MP_LO, MP_HI);
-    res->H = h;
-    res->varentropy = vh;
-    res->h_norm = hn;
-    res->vh_norm = vn;
-    res->bell = bell;
-    res->pre_clamp_temp = raw;
-    res->pre_clamp_min_p = raw_mp;
+    bell_result(res, h, vh, hn, vn, bell, raw, raw_mp);
     return 0;
   case QRS__T_DYNATEMP:
     h = qrs__row_h(r);
@@ -633,17 +641,9 @@ compute(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
     bell = bell_curve(cfg->belltemp_t_peak, hn, cfg->belltemp_mu,
                       cfg->belltemp_sigma);
     raw = cfg->belltemp_t_base + bell + cfg->belltemp_vh_weight * vn;
-    res->T = clip(raw, T_LO, T_HI);
-    tf = clip((res->T - T_LO) / (T_HI - T_LO), 0.0, 1.0);
+    tf = clip((clip(raw, T_LO, T_HI) - T_LO) / (T_HI - T_LO), 0.0, 1.0);
     raw_mp = cfg->belltemp_min_p_base + cfg->belltemp_min_p_scale * tf;
-    res->min_p = clip(raw_mp, MP_LO, MP_HI);
-    res->H = h;
-    res->varentropy = vh;
-    res->h_norm = hn;
-    res->vh_norm = vn;
-    res->bell = bell;
-    res->pre_clamp_temp = raw;
-    res->pre_clamp_min_p = raw_mp;
+    bell_result(res, h, vh, hn, vn, bell, raw, raw_mp);
     return 0;
   case QRS__T_MIX_TEMPERATURES:
     return mix_temperatures(st, cfg, r, res);
