@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include <qrs/error.h>
 
@@ -29,7 +30,7 @@ struct srcamp {
   char *name;
   struct amp_state st;
   struct monitor mon;
-  struct prep *inflight;        /* preparations in progress */
+  LIST_HEAD(, prep) inflight;   /* preparations in progress */
 };
 
 struct draw_engine {
@@ -54,7 +55,7 @@ struct req {
   char source[64];              /* as asked ("": the default) */
   struct amp_req amp;           /* DRAW: the amplifier and its parameters */
   struct amp_exact_table *table;  /* exact: its table (a reference) */
-  struct req *next;             /* waiting for a preparation */
+  STAILQ_ENTRY(req) prep_link;  /* waiting for a preparation */
   int forced_fallback;          /* a server draw fell back to local bytes */
   struct source_draw sd;        /* amplifier "server" */
   uint64_t nonce;
@@ -414,8 +415,8 @@ struct prep {
   int err;
   char msg[256];
   uv_work_t work;
-  struct req *waiters, **tail;
-  struct prep *next;
+  STAILQ_HEAD(, req) waiters;
+  LIST_ENTRY(prep) link;        /* srcamp.inflight */
 };
 
 static int
@@ -469,15 +470,11 @@ prep_work(uv_work_t *w)
 static void
 prep_after(uv_work_t *w, int status)
 {
-  struct prep *p, **pp;
+  struct prep *p;
   struct req *rq, *next;
 
   p = w->data;
-  for (pp = &p->sa->inflight; *pp; pp = &(*pp)->next)
-    if (*pp == p) {
-      *pp = p->next;
-      break;
-    }
+  LIST_REMOVE(p, link);
   if (status < 0 && !p->err) {
     p->err = QRS_E_INTERNAL;
     snprintf(p->msg, sizeof(p->msg), "the preparation was cancelled");
@@ -492,9 +489,8 @@ prep_after(uv_work_t *w, int status)
              amp_name(p->amp.type), p->msg);
   }
   amp_calibration_free(&p->cal);
-  for (rq = p->waiters; rq; rq = next) {
-    next = rq->next;
-    rq->next = NULL;
+  for (rq = STAILQ_FIRST(&p->waiters); rq; rq = next) {
+    next = STAILQ_NEXT(rq, prep_link);
     if (p->err) {
       draw_reply_error(rq->reply, rq->ctx, p->err, "%s", p->msg);
       req_free(rq);
@@ -583,7 +579,7 @@ prep_join(struct req *rq, struct srcamp *sa, uint32_t blocks, int want_table)
   struct prep *p;
 
   e = rq->e;
-  for (p = sa->inflight; p; p = p->next)
+  LIST_FOREACH(p, &sa->inflight, link)
     if (same_prep(p, &rq->amp, blocks, want_table))
       break;
   if (!p) {
@@ -605,11 +601,10 @@ prep_join(struct req *rq, struct srcamp *sa, uint32_t blocks, int want_table)
     p->per = rq->amp.sample_count >= PREP_CHUNK ? 1 :
              (uint32_t)(PREP_CHUNK / rq->amp.sample_count);
     p->want_table = want_table;
-    p->tail = &p->waiters;
-    p->next = sa->inflight;
-    sa->inflight = p;
-    *p->tail = rq;                      /* before anything can complete */
-    p->tail = &rq->next;
+    STAILQ_INIT(&p->waiters);
+    LIST_INSERT_HEAD(&sa->inflight, p, link);
+    /* Before anything can complete. */
+    STAILQ_INSERT_TAIL(&p->waiters, rq, prep_link);
     if (blocks) {
       log_info("%s: calibrating %s on source '%s' (%u blocks of %u bytes)",
                rq->who, amp_name(rq->amp.type), sa->name, blocks,
@@ -620,8 +615,7 @@ prep_join(struct req *rq, struct srcamp *sa, uint32_t blocks, int want_table)
     }
     return;
   }
-  *p->tail = rq;
-  p->tail = &rq->next;
+  STAILQ_INSERT_TAIL(&p->waiters, rq, prep_link);
 }
 
 /* Prepare (if needed) and fetch the draw's bytes. */

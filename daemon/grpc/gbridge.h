@@ -29,7 +29,6 @@ typedef void (*gb_cb)(struct gb_op *op, int ok);
 
 struct gb_op {
   gb_cb cb;
-  struct gb_op *next;           /* bridge's list, under its lock */
   int ok;
 };
 

@@ -54,7 +54,7 @@ struct req {
   double timeout_ms;                  /* of this attempt */
   int done;
   struct session *sess;               /* bidi: the stream it is on */
-  struct req *next;                   /* waiting for the pre-probe */
+  SLIST_ENTRY(req) probe_link;        /* waiting for the pre-probe */
 };
 
 struct job {

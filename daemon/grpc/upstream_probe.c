@@ -37,7 +37,8 @@
 
 struct probe {
   struct upstream *u;
-  struct req *waiting;                /* attempts waiting for the verdict */
+  SLIST_HEAD(, req) waiting;          /* attempts waiting for the verdict,
+                                         newest first */
   int verdict_only;                   /* backoff: no connect, just fail */
   int done, refs;                     /* handles open + getaddrinfo */
   int have_sock;
@@ -136,7 +137,7 @@ static void
 probe_finish(struct probe *p, int status)
 {
   struct upstream *u = p->u;
-  struct req *r, *list;
+  struct req *r;
   char why[320];
 
   if (p->done)
@@ -160,11 +161,9 @@ probe_finish(struct probe *p, int status)
       log_warn("source '%s': TCP pre-probe failed: %s; attempts fail at "
                "once for 5 s", u->name, u->probe_why);
   }
-  list = p->waiting;
-  p->waiting = NULL;
-  while ((r = list)) {
-    list = r->next;
-    r->next = NULL;
+  while (!SLIST_EMPTY(&p->waiting)) {
+    r = SLIST_FIRST(&p->waiting);
+    SLIST_REMOVE_HEAD(&p->waiting, probe_link);
     if (u->closing)
       upstream__req_finish(r, -ECANCELED, 0, "source closing");
     else if (p->verdict_only || status < 0)
@@ -326,8 +325,7 @@ upstream__probe_gate(struct req *r)
     if (!probe_start(u, backoff, left) || !u->probe)
       return 0;                       /* not probed */
   }
-  r->next = u->probe->waiting;
-  u->probe->waiting = r;
+  SLIST_INSERT_HEAD(&u->probe->waiting, r, probe_link);
   return 1;
 }
 

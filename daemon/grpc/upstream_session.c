@@ -27,7 +27,7 @@ struct entry {
   struct req *r;                      /* NULL: tombstone */
   uint64_t key;                       /* nonce, 0 if none */
   uint64_t deadline;                  /* ns, hrtime */
-  struct entry *next;
+  TAILQ_ENTRY(entry) link;
 };
 
 struct session {
@@ -39,7 +39,7 @@ struct session {
   int dead;
   int recv_busy;                      /* a batch with RECV_MESSAGE is out */
   int send_in_recv;                   /* ... and it carries s->gc.send */
-  struct entry *head, *tail;          /* FIFO of sent/unsent entries */
+  TAILQ_HEAD(, entry) fifo;           /* sent, then unsent entries */
   struct entry *unsent;               /* first entry not yet written */
   size_t count, tombstones;
   uv_timer_t timer;
@@ -63,9 +63,9 @@ session_release(struct session *s)
 
   if (--s->refs > 0)
     return;
-  while (s->head) {
-    e = s->head;
-    s->head = e->next;
+  while (!TAILQ_EMPTY(&s->fifo)) {
+    e = TAILQ_FIRST(&s->fifo);
+    TAILQ_REMOVE(&s->fifo, e, link);
     free(e);
   }
   upstream__call_close(&s->gc);
@@ -80,22 +80,27 @@ on_session_timer_closed(uv_handle_t *h)
   session_release(h->data);
 }
 
-/* Remove e from the FIFO (prev is its predecessor or NULL). */
+/* Remove e from the FIFO. */
 static void
-entry_unlink(struct session *s, struct entry *prev, struct entry *e)
+entry_unlink(struct session *s, struct entry *e)
 {
-  if (prev)
-    prev->next = e->next;
-  else
-    s->head = e->next;
-  if (s->tail == e)
-    s->tail = prev;
   if (s->unsent == e)
-    s->unsent = e->next;
+    s->unsent = TAILQ_NEXT(e, link);
+  TAILQ_REMOVE(&s->fifo, e, link);
   if (!e->r)
     s->tombstones--;
   s->count--;
   free(e);
+}
+
+/* The oldest entry if it was sent (it awaits the next reply), else NULL. */
+static struct entry *
+oldest_sent(struct session *s)
+{
+  struct entry *e;
+
+  e = TAILQ_FIRST(&s->fifo);
+  return e != s->unsent ? e : NULL;
 }
 
 /* The stream is gone: every live req on it fails (and may retry). */
@@ -110,10 +115,10 @@ session_fail_all(struct session *s, int err, int status, const char *why)
     s->u->sess[s->kind] = NULL;
     session_release(s);               /* the owner's reference */
   }
-  while (s->head) {
-    e = s->head;
+  while (!TAILQ_EMPTY(&s->fifo)) {
+    e = TAILQ_FIRST(&s->fifo);
     r = e->r;
-    entry_unlink(s, NULL, e);
+    entry_unlink(s, e);
     if (r) {
       r->sess = NULL;
       upstream__attempt_result(r, err, status, NULL, 0, why);
@@ -168,8 +173,8 @@ session_pump(struct session *s)
   if (s->dead)
     return;
   send = s->unsent && !s->gc.send;
-  recv = !s->recv_busy && s->head && s->head != s->unsent;
-  if (send && !s->recv_busy && !recv && !s->unsent->next)
+  recv = !s->recv_busy && oldest_sent(s);
+  if (send && !s->recv_busy && !recv && !TAILQ_NEXT(s->unsent, link))
     recv = 1;                         /* idle stream: one batch */
   else if (send && recv)
     recv = 0, send = 1;               /* pipelining: separate batches */
@@ -178,7 +183,7 @@ session_pump(struct session *s)
   memset(ops, 0, sizeof(ops));
   if (send) {
     len = upstream__encode_request(s->unsent->r, buf, sizeof(buf));
-    s->unsent = s->unsent->next;
+    s->unsent = TAILQ_NEXT(s->unsent, link);
     s->gc.send = gbridge_buffer(buf, (size_t)len);
     ops[n].op = GRPC_OP_SEND_MESSAGE;
     ops[n++].data.send_message.send_message = s->gc.send;
@@ -211,7 +216,7 @@ static void
 on_session_recv(struct gb_op *op, int ok)
 {
   struct session *s = CONTAINER_OF(op, struct session, op_recv);
-  struct entry *e, *prev, *match = NULL, *match_prev = NULL;
+  struct entry *e, *match = NULL;
   struct gw_entropy_resp er;
   struct gw_draw_resp dr;
   grpc_slice sl;
@@ -243,22 +248,20 @@ on_session_recv(struct gb_op *op, int ok)
   }
   /* The entry whose key the reply echoes, else the oldest (FIFO). */
   if (seq) {
-    for (prev = NULL, e = s->head; e && e != s->unsent; prev = e,
-         e = e->next) {
+    TAILQ_FOREACH(e, &s->fifo, link) {
+      if (e == s->unsent)
+        break;
       if (e->key == seq) {
         match = e;
-        match_prev = prev;
         break;
       }
     }
   }
-  if (!match && s->head && s->head != s->unsent) {
-    match = s->head;
-    match_prev = NULL;
-  }
+  if (!match)
+    match = oldest_sent(s);
   if (match) {
     r = match->r;
-    entry_unlink(s, match_prev, match);
+    entry_unlink(s, match);
     if (r) {
       r->sess = NULL;
       upstream__attempt_result(r, 0, GRPC_STATUS_OK,
@@ -296,7 +299,7 @@ session_arm(struct session *s)
   struct entry *e;
   uint64_t t = now_ns(), first = UINT64_MAX;
 
-  for (e = s->head; e; e = e->next)
+  TAILQ_FOREACH(e, &s->fifo, link)
     if (e->r && e->deadline < first)
       first = e->deadline;
   if (first == UINT64_MAX) {
@@ -312,7 +315,7 @@ static void
 on_session_timer(uv_timer_t *t)
 {
   struct session *s = t->data;
-  struct entry *e, *prev;
+  struct entry *e;
   int sent;
   struct req *r;
   uint64_t now = now_ns();
@@ -320,7 +323,8 @@ on_session_timer(uv_timer_t *t)
 
   do {
     again = 0;
-    for (prev = NULL, sent = 1, e = s->head; e; prev = e, e = e->next) {
+    sent = 1;
+    TAILQ_FOREACH(e, &s->fifo, link) {
       if (e == s->unsent)
         sent = 0;
       if (!e->r || e->deadline > now)
@@ -331,7 +335,7 @@ on_session_timer(uv_timer_t *t)
         e->r = NULL;
         s->tombstones++;
       } else {
-        entry_unlink(s, prev, e);     /* never sent: no reply will come */
+        entry_unlink(s, e);           /* never sent: no reply will come */
       }
       r->sess = NULL;
       upstream__attempt_result(r, -ETIMEDOUT, GRPC_STATUS_DEADLINE_EXCEEDED,
@@ -364,6 +368,7 @@ session_open(struct upstream *u, enum kind kind)
     return NULL;
   s->u = u;
   s->kind = kind;
+  TAILQ_INIT(&s->fifo);
   uv_timer_init(u->br->loop, &s->timer);
   s->timer.data = s;
   s->refs = 2;                        /* owner + timer */
@@ -414,11 +419,7 @@ upstream__session_submit(struct req *r)
   e->r = r;
   e->key = r->job->nonce;
   e->deadline = r->t0 + (uint64_t)(r->timeout_ms * 1e6);
-  if (s->tail)
-    s->tail->next = e;
-  else
-    s->head = e;
-  s->tail = e;
+  TAILQ_INSERT_TAIL(&s->fifo, e, link);
   if (!s->unsent)
     s->unsent = e;
   s->count++;

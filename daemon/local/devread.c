@@ -21,7 +21,7 @@
 #define DRAIN_MAX (1u << 20)
 
 struct devread_waiter {
-  struct devread_waiter *next;
+  TAILQ_ENTRY(devread_waiter) link;
   size_t n;
 };
 
@@ -38,6 +38,7 @@ devread_init(struct devread *d, const char *path, size_t chunk, int lock,
   pthread_condattr_t ca;
 
   memset(d, 0, sizeof(*d));
+  TAILQ_INIT(&d->waiters);
   d->fd = -1;
   if (!path || !path[0] || chunk > DEVREAD_CHUNK_MAX)
     return -EINVAL;
@@ -313,7 +314,7 @@ int
 devread_read(struct devread *d, uint8_t *buf, size_t n, uint64_t deadline_ns,
              char *why, size_t wlen)
 {
-  struct devread_waiter self, **pp;
+  struct devread_waiter self;
   struct timespec ts;
   uint64_t t0, queued;
   int r;
@@ -338,21 +339,16 @@ devread_read(struct devread *d, uint8_t *buf, size_t n, uint64_t deadline_ns,
     return -EAGAIN;
   }
 
-  self.next = NULL;
   self.n = n;
   pthread_mutex_lock(&d->mu);
-  if (d->tail)
-    d->tail->next = &self;
-  else
-    d->head = &self;
-  d->tail = &self;
+  TAILQ_INSERT_TAIL(&d->waiters, &self, link);
   d->queued_bytes += n;
   ts.tv_sec = (time_t)(deadline_ns / 1000000000u);
   ts.tv_nsec = (long)(deadline_ns % 1000000000u);
   r = 0;
-  while (d->head != &self) {
+  while (TAILQ_FIRST(&d->waiters) != &self) {
     if (pthread_cond_timedwait(&d->cv, &d->mu, &ts) == ETIMEDOUT &&
-        d->head != &self) {
+        TAILQ_FIRST(&d->waiters) != &self) {
       r = -ETIMEDOUT;
       break;
     }
@@ -367,15 +363,7 @@ devread_read(struct devread *d, uint8_t *buf, size_t n, uint64_t deadline_ns,
               "readers");
 
   pthread_mutex_lock(&d->mu);
-  for (pp = &d->head; *pp; pp = &(*pp)->next) {
-    if (*pp == &self) {
-      *pp = self.next;
-      break;
-    }
-  }
-  d->tail = NULL;
-  for (pp = &d->head; *pp; pp = &(*pp)->next)
-    d->tail = *pp;
+  TAILQ_REMOVE(&d->waiters, &self, link);
   d->queued_bytes -= n;
   if (r == 0) {
     d->reads++;

@@ -34,6 +34,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "local/capacity.h"
 
@@ -50,6 +51,7 @@ enum devread_kind {
 };
 
 struct devread_waiter;
+TAILQ_HEAD(devread_waiters, devread_waiter);
 
 struct devread {
   char *path;
@@ -60,7 +62,7 @@ struct devread {
 
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  struct devread_waiter *head, *tail;   /* readers in arrival order */
+  struct devread_waiters waiters;       /* readers in arrival order */
   uint64_t queued_bytes;        /* bytes the waiting readers want */
 
   /* Below: only the reader at the head of the queue. */

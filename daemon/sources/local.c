@@ -22,9 +22,9 @@ worker_run(void *arg)
 
   pthread_mutex_lock(&w->mu);
   for (;;) {
-    while (!w->head && !w->retest_wanted && !w->stopping)
+    while (STAILQ_EMPTY(&w->queue) && !w->retest_wanted && !w->stopping)
       pthread_cond_wait(&w->cv, &w->mu);
-    if (w->retest_wanted && !w->head && !w->stopping) {
+    if (w->retest_wanted && STAILQ_EMPTY(&w->queue) && !w->stopping) {
       w->retest_wanted = 0;
       pthread_mutex_unlock(&w->mu);
       if (w->retest)
@@ -32,13 +32,10 @@ worker_run(void *arg)
       pthread_mutex_lock(&w->mu);
       continue;
     }
-    f = w->head;
+    f = STAILQ_FIRST(&w->queue);
     if (!f)
       break;                    /* stopping, nothing queued */
-    w->head = f->source_priv;
-    if (!w->head)
-      w->tail = NULL;
-    f->source_priv = NULL;
+    STAILQ_REMOVE_HEAD(&w->queue, queue_link);
     retest = w->stopping;
     pthread_mutex_unlock(&w->mu);
 
@@ -80,6 +77,7 @@ local_worker_start(struct local_worker *w, struct source *s,
   w->src = s;
   w->serve = serve;
   w->retest = retest;
+  STAILQ_INIT(&w->queue);
   capacity_init(&w->cap);
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
@@ -133,13 +131,8 @@ local_worker_fetch(struct local_worker *w, struct source_fetch *f)
     return 0;
   }
 
-  f->source_priv = NULL;
   pthread_mutex_lock(&w->mu);
-  if (w->tail)
-    w->tail->source_priv = f;
-  else
-    w->head = f;
-  w->tail = f;
+  STAILQ_INSERT_TAIL(&w->queue, f, queue_link);
   w->queued++;
   w->queued_bytes += f->n;
   pthread_cond_signal(&w->cv);

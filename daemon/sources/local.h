@@ -76,7 +76,7 @@ struct local_worker {
 
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  struct source_fetch *head, *tail;
+  struct source_fetch_list queue;  /* through queue_link */
   size_t queued;
   uint64_t queued_bytes;
   int retest_wanted;

@@ -146,18 +146,17 @@ source_fetch_start(struct source_fetch *f, size_t inline_limit)
 static void
 on_cq_async(uv_async_t *a)
 {
+  struct source_fetch_list done;
   struct source_fetch *f, *next;
   struct source_cq *q;
 
   q = a->data;
+  STAILQ_INIT(&done);
   pthread_mutex_lock(&q->lock);
-  f = q->head;
-  q->head = NULL;
-  q->tail = NULL;
+  STAILQ_CONCAT(&done, &q->done);
   pthread_mutex_unlock(&q->lock);
-  for (; f; f = next) {
-    next = f->cq_next;
-    f->cq_next = NULL;
+  for (f = STAILQ_FIRST(&done); f; f = next) {
+    next = STAILQ_NEXT(f, cq_link);
     source_fetch_complete(f, f->status);
   }
 }
@@ -168,6 +167,7 @@ source_cq_init(struct source_cq *q, uv_loop_t *loop)
   int r;
 
   memset(q, 0, sizeof(*q));
+  STAILQ_INIT(&q->done);
   r = pthread_mutex_init(&q->lock, NULL);
   if (r != 0)
     return -r;
@@ -184,13 +184,8 @@ void
 source_cq_post(struct source_cq *q, struct source_fetch *f, int status)
 {
   f->status = status;
-  f->cq_next = NULL;
   pthread_mutex_lock(&q->lock);
-  if (q->tail)
-    q->tail->cq_next = f;
-  else
-    q->head = f;
-  q->tail = f;
+  STAILQ_INSERT_TAIL(&q->done, f, cq_link);
   pthread_mutex_unlock(&q->lock);
   uv_async_send(&q->async);
 }

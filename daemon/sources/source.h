@@ -12,7 +12,7 @@
    source_fetch_start() on the loop thread.  From then on:
 
    - Ownership.  f and f->buf belong to the registry, but the source may
-     write into f->buf and use f->work / f->source_priv until it completes
+     write into f->buf and use f->work and the links until it completes
      the fetch.  The registry frees neither before completion, not even
      after the deadline passed: a late fetch keeps its buffer (and its
      share of the byte budget) until it completes.
@@ -73,6 +73,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include <uv.h>
 
@@ -103,8 +104,8 @@ struct source_fetch {
 
   /* The source's while the fetch runs. */
   uv_work_t work;               /* the worker path of ops->read */
-  void *source_priv;
-  struct source_fetch *cq_next; /* source_cq's list */
+  STAILQ_ENTRY(source_fetch) queue_link;  /* a local worker's queue */
+  STAILQ_ENTRY(source_fetch) cq_link;     /* source_cq's list */
   int inline_done;              /* completed within source_fetch_start() */
 };
 
@@ -205,11 +206,13 @@ void source_fetch_complete(struct source_fetch *f, int status);
    post from any thread, then f completes on the loop thread with
    status.  The queue must stay open until every posted fetch has
    completed (close it from ops->stop after the last one). */
+/* Fetches in arrival order (<sys/queue.h>). */
+STAILQ_HEAD(source_fetch_list, source_fetch);
+
 struct source_cq {
   uv_async_t async;
   pthread_mutex_t lock;
-  struct source_fetch *head;
-  struct source_fetch *tail;
+  struct source_fetch_list done;
 };
 
 int source_cq_init(struct source_cq *q, uv_loop_t *loop);
