@@ -4,44 +4,42 @@
 
 #include <qrs/error.h>
 
+/* One row a code; its name is the code's own spelling. */
+#define ERR(code, msg) { code, #code, msg }
+
 static const struct {
   int code;
   const char *name;
   const char *msg;
 } errors[] = {
-  { QRS_E_PROTOCOL, "QRS_E_PROTOCOL", "Malformed frame or payload" },
-  { QRS_E_VERSION, "QRS_E_VERSION", "No common protocol version" },
-  { QRS_E_UNSUPPORTED, "QRS_E_UNSUPPORTED", "Request type not supported" },
-  { QRS_E_BAD_REQUEST, "QRS_E_BAD_REQUEST", "Invalid request field" },
-  { QRS_E_UNKNOWN_SOURCE, "QRS_E_UNKNOWN_SOURCE", "No such entropy source" },
-  { QRS_E_SAMPLE_COUNT, "QRS_E_SAMPLE_COUNT",
-    "Sample count is zero or above the daemon's limit" },
-  { QRS_E_ENTROPY, "QRS_E_ENTROPY",
-    "Entropy source failed and no fallback could serve" },
-  { QRS_E_TOO_LARGE, "QRS_E_TOO_LARGE", "Frame or request above a limit" },
-  { QRS_E_BUSY, "QRS_E_BUSY", "Too many connections or requests in flight" },
-  { QRS_E_TIMEOUT, "QRS_E_TIMEOUT", "Request timed out inside the daemon" },
-  { QRS_E_INTERNAL, "QRS_E_INTERNAL", "Internal error in the daemon" },
-  { QRS_E_UNKNOWN_AMPLIFIER, "QRS_E_UNKNOWN_AMPLIFIER", "No such amplifier" },
-  { QRS_E_SHUTDOWN, "QRS_E_SHUTDOWN", "The daemon is shutting down" },
-  { QRS_E_HELLO_REQUIRED, "QRS_E_HELLO_REQUIRED",
-    "Request sent before the HELLO handshake" },
-  { QRS_E_AMP_PARAMS, "QRS_E_AMP_PARAMS",
-    "Amplifier parameter outside the daemon's limits" },
-  { QRS_E_CALIBRATION, "QRS_E_CALIBRATION",
-    "Amplifier calibration failed: the source shows no variance" },
-  { QRS_E_DISCONNECTED, "QRS_E_DISCONNECTED",
-    "Connection to the daemon lost with the request in flight" },
-  { QRS_E_NO_TICKET, "QRS_E_NO_TICKET", "Unknown or finished draw ticket" },
-  { QRS_E_CONFIG_FIELD, "QRS_E_CONFIG_FIELD",
-    "Unknown sampler field, preset or name" },
-  { QRS_E_CONFIG_VALUE, "QRS_E_CONFIG_VALUE",
-    "Sampler value of the wrong type or out of range" },
-  { QRS_E_LOGITS, "QRS_E_LOGITS",
-    "Logits row has a NaN or +inf entry, or every entry is -inf" },
-  { QRS_E_NO_CANDIDATES, "QRS_E_NO_CANDIDATES",
-    "No token with positive probability to select" },
+  ERR(QRS_E_PROTOCOL, "Malformed frame or payload"),
+  ERR(QRS_E_VERSION, "No common protocol version"),
+  ERR(QRS_E_UNSUPPORTED, "Request type not supported"),
+  ERR(QRS_E_BAD_REQUEST, "Invalid request field"),
+  ERR(QRS_E_UNKNOWN_SOURCE, "No such entropy source"),
+  ERR(QRS_E_SAMPLE_COUNT, "Sample count is zero or above the daemon's limit"),
+  ERR(QRS_E_ENTROPY, "Entropy source failed and no fallback could serve"),
+  ERR(QRS_E_TOO_LARGE, "Frame or request above a limit"),
+  ERR(QRS_E_BUSY, "Too many connections or requests in flight"),
+  ERR(QRS_E_TIMEOUT, "Request timed out inside the daemon"),
+  ERR(QRS_E_INTERNAL, "Internal error in the daemon"),
+  ERR(QRS_E_UNKNOWN_AMPLIFIER, "No such amplifier"),
+  ERR(QRS_E_SHUTDOWN, "The daemon is shutting down"),
+  ERR(QRS_E_HELLO_REQUIRED, "Request sent before the HELLO handshake"),
+  ERR(QRS_E_AMP_PARAMS, "Amplifier parameter outside the daemon's limits"),
+  ERR(QRS_E_CALIBRATION,
+      "Amplifier calibration failed: the source shows no variance"),
+  ERR(QRS_E_DISCONNECTED,
+      "Connection to the daemon lost with the request in flight"),
+  ERR(QRS_E_NO_TICKET, "Unknown or finished draw ticket"),
+  ERR(QRS_E_CONFIG_FIELD, "Unknown sampler field, preset or name"),
+  ERR(QRS_E_CONFIG_VALUE, "Sampler value of the wrong type or out of range"),
+  ERR(QRS_E_LOGITS,
+      "Logits row has a NaN or +inf entry, or every entry is -inf"),
+  ERR(QRS_E_NO_CANDIDATES, "No token with positive probability to select"),
 };
+
+#undef ERR
 
 #define N_ERRORS (sizeof(errors) / sizeof(errors[0]))
 
