@@ -1,7 +1,7 @@
-/* The config loader (daemon/conf/*.c): defaults, good files, each kind of
-   bad file with the exact message (file, line, key), printing and
-   reloading.  One suite for the one module (conf.h), so it is long: most
-   of its lines are the case tables of bad texts and their messages. */
+/* The config loader (daemon/conf/, conf.h): defaults, good files, each
+   kind of bad file with the exact message (file, line, key), printing
+   and reloading.  One suite for the one module, so it is long: most of
+   its lines are the case tables of bad texts and their messages. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <locale.h>
