@@ -1,7 +1,8 @@
 /* Sampler configuration: the reference-compatible config hash
    (sconfig_int.h lists the pieces): SHA-256 of the configuration as the
-   reference's JSON (its field order, its infrastructure defaults, our
-   extensions only when not at their defaults), first 8 bytes in hex. */
+   reference's JSON, first 8 bytes in hex: its field order, its
+   infrastructure defaults, our extensions only when not at their
+   defaults. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>

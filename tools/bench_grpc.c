@@ -148,7 +148,7 @@ struct direct {
 };
 
 static grpc_byte_buffer *
-request(uint32_t n, uint64_t seq)
+request_buffer(uint32_t n, uint64_t seq)
 {
   struct gw_entropy_req m = { n, seq };
   uint8_t buf[32];
@@ -203,7 +203,7 @@ static void
 direct_call(struct direct *d, int mode, uint32_t n, uint64_t seq)
 {
   grpc_op ops[6];
-  grpc_byte_buffer *send = request(n, seq), *recv = NULL;
+  grpc_byte_buffer *send = request_buffer(n, seq), *recv = NULL;
   grpc_metadata_array imd, tmd;
   grpc_status_code st;
   grpc_slice details, m;

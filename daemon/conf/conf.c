@@ -27,8 +27,8 @@
 
 /* Apply text on top of conf; *ret_root gets its tree (for check()). */
 static int
-apply(struct parser *p, struct qrsd_conf *conf, const char *text, size_t len,
-      struct node **ret_root)
+apply_text(struct parser *p, struct qrsd_conf *conf, const char *text,
+           size_t len, struct node **ret_root)
 {
   struct node *root;
   int r;
@@ -231,7 +231,8 @@ load(const char *name, const char *text, size_t len, int only_default,
   if (default_tree && default_tree->kind == NODE_MAPPING)
     r = conf__parse_mapping(&p, default_tree, "", conf__top_keys, conf);
   else
-    r = apply(&p, conf, conf_default_yaml, conf_default_yaml_len, &root);
+    r = apply_text(&p, conf, conf_default_yaml, conf_default_yaml_len,
+                   &root);
   if (r < 0)
     goto out;
   if (!only_default) {
@@ -239,7 +240,7 @@ load(const char *name, const char *text, size_t len, int only_default,
     root = NULL;
     p.name = name;
     p.builtin = 0;
-    r = apply(&p, conf, text ? text : "", len, &root);
+    r = apply_text(&p, conf, text ? text : "", len, &root);
     if (r < 0)
       goto out;
   }

@@ -230,7 +230,7 @@ stamp_reply(QrsIpc__DrawReply *r, const struct ts *received,
 }
 
 static void
-reply_draw(struct req *rq, const struct reg_result *res)
+send_draw_reply(struct req *rq, const struct reg_result *res)
 {
   QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
   QrsIpc__Timestamp w[3];
@@ -302,7 +302,7 @@ on_fetched(void *ctx, const struct reg_result *res)
   rq = ctx;
   if (res->status == 0) {
     if (rq->kind == JOB_DRAW)
-      reply_draw(rq, res);
+      send_draw_reply(rq, res);
     else
       reply_bytes(rq, res);
   } else if (res->status == -ETIMEDOUT) {

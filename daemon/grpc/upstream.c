@@ -19,7 +19,7 @@
 #include "base/log.h"
 #include "grpc/upstream_int.h"
 
-static void req_attempt(struct req *r);
+static void req_attempt(struct upreq *r);
 
 /* ---- replies ---------------------------------------------------------- */
 
@@ -38,7 +38,7 @@ copy_str(char *dst, size_t cap, struct gw_slice s)
 /* Check the reply to r and take its content.  0, or -EPROTO with detail
    filled in. */
 static int
-take_reply(struct req *r, const uint8_t *msg, size_t len, char *detail,
+take_reply(struct upreq *r, const uint8_t *msg, size_t len, char *detail,
            size_t dlen)
 {
   struct job *j = r->job;
@@ -107,20 +107,20 @@ take_reply(struct req *r, const uint8_t *msg, size_t len, char *detail,
 
 /* An attempt of r ended: err 0 with the reply (msg, len), or an error. */
 void
-upstream__attempt_result(struct req *r, int err, int status,
+upstream__attempt_result(struct upreq *r, int err, int status,
                          const uint8_t *msg, size_t len, const char *why)
 {
   struct job *j = r->job;
   struct upstream *u = j->u;
   char detail[200];
-  double elapsed_ms = (double)(now_ns() - r->t0) / 1e6;
+  double elapsed_ms = (double)(upstream__now_ns() - r->t0) / 1e6;
   int no_call = status == -1;         /* a failed pre-probe */
 
   if (err == 0) {
     err = take_reply(r, msg, len, detail, sizeof(detail));
     if (err == 0) {
       breaker_note_success(&u->breaker, elapsed_ms);
-      u->last_success = now_ns();
+      u->last_success = upstream__now_ns();
       if (elapsed_ms > j->res.elapsed_ms)
         j->res.elapsed_ms = elapsed_ms;
       upstream__req_finish(r, 0, status, NULL);
@@ -145,7 +145,7 @@ upstream__attempt_result(struct req *r, int err, int status,
     upstream__channel_reset(u, 0);
   if (u->closing || upstream__server_rejection(status) ||
       r->attempt >= 1 + (int)u->retry_count ||
-      (j->deadline && (int64_t)now_ns() >= j->deadline)) {
+      (j->deadline && (int64_t)upstream__now_ns() >= j->deadline)) {
     upstream__req_finish(r, err, status, detail);
     return;
   }
@@ -156,7 +156,7 @@ upstream__attempt_result(struct req *r, int err, int status,
 
 struct attempt {
   struct upstream *u;
-  struct req *r;
+  struct upreq *r;
   struct upcall gc;
   struct gb_op op_main, op_status;
   int pending;                        /* batches outstanding */
@@ -238,7 +238,7 @@ on_attempt_status(struct gb_op *op, int ok)
 }
 
 int
-upstream__encode_request(struct req *r, uint8_t *buf, size_t cap)
+upstream__encode_request(struct upreq *r, uint8_t *buf, size_t cap)
 {
   struct job *j = r->job;
 
@@ -258,7 +258,7 @@ upstream__encode_request(struct req *r, uint8_t *buf, size_t cap)
 }
 
 static int
-attempt_start(struct req *r, const char *method, int streaming)
+attempt_start(struct upreq *r, const char *method, int streaming)
 {
   struct upstream *u = r->job->u;
   struct attempt *a;
@@ -320,7 +320,7 @@ upstream__attempts_cancel(struct upstream *u)
 
 /* A job of kind for cb (its buffer and reqs come later), or NULL. */
 static struct job *
-job_new(struct upstream *u, enum kind kind, uint64_t nonce,
+job_new(struct upstream *u, enum upkind kind, uint64_t nonce,
         int64_t deadline_ns, upstream_cb cb, void *arg)
 {
   struct job *j;
@@ -365,7 +365,7 @@ job_done(struct job *j)
 }
 
 void
-upstream__req_finish(struct req *r, int err, int status, const char *detail)
+upstream__req_finish(struct upreq *r, int err, int status, const char *detail)
 {
   struct job *j = r->job;
   struct upstream *u = j->u;
@@ -380,7 +380,7 @@ upstream__req_finish(struct req *r, int err, int status, const char *detail)
     /* A missing PurityService does not say anything about the upstream's
        health: not a breaker failure. */
     if (err == -ENOSYS && j->kind == KIND_DRAW)
-      u->draw_unimplemented_at = now_ns();
+      u->draw_unimplemented_at = upstream__now_ns();
     /* A call started before the circuit opened tells nothing new: it
        must not re-open it with a doubled window. */
     if (err != -ENOSYS && err != -ECANCELED &&
@@ -407,10 +407,10 @@ upstream__req_finish(struct req *r, int err, int status, const char *detail)
 }
 
 static void
-req_attempt(struct req *r)
+req_attempt(struct upreq *r)
 {
   r->attempt++;
-  r->t0 = now_ns();
+  r->t0 = upstream__now_ns();
   r->timeout_ms = breaker_timeout_ms(&r->job->u->breaker);
   if (r->job->u->closing || upstream__probe_gate(r) == 0)
     upstream__req_dispatch(r);
@@ -418,14 +418,14 @@ req_attempt(struct req *r)
 
 /* Start the attempt counted by req_attempt(). */
 void
-upstream__req_dispatch(struct req *r)
+upstream__req_dispatch(struct upreq *r)
 {
   struct job *j = r->job;
   struct upstream *u = j->u;
   const char *method;
   int streaming = 0, bidi = 0, err;
 
-  r->t0 = now_ns();
+  r->t0 = upstream__now_ns();
   r->timeout_ms = breaker_timeout_ms(&u->breaker);
   if (j->deadline) {
     double left = (double)(j->deadline - (int64_t)r->t0) / 1e6;

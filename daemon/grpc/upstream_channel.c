@@ -106,7 +106,7 @@ upstream__channel_ensure(struct upstream *u)
 void
 upstream__channel_reset(struct upstream *u, int force)
 {
-  uint64_t t = now_ns();
+  uint64_t t = upstream__now_ns();
 
   if (!u->ch)
     return;
@@ -521,7 +521,7 @@ int
 upstream_draws_unsupported(const struct upstream *u)
 {
   return u->draw_unimplemented_at &&
-         now_ns() - u->draw_unimplemented_at < 60ull * 1000000000;
+         upstream__now_ns() - u->draw_unimplemented_at < 60ull * 1000000000;
 }
 
 int

@@ -40,13 +40,13 @@
 #include "grpc/upstream.h"
 #include "gwire.h"
 
-enum kind { KIND_BYTES, KIND_DRAW };
+enum upkind { KIND_BYTES, KIND_DRAW };
 
 struct session;
 struct attempt;
 struct probe;
 
-struct req {
+struct upreq {
   struct job *job;
   size_t off, n;                      /* bytes: slice of the job buffer */
   int attempt;                        /* attempts made */
@@ -54,12 +54,12 @@ struct req {
   double timeout_ms;                  /* of this attempt */
   int done;
   struct session *sess;               /* bidi: the stream it is on */
-  SLIST_ENTRY(req) probe_link;        /* waiting for the pre-probe */
+  SLIST_ENTRY(upreq) probe_link;      /* waiting for the pre-probe */
 };
 
 struct job {
   struct upstream *u;
-  enum kind kind;
+  enum upkind kind;
   upstream_cb cb;
   void *arg;
   uint64_t nonce;
@@ -69,7 +69,7 @@ struct job {
   uint32_t block_bytes;
   size_t nreq, ndone;
   int64_t deadline;                   /* monotonic ns, 0: none */
-  struct req *reqs;
+  struct upreq *reqs;
   struct upstream_result res;
   int seen_no_echo;                   /* a reply echoed nothing */
   int seen_mismatch;                  /* one echoed another id (served:
@@ -126,7 +126,7 @@ struct upstream {
 
 /* The loop's clock (CLOCK_MONOTONIC), in ns and in s. */
 static inline uint64_t
-now_ns(void)
+upstream__now_ns(void)
 {
   return uv_hrtime();
 }
@@ -142,17 +142,17 @@ now_s(void)
 /* An attempt of r ended: err 0 with the reply (msg, len), or an error
    (status -1: a failed pre-probe, no call was made).  Validates the
    reply, retries or finishes r. */
-void upstream__attempt_result(struct req *r, int err, int status,
+void upstream__attempt_result(struct upreq *r, int err, int status,
                               const uint8_t *msg, size_t len,
                               const char *why);
 /* r is over (err 0 or a negative errno): breaker bookkeeping, and the
    job's callback once its last req is over. */
-void upstream__req_finish(struct req *r, int err, int status,
+void upstream__req_finish(struct upreq *r, int err, int status,
                           const char *detail);
 /* Start the attempt counted by req_attempt() (after the pre-probe). */
-void upstream__req_dispatch(struct req *r);
+void upstream__req_dispatch(struct upreq *r);
 /* The request message of r into buf; its length. */
-int upstream__encode_request(struct req *r, uint8_t *buf, size_t cap);
+int upstream__encode_request(struct upreq *r, uint8_t *buf, size_t cap);
 /* Cancel every live unary and server-streaming call. */
 void upstream__attempts_cancel(struct upstream *u);
 
@@ -160,7 +160,7 @@ void upstream__attempts_cancel(struct upstream *u);
 
 /* Queue r on the session of its kind (opened if needed).  0 or -ENOMEM;
    the reply comes through upstream__attempt_result(). */
-int upstream__session_submit(struct req *r);
+int upstream__session_submit(struct upreq *r);
 /* End both sessions: their reqs fail (and may retry on a new one). */
 void upstream__sessions_close(struct upstream *u);
 
@@ -168,7 +168,7 @@ void upstream__sessions_close(struct upstream *u);
 
 /* Before an attempt: 0 to go ahead, or 1 when r now waits for a probe's
    verdict (then upstream__req_dispatch() or a failure follows). */
-int upstream__probe_gate(struct req *r);
+int upstream__probe_gate(struct upreq *r);
 /* upstream_free(): the running probe's waiters fail on the next turn. */
 void upstream__probe_cancel(struct upstream *u);
 

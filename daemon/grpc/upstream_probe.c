@@ -37,7 +37,7 @@
 
 struct probe {
   struct upstream *u;
-  SLIST_HEAD(, req) waiting;          /* attempts waiting for the verdict,
+  SLIST_HEAD(, upreq) waiting;        /* attempts waiting for the verdict,
                                          newest first */
   int verdict_only;                   /* backoff: no connect, just fail */
   int done, refs;                     /* handles open + getaddrinfo */
@@ -137,7 +137,7 @@ static void
 probe_finish(struct probe *p, int status)
 {
   struct upstream *u = p->u;
-  struct req *r;
+  struct upreq *r;
   char why[320];
 
   if (p->done)
@@ -150,7 +150,7 @@ probe_finish(struct probe *p, int status)
              "failed within the last 5 s: %s; backoff in effect)",
              u->probe_why);
   } else if (status < 0) {
-    u->probe_failed_at = now_ns();
+    u->probe_failed_at = upstream__now_ns();
     u->probe_failures++;
     snprintf(u->probe_why, sizeof(u->probe_why), "%.100s: %s", p->what,
              status == UV_ETIMEDOUT ? "no connection within 500 ms" :
@@ -306,10 +306,10 @@ probe_start(struct upstream *u, int verdict_only, double budget_ms)
 /* Before an attempt: 0 to go ahead, or 1 when r now waits for a probe's
    verdict. */
 int
-upstream__probe_gate(struct req *r)
+upstream__probe_gate(struct upreq *r)
 {
   struct upstream *u = r->job->u;
-  uint64_t t = now_ns();
+  uint64_t t = upstream__now_ns();
   int backoff;
 
   if (!u->preprobe)

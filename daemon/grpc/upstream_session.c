@@ -24,7 +24,7 @@
 /* An entry of a session's FIFO: a live req, or the tombstone of one
    that timed out (its late reply must be matched and dropped). */
 struct entry {
-  struct req *r;                      /* NULL: tombstone */
+  struct upreq *r;                      /* NULL: tombstone */
   uint64_t key;                       /* nonce, 0 if none */
   uint64_t deadline;                  /* ns, hrtime */
   TAILQ_ENTRY(entry) link;
@@ -32,7 +32,7 @@ struct entry {
 
 struct session {
   struct upstream *u;
-  enum kind kind;
+  enum upkind kind;
   struct upcall gc;
   struct gb_op op_start, op_recv, op_send, op_status;
   int refs;                           /* batches + timer + owner */
@@ -108,7 +108,7 @@ static void
 session_fail_all(struct session *s, int err, int status, const char *why)
 {
   struct entry *e;
-  struct req *r;
+  struct upreq *r;
 
   s->dead = 1;
   if (s->u->sess[s->kind] == s) {
@@ -221,7 +221,7 @@ on_session_recv(struct gb_op *op, int ok)
   struct gw_draw_resp dr;
   grpc_slice sl;
   uint64_t seq = 0;
-  struct req *r;
+  struct upreq *r;
 
   s->recv_busy = 0;
   if (s->send_in_recv) {
@@ -297,7 +297,7 @@ static void
 session_arm(struct session *s)
 {
   struct entry *e;
-  uint64_t t = now_ns(), first = UINT64_MAX;
+  uint64_t t = upstream__now_ns(), first = UINT64_MAX;
 
   TAILQ_FOREACH(e, &s->fifo, link)
     if (e->r && e->deadline < first)
@@ -317,8 +317,8 @@ on_session_timer(uv_timer_t *t)
   struct session *s = t->data;
   struct entry *e;
   int sent;
-  struct req *r;
-  uint64_t now = now_ns();
+  struct upreq *r;
+  uint64_t now = upstream__now_ns();
   int again;
 
   do {
@@ -355,7 +355,7 @@ on_session_timer(uv_timer_t *t)
 }
 
 static struct session *
-session_open(struct upstream *u, enum kind kind)
+session_open(struct upstream *u, enum upkind kind)
 {
   struct session *s;
   grpc_op ops[3];
@@ -400,10 +400,10 @@ session_open(struct upstream *u, enum kind kind)
 }
 
 int
-upstream__session_submit(struct req *r)
+upstream__session_submit(struct upreq *r)
 {
   struct upstream *u = r->job->u;
-  enum kind kind = r->job->kind;
+  enum upkind kind = r->job->kind;
   struct session *s = u->sess[kind];
   struct entry *e;
 

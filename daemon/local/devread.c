@@ -198,7 +198,7 @@ dev_open(struct devread *d, char *why, size_t wlen)
 
 /* Discard what is already buffered (FIFO and character devices). */
 static void
-drain(struct devread *d)
+drain_buffered(struct devread *d)
 {
   ssize_t k;
   size_t total;
@@ -249,7 +249,7 @@ dev_read(struct devread *d, uint8_t *buf, size_t n, uint64_t deadline,
       return r;
   }
   if (d->drain)
-    drain(d);
+    drain_buffered(d);
   done = 0;
   while (done < n) {
     want = n - done < d->chunk ? n - done : d->chunk;

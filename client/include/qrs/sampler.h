@@ -19,7 +19,7 @@
 
    One token:
 
-     qrs_sampler_sample_token()  draw from qrsd (commitment: salt, step,
+     qrs_sampler_sample_token()  draw from qrsd with a commitment (salt, step,
                                  previous token; usually prefetched) ->
                                  temperature -> selection -> record;
                                  then the next token's draw is
