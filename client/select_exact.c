@@ -710,6 +710,27 @@ qrs__sel_inv_temp(double T, const struct qrs__view *row, double *ret)
   return QRS_E_CONFIG_VALUE;
 }
 
+/* The opening every stage order shares: the support (keep_ties as in
+   support()) into *s and out->eff_top_k, 1/T into *ret_invt and
+   log(min-p) into *ret_pmin (-INFINITY without min-p).  Returns 0, 1
+   when min-p is above 1 (nothing reaches it: the order decides which one
+   token to keep), or QRS_E_CONFIG_VALUE (qrs__sel_inv_temp()). */
+static int
+open_order(struct qrs__sel_ws *ws, const struct qrs__view *row,
+           const struct qrs__scan *scan, const struct qrs__sel_params *p,
+           int keep_ties, struct cset *s, double *ret_invt, double *ret_pmin,
+           struct qrs__sel_out *out)
+{
+  int r;
+
+  support(ws, row, scan, p->top_k, keep_ties, s, &out->eff_top_k);
+  r = qrs__sel_inv_temp(p->T, row, ret_invt);
+  if (r < 0)
+    return r;
+  *ret_pmin = p->min_p > 0.0 ? log(p->min_p) : -INFINITY;
+  return *ret_pmin > 0.0;
+}
+
 /* Reference order (and the reference's truncate-first order). */
 int
 qrs__sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
@@ -721,25 +742,19 @@ qrs__sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct qrs__mass ms;
   struct hit cut, *cutp;
   double invt, pinv, pmin, z, theta, zall, kh, zpre;
-  size_t eff_k, n_minp, n_eff, ncand, nsup;
+  size_t n_minp, n_eff, ncand, nsup;
   unsigned flags;
   int has_minp, nucleus, r;
 
-  support(ws, row, scan, p->top_k, 0, &s, &eff_k);
-  out->eff_top_k = eff_k;
-  r = qrs__sel_inv_temp(p->T, row, &invt);
-  if (r < 0)
-    return r;
+  r = open_order(ws, row, scan, p, 0, &s, &invt, &pmin, out);
+  if (r != 0) {
+    /* min_p > 1: the reference keeps the argmax. */
+    return r < 0 ? r : singleton(&s, out);
+  }
   has_minp = p->min_p > 0.0;
   pinv = tfirst ? 1.0 : invt;
-  if (has_minp)
-    pmin = log(p->min_p);
-  else
-    pmin = tfirst ? QRS__D_UNDERFLOW : -INFINITY;
-  if (has_minp && pmin > 0.0) {
-    /* min_p > 1: nothing reaches it; the reference keeps the argmax. */
-    return singleton(&s, out);
-  }
+  if (!has_minp && tfirst)
+    pmin = QRS__D_UNDERFLOW;
   nucleus = !(p->top_p >= 1.0) || p->nucleus != QRS__NUCLEUS_TOP_P;
   flags = QRS__M_HIST;
   if (p->want_entropy || p->nucleus == QRS__NUCLEUS_THROTTLE)
@@ -772,7 +787,7 @@ qrs__sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
     ncand = n_eff = ms.n_in;
     nucleus = !(p->top_p >= 1.0);
   }
-  nsup = tfirst ? row->n : eff_k;
+  nsup = tfirst ? row->n : out->eff_top_k;
   if (p->nucleus == QRS__NUCLEUS_THROTTLE) {
     zall = z;
     n_eff = throttle(ws, &s, invt, &ms, p, ncand, &cut, &z, &kh);
@@ -809,14 +824,18 @@ qrs__sel_reference(struct qrs__sel_ws *ws, const struct qrs__view *row,
   return r;
 }
 
-/* The top element in selection order: the highest position holding the
-   max (HF and llama.cpp keep it when min-p removes everything).
-   QRS_E_INTERNAL when there is none. */
+/* singleton(), with the top element in selection order: the highest
+   position holding the max (HF and llama.cpp keep it when min-p removes
+   everything).  QRS_E_INTERNAL when there is none. */
 static int
 top_element(const struct cset *s, struct qrs__sel_out *out)
 {
   size_t i;
+  int r;
 
+  r = singleton(s, out);
+  if (r < 0)
+    return r;
   for (i = s->v.n; i-- > 0;)
     if (qrs__kload(&s->v, i) == s->m) {
       out->token = tok(s, i);
@@ -836,18 +855,12 @@ qrs__sel_hf(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct qrs__mass ms;
   struct hit cut, *cutp;
   double invt, z, pmin;
-  size_t eff_k, ncand;
+  size_t ncand;
   int r;
 
-  support(ws, row, scan, p->top_k, 1, &s, &eff_k);
-  out->eff_top_k = eff_k;
-  r = qrs__sel_inv_temp(p->T, row, &invt);
-  if (r < 0)
-    return r;
-  pmin = p->min_p > 0.0 ? log(p->min_p) : -INFINITY;
-  if (pmin > 0.0) {
-    /* Nothing reaches it: HF keeps one token, the most probable. */
-    r = singleton(&s, out);
+  r = open_order(ws, row, scan, p, 1, &s, &invt, &pmin, out);
+  if (r != 0) {
+    /* min_p > 1: HF keeps one token, the most probable. */
     return r < 0 ? r : top_element(&s, out);
   }
   measure(ws, &s, invt, 1.0, -INFINITY, QRS__M_HIST, &ms);
@@ -888,19 +901,11 @@ qrs__sel_llama(struct qrs__sel_ws *ws, const struct qrs__view *row,
   struct qrs__mass ms;
   struct hit cut;
   double invt, pmin;
-  size_t eff_k;
   int r;
 
-  support(ws, row, scan, p->top_k, 0, &s, &eff_k);
-  out->eff_top_k = eff_k;
-  r = qrs__sel_inv_temp(p->T, row, &invt);
-  if (r < 0)
-    return r;
-  pmin = p->min_p > 0.0 ? log(p->min_p) : -INFINITY;
-  if (pmin > 0.0) {
-    r = singleton(&s, out);
+  r = open_order(ws, row, scan, p, 0, &s, &invt, &pmin, out);
+  if (r != 0)
     return r < 0 ? r : top_element(&s, out);
-  }
   out->eff_top_p = 0;
   if (!(p->top_p >= 1.0)) {
     measure(ws, &s, 1.0, 1.0, -INFINITY, QRS__M_HIST, &ms);
