@@ -97,13 +97,27 @@ qrs_sampler_config_copy(const struct qrs_sampler_config *cfg,
   return 0;
 }
 
+/* The index of the field named field: k >= 0, -EINVAL (cfg or field
+   NULL) or QRS_E_CONFIG_FIELD. */
+static int
+find(const struct qrs_sampler_config *cfg, const char *field)
+{
+  int k;
+
+  if (!cfg || !field)
+    return -EINVAL;
+  k = qrs__cfg_field_index(field);
+  return k >= 0 ? k : QRS_E_CONFIG_FIELD;
+}
+
+/* find(), for a setter: an unknown field's reason goes in cfg->err. */
 static int
 lookup(struct qrs_sampler_config *cfg, const char *field)
 {
   int k;
 
-  k = qrs__cfg_field_index(field);
-  if (k >= 0)
+  k = find(cfg, field);
+  if (k != QRS_E_CONFIG_FIELD)
     return k;
   if (qrs__cfg_is_infra(field))
     qrs__cfg_seterr(cfg->err, sizeof(cfg->err),
@@ -111,21 +125,17 @@ lookup(struct qrs_sampler_config *cfg, const char *field)
                     "qrsd's configuration", field);
   else
     qrs__cfg_seterr(cfg->err, sizeof(cfg->err), "%s: no such field", field);
-  return QRS_E_CONFIG_FIELD;
+  return k;
 }
 
-int
-qrs_sampler_config_set(struct qrs_sampler_config *cfg, const char *field,
-                       const char *value)
+/* Parse value into explicit field k; cfg->exp_v changes only on
+   success. */
+static int
+set_field(struct qrs_sampler_config *cfg, int k, const char *value)
 {
   struct qrs__cfgvals tmp;
-  int k, r;
+  int r;
 
-  if (!cfg || !field || !value)
-    return -EINVAL;
-  k = lookup(cfg, field);
-  if (k < 0)
-    return k;
   tmp = cfg->exp_v;
   r = qrs__cfg_parse(&qrs__cfg_fields[k], value, &tmp, cfg->err,
                      sizeof(cfg->err));
@@ -137,6 +147,42 @@ qrs_sampler_config_set(struct qrs_sampler_config *cfg, const char *field,
   return 0;
 }
 
+/* An integer into field k: an integer, float or boolean field. */
+static int
+set_integer(struct qrs_sampler_config *cfg, int k, long long value)
+{
+  const struct field *f;
+  char buf[32];
+
+  f = &qrs__cfg_fields[k];
+  if (f->type == F_STR) {
+    qrs__cfg_seterr(cfg->err, sizeof(cfg->err), "%s: not a numeric field",
+                    f->name);
+    return QRS_E_CONFIG_VALUE;
+  }
+  if (f->type == F_BOOL && value != 0 && value != 1) {
+    qrs__cfg_seterr(cfg->err, sizeof(cfg->err), "%s: not a boolean: %lld",
+                    f->name, value);
+    return QRS_E_CONFIG_VALUE;
+  }
+  snprintf(buf, sizeof(buf), "%lld", value);
+  return set_field(cfg, k, buf);
+}
+
+int
+qrs_sampler_config_set(struct qrs_sampler_config *cfg, const char *field,
+                       const char *value)
+{
+  int k;
+
+  if (!value)
+    return -EINVAL;
+  k = lookup(cfg, field);
+  if (k < 0)
+    return k;
+  return set_field(cfg, k, value);
+}
+
 int
 qrs_sampler_config_set_double(struct qrs_sampler_config *cfg,
                               const char *field, double value)
@@ -144,46 +190,30 @@ qrs_sampler_config_set_double(struct qrs_sampler_config *cfg,
   char buf[40];
   int k;
 
-  if (!cfg || !field)
-    return -EINVAL;
   k = lookup(cfg, field);
   if (k < 0)
     return k;
   if (qrs__cfg_fields[k].type != F_DBL) {
     if (qrs__cfg_fields[k].type == F_INT && value == floor(value) &&
         fabs(value) < 9.2e18)
-      return qrs_sampler_config_set_int(cfg, field, (long long)value);
+      return set_integer(cfg, k, (long long)value);
     qrs__cfg_seterr(cfg->err, sizeof(cfg->err), "%s: not a float field", field);
     return QRS_E_CONFIG_VALUE;
   }
   qrs__fmt_double(value, buf, sizeof(buf));
-  return qrs_sampler_config_set(cfg, field, buf);
+  return set_field(cfg, k, buf);
 }
 
 int
 qrs_sampler_config_set_int(struct qrs_sampler_config *cfg, const char *field,
                            long long value)
 {
-  char buf[32];
   int k;
 
-  if (!cfg || !field)
-    return -EINVAL;
   k = lookup(cfg, field);
   if (k < 0)
     return k;
-  if (qrs__cfg_fields[k].type == F_STR) {
-    qrs__cfg_seterr(cfg->err, sizeof(cfg->err), "%s: not a numeric field",
-                    field);
-    return QRS_E_CONFIG_VALUE;
-  }
-  if (qrs__cfg_fields[k].type == F_BOOL && value != 0 && value != 1) {
-    qrs__cfg_seterr(cfg->err, sizeof(cfg->err), "%s: not a boolean: %lld",
-                    field, value);
-    return QRS_E_CONFIG_VALUE;
-  }
-  snprintf(buf, sizeof(buf), "%lld", value);
-  return qrs_sampler_config_set(cfg, field, buf);
+  return set_integer(cfg, k, value);
 }
 
 int
@@ -191,8 +221,6 @@ qrs_sampler_config_unset(struct qrs_sampler_config *cfg, const char *field)
 {
   int k;
 
-  if (!cfg || !field)
-    return -EINVAL;
   k = lookup(cfg, field);
   if (k < 0)
     return k;
@@ -315,11 +343,11 @@ qrs_sampler_config_get(const struct qrs_sampler_config *cfg,
   char tmp[128];
   int k;
 
-  if (!cfg || !field || (!buf && len))
+  if (!buf && len)
     return -EINVAL;
-  k = qrs__cfg_field_index(field);
+  k = find(cfg, field);
   if (k < 0)
-    return QRS_E_CONFIG_FIELD;
+    return k;
   qrs__config_resolve(cfg, &v);
   qrs__cfg_field_text(&qrs__cfg_fields[k], &v, tmp, sizeof(tmp));
   if (len)
@@ -337,11 +365,11 @@ qrs_sampler_config_get_double(const struct qrs_sampler_config *cfg,
   long long ll;
   int k, b;
 
-  if (!cfg || !field || !ret_value)
+  if (!ret_value)
     return -EINVAL;
-  k = qrs__cfg_field_index(field);
+  k = find(cfg, field);
   if (k < 0)
-    return QRS_E_CONFIG_FIELD;
+    return k;
   qrs__config_resolve(cfg, &v);
   base = (const char *)&v + qrs__cfg_fields[k].off;
   switch (qrs__cfg_fields[k].type) {
@@ -370,11 +398,9 @@ qrs_sampler_config_layer(const struct qrs_sampler_config *cfg,
   const char *pn;
   int k, pi;
 
-  if (!cfg || !field)
-    return -EINVAL;
-  k = qrs__cfg_field_index(field);
+  k = find(cfg, field);
   if (k < 0)
-    return QRS_E_CONFIG_FIELD;
+    return k;
   if (cfg->exp_set[k])
     return QRS_LAYER_EXPLICIT;
   pn = qrs__config_preset(cfg);
