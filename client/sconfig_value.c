@@ -230,12 +230,28 @@ range_text(const struct field *f, char *buf, size_t len)
     snprintf(buf, len, "%s %s", f->hi_open ? "<" : "<=", hi);
 }
 
+/* 0 when v is within f's range, else QRS_E_CONFIG_VALUE with the
+   reason (text: v as the user wrote it) in err. */
+static int
+check_range(const struct field *f, double v, const char *text, char *err,
+            size_t errlen)
+{
+  char rng[80];
+
+  if (range_ok(f, v))
+    return 0;
+  range_text(f, rng, sizeof(rng));
+  qrs__cfg_seterr(err, errlen, "%s: %s is out of range (%s)", f->name, text,
+                  rng);
+  return QRS_E_CONFIG_VALUE;
+}
+
 /* Parse text for field f into v.  0 or QRS_E_CONFIG_VALUE (err set). */
 int
 qrs__cfg_parse(const struct field *f, const char *text, struct qrs__cfgvals *v,
                char *err, size_t errlen)
 {
-  char *base, rng[80];
+  char *base;
   double d;
   long long ll;
   int b;
@@ -248,12 +264,8 @@ qrs__cfg_parse(const struct field *f, const char *text, struct qrs__cfgvals *v,
       qrs__cfg_seterr(err, errlen, "%s: not a number: '%s'", f->name, text);
       return QRS_E_CONFIG_VALUE;
     }
-    if (!range_ok(f, d)) {
-      range_text(f, rng, sizeof(rng));
-      qrs__cfg_seterr(err, errlen, "%s: %s is out of range (%s)", f->name, text,
-                      rng);
+    if (check_range(f, d, text, err, errlen) < 0)
       return QRS_E_CONFIG_VALUE;
-    }
     memcpy(base, &d, sizeof(d));
     return 0;
   case F_INT:
@@ -261,12 +273,8 @@ qrs__cfg_parse(const struct field *f, const char *text, struct qrs__cfgvals *v,
       qrs__cfg_seterr(err, errlen, "%s: not an integer: '%s'", f->name, text);
       return QRS_E_CONFIG_VALUE;
     }
-    if (!range_ok(f, (double)ll)) {
-      range_text(f, rng, sizeof(rng));
-      qrs__cfg_seterr(err, errlen, "%s: %s is out of range (%s)", f->name, text,
-                      rng);
+    if (check_range(f, (double)ll, text, err, errlen) < 0)
       return QRS_E_CONFIG_VALUE;
-    }
     memcpy(base, &ll, sizeof(ll));
     return 0;
   case F_BOOL:
@@ -390,7 +398,7 @@ static const struct {
 static int
 check_doubles(const struct qrs__cfgvals *v, char *err, size_t errlen)
 {
-  char txt[32], rng[80];
+  char txt[32];
   struct field f;
   size_t i, k;
   double d;
@@ -419,12 +427,8 @@ check_doubles(const struct qrs__cfgvals *v, char *err, size_t errlen)
       f.hi = sane_ranges[k].hi;
       f.lo_open = sane_ranges[k].lo_open;
       f.hi_open = sane_ranges[k].hi_open;
-      if (!range_ok(&f, d)) {
-        range_text(&f, rng, sizeof(rng));
-        qrs__cfg_seterr(err, errlen, "%s: %s is out of range (%s)", f.name, txt,
-                        rng);
+      if (check_range(&f, d, txt, err, errlen) < 0)
         return QRS_E_CONFIG_VALUE;
-      }
     }
   }
   return 0;
