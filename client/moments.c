@@ -151,14 +151,6 @@ fma_soft(v8f a, v8f b, v8f c)
 #define MCVT_BF16(h) bf16_to_v8f(h)
 #define MCVT_F16(h) f16_to_v8f(h)
 #include "moments_impl.h"
-#undef MK
-#undef MMAX8
-#undef MMIN8
-#undef MFMA
-#undef MCVT_LO
-#undef MCVT_HI
-#undef MCVT_BF16
-#undef MCVT_F16
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_MOM_AVX2 1
@@ -178,14 +170,6 @@ fma_soft(v8f a, v8f b, v8f c)
   ((v8f)_mm256_slli_epi32(_mm256_cvtepu16_epi32((__m128i)(h)), 16))
 #define MCVT_F16(h) ((v8f)_mm256_cvtph_ps((__m128i)(h)))
 #include "moments_impl.h"
-#undef MK
-#undef MMAX8
-#undef MMIN8
-#undef MFMA
-#undef MCVT_LO
-#undef MCVT_HI
-#undef MCVT_BF16
-#undef MCVT_F16
 #pragma GCC pop_options
 #endif
 

@@ -2,12 +2,14 @@
    with:
      MK(name)       the name with the variant's suffix
      MFMA(a, b, c)  a * b + c with one rounding, lane by lane (v8f)
+     MMAX8(a, b), MMIN8(a, b)  FMAX8 / FMIN8 of moments.c, lane by lane
      MCVT_LO(s), MCVT_HI(s)  lanes 0-3 / 4-7 of s as 4 doubles
      MCVT_BF16(h), MCVT_F16(h)  8 bfloat16 / float16 values (v8h) as
                     floats (exact conversions)
    Every operation is on 8-lane vectors (GCC lowers them to the
    variant's registers), so each lane computes the same IEEE operations
-   in every variant. */
+   in every variant.  It undefines them at its end, ready for the next
+   variant. */
 
 /* 8 values of a float32 / float16 / bfloat16 row from i, exact
    conversions; lanes past n are -inf. */
@@ -242,3 +244,12 @@ MK(fmom_f16)(const struct qrs__view *v, struct qrs__scan *sc,
 {
   MK(fmom)(v, sc, ret, mb, QRS_DTYPE_F16);
 }
+
+#undef MK
+#undef MFMA
+#undef MMAX8
+#undef MMIN8
+#undef MCVT_LO
+#undef MCVT_HI
+#undef MCVT_BF16
+#undef MCVT_F16
