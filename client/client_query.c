@@ -175,10 +175,11 @@ struct query {
                     QrsIpc__SourceInfo ***ret_v, size_t *ret_n);
 };
 
-/* Run query q: a new public struct with its own copy of the source
-   table in *ret, or -ENOMEM, or the call's error. */
+/* Run query q: 0 and a new public struct with its own copy of the
+   source table in *ret (ret: a pointer to q's struct pointer), or
+   -EINVAL, -ENOMEM, or the call's error. */
 static int
-query_run(struct qrs_client *c, const struct query *q, void **ret)
+query_run(struct qrs_client *c, const struct query *q, void *ret)
 {
   QrsIpc__Status empty = QRS_IPC__STATUS__INIT;
   struct qrs_source_info *table;
@@ -188,6 +189,8 @@ query_run(struct qrs_client *c, const struct query *q, void **ret)
   char *o;
   int r;
 
+  if (!c || !ret)
+    return -EINVAL;
   pthread_mutex_lock(&c->lock);
   r = qrs__client_call(c, q->type, &empty.base, q->want, &reply);
   qrs__client_keep_errmsg(c);
@@ -206,7 +209,7 @@ query_run(struct qrs_client *c, const struct query *q, void **ret)
     return -ENOMEM;
   }
   memcpy(o + q->sources, &table, sizeof(table));
-  *ret = o;
+  memcpy(ret, &o, sizeof(o));
   return 0;
 }
 
@@ -245,15 +248,7 @@ static const struct query status_query = {
 int
 qrs_client_status(struct qrs_client *c, struct qrs_status **ret_status)
 {
-  void *o;
-  int r;
-
-  if (!c || !ret_status)
-    return -EINVAL;
-  r = query_run(c, &status_query, &o);
-  if (r == 0)
-    *ret_status = o;
-  return r;
+  return query_run(c, &status_query, ret_status);
 }
 
 void
@@ -304,15 +299,7 @@ static const struct query health_query = {
 int
 qrs_client_health(struct qrs_client *c, struct qrs_health **ret_health)
 {
-  void *o;
-  int r;
-
-  if (!c || !ret_health)
-    return -EINVAL;
-  r = query_run(c, &health_query, &o);
-  if (r == 0)
-    *ret_health = o;
-  return r;
+  return query_run(c, &health_query, ret_health);
 }
 
 void
@@ -348,15 +335,7 @@ static const struct query sources_query = {
 int
 qrs_client_sources(struct qrs_client *c, struct qrs_sources **ret_sources)
 {
-  void *o;
-  int r;
-
-  if (!c || !ret_sources)
-    return -EINVAL;
-  r = query_run(c, &sources_query, &o);
-  if (r == 0)
-    *ret_sources = o;
-  return r;
+  return query_run(c, &sources_query, ret_sources);
 }
 
 void
