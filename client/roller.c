@@ -435,22 +435,43 @@ buffer(struct qrs_roller *r, const struct qrs_provenance *p)
   return 0;
 }
 
-int
-qrs_roller_choose(struct qrs_roller *r, uint32_t k, struct qrs_provenance *ret)
+/* Hand decision p back in *ret (ret may be NULL), kept first in the
+   buffer that qrs_roller_drain() empties when keep is set (the draws
+   are not kept).  *ret is set even when keeping it fails (-ENOMEM):
+   the decision was made. */
+static int
+hand_back(struct qrs_roller *r, const struct qrs_provenance *p, int keep,
+          struct qrs_provenance *ret)
+{
+  int rc;
+
+  rc = keep ? buffer(r, p) : 0;
+  if (ret)
+    *ret = *p;
+  return rc;
+}
+
+/* One of k: a choice (kept) or a draw of an index (not kept). */
+static int
+choose(struct qrs_roller *r, uint32_t k, enum qrs_decision_kind kind,
+       struct qrs_provenance *ret)
 {
   struct qrs_provenance p;
   int rc;
 
   if (k < 1)
     return -EINVAL;
-  rc = roll(r, QRS_DECISION_CHOOSE, &p);
+  rc = roll(r, kind, &p);
   if (rc < 0)
     return rc;
   qrs_map_choose(p.u, k, &p.value);
-  rc = buffer(r, &p);
-  if (ret)
-    *ret = p;
-  return rc;
+  return hand_back(r, &p, kind == QRS_DECISION_CHOOSE, ret);
+}
+
+int
+qrs_roller_choose(struct qrs_roller *r, uint32_t k, struct qrs_provenance *ret)
+{
+  return choose(r, k, QRS_DECISION_CHOOSE, ret);
 }
 
 int
@@ -468,10 +489,7 @@ qrs_roller_choose_weighted(struct qrs_roller *r, const double *w, size_t n,
   if (rc < 0)
     return rc;
   p.value = map_weighted(p.u, w, n, total);
-  rc = buffer(r, &p);
-  if (ret)
-    *ret = p;
-  return rc;
+  return hand_back(r, &p, 1, ret);
 }
 
 int
@@ -486,10 +504,7 @@ qrs_roller_coin(struct qrs_roller *r, double prob, struct qrs_provenance *ret)
   if (rc < 0)
     return rc;
   p.value = p.u < prob;
-  rc = buffer(r, &p);
-  if (ret)
-    *ret = p;
-  return rc;
+  return hand_back(r, &p, 1, ret);
 }
 
 int
@@ -507,10 +522,7 @@ qrs_roller_bind_int(struct qrs_roller *r, const struct qrs_int_range *ranges,
   if (rc < 0)
     return rc;
   p.value = map_ranges(p.u, ranges, n, total);
-  rc = buffer(r, &p);
-  if (ret)
-    *ret = p;
-  return rc;
+  return hand_back(r, &p, 1, ret);
 }
 
 int
@@ -522,27 +534,14 @@ qrs_roller_draw_u(struct qrs_roller *r, struct qrs_provenance *ret)
   rc = roll(r, QRS_DECISION_DRAW_U, &p);
   if (rc < 0)
     return rc;
-  if (ret)
-    *ret = p;
-  return 0;
+  return hand_back(r, &p, 0, ret);
 }
 
 int
 qrs_roller_draw_index(struct qrs_roller *r, uint32_t k,
                       struct qrs_provenance *ret)
 {
-  struct qrs_provenance p;
-  int rc;
-
-  if (k < 1)
-    return -EINVAL;
-  rc = roll(r, QRS_DECISION_DRAW_INDEX, &p);
-  if (rc < 0)
-    return rc;
-  qrs_map_choose(p.u, k, &p.value);
-  if (ret)
-    *ret = p;
-  return 0;
+  return choose(r, k, QRS_DECISION_DRAW_INDEX, ret);
 }
 
 void
