@@ -39,18 +39,15 @@ add(struct json_object *o, const char *key, struct json_object *v, int null_ok)
   return json_object_object_add(o, key, v) < 0 ? -ENOMEM : 0;
 }
 
-#define ADD(key, v) \
+/* Add key: v, or jump to out with r set; ADDN: v may be NULL (null). */
+#define ADD_OR_OUT(key, v, null_ok) \
   do { \
-    r = add(o, key, v, 0); \
+    r = add(o, key, v, null_ok); \
     if (r < 0) \
       goto out; \
   } while (0)
-#define ADDN(key, v) \
-  do { \
-    r = add(o, key, v, 1); \
-    if (r < 0) \
-      goto out; \
-  } while (0)
+#define ADD(key, v) ADD_OR_OUT(key, v, 0)
+#define ADDN(key, v) ADD_OR_OUT(key, v, 1)
 
 static int
 summary(struct json_object *o, const struct qrs_token_record *rec)
