@@ -124,21 +124,6 @@ qrs__row_prepare(struct qrs__row *r, const void *data, enum qrs_dtype dtype,
 }
 
 int
-qrs__strategy_wants_h(const struct qrs__strategy *st)
-{
-  switch (st->kind) {
-  case QRS__T_FIXED:
-  case QRS__T_ENTROPY_THROTTLE:
-  case QRS__T_MIROSTAT_V2:
-    return 0;
-  case QRS__T_COHERENCE_GATE:
-    return st->inner && qrs__strategy_wants_h(st->inner);
-  default:
-    return 1;
-  }
-}
-
-int
 qrs__strategy_reads_row(const struct qrs__strategy *st)
 {
   switch (st->kind) {
@@ -149,6 +134,16 @@ qrs__strategy_reads_row(const struct qrs__strategy *st)
   default:
     return 1;
   }
+}
+
+/* Every strategy that reads the row wants H, but the coherence gate's
+   reading is its inner strategy's. */
+int
+qrs__strategy_wants_h(const struct qrs__strategy *st)
+{
+  if (st->kind == QRS__T_COHERENCE_GATE)
+    return st->inner && qrs__strategy_wants_h(st->inner);
+  return qrs__strategy_reads_row(st);
 }
 
 static void
