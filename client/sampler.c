@@ -781,37 +781,34 @@ qrs_sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
   return 0;
 }
 
+/* Every element of the row of type t -inf (ninf), the token's 0. */
+#define ONE_HOT(t, ninf) \
+  do { \
+    t *a = logits; \
+    for (i = 0; i < n; i++) \
+      a[i] = (ninf); \
+    a[token] = 0; \
+  } while (0)
+
 int
 qrs_force_one_hot(void *logits, enum qrs_dtype dtype, size_t n,
                   uint32_t token)
 {
   size_t i;
-  float *f;
-  double *d;
-  uint16_t *h, ninf;
 
   if (!logits || token >= n || !dtype_ok(dtype))
     return -EINVAL;
   switch (dtype) {
   case QRS_DTYPE_F32:
-    f = logits;
-    for (i = 0; i < n; i++)
-      f[i] = -INFINITY;
-    f[token] = 0.0f;
+    ONE_HOT(float, -INFINITY);
     break;
   case QRS_DTYPE_F64:
-    d = logits;
-    for (i = 0; i < n; i++)
-      d[i] = -INFINITY;
-    d[token] = 0.0;
+    ONE_HOT(double, -INFINITY);
     break;
   default:
-    h = logits;
-    ninf = dtype == QRS_DTYPE_F16 ? 0xfc00 : 0xff80;
-    for (i = 0; i < n; i++)
-      h[i] = ninf;
-    h[token] = 0;
+    ONE_HOT(uint16_t, dtype == QRS_DTYPE_F16 ? 0xfc00 : 0xff80);
     break;
   }
   return 0;
 }
+#undef ONE_HOT
