@@ -2,7 +2,6 @@
    parsing, statistics of the samples, pinning and process chores.  Nothing
    here runs inside a timed region. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,97 +14,17 @@
 
 #include "bench.h"
 
-/* getopt_long()'s value for an option without a short letter. */
-#define LONG_ONLY 256
-
-static int
-takes_arg(const struct bench_opt *o)
-{
-  return o->type != BENCH_OPT_SET;
-}
-
-/* Store arg as o's type says; 0, or -1 when a call refused it. */
-static int
-opt_set(const struct bench_opt *o, const char *arg)
-{
-  switch (o->type) {
-  case BENCH_OPT_INT:
-    *(int *)o->field = atoi(arg);
-    break;
-  case BENCH_OPT_U32:
-    *(uint32_t *)o->field = (uint32_t)strtoul(arg, NULL, 10);
-    break;
-  case BENCH_OPT_SIZE:
-    *(size_t *)o->field = strtoul(arg, NULL, 10);
-    break;
-  case BENCH_OPT_DOUBLE:
-    *(double *)o->field = atof(arg);
-    break;
-  case BENCH_OPT_STRING:
-    *(const char **)o->field = arg;
-    break;
-  case BENCH_OPT_SET:
-    *(int *)o->field = o->val;
-    break;
-  case BENCH_OPT_CALL:
-    return o->call(o->field, arg);
-  }
-  return 0;
-}
-
 int
-bench_opts_parse(int argc, char **argv, const struct bench_opt *opts,
+bench_opts_parse(int argc, char **argv, const struct cli_opt *opts,
                  void (*usage)(FILE *f))
 {
-  struct option lo[BENCH_OPT_MAX + 2];
-  char shorts[3 * BENCH_OPT_MAX + 2];
-  size_t i, n, ns;
-  int c;
+  struct cli cli;
 
-  n = ns = 0;
-  for (i = 0; opts[i].name || opts[i].key; i++) {
-    if (i == BENCH_OPT_MAX) {
-      fprintf(stderr, "qrs-bench: more than %d options\n", BENCH_OPT_MAX);
-      return 2;
-    }
-    if (opts[i].key) {
-      shorts[ns++] = (char)opts[i].key;
-      if (takes_arg(&opts[i]))
-        shorts[ns++] = ':';
-    }
-    if (opts[i].name) {
-      lo[n].name = opts[i].name;
-      lo[n].has_arg = takes_arg(&opts[i]) ? required_argument : no_argument;
-      lo[n].flag = NULL;
-      lo[n].val = opts[i].key ? opts[i].key : LONG_ONLY + (int)i;
-      n++;
-    }
-  }
-  shorts[ns++] = 'h';
-  shorts[ns] = '\0';
-  lo[n].name = "help";
-  lo[n].has_arg = no_argument;
-  lo[n].flag = NULL;
-  lo[n].val = 'h';
-  memset(&lo[n + 1], 0, sizeof(lo[n + 1]));
-
-  optind = 1;
-  while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
-    if (c == 'h') {
-      usage(stdout);
-      return 0;
-    }
-    for (i = 0; opts[i].name || opts[i].key; i++)
-      if (c == (opts[i].key ? opts[i].key : LONG_ONLY + (int)i))
-        break;
-    if (!opts[i].name && !opts[i].key) {
-      usage(stderr);
-      return 2;
-    }
-    if (opt_set(&opts[i], optarg) < 0)
-      return 2;
-  }
-  return -1;
+  memset(&cli, 0, sizeof(cli));
+  cli.prog = "qrs-bench";
+  cli.opts = opts;
+  cli.usage = usage;
+  return cli_opts_parse(&cli, argc, argv);
 }
 
 void

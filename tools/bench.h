@@ -16,6 +16,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "cliparse.h"
 #include "timestamp.h"
 
 int bench_draw(int argc, char **argv);
@@ -25,36 +26,12 @@ int bench_grpc(int argc, char **argv);
 
 /* ---- options ---- */
 
-enum bench_opt_type {
-  BENCH_OPT_INT,                /* int *field = atoi(arg) */
-  BENCH_OPT_U32,                /* uint32_t *field = strtoul(arg) */
-  BENCH_OPT_SIZE,               /* size_t *field = strtoul(arg) */
-  BENCH_OPT_DOUBLE,             /* double *field = atof(arg) */
-  BENCH_OPT_STRING,             /* const char **field = arg */
-  BENCH_OPT_SET,                /* no argument: int *field = val */
-  BENCH_OPT_CALL,               /* call(field, arg): 0, or -1 when arg is
-                                   bad (call has said why) */
-};
-
-/* One option of a subcommand: a long name, a short letter, or both. */
-struct bench_opt {
-  const char *name;             /* --name, or NULL: short only */
-  int key;                      /* -key, or 0: long only */
-  enum bench_opt_type type;
-  void *field;
-  int val;                      /* BENCH_OPT_SET */
-  int (*call)(void *field, const char *arg);
-};
-
-#define BENCH_OPT_MAX 24        /* options a subcommand may have */
-
-/* Parse argv[1..] against opts (ended by an entry with neither name nor
-   key) and -h/--help, with getopt_long() (optind is reset first; the
-   operands start at optind afterwards).  The values are converted as the
-   types say and not checked: the caller checks them.  Returns -1 to go
-   on, 0 after --help (usage(stdout) printed), or 2 after a bad option
-   (usage(stderr) printed, unless a call said why). */
-int bench_opts_parse(int argc, char **argv, const struct bench_opt *opts,
+/* Parse argv[1..] against opts (cliparse.h; a subcommand lists -h/--help
+   as CLI_OPT_HELP).  The values are converted as the types say and not
+   checked: the caller checks them.  Returns -1 to go on, 0 after --help
+   (usage(stdout) printed), or 2 after a bad option (usage(stderr)
+   printed, unless a call said why). */
+int bench_opts_parse(int argc, char **argv, const struct cli_opt *opts,
                      void (*usage)(FILE *f));
 
 /* ---- clocks ---- */

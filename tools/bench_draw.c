@@ -440,15 +440,16 @@ int
 bench_draw(int argc, char **argv)
 {
   struct opts o;
-  const struct bench_opt opts[] = {
-    { "socket", 0, BENCH_OPT_STRING, &o.socket, 0, NULL },
-    { "qrsd", 0, BENCH_OPT_STRING, &o.qrsd, 0, NULL },
-    { "samples", 0, BENCH_OPT_U32, &o.samples, 0, NULL },
-    { "rounds", 0, BENCH_OPT_INT, &o.rounds, 0, NULL },
-    { "per-round", 0, BENCH_OPT_INT, &o.per_round, 0, NULL },
-    { "seconds", 0, BENCH_OPT_DOUBLE, &o.seconds, 0, NULL },
-    { "no-pin", 0, BENCH_OPT_SET, &o.pin, 0, NULL },
-    { NULL, 0, 0, NULL, 0, NULL },
+  const struct cli_opt opts[] = {
+    { .name = "socket", .type = CLI_OPT_STRING, .field = &o.socket },
+    { .name = "qrsd", .type = CLI_OPT_STRING, .field = &o.qrsd },
+    { .name = "samples", .type = CLI_OPT_U32, .field = &o.samples },
+    { .name = "rounds", .type = CLI_OPT_INT, .field = &o.rounds },
+    { .name = "per-round", .type = CLI_OPT_INT, .field = &o.per_round },
+    { .name = "seconds", .type = CLI_OPT_DOUBLE, .field = &o.seconds },
+    { .name = "no-pin", .type = CLI_OPT_SET, .field = &o.pin },
+    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
+    { NULL },
   };
   struct bench_lat ld, lf, lg, lp;
   struct qrs_client *c;

@@ -471,10 +471,11 @@ gusage(FILE *f)
 
 /* --mode: the index of the one mode to measure (int *field). */
 static int
-set_mode(void *field, const char *arg)
+set_mode(const struct cli_opt *o, const char *opt, const char *arg)
 {
-  int *only = field;
+  int *only = o->field;
 
+  (void)opt;
   for (*only = NMODES - 1; *only >= 0; (*only)--)
     if (strcmp(arg, mode_name[*only]) == 0)
       return 0;
@@ -498,18 +499,20 @@ int
 bench_grpc(int argc, char **argv)
 {
   struct gopts o = { NULL, NULL, 2000, 3, 0, -1, 10000, 1.0, 2.0 };
-  const struct bench_opt opts[] = {
-    { NULL, 'n', BENCH_OPT_INT, &o.n, 0, NULL },
-    { "rounds", 'r', BENCH_OPT_INT, &o.rounds, 0, NULL },
-    { "bytes", 'b', BENCH_OPT_U32, &o.bytes, 0, NULL },
-    { "server-latency-ms", 0, BENCH_OPT_DOUBLE, &o.server_latency_ms, 0,
-      NULL },
-    { "step-ms", 0, BENCH_OPT_DOUBLE, &o.step_ms, 0, NULL },
-    { "pin", 0, BENCH_OPT_SET, &o.pin, 1, NULL },
-    { "mode", 0, BENCH_OPT_CALL, &o.only, 0, set_mode },
-    { "qrsd", 0, BENCH_OPT_STRING, &o.qrsd, 0, NULL },
-    { "server", 0, BENCH_OPT_STRING, &o.server, 0, NULL },
-    { NULL, 0, 0, NULL, 0, NULL },
+  const struct cli_opt opts[] = {
+    { .key = 'n', .type = CLI_OPT_INT, .field = &o.n },
+    { .name = "rounds", .key = 'r', .type = CLI_OPT_INT, .field = &o.rounds },
+    { .name = "bytes", .key = 'b', .type = CLI_OPT_U32, .field = &o.bytes },
+    { .name = "server-latency-ms", .type = CLI_OPT_DOUBLE,
+      .field = &o.server_latency_ms },
+    { .name = "step-ms", .type = CLI_OPT_DOUBLE, .field = &o.step_ms },
+    { .name = "pin", .type = CLI_OPT_SET, .field = &o.pin, .val = 1 },
+    { .name = "mode", .type = CLI_OPT_CALL, .field = &o.only,
+      .call = set_mode },
+    { .name = "qrsd", .type = CLI_OPT_STRING, .field = &o.qrsd },
+    { .name = "server", .type = CLI_OPT_STRING, .field = &o.server },
+    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
+    { NULL },
   };
   char sock[128], target[128], qrsd_path[4200], server_path[4200];
   struct qrs_client *c;

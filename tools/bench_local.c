@@ -251,11 +251,13 @@ bench_local(int argc, char **argv)
   const char *device = "/dev/hwrng";
   double seconds = 1.0;
   int reps = 9;
-  const struct bench_opt opts[] = {
-    { "seconds", 's', BENCH_OPT_DOUBLE, &seconds, 0, NULL },
-    { "reps", 'r', BENCH_OPT_INT, &reps, 0, NULL },
-    { "device", 'd', BENCH_OPT_STRING, &device, 0, NULL },
-    { NULL, 0, 0, NULL, 0, NULL },
+  const struct cli_opt opts[] = {
+    { .name = "seconds", .key = 's', .type = CLI_OPT_DOUBLE,
+      .field = &seconds },
+    { .name = "reps", .key = 'r', .type = CLI_OPT_INT, .field = &reps },
+    { .name = "device", .key = 'd', .type = CLI_OPT_STRING, .field = &device },
+    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
+    { NULL },
   };
   const struct noise_mech *m;
   double g1, g10;

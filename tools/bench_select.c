@@ -491,9 +491,10 @@ usage(FILE *f)
 
 /* -K: the kernels (a process-wide setting, no field). */
 static int
-set_kernels(void *field, const char *arg)
+set_kernels(const struct cli_opt *o, const char *opt, const char *arg)
 {
-  (void)field;
+  (void)o;
+  (void)opt;
   if (!strcmp(arg, "sse2"))
     qrs__kernel_level(1);
   else if (!strcmp(arg, "avx2"))
@@ -507,10 +508,11 @@ set_kernels(void *field, const char *arg)
 
 /* -d: the dtypes (int *field: 1 f32, 2 bf16, 3 both). */
 static int
-set_dtypes(void *field, const char *arg)
+set_dtypes(const struct cli_opt *o, const char *opt, const char *arg)
 {
-  int *dtypes = field;
+  int *dtypes = o->field;
 
+  (void)opt;
   *dtypes = !strcmp(arg, "f32") ? 1 : !strcmp(arg, "bf16") ? 2
             : !strcmp(arg, "both") ? 3 : 0;
   if (!*dtypes) {
@@ -524,19 +526,21 @@ int
 bench_select(int argc, char **argv)
 {
   struct sel_opts o = { 151936, 40, 7, -1, 1.5, NULL, NULL, 3, 0, 2 };
-  const struct bench_opt opts[] = {
-    { NULL, 'n', BENCH_OPT_SIZE, &o.vocab, 0, NULL },
-    { NULL, 't', BENCH_OPT_INT, &o.tokens, 0, NULL },
-    { NULL, 'r', BENCH_OPT_INT, &o.reps, 0, NULL },
-    { NULL, 'c', BENCH_OPT_INT, &o.cpu, 0, NULL },
-    { NULL, 's', BENCH_OPT_DOUBLE, &o.zipf, 0, NULL },
-    { NULL, 'k', BENCH_OPT_STRING, &o.only, 0, NULL },
-    { NULL, 'K', BENCH_OPT_CALL, NULL, 0, set_kernels },
-    { NULL, 'S', BENCH_OPT_STRING, &o.shapes, 0, NULL },
-    { NULL, 'd', BENCH_OPT_CALL, &o.dtypes, 0, set_dtypes },
-    { "batch", 0, BENCH_OPT_INT, &o.batch, 0, NULL },
-    { "threads", 0, BENCH_OPT_INT, &o.threads, 0, NULL },
-    { NULL, 0, 0, NULL, 0, NULL },
+  const struct cli_opt opts[] = {
+    { .key = 'n', .type = CLI_OPT_SIZE, .field = &o.vocab },
+    { .key = 't', .type = CLI_OPT_INT, .field = &o.tokens },
+    { .key = 'r', .type = CLI_OPT_INT, .field = &o.reps },
+    { .key = 'c', .type = CLI_OPT_INT, .field = &o.cpu },
+    { .key = 's', .type = CLI_OPT_DOUBLE, .field = &o.zipf },
+    { .key = 'k', .type = CLI_OPT_STRING, .field = &o.only },
+    { .key = 'K', .type = CLI_OPT_CALL, .call = set_kernels },
+    { .key = 'S', .type = CLI_OPT_STRING, .field = &o.shapes },
+    { .key = 'd', .type = CLI_OPT_CALL, .field = &o.dtypes,
+      .call = set_dtypes },
+    { .name = "batch", .type = CLI_OPT_INT, .field = &o.batch },
+    { .name = "threads", .type = CLI_OPT_INT, .field = &o.threads },
+    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
+    { NULL },
   };
   float *frows[NSHAPES][NROWS];
   uint16_t *hrows[NSHAPES][NROWS];

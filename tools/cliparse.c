@@ -1,7 +1,8 @@
-/* Strict parsing of command-line values for the qrs tools (see
-   cliparse.h). */
+/* The command lines of the qrs tools (see cliparse.h): strict parsing of
+   values, and the option tables' parser. */
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -148,3 +149,176 @@ cli_parse_hex(const char *prog, const char *opt, const char *s, uint8_t *buf,
   return 0;
 }
 
+
+/* getopt_long()'s value for an option without a short letter. */
+#define LONG_ONLY 256
+
+static int
+takes_arg(const struct cli_opt *o)
+{
+  return o->type != CLI_OPT_SET && o->type != CLI_OPT_HELP &&
+         o->type != CLI_OPT_DONE;
+}
+
+/* What the messages call o: label, --name or -key. */
+static const char *
+opt_label(const struct cli_opt *o, char *buf, size_t size)
+{
+  if (o->label)
+    return o->label;
+  if (o->name)
+    snprintf(buf, size, "--%s", o->name);
+  else
+    snprintf(buf, size, "-%c", o->key);
+  return buf;
+}
+
+static void
+num_store(const struct cli_opt *o, double v)
+{
+  switch (o->val) {
+  case CLI_NUM_DOUBLE:
+    *(double *)o->field = v;
+    break;
+  case CLI_NUM_U32:
+    *(uint32_t *)o->field = (uint32_t)v;
+    break;
+  case CLI_NUM_U64:
+    *(uint64_t *)o->field = (uint64_t)v;
+    break;
+  case CLI_NUM_LONG:
+    *(long *)o->field = (long)v;
+    break;
+  }
+}
+
+/* Store arg as o's type says; 0, or -1 when it is bad (said). */
+static int
+opt_set(const struct cli *cli, const struct cli_opt *o, const char *arg)
+{
+  char buf[64];
+  const char *opt;
+  double v;
+
+  opt = opt_label(o, buf, sizeof(buf));
+  switch (o->type) {
+  case CLI_OPT_STRING:
+    *(const char **)o->field = arg;
+    break;
+  case CLI_OPT_SET:
+    *(int *)o->field = o->val;
+    break;
+  case CLI_OPT_U64:
+    if (cli_parse_u64(cli->prog, opt, arg, o->min, o->max,
+                      o->flags & CLI_SUFFIX, o->field) < 0)
+      return -1;
+    break;
+  case CLI_OPT_I64:
+    if (cli_parse_i64(cli->prog, opt, arg, INT64_MIN, INT64_MAX,
+                      o->field) < 0)
+      return -1;
+    break;
+  case CLI_OPT_FINITE:
+    if (cli_parse_double(cli->prog, opt, arg, o->field) < 0)
+      return -1;
+    break;
+  case CLI_OPT_NUM:
+    if (o->num(o, opt, arg, &v) < 0)
+      return -1;
+    num_store(o, v);
+    break;
+  case CLI_OPT_INT:
+    *(int *)o->field = atoi(arg);
+    break;
+  case CLI_OPT_U32:
+    *(uint32_t *)o->field = (uint32_t)strtoul(arg, NULL, 10);
+    break;
+  case CLI_OPT_SIZE:
+    *(size_t *)o->field = strtoul(arg, NULL, 10);
+    break;
+  case CLI_OPT_DOUBLE:
+    *(double *)o->field = atof(arg);
+    break;
+  case CLI_OPT_CALL:
+    if (o->call(o, opt, arg) < 0)
+      return -1;
+    break;
+  case CLI_OPT_HELP:
+  case CLI_OPT_DONE:
+    break;
+  }
+  if (o->seen)
+    *o->seen |= o->bit;
+  return 0;
+}
+
+/* What getopt_long() returns for opts[i]. */
+static int
+opt_val(const struct cli_opt *opts, size_t i)
+{
+  return opts[i].key ? opts[i].key : LONG_ONLY + (int)i;
+}
+
+int
+cli_opts_parse(const struct cli *cli, int argc, char **argv)
+{
+  const struct cli_opt *opts, *o;
+  struct option lo[CLI_OPT_MAX + 1];
+  char shorts[3 * CLI_OPT_MAX + 3];
+  char buf[64];
+  size_t i, n, ns;
+  int c;
+
+  opts = cli->opts;
+  n = ns = 0;
+  if (cli->flags & CLI_IN_ORDER)
+    shorts[ns++] = '+';
+  if (cli->flags & CLI_QUIET)
+    shorts[ns++] = ':';
+  for (i = 0; opts[i].name || opts[i].key; i++) {
+    if (i == CLI_OPT_MAX) {
+      fprintf(stderr, "%s: more than %d options\n", cli->prog, CLI_OPT_MAX);
+      return 2;
+    }
+    if (opts[i].key) {
+      shorts[ns++] = (char)opts[i].key;
+      if (takes_arg(&opts[i]))
+        shorts[ns++] = ':';
+    }
+    if (opts[i].name) {
+      lo[n].name = opts[i].name;
+      lo[n].has_arg = takes_arg(&opts[i]) ? required_argument : no_argument;
+      lo[n].flag = NULL;
+      lo[n].val = opt_val(opts, i);
+      n++;
+    }
+  }
+  shorts[ns] = '\0';
+  memset(&lo[n], 0, sizeof(lo[n]));
+
+  optind = 0;
+  while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+    for (i = 0; opts[i].name || opts[i].key; i++)
+      if (c == opt_val(opts, i))
+        break;
+    o = &opts[i];
+    if (!o->name && !o->key) {
+      if (cli->bad)
+        cli->bad(cli, c, argv);
+      else
+        cli->usage(stderr);
+      return 2;
+    }
+    if (o->type == CLI_OPT_HELP) {
+      if (cli->help)
+        return cli->help(cli);
+      cli->usage(stdout);
+      return 0;
+    }
+    if (o->type == CLI_OPT_DONE)
+      return o->call(o, opt_label(o, buf, sizeof(buf)), NULL);
+    if (opt_set(cli, o, optarg) < 0)
+      return 2;
+  }
+  return -1;
+}
