@@ -20,6 +20,7 @@
 
 #include <qrs/client.h>
 
+#include "cliparse.h"
 #include "jsonfield.h"
 
 #define EXIT_HEALTHY 0
@@ -43,10 +44,19 @@ struct command {
 
 /* qrsctl.c: option parsing shared by every command. */
 
-/* -j/-c/--json, -h/--help, or an unknown option c.  Returns -1 to go on,
-   else the exit status. */
-int ctl_common_option(struct ctl *ctl, const struct command *cmd, int c,
-                      char **argv);
+/* The options every command accepts, -j/-c/--json and -h/--help, and the
+   end of a command's option table (cliparse.h). */
+#define CTL_COMMON_OPTS(ctl) \
+  { .name = "json", .key = 'j', .type = CLI_OPT_SET, .field = &(ctl)->json, \
+    .val = 1 }, \
+  { .key = 'c', .type = CLI_OPT_SET, .field = &(ctl)->json, .val = 1 }, \
+  { .name = "help", .key = 'h', .type = CLI_OPT_HELP }, \
+  { 0 }
+
+/* Parse cmd's options, opts (ending with CTL_COMMON_OPTS()): -1 to go
+   on, else the exit status (after the help, or saying what is wrong). */
+int ctl_parse(const struct command *cmd, const struct cli_opt *opts,
+              int argc, char **argv);
 /* A command without options of its own: -1 to go on, else the exit
    status. */
 int ctl_parse_plain(struct ctl *ctl, const struct command *cmd, int argc,

@@ -3,7 +3,6 @@
    (ctl_reply.c), say what failed in one line.  Each connects once and
    frees the client before it returns. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -167,67 +166,72 @@ cmd_sources(struct ctl *ctl, const struct command *cmd, int argc,
   return query(ctl, cmd, argc, argv, QUERY_SOURCES);
 }
 
-/* draw's --population-mean (M), --population-std (D) and --epsilon (E):
-   the amplifier parameter and its QRS_AMP_* bit.  0 or -1 (said). */
-static int
-amp_double_option(int opt, const char *arg, struct qrs_amp_params *amp)
-{
-  const char *name;
-  unsigned bit;
-  double *v;
+/* draw --salt HEX, into field, a struct draw_salt. */
+struct draw_salt {
+  uint8_t bytes[SALT_MAX];
+  size_t len;
+};
 
-  if (opt == 'M') {
-    name = "--population-mean";
-    v = &amp->population_mean;
-    bit = QRS_AMP_POPULATION_MEAN;
-  } else if (opt == 'D') {
-    name = "--population-std";
-    v = &amp->population_std;
-    bit = QRS_AMP_POPULATION_STD;
-  } else {
-    name = "--epsilon";
-    v = &amp->uniform_clamp_epsilon;
-    bit = QRS_AMP_EPSILON;
-  }
-  if (cli_parse_double("qrsctl", name, arg, v) < 0)
-    return -1;
-  amp->set |= bit;
-  return 0;
+static int
+set_salt(const struct cli_opt *o, const char *opt, const char *arg)
+{
+  struct draw_salt *salt = o->field;
+
+  return cli_parse_hex("qrsctl", opt, arg, salt->bytes, SALT_MAX,
+                       &salt->len);
 }
+
+/* What of draw's options was given, beyond the amplifier's (amp.set). */
+#define DRAW_SALT 0x1
+#define DRAW_COMMIT 0x2           /* --step or --prev-token */
 
 int
 cmd_draw(struct ctl *ctl, const struct command *cmd, int argc,
          char **argv)
 {
-  static const struct option longopts[] = {
-    { "count", required_argument, NULL, 'n' },
-    { "source", required_argument, NULL, 'S' },
-    { "samples", required_argument, NULL, 'N' },
-    { "amplifier", required_argument, NULL, 'a' },
-    { "population-mean", required_argument, NULL, 'M' },
-    { "population-std", required_argument, NULL, 'D' },
-    { "epsilon", required_argument, NULL, 'E' },
-    { "zscore-calibration", required_argument, NULL, 'Z' },
-    { "ecdf-calibration", required_argument, NULL, 'C' },
-    { "salt", required_argument, NULL, 'x' },
-    { "step", required_argument, NULL, 'T' },
-    { "prev-token", required_argument, NULL, 'P' },
-    { "json", no_argument, NULL, 'j' },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
-  };
   const struct qrs_server_info *info;
   struct qrs_draw_request req;
   struct qrs_amp_params amp;
   struct qrs_commitment com;
+  struct draw_salt salt;
   struct draw_row row;
   struct qrs_client *c;
-  uint8_t salt[SALT_MAX];
   uint32_t tickets[DRAW_WINDOW];
   char what[QRS_NAME_MAX + 96];
-  uint64_t count, samples, step, sent, done, window, blocks;
+  uint64_t count, samples, step, sent, done, window, zblocks, eblocks;
   int64_t prev_token;
-  int opt, r, have_salt, have_commit_opt;
+  unsigned given;
+  int r;
+  const struct cli_opt opts[] = {
+    { .name = "count", .key = 'n', .type = CLI_OPT_U64, .field = &count,
+      .min = 1, .max = UINT32_MAX, .label = "-n" },
+    { .name = "source", .type = CLI_OPT_STRING, .field = &req.source },
+    { .name = "samples", .type = CLI_OPT_U64, .field = &samples, .min = 1,
+      .max = UINT32_MAX },
+    { .name = "amplifier", .type = CLI_OPT_STRING, .field = &req.amplifier },
+    { .name = "population-mean", .type = CLI_OPT_FINITE,
+      .field = &amp.population_mean, .seen = &amp.set,
+      .bit = QRS_AMP_POPULATION_MEAN },
+    { .name = "population-std", .type = CLI_OPT_FINITE,
+      .field = &amp.population_std, .seen = &amp.set,
+      .bit = QRS_AMP_POPULATION_STD },
+    { .name = "epsilon", .type = CLI_OPT_FINITE,
+      .field = &amp.uniform_clamp_epsilon, .seen = &amp.set,
+      .bit = QRS_AMP_EPSILON },
+    { .name = "zscore-calibration", .type = CLI_OPT_U64, .field = &zblocks,
+      .max = UINT32_MAX, .seen = &amp.set,
+      .bit = QRS_AMP_ZSCORE_CALIBRATION },
+    { .name = "ecdf-calibration", .type = CLI_OPT_U64, .field = &eblocks,
+      .max = UINT32_MAX, .seen = &amp.set,
+      .bit = QRS_AMP_ECDF_CALIBRATION },
+    { .name = "salt", .type = CLI_OPT_CALL, .field = &salt,
+      .call = set_salt, .seen = &given, .bit = DRAW_SALT },
+    { .name = "step", .type = CLI_OPT_U64, .field = &step,
+      .max = UINT64_MAX, .seen = &given, .bit = DRAW_COMMIT },
+    { .name = "prev-token", .type = CLI_OPT_I64, .field = &prev_token,
+      .seen = &given, .bit = DRAW_COMMIT },
+    CTL_COMMON_OPTS(ctl),
+  };
 
   memset(&req, 0, sizeof(req));
   memset(&amp, 0, sizeof(amp));
@@ -236,84 +240,30 @@ cmd_draw(struct ctl *ctl, const struct command *cmd, int argc,
   count = 1;
   samples = 0;
   step = 0;
+  zblocks = 0;
+  eblocks = 0;
   prev_token = -1;
-  have_salt = 0;
-  have_commit_opt = 0;
-  optind = 0;
-  while ((opt = getopt_long(argc, argv, ":n:jch", longopts, NULL)) != -1) {
-    switch (opt) {
-    case 'n':
-      if (cli_parse_u64("qrsctl", "-n", optarg, 1, UINT32_MAX, 0, &count) < 0)
-        return EXIT_ERROR;
-      break;
-    case 'S':
-      req.source = optarg;
-      break;
-    case 'N':
-      if (cli_parse_u64("qrsctl", "--samples",
-                        optarg, 1, UINT32_MAX, 0, &samples) < 0)
-        return EXIT_ERROR;
-      break;
-    case 'a':
-      req.amplifier = optarg;
-      break;
-    case 'M':
-    case 'D':
-    case 'E':
-      if (amp_double_option(opt, optarg, &amp) < 0)
-        return EXIT_ERROR;
-      break;
-    case 'Z':
-    case 'C':
-      if (cli_parse_u64("qrsctl", opt == 'Z' ? "--zscore-calibration" :
-                        "--ecdf-calibration", optarg, 0, UINT32_MAX, 0,
-                        &blocks) < 0)
-        return EXIT_ERROR;
-      if (opt == 'Z') {
-        amp.zscore_calibration_samples = (uint32_t)blocks;
-        amp.set |= QRS_AMP_ZSCORE_CALIBRATION;
-      } else {
-        amp.ecdf_calibration_samples = (uint32_t)blocks;
-        amp.set |= QRS_AMP_ECDF_CALIBRATION;
-      }
-      break;
-    case 'x':
-      if (cli_parse_hex("qrsctl", "--salt", optarg, salt, SALT_MAX,
-                        &com.salt_len) < 0)
-        return EXIT_ERROR;
-      have_salt = 1;
-      break;
-    case 'T':
-      if (cli_parse_u64("qrsctl", "--step",
-                        optarg, 0, UINT64_MAX, 0, &step) < 0)
-        return EXIT_ERROR;
-      have_commit_opt = 1;
-      break;
-    case 'P':
-      if (cli_parse_i64("qrsctl", "--prev-token", optarg, INT64_MIN,
-                        INT64_MAX, &prev_token) < 0)
-        return EXIT_ERROR;
-      have_commit_opt = 1;
-      break;
-    default:
-      r = ctl_common_option(ctl, cmd, opt, argv);
-      if (r >= 0)
-        return r;
-    }
-  }
+  salt.len = 0;
+  given = 0;
+  r = ctl_parse(cmd, opts, argc, argv);
+  if (r >= 0)
+    return r;
   r = ctl_no_arguments(cmd, argc, argv);
   if (r >= 0)
     return r;
-  if (have_commit_opt && !have_salt) {
+  if ((given & DRAW_COMMIT) && !(given & DRAW_SALT)) {
     fprintf(stderr, "qrsctl: draw: --step and --prev-token need --salt\n");
     ctl_command_usage_error(cmd);
     return EXIT_ERROR;
   }
   req.sample_count = (uint32_t)samples;
+  amp.zscore_calibration_samples = (uint32_t)zblocks;
+  amp.ecdf_calibration_samples = (uint32_t)eblocks;
   if (amp.set)
     req.amp = &amp;
-  if (have_salt) {
-    com.salt = salt;
+  if (given & DRAW_SALT) {
+    com.salt = salt.bytes;
+    com.salt_len = salt.len;
     com.prev_token_id = prev_token;
     req.commitment = &com;
   }
@@ -399,14 +349,6 @@ int
 cmd_bytes(struct ctl *ctl, const struct command *cmd, int argc,
           char **argv)
 {
-  static const struct option longopts[] = {
-    { "count", required_argument, NULL, 'n' },
-    { "source", required_argument, NULL, 'S' },
-    { "force", no_argument, NULL, 'f' },
-    { "json", no_argument, NULL, 'j' },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
-  };
   const struct qrs_server_info *info;
   struct qrs_bytes_info bi;
   struct qrs_client *c;
@@ -415,30 +357,22 @@ cmd_bytes(struct ctl *ctl, const struct command *cmd, int argc,
   uint64_t count, left;
   size_t chunk, n;
   char by[QRS_NAME_MAX], asked[QRS_NAME_MAX], what[128];
-  int opt, r, force, warned;
+  int r, force, warned;
+  const struct cli_opt opts[] = {
+    { .name = "count", .key = 'n', .type = CLI_OPT_U64, .field = &count,
+      .min = 1, .max = UINT64_MAX, .flags = CLI_SUFFIX, .label = "-n" },
+    { .name = "source", .type = CLI_OPT_STRING, .field = &source },
+    { .name = "force", .key = 'f', .type = CLI_OPT_SET, .field = &force,
+      .val = 1 },
+    CTL_COMMON_OPTS(ctl),
+  };
 
   count = 0;
   source = NULL;
   force = 0;
-  optind = 0;
-  while ((opt = getopt_long(argc, argv, ":n:fjch", longopts, NULL)) != -1) {
-    switch (opt) {
-    case 'n':
-      if (cli_parse_u64("qrsctl", "-n", optarg, 1, UINT64_MAX, 1, &count) < 0)
-        return EXIT_ERROR;
-      break;
-    case 'S':
-      source = optarg;
-      break;
-    case 'f':
-      force = 1;
-      break;
-    default:
-      r = ctl_common_option(ctl, cmd, opt, argv);
-      if (r >= 0)
-        return r;
-    }
-  }
+  r = ctl_parse(cmd, opts, argc, argv);
+  if (r >= 0)
+    return r;
   r = ctl_no_arguments(cmd, argc, argv);
   if (r >= 0)
     return r;

@@ -47,25 +47,18 @@ int
 cmd_validate(struct ctl *ctl, const struct command *cmd, int argc,
              char **argv)
 {
-  static const struct option longopts[] = {
-    { "json", no_argument, NULL, 'j' },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
-  };
   posix_spawn_file_actions_t fa;
   struct validate_result res;
   const char *qrsd, *file;
   char *child_argv[5];
   char path[PATH_MAX];
   pid_t pid;
-  int opt, r, wstatus, valid;
+  int r, wstatus, valid;
+  const struct cli_opt opts[] = { CTL_COMMON_OPTS(ctl) };
 
-  optind = 0;
-  while ((opt = getopt_long(argc, argv, ":jch", longopts, NULL)) != -1) {
-    r = ctl_common_option(ctl, cmd, opt, argv);
-    if (r >= 0)
-      return r;
-  }
+  r = ctl_parse(cmd, opts, argc, argv);
+  if (r >= 0)
+    return r;
   if (argc - optind != 1) {
     fprintf(stderr, "qrsctl: validate: %s\n", optind < argc ?
             "one FILE only" : "FILE is required");

@@ -216,25 +216,35 @@ option_error(int c, char **argv)
     fprintf(stderr, "qrsctl: unknown option '%s'\n", arg);
 }
 
-/* Command option parsing shared by every command: -j/-c/--json,
-   -h/--help.  Returns -1 to go on, else the exit status. */
-int
-ctl_common_option(struct ctl *ctl, const struct command *cmd, int c,
-                  char **argv)
+/* A command's -h/--help. */
+static int
+command_help(const struct cli *cli)
 {
-  switch (c) {
-  case 'j':
-  case 'c':
-    ctl->json = 1;
-    return -1;
-  case 'h':
-    command_usage(stdout, cmd);
-    return out_done(0);
-  default:
-    option_error(c, argv);
-    ctl_command_usage_error(cmd);
-    return EXIT_ERROR;
-  }
+  command_usage(stdout, cli->ctx);
+  return out_done(0);
+}
+
+static void
+command_bad(const struct cli *cli, int c, char **argv)
+{
+  option_error(c, argv);
+  ctl_command_usage_error(cli->ctx);
+}
+
+int
+ctl_parse(const struct command *cmd, const struct cli_opt *opts, int argc,
+          char **argv)
+{
+  struct cli cli;
+
+  memset(&cli, 0, sizeof(cli));
+  cli.prog = "qrsctl";
+  cli.flags = CLI_QUIET;
+  cli.opts = opts;
+  cli.help = command_help;
+  cli.bad = command_bad;
+  cli.ctx = cmd;
+  return cli_opts_parse(&cli, argc, argv);
 }
 
 /* Commands without options of their own (status, health, sources). */
@@ -242,19 +252,12 @@ int
 ctl_parse_plain(struct ctl *ctl, const struct command *cmd, int argc,
                 char **argv)
 {
-  static const struct option longopts[] = {
-    { "json", no_argument, NULL, 'j' },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
-  };
-  int c, r;
+  const struct cli_opt opts[] = { CTL_COMMON_OPTS(ctl) };
+  int r;
 
-  optind = 0;
-  while ((c = getopt_long(argc, argv, ":jch", longopts, NULL)) != -1) {
-    r = ctl_common_option(ctl, cmd, c, argv);
-    if (r >= 0)
-      return r;
-  }
+  r = ctl_parse(cmd, opts, argc, argv);
+  if (r >= 0)
+    return r;
   return ctl_no_arguments(cmd, argc, argv);
 }
 
@@ -270,56 +273,74 @@ ctl_no_arguments(const struct command *cmd, int argc, char **argv)
   return -1;
 }
 
+/* The global -h/--help, -V/--version and bad options. */
+static int
+global_help(const struct cli *cli)
+{
+  (void)cli;
+  usage(stdout);
+  return out_done(0);
+}
+
+static int
+version(const struct cli_opt *o, const char *opt, const char *arg)
+{
+  (void)o;
+  (void)opt;
+  (void)arg;
+  printf("qrsctl %s\nlibqrs %s\n", QRSCTL_VERSION, qrs_version());
+  return out_done(0);
+}
+
+static void
+global_bad(const struct cli *cli, int c, char **argv)
+{
+  (void)cli;
+  option_error(c, argv);
+  usage_error();
+}
+
 int
 main(int argc, char **argv)
 {
-  static const struct option longopts[] = {
-    { "socket", required_argument, NULL, 's' },
-    { "json", no_argument, NULL, 'j' },
-    { "timeout", required_argument, NULL, 't' },
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, 'V' },
-    { NULL, 0, NULL, 0 },
-  };
   struct ctl ctl;
-  const char *env;
   uint64_t timeout;
+  unsigned given;
+  const struct cli_opt opts[] = {
+    { .name = "socket", .key = 's', .type = CLI_OPT_STRING,
+      .field = &ctl.socket_path },
+    { .name = "json", .key = 'j', .type = CLI_OPT_SET, .field = &ctl.json,
+      .val = 1 },
+    { .key = 'c', .type = CLI_OPT_SET, .field = &ctl.json, .val = 1 },
+    { .name = "timeout", .key = 't', .type = CLI_OPT_U64, .field = &timeout,
+      .max = INT_MAX, .seen = &given, .bit = 1 },
+    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
+    { .name = "version", .key = 'V', .type = CLI_OPT_DONE, .call = version },
+    { 0 },
+  };
+  struct cli cli;
+  const char *env;
   size_t i;
-  int opt;
+  int r;
 
   memset(&ctl, 0, sizeof(ctl));
+  memset(&cli, 0, sizeof(cli));
   /* A reader that goes away shows up as EPIPE, handled where we write. */
   signal(SIGPIPE, SIG_IGN);
   opterr = 0;
 
-  while ((opt = getopt_long(argc, argv, "+:s:jct:hV", longopts,
-                            NULL)) != -1) {
-    switch (opt) {
-    case 's':
-      ctl.socket_path = optarg;
-      break;
-    case 'j':
-    case 'c':
-      ctl.json = 1;
-      break;
-    case 't':
-      if (cli_parse_u64("qrsctl", "--timeout",
-                        optarg, 0, INT_MAX, 0, &timeout) < 0)
-        return EXIT_ERROR;
-      ctl.timeout_ms = timeout ? (int)timeout : -1;
-      break;
-    case 'h':
-      usage(stdout);
-      return out_done(0);
-    case 'V':
-      printf("qrsctl %s\nlibqrs %s\n", QRSCTL_VERSION, qrs_version());
-      return out_done(0);
-    default:
-      option_error(opt, argv);
-      usage_error();
-      return EXIT_ERROR;
-    }
-  }
+  given = 0;
+  timeout = 0;
+  cli.prog = "qrsctl";
+  cli.flags = CLI_IN_ORDER | CLI_QUIET;
+  cli.opts = opts;
+  cli.help = global_help;
+  cli.bad = global_bad;
+  r = cli_opts_parse(&cli, argc, argv);
+  if (r >= 0)
+    return r;
+  if (given)
+    ctl.timeout_ms = timeout ? (int)timeout : -1;
   if (optind >= argc) {
     fprintf(stderr, "qrsctl: no command given\n");
     usage_error();
