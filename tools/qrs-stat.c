@@ -36,6 +36,7 @@
 
 #include "amp_exact.h"
 #include "clientint.h"
+#include "cliparse.h"
 #include "engine/ampreq.h"
 #include "frame.h"
 #include "sources/source.h"
@@ -46,6 +47,9 @@
 #define WINDOW 64                   /* draws in flight through qrsd */
 #define HIST_BINS 100
 #define QQ_POINTS 2000
+
+/* Longest --shifts or --sample-counts list, with its NUL. */
+#define LIST_MAX 256
 
 struct opts {
   const char *socket;
@@ -59,8 +63,8 @@ struct opts {
   struct qrs_amp_params amp;
   uint32_t power_draws;
   uint32_t power_trials;
-  char shifts[256];
-  char counts[256];
+  char shifts[LIST_MAX];
+  char counts[LIST_MAX];
 };
 
 static void
@@ -694,36 +698,90 @@ in_range(double v, double lo, double hi, const char *opt)
   return 0;
 }
 
+/* A number option: strtod()'s syntax, in [min, max] unless max is 0. */
+static int
+stat_num(const struct cli_opt *o, const char *opt, const char *arg,
+         double *ret)
+{
+  char *end;
+  double v;
+
+  errno = 0;
+  v = strtod(arg, &end);
+  if (end == arg || *end || errno || !isfinite(v)) {
+    fprintf(stderr, "qrs-stat: '%s' is not a number\n", arg);
+    return -1;
+  }
+  if (o->max && !in_range(v, (double)o->min, (double)o->max, opt))
+    return -1;
+  *ret = v;
+  return 0;
+}
+
+/* --shifts and --sample-counts: the list, into a char[LIST_MAX]. */
+static int
+set_list(const struct cli_opt *o, const char *opt, const char *arg)
+{
+  (void)opt;
+  snprintf(o->field, LIST_MAX, "%s", arg);
+  return 0;
+}
+
 int
 main(int argc, char **argv)
 {
-  static const struct option longopts[] = {
-    { "socket", required_argument, NULL, 's' },
-    { "source", required_argument, NULL, 'S' },
-    { "draws", required_argument, NULL, 'M' },
-    { "samples", required_argument, NULL, 'N' },
-    { "amplifier", required_argument, NULL, 'a' },
-    { "population-mean", required_argument, NULL, 1 },
-    { "population-std", required_argument, NULL, 2 },
-    { "epsilon", required_argument, NULL, 3 },
-    { "zscore-calibration", required_argument, NULL, 4 },
-    { "ecdf-calibration", required_argument, NULL, 5 },
-    { "mean-shift", required_argument, NULL, 6 },
-    { "seed", required_argument, NULL, 7 },
-    { "power-draws", required_argument, NULL, 8 },
-    { "power-trials", required_argument, NULL, 9 },
-    { "shifts", required_argument, NULL, 10 },
-    { "sample-counts", required_argument, NULL, 11 },
-    { "report", required_argument, NULL, 'r' },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
-  };
   struct opts o;
-  char *end;
-  double v;
-  int opt;
+  const struct cli_opt opts[] = {
+    { .name = "socket", .key = 's', .type = CLI_OPT_STRING,
+      .field = &o.socket },
+    { .name = "source", .type = CLI_OPT_STRING, .field = &o.source },
+    { .name = "draws", .key = 'M', .type = CLI_OPT_NUM, .field = &o.draws,
+      .val = CLI_NUM_U64, .num = stat_num, .min = 1, .max = 1000000000 },
+    { .name = "samples", .key = 'N', .type = CLI_OPT_NUM,
+      .field = &o.samples, .val = CLI_NUM_U32, .num = stat_num, .min = 1,
+      .max = 16777216 },
+    { .name = "amplifier", .key = 'a', .type = CLI_OPT_STRING,
+      .field = &o.amplifier },
+    { .name = "population-mean", .type = CLI_OPT_NUM,
+      .field = &o.amp.population_mean, .num = stat_num,
+      .seen = &o.amp.set, .bit = QRS_AMP_POPULATION_MEAN },
+    { .name = "population-std", .type = CLI_OPT_NUM,
+      .field = &o.amp.population_std, .num = stat_num,
+      .seen = &o.amp.set, .bit = QRS_AMP_POPULATION_STD },
+    { .name = "epsilon", .type = CLI_OPT_NUM,
+      .field = &o.amp.uniform_clamp_epsilon, .num = stat_num,
+      .seen = &o.amp.set, .bit = QRS_AMP_EPSILON },
+    { .name = "zscore-calibration", .type = CLI_OPT_NUM,
+      .field = &o.amp.zscore_calibration_samples, .val = CLI_NUM_U32,
+      .num = stat_num, .max = UINT32_MAX, .label = "calibration blocks",
+      .seen = &o.amp.set, .bit = QRS_AMP_ZSCORE_CALIBRATION },
+    { .name = "ecdf-calibration", .type = CLI_OPT_NUM,
+      .field = &o.amp.ecdf_calibration_samples, .val = CLI_NUM_U32,
+      .num = stat_num, .max = UINT32_MAX, .label = "calibration blocks",
+      .seen = &o.amp.set, .bit = QRS_AMP_ECDF_CALIBRATION },
+    { .name = "mean-shift", .type = CLI_OPT_NUM, .field = &o.mean_shift,
+      .num = stat_num },
+    { .name = "seed", .type = CLI_OPT_NUM, .field = &o.seed,
+      .val = CLI_NUM_U64, .num = stat_num },
+    { .name = "power-draws", .type = CLI_OPT_NUM, .field = &o.power_draws,
+      .val = CLI_NUM_U32, .num = stat_num, .min = 1, .max = 10000000 },
+    { .name = "power-trials", .type = CLI_OPT_NUM,
+      .field = &o.power_trials, .val = CLI_NUM_U32, .num = stat_num,
+      .min = 1, .max = 10000000 },
+    { .name = "shifts", .type = CLI_OPT_CALL, .field = o.shifts,
+      .call = set_list },
+    { .name = "sample-counts", .type = CLI_OPT_CALL, .field = o.counts,
+      .call = set_list },
+    { .name = "report", .key = 'r', .type = CLI_OPT_STRING,
+      .field = &o.report },
+    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
+    { 0 },
+  };
+  struct cli cli;
+  int r;
 
   memset(&o, 0, sizeof(o));
+  memset(&cli, 0, sizeof(cli));
   o.draws = 100000;
   o.samples = 1000;
   o.amplifier = "exact";
@@ -732,94 +790,12 @@ main(int argc, char **argv)
   o.power_trials = 200;
   snprintf(o.shifts, sizeof(o.shifts), "0,0.05,0.1,0.2,0.3,0.5");
   snprintf(o.counts, sizeof(o.counts), "100,1000,10000");
-  while ((opt = getopt_long(argc, argv, "s:M:N:a:r:h", longopts, NULL)) !=
-         -1) {
-    if (opt == 'h') {
-      usage(stdout);
-      return 0;
-    }
-    if (opt == '?') {
-      usage(stderr);
-      return 2;
-    }
-    errno = 0;
-    v = optarg ? strtod(optarg, &end) : 0.0;
-    if (optarg && strchr("MN\1\2\3\4\5\6\7\10\11", opt) &&
-        (end == optarg || *end || errno || !isfinite(v))) {
-      fprintf(stderr, "qrs-stat: '%s' is not a number\n", optarg);
-      return 2;
-    }
-    switch (opt) {
-    case 's':
-      o.socket = optarg;
-      break;
-    case 'S':
-      o.source = optarg;
-      break;
-    case 'M':
-      if (!in_range(v, 1, 1e9, "--draws"))
-        return 2;
-      o.draws = (uint64_t)v;
-      break;
-    case 'N':
-      if (!in_range(v, 1, 16777216, "--samples"))
-        return 2;
-      o.samples = (uint32_t)v;
-      break;
-    case 'a':
-      o.amplifier = optarg;
-      break;
-    case 1:
-      o.amp.population_mean = v;
-      o.amp.set |= QRS_AMP_POPULATION_MEAN;
-      break;
-    case 2:
-      o.amp.population_std = v;
-      o.amp.set |= QRS_AMP_POPULATION_STD;
-      break;
-    case 3:
-      o.amp.uniform_clamp_epsilon = v;
-      o.amp.set |= QRS_AMP_EPSILON;
-      break;
-    case 4:
-    case 5:
-      if (!in_range(v, 0, UINT32_MAX, "calibration blocks"))
-        return 2;
-      if (opt == 5) {
-        o.amp.ecdf_calibration_samples = (uint32_t)v;
-        o.amp.set |= QRS_AMP_ECDF_CALIBRATION;
-        break;
-      }
-      o.amp.zscore_calibration_samples = (uint32_t)v;
-      o.amp.set |= QRS_AMP_ZSCORE_CALIBRATION;
-      break;
-    case 6:
-      o.mean_shift = v;
-      break;
-    case 7:
-      o.seed = (uint64_t)v;
-      break;
-    case 8:
-      if (!in_range(v, 1, 1e7, "--power-draws"))
-        return 2;
-      o.power_draws = (uint32_t)v;
-      break;
-    case 9:
-      if (!in_range(v, 1, 1e7, "--power-trials"))
-        return 2;
-      o.power_trials = (uint32_t)v;
-      break;
-    case 10:
-      snprintf(o.shifts, sizeof(o.shifts), "%s", optarg);
-      break;
-    case 11:
-      snprintf(o.counts, sizeof(o.counts), "%s", optarg);
-      break;
-    case 'r':
-      o.report = optarg;
-      break;
-    }
-  }
+  cli.prog = "qrs-stat";
+  cli.opts = opts;
+  cli.usage = usage;
+  r = cli_opts_parse(&cli, argc, argv);
+  if (r >= 0)
+    return r;
   if (optind != argc - 1) {
     usage(stderr);
     return 2;
