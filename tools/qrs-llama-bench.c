@@ -3,7 +3,6 @@
    same rows in the same run.  usage() says what it measures. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <sched.h>
 #include <stdio.h>
@@ -622,72 +621,61 @@ report(struct bench *b)
          rl <= 1.0 ? "met" : "MISSED");
 }
 
+static void
+bad_option(const struct cli *cli, int c, char **argv)
+{
+  (void)cli;
+  (void)c;
+  (void)argv;
+  fputs("Run '" PROG " --help' for more.\n", stderr);
+}
+
 int
 main(int argc, char **argv)
 {
-  static const struct option longopts[] = {
-    { "model", required_argument, NULL, 'm' },
-    { "prompt", required_argument, NULL, 'p' },
-    { "threads", required_argument, NULL, 't' },
-    { "socket", required_argument, NULL, 'S' },
-    { "source", required_argument, NULL, 's' },
-    { "samples", required_argument, NULL, 'N' },
-    { "cpu", required_argument, NULL, 'c' },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
-  };
   struct bench b;
   uint64_t cpu;
+  unsigned given;
+  const struct cli_opt opts[] = {
+    { .name = "model", .key = 'm', .type = CLI_OPT_STRING,
+      .field = &b.model_path },
+    { .name = "prompt", .key = 'p', .type = CLI_OPT_STRING,
+      .field = &b.prompt },
+    { .key = 'n', .type = CLI_OPT_U64, .field = &b.n, .min = 2,
+      .max = 100000 },
+    { .name = "threads", .key = 't', .type = CLI_OPT_U64,
+      .field = &b.threads, .min = 1, .max = 512, .label = "-t" },
+    { .name = "socket", .type = CLI_OPT_STRING, .field = &b.socket },
+    { .name = "source", .type = CLI_OPT_STRING, .field = &b.source },
+    { .name = "samples", .type = CLI_OPT_U64, .field = &b.sample_count,
+      .min = 1, .max = UINT32_MAX },
+    { .name = "cpu", .key = 'c', .type = CLI_OPT_U64, .field = &cpu,
+      .max = CPU_SETSIZE - 1, .seen = &given, .bit = 1 },
+    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
+    { 0 },
+  };
+  struct cli cli;
   cpu_set_t set;
-  int c, m, r, rc;
+  int m, r, rc;
 
   memset(&b, 0, sizeof(b));
+  memset(&cli, 0, sizeof(cli));
   b.model_path = QRS_TEST_MODEL_PATH;
   b.prompt = "Once upon a time";
   b.n = 64;
   b.threads = 2;
   b.cpu = -1;
-  while ((c = getopt_long(argc, argv, "m:p:n:t:c:h", longopts, NULL)) != -1) {
-    switch (c) {
-    case 'm':
-      b.model_path = optarg;
-      break;
-    case 'p':
-      b.prompt = optarg;
-      break;
-    case 'n':
-      if (cli_parse_u64(PROG, "-n", optarg, 2, 100000, 0, &b.n) < 0)
-        return 2;
-      break;
-    case 't':
-      if (cli_parse_u64(PROG, "-t", optarg, 1, 512, 0, &b.threads) < 0)
-        return 2;
-      break;
-    case 'S':
-      b.socket = optarg;
-      break;
-    case 's':
-      b.source = optarg;
-      break;
-    case 'N':
-      if (cli_parse_u64(PROG, "--samples", optarg, 1, UINT32_MAX, 0,
-                        &b.sample_count) < 0)
-        return 2;
-      break;
-    case 'c':
-      if (cli_parse_u64(PROG, "--cpu", optarg, 0, CPU_SETSIZE - 1, 0,
-                        &cpu) < 0)
-        return 2;
-      b.cpu = (int)cpu;
-      break;
-    case 'h':
-      usage(stdout);
-      return 0;
-    default:
-      fputs("Run '" PROG " --help' for more.\n", stderr);
-      return 2;
-    }
-  }
+  cpu = 0;
+  given = 0;
+  cli.prog = PROG;
+  cli.opts = opts;
+  cli.usage = usage;
+  cli.bad = bad_option;
+  r = cli_opts_parse(&cli, argc, argv);
+  if (r >= 0)
+    return r;
+  if (given)
+    b.cpu = (int)cpu;
   if (!b.model_path[0]) {
     fprintf(stderr, PROG ": -m MODEL is required\n");
     return 2;
