@@ -157,119 +157,114 @@ usage(FILE *f)
 "-s top_p=0.9\n", f);
 }
 
+/* -s FIELD=VALUE, repeatable (field: the struct opts). */
+static int
+add_set(const struct cli_opt *opt, const char *name, const char *arg)
+{
+  struct opts *o = opt->field;
+
+  (void)name;
+  if (!strchr(arg, '=')) {
+    fprintf(stderr, PROG ": -s: want FIELD=VALUE, not '%s'\n", arg);
+    return -1;
+  }
+  if (o->n_sets == MAX_SETS) {
+    fprintf(stderr, PROG ": -s: at most %d fields\n", MAX_SETS);
+    return -1;
+  }
+  o->sets[o->n_sets++] = arg;
+  return 0;
+}
+
+/* --salt HEX, at least one byte (field: the struct opts). */
+static int
+set_salt(const struct cli_opt *opt, const char *name, const char *arg)
+{
+  struct opts *o = opt->field;
+
+  if (cli_parse_hex(PROG, name, arg, o->salt, sizeof(o->salt),
+                    &o->salt_len) < 0)
+    return -1;
+  if (o->salt_len == 0) {
+    fprintf(stderr, PROG ": --salt: at least one byte\n");
+    return -1;
+  }
+  return 0;
+}
+
+static int
+version(const struct cli_opt *opt, const char *name, const char *arg)
+{
+  (void)opt;
+  (void)name;
+  (void)arg;
+  printf(PROG " %s (libqrs %s)\n", QRS_VERSION, qrs_version());
+  return 0;
+}
+
+/* getopt's complaint, in our words (':' leads the short options). */
+static void
+bad_option(const struct cli *cli, int c, char **argv)
+{
+  (void)cli;
+  if (c == ':')
+    fprintf(stderr, PROG ": %s needs a value\n", argv[optind - 1]);
+  else
+    fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+}
+
 static int
 parse_args(int argc, char **argv, struct opts *o)
 {
-  enum { O_PRESET = 256, O_SOURCE, O_SOCKET, O_RECORDS, O_SALT,
-         O_NO_PREFETCH, O_TIMINGS };
-  static const struct option longopts[] = {
-    { "model", required_argument, NULL, 'm' },
-    { "prompt", required_argument, NULL, 'p' },
-    { "n-predict", required_argument, NULL, 'n' },
-    { "preset", required_argument, NULL, O_PRESET },
-    { "set", required_argument, NULL, 's' },
-    { "source", required_argument, NULL, O_SOURCE },
-    { "socket", required_argument, NULL, O_SOCKET },
-    { "records", required_argument, NULL, O_RECORDS },
-    { "salt", required_argument, NULL, O_SALT },
-    { "no-prefetch", no_argument, NULL, O_NO_PREFETCH },
-    { "threads", required_argument, NULL, 't' },
-    { "ctx-size", required_argument, NULL, 'c' },
-    { "timings", no_argument, NULL, O_TIMINGS },
-    { "quiet", no_argument, NULL, 'q' },
-    { "verbose", no_argument, NULL, 'v' },
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, 'V' },
-    { NULL, 0, NULL, 0 },
+  const struct cli_opt opts[] = {
+    { .name = "model", .key = 'm', .type = CLI_OPT_STRING,
+      .field = &o->model },
+    { .name = "prompt", .key = 'p', .type = CLI_OPT_STRING,
+      .field = &o->prompt },
+    { .name = "n-predict", .key = 'n', .type = CLI_OPT_U64, .field = &o->n,
+      .min = 1, .max = MAX_N, .label = "-n" },
+    { .name = "preset", .type = CLI_OPT_STRING, .field = &o->preset },
+    { .name = "set", .key = 's', .type = CLI_OPT_CALL, .field = o,
+      .call = add_set },
+    { .name = "source", .type = CLI_OPT_STRING, .field = &o->source },
+    { .name = "socket", .type = CLI_OPT_STRING, .field = &o->socket },
+    { .name = "records", .type = CLI_OPT_STRING, .field = &o->records },
+    { .name = "salt", .type = CLI_OPT_CALL, .field = o, .call = set_salt },
+    { .name = "no-prefetch", .type = CLI_OPT_SET, .field = &o->no_prefetch,
+      .val = 1 },
+    { .name = "threads", .key = 't', .type = CLI_OPT_U64,
+      .field = &o->threads, .min = 1, .max = 512 },
+    { .name = "ctx-size", .key = 'c', .type = CLI_OPT_U64,
+      .field = &o->ctx_size, .min = 1, .max = 1 << 24 },
+    { .name = "timings", .type = CLI_OPT_SET, .field = &o->timings,
+      .val = 1 },
+    { .name = "quiet", .key = 'q', .type = CLI_OPT_SET, .field = &o->quiet,
+      .val = 1 },
+    { .name = "verbose", .key = 'v', .type = CLI_OPT_SET,
+      .field = &o->verbose, .val = 1 },
+    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
+    { .name = "version", .key = 'V', .type = CLI_OPT_DONE, .call = version },
+    { 0 },
   };
+  struct cli cli;
   long ncpu;
-  int c;
+  int r;
 
   memset(o, 0, sizeof(*o));
+  memset(&cli, 0, sizeof(cli));
   o->n = DEFAULT_N;
   ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   o->threads = ncpu < 1 ? 1 : ncpu > 4 ? 4 : (uint64_t)ncpu;
-  while ((c = getopt_long(argc, argv, ":m:p:n:s:t:c:qvhV", longopts,
-                          NULL)) != -1) {
-    switch (c) {
-    case 'm':
-      o->model = optarg;
-      break;
-    case 'p':
-      o->prompt = optarg;
-      break;
-    case 'n':
-      if (cli_parse_u64(PROG, "-n", optarg, 1, MAX_N, 0, &o->n) < 0)
-        return -1;
-      break;
-    case O_PRESET:
-      o->preset = optarg;
-      break;
-    case 's':
-      if (!strchr(optarg, '=')) {
-        fprintf(stderr, PROG ": -s: want FIELD=VALUE, not '%s'\n", optarg);
-        return -1;
-      }
-      if (o->n_sets == MAX_SETS) {
-        fprintf(stderr, PROG ": -s: at most %d fields\n", MAX_SETS);
-        return -1;
-      }
-      o->sets[o->n_sets++] = optarg;
-      break;
-    case O_SOURCE:
-      o->source = optarg;
-      break;
-    case O_SOCKET:
-      o->socket = optarg;
-      break;
-    case O_RECORDS:
-      o->records = optarg;
-      break;
-    case O_SALT:
-      if (cli_parse_hex(PROG, "--salt", optarg, o->salt, sizeof(o->salt),
-                        &o->salt_len) < 0)
-        return -1;
-      if (o->salt_len == 0) {
-        fprintf(stderr, PROG ": --salt: at least one byte\n");
-        return -1;
-      }
-      break;
-    case O_NO_PREFETCH:
-      o->no_prefetch = 1;
-      break;
-    case 't':
-      if (cli_parse_u64(PROG, "--threads", optarg, 1, 512, 0,
-                        &o->threads) < 0)
-        return -1;
-      break;
-    case 'c':
-      if (cli_parse_u64(PROG, "--ctx-size", optarg, 1, 1 << 24, 0,
-                        &o->ctx_size) < 0)
-        return -1;
-      break;
-    case O_TIMINGS:
-      o->timings = 1;
-      break;
-    case 'q':
-      o->quiet = 1;
-      break;
-    case 'v':
-      o->verbose = 1;
-      break;
-    case 'h':
-      usage(stdout);
-      exit(0);
-    case 'V':
-      printf(PROG " %s (libqrs %s)\n", QRS_VERSION, qrs_version());
-      exit(0);
-    case ':':
-      fprintf(stderr, PROG ": %s needs a value\n", argv[optind - 1]);
-      return -1;
-    default:
-      fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
-      return -1;
-    }
-  }
+  cli.prog = PROG;
+  cli.flags = CLI_QUIET;
+  cli.opts = opts;
+  cli.usage = usage;
+  cli.bad = bad_option;
+  r = cli_opts_parse(&cli, argc, argv);
+  if (r == 0)
+    exit(0);                    /* after --help or --version */
+  if (r > 0)
+    return -1;
   if (optind < argc) {
     fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
     return -1;
