@@ -30,6 +30,7 @@
 #include <grpc/support/time.h>
 #include <uv.h>
 
+#include "cliparse.h"
 #include "grpc/gbridge.h"
 #include "grpc/gserve.h"
 #include "gwire.h"
@@ -500,13 +501,16 @@ usage(FILE *f)
     f);
 }
 
+/* A number option: strtod()'s syntax, in [min, max]. */
 static int
-parse_num(const char *arg, const char *name, double lo, double hi,
+parse_num(const struct cli_opt *opt, const char *name, const char *arg,
           double *ret)
 {
   char *end;
-  double v;
+  double v, lo, hi;
 
+  lo = (double)opt->min;
+  hi = (double)opt->max;
   errno = 0;
   v = strtod(arg, &end);
   if (errno || end == arg || *end || !(v >= lo && v <= hi)) {
@@ -518,107 +522,74 @@ parse_num(const char *arg, const char *name, double lo, double hi,
   return 0;
 }
 
-enum {
-  OPT_TLS_CERT = 256, OPT_TLS_KEY, OPT_TLS_CLIENT_CA, OPT_KEY_FILE,
-  OPT_KEY_HEADER, OPT_DEVICE, OPT_DEVICE_ID, OPT_MAX_BYTES,
-  OPT_BLOCK_BYTES, OPT_LATENCY, OPT_JITTER, OPT_ERROR_RATE, OPT_DROP,
-  OPT_NO_ECHO, OPT_WRONG_ECHO, OPT_SHORT, OPT_EMPTY, OPT_BAD_U, OPT_STALL,
-  OPT_REFUSE, OPT_SEED,
-};
+static void
+bad_option(const struct cli *cli, int c, char **argv)
+{
+  (void)cli;
+  (void)c;
+  (void)argv;
+  fputs("Try 'qrs-entropy-server --help'.\n", stderr);
+}
+
+/* The table's rows: --name with a string, a flag, or a number stored as
+   as (enum cli_num) in [lo, hi]. */
+#define OPT_STR(n, f) \
+  { .name = (n), .type = CLI_OPT_STRING, .field = (f) }
+#define OPT_FLAG(n, f) \
+  { .name = (n), .type = CLI_OPT_SET, .field = (f), .val = 1 }
+#define OPT_NUM(n, f, as, lo, hi) \
+  { .name = (n), .type = CLI_OPT_NUM, .field = (f), .val = (as), \
+    .num = parse_num, .min = (lo), .max = (hi) }
 
 static int
 parse_args(int argc, char **argv, struct options *o)
 {
-  static const struct option longopts[] = {
-    { "listen", required_argument, NULL, 'l' },
-    { "tls-cert", required_argument, NULL, OPT_TLS_CERT },
-    { "tls-key", required_argument, NULL, OPT_TLS_KEY },
-    { "tls-client-ca", required_argument, NULL, OPT_TLS_CLIENT_CA },
-    { "api-key-file", required_argument, NULL, OPT_KEY_FILE },
-    { "api-key-header", required_argument, NULL, OPT_KEY_HEADER },
-    { "device", required_argument, NULL, OPT_DEVICE },
-    { "device-id", required_argument, NULL, OPT_DEVICE_ID },
-    { "max-bytes", required_argument, NULL, OPT_MAX_BYTES },
-    { "block-bytes", required_argument, NULL, OPT_BLOCK_BYTES },
-    { "latency-ms", required_argument, NULL, OPT_LATENCY },
-    { "jitter-ms", required_argument, NULL, OPT_JITTER },
-    { "error-rate", required_argument, NULL, OPT_ERROR_RATE },
-    { "drop-after", required_argument, NULL, OPT_DROP },
-    { "no-echo", no_argument, NULL, OPT_NO_ECHO },
-    { "wrong-echo", no_argument, NULL, OPT_WRONG_ECHO },
-    { "short-data", no_argument, NULL, OPT_SHORT },
-    { "empty-data", no_argument, NULL, OPT_EMPTY },
-    { "bad-u", no_argument, NULL, OPT_BAD_U },
-    { "stall", no_argument, NULL, OPT_STALL },
-    { "refuse-purity", no_argument, NULL, OPT_REFUSE },
-    { "seed", required_argument, NULL, OPT_SEED },
-    { "verbose", no_argument, NULL, 'v' },
-    { "help", no_argument, NULL, 'h' },
-    { NULL, 0, NULL, 0 },
+  const struct cli_opt opts[] = {
+    { .name = "listen", .key = 'l', .type = CLI_OPT_STRING,
+      .field = &o->listen },
+    OPT_STR("tls-cert", &o->tls_cert),
+    OPT_STR("tls-key", &o->tls_key),
+    OPT_STR("tls-client-ca", &o->tls_client_ca),
+    OPT_STR("api-key-file", &o->api_key_file),
+    OPT_STR("api-key-header", &o->api_key_header),
+    OPT_STR("device", &o->device),
+    OPT_STR("device-id", &o->device_id),
+    OPT_NUM("max-bytes", &o->max_bytes, CLI_NUM_U32, 1, HARD_MAX_BYTES),
+    OPT_NUM("block-bytes", &o->block_bytes, CLI_NUM_U32, 1, HARD_MAX_BYTES),
+    OPT_NUM("latency-ms", &o->latency_ms, CLI_NUM_DOUBLE, 0, 3600000),
+    OPT_NUM("jitter-ms", &o->jitter_ms, CLI_NUM_DOUBLE, 0, 3600000),
+    OPT_NUM("error-rate", &o->error_rate, CLI_NUM_DOUBLE, 0, 1),
+    OPT_NUM("drop-after", &o->drop_after, CLI_NUM_U64, 1, 1000000000000000),
+    OPT_FLAG("no-echo", &o->no_echo),
+    OPT_FLAG("wrong-echo", &o->wrong_echo),
+    OPT_FLAG("short-data", &o->short_data),
+    OPT_FLAG("empty-data", &o->empty_data),
+    OPT_FLAG("bad-u", &o->bad_u),
+    OPT_FLAG("stall", &o->stall),
+    OPT_FLAG("refuse-purity", &o->refuse_purity),
+    OPT_NUM("seed", &o->seed, CLI_NUM_LONG, 0, 2147483647),
+    { .name = "verbose", .key = 'v', .type = CLI_OPT_SET,
+      .field = &o->verbose, .val = 1 },
+    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
+    { 0 },
   };
-  double v;
-  int c;
+  struct cli cli;
+  int r;
 
+  memset(&cli, 0, sizeof(cli));
   o->api_key_header = "api-key";
   o->max_bytes = DEFAULT_MAX_BYTES;
   o->block_bytes = DEFAULT_BLOCK_BYTES;
   o->seed = (long)time(NULL) ^ (long)getpid();
-  while ((c = getopt_long(argc, argv, "l:vh", longopts, NULL)) != -1) {
-    switch (c) {
-    case 'l': o->listen = optarg; break;
-    case OPT_TLS_CERT: o->tls_cert = optarg; break;
-    case OPT_TLS_KEY: o->tls_key = optarg; break;
-    case OPT_TLS_CLIENT_CA: o->tls_client_ca = optarg; break;
-    case OPT_KEY_FILE: o->api_key_file = optarg; break;
-    case OPT_KEY_HEADER: o->api_key_header = optarg; break;
-    case OPT_DEVICE: o->device = optarg; break;
-    case OPT_DEVICE_ID: o->device_id = optarg; break;
-    case OPT_MAX_BYTES:
-      if (parse_num(optarg, "--max-bytes", 1, HARD_MAX_BYTES, &v) < 0)
-        return -1;
-      o->max_bytes = (uint32_t)v;
-      break;
-    case OPT_BLOCK_BYTES:
-      if (parse_num(optarg, "--block-bytes", 1, HARD_MAX_BYTES, &v) < 0)
-        return -1;
-      o->block_bytes = (uint32_t)v;
-      break;
-    case OPT_LATENCY:
-      if (parse_num(optarg, "--latency-ms", 0, 3600e3, &o->latency_ms) < 0)
-        return -1;
-      break;
-    case OPT_JITTER:
-      if (parse_num(optarg, "--jitter-ms", 0, 3600e3, &o->jitter_ms) < 0)
-        return -1;
-      break;
-    case OPT_ERROR_RATE:
-      if (parse_num(optarg, "--error-rate", 0, 1, &o->error_rate) < 0)
-        return -1;
-      break;
-    case OPT_DROP:
-      if (parse_num(optarg, "--drop-after", 1, 1e15, &v) < 0)
-        return -1;
-      o->drop_after = (uint64_t)v;
-      break;
-    case OPT_NO_ECHO: o->no_echo = 1; break;
-    case OPT_WRONG_ECHO: o->wrong_echo = 1; break;
-    case OPT_SHORT: o->short_data = 1; break;
-    case OPT_EMPTY: o->empty_data = 1; break;
-    case OPT_BAD_U: o->bad_u = 1; break;
-    case OPT_STALL: o->stall = 1; break;
-    case OPT_REFUSE: o->refuse_purity = 1; break;
-    case OPT_SEED:
-      if (parse_num(optarg, "--seed", 0, 2147483647.0, &v) < 0)
-        return -1;
-      o->seed = (long)v;
-      break;
-    case 'v': o->verbose = 1; break;
-    case 'h': usage(stdout); exit(0);
-    default:
-      fputs("Try 'qrs-entropy-server --help'.\n", stderr);
-      return -1;
-    }
-  }
+  cli.prog = "qrs-entropy-server";
+  cli.opts = opts;
+  cli.usage = usage;
+  cli.bad = bad_option;
+  r = cli_opts_parse(&cli, argc, argv);
+  if (r == 0)
+    exit(0);                    /* after --help */
+  if (r > 0)
+    return -1;
   if (optind < argc || !o->listen) {
     fprintf(stderr, "qrs-entropy-server: %s\nTry 'qrs-entropy-server "
             "--help'.\n", optind < argc ? "unexpected argument" :
