@@ -34,12 +34,18 @@ struct ctl {
   int json;
 };
 
+struct command;
+
+/* A command: argv[0] is its name, its options follow.  Returns the exit
+   status. */
+typedef int ctl_run_fn(struct ctl *ctl, const struct command *cmd,
+                       int argc, char **argv);
+
 struct command {
   const char *name;
   const char *args;         /* the synopsis after the name */
   const char *help;         /* what it does, then its options */
-  int (*run)(struct ctl *ctl, const struct command *cmd, int argc,
-             char **argv);
+  ctl_run_fn *run;
 };
 
 /* qrsctl.c: option parsing shared by every command. */
@@ -53,33 +59,20 @@ struct command {
   { .name = "help", .key = 'h', .type = CLI_OPT_HELP }, \
   { 0 }
 
-/* Parse cmd's options, opts (ending with CTL_COMMON_OPTS()): -1 to go
-   on, else the exit status (after the help, or saying what is wrong). */
+/* Parse cmd's options, opts (ending with CTL_COMMON_OPTS()), and refuse
+   operands: -1 to go on, else the exit status (after the help, or saying
+   what is wrong).  ctl_parse_options(): the operands, from optind, are
+   the caller's to check. */
 int ctl_parse(const struct command *cmd, const struct cli_opt *opts,
               int argc, char **argv);
-/* A command without options of its own: -1 to go on, else the exit
-   status. */
-int ctl_parse_plain(struct ctl *ctl, const struct command *cmd, int argc,
-                    char **argv);
-/* After the options (optind): no arguments.  -1 to go on, else the exit
-   status (after saying what is wrong). */
-int ctl_no_arguments(const struct command *cmd, int argc, char **argv);
+int ctl_parse_options(const struct command *cmd, const struct cli_opt *opts,
+                      int argc, char **argv);
 /* The command's synopsis and a pointer to its help, on stderr. */
 void ctl_command_usage_error(const struct command *cmd);
 
 /* ctl_query.c and ctl_validate.c: the commands. */
-int cmd_status(struct ctl *ctl, const struct command *cmd, int argc,
-               char **argv);
-int cmd_health(struct ctl *ctl, const struct command *cmd, int argc,
-               char **argv);
-int cmd_sources(struct ctl *ctl, const struct command *cmd, int argc,
-                char **argv);
-int cmd_draw(struct ctl *ctl, const struct command *cmd, int argc,
-             char **argv);
-int cmd_bytes(struct ctl *ctl, const struct command *cmd, int argc,
-              char **argv);
-int cmd_validate(struct ctl *ctl, const struct command *cmd, int argc,
-                 char **argv);
+ctl_run_fn cmd_status, cmd_health, cmd_sources, cmd_draw, cmd_bytes,
+           cmd_validate;
 
 /* ctl_out.c: output. */
 

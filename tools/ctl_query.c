@@ -112,8 +112,9 @@ query(struct ctl *ctl, const struct command *cmd, int argc, char **argv,
   struct qrs_health *h;
   struct qrs_sources *s;
   int r, status;
+  const struct cli_opt opts[] = { CTL_COMMON_OPTS(ctl) };
 
-  r = ctl_parse_plain(ctl, cmd, argc, argv);
+  r = ctl_parse(cmd, opts, argc, argv);
   if (r >= 0)
     return r;
   if (ctl_connect(ctl, &c) < 0)
@@ -248,9 +249,6 @@ cmd_draw(struct ctl *ctl, const struct command *cmd, int argc,
   r = ctl_parse(cmd, opts, argc, argv);
   if (r >= 0)
     return r;
-  r = ctl_no_arguments(cmd, argc, argv);
-  if (r >= 0)
-    return r;
   if ((given & DRAW_COMMIT) && !(given & DRAW_SALT)) {
     fprintf(stderr, "qrsctl: draw: --step and --prev-token need --salt\n");
     ctl_command_usage_error(cmd);
@@ -371,9 +369,6 @@ cmd_bytes(struct ctl *ctl, const struct command *cmd, int argc,
   source = NULL;
   force = 0;
   r = ctl_parse(cmd, opts, argc, argv);
-  if (r >= 0)
-    return r;
-  r = ctl_no_arguments(cmd, argc, argv);
   if (r >= 0)
     return r;
   if (!count) {

@@ -397,35 +397,42 @@ print_json(const struct ctl_table *t, const void *row)
   return out_json(r, o);
 }
 
+/* A reply that lists the sources: its JSON line, or its table's line
+   (when line) and the sources as text. */
+static int
+reply_with_sources(const struct ctl *ctl, const struct ctl_table *t,
+                   const void *row, int line,
+                   const struct qrs_source_info *src, size_t n)
+{
+  if (ctl->json)
+    return print_json(t, row);
+  if (line) {
+    table_line(t, row);
+    putchar('\n');
+  }
+  print_sources(src, n);
+  return out_flush();
+}
+
 int
 reply_status(const struct ctl *ctl, const struct qrs_status *st)
 {
-  if (ctl->json)
-    return print_json(&status_table, st);
-  table_line(&status_table, st);
-  putchar('\n');
-  print_sources(st->sources, st->n_sources);
-  return out_flush();
+  return reply_with_sources(ctl, &status_table, st, 1, st->sources,
+                            st->n_sources);
 }
 
 int
 reply_health(const struct ctl *ctl, const struct qrs_health *h)
 {
-  if (ctl->json)
-    return print_json(&health_table, h);
-  table_line(&health_table, h);
-  putchar('\n');
-  print_sources(h->sources, h->n_sources);
-  return out_flush();
+  return reply_with_sources(ctl, &health_table, h, 1, h->sources,
+                            h->n_sources);
 }
 
 int
 reply_sources(const struct ctl *ctl, const struct qrs_sources *s)
 {
-  if (ctl->json)
-    return print_json(&sources_table, s);
-  print_sources(s->sources, s->n_sources);
-  return out_flush();
+  return reply_with_sources(ctl, &sources_table, s, 0, s->sources,
+                            s->n_sources);
 }
 
 /* --- a draw --- */

@@ -56,7 +56,7 @@ cmd_validate(struct ctl *ctl, const struct command *cmd, int argc,
   int r, wstatus, valid;
   const struct cli_opt opts[] = { CTL_COMMON_OPTS(ctl) };
 
-  r = ctl_parse(cmd, opts, argc, argv);
+  r = ctl_parse_options(cmd, opts, argc, argv);
   if (r >= 0)
     return r;
   if (argc - optind != 1) {

@@ -232,8 +232,8 @@ command_bad(const struct cli *cli, int c, char **argv)
 }
 
 int
-ctl_parse(const struct command *cmd, const struct cli_opt *opts, int argc,
-          char **argv)
+ctl_parse_options(const struct command *cmd, const struct cli_opt *opts,
+                  int argc, char **argv)
 {
   struct cli cli;
 
@@ -247,23 +247,15 @@ ctl_parse(const struct command *cmd, const struct cli_opt *opts, int argc,
   return cli_opts_parse(&cli, argc, argv);
 }
 
-/* Commands without options of their own (status, health, sources). */
 int
-ctl_parse_plain(struct ctl *ctl, const struct command *cmd, int argc,
-                char **argv)
+ctl_parse(const struct command *cmd, const struct cli_opt *opts, int argc,
+          char **argv)
 {
-  const struct cli_opt opts[] = { CTL_COMMON_OPTS(ctl) };
   int r;
 
-  r = ctl_parse(cmd, opts, argc, argv);
+  r = ctl_parse_options(cmd, opts, argc, argv);
   if (r >= 0)
     return r;
-  return ctl_no_arguments(cmd, argc, argv);
-}
-
-int
-ctl_no_arguments(const struct command *cmd, int argc, char **argv)
-{
   if (optind < argc) {
     fprintf(stderr, "qrsctl: %s: unexpected argument '%s'\n", cmd->name,
             argv[optind]);
