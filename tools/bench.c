@@ -18,12 +18,10 @@ int
 bench_opts_parse(int argc, char **argv, const struct cli_opt *opts,
                  void (*usage)(FILE *f))
 {
-  struct cli cli;
+  const struct cli cli = {
+    .prog = "qrs-bench", .opts = opts, .usage = usage,
+  };
 
-  memset(&cli, 0, sizeof(cli));
-  cli.prog = "qrs-bench";
-  cli.opts = opts;
-  cli.usage = usage;
   return cli_opts_parse(&cli, argc, argv);
 }
 

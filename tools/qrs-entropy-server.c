@@ -573,18 +573,16 @@ parse_args(int argc, char **argv, struct options *o)
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
     { 0 },
   };
-  struct cli cli;
+  const struct cli cli = {
+    .prog = "qrs-entropy-server", .opts = opts, .usage = usage,
+    .bad = bad_option,
+  };
   int r;
 
-  memset(&cli, 0, sizeof(cli));
   o->api_key_header = "api-key";
   o->max_bytes = DEFAULT_MAX_BYTES;
   o->block_bytes = DEFAULT_BLOCK_BYTES;
   o->seed = (long)time(NULL) ^ (long)getpid();
-  cli.prog = "qrs-entropy-server";
-  cli.opts = opts;
-  cli.usage = usage;
-  cli.bad = bad_option;
   r = cli_opts_parse(&cli, argc, argv);
   if (r == 0)
     exit(0);                    /* after --help */

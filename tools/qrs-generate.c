@@ -246,20 +246,17 @@ parse_args(int argc, char **argv, struct opts *o)
     { .name = "version", .key = 'V', .type = CLI_OPT_DONE, .call = version },
     { 0 },
   };
-  struct cli cli;
+  const struct cli cli = {
+    .prog = PROG, .flags = CLI_QUIET, .opts = opts, .usage = usage,
+    .bad = bad_option,
+  };
   long ncpu;
   int r;
 
   memset(o, 0, sizeof(*o));
-  memset(&cli, 0, sizeof(cli));
   o->n = DEFAULT_N;
   ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   o->threads = ncpu < 1 ? 1 : ncpu > 4 ? 4 : (uint64_t)ncpu;
-  cli.prog = PROG;
-  cli.flags = CLI_QUIET;
-  cli.opts = opts;
-  cli.usage = usage;
-  cli.bad = bad_option;
   r = cli_opts_parse(&cli, argc, argv);
   if (r == 0)
     exit(0);                    /* after --help or --version */

@@ -654,12 +654,13 @@ main(int argc, char **argv)
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
     { 0 },
   };
-  struct cli cli;
+  const struct cli cli = {
+    .prog = PROG, .opts = opts, .usage = usage, .bad = bad_option,
+  };
   cpu_set_t set;
   int m, r, rc;
 
   memset(&b, 0, sizeof(b));
-  memset(&cli, 0, sizeof(cli));
   b.model_path = QRS_TEST_MODEL_PATH;
   b.prompt = "Once upon a time";
   b.n = 64;
@@ -667,10 +668,6 @@ main(int argc, char **argv)
   b.cpu = -1;
   cpu = 0;
   given = 0;
-  cli.prog = PROG;
-  cli.opts = opts;
-  cli.usage = usage;
-  cli.bad = bad_option;
   r = cli_opts_parse(&cli, argc, argv);
   if (r >= 0)
     return r;

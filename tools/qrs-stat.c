@@ -777,11 +777,12 @@ main(int argc, char **argv)
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
     { 0 },
   };
-  struct cli cli;
+  const struct cli cli = {
+    .prog = "qrs-stat", .opts = opts, .usage = usage,
+  };
   int r;
 
   memset(&o, 0, sizeof(o));
-  memset(&cli, 0, sizeof(cli));
   o.draws = 100000;
   o.samples = 1000;
   o.amplifier = "exact";
@@ -790,9 +791,6 @@ main(int argc, char **argv)
   o.power_trials = 200;
   snprintf(o.shifts, sizeof(o.shifts), "0,0.05,0.1,0.2,0.3,0.5");
   snprintf(o.counts, sizeof(o.counts), "100,1000,10000");
-  cli.prog = "qrs-stat";
-  cli.opts = opts;
-  cli.usage = usage;
   r = cli_opts_parse(&cli, argc, argv);
   if (r >= 0)
     return r;

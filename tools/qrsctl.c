@@ -235,15 +235,11 @@ int
 ctl_parse_options(const struct command *cmd, const struct cli_opt *opts,
                   int argc, char **argv)
 {
-  struct cli cli;
+  const struct cli cli = {
+    .prog = "qrsctl", .flags = CLI_QUIET, .opts = opts, .help = command_help,
+    .bad = command_bad, .ctx = cmd,
+  };
 
-  memset(&cli, 0, sizeof(cli));
-  cli.prog = "qrsctl";
-  cli.flags = CLI_QUIET;
-  cli.opts = opts;
-  cli.help = command_help;
-  cli.bad = command_bad;
-  cli.ctx = cmd;
   return cli_opts_parse(&cli, argc, argv);
 }
 
@@ -310,24 +306,21 @@ main(int argc, char **argv)
     { .name = "version", .key = 'V', .type = CLI_OPT_DONE, .call = version },
     { 0 },
   };
-  struct cli cli;
+  const struct cli cli = {
+    .prog = "qrsctl", .flags = CLI_IN_ORDER | CLI_QUIET, .opts = opts,
+    .help = global_help, .bad = global_bad,
+  };
   const char *env;
   size_t i;
   int r;
 
   memset(&ctl, 0, sizeof(ctl));
-  memset(&cli, 0, sizeof(cli));
   /* A reader that goes away shows up as EPIPE, handled where we write. */
   signal(SIGPIPE, SIG_IGN);
   opterr = 0;
 
   given = 0;
   timeout = 0;
-  cli.prog = "qrsctl";
-  cli.flags = CLI_IN_ORDER | CLI_QUIET;
-  cli.opts = opts;
-  cli.help = global_help;
-  cli.bad = global_bad;
   r = cli_opts_parse(&cli, argc, argv);
   if (r >= 0)
     return r;

@@ -114,14 +114,11 @@ parse(struct vals *v, unsigned flags, int argc, char **argv)
       .call = done },
     { 0 },
   };
-  struct cli cli;
+  const struct cli cli = {
+    .prog = "test", .flags = flags, .opts = opts, .usage = usage,
+    .bad = flags & CLI_QUIET ? bad : NULL,
+  };
 
-  memset(&cli, 0, sizeof(cli));
-  cli.prog = "test";
-  cli.flags = flags;
-  cli.opts = opts;
-  cli.usage = usage;
-  cli.bad = flags & CLI_QUIET ? bad : NULL;
   usage_calls = bad_calls = 0;
   usage_file = NULL;
   bad_c = 0;
@@ -217,15 +214,12 @@ Test(cliparse, help_callback_gives_the_status)
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
     { 0 },
   };
-  struct cli cli;
   int status;
+  const struct cli cli = {
+    .prog = "test", .opts = opts, .help = help, .ctx = &status,
+  };
 
   status = 3;
-  memset(&cli, 0, sizeof(cli));
-  cli.prog = "test";
-  cli.opts = opts;
-  cli.help = help;
-  cli.ctx = &status;
   cr_assert_eq(cli_opts_parse(&cli, 2, ARGV("-h")), 3);
 }
 
