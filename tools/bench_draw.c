@@ -449,7 +449,7 @@ bench_draw(int argc, char **argv)
     { .name = "seconds", .type = CLI_OPT_DOUBLE, .field = &o.seconds },
     { .name = "no-pin", .type = CLI_OPT_SET, .field = &o.pin },
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
-    { NULL },
+    { 0 },
   };
   struct bench_lat ld, lf, lg, lp;
   struct qrs_client *c;

@@ -257,7 +257,7 @@ bench_local(int argc, char **argv)
     { .name = "reps", .key = 'r', .type = CLI_OPT_INT, .field = &reps },
     { .name = "device", .key = 'd', .type = CLI_OPT_STRING, .field = &device },
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
-    { NULL },
+    { 0 },
   };
   const struct noise_mech *m;
   double g1, g10;

@@ -540,7 +540,7 @@ bench_select(int argc, char **argv)
     { .name = "batch", .type = CLI_OPT_INT, .field = &o.batch },
     { .name = "threads", .type = CLI_OPT_INT, .field = &o.threads },
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
-    { NULL },
+    { 0 },
   };
   float *frows[NSHAPES][NROWS];
   uint16_t *hrows[NSHAPES][NROWS];
