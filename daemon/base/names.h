@@ -34,4 +34,26 @@ names_name(const char *const *names, size_t n, int v, const char *unknown)
   names_name((table), sizeof(table) / sizeof((table)[0]), (int)(v), \
              (unknown))
 
+/* Define the pair of functions a module exports for an enum it names:
+     int parse(const char *s, enum_type *ret): 0, or -EINVAL for a name
+       the table does not have (*ret set only on success);
+     const char *name(enum_type v): its name, or unknown.
+   The file includes <errno.h>. */
+#define NAMES_DEFINE(parse, name, enum_type, table, unknown) \
+  int \
+  parse(const char *s, enum_type *ret) \
+  { \
+    int v; \
+    v = NAMES_FIND(table, s); \
+    if (v < 0) \
+      return -EINVAL; \
+    *ret = (enum_type)v; \
+    return 0; \
+  } \
+  const char * \
+  name(enum_type v) \
+  { \
+    return NAMES_NAME(table, v, unknown); \
+  }
+
 #endif

@@ -13,23 +13,8 @@ static const char *const condition_names[] = {
   [COND_SHA256] = "sha256",
 };
 
-int
-condition_parse(const char *s, enum condition_mode *ret_mode)
-{
-  int m;
-
-  m = NAMES_FIND(condition_names, s);
-  if (m < 0)
-    return -EINVAL;
-  *ret_mode = (enum condition_mode)m;
-  return 0;
-}
-
-const char *
-condition_name(enum condition_mode m)
-{
-  return NAMES_NAME(condition_names, m, "?");
-}
+NAMES_DEFINE(condition_parse, condition_name, enum condition_mode,
+             condition_names, "?")
 
 size_t
 condition_vonneumann(const uint8_t *raw, size_t rawlen, uint8_t *out,

@@ -17,23 +17,8 @@ static const char *const combine_names[] = {
   [NOISE_CONCAT] = "concat",
 };
 
-int
-noise_combine_parse(const char *s, enum noise_combine *ret)
-{
-  int c;
-
-  c = NAMES_FIND(combine_names, s);
-  if (c < 0)
-    return -EINVAL;
-  *ret = (enum noise_combine)c;
-  return 0;
-}
-
-const char *
-noise_combine_name(enum noise_combine c)
-{
-  return NAMES_NAME(combine_names, c, "concat");
-}
+NAMES_DEFINE(noise_combine_parse, noise_combine_name, enum noise_combine,
+             combine_names, "concat")
 
 int
 noise_new(const struct noise_mech *const *mechs, size_t nmechs,
