@@ -358,9 +358,28 @@ sampler_writer(void *arg)
   return NULL;
 }
 
-/* Every line of f parses as a JSON object; returns the number of lines. */
-static size_t
-count_good_lines(FILE *f, size_t *ret_bad)
+/* Run fn in REC_THREADS threads at once, each on a job of its own that
+   writes to f or logs to path, and wait for them all. */
+static void
+run_writers(void *(*fn)(void *), FILE *f, const char *path)
+{
+  struct rec_job jobs[REC_THREADS];
+  pthread_t t[REC_THREADS];
+  int i;
+
+  for (i = 0; i < REC_THREADS; i++) {
+    jobs[i].f = f;
+    jobs[i].path = path;
+    jobs[i].id = i;
+    cr_assert_eq(pthread_create(&t[i], NULL, fn, &jobs[i]), 0);
+  }
+  for (i = 0; i < REC_THREADS; i++)
+    pthread_join(t[i], NULL);
+}
+
+/* f has want lines, and every one parses as a JSON object. */
+static void
+expect_good_lines(FILE *f, size_t want)
 {
   struct json_object *o;
   char *line;
@@ -379,58 +398,35 @@ count_good_lines(FILE *f, size_t *ret_bad)
     json_object_put(o);
   }
   free(line);
-  *ret_bad = bad;
-  return n;
+  cr_expect_eq(n, want);
+  cr_expect_eq(bad, 0, "%zu of %zu lines malformed", bad, n);
 }
 
 Test(record, lines_from_threads_sharing_a_file_never_interleave)
 {
-  struct rec_job jobs[REC_THREADS];
-  pthread_t t[REC_THREADS];
-  size_t n, bad;
   FILE *f;
-  int i;
 
   f = tmpfile();
   cr_assert_not_null(f);
-  for (i = 0; i < REC_THREADS; i++) {
-    jobs[i].f = f;
-    jobs[i].id = i;
-    cr_assert_eq(pthread_create(&t[i], NULL, rec_writer, &jobs[i]), 0);
-  }
-  for (i = 0; i < REC_THREADS; i++)
-    pthread_join(t[i], NULL);
+  run_writers(rec_writer, f, NULL);
   fflush(f);
-  n = count_good_lines(f, &bad);
+  expect_good_lines(f, (size_t)REC_THREADS * (size_t)rec_lines());
   fclose(f);
-  cr_expect_eq(n, (size_t)REC_THREADS * (size_t)rec_lines());
-  cr_expect_eq(bad, 0, "%zu of %zu lines malformed", bad, n);
 }
 
 Test(record, samplers_logging_to_one_path_never_interleave)
 {
-  struct rec_job jobs[REC_THREADS];
-  pthread_t t[REC_THREADS];
   char path[] = "/tmp/qrs-records-XXXXXX";
-  size_t n, bad;
   FILE *f;
-  int i, fd;
+  int fd;
 
   fd = mkstemp(path);
   cr_assert_geq(fd, 0);
   close(fd);
-  for (i = 0; i < REC_THREADS; i++) {
-    jobs[i].path = path;
-    jobs[i].id = i;
-    cr_assert_eq(pthread_create(&t[i], NULL, sampler_writer, &jobs[i]), 0);
-  }
-  for (i = 0; i < REC_THREADS; i++)
-    pthread_join(t[i], NULL);
+  run_writers(sampler_writer, NULL, path);
   f = fopen(path, "r");
   cr_assert_not_null(f);
-  n = count_good_lines(f, &bad);
+  expect_good_lines(f, (size_t)REC_THREADS * (size_t)(rec_lines() / 4));
   fclose(f);
   unlink(path);
-  cr_expect_eq(n, (size_t)REC_THREADS * (size_t)(rec_lines() / 4));
-  cr_expect_eq(bad, 0, "%zu of %zu lines malformed", bad, n);
 }
