@@ -23,6 +23,21 @@ section(struct vec_iter *it, const char *name)
   return c;
 }
 
+/* The n bytes in buf are case c's "hex"; what and i name the case in a
+   failure. */
+static void
+assert_case_hex(struct json_object *c, const uint8_t *buf, size_t n,
+                const char *what, size_t i)
+{
+  uint8_t *want;
+  size_t wlen;
+
+  want = vec_hex(json_object_get_string(vec_get(c, "hex")), &wlen);
+  cr_assert_eq(n, wlen, "%s %zu", what, i);
+  cr_assert_arr_eq(buf, want, n, "%s %zu", what, i);
+  free(want);
+}
+
 static int
 slice_eq(struct gw_slice s, const char *str)
 {
@@ -33,15 +48,12 @@ Test(gwire, varints_match_the_reference)
 {
   struct vec_iter it;
   struct json_object *c;
-  uint8_t buf[16], *want;
-  size_t n, wlen;
+  uint8_t buf[16];
+  size_t n;
 
   for (c = section(&it, "varints"); c; c = vec_next(&it)) {
     n = gw_varint_put(buf, json_object_get_uint64(vec_get(c, "value")));
-    want = vec_hex(json_object_get_string(vec_get(c, "hex")), &wlen);
-    cr_assert_eq(n, wlen, "varint %zu", it.i);
-    cr_assert_arr_eq(buf, want, n, "varint %zu", it.i);
-    free(want);
+    assert_case_hex(c, buf, n, "varint", it.i);
   }
 }
 
@@ -51,26 +63,23 @@ Test(gwire, entropy_requests_encode_and_decode)
   struct json_object *c;
   struct gw_entropy_req m, d;
   QrEntropy__EntropyRequest pm = QR_ENTROPY__ENTROPY_REQUEST__INIT;
-  uint8_t buf[64], pbuf[64], *want;
-  size_t n, wlen;
+  uint8_t buf[64], pbuf[64];
+  size_t n, pn;
 
   for (c = section(&it, "entropy_requests"); c; c = vec_next(&it)) {
     m.bytes_needed = json_object_get_uint64(vec_get(c, "bytes_needed"));
     m.sequence_id = json_object_get_uint64(vec_get(c, "sequence_id"));
     n = gw_entropy_req_encode(&m, buf, sizeof(buf));
-    want = vec_hex(json_object_get_string(vec_get(c, "hex")), &wlen);
-    cr_assert_eq(n, wlen, "request %zu", it.i);
-    cr_assert_arr_eq(buf, want, n, "request %zu", it.i);
+    assert_case_hex(c, buf, n, "request", it.i);
 
     pm.bytes_needed = (int32_t)m.bytes_needed;
     pm.sequence_id = (int64_t)m.sequence_id;
-    cr_assert_eq(qr_entropy__entropy_request__pack(&pm, pbuf), n);
-    cr_assert_arr_eq(pbuf, want, n, "protoc-c disagrees on request %zu", it.i);
+    pn = qr_entropy__entropy_request__pack(&pm, pbuf);
+    assert_case_hex(c, pbuf, pn, "protoc-c disagrees on request", it.i);
 
-    cr_assert_eq(gw_entropy_req_decode(want, wlen, &d), 0);
+    cr_assert_eq(gw_entropy_req_decode(buf, n, &d), 0);
     cr_assert_eq(d.bytes_needed, m.bytes_needed);
     cr_assert_eq(d.sequence_id, m.sequence_id);
-    free(want);
   }
 }
 
@@ -130,8 +139,8 @@ Test(gwire, draw_requests_encode_and_decode)
   struct gw_draw_req m, d;
   QrPurity__DrawRequest pm = QR_PURITY__DRAW_REQUEST__INIT;
   const char *sid;
-  uint8_t buf[GW_MAX_REQUEST], pbuf[GW_MAX_REQUEST], *want;
-  size_t n, wlen;
+  uint8_t buf[GW_MAX_REQUEST], pbuf[GW_MAX_REQUEST];
+  size_t n, pn;
 
   for (c = section(&it, "draw_requests"); c; c = vec_next(&it)) {
     sid = json_object_get_string(vec_get(c, "source_id"));
@@ -140,21 +149,18 @@ Test(gwire, draw_requests_encode_and_decode)
     m.source_id.len = strlen(sid);
     m.block_bytes = json_object_get_uint64(vec_get(c, "block_bytes"));
     n = gw_draw_req_encode(&m, buf, sizeof(buf));
-    want = vec_hex(json_object_get_string(vec_get(c, "hex")), &wlen);
-    cr_assert_eq(n, wlen, "draw request %zu", it.i);
-    cr_assert_arr_eq(buf, want, n, "draw request %zu", it.i);
+    assert_case_hex(c, buf, n, "draw request", it.i);
 
     pm.sequence_id = (int64_t)m.sequence_id;
     pm.source_id = (char *)sid;
     pm.block_bytes = (uint32_t)m.block_bytes;
-    cr_assert_eq(qr_purity__draw_request__pack(&pm, pbuf), n);
-    cr_assert_arr_eq(pbuf, want, n, "protoc-c disagrees on %zu", it.i);
+    pn = qr_purity__draw_request__pack(&pm, pbuf);
+    assert_case_hex(c, pbuf, pn, "protoc-c disagrees on draw request", it.i);
 
-    cr_assert_eq(gw_draw_req_decode(want, wlen, &d), 0);
+    cr_assert_eq(gw_draw_req_decode(buf, n, &d), 0);
     cr_assert_eq(d.sequence_id, m.sequence_id);
     cr_assert(slice_eq(d.source_id, sid));
     cr_assert_eq(d.block_bytes, m.block_bytes);
-    free(want);
   }
 }
 
