@@ -213,6 +213,29 @@ read_ok(struct noise *nz, uint8_t *out, size_t len)
                detail);
 }
 
+/* read_ok(), timed: the nanoseconds it took. */
+static uint64_t
+timed_read_ok(struct noise *nz, uint8_t *out, size_t len)
+{
+  uint64_t t0;
+
+  t0 = noise_now_ns();
+  read_ok(nz, out, len);
+  return noise_now_ns() - t0;
+}
+
+/* 1, and the test says it did not run, under valgrind: for the tests that
+   measure rates, which valgrind distorts. */
+static int
+skip_under_valgrind(void)
+{
+  if (!RUNNING_ON_VALGRIND)
+    return 0;
+  printf("noise: %s not run under valgrind (it measures rates; valgrind "
+         "distorts them)\n", criterion_current_test->name);
+  return 1;
+}
+
 Test(noise, all_available_mechanisms_xor_and_concat)
 {
   const char *fast[] = { "clock_jitter", "branch_timing", "syscall_latency",
@@ -289,21 +312,15 @@ Test(noise, xor_does_not_wait_for_a_slow_mechanism)
   struct noise *nz;
   uint8_t *out;
   size_t n = 16384;
-  char err[256], detail[256];
-  uint64_t t0, dt;
-  int r, k;
+  uint64_t dt;
+  int k;
 
-  if (RUNNING_ON_VALGRIND) {
-    printf("noise: xor_does_not_wait_for_a_slow_mechanism not run under "
-           "valgrind (it measures rates; valgrind distorts them)\n");
+  if (skip_under_valgrind())
     return;
-  }
   memset(slots, 0, sizeof(slots));
   out = malloc(n);
   cr_assert_not_null(out);
-  r = noise_new_named(names, 3, COND_RAW, NOISE_XOR, 20000,
-                      HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err));
-  cr_assert_eq(r, 0, "%s", err);
+  nz = open_named(names, 3, COND_RAW, NOISE_XOR, 20000);
   /* 16,384 fsyncs take 10 s or more here, against a 20 s timeout: a read
      that waited for them would take that long (the behaviour before);
      one that does not takes milliseconds.  fsync_latency would be
@@ -311,10 +328,7 @@ Test(noise, xor_does_not_wait_for_a_slow_mechanism)
      would finish in under 10 s. */
   for (k = 0; k < 6; k++) {
     memcpy(before, slots, sizeof(slots));
-    t0 = noise_now_ns();
-    cr_assert_eq(noise_read(nz, out, n, 0, detail, sizeof(detail)), 0,
-                 "%s", detail);
-    dt = noise_now_ns() - t0;
+    dt = timed_read_ok(nz, out, n);
     cr_assert_lt(dt, 15000000000ULL, "read %d took %.1f s", k, dt / 1e9);
     cr_assert_eq(noise_snapshot(nz, slots, 3), 3);
   }
@@ -384,16 +398,12 @@ Test(noise, xor_stops_waiting_for_a_mechanism_that_slows_down)
   struct noise *nz;
   uint8_t *out;
   size_t n = 16384;
-  char err[256], detail[256];
-  uint64_t t0, dt;
+  char err[256];
+  uint64_t dt;
   int k;
 
-  if (RUNNING_ON_VALGRIND) {
-    printf("noise: xor_stops_waiting_for_a_mechanism_that_slows_down not "
-           "run under valgrind (it measures rates; valgrind distorts "
-           "them)\n");
+  if (skip_under_valgrind())
     return;
-  }
   m[0] = noise_mech_find("branch_timing");
   m[1] = &slowing_mech;
   cr_assert_not_null(m[0]);
@@ -404,14 +414,10 @@ Test(noise, xor_stops_waiting_for_a_mechanism_that_slows_down)
                          HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err)), 0,
                "%s", err);
   for (k = 0; k < 3; k++)       /* both measured fast */
-    cr_assert_eq(noise_read(nz, out, n, 0, detail, sizeof(detail)), 0,
-                 "%s", detail);
+    read_ok(nz, out, n);
   cr_assert_eq(noise_snapshot(nz, before, 2), 2);
   slowing = 1;                  /* 16,384 samples now take 16 s > 8 s */
-  t0 = noise_now_ns();
-  cr_assert_eq(noise_read(nz, out, n, 0, detail, sizeof(detail)), 0,
-               "%s", detail);
-  dt = noise_now_ns() - t0;
+  dt = timed_read_ok(nz, out, n);
   cr_assert_eq(noise_snapshot(nz, slots, 2), 2);
   cr_assert_lt(dt, 4000000000ULL, "the read waited %.1f s for the slowed "
                "mechanism", dt / 1e9);
