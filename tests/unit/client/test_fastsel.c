@@ -112,17 +112,26 @@ select_fast(const struct qrs__view *v, const struct qrs__scan *sc,
   *rc = qrs__select(&ws, v, sc, p, out);
 }
 
+/* The kernel variant before the test, which tests that switch variants
+   get back in teardown(). */
+static int kernel_level0;
+
 static void
 setup(void)
 {
   cr_assert_eq(qrs__sel_ws_init(&ws, NMAX), 0);
+  kernel_level0 = qrs__kernel_level(-1);
 }
 
+/* Undo what a test may have switched: the fast path, the kernel variant
+   and fresh. */
 static void
 teardown(void)
 {
   qrs__sel_ws_done(&ws);
   qrs__fast_enable(1);
+  qrs__kernel_level(kernel_level0);
+  fresh = 0;
 }
 
 /* The fast path's answer b (rb) against the oracle's a (ra). */
@@ -338,10 +347,9 @@ Test(fastsel, a_crossing_below_minus_16_is_decided_by_the_deepest_band)
   struct qrs__view v;
   double zt, tail;
   size_t n, i;
-  int it, k, lv0;
+  int it, k;
 
   fresh = 1;
-  lv0 = qrs__kernel_level(-1);
   qrs__fast_stats_get(&s0);
   for (it = 0; it < 24; it++) {
     qrs__kernel_level(it % 2 ? 2 : 1);
@@ -365,7 +373,6 @@ Test(fastsel, a_crossing_below_minus_16_is_decided_by_the_deepest_band)
       check(&r, &p, NULL);
     }
   }
-  qrs__kernel_level(lv0);
   qrs__fast_stats_get(&s1);
   cr_expect_eq(mismatches, 0);
   cr_log_info("deepest band: fast %llu, resolved %llu, bands %llu",
@@ -376,7 +383,6 @@ Test(fastsel, a_crossing_below_minus_16_is_decided_by_the_deepest_band)
                s1.fast - s0.fast);
   cr_expect_geq(s1.bands - s0.bands, 3 * (s1.fast - s0.fast),
                 "bands %llu", s1.bands - s0.bands);
-  fresh = 0;
 }
 
 /* Broad rows with u (or top-p) near 1: the crossing lies deep in the
@@ -390,10 +396,9 @@ Test(fastsel, a_deep_crossing_is_decided_after_the_tail_is_summed_again)
   struct qrs__fast_stats s0, s1;
   struct qrs__sel_params p;
   unsigned long long fast, resolved;
-  int it, k, lv0;
+  int it, k;
 
   fresh = 1;
-  lv0 = qrs__kernel_level(-1);
   qrs__fast_stats_get(&s0);
   for (it = 0; it < 16; it++) {
     qrs__kernel_level(it % 2 ? 2 : 1);
@@ -407,7 +412,6 @@ Test(fastsel, a_deep_crossing_is_decided_after_the_tail_is_summed_again)
       check(&r, &p, NULL);
     }
   }
-  qrs__kernel_level(lv0);
   qrs__fast_stats_get(&s1);
   fast = s1.fast - s0.fast;
   resolved = s1.resolved - s0.resolved;
@@ -425,7 +429,6 @@ Test(fastsel, a_deep_crossing_is_decided_after_the_tail_is_summed_again)
      (fast 436, resolved 140); with it, none */
   cr_expect_gt(fast, 8 * resolved, "fast %llu resolved %llu", fast,
                resolved);
-  fresh = 0;
 }
 
 /* The exact tail of a retry after the deepest band (-24): the head's
@@ -481,7 +484,6 @@ Test(fastsel, an_exact_tail_after_the_deepest_band_keeps_the_last_bucket)
               s1.exact_tails - s0.exact_tails, s1.recounts - s0.recounts);
   cr_expect_eq(mismatches, 0);
   cr_expect_gt(s1.fast - s0.fast, 0);
-  fresh = 0;
 }
 
 /* The next selection of a workspace starts its head at the rung its
@@ -537,10 +539,9 @@ Test(fastsel, unread_groups_below_the_skip_cutoff_keep_the_nucleus_exact)
   struct qrs__view v;
   double T, tail, pre, zt, w[4];
   size_t n, i, j;
-  int it, its, k, h, lv0;
+  int it, its, k, h;
   float t;
 
-  lv0 = qrs__kernel_level(-1);
   qrs__fast_stats_get(&s0);
   its = RUNNING_ON_VALGRIND ? 24 : 240;
   for (it = 0; it < its; it++) {
@@ -578,7 +579,6 @@ Test(fastsel, unread_groups_below_the_skip_cutoff_keep_the_nucleus_exact)
       check(&r, &p, NULL);
     }
   }
-  qrs__kernel_level(lv0);
   qrs__fast_stats_get(&s1);
   cr_expect_eq(mismatches, 0);
   cr_log_info("skip cutoff: fast %llu, resolved %llu, skipped %llu, "
@@ -604,10 +604,9 @@ Test(fastsel, running_max_and_ladder_bands_match_the_double_path)
   struct qrs__fast_stats s0, s1;
   struct qrs__sel_params p;
   size_t n, i;
-  int kind, d, k, lv0;
+  int kind, d, k;
 
   fresh = 1;
-  lv0 = qrs__kernel_level(-1);
   qrs__fast_stats_get(&s0);
   for (kind = 0; kind < 8; kind++)
     for (d = 0; d < 3; d++) {
@@ -631,7 +630,6 @@ Test(fastsel, running_max_and_ladder_bands_match_the_double_path)
         check(&r, &p, NULL);
       }
     }
-  qrs__kernel_level(lv0);
   qrs__fast_stats_get(&s1);
   cr_expect_eq(mismatches, 0);
   cr_expect_gt(s1.fast - s0.fast, RUNNING_ON_VALGRIND ? 100 : 600,
@@ -639,7 +637,6 @@ Test(fastsel, running_max_and_ladder_bands_match_the_double_path)
   cr_expect_gt(s1.bands - s0.bands, RUNNING_ON_VALGRIND ? 4 : 40,
                "bands %llu",
                s1.bands - s0.bands);
-  fresh = 0;
 }
 
 /* NaN, +inf anywhere (also late, also inside a leading -inf block) and
@@ -657,9 +654,8 @@ Test(fastsel, bad_rows_fail_on_every_fused_path)
   struct qrs__sel_out o;
   struct qrs__view v;
   size_t n, i, at;
-  int d, bad, c, rc, lv0;
+  int d, bad, c, rc;
 
-  lv0 = qrs__kernel_level(-1);
   n = 9000;
   for (d = 0; d < 6; d++)
     for (bad = 0; bad < 5; bad++)
@@ -702,7 +698,6 @@ Test(fastsel, bad_rows_fail_on_every_fused_path)
         cr_expect_eq(rc, QRS_E_LOGITS, "dtype %d bad %d config %d: %d", d,
                      bad, c, rc);
       }
-  qrs__kernel_level(lv0);
 }
 
 /* The top-k heap's pass gives the scan's max (or scans when its float sum
@@ -797,9 +792,8 @@ Test(fastsel, minp_collected_in_the_scan_pass_is_exact)
   struct qrs__scan sc;
   struct qrs__view v;
   size_t n, i, bad;
-  int shape, d, k, lv0, ra, rb;
+  int shape, d, k, ra, rb;
 
-  lv0 = qrs__kernel_level(-1);
   bad = 0;
   for (shape = 0; shape < 8; shape++)
     for (d = 0; d < 6; d++) {
@@ -830,7 +824,6 @@ Test(fastsel, minp_collected_in_the_scan_pass_is_exact)
         }
       }
     }
-  qrs__kernel_level(lv0);
   cr_expect_eq(bad, 0, "%zu differences", bad);
 }
 
@@ -851,10 +844,9 @@ Test(fastsel, min_p_by_sub_block_maxima_equals_the_whole_row_collect)
   struct qrs__fmom fm;
   struct qrs__view v;
   size_t n, k, j, exact;
-  int it, ra, ro, lv0;
+  int it, ra, ro;
   double x = 0.0;
 
-  lv0 = qrs__kernel_level(-1);
   exact = 0;
   for (it = 0; it < 600; it++) {
     qrs__kernel_level(it % 2 ? 2 : 1);
@@ -900,6 +892,5 @@ Test(fastsel, min_p_by_sub_block_maxima_equals_the_whole_row_collect)
               o.token, a.num_candidates, o.num_candidates, a.eff_min_p,
               o.eff_min_p);
   }
-  qrs__kernel_level(lv0);
   cr_expect_gt(exact, 100);
 }
