@@ -19,7 +19,9 @@
 #include "sources/source.h"
 #include "testreg.h"
 
+/* The loop, and the registry under test on it (new_registry()). */
 static uv_loop_t loop;
+static struct registry *reg;
 
 /* ---- test sources ------------------------------------------------------ */
 
@@ -185,9 +187,11 @@ static const struct source_ops ops_thread = {
   .stop = t_stop, .close = t_close,
 };
 
+/* A test source called name of ops in reg, falling back to fb and read
+   inline up to inline_max bytes (read() sources). */
 static struct tsrc *
-add_source(struct registry *reg, const struct source_ops *ops,
-           const char *name, const char *fb, size_t inline_max)
+add_source(const struct source_ops *ops, const char *name, const char *fb,
+           size_t inline_max)
 {
   struct source *s;
   struct tsrc *t;
@@ -205,6 +209,18 @@ add_source(struct registry *reg, const struct source_ops *ops,
   if (ops == &ops_thread)
     cr_assert_eq(source_cq_init(&t->cq, &loop), 0);
   cr_assert_eq(registry_add(reg, s, fb), 0);
+  return t;
+}
+
+/* A read() source called name in reg that fails (-EIO, "device
+   unplugged") and falls back to fb. */
+static struct tsrc *
+add_failing(const char *name, const char *fb)
+{
+  struct tsrc *t;
+
+  t = add_source(&ops_flaky, name, fb, 1 << 20);
+  t->fail = 1;
   return t;
 }
 
@@ -232,53 +248,56 @@ struct got {
   char why[400];
 };
 
+/* What the done callback saw of the test's last fetch. */
+static struct got g;
+
 static void
 on_done(void *ctx, const struct reg_result *res)
 {
-  struct got *g;
+  struct got *out;
 
-  g = ctx;
-  g->calls++;
-  g->status = res->status;
-  g->n = res->n;
-  snprintf(g->source, sizeof(g->source), "%s", res->source);
-  snprintf(g->why, sizeof(g->why), "%s", res->why ? res->why : "");
+  out = ctx;
+  out->calls++;
+  out->status = res->status;
+  out->n = res->n;
+  snprintf(out->source, sizeof(out->source), "%s", res->source);
+  snprintf(out->why, sizeof(out->why), "%s", res->why ? res->why : "");
   if (res->status == 0) {
-    snprintf(g->served_by, sizeof(g->served_by), "%s", res->served_by);
-    snprintf(g->served_type, sizeof(g->served_type), "%s",
+    snprintf(out->served_by, sizeof(out->served_by), "%s", res->served_by);
+    snprintf(out->served_type, sizeof(out->served_type), "%s",
              res->served_type);
-    g->fallback = res->fallback;
-    g->echo = res->echo;
-    g->first = res->data[0];
+    out->fallback = res->fallback;
+    out->echo = res->echo;
+    out->first = res->data[0];
     cr_assert(res->generated.monotonic_ns > 0);
   }
 }
 
-/* Ask name for n bytes with timeout_ms into g: registry_fetch()'s
-   result. */
+/* Ask reg's source name for n bytes with timeout_ms, answered into g:
+   registry_fetch()'s result. */
 static int
-fetch_begin(struct registry *reg, const char *name, size_t n, int timeout_ms,
-            struct got *g)
+fetch_begin(const char *name, size_t n, int timeout_ms)
 {
   int64_t deadline;
 
   deadline = mono_now_ns() + (int64_t)timeout_ms * 1000000;
-  return registry_fetch(reg, name, n, 0, deadline, on_done, g);
+  return registry_fetch(reg, name, n, 0, deadline, on_done, &g);
 }
 
-/* Fetch n bytes from name with timeout_ms, run the loop until answered. */
+/* Fetch n bytes from name with timeout_ms into g, run the loop until
+   answered. */
 static void
-fetch(struct registry *reg, const char *name, size_t n, int timeout_ms,
-      struct got *g)
+fetch(const char *name, size_t n, int timeout_ms)
 {
-  memset(g, 0, sizeof(*g));
-  cr_assert_eq(fetch_begin(reg, name, n, timeout_ms, g), 0);
-  testreg_wait(&loop, &g->calls);
-  cr_assert_eq(g->calls, 1);
+  memset(&g, 0, sizeof(g));
+  cr_assert_eq(fetch_begin(name, n, timeout_ms), 0);
+  testreg_wait(&loop, &g.calls);
+  cr_assert_eq(g.calls, 1);
 }
 
+/* reg's statistics of the source name. */
 static void
-info_of(struct registry *reg, const char *name, struct reg_info *ri)
+info_of(const char *name, struct reg_info *ri)
 {
   size_t i;
 
@@ -294,19 +313,17 @@ info_of(struct registry *reg, const char *name, struct reg_info *ri)
 
 Test(registry, primary_serves_and_is_counted)
 {
-  struct registry *reg;
   struct reg_info ri;
-  struct got g;
   char msg[256];
 
   reg = new_registry(1 << 20);
-  fetch(reg, "", 100, 1000, &g);
+  fetch("", 100, 1000);
   cr_assert_eq(g.status, 0);
   cr_assert_str_eq(g.source, "system");
   cr_assert_str_eq(g.served_by, "system");
   cr_assert_str_eq(g.served_type, "system");
   cr_assert_not(g.fallback);
-  info_of(reg, "system", &ri);
+  info_of("system", &ri);
   cr_assert_eq(ri.draws, 1);
   cr_assert_eq(ri.bytes, 100);
   cr_assert_eq(ri.state, REG_OK);
@@ -318,23 +335,20 @@ Test(registry, primary_serves_and_is_counted)
 
 Test(registry, failing_source_is_served_by_its_fallback_and_labelled)
 {
-  struct registry *reg;
   struct reg_info ri;
   struct tsrc *t;
-  struct got g;
   char msg[256];
 
   reg = new_registry(1 << 20);
-  t = add_source(reg, &ops_flaky, "flaky", "system", 1 << 20);
-  t->fail = 1;
-  fetch(reg, "flaky", 64, 1000, &g);
+  t = add_failing("flaky", "system");
+  fetch("flaky", 64, 1000);
   cr_assert_eq(g.status, 0, "%s", g.why);
   cr_assert_str_eq(g.source, "flaky");
   cr_assert_str_eq(g.served_by, "system");
   cr_assert(g.fallback);
   cr_assert_neq(g.first, 0xab, "not the failing source's bytes");
 
-  info_of(reg, "flaky", &ri);
+  info_of("flaky", &ri);
   cr_assert_eq(ri.state, REG_DEGRADED);
   cr_assert_eq(ri.failures, 1);
   cr_assert_eq(ri.fallbacks, 1);
@@ -345,7 +359,7 @@ Test(registry, failing_source_is_served_by_its_fallback_and_labelled)
   cr_assert_not_null(strstr(ri.detail, "device unplugged"));
   cr_assert_eq(t->outcomes, 1);
   cr_assert_eq(t->last_outcome, -EIO);
-  info_of(reg, "system", &ri);
+  info_of("system", &ri);
   cr_assert_eq(ri.draws, 1);
   cr_assert_eq(ri.state, REG_OK);
   cr_assert_eq(registry_health(reg, msg, sizeof(msg)), REG_DEGRADED);
@@ -353,12 +367,12 @@ Test(registry, failing_source_is_served_by_its_fallback_and_labelled)
 
   /* It recovers with its next good fetch. */
   t->fail = 0;
-  fetch(reg, "flaky", 64, 1000, &g);
+  fetch("flaky", 64, 1000);
   cr_assert_eq(g.status, 0);
   cr_assert_str_eq(g.served_by, "flaky");
   cr_assert_not(g.fallback);
   cr_assert_eq(g.first, 0xab);
-  info_of(reg, "flaky", &ri);
+  info_of("flaky", &ri);
   cr_assert_eq(ri.state, REG_OK);
   cr_assert_eq(ri.draws, 1);
   cr_assert_eq(ri.fallbacks, 1);
@@ -368,20 +382,16 @@ Test(registry, failing_source_is_served_by_its_fallback_and_labelled)
 
 Test(registry, failing_source_without_fallback_fails_the_request)
 {
-  struct registry *reg;
   struct reg_info ri;
-  struct tsrc *t;
-  struct got g;
   char msg[256];
 
   reg = new_registry(1 << 20);
-  t = add_source(reg, &ops_flaky, "flaky", "error", 1 << 20);
-  t->fail = 1;
-  fetch(reg, "flaky", 64, 1000, &g);
+  add_failing("flaky", "error");
+  fetch("flaky", 64, 1000);
   cr_assert_eq(g.status, QRS_E_ENTROPY);
   cr_assert_not_null(strstr(g.why, "source 'flaky': device unplugged"),
                      "%s", g.why);
-  info_of(reg, "flaky", &ri);
+  info_of("flaky", &ri);
   cr_assert_eq(ri.state, REG_FAILED);
   cr_assert_eq(ri.fallbacks, 0);
   /* Not the default source: degraded, not failed. */
@@ -391,19 +401,17 @@ Test(registry, failing_source_without_fallback_fails_the_request)
 
 Test(registry, worker_reads_fall_back_too)
 {
-  struct registry *reg;
   struct tsrc *t;
-  struct got g;
 
   /* inline_max 0: every read goes to a libuv worker. */
   reg = new_registry(1 << 20);
-  t = add_source(reg, &ops_flaky, "flaky", "system", 0);
-  fetch(reg, "flaky", 100000, 5000, &g);
+  t = add_source(&ops_flaky, "flaky", "system", 0);
+  fetch("flaky", 100000, 5000);
   cr_assert_eq(g.status, 0);
   cr_assert_str_eq(g.served_by, "flaky");
   cr_assert_eq(g.n, 100000);
   t->fail = 1;
-  fetch(reg, "flaky", 100000, 5000, &g);
+  fetch("flaky", 100000, 5000);
   cr_assert_eq(g.status, 0);
   cr_assert_str_eq(g.served_by, "system");
   cr_assert(g.fallback);
@@ -412,21 +420,19 @@ Test(registry, worker_reads_fall_back_too)
 
 Test(registry, deadline_sends_the_request_to_the_fallback)
 {
-  struct registry *reg;
   struct reg_info ri;
   struct tsrc *t;
-  struct got g;
 
   reg = new_registry(1 << 20);
-  t = add_source(reg, &ops_stall, "stall", "system", 0);
-  fetch(reg, "stall", 32, 200, &g);
+  t = add_source(&ops_stall, "stall", "system", 0);
+  fetch("stall", 32, 200);
   cr_assert_eq(g.status, 0, "%s", g.why);
   cr_assert_str_eq(g.served_by, "system");
   cr_assert(g.fallback);
   cr_assert_eq(t->cancels, 1);
   cr_assert_eq(t->outcomes, 1);
   cr_assert_eq(t->last_outcome, -ETIMEDOUT);
-  info_of(reg, "stall", &ri);
+  info_of("stall", &ri);
   cr_assert_eq(ri.timeouts, 1);
   cr_assert_eq(ri.failures, 1);
   cr_assert_eq(ri.state, REG_DEGRADED);
@@ -436,12 +442,10 @@ Test(registry, deadline_sends_the_request_to_the_fallback)
 
 Test(registry, deadline_without_fallback_is_a_timeout)
 {
-  struct registry *reg;
-  struct got g;
 
   reg = new_registry(1 << 20);
-  add_source(reg, &ops_stall, "stall", "error", 0);
-  fetch(reg, "stall", 32, 100, &g);
+  add_source(&ops_stall, "stall", "error", 0);
+  fetch("stall", 32, 100);
   cr_assert_eq(g.status, -ETIMEDOUT);
   cr_assert_not_null(strstr(g.why, "32 bytes not delivered within"), "%s",
                      g.why);
@@ -450,45 +454,41 @@ Test(registry, deadline_without_fallback_is_a_timeout)
 
 Test(registry, a_late_completion_is_discarded_and_keeps_its_budget)
 {
-  struct registry *reg;
   struct reg_info ri;
   struct tsrc *t;
-  struct got g;
 
   /* Budget for one fetch of 1000 bytes at a time. */
   reg = new_registry(1500);
-  t = add_source(reg, &ops_late, "late", "error", 0);
-  fetch(reg, "late", 1000, 50, &g);
+  t = add_source(&ops_late, "late", "error", 0);
+  fetch("late", 1000, 50);
   cr_assert_eq(g.status, -ETIMEDOUT);
   /* Its buffer is still held by the late fetch: no room for another. */
-  cr_assert_eq(fetch_begin(reg, "system", 1000, 1000, &g), -EBUSY);
+  cr_assert_eq(fetch_begin("system", 1000, 1000), -EBUSY);
   /* After the late completion: discarded, budget back, no 2nd answer. */
   uv_timer_start(&t->timer, on_late, 1, 0);
   while (t->held)
     uv_run(&loop, UV_RUN_ONCE);
   cr_assert_eq(g.calls, 1);
-  info_of(reg, "late", &ri);
+  info_of("late", &ri);
   cr_assert_eq(ri.draws, 0, "late bytes are never served");
-  fetch(reg, "system", 1000, 1000, &g);
+  fetch("system", 1000, 1000);
   cr_assert_eq(g.status, 0);
   testreg_free(&loop, reg);
 }
 
 Test(registry, admission_refusal_goes_to_the_fallback)
 {
-  struct registry *reg;
   struct reg_info ri;
   struct tsrc *t;
-  struct got g;
 
   reg = new_registry(1 << 20);
-  t = add_source(reg, &ops_flaky, "gated", "system", 1 << 20);
+  t = add_source(&ops_flaky, "gated", "system", 1 << 20);
   t->refuse = 1;
-  fetch(reg, "gated", 16, 1000, &g);
+  fetch("gated", 16, 1000);
   cr_assert_eq(g.status, 0);
   cr_assert_str_eq(g.served_by, "system");
   cr_assert(g.fallback);
-  info_of(reg, "gated", &ri);
+  info_of("gated", &ri);
   cr_assert_eq(ri.refusals, 1);
   cr_assert_eq(ri.failures, 0);
   cr_assert_eq(ri.fallbacks, 1);
@@ -499,50 +499,42 @@ Test(registry, admission_refusal_goes_to_the_fallback)
 
 Test(registry, chain_of_fallbacks_and_failure_at_the_end)
 {
-  struct registry *reg;
   struct reg_info ri;
-  struct tsrc *a, *b;
-  struct got g;
+  struct tsrc *b;
 
   reg = new_registry(1 << 20);
-  b = add_source(reg, &ops_flaky, "b", "system", 1 << 20);
-  a = add_source(reg, &ops_flaky, "a", "b", 1 << 20);
-  a->fail = 1;
-  b->fail = 1;
-  fetch(reg, "a", 16, 1000, &g);
+  b = add_failing("b", "system");
+  add_failing("a", "b");
+  fetch("a", 16, 1000);
   cr_assert_eq(g.status, 0);
   cr_assert_str_eq(g.source, "a");
   cr_assert_str_eq(g.served_by, "system");
   cr_assert(g.fallback);
   b->fail = 0;
-  fetch(reg, "a", 16, 1000, &g);
+  fetch("a", 16, 1000);
   cr_assert_str_eq(g.served_by, "b");
   cr_assert(g.fallback);
-  info_of(reg, "a", &ri);
+  info_of("a", &ri);
   cr_assert_eq(ri.fallbacks, 2);
   cr_assert_eq(ri.state, REG_DEGRADED);
-  info_of(reg, "b", &ri);
+  info_of("b", &ri);
   cr_assert_eq(ri.state, REG_OK);
   testreg_free(&loop, reg);
 }
 
 Test(registry, undeclared_fallback_is_a_builtin_not_askable_by_name)
 {
-  struct registry *reg;
   struct reg_info ri;
-  struct tsrc *t;
-  struct got g;
 
   reg = new_registry(1 << 20);
-  t = add_source(reg, &ops_flaky, "flaky", "mock", 1 << 20);
-  t->fail = 1;
+  add_failing("flaky", "mock");
   cr_assert_eq(registry_count(reg), 3);
   cr_assert_not(registry_has(reg, "mock"));
-  cr_assert_eq(fetch_begin(reg, "mock", 8, 1000, &g), -ENOENT);
-  fetch(reg, "flaky", 8, 1000, &g);
+  cr_assert_eq(fetch_begin("mock", 8, 1000), -ENOENT);
+  fetch("flaky", 8, 1000);
   cr_assert_str_eq(g.served_by, "mock");
   cr_assert_str_eq(g.served_type, "mock");
-  info_of(reg, "mock", &ri);
+  info_of("mock", &ri);
   cr_assert(ri.builtin);
   cr_assert_not(ri.production);
   cr_assert_eq(ri.draws, 1);
@@ -551,12 +543,10 @@ Test(registry, undeclared_fallback_is_a_builtin_not_askable_by_name)
 
 Test(registry, completion_from_another_thread)
 {
-  struct registry *reg;
-  struct got g;
 
   reg = new_registry(1 << 20);
-  add_source(reg, &ops_thread, "threaded", "error", 0);
-  fetch(reg, "threaded", 4096, 2000, &g);
+  add_source(&ops_thread, "threaded", "error", 0);
+  fetch("threaded", 4096, 2000);
   cr_assert_eq(g.status, 0, "%s", g.why);
   cr_assert_str_eq(g.served_by, "threaded");
   cr_assert_eq(g.first, 0x5a);
@@ -566,12 +556,10 @@ Test(registry, completion_from_another_thread)
 
 Test(registry, unknown_source_and_budget)
 {
-  struct registry *reg;
-  struct got g;
 
   reg = new_registry(4096);
-  cr_assert_eq(fetch_begin(reg, "nosuch", 8, 1000, &g), -ENOENT);
-  cr_assert_eq(fetch_begin(reg, "", 4097, 1000, &g), -EBUSY);
+  cr_assert_eq(fetch_begin("nosuch", 8, 1000), -ENOENT);
+  cr_assert_eq(fetch_begin("", 4097, 1000), -EBUSY);
   cr_assert(registry_has(reg, ""));
   cr_assert(registry_has(reg, "system"));
   cr_assert_str_eq(registry_default(reg), "system");
