@@ -67,6 +67,16 @@ int conf__is_null(const struct node *n);
 void conf__join_path(char *buf, size_t len, const char *path,
                      const char *key);
 
+/* The name in names (ended by NULL) that word is a typo of: the nearest
+   by edit distance (letters compared without case), if few enough edits
+   for its length; else NULL. */
+const char *conf__nearest(const char *word, const char *const *names);
+/* "; did you mean 'NAME'?" for conf__nearest()'s name, or "", into buf. */
+void conf__hint(char *buf, size_t len, const char *word,
+                const char *const *names);
+/* names (ended by NULL) joined by ", " into buf, cut to fit. */
+void conf__join_names(char *buf, size_t len, const char *const *names);
+
 /* Read text into a tree; *ret_root is NULL for a text with no document.
    Free with conf__node_free(). */
 int conf__read_tree(struct parser *p, const char *text, size_t len,

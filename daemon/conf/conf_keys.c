@@ -451,15 +451,12 @@ parse_string(struct parser *p, const struct key *k, const struct node *v,
       if (!strcmp(*c, v->text))
         break;
     if (!*c) {
-      char list[256];
-      size_t n = 0;
+      char list[256], hint[80];
 
-      list[0] = '\0';
-      for (c = k->choices; *c && n < sizeof(list); c++)
-        n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s",
-                              c == k->choices ? "" : ", ", *c);
+      conf__join_names(list, sizeof(list), k->choices);
+      conf__hint(hint, sizeof(hint), v->text, k->choices);
       return conf__fail(p, v->line, path, "'%.*s' is not supported by this "
-                        "build (supported: %s)", SHOW, v->text, list);
+                        "build (supported: %s)%s", SHOW, v->text, list, hint);
     }
   }
 
@@ -608,6 +605,24 @@ parse_value(struct parser *p, const struct key *k, const struct node *v,
   return conf__fail(p, v->line, path, "internal error: unknown kind of key");
 }
 
+#define MAX_KEYS 32           /* keys in one table, for hints */
+
+/* kn (at sub) is none of keys: say which one it may have meant. */
+static int
+fail_unknown_key(struct parser *p, const struct node *kn, const char *sub,
+                 const struct key *keys)
+{
+  const char *names[MAX_KEYS + 1];
+  char hint[80];
+  size_t n;
+
+  for (n = 0; n < MAX_KEYS && keys[n].name; n++)
+    names[n] = keys[n].name;
+  names[n] = NULL;
+  conf__hint(hint, sizeof(hint), kn->text, names);
+  return conf__fail(p, kn->line, sub, "unknown key%s", hint);
+}
+
 int
 conf__parse_mapping(struct parser *p, const struct node *map, const char *path,
                     const struct key *keys, void *base)
@@ -626,7 +641,7 @@ conf__parse_mapping(struct parser *p, const struct node *map, const char *path,
       if (!strcmp(k->name, kn->text))
         break;
     if (!k->name)
-      return conf__fail(p, kn->line, sub, "unknown key");
+      return fail_unknown_key(p, kn, sub, keys);
     r = parse_value(p, k, vn, sub, base);
     if (r < 0)
       return r;
@@ -782,6 +797,25 @@ grpc_free(struct conf_grpc *g)
     free(*grpc_string(g, i));
 }
 
+/* tv (at path) names no source type: say which this build has, and
+   which one it may have meant. */
+static int
+fail_source_type(struct parser *p, const struct node *tv, const char *path)
+{
+  const char *names[N_SOURCE_TYPES + 1];
+  char list[256], hint[80];
+  size_t i;
+
+  for (i = 0; i < N_SOURCE_TYPES; i++)
+    names[i] = source_types[i].name;
+  names[i] = NULL;
+  conf__join_names(list, sizeof(list), names);
+  conf__hint(hint, sizeof(hint), tv->text, names);
+  return conf__fail(p, tv->line, path, "source type '%.*s' is not supported "
+                    "by this build (supported: %s)%s", SHOW, tv->text, list,
+                    hint);
+}
+
 /* One source: name kn, its mapping vn. */
 static int
 parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
@@ -821,8 +855,7 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
     if (!strcmp(source_types[i].name, tv->text))
       break;
   if (i == N_SOURCE_TYPES)
-    return conf__fail(p, tv->line, sub, "source type '%.*s' is not "
-                      "supported by this build", SHOW, tv->text);
+    return fail_source_type(p, tv, sub);
 
   s = realloc(conf->sources, (conf->n_sources + 1) * sizeof(*s));
   if (!s)

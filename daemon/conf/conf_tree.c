@@ -96,6 +96,103 @@ conf__join_path(char *buf, size_t len, const char *path, const char *key)
     buf[0] = '\0';
 }
 
+/* ---- Hints ------------------------------------------------------------- */
+
+#define NEAR_MAX 64           /* longer words get no hint */
+
+static int
+lower(int c)
+{
+  return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+}
+
+/* The edit distance of a and b: insertions, deletions, substitutions and
+   swaps of neighbours, letters compared without case; NEAR_MAX + 1 when
+   either is longer than NEAR_MAX. */
+static size_t
+edit_distance(const char *a, const char *b)
+{
+  size_t rows[3][NEAR_MAX + 1];
+  size_t *prev2, *prev, *cur, *t;
+  size_t la, lb, i, j, d;
+
+  la = strlen(a);
+  lb = strlen(b);
+  if (la > NEAR_MAX || lb > NEAR_MAX)
+    return NEAR_MAX + 1;
+  prev2 = rows[0];
+  prev = rows[1];
+  cur = rows[2];
+  for (j = 0; j <= lb; j++)
+    prev[j] = j;
+  for (i = 1; i <= la; i++) {
+    cur[0] = i;
+    for (j = 1; j <= lb; j++) {
+      d = prev[j - 1] + (lower(a[i - 1]) != lower(b[j - 1]));
+      if (prev[j] + 1 < d)
+        d = prev[j] + 1;
+      if (cur[j - 1] + 1 < d)
+        d = cur[j - 1] + 1;
+      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+          lower(a[i - 2]) == lower(b[j - 1]) && prev2[j - 2] + 1 < d)
+        d = prev2[j - 2] + 1;
+      cur[j] = d;
+    }
+    t = prev2;
+    prev2 = prev;
+    prev = cur;
+    cur = t;
+  }
+  return prev[lb];
+}
+
+const char *
+conf__nearest(const char *word, const char *const *names)
+{
+  const char *best;
+  size_t d, best_d, len, name_len;
+
+  best = NULL;
+  best_d = NEAR_MAX + 1;
+  len = strlen(word);
+  for (; *names; names++) {
+    d = edit_distance(word, *names);
+    name_len = strlen(*names);
+    /* A typo: at most two edits, and at most one in three letters of the
+       longer word ("sytem" is 'system', "oops" is not 'mock'). */
+    if (d > 2 || 3 * d > (len > name_len ? len : name_len) || d >= best_d)
+      continue;
+    best = *names;
+    best_d = d;
+  }
+  return best;
+}
+
+void
+conf__hint(char *buf, size_t len, const char *word, const char *const *names)
+{
+  const char *near;
+
+  near = conf__nearest(word, names);
+  if (!near || snprintf(buf, len, "; did you mean '%s'?", near) < 0)
+    buf[0] = '\0';
+}
+
+void
+conf__join_names(char *buf, size_t len, const char *const *names)
+{
+  size_t n;
+  int w;
+
+  buf[0] = '\0';
+  for (n = 0; *names && n < len; names++) {
+    w = snprintf(buf + n, len - n, "%s%s", n ? ", " : "", *names);
+    if (w < 0)
+      break;
+    n += (size_t)w;
+  }
+}
+
 /* ---- YAML into the tree ------------------------------------------------ */
 
 void
