@@ -614,7 +614,8 @@ Test(conf, test_sources_need_allow_test_sources)
 
 Test(conf, unknown_key_names_file_line_and_key)
 {
-  expect_file_error("bad_unknown_key.yaml", 5, "socket.grup: unknown key");
+  expect_file_error("bad_unknown_key.yaml", 5, "socket.grup: unknown key; "
+                    "did you mean 'group'?");
 }
 
 Test(conf, string_where_integer_is_a_type_error)
@@ -644,7 +645,8 @@ Test(conf, non_octal_mode_is_rejected)
 Test(conf, unsupported_source_type_is_rejected)
 {
   expect_file_error("bad_source_type.yaml", 7, "sources.qrng.type: source "
-                    "type 'quantum' is not supported by this build");
+                    "type 'quantum' is not supported by this build "
+                    "(supported: system, mock, device, timing, noise, grpc)");
 }
 
 Test(conf, duplicate_key_names_both_lines)
@@ -800,7 +802,7 @@ Test(conf, bad_sources_are_rejected)
       2, "sources.m.type: duplicate key (first given at line 2)" },
     { "sources:\n  m: { type: quantum }\n",
       2, "sources.m.type: source type 'quantum' is not supported by this "
-         "build" },
+         "build (supported: system, mock, device, timing, noise, grpc)" },
   };
 
   expect_text_errors(bad, sizeof(bad) / sizeof(bad[0]));
@@ -892,7 +894,7 @@ Test(conf, invalid_utf8_is_rejected_with_its_line)
 Test(conf, unknown_top_level_key_is_rejected)
 {
   expect_text_error("socket: {}\nstat_dir: /var/lib/qrsd\n", 2,
-                    "stat_dir: unknown key");
+                    "stat_dir: unknown key; did you mean 'state_dir'?");
 }
 
 /* ---- Locale ------------------------------------------------------------ */
