@@ -16,7 +16,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +29,7 @@
 #include "base/container.h"
 #include "base/log.h"
 #include "server/server_int.h"
+#include "server/sockfile.h"
 #include "sources/local.h"
 
 #define WQ_MIN_CAP (4 * 1024 * 1024)
@@ -263,44 +263,6 @@ socket_probe(const char *path)
   return r;
 }
 
-static void
-apply_group(const char *path, const char *group)
-{
-  struct group gr, *res;
-  size_t len;
-  char *buf;
-  int r;
-
-  if (!group || !*group)
-    return;
-  /* A group with many members needs more than any fixed buffer: retry on
-     ERANGE (issue 11 item 8). */
-  buf = NULL;
-  res = NULL;
-  for (len = 4096; len <= 16 * 1024 * 1024; len *= 2) {
-    free(buf);
-    buf = malloc(len);
-    if (!buf)
-      break;
-    r = getgrnam_r(group, &gr, buf, len, &res);
-    if (r != ERANGE)
-      break;
-  }
-  if (!buf || !res) {
-    log_warn("socket group '%s' %s; %s keeps its group", group,
-             buf ? "does not exist" : "cannot be looked up (out of memory)",
-             path);
-    free(buf);
-    return;
-  }
-  /* Never through a symlink someone put in place of our socket. */
-  if (fchownat(AT_FDCWD, path, (uid_t)-1, res->gr_gid,
-               AT_SYMLINK_NOFOLLOW) < 0)
-    log_warn("cannot give %s to group '%s': %s", path, group,
-             strerror(errno));
-  free(buf);
-}
-
 int
 server_listen_path(struct server *srv, const char *path, char *err,
                    size_t errlen)
@@ -308,6 +270,7 @@ server_listen_path(struct server *srv, const char *path, char *err,
   struct sockaddr_un sa;
   struct stat st;
   mode_t old_umask;
+  char why[300];
   int r;
 
   if (strlen(path) >= sizeof(sa.sun_path)) {
@@ -354,7 +317,11 @@ server_listen_path(struct server *srv, const char *path, char *err,
   r = uv_pipe_bind(&srv->listener, path);
   umask(old_umask);
   if (r < 0) {
-    snprintf(err, errlen, "cannot bind %s: %s", path, uv_strerror(r));
+    /* libuv says EACCES for a missing directory too: ask the directory. */
+    if ((r != UV_EACCES && r != UV_ENOENT && r != UV_ENOTDIR) ||
+        !sockfile_dir_problem(path, why, sizeof(why)))
+      snprintf(why, sizeof(why), "%s", uv_strerror(r));
+    snprintf(err, errlen, "cannot bind %s: %s", path, why);
     return r;
   }
   srv->own_socket = 1;
@@ -362,7 +329,7 @@ server_listen_path(struct server *srv, const char *path, char *err,
     srv->sock_dev = st.st_dev;
     srv->sock_ino = st.st_ino;
   }
-  apply_group(path, srv->conf->socket_group);
+  sockfile_apply_group(path, srv->conf->socket_group);
   return start_listening(srv, err, errlen);
 }
 

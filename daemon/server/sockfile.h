@@ -1,0 +1,22 @@
+/* The unix socket files qrsd binds (its own socket, the gRPC compat
+   endpoint's): the group they are given, and what a failed bind means.
+   Start-up only: these may block (NSS look-ups, stat of the path). */
+#ifndef QRSD_SOCKFILE_H
+#define QRSD_SOCKFILE_H
+
+#include <stddef.h>
+
+/* Give the socket file at path to group (NULL or "": leave it), never
+   through a symlink put in its place.  A group that does not exist or a
+   failed chown is logged as a warning; the socket stays usable. */
+void sockfile_apply_group(const char *path, const char *group);
+
+/* Why binding a socket at path failed, when its directory says so: 1 and
+   one line in buf ("directory /x does not exist", "directory /run/x
+   (owner root:root, mode 0755) is not writable by uid 1000 (user
+   'alice')"), or 0 when the directory explains nothing (buf untouched).
+   libuv reports a missing directory as EACCES, and gRPC reports no
+   errno at all: ask this rather than trust either. */
+int sockfile_dir_problem(const char *path, char *buf, size_t len);
+
+#endif
