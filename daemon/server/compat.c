@@ -19,6 +19,7 @@ struct compat {
   struct registry *reg;
   struct gserve *g;
   struct amp_params amp;
+  struct log_ratelimit rl_denied;
 };
 
 /* One request in flight through the registry. */
@@ -75,6 +76,41 @@ on_fetched(void *ctx, const struct reg_result *res)
   free(p);
 }
 
+/* A draw's source_id names grpc_compat.source, or none ("").  Only that
+   source is served: a client of this endpoint, local and unauthenticated,
+   must not spend another source's quota (issue 26 item 2). */
+static int
+source_allowed(const struct compat *c, const struct gserve_req *r)
+{
+  size_t len;
+
+  len = r->drw.source_id.len;
+  return len == 0 || (len == strlen(c->conf->compat_source) &&
+                      !memcmp(r->source_id, c->conf->compat_source, len));
+}
+
+/* Refuse r, naming the source it asked for (made printable: it is the
+   client's). */
+static void
+deny_source(struct compat *c, struct gserve_req *r)
+{
+  char name[65], why[200];
+  unsigned char u;
+  size_t i;
+
+  for (i = 0; i < r->drw.source_id.len && i < sizeof(name) - 1; i++) {
+    u = (unsigned char)r->source_id[i];
+    name[i] = u < 0x20 || u >= 0x7f ? '?' : (char)u;
+  }
+  name[i] = '\0';
+  snprintf(why, sizeof(why), "source '%s%s' is not served here (this "
+           "endpoint serves only '%s')", name,
+           r->drw.source_id.len > i ? "..." : "", c->conf->compat_source);
+  log_limited(&c->rl_denied, LOG_LEVEL_WARN, "gRPC compat: draw refused: %s",
+              why);
+  gserve_reply_error(r, GRPC_STATUS_PERMISSION_DENIED, why);
+}
+
 static void
 on_request(void *ctx, struct gserve_req *r)
 {
@@ -89,14 +125,9 @@ on_request(void *ctx, struct gserve_req *r)
   if (r->draw) {
     n = r->drw.block_bytes ? r->drw.block_bytes : c->conf->amp_sample_count;
     nonce = r->drw.sequence_id;
-    if (r->source_id[0]) {
-      if (!registry_has(c->reg, r->source_id)) {
-        snprintf(why, sizeof(why), "no source '%.100s' in qrsd",
-                 r->source_id);
-        gserve_reply_error(r, GRPC_STATUS_NOT_FOUND, why);
-        return;
-      }
-      source = r->source_id;
+    if (!source_allowed(c, r)) {
+      deny_source(c, r);
+      return;
     }
   } else {
     n = r->entropy.bytes_needed;

@@ -7,9 +7,12 @@
    source after the request arrived (through the registry, so the source's
    fallback and admission apply), and the reply echoes the request's
    sequence_id and stamps generation_timestamp_ns with the time the bytes
-   were in hand.  A draw's DrawRequest.source_id may name any qrsd source
-   ("" = grpc_compat.source); the draw integrates block_bytes (0 = the
-   configured sample_count) with the zscore_mean amplifier. */
+   were in hand.  Only grpc_compat.source is served: a draw's
+   DrawRequest.source_id is "" or that source, any other gets
+   PERMISSION_DENIED naming it (its clients are not authenticated, and
+   must not spend other sources' quotas).  The draw integrates
+   block_bytes (0 = the configured sample_count) with the zscore_mean
+   amplifier. */
 #ifndef QRSD_COMPAT_H
 #define QRSD_COMPAT_H
 

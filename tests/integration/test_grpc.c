@@ -4,7 +4,8 @@
    upstream killed and restarted under "fallback: system" (labelled
    fallback draws, breaker, status file, qrsctl health); fault flags seen
    through qrsd; quotas, and the daily count across a qrsd restart; the
-   api key never shown. */
+   api key never shown.  The compat endpoint: C and Python clients, and
+   only its own source served (issue 26). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -492,14 +493,16 @@ Test(grpc, fault_drop_after_falls_back_when_the_server_goes_away)
   finish();
 }
 
-/* Today's byte count of upstream source name, from qrsctl sources. */
+/* A number that qrsctl sources --json shows for source name: its key
+   (sub NULL), or key under sub ("upstream"). */
 static uint64_t
-quota_day_bytes_of(const char *name)
+source_number(const char *name, const char *sub, const char *key)
 {
-  struct json_object *j, *a, *q, *u;
+  struct json_object *j, *a, *q;
   char out[16384];
-  uint64_t day = 0;
+  uint64_t v = 0;
   size_t k;
+  int found = 0;
 
   cr_assert_eq(qrsctl(out, sizeof(out), "--json", "sources"), 0);
   j = json_tokener_parse(out);
@@ -509,11 +512,19 @@ quota_day_bytes_of(const char *name)
     q = json_object_array_get_idx(a, k);
     if (strcmp(jstr(q, "name", NULL, NULL), name))
       continue;
-    cr_assert(json_object_object_get_ex(q, "upstream", &u));
-    day = (uint64_t)atoll(jstr(u, "quota_day_bytes", NULL, NULL));
+    v = (uint64_t)atoll(jstr(q, sub ? sub : key, sub ? key : NULL, NULL));
+    found = 1;
   }
   json_object_put(j);
-  return day;
+  cr_assert(found, "no source '%s' in qrsctl sources", name);
+  return v;
+}
+
+/* Today's byte count of upstream source name, from qrsctl sources. */
+static uint64_t
+quota_day_bytes_of(const char *name)
+{
+  return source_number(name, "upstream", "quota_day_bytes");
 }
 
 Test(grpc, quotas_fall_back_and_the_daily_count_survives_a_restart)
@@ -697,4 +708,56 @@ Test(grpc, server_draws_carry_the_upstream_metadata_or_fall_back)
   finish();
   upserver_stop(&s, 0);
   upserver_stop(&r, 0);
+}
+
+/* The compat endpoint serves only grpc_compat.source (issue 26 item 2):
+   a draw naming another source is refused with PERMISSION_DENIED naming
+   it, by GetDraw (c1) and StreamDraws (c3), and not one byte is drawn
+   from that source; "" and the configured name are served. */
+Test(grpc, the_compat_endpoint_serves_only_its_source)
+{
+  struct qrs_client *c;
+  struct qrs_draw d;
+  char denied[256];
+
+  start_qrsd("grpc_compat: { listen: \"unix:%s/compat.sock\", "
+             "source: system }\n"
+             "sources:\n"
+             "  system: { type: system }\n"
+             "  other: { type: system }\n"
+             "  c1: { type: grpc, target: \"unix:%s/compat.sock\", "
+             "mode: unary }\n"
+             "  c3: { type: grpc, target: \"unix:%s/compat.sock\", "
+             "mode: bidi_streaming }\n", D.dir, D.dir, D.dir);
+  c = connect_client(D.sock);
+  /* Refused upstream: each falls back to bytes amplified here, which the
+     compat endpoint serves from its own source. */
+  cr_assert_eq(server_draw(c, "c1", 0, 2048, "other", &d), 0);
+  cr_assert_eq(d.fallback, 1);
+  cr_assert_str_eq(d.amplifier, "zscore_mean");
+  cr_assert_eq(server_draw(c, "c3", 1, 2048, "other", &d), 0);
+  cr_assert_eq(d.fallback, 1);
+  snprintf(denied, sizeof(denied), "gRPC status %d: source 'other' is not "
+           "served here (this endpoint serves only 'system')",
+           7 /* PERMISSION_DENIED */);
+  cr_assert(daemon_log_contains(&D, denied), "no '%s' in qrsd's log",
+            denied);
+  cr_assert_eq(source_number("other", NULL, "draws"), 0);
+  cr_assert_eq(source_number("other", NULL, "bytes"), 0,
+               "the compat endpoint drew from 'other'");
+
+  /* Its own source, by name or by "". */
+  cr_assert_eq(server_draw(c, "c1", 2, 2048, "system", &d), 0);
+  cr_assert_eq(d.fallback, 0);
+  cr_assert_str_eq(d.meta.source_id, "system");
+  cr_assert_eq(d.meta.integrated_bytes, 2048);
+  cr_assert_eq(server_draw(c, "c3", 3, 2048, "", &d), 0);
+  cr_assert_eq(d.fallback, 0);
+  cr_assert_str_eq(d.meta.source_id, "system");
+  /* A name that merely starts with the configured one is not it. */
+  cr_assert_eq(server_draw(c, "c1", 4, 2048, "systemx", &d), 0);
+  cr_assert_eq(d.fallback, 1);
+  qrs_client_free(c);
+  cr_assert_eq(source_number("other", NULL, "bytes"), 0);
+  finish();
 }
