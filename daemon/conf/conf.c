@@ -361,6 +361,7 @@ conf_free(struct qrsd_conf *conf)
   free(conf->status_file);
   free(conf->compat_listen);
   free(conf->compat_source);
+  free(conf->compat_socket_group);
   conf__free_sources(conf);
   free(conf);
 }

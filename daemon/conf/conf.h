@@ -109,7 +109,9 @@ struct qrsd_conf {
   char *state_dir;          /* persisted state (daily quota counts) */
   char *status_file;        /* "" = none */
   char *compat_listen;      /* grpc_compat.listen; "" = off */
-  char *compat_source;      /* grpc_compat.source */
+  char *compat_source;      /* grpc_compat.source: the only one served */
+  unsigned compat_socket_mode;  /* grpc_compat.socket_mode (unix: only) */
+  char *compat_socket_group;    /* grpc_compat.socket_group; "" = none */
   struct conf_source *sources;  /* in the order declared */
   size_t n_sources;             /* 1 .. CONF_MAX_SOURCES */
 };

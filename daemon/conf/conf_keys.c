@@ -104,6 +104,10 @@ static const struct key compat_keys[] = {
     .umin = 0, .umax = 200 },
   { .name = "source", .kind = KEY_STRING, .offset = C_OFF(compat_source),
     .umin = 1, .umax = CONF_MAX_SOURCE_NAME },
+  { .name = "socket_mode", .kind = KEY_MODE,
+    .offset = C_OFF(compat_socket_mode), .umin = 0, .umax = 0777 },
+  { .name = "socket_group", .kind = KEY_STRING,
+    .offset = C_OFF(compat_socket_group), .umin = 0, .umax = 255 },
   { .name = NULL }
 };
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 #include <grpc/grpc.h>
 
@@ -12,6 +13,7 @@
 #include "grpc/gbridge.h"
 #include "grpc/gserve.h"
 #include "base/log.h"
+#include "server/sockfile.h"
 #include "timestamp.h"
 
 struct compat {
@@ -171,6 +173,8 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
   struct gbridge *br;
   struct compat *c;
   char why[300];
+  const char *path;
+  mode_t old_umask;
   int r, port;
 
   *ret = NULL;
@@ -194,13 +198,25 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
   gc.listen = conf->compat_listen;
   be.ctx = c;
   be.request = on_request;
+  old_umask = 0;
+  path = strncmp(conf->compat_listen, "unix:", 5) == 0 ?
+         conf->compat_listen + 5 : NULL;
+  /* A unix socket is born with its final mode, as the main socket is
+     (server.c): gRPC binds it here, and a chmod by path afterwards would
+     follow a symlink put in its place. */
+  if (path)
+    old_umask = umask(0777 & ~(mode_t)conf->compat_socket_mode);
   r = gserve_start(br, &gc, &be, &c->g, &port, why, sizeof(why));
+  if (path)
+    umask(old_umask);
   if (r < 0) {
     snprintf(err, errlen, "grpc_compat: %s", why);
     gbridge_shared_put();
     free(c);
     return r;
   }
+  if (path)
+    sockfile_apply_group(path, conf->compat_socket_group);
   if (strncmp(conf->compat_listen, "unix:", 5) == 0)
     log_info("gRPC compat endpoint on %s (source '%s')",
              conf->compat_listen, conf->compat_source);

@@ -1,7 +1,8 @@
-/* The gRPC compatibility endpoint (grpc_compat: { listen, source }): qrsd
-   serves qr_entropy.EntropyService and qr_purity.PurityService on a unix
-   socket or loopback address, backed by its own registry, so that an
-   existing qr-sampler deployment can point at qrsd without code changes.
+/* The gRPC compatibility endpoint (grpc_compat: { listen, source,
+   socket_mode, socket_group }): qrsd serves qr_entropy.EntropyService and
+   qr_purity.PurityService on a unix socket (with that mode and group) or
+   loopback address, backed by its own registry, so that an existing
+   qr-sampler deployment can point at qrsd without code changes.
 
    Every request is answered just in time: the bytes are fetched from the
    source after the request arrived (through the registry, so the source's

@@ -4,15 +4,17 @@
    upstream killed and restarted under "fallback: system" (labelled
    fallback draws, breaker, status file, qrsctl health); fault flags seen
    through qrsd; quotas, and the daily count across a qrsd restart; the
-   api key never shown.  The compat endpoint: C and Python clients, and
-   only its own source served (issue 26). */
+   api key never shown.  The compat endpoint: C and Python clients, only
+   its own source served, its socket's mode and group (issue 26). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <criterion/criterion.h>
 #include <json-c/json.h>
@@ -713,12 +715,14 @@ Test(grpc, server_draws_carry_the_upstream_metadata_or_fall_back)
 /* The compat endpoint serves only grpc_compat.source (issue 26 item 2):
    a draw naming another source is refused with PERMISSION_DENIED naming
    it, by GetDraw (c1) and StreamDraws (c3), and not one byte is drawn
-   from that source; "" and the configured name are served. */
+   from that source; "" and the configured name are served.  Its socket
+   gets socket_mode's default, 0660. */
 Test(grpc, the_compat_endpoint_serves_only_its_source)
 {
   struct qrs_client *c;
   struct qrs_draw d;
-  char denied[256];
+  char path[128], denied[256];
+  struct stat st;
 
   start_qrsd("grpc_compat: { listen: \"unix:%s/compat.sock\", "
              "source: system }\n"
@@ -729,6 +733,10 @@ Test(grpc, the_compat_endpoint_serves_only_its_source)
              "mode: unary }\n"
              "  c3: { type: grpc, target: \"unix:%s/compat.sock\", "
              "mode: bidi_streaming }\n", D.dir, D.dir, D.dir);
+  snprintf(path, sizeof(path), "%s/compat.sock", D.dir);
+  cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
+  cr_assert_eq(st.st_mode & 0777, 0660, "mode %04o", st.st_mode & 0777);
+
   c = connect_client(D.sock);
   /* Refused upstream: each falls back to bytes amplified here, which the
      compat endpoint serves from its own source. */
@@ -759,5 +767,61 @@ Test(grpc, the_compat_endpoint_serves_only_its_source)
   cr_assert_eq(d.fallback, 1);
   qrs_client_free(c);
   cr_assert_eq(source_number("other", NULL, "bytes"), 0);
+  finish();
+}
+
+/* A group for the compat socket that the socket would not get by
+   itself: as root any group but our own, else one of our supplementary
+   groups (else our own: the mode is still checked). */
+static gid_t
+other_group(char *name, size_t len)
+{
+  gid_t groups[64], gid;
+  struct group *gr;
+  int i, n;
+
+  gid = getegid();
+  if (geteuid() == 0) {
+    setgrent();
+    while ((gr = getgrent()) && gr->gr_gid == gid)
+      ;
+    if (gr)
+      gid = gr->gr_gid;
+    endgrent();
+  } else {
+    n = getgroups(64, groups);
+    for (i = 0; i < n; i++)
+      if (groups[i] != gid) {
+        gid = groups[i];
+        break;
+      }
+  }
+  gr = getgrgid(gid);
+  cr_assert_not_null(gr, "no name for group %u", (unsigned)gid);
+  snprintf(name, len, "%s", gr->gr_name);
+  return gid;
+}
+
+/* grpc_compat.socket_mode and socket_group give the compat socket its
+   mode and group, as socket.mode and socket.group do the main socket's
+   (issue 26 item 2: it used to be created with the umask's). */
+Test(grpc, the_compat_socket_gets_the_configured_mode_and_group)
+{
+  char path[128], group[64];
+  struct stat st;
+  gid_t gid;
+
+  gid = other_group(group, sizeof(group));
+  start_qrsd("grpc_compat: { listen: \"unix:%s/compat.sock\", "
+             "source: system, socket_mode: \"0640\", "
+             "socket_group: \"%s\" }\n"
+             "sources:\n"
+             "  system: { type: system }\n", D.dir, group);
+  snprintf(path, sizeof(path), "%s/compat.sock", D.dir);
+  cr_assert_eq(lstat(path, &st), 0, "%s: %s", path, strerror(errno));
+  cr_assert(S_ISSOCK(st.st_mode));
+  cr_assert_eq(st.st_mode & 0777, 0640, "mode %04o", st.st_mode & 0777);
+  cr_assert_eq(st.st_gid, gid, "group %u, not %u (%s)",
+               (unsigned)st.st_gid, (unsigned)gid, group);
   finish();
 }
