@@ -172,7 +172,7 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
   struct gserve_backend be;
   struct gbridge *br;
   struct compat *c;
-  char why[300];
+  char why[300], dir_why[300];
   const char *path;
   mode_t old_umask;
   int r, port;
@@ -210,7 +210,12 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
   if (path)
     umask(old_umask);
   if (r < 0) {
-    snprintf(err, errlen, "grpc_compat: %s", why);
+    /* gRPC gives no errno: the directory may say what went wrong. */
+    if (path && sockfile_dir_problem(path, dir_why, sizeof(dir_why)))
+      snprintf(err, errlen, "grpc_compat: cannot bind %s: %s", path,
+               dir_why);
+    else
+      snprintf(err, errlen, "grpc_compat: %s", why);
     gbridge_shared_put();
     free(c);
     return r;

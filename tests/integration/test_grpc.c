@@ -5,7 +5,8 @@
    fallback draws, breaker, status file, qrsctl health); fault flags seen
    through qrsd; quotas, and the daily count across a qrsd restart; the
    api key never shown.  The compat endpoint: C and Python clients, only
-   its own source served, its socket's mode and group (issue 26). */
+   its own source served, its socket's mode and group, a missing
+   directory named (issue 26). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <grp.h>
@@ -824,4 +825,30 @@ Test(grpc, the_compat_socket_gets_the_configured_mode_and_group)
   cr_assert_eq(st.st_gid, gid, "group %u, not %u (%s)",
                (unsigned)st.st_gid, (unsigned)gid, group);
   finish();
+}
+
+/* A compat socket whose directory is missing: qrsd refuses to start and
+   says so, rather than gRPC's bare "cannot listen" (issue 26 item 8). */
+Test(grpc, a_compat_socket_in_a_missing_directory_is_named)
+{
+  char yaml[512], want[256], out[4096], err[4096];
+  char *argv[6];
+
+  snprintf(yaml, sizeof(yaml), "state_dir: %s\nstatus_file: \"\"\n"
+           "grpc_compat: { listen: \"unix:%s/nodir/compat.sock\", "
+           "source: system }\n", D.dir, D.dir);
+  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  argv[0] = getenv("QRSD_BIN");
+  argv[1] = "-c";
+  argv[2] = D.conf;
+  argv[3] = "-s";
+  argv[4] = D.sock;
+  argv[5] = NULL;
+  cr_assert_neq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 0,
+                "qrsd started: %s", err);
+  snprintf(want, sizeof(want), "grpc_compat: cannot bind %s/nodir/"
+           "compat.sock: directory %s/nodir does not exist", D.dir, D.dir);
+  cr_assert_not_null(strstr(err, want), "'%s' lacks '%s'", err, want);
+  daemon_cleanup(&D);
 }
