@@ -11,16 +11,14 @@
    the lookups of conf.h.  conf_int.h says what the pieces share. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <locale.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "base/regfile.h"
 #include "conf/conf_int.h"
 
 /* ---- Loading ----------------------------------------------------------- */
@@ -280,69 +278,19 @@ int
 conf_load_file(const char *path, struct qrsd_conf **ret_conf, char *err,
                size_t errlen)
 {
-  struct stat st;
-  char msg[128];
   char *buf;
   size_t len;
-  ssize_t n;
-  int fd, r;
+  int r;
 
   if (!path || !ret_conf)
     return -EINVAL;
-  buf = NULL;
-  len = 0;
-
-  fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    r = -errno;
-    goto fail;
-  }
-  if (fstat(fd, &st) < 0) {
-    r = -errno;
-    goto fail;
-  }
-  if (S_ISDIR(st.st_mode)) {
-    r = -EISDIR;
-    goto fail;
-  }
-  buf = malloc(CONF_MAX_FILE_SIZE + 1);
-  if (!buf) {
-    r = -ENOMEM;
-    goto fail;
-  }
-  for (;;) {
-    n = read(fd, buf + len, CONF_MAX_FILE_SIZE + 1 - len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      r = -errno;
-      goto fail;
-    }
-    if (n == 0)
-      break;
-    len += (size_t)n;
-    if (len > CONF_MAX_FILE_SIZE) {
-      r = -EFBIG;
-      goto fail;
-    }
-  }
-  close(fd);
-  fd = -1;
-
+  /* A link is followed (config management and ConfigMaps link their
+     files); a FIFO, a device or a directory is refused, never read. */
+  r = regfile_read(path, REGFILE_FOLLOW, CONF_MAX_FILE_SIZE, &buf, &len,
+                   err, errlen);
+  if (r < 0)
+    return r;
   r = conf_load_string(buf, len, path, ret_conf, err, errlen);
-  free(buf);
-  return r;
-
-fail:
-  if (err && errlen > 0) {
-    if (r == -EFBIG)
-      snprintf(err, errlen, "%s: larger than %d bytes", path,
-               CONF_MAX_FILE_SIZE);
-    else
-      snprintf(err, errlen, "%s: %s", path, strerror_r(-r, msg, sizeof(msg)));
-  }
-  if (fd >= 0)
-    close(fd);
   free(buf);
   return r;
 }

@@ -121,9 +121,11 @@ struct qrsd_conf {
 extern const char conf_default_yaml[];
 extern const size_t conf_default_yaml_len;
 
-/* Parse a file.  0 and a new conf in *ret_conf, or a negative errno
-   (-ENOENT/-EACCES etc. from opening or reading, -EFBIG above
-   CONF_MAX_FILE_SIZE, -EINVAL for any content error, -ENOMEM).  On error,
+/* Parse a file (a regular file, or a link to one: a FIFO, device or
+   directory is refused without reading it, see base/regfile.h).  0 and a
+   new conf in *ret_conf, or a negative errno (-ENOENT/-EACCES etc. from
+   opening or reading, -EISDIR, -EINVAL for a file of another type or any
+   content error, -EFBIG above CONF_MAX_FILE_SIZE, -ENOMEM).  On error,
    err (capacity errlen; may be NULL) receives one line like
    "/etc/qrsd/qrsd.yaml:12: limits.max_connections: value 0 out of range
    1..65536": file, line, dotted key path, what is wrong.  The caller frees
