@@ -11,6 +11,9 @@
 
 #include "persist/atomicfile.h"
 
+#define TMP_FLAGS (O_WRONLY | O_CREAT | O_EXCL | O_NONBLOCK | O_NOFOLLOW | \
+                   O_CLOEXEC)
+
 static int
 write_all(int fd, const void *data, size_t len)
 {
@@ -57,8 +60,12 @@ atomicfile_write(const char *path, const void *data, size_t len,
 
   if (asprintf(&tmp, "%s.%ld.tmp", path, (long)getpid()) < 0)
     return -ENOMEM;
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-            0644);
+  /* Always a new file: whatever is at the temp path (a stale temp file of
+     an earlier process with our pid, a FIFO, a link) is removed, never
+     opened, so the open cannot block or write through a link. */
+  fd = open(tmp, TMP_FLAGS, 0644);
+  if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+    fd = open(tmp, TMP_FLAGS, 0644);
   if (fd < 0) {
     r = -errno;
     free(tmp);

@@ -7,6 +7,8 @@
 
 #include <json-c/json.h>
 
+#include "base/log.h"
+#include "base/regfile.h"
 #include "persist/atomicfile.h"
 #include "persist/quota.h"
 
@@ -92,25 +94,50 @@ restore_minute(struct quota *q, struct json_object *jm, double now_mono,
   }
 }
 
+/* The UTC day of "YYYY-MM-DD" in *ret_day, or -EINVAL. */
+static int
+parse_day(const char *text, int64_t *ret_day)
+{
+  char back[16];
+  struct tm tm;
+  int64_t day;
+  int y, m, d;
+
+  if (strlen(text) != 10 || sscanf(text, "%4d-%2d-%2d", &y, &m, &d) != 3)
+    return -EINVAL;
+  memset(&tm, 0, sizeof(tm));
+  tm.tm_year = y - 1900;
+  tm.tm_mon = m - 1;
+  tm.tm_mday = d;
+  day = utc_day(timegm(&tm));
+  day_string(day, back, sizeof(back));
+  if (strcmp(back, text) != 0)
+    return -EINVAL;               /* 2025-02-30 and the like */
+  *ret_day = day;
+  return 0;
+}
+
 static int
 load_state(struct quota *q, double now_mono, time_t now_real, char *err,
            size_t errlen)
 {
   struct json_object *j = NULL, *jd, *jb, *jm;
-  char *text, day[16];
+  char *text, today[16];
+  int64_t day;
+  uint64_t used;
   int r;
 
-  r = atomicfile_read(q->path, STATE_MAX, &text, NULL);
+  /* Not a link, a FIFO or a device: the start-up never blocks here. */
+  r = regfile_read(q->path, 0, STATE_MAX, &text, NULL, err, errlen);
   if (r == -ENOENT)
     return 0;
-  if (r < 0) {
-    snprintf(err, errlen, "%s: %s", q->path, strerror(-r));
+  if (r < 0)
     return r;
-  }
   j = json_tokener_parse(text);
   free(text);
   if (!j || !json_object_object_get_ex(j, "day", &jd) ||
       !json_object_is_type(jd, json_type_string) ||
+      parse_day(json_object_get_string(jd), &day) < 0 ||
       !json_object_object_get_ex(j, "bytes_used", &jb) ||
       !json_object_is_type(jb, json_type_int) ||
       json_object_get_int64(jb) < 0) {
@@ -120,10 +147,19 @@ load_state(struct quota *q, double now_mono, time_t now_real, char *err,
     json_object_put(j);
     return -EINVAL;
   }
-  day_string(q->day, day, sizeof(day));
-  if (strcmp(json_object_get_string(jd), day) == 0) {
-    q->day_bytes = (uint64_t)json_object_get_int64(jb);
-    q->persisted = q->day_bytes;
+  used = (uint64_t)json_object_get_int64(jb);
+  /* A day after today: the clock went back (or the file came from
+     elsewhere).  Forgetting its count would grant a fresh day: keep the
+     larger one, and say so. */
+  if (day > q->day) {
+    day_string(q->day, today, sizeof(today));
+    log_warn("%s is dated %s, after today (%s): has the clock gone back? "
+             "counting its %llu bytes as used today", q->path,
+             json_object_get_string(jd), today, (unsigned long long)used);
+  }
+  if (day >= q->day && used > q->day_bytes) {
+    q->day_bytes = used;
+    q->persisted = used;
   }
   if (json_object_object_get_ex(j, "minute", &jm))
     restore_minute(q, jm, now_mono, now_real);
@@ -175,7 +211,7 @@ serialize(struct quota *q, uint64_t value, double now_mono, time_t now_real,
   return (size_t)n;
 }
 
-/* Write value now (start-up, clean shutdown: not while serving). */
+/* Write value now (clean shutdown: not while serving). */
 static int
 persist(struct quota *q, uint64_t value, double now_mono, time_t now_real)
 {
@@ -193,14 +229,32 @@ persist(struct quota *q, uint64_t value, double now_mono, time_t now_real)
   return r;
 }
 
-/* The reservation block: QUOTA_PERSIST_BLOCK or 1/256 of the daily
-   limit, whichever is larger. */
+/* The reservation block: 1/256 of the daily limit (at least a byte), or
+   QUOTA_PERSIST_BLOCK without one. */
 static uint64_t
 block_size(const struct quota *q)
 {
   uint64_t block = q->p.max_bytes_per_day / 256;
 
-  return block < QUOTA_PERSIST_BLOCK ? QUOTA_PERSIST_BLOCK : block;
+  if (!q->p.max_bytes_per_day)
+    return QUOTA_PERSIST_BLOCK;
+  return block ? block : 1;
+}
+
+/* What is left of today's allowance (UINT64_MAX without a limit). */
+static uint64_t
+remaining(const struct quota *q)
+{
+  if (!q->p.max_bytes_per_day)
+    return UINT64_MAX;
+  return q->day_bytes < q->p.max_bytes_per_day ?
+         q->p.max_bytes_per_day - q->day_bytes : 0;
+}
+
+static uint64_t
+min_u64(uint64_t a, uint64_t b)
+{
+  return a < b ? a : b;
 }
 
 int
@@ -240,14 +294,9 @@ quota_init(struct quota *q, const struct quota_params *p,
     q->path = NULL;
     return -ENOMEM;
   }
-  r = load_state(q, now_mono, now_real, err, errlen);
-  if (r < 0)
-    return r;
-  /* The first reservation before any admission (at start-up, before
-     the loop serves): a failure is reported in persist_error and the
-     quota still admits. */
-  (void)persist(q, q->day_bytes + block_size(q), now_mono, now_real);
-  return 0;
+  /* Nothing is written until the first admission (quota_persist_due()):
+     a run that fetches nothing costs nothing. */
+  return load_state(q, now_mono, now_real, err, errlen);
 }
 
 void
@@ -282,6 +331,7 @@ roll_day(struct quota *q, time_t now_real)
     q->day = d;
     q->day_bytes = 0;
     q->persisted = 0;
+    q->admitted = 0;
   }
 }
 
@@ -312,6 +362,7 @@ quota_admit(struct quota *q, size_t n, double now_mono, time_t now_real)
     q->ring_len++;
   }
   q->day_bytes += n;
+  q->admitted = 1;
   return QUOTA_OK;
 }
 
@@ -319,15 +370,20 @@ int
 quota_persist_due(struct quota *q, double now_mono, time_t now_real,
                   char *buf, size_t *ret_len, uint64_t *ret_value)
 {
-  uint64_t block;
+  uint64_t block, rem;
 
   if (!q->path || q->pending)
     return 0;
   roll_day(q, now_real);
+  if (!q->admitted)
+    return 0;                     /* nothing to reserve for yet today */
   block = block_size(q);
-  if (q->day_bytes + block / 2 <= q->persisted)
+  rem = remaining(q);
+  /* Due when less than half a block is left of the reservation (or of
+     the allowance, when that is less); never beyond the allowance. */
+  if (q->day_bytes + min_u64(block / 2, rem) <= q->persisted)
     return 0;
-  *ret_value = q->day_bytes + block;
+  *ret_value = q->day_bytes + min_u64(block, rem);
   *ret_len = serialize(q, *ret_value, now_mono, now_real, buf);
   q->pending = 1;
   q->pending_day = q->day;

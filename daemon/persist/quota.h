@@ -5,23 +5,30 @@
    The daily count survives a restart: it is persisted in the state
    directory ("<state_dir>/quota-<source>.json", replaced atomically and
    durably).  To avoid a disk write per draw the file records a
-   reservation: the count plus one block (QUOTA_PERSIST_BLOCK or 1/256 of
-   the daily limit, whichever is larger), written at start-up and again
-   whenever less than half a block of it is left.  Those writes are not
-   made here (an fsync must not hold up the loop): quota_persist_due()
-   hands the text to the caller, which writes it on a worker thread and
-   reports with quota_persist_done().  quota_flush() writes the exact
-   count (clean shutdown).  After a crash the count resumes from the
-   reservation, so it may over-count by at most one block; it
-   under-counts only if more than half a block was admitted while a
-   reservation write was still in flight (at 1 MiB blocks and a
-   millisecond's write, hundreds of MB/s), or a crash comes within that
-   write after UTC midnight.
+   reservation: the count plus one block (1/256 of the daily limit, at
+   least a byte; QUOTA_PERSIST_BLOCK without a limit), but never beyond
+   the daily limit, written at the first admission (never at start-up: a
+   run that fetches nothing costs nothing) and again whenever less than
+   half a block of it is left.  Those writes are not made here (an fsync
+   must not hold up the loop): quota_persist_due() hands the text to the
+   caller, which writes it on a worker thread and reports with
+   quota_persist_done().  quota_flush() writes the exact count (clean
+   shutdown).  After a crash the count resumes from the reservation, so a
+   crash costs at most one block (1/256 of the day's allowance) and never
+   more than what was left of it; at most about 512 reservations are
+   written in a day of full use.  The count under-counts only if more
+   than half a block was admitted while a reservation write was still in
+   flight, or a crash comes within that write after UTC midnight.
+   A state file dated after today (the clock went back) keeps its count
+   for today, with a warning in the log, rather than granting a fresh
+   day.
    The file also carries the per-minute window (admissions of the last 60
    s, per wall-clock second), so that a restart does not grant a fresh
    minute: exact after a clean stop, as of the last write after a crash.
 
-   Pure bookkeeping: the caller passes the times.  Loop thread only. */
+   Bookkeeping: the caller passes the times; the only file I/O is
+   quota_init()'s read (start-up, before the loop serves; see
+   base/regfile.h) and quota_flush().  Loop thread only. */
 #ifndef QRSD_QUOTA_H
 #define QRSD_QUOTA_H
 
@@ -30,7 +37,7 @@
 #include <time.h>
 
 #define QUOTA_MAX_RPM 100000          /* requests-per-minute ceiling */
-#define QUOTA_PERSIST_BLOCK (1u << 20)
+#define QUOTA_PERSIST_BLOCK (1u << 20)  /* the block without a daily limit */
 #define QUOTA_STATE_MAX 4096           /* the state file's text */
 
 struct quota_params {
@@ -53,6 +60,7 @@ struct quota {
   int64_t day;                        /* UTC days since the epoch */
   uint64_t day_bytes;                 /* used today */
   uint64_t persisted;                 /* value in the file (durable) */
+  int admitted;                       /* an admission today, by us */
   int pending;                        /* a reservation write in flight */
   int64_t pending_day;                /* the day it was made for */
   uint64_t refused_rpm, refused_day;  /* statistics */
@@ -63,8 +71,10 @@ struct quota {
 void quota_params_default(struct quota_params *p);
 
 /* Set up; with state_dir non-NULL load today's count for source name.
-   0, or -EINVAL (parameters out of range, or a state file that does not
-   parse: err says which) or -ENOMEM or an errno from reading.  Release
+   Writes nothing.  0, or -EINVAL (parameters out of range, a state file
+   that does not parse, or one that is not a regular file: err says
+   which), -ELOOP (a symbolic link), -EISDIR, -ENOMEM or an errno from
+   reading (err names the file).  Release
    with quota_done() (accepts a zeroed or half-built quota). */
 int quota_init(struct quota *q, const struct quota_params *p,
                const char *state_dir, const char *name, double now_mono,
@@ -83,8 +93,9 @@ enum quota_verdict quota_admit(struct quota *q, size_t n, double now_mono,
 
 /* A reservation to write: 1 with the state file's text in buf
    (QUOTA_STATE_MAX bytes), its length and the count it reserves (the
-   quota is then pending until quota_persist_done()); 0 when none is due,
-   one is in flight, or there is no state file. */
+   quota is then pending until quota_persist_done()); 0 when none is due
+   (none before the day's first admission), one is in flight, or there is
+   no state file. */
 int quota_persist_due(struct quota *q, double now_mono, time_t now_real,
                       char *buf, size_t *ret_len, uint64_t *ret_value);
 /* The write of value finished with r (0 or a negative errno: in

@@ -1,13 +1,16 @@
 /* Upstream quotas: splitting, the per-minute window, the daily count and
-   its persistence across a restart. */
+   its persistence across a restart (and a crash: reserved at the first
+   admission, never beyond the allowance). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <criterion/criterion.h>
 
+#include "base/regfile.h"
 #include "persist/atomicfile.h"
 #include "persist/quota.h"
 #include "testutil.h"
@@ -28,7 +31,38 @@ rm_tmp(void)
   test_tmpdir_remove(dir);
 }
 
-TestSuite(quota, .init = mkdir_tmp, .fini = rm_tmp);
+/* A FIFO at the state path would hold a blocking open for ever: the
+   timeout turns that into a failure. */
+TestSuite(quota, .init = mkdir_tmp, .fini = rm_tmp, .timeout = 10);
+
+/* What the daemon does after an admission (upstream_channel.c, there on
+   a worker thread): write the reservation that is due, if any.  Returns
+   the write's result (1: none due). */
+static int
+write_due(struct quota *q, double now_mono, time_t now_real)
+{
+  char buf[QUOTA_STATE_MAX];
+  uint64_t value;
+  size_t len;
+  int r;
+
+  if (!quota_persist_due(q, now_mono, now_real, buf, &len, &value))
+    return 1;
+  r = atomicfile_write(q->path, buf, len, 1);
+  quota_persist_done(q, value, r);
+  return r;
+}
+
+/* The state file's text (the caller frees it). */
+static char *
+state_text(const char *name)
+{
+  char path[128], *text;
+
+  snprintf(path, sizeof(path), "%s/quota-%s.json", dir, name);
+  cr_assert_eq(regfile_read(path, 0, 4096, &text, NULL, NULL, 0), 0);
+  return text;
+}
 
 /* A quota of p that is not saved anywhere, at T0. */
 static void
@@ -102,25 +136,24 @@ Test(quota, the_daily_count_survives_a_restart)
   struct quota_params p = { 0, 0, 10000000 };
   struct quota q;
   char err[200];
-  char path[128];
   char *text;
 
   cr_assert_eq(quota_init(&q, &p, dir, "qrng", 0.0, T0, err, sizeof(err)), 0);
   cr_assert_eq(quota_admit(&q, 12345, 1, T0 + 5), QUOTA_OK);
+  cr_assert_eq(write_due(&q, 1, T0 + 5), 0);
   cr_assert_eq(q.persist_error, 0);
   /* Without a clean flush (a crash), the reservation is what survives:
-     never less than the count. */
+     never less than the count, at most a block (1/256 of the limit)
+     more. */
   quota_done(&q);
   cr_assert_eq(quota_init(&q, &p, dir, "qrng", 0.0, T0 + 60, err, sizeof(err)),
                0);
-  cr_assert_geq(quota_day_bytes(&q, T0 + 60), 12345);
-  cr_assert_leq(quota_day_bytes(&q, T0 + 60), 12345 + QUOTA_PERSIST_BLOCK);
+  cr_assert_eq(quota_day_bytes(&q, T0 + 60), 12345 + 10000000 / 256);
   /* A clean flush keeps the exact count. */
   q.day_bytes = 20000;
   cr_assert_eq(quota_flush(&q, 0.0, T0 + 60), 0);
   quota_done(&q);
-  snprintf(path, sizeof(path), "%s/quota-qrng.json", dir);
-  cr_assert_eq(atomicfile_read(path, 4096, &text, NULL), 0);
+  text = state_text("qrng");
   cr_assert_str_eq(text, "{\"day\":\"2025-12-01\",\"bytes_used\":20000,"
                    "\"minute\":[]}\n");
   free(text);
@@ -137,8 +170,9 @@ Test(quota, the_daily_count_survives_a_restart)
 }
 
 /* Admissions never write the state file (an fsync must not hold up the
-   daemon's loop): the next reservation is handed out once less than half
-   a block of the last one is left, one at a time, and counts only once
+   daemon's loop), and neither does the start-up: the first reservation
+   is handed out at the first admission, the next once less than half a
+   block of the last one is left, one at a time, and counts only once
    its write is reported done. */
 Test(quota, reservations_are_handed_to_the_caller_to_write)
 {
@@ -151,17 +185,23 @@ Test(quota, reservations_are_handed_to_the_caller_to_write)
   snprintf(path, sizeof(path), "%s/quota-res.json", dir);
   cr_assert_eq(quota_init(&q, &p, dir, "res", 0.0, T0, err, sizeof(err)),
                0);
-  /* Start-up reserved one block. */
-  cr_assert_eq(q.persisted, QUOTA_PERSIST_BLOCK);
+  /* Nothing written, nothing due before the first admission. */
+  cr_assert_neq(access(path, F_OK), 0);
+  cr_assert_eq(q.persisted, 0);
   cr_assert_eq(quota_persist_due(&q, 0.0, T0, buf, &len, &value), 0);
+  cr_assert_eq(quota_admit(&q, 1, 1, T0), QUOTA_OK);
+  cr_assert_eq(quota_persist_due(&q, 1.0, T0, buf, &len, &value), 1);
+  cr_assert_eq(value, 1 + QUOTA_PERSIST_BLOCK);
+  cr_assert_eq(atomicfile_write(path, buf, len, 1), 0);
+  quota_persist_done(&q, value, 0);
   cr_assert_eq(quota_admit(&q, QUOTA_PERSIST_BLOCK / 2, 1, T0), QUOTA_OK);
   cr_assert_eq(quota_persist_due(&q, 1.0, T0, buf, &len, &value), 0);
   cr_assert_eq(quota_admit(&q, 1, 1, T0), QUOTA_OK);
   /* Past half a block: due, and the file is still the old reservation. */
   cr_assert_eq(quota_persist_due(&q, 1.0, T0, buf, &len, &value), 1);
-  cr_assert_eq(value, QUOTA_PERSIST_BLOCK / 2 + 1 + QUOTA_PERSIST_BLOCK);
-  cr_assert_eq(atomicfile_read(path, 4096, &text, NULL), 0);
-  cr_assert_not_null(strstr(text, "\"bytes_used\":1048576,"), "%s", text);
+  cr_assert_eq(value, QUOTA_PERSIST_BLOCK / 2 + 2 + QUOTA_PERSIST_BLOCK);
+  text = state_text("res");
+  cr_assert_not_null(strstr(text, "\"bytes_used\":1048577,"), "%s", text);
   free(text);
   /* One in flight at a time, even past the durable reservation. */
   cr_assert_eq(quota_admit(&q, QUOTA_PERSIST_BLOCK, 2, T0), QUOTA_OK);
@@ -173,7 +213,7 @@ Test(quota, reservations_are_handed_to_the_caller_to_write)
   cr_assert_eq(q.persist_error, 0);
   /* Now the next one (the count passed the last reservation). */
   cr_assert_eq(quota_persist_due(&q, 2.0, T0, buf, &len, &v2), 1);
-  cr_assert_eq(v2, QUOTA_PERSIST_BLOCK / 2 + 1 + 2 * QUOTA_PERSIST_BLOCK);
+  cr_assert_eq(v2, QUOTA_PERSIST_BLOCK / 2 + 2 + 2 * QUOTA_PERSIST_BLOCK);
   quota_persist_done(&q, v2, -EIO);
   cr_assert_eq(q.persist_error, -EIO);
   cr_assert_eq(q.persisted, value);
@@ -182,6 +222,121 @@ Test(quota, reservations_are_handed_to_the_caller_to_write)
   cr_assert_eq(quota_init(&q, &p, dir, "res", 0.0, T0 + 5, err, sizeof(err)),
                0);
   cr_assert_eq(quota_day_bytes(&q, T0 + 5), value);
+  quota_done(&q);
+}
+
+/* Issue 26 item 3: a start-up that reserved a 1 MiB block before any use
+   left a small quota "over" after one crash.  Now a run that fetched
+   nothing costs nothing, and one that did costs at most a block of
+   1/256 of the day (19 bytes of 5000), never beyond the allowance. */
+Test(quota, a_crash_costs_a_small_quota_at_most_a_block)
+{
+  struct quota_params p = { 0, 0, 5000 };
+  struct quota q;
+  char err[200], path[128];
+  int i;
+
+  snprintf(path, sizeof(path), "%s/quota-small.json", dir);
+  /* Three runs killed before any fetch. */
+  for (i = 0; i < 3; i++) {
+    cr_assert_eq(quota_init(&q, &p, dir, "small", 0.0, T0 + i, err,
+                            sizeof(err)), 0, "%s", err);
+    cr_assert_eq(quota_day_bytes(&q, T0 + i), 0);
+    quota_done(&q);
+  }
+  cr_assert_neq(access(path, F_OK), 0);
+  /* One killed after an 8-byte warm-up fetch. */
+  cr_assert_eq(quota_init(&q, &p, dir, "small", 0.0, T0 + 5, err,
+                          sizeof(err)), 0);
+  cr_assert_eq(quota_admit(&q, 8, 1, T0 + 5), QUOTA_OK);
+  cr_assert_eq(write_due(&q, 1, T0 + 5), 0);
+  quota_done(&q);
+  cr_assert_eq(quota_init(&q, &p, dir, "small", 0.0, T0 + 6, err,
+                          sizeof(err)), 0);
+  cr_assert_eq(quota_day_bytes(&q, T0 + 6), 8 + 5000 / 256);
+  cr_assert_eq(quota_admit(&q, 4000, 1, T0 + 6), QUOTA_OK);
+  quota_done(&q);
+}
+
+Test(quota, a_reservation_never_exceeds_the_allowance)
+{
+  struct quota_params p = { 0, 0, 5000 };
+  struct quota q;
+  char err[200], buf[QUOTA_STATE_MAX], *text;
+  uint64_t value;
+  size_t len;
+
+  cr_assert_eq(quota_init(&q, &p, dir, "cap", 0.0, T0, err, sizeof(err)),
+               0);
+  cr_assert_eq(quota_admit(&q, 4990, 1, T0), QUOTA_OK);
+  cr_assert_eq(quota_persist_due(&q, 1, T0, buf, &len, &value), 1);
+  cr_assert_eq(value, 5000);
+  cr_assert_eq(atomicfile_write(q.path, buf, len, 1), 0);
+  quota_persist_done(&q, value, 0);
+  /* The rest of the allowance is already reserved: nothing more due. */
+  cr_assert_eq(quota_admit(&q, 10, 2, T0), QUOTA_OK);
+  cr_assert_eq(quota_persist_due(&q, 2, T0, buf, &len, &value), 0);
+  cr_assert_eq(quota_admit(&q, 1, 3, T0), QUOTA_DAY);
+  text = state_text("cap");
+  cr_assert_not_null(strstr(text, "\"bytes_used\":5000,"), "%s", text);
+  free(text);
+  quota_done(&q);
+}
+
+/* Issue 26 item 3: a state file dated after today (the clock went back)
+   was dropped, granting a fresh day.  Its count is kept (the larger). */
+Test(quota, a_state_file_dated_in_the_future_keeps_its_count)
+{
+  struct quota_params p = { 0, 0, 5000 };
+  struct quota q;
+  char err[200], path[128];
+
+  snprintf(path, sizeof(path), "%s/quota-fut.json", dir);
+  cr_assert_eq(atomicfile_write(path, "{\"day\":\"2025-12-03\","
+                                "\"bytes_used\":4900}", 39, 0), 0);
+  cr_assert_eq(quota_init(&q, &p, dir, "fut", 0.0, T0, err, sizeof(err)),
+               0, "%s", err);
+  cr_assert_eq(quota_day_bytes(&q, T0), 4900);
+  cr_assert_eq(quota_admit(&q, 101, 1, T0), QUOTA_DAY);
+  quota_done(&q);
+  /* A day of the past is forgotten, as before. */
+  cr_assert_eq(atomicfile_write(path, "{\"day\":\"2025-11-30\","
+                                "\"bytes_used\":4900}", 39, 0), 0);
+  cr_assert_eq(quota_init(&q, &p, dir, "fut", 0.0, T0, err, sizeof(err)),
+               0, "%s", err);
+  cr_assert_eq(quota_day_bytes(&q, T0), 0);
+  quota_done(&q);
+  /* A day that is no date is no state file. */
+  cr_assert_eq(atomicfile_write(path, "{\"day\":\"2025-02-30\","
+                                "\"bytes_used\":4900}", 39, 0), 0);
+  cr_assert_eq(quota_init(&q, &p, dir, "fut", 0.0, T0, err, sizeof(err)),
+               -EINVAL);
+  cr_assert_not_null(strstr(err, "not a quota state file"), "%s", err);
+  quota_done(&q);
+}
+
+/* Issue 26 item 4: a FIFO at the state path held the start-up in open()
+   for ever.  A FIFO or a link is refused at once, the error naming the
+   file and what it is. */
+Test(quota, a_fifo_or_link_at_the_state_path_is_refused_at_once)
+{
+  struct quota_params p = { 0, 0, 5000 };
+  struct quota q;
+  char err[300], path[128];
+
+  snprintf(path, sizeof(path), "%s/quota-odd.json", dir);
+  cr_assert_eq(mkfifo(path, 0644), 0);
+  cr_assert_eq(quota_init(&q, &p, dir, "odd", 0.0, T0, err, sizeof(err)),
+               -EINVAL);
+  cr_assert_eq(strncmp(err, path, strlen(path)), 0, "%s", err);
+  cr_assert_not_null(strstr(err, ": a FIFO, not a regular file"), "%s", err);
+  quota_done(&q);
+  cr_assert_eq(unlink(path), 0);
+  cr_assert_eq(symlink("/dev/null", path), 0);
+  cr_assert_eq(quota_init(&q, &p, dir, "odd", 0.0, T0, err, sizeof(err)),
+               -ELOOP);
+  cr_assert_not_null(strstr(err, ": a symbolic link, not a regular file"),
+                     "%s", err);
   quota_done(&q);
 }
 
@@ -209,6 +364,7 @@ Test(quota, an_unwritable_state_dir_is_reported_but_admits)
   cr_assert_eq(quota_init(&q, &p, "/nonexistent/qrs", "x", 0.0, T0, err,
                           sizeof(err)), 0);
   cr_assert_eq(quota_admit(&q, 10, 1, T0), QUOTA_OK);
+  cr_assert_eq(write_due(&q, 1, T0), -ENOENT);
   cr_assert_eq(q.persist_error, -ENOENT);
   quota_done(&q);
 }
