@@ -15,10 +15,4 @@
 int atomicfile_write(const char *path, const void *data, size_t len,
                      int durable);
 
-/* Read a whole small file (at most max bytes) into a new NUL-terminated
-   buffer.  0, -ENOENT, -EFBIG (larger than max), -ENOMEM or another
-   negative errno.  The caller frees *ret_buf. */
-int atomicfile_read(const char *path, size_t max, char **ret_buf,
-                    size_t *ret_len);
-
 #endif

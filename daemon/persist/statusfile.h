@@ -9,21 +9,27 @@
    keys (the caller's "extra" object: per-source state, breaker, quota
    use), then updated_at (seconds since the epoch, float).
 
-   Written atomically (temp file + rename).  statusfile_update() writes at
-   once when forced (a degraded/recovered transition) and otherwise at most
-   once a second.  Path "" disables the file.  Loop thread only. */
+   In two steps, so that no file is touched on the loop thread: the loop
+   takes a snapshot (statusfile_snapshot(): the reference's keys and
+   extra's, as text, in memory), forced (a degraded/recovered transition)
+   or at most once a second (statusfile_due()); a worker thread writes it
+   (statusfile_write(): reads the current file for the gate keys, as a
+   regular file only, see base/regfile.h, then replaces it atomically:
+   temp file + rename).  Path "" disables the file. */
 #ifndef QRSD_STATUSFILE_H
 #define QRSD_STATUSFILE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <json-c/json.h>
 
+#define STATUSFILE_MAX (1 << 20)        /* the file, and a snapshot */
+
 struct statusfile {
   char *path;                   /* NULL: disabled */
-  double last_write;            /* monotonic seconds, 0: never */
-  uint64_t writes;
-  int last_error;               /* negative errno of the last write */
+  double last_snapshot;         /* monotonic seconds, 0: never */
+  uint64_t snapshots;
 };
 
 struct status_summary {
@@ -38,11 +44,26 @@ struct status_summary {
 int statusfile_init(struct statusfile *sf, const char *path);
 void statusfile_done(struct statusfile *sf);
 
-/* Write the file now (force) or if a second has passed since the last
-   write.  extra (may be NULL) is merged in (its keys after the reference's
-   ones) and not taken over.  Returns 1 written, 0 throttled or disabled,
-   or a negative errno (also kept in last_error; never fatal). */
-int statusfile_update(struct statusfile *sf, const struct status_summary *s,
-                      struct json_object *extra, int force, double now_mono);
+/* Is a snapshot due now: forced, or a second since the last one?  0 when
+   disabled.  Loop thread. */
+int statusfile_due(const struct statusfile *sf, int force, double now_mono);
+
+/* The snapshot: the reference's keys from s, then extra's (may be NULL;
+   not taken over), as a JSON object's text in a new buffer (the caller
+   frees it) of at most STATUSFILE_MAX bytes.  0, -ENOMEM or -EFBIG.
+   Counts as taken (the throttle's clock) on success.  No I/O; loop
+   thread. */
+int statusfile_snapshot(struct statusfile *sf, const struct status_summary *s,
+                        struct json_object *extra, double now_mono,
+                        char **ret_text, size_t *ret_len);
+
+/* Write snapshot text (len bytes, from statusfile_snapshot()) to path:
+   the current file's gate keys, the snapshot's keys, updated_at (now).
+   Returns 0; 1 when written but what was at path was not a regular file
+   (a FIFO, a link: not read, replaced; err says what it was); or a
+   negative errno with err (errlen > 0) naming the path.  Any thread (one
+   writer per path at a time); never blocks on what is at path. */
+int statusfile_write(const char *path, const char *text, size_t len,
+                     char *err, size_t errlen);
 
 #endif

@@ -184,6 +184,91 @@ sources_json(struct statuspub *sp, struct local_stats *ls,
   return 0;
 }
 
+/* A snapshot written on a worker thread. */
+struct spwrite {
+  uv_work_t work;
+  struct statuspub *sp;         /* outlives it (statuspub_stop() waits) */
+  char *text;
+  size_t len;
+  int r;
+  char err[320];
+};
+
+static void
+sp_work(uv_work_t *w)
+{
+  struct spwrite *q = w->data;
+
+  q->r = statusfile_write(q->sp->sf.path, q->text, q->len, q->err,
+                          sizeof(q->err));
+}
+
+static void start_write(struct statuspub *sp, char *text, size_t len);
+
+/* Log a change of the file's health once, not every write. */
+static void
+sp_done(uv_work_t *w, int status)
+{
+  struct spwrite *q = w->data;
+  struct statuspub *sp = q->sp;
+
+  if (status < 0)
+    snprintf(q->err, sizeof(q->err), "%s: %s", sp->sf.path,
+             uv_strerror(status));
+  if (status < 0 || q->r < 0) {
+    if (!sp->warned)
+      log_warn("cannot write the status file: %s", q->err);
+    sp->warned = 1;
+  } else {
+    if (q->r > 0)
+      log_warn("status file %s", q->err);
+    else if (sp->warned)
+      log_info("status file %s written again", sp->sf.path);
+    sp->warned = 0;
+  }
+  sp->inflight = NULL;
+  free(q->text);
+  free(q);
+  if (sp->next) {
+    start_write(sp, sp->next, sp->next_len);
+    sp->next = NULL;
+  }
+}
+
+/* Hand text (taken over) to a worker thread, or keep it for when the
+   write in flight is done (the latest only: at most one write in flight
+   and one waiting). */
+static void
+start_write(struct statuspub *sp, char *text, size_t len)
+{
+  struct spwrite *q;
+
+  if (sp->inflight) {
+    free(sp->next);
+    sp->next = text;
+    sp->next_len = len;
+    return;
+  }
+  /* Out of memory: no snapshot this time (the next change writes one). */
+  q = malloc(sizeof(*q));
+  if (!q) {
+    free(text);
+    return;
+  }
+  q->sp = sp;
+  q->text = text;
+  q->len = len;
+  q->r = 0;
+  q->err[0] = '\0';
+  q->work.data = q;
+  if (uv_queue_work(sp->loop, &q->work, sp_work, sp_done) < 0) {
+    free(text);
+    free(q);
+    return;
+  }
+  sp->inflight = q;
+}
+
 static void
 publish(struct statuspub *sp, int force)
 {
@@ -192,14 +277,14 @@ publish(struct statuspub *sp, int force)
   const char *alarm_src, *alarm_reason;
   struct reg_info def;
   struct local_stats *ls;
-  char msg[256];
+  char msg[256], *text;
   enum reg_state h;
+  size_t len;
+  double now;
   int r;
 
-  if (!sp->sf.path)
-    return;
-  if (!force && sp->sf.writes > 0 &&
-      (double)uv_hrtime() / 1e9 - sp->sf.last_write < 1.0)
+  now = (double)uv_hrtime() / 1e9;
+  if (!statusfile_due(&sp->sf, force, now))
     return;
   /* Out of memory: no snapshot this time (the next change writes one). */
   ls = malloc(sizeof(*ls));
@@ -233,17 +318,16 @@ publish(struct statuspub *sp, int force)
   sum.last_source_used = registry_last_used(sp->reg);
   sum.fallback_count = registry_fallbacks(sp->reg);
   sum.currently_degraded = h != REG_OK;
-  r = statusfile_update(&sp->sf, &sum, extra, force,
-                        (double)uv_hrtime() / 1e9);
+  r = statusfile_snapshot(&sp->sf, &sum, extra, now, &text, &len);
   json_object_put(extra);
-  if (r < 0 && !sp->warned) {
-    log_warn("cannot write the status file %s: %s", sp->sf.path,
-             strerror(-r));
+  if (r < 0) {
+    if (!sp->warned)
+      log_warn("cannot write the status file %s: %s", sp->sf.path,
+               strerror(-r));
     sp->warned = 1;
-  } else if (r > 0 && sp->warned) {
-    log_info("status file %s written again", sp->sf.path);
-    sp->warned = 0;
+    return;
   }
+  start_write(sp, text, len);
 }
 
 static void
@@ -281,6 +365,12 @@ statuspub_stop(struct statuspub *sp)
     publish(sp, 1);
     registry_set_observer(sp->reg, NULL, NULL);
   }
+  /* The loop has stopped serving (or never started): run it for the
+     last writes, which the worker thread makes. */
+  while (sp->inflight)
+    uv_run(sp->loop, UV_RUN_ONCE);
+  free(sp->next);
+  sp->next = NULL;
   statusfile_done(&sp->sf);
   sp->reg = NULL;
 }

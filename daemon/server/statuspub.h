@@ -3,7 +3,13 @@
    otherwise at most once a second while requests are being served.  The
    reference's keys describe the default source; "sources" carries every
    source's state, counters, breaker and quota use (never an api key) and
-   the live statistics of the u it served (the draw engine's monitor). */
+   the live statistics of the u it served (the draw engine's monitor).
+
+   The loop only takes snapshots (in memory); a worker thread writes them
+   (statusfile_write()), one at a time: a snapshot taken while one is
+   being written waits, replaced by any later one, so at most one write
+   is in flight and one waiting.  Nothing on the loop thread touches the
+   file. */
 #ifndef QRSD_STATUSPUB_H
 #define QRSD_STATUSPUB_H
 
@@ -11,21 +17,28 @@
 #include "engine/registry.h"
 #include "persist/statusfile.h"
 
+struct spwrite;
+
 struct statuspub {
   struct statusfile sf;
   struct registry *reg;
   struct draw_engine *draw;     /* NULL: no statistics */
   uv_loop_t *loop;
   int warned;                   /* a write failure was logged */
+  struct spwrite *inflight;     /* the write on a worker thread, or NULL */
+  char *next;                   /* the snapshot waiting for it, or NULL */
+  size_t next_len;
 };
 
-/* Attach to reg (and draw's statistics, draw may be NULL) and write the
-   first snapshot.  path "" or NULL: nothing is ever written.  0 or
-   -ENOMEM. */
+/* Attach to reg (and draw's statistics, draw may be NULL) and take the
+   first snapshot (written once the loop runs).  path "" or NULL: nothing
+   is ever written.  0 or -ENOMEM. */
 int statuspub_start(struct statuspub *sp, struct registry *reg,
                     struct draw_engine *draw, uv_loop_t *loop,
                     const char *path);
-/* Write a final snapshot and detach.  Accepts a zeroed one. */
+/* Take a final snapshot, detach, and run the loop until the writes in
+   flight are done (after the loop has stopped serving: from
+   server_done()).  Accepts a zeroed one. */
 void statuspub_stop(struct statuspub *sp);
 
 #endif
