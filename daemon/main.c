@@ -21,6 +21,7 @@
 
 #include "conf/conf.h"
 #include "base/log.h"
+#include "base/regfile.h"
 #include "timestamp.h"
 #include "base/looplock.h"
 #include "server/server.h"
@@ -28,6 +29,8 @@
 static struct server srv;
 static struct looplock lk;
 static uv_signal_t sig_term, sig_int, sig_hup;
+/* SIGTERM or SIGINT before the loop's handlers (start-up), or 0. */
+static volatile sig_atomic_t early_signal;
 
 static void
 usage(FILE *f)
@@ -56,6 +59,7 @@ usage(FILE *f)
 "\n"
 "Signals:\n"
 "  SIGTERM, SIGINT     stop accepting, answer requests in flight, exit 0\n"
+"                      (during start-up: stop there, exit 0)\n"
 "  SIGHUP              ignored (configuration reload is not supported yet)\n"
 "\n"
 "Socket activation: when systemd passes a listening socket (LISTEN_FDS),\n"
@@ -73,6 +77,51 @@ usage(FILE *f)
           QRS_DEFAULT_CONFIG);
 }
 
+static void
+on_early_signal(int signum)
+{
+  early_signal = signum;
+}
+
+/* Signals from the first instruction (issue 26 item 4): until the loop's
+   handlers take over, SIGTERM and SIGINT are noted (without SA_RESTART,
+   so that a blocking call returns EINTR) and the start-up stops cleanly
+   at its next step; SIGHUP is ignored.  Unblocked too: a parent may have
+   left them blocked (then a pending one arrives here). */
+static void
+catch_early_signals(void)
+{
+  struct sigaction sa;
+  sigset_t set;
+
+  memset(&sa, 0, sizeof(sa));
+  sigemptyset(&sa.sa_mask);
+  sa.sa_handler = on_early_signal;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sa.sa_handler = SIG_IGN;
+  sigaction(SIGHUP, &sa, NULL);
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+/* A start-up step is done (or failed: it may have been interrupted): on
+   an early signal, release what the steps so far made and exit 0. */
+static void
+stop_if_signalled(struct qrsd_conf *conf, int server_up)
+{
+  if (!early_signal)
+    return;
+  log_info("%s during start-up: stopping", strsignal(early_signal));
+  if (server_up)
+    server_done(&srv);
+  conf_free(conf);
+  exit(0);
+}
+
 static struct qrsd_conf *
 load_config(const char *path)
 {
@@ -88,6 +137,7 @@ load_config(const char *path)
   else
     r = conf_load_default(&conf, err, sizeof(err));
   if (r < 0) {
+    stop_if_signalled(NULL, 0);
     if (err[0])
       fprintf(stderr, "qrsd: %s\n", err);
     else
@@ -281,6 +331,7 @@ main(int argc, char **argv)
   char err[512];
   char status[512];
 
+  catch_early_signals();
   config_path = NULL;
   socket_path = NULL;
   status_path = NULL;
@@ -336,6 +387,17 @@ main(int argc, char **argv)
     if (!conf->status_file)
       fatal("out of memory");
   }
+  /* The status file is replaced by rename: never a FIFO, device, link
+     or directory that happens to be at its path (-S /dev/null). */
+  if (conf->status_file && conf->status_file[0] &&
+      regfile_check(conf->status_file, 0, err, sizeof(err)) < 0) {
+    fprintf(stderr, "qrsd: status file %s (qrsd replaces it: remove it, "
+            "choose another path, or set status_file: \"\" to disable "
+            "it)\n", err);
+    conf_free(conf);
+    return 1;
+  }
+  stop_if_signalled(conf, 0);
   if (check) {
     printf("qrsd: configuration %s is valid\n", conf->file);
     conf_free(conf);
@@ -353,8 +415,11 @@ main(int argc, char **argv)
   if (r < 0)
     fatal("cannot set up the event loop: %s", strerror(-r));
   r = server_init(&srv, loop, conf, err, sizeof(err));
-  if (r < 0)
+  if (r < 0) {
+    stop_if_signalled(conf, 0);
     fatal("%s", err);
+  }
+  stop_if_signalled(conf, 1);
 
   fd = activated_fd();
   if (fd >= 0)
@@ -362,11 +427,13 @@ main(int argc, char **argv)
   else
     r = server_listen_path(&srv, conf->socket_path, err, sizeof(err));
   if (r < 0) {
+    stop_if_signalled(conf, 1);
     log_err("%s", err);
     server_done(&srv);
     conf_free(conf);
     return 1;
   }
+  stop_if_signalled(conf, 1);
 
   uv_signal_init(loop, &sig_term);
   uv_signal_init(loop, &sig_int);
@@ -374,13 +441,19 @@ main(int argc, char **argv)
   uv_signal_start(&sig_term, on_signal, SIGTERM);
   uv_signal_start(&sig_int, on_signal, SIGINT);
   uv_signal_start(&sig_hup, on_signal, SIGHUP);
+  /* One that came between the last step and the handlers. */
+  if (early_signal)
+    on_signal(&sig_term, early_signal);
 
-  log_start(conf, fd >= 0);
-  check_nofile(conf);
-  snprintf(status, sizeof(status), "READY=1\nSTATUS=Serving on %s "
-           "(default source %s)", srv.socket_path, registry_default(srv.reg));
-  notify(status);
-  warm_up(conf);
+  if (!srv.stopping) {
+    log_start(conf, fd >= 0);
+    check_nofile(conf);
+    snprintf(status, sizeof(status), "READY=1\nSTATUS=Serving on %s "
+             "(default source %s)", srv.socket_path,
+             registry_default(srv.reg));
+    notify(status);
+    warm_up(conf);
+  }
 
   looplock_run(&lk);
 
