@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/regfile.h"
 #include "local/devread.h"
 #include "timestamp.h"
 
@@ -148,6 +149,21 @@ vanish(struct devread *d)
   d->reopen_ns = now_ns() + (uint64_t)d->backoff_ms * 1000000u;
 }
 
+/* A regular file or FIFO in /dev itself (not on a file system mounted
+   below it, such as /dev/shm) is no device: most likely what a write to
+   a missing node left ("echo > /dev/hwrng" creates a file), and reading
+   it would serve its stale bytes as fresh.  Elsewhere a FIFO or a file is
+   a source by design. */
+static int
+stray_in_dev(const char *path, const struct stat *st)
+{
+  struct stat dev;
+
+  if (S_ISCHR(st->st_mode) || strncmp(path, "/dev/", 5) != 0)
+    return 0;
+  return stat("/dev", &dev) == 0 && dev.st_dev == st->st_dev;
+}
+
 static int
 dev_open(struct devread *d, char *why, size_t wlen)
 {
@@ -172,6 +188,14 @@ dev_open(struct devread *d, char *why, size_t wlen)
       !(S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode))) {
     close(fd);
     set_error(d, why, wlen, "not a character device, FIFO or regular file");
+    vanish(d);
+    return -ENODEV;
+  }
+  if (stray_in_dev(d->path, &st)) {
+    close(fd);
+    snprintf(msg, sizeof(msg), "%s in /dev, not a device node (left by a "
+             "write to a missing device?)", regfile_type_name(st.st_mode));
+    set_error(d, why, wlen, msg);
     vanish(d);
     return -ENODEV;
   }

@@ -13,6 +13,9 @@
    - regular file: read once, front to back, never rewound; at its end
      the reader waits for more to be appended (tail -f), up to the
      deadline.  A file is as fresh as whoever appends to it.
+   A regular file or FIFO in /dev itself (not below a mount there, such
+   as /dev/shm) is refused (-ENODEV): there a device node is expected,
+   and such a file is what a write to a missing node leaves.
 
    Failures are typed:
    -ETIMEDOUT  not enough bytes by the deadline (a slow device or writer);
