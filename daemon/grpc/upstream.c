@@ -21,6 +21,41 @@
 
 static void req_attempt(struct upreq *r);
 
+/* ---- sequence ids and the stream protocol ----------------------------- */
+
+uint64_t
+upstream__fresh_seq(struct upstream *u)
+{
+  u->next_seq = (u->next_seq + 1) & INT64_MAX;
+  if (u->next_seq == 0)
+    u->next_seq = 1;
+  return u->next_seq;
+}
+
+int
+upstream_distrusted(const struct upstream *u, char *why, size_t len)
+{
+  if (!u->distrust_until || upstream__now_ns() >= u->distrust_until)
+    return 0;
+  if (why)
+    snprintf(why, len, "%s", u->distrust_why);
+  return 1;
+}
+
+void
+upstream__violation(struct upstream *u, const char *why)
+{
+  double w = u->breaker.p.recovery_window_s;
+
+  u->stream_violations++;
+  u->distrust_until = upstream__now_ns() + (uint64_t)(w * 1e9);
+  if (u->distrust_until == 0)
+    u->distrust_until = 1;
+  snprintf(u->distrust_why, sizeof(u->distrust_why),
+           "stream protocol violation, quarantined for %.3g s: %s", w, why);
+  log_warn("source '%s': %s", u->name, u->distrust_why);
+}
+
 /* ---- replies ---------------------------------------------------------- */
 
 static void
@@ -90,15 +125,24 @@ take_reply(struct upreq *r, const uint8_t *msg, size_t len, char *detail,
              m.purity_label);
     copy_str(j->res.integrator, sizeof(j->res.integrator), m.integrator);
   }
-  if (j->nonce && seq == 0) {
+  /* The reply must answer the request it came for (the sequence_id the
+     attempt carried: the nonce, else a fresh id).  No echo (0) is "none":
+     a unary or server-streaming call carries one reply, and a bidi
+     session matched it by its echo before (upstream_session.c).  An
+     attempt that carried a fresh id instead of the nonce (taken on its
+     stream) verifies nothing. */
+  if (seq != 0 && seq != r->seq) {
+    if (u->check_echo) {
+      u->echo_failures++;
+      snprintf(detail, dlen, "reply echoes sequence_id %llu, not the "
+               "request's %llu", (unsigned long long)seq,
+               (unsigned long long)r->seq);
+      return -EPROTO;
+    }
+    if (j->nonce)
+      j->seen_mismatch = 1;           /* check_echo: false serves it */
+  } else if (j->nonce && (seq == 0 || r->seq != j->nonce)) {
     j->seen_no_echo = 1;
-  } else if (j->nonce && seq != j->nonce && u->check_echo) {
-    u->echo_failures++;
-    snprintf(detail, dlen, "reply echoes sequence_id %llu, not the nonce "
-             "%llu", (unsigned long long)seq, (unsigned long long)j->nonce);
-    return -EPROTO;
-  } else if (j->nonce && seq != j->nonce) {
-    j->seen_mismatch = 1;             /* check_echo: false serves it */
   }
   if (gen > j->res.generation_ns)
     j->res.generation_ns = gen;
@@ -243,13 +287,13 @@ upstream__encode_request(struct upreq *r, uint8_t *buf, size_t cap)
   struct job *j = r->job;
 
   if (j->kind == KIND_BYTES) {
-    struct gw_entropy_req m = { r->n, j->nonce };
+    struct gw_entropy_req m = { r->n, r->seq };
 
     return (int)gw_entropy_req_encode(&m, buf, cap);
   } else {
     struct gw_draw_req m;
 
-    m.sequence_id = j->nonce;
+    m.sequence_id = r->seq;
     m.source_id.data = (const uint8_t *)j->source_id;
     m.source_id.len = strlen(j->source_id);
     m.block_bytes = j->block_bytes;
@@ -443,6 +487,10 @@ upstream__req_dispatch(struct upreq *r)
     upstream__req_finish(r, -ECANCELED, 0, "source closing");
     return;
   }
+  if (upstream_distrusted(u, NULL, 0)) {
+    upstream__req_finish(r, -EPROTO, 0, u->distrust_why);
+    return;
+  }
   if (upstream__channel_ensure(u) < 0) {
     upstream__req_finish(r, -ENOMEM, 0, "cannot create the gRPC channel");
     return;
@@ -466,10 +514,29 @@ upstream__req_dispatch(struct upreq *r)
                          "no method configured for this call");
     return;
   }
+  /* A bidi session picks the sequence id (unique on its stream). */
+  if (!bidi)
+    r->seq = j->nonce ? j->nonce : upstream__fresh_seq(u);
   err = bidi ? upstream__session_submit(r) :
         attempt_start(r, method, streaming);
   if (err < 0)
     upstream__attempt_result(r, err, 0, NULL, 0, "cannot start the call");
+}
+
+/* Every req of j fails with err before anything goes upstream; 1: the
+   job is delivered from the loop, never from within the caller. */
+static int
+job_fail_now(struct upstream *u, struct job *j, int err)
+{
+  size_t i;
+
+  j->res.err = err;
+  for (i = 0; i < j->nreq; i++) {
+    j->reqs[i].done = 1;
+    u->inflight--;
+  }
+  j->ndone = j->nreq;
+  return 1;
 }
 
 static int
@@ -496,21 +563,17 @@ job_start(struct upstream *u, struct job *j)
   u->live++;
   u->inflight += nreq;
 
-  /* Circuit open: inside its window every req fails at once (the caller
-     falls back); past it, this fetch is the half-open trial, on a fresh
+  /* Quarantined after a stream protocol violation, or the circuit open
+     inside its window: every req fails at once (the caller falls back);
+     past the window, this fetch is the half-open trial, on a fresh
      channel. */
+  if (upstream_distrusted(u, j->res.detail, sizeof(j->res.detail)))
+    return job_fail_now(u, j, -EPROTO);
   if (u->breaker.open) {
     if (!breaker_try_half_open(&u->breaker, now_s())) {
       snprintf(j->res.detail, sizeof(j->res.detail),
                "circuit breaker open: too many consecutive failures");
-      j->res.err = -EAGAIN;
-      for (i = 0; i < nreq; i++) {
-        j->reqs[i].done = 1;
-        u->inflight--;
-      }
-      j->ndone = nreq;
-      /* Deliver from the loop, never from within the caller. */
-      return 1;
+      return job_fail_now(u, j, -EAGAIN);
     }
     log_info("source '%s': recovery window over, trying the upstream "
              "again", u->name);

@@ -9,7 +9,8 @@
    reference machinery of one fetch (spec 6.6): circuit check (half-open
    trial recreates the channel), 1 + retry_count attempts each bounded by
    the breaker's timeout, reply validation (exact length, non-empty data; a
-   draw's u finite and inside (0, 1); a non-zero echo equal to the nonce),
+   draw's u finite and inside (0, 1); a non-zero echo equal to the
+   sequence id the request carried: its nonce, else a fresh id),
    breaker bookkeeping, channel recreation after failures (rate-limited),
    and the split of a fetch larger than max_bytes_per_request into several
    upstream requests.  Quota admission is separate (upstream_admit()), so
@@ -116,6 +117,13 @@ enum quota_verdict upstream_admit(struct upstream *u, size_t n);
    once with -EAGAIN. */
 int upstream_blocking(const struct upstream *u);
 
+/* Quarantined after a stream protocol violation (a bidi reply that
+   matched no request: a duplicate, an extra reply, a reply to a request
+   never sent, no echo; see upstream_session.c) for the breaker's
+   recovery window: 1 with why filled in (may be NULL), else 0.  A fetch
+   would fail at once with -EPROTO. */
+int upstream_distrusted(const struct upstream *u, char *why, size_t len);
+
 /* Fetch n fresh bytes (n >= 1) committed to nonce (0: none), by
    deadline_ns (CLOCK_MONOTONIC ns, as uv_hrtime(); 0: none): no attempt
    starts after it and none waits beyond it.  cb runs exactly once, on the
@@ -143,6 +151,8 @@ struct upstream_stats {
   uint32_t latency_samples;
   uint64_t calls, failures, timeouts, echo_failures, validation_failures;
   uint64_t channel_resets;
+  uint64_t stream_violations;       /* bidi replies matching no request */
+  int quarantined;                  /* after one, for a recovery window */
   uint64_t preprobes, preprobe_failures;   /* connects made / failed */
   uint64_t quota_minute_requests, quota_day_bytes;
   uint64_t quota_refused_rpm, quota_refused_day;

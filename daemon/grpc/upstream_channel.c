@@ -546,6 +546,8 @@ upstream_stats(struct upstream *u, struct upstream_stats *st)
   st->echo_failures = u->echo_failures;
   st->validation_failures = u->validation_failures;
   st->channel_resets = u->resets;
+  st->stream_violations = u->stream_violations;
+  st->quarantined = upstream_distrusted(u, NULL, 0);
   st->preprobes = u->probes;
   st->preprobe_failures = u->probe_failures;
   st->quota_minute_requests = quota_minute_requests(&u->quota, now_s());

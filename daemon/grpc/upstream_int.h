@@ -52,6 +52,9 @@ struct upreq {
   int attempt;                        /* attempts made */
   uint64_t t0;                        /* start of this attempt (ns) */
   double timeout_ms;                  /* of this attempt */
+  uint64_t seq;                       /* the sequence_id this attempt
+                                         carries: the nonce, or a fresh
+                                         per-upstream id (never 0) */
   int done;
   struct session *sess;               /* bidi: the stream it is on */
   SLIST_ENTRY(upreq) probe_link;      /* waiting for the pre-probe */
@@ -121,6 +124,12 @@ struct upstream {
   uint64_t calls, failures, timeouts, echo_failures, validation_failures;
   uint64_t resets;
   uint64_t draw_unimplemented_at;     /* ns, 0: never */
+
+  /* Sequence ids and the stream protocol (upstream_session.c). */
+  uint64_t next_seq;                  /* the last fresh sequence id */
+  uint64_t stream_violations;         /* replies matching no request */
+  uint64_t distrust_until;            /* ns: quarantined until, 0: never */
+  char distrust_why[200];             /* the violation that caused it */
   int persist_logged;                 /* quota persist error last logged */
 };
 
@@ -138,6 +147,14 @@ now_s(void)
 }
 
 /* upstream.c: reqs and attempts */
+
+/* A fresh sequence id for a request without a nonce (or whose nonce is
+   taken on its stream): never 0, never negative on the wire, never the
+   same twice on one upstream. */
+uint64_t upstream__fresh_seq(struct upstream *u);
+/* A reply matched no request: count it, quarantine u for the breaker's
+   recovery window (every fetch fails over at once) and log why. */
+void upstream__violation(struct upstream *u, const char *why);
 
 /* An attempt of r ended: err 0 with the reply (msg, len), or an error
    (status -1: a failed pre-probe, no call was made).  Validates the

@@ -3,15 +3,27 @@
 
    A session is one long-lived stream of a kind (bytes: StreamEntropy,
    draws: StreamDraws) on which reqs queue in FIFO order: requests are
-   pipelined, a reply goes to the entry whose nonce it echoes (else the
-   oldest), an entry past its deadline fails its req and stays as a
+   pipelined, an entry past its deadline fails its req and stays as a
    tombstone for its late reply, and too many tombstones restart the
    stream.  When the stream ends, every req still on it fails (and may be
-   retried on a new one).  Owns struct session; calls back into
+   retried on a new one).
+
+   Every request carries a sequence id unique on its stream: the nonce,
+   or a fresh id when there is none or the nonce is taken (outstanding,
+   or answered on this stream before: the parts of a split fetch).  With
+   check_echo (the default) a reply goes to the sent entry whose id it
+   echoes, and a reply that matches none - a duplicate, an extra reply, a
+   reply to a request not sent yet, one that echoes 0 or does not decode
+   - fails the stream: everything waiting on it fails over (-EPROTO) and
+   the upstream is quarantined (upstream__violation()), so that no reply
+   is ever taken for another request's.  check_echo false (field 2 is no
+   echo) keeps the reference's matching: the echoed entry, else the
+   oldest; a reply while nothing is awaited still fails the stream.  Owns struct session; calls back into
    upstream.c (upstream__attempt_result()) and uses the channel's calls
    (upstream_channel.c). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,12 +32,13 @@
 #include "grpc/upstream_int.h"
 
 #define MAX_TOMBSTONES 16             /* timed-out reqs before a reset */
+#define SPENT_MAX 64                  /* answered ids remembered */
 
 /* An entry of a session's FIFO: a live req, or the tombstone of one
    that timed out (its late reply must be matched and dropped). */
 struct entry {
   struct upreq *r;                      /* NULL: tombstone */
-  uint64_t key;                       /* nonce, 0 if none */
+  uint64_t key;                       /* the sequence id it carries */
   uint64_t deadline;                  /* ns, hrtime */
   TAILQ_ENTRY(entry) link;
 };
@@ -42,6 +55,8 @@ struct session {
   TAILQ_HEAD(, entry) fifo;           /* sent, then unsent entries */
   struct entry *unsent;               /* first entry not yet written */
   size_t count, tombstones;
+  uint64_t spent[SPENT_MAX];          /* ids answered, a ring */
+  size_t spent_next;
   uv_timer_t timer;
 };
 
@@ -101,6 +116,41 @@ oldest_sent(struct session *s)
 
   e = TAILQ_FIRST(&s->fifo);
   return e != s->unsent ? e : NULL;
+}
+
+/* The entry carrying id, or NULL. */
+static struct entry *
+entry_find(struct session *s, uint64_t id)
+{
+  struct entry *e;
+
+  TAILQ_FOREACH(e, &s->fifo, link)
+    if (e->key == id)
+      return e;
+  return NULL;
+}
+
+/* Was id answered on this stream (within the last SPENT_MAX replies)? */
+static int
+spent(const struct session *s, uint64_t id)
+{
+  size_t i;
+
+  for (i = 0; i < SPENT_MAX; i++)
+    if (s->spent[i] == id)
+      return 1;
+  return 0;
+}
+
+/* The sequence id for r on s: its nonce unless taken, else a fresh one. */
+static uint64_t
+session_key(struct session *s, struct upreq *r)
+{
+  uint64_t id = r->job->nonce;
+
+  while (id == 0 || entry_find(s, id) || spent(s, id))
+    id = upstream__fresh_seq(s->u);
+  return id;
 }
 
 /* The stream is gone: every live req on it fails (and may retry). */
@@ -212,16 +262,70 @@ session_pump(struct session *s)
     session_pump(s);                  /* a RECV_MESSAGE may be due too */
 }
 
+/* The sent entry a reply (decoded: ok; echoing seq) answers, or NULL
+   with why filled in: it matches none (see the top of the file). */
+static struct entry *
+session_match(struct session *s, int decoded, uint64_t seq, char *why,
+              size_t len)
+{
+  struct entry *e, *oldest = oldest_sent(s), *x;
+
+  if (!oldest) {
+    snprintf(why, len, "a reply (echoing sequence_id %llu) while no "
+             "request awaited one", (unsigned long long)seq);
+    return NULL;
+  }
+  e = seq ? entry_find(s, seq) : NULL;
+  /* The unsent entries are s->unsent and all after it. */
+  for (x = s->unsent; e && x; x = TAILQ_NEXT(x, link)) {
+    if (x == e) {
+      snprintf(why, len, "a reply to request %llu, which was not sent "
+               "yet", (unsigned long long)seq);
+      return NULL;
+    }
+  }
+  if (!s->u->check_echo)
+    return e ? e : oldest;
+  if (e)
+    return e;
+  if (!decoded)
+    snprintf(why, len, "a reply that does not decode");
+  else if (!seq)
+    snprintf(why, len, "a reply echoing no sequence_id (its request "
+             "cannot be told)");
+  else
+    snprintf(why, len, spent(s, seq) ?
+             "a second reply to request %llu (already answered)" :
+             "a reply echoing sequence_id %llu, which no request on the "
+             "stream carries", (unsigned long long)seq);
+  return NULL;
+}
+
+/* A reply matched no request: fail everything waiting on the stream
+   (it fails over, or retries once the quarantine is over), end it. */
+static void
+session_violation(struct session *s, const char *why)
+{
+  char detail[200];
+
+  upstream__violation(s->u, why);
+  snprintf(detail, sizeof(detail), "bidi stream: %s", why);
+  session_fail_all(s, -EPROTO, 0, detail);
+  session_kill(s);
+}
+
 static void
 on_session_recv(struct gb_op *op, int ok)
 {
   struct session *s = CONTAINER_OF(op, struct session, op_recv);
-  struct entry *e, *match = NULL;
+  struct entry *match;
   struct gw_entropy_resp er;
   struct gw_draw_resp dr;
   grpc_slice sl;
-  uint64_t seq = 0;
+  uint64_t seq;
   struct upreq *r;
+  char why[160];
+  int decoded;
 
   s->recv_busy = 0;
   if (s->send_in_recv) {
@@ -239,35 +343,29 @@ on_session_recv(struct gb_op *op, int ok)
   grpc_byte_buffer_destroy(s->gc.recv);
   s->gc.recv = NULL;
   if (s->kind == KIND_BYTES) {
-    if (gw_entropy_resp_decode(GRPC_SLICE_START_PTR(sl),
-                               GRPC_SLICE_LENGTH(sl), &er) == 0)
-      seq = er.sequence_id;
-  } else if (gw_draw_resp_decode(GRPC_SLICE_START_PTR(sl),
-                                 GRPC_SLICE_LENGTH(sl), &dr) == 0) {
-    seq = dr.sequence_id;
+    decoded = gw_entropy_resp_decode(GRPC_SLICE_START_PTR(sl),
+                                     GRPC_SLICE_LENGTH(sl), &er) == 0;
+    seq = decoded ? er.sequence_id : 0;
+  } else {
+    decoded = gw_draw_resp_decode(GRPC_SLICE_START_PTR(sl),
+                                  GRPC_SLICE_LENGTH(sl), &dr) == 0;
+    seq = decoded ? dr.sequence_id : 0;
   }
-  /* The entry whose key the reply echoes, else the oldest (FIFO). */
-  if (seq) {
-    TAILQ_FOREACH(e, &s->fifo, link) {
-      if (e == s->unsent)
-        break;
-      if (e->key == seq) {
-        match = e;
-        break;
-      }
-    }
+  match = session_match(s, decoded, seq, why, sizeof(why));
+  if (!match) {
+    grpc_slice_unref(sl);
+    session_violation(s, why);
+    session_release(s);
+    return;
   }
-  if (!match)
-    match = oldest_sent(s);
-  if (match) {
-    r = match->r;
-    entry_unlink(s, match);
-    if (r) {
-      r->sess = NULL;
-      upstream__attempt_result(r, 0, GRPC_STATUS_OK,
-                               GRPC_SLICE_START_PTR(sl),
-                               GRPC_SLICE_LENGTH(sl), NULL);
-    }
+  s->spent[s->spent_next++ % SPENT_MAX] = match->key;
+  r = match->r;
+  entry_unlink(s, match);
+  if (r) {
+    r->sess = NULL;
+    upstream__attempt_result(r, 0, GRPC_STATUS_OK,
+                             GRPC_SLICE_START_PTR(sl),
+                             GRPC_SLICE_LENGTH(sl), NULL);
   }
   grpc_slice_unref(sl);
   session_pump(s);                    /* the next send and/or receive */
@@ -417,7 +515,7 @@ upstream__session_submit(struct upreq *r)
   if (!e)
     return -ENOMEM;
   e->r = r;
-  e->key = r->job->nonce;
+  e->key = r->seq = session_key(s, r);
   e->deadline = r->t0 + (uint64_t)(r->timeout_ms * 1e6);
   TAILQ_INSERT_TAIL(&s->fifo, e, link);
   if (!s->unsent)
