@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "base/container.h"
 #include "base/log.h"
@@ -23,13 +24,18 @@ static void req_attempt(struct upreq *r);
 
 /* ---- sequence ids and the stream protocol ----------------------------- */
 
+/* Random (getrandom(2), never waiting: 8 bytes from the pool), so that
+   an upstream cannot answer a request before it has seen it; a counter
+   if the pool cannot be read. */
 uint64_t
 upstream__fresh_seq(struct upstream *u)
 {
-  u->next_seq = (u->next_seq + 1) & INT64_MAX;
-  if (u->next_seq == 0)
-    u->next_seq = 1;
-  return u->next_seq;
+  uint64_t v = 0;
+
+  if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
+    v = ++u->next_seq;
+  v &= INT64_MAX;
+  return v ? v : 1;
 }
 
 int

@@ -126,7 +126,7 @@ struct upstream {
   uint64_t draw_unimplemented_at;     /* ns, 0: never */
 
   /* Sequence ids and the stream protocol (upstream_session.c). */
-  uint64_t next_seq;                  /* the last fresh sequence id */
+  uint64_t next_seq;                  /* fresh ids without getrandom */
   uint64_t stream_violations;         /* replies matching no request */
   uint64_t distrust_until;            /* ns: quarantined until, 0: never */
   char distrust_why[200];             /* the violation that caused it */
@@ -149,8 +149,8 @@ now_s(void)
 /* upstream.c: reqs and attempts */
 
 /* A fresh sequence id for a request without a nonce (or whose nonce is
-   taken on its stream): never 0, never negative on the wire, never the
-   same twice on one upstream. */
+   taken on its stream): random, never 0, never negative on the wire (a
+   bidi session also makes it unique on its stream). */
 uint64_t upstream__fresh_seq(struct upstream *u);
 /* A reply matched no request: count it, quarantine u for the breaker's
    recovery window (every fetch fails over at once) and log why. */

@@ -18,9 +18,11 @@
    the upstream is quarantined (upstream__violation()), so that no reply
    is ever taken for another request's.  check_echo false (field 2 is no
    echo) keeps the reference's matching: the echoed entry, else the
-   oldest; a reply while nothing is awaited still fails the stream.  Owns struct session; calls back into
-   upstream.c (upstream__attempt_result()) and uses the channel's calls
-   (upstream_channel.c). */
+   oldest; a reply while nothing is awaited still fails the stream.
+
+   Owns struct session; calls back into upstream.c
+   (upstream__attempt_result(), upstream__violation()) and uses the
+   channel's calls (upstream_channel.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
