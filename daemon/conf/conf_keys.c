@@ -270,6 +270,10 @@ static const struct key grpc_keys[] = {
     .umin = 0, .umax = 10 },
   { .name = "check_echo", .kind = KEY_BOOL, .offset = G_OFF(check_echo) },
   { .name = "preprobe", .kind = KEY_BOOL, .offset = G_OFF(preprobe) },
+  /* Health tests on the upstream's bytes: claimed bits per byte, 0 off. */
+  { .name = "min_entropy", .kind = KEY_DOUBLE, .offset = S_OFF(min_entropy),
+    .dmin = 0.0, .dmax = 8.0 },
+  HEALTH_ALPHA_KEY,
   { .name = "methods", .kind = KEY_SECTION, .sub = grpc_method_keys },
   { .name = "quota", .kind = KEY_SECTION, .sub = grpc_quota_keys },
   { .name = "breaker", .kind = KEY_SECTION, .sub = grpc_breaker_keys },
@@ -882,7 +886,7 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
     grpc_defaults(&s->grpc);
   s->fallback_line = p->builtin ? 0 : fb_line;
   s->health_alpha_exp = 30;
-  s->min_entropy = 1.0;
+  s->min_entropy = s->type == CONF_SOURCE_GRPC ? 8.0 : 1.0;
   s->device_chunk = 4096;
   s->timeout_ms = 1000;
 

@@ -3,8 +3,22 @@
    bridge; admission says no while the circuit breaker is open or a quota
    is used up, so the registry serves the request from the fallback,
    labelled as such.  The api key never appears in anything this file
-   writes. */
+   writes.
+
+   An upstream's bytes are supposed to be full entropy: they go through
+   the SP 800-90B health tests of the local sources (stats/health.h) at
+   the min-entropy the source claims (min_entropy, default 8 bits per
+   byte; 0: no tests).  A fetch whose bytes fail them fails (its fallback
+   serves it, labelled); after that the source refuses fetches and draws
+   until a re-test passes: once a second at most, one fetch asks for
+   1,024 bytes more, which must pass the start-up test and are never
+   served.  The first 1,024 bytes after start are tested like any others
+   and served when they pass (a start-up test of bytes thrown away would
+   cost every start a request's worth of quota); a stuck or constant
+   upstream fails the repetition count test within 5 bytes at 8 bits per
+   byte. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +26,11 @@
 #include "grpc/gbridge.h"
 #include "base/log.h"
 #include "sources/source.h"
+#include "stats/health.h"
 #include "grpc/upstream.h"
+
+/* Re-test a failed upstream at most this often. */
+#define RETEST_EVERY_NS 1000000000ull
 
 struct gsrc {
   struct upstream *up;
@@ -20,6 +38,9 @@ struct gsrc {
   char target[256];
   char mode[32];
   int tls, key;
+  int tested;                   /* health tests on (min_entropy > 0) */
+  struct health health;
+  uint64_t retest_ns;           /* hrtime of the next re-test allowed */
 };
 
 static int
@@ -91,6 +112,19 @@ grpc_open(struct source *s, const struct conf_source *cs, char *err,
     free(gs);
     return r;
   }
+  if (cs->min_entropy > 0) {
+    r = health_init(&gs->health, ldexp(1.0, -(int)cs->health_alpha_exp),
+                    cs->min_entropy, 0);
+    if (r < 0) {
+      snprintf(err, errlen, "source '%s': bad health-test parameters",
+               cs->name);
+      upstream_free(gs->up);
+      gbridge_shared_put();
+      free(gs);
+      return r;
+    }
+    gs->tested = 1;
+  }
   snprintf(gs->target, sizeof(gs->target), "%s", g->target);
   snprintf(gs->mode, sizeof(gs->mode), "%s", g->mode);
   gs->tls = !g->insecure;
@@ -100,13 +134,66 @@ grpc_open(struct source *s, const struct conf_source *cs, char *err,
   return 0;
 }
 
+/* The health tests failed and no re-test is due: 1 with why. */
+static int
+unhealthy(struct gsrc *gs, char *why, size_t len)
+{
+  if (!gs->tested || gs->health.state != HEALTH_FAILED)
+    return 0;
+  if (uv_hrtime() >= gs->retest_ns)
+    return 0;
+  snprintf(why, len, "unhealthy, re-testing: %.130s", gs->health.reason);
+  return 1;
+}
+
+/* The health tests on a fetch's reply: first the prefix bytes of a
+   re-test (never served), then the n to serve.  0, or -EIO with why. */
+static int
+test_reply(struct source *s, const uint8_t *data, size_t prefix, size_t n,
+           char *why, size_t len)
+{
+  struct gsrc *gs = s->priv;
+  struct health *h = &gs->health;
+
+  if (!gs->tested)
+    return 0;
+  if (prefix) {
+    health_retest(h);
+    if (health_feed(h, data, prefix) < 0) {
+      snprintf(why, len, "health re-test failed: %.130s", h->reason);
+      return -EIO;
+    }
+    log_info("source '%s': the upstream's bytes pass the health tests "
+             "again", s->name);
+  }
+  if (h->state == HEALTH_FAILED) {
+    snprintf(why, len, "unhealthy: %.130s", h->reason);
+    return -EIO;
+  }
+  if (health_feed(h, data + prefix, n) < 0) {
+    log_warn("source '%s': the upstream's bytes failed a health test "
+             "(served by the fallback until a re-test passes): %s",
+             s->name, h->reason);
+    snprintf(why, len, "health test failed: %.130s", h->reason);
+    return -EIO;
+  }
+  return 0;
+}
+
 static void
 on_fetched(void *arg, const struct upstream_result *res)
 {
   struct source_fetch *f = arg;
+  size_t prefix;
 
   if (res->err == 0) {
-    memcpy(f->buf, res->data, f->n);
+    prefix = res->len - f->n;         /* a re-test's bytes come first */
+    if (test_reply(f->src, res->data, prefix, f->n, f->why,
+                   sizeof(f->why)) < 0) {
+      source_fetch_complete(f, -EIO);
+      return;
+    }
+    memcpy(f->buf, res->data + prefix, f->n);
     ts_now(&f->generated);
     f->echo = res->echo;
     source_fetch_complete(f, 0);
@@ -121,10 +208,24 @@ grpc_fetch(struct source *s, struct source_fetch *f)
 {
   struct gsrc *gs = s->priv;
 
+  size_t prefix = 0;
+
   if (!gs->up)
     return -ECANCELED;
-  return upstream_fetch(gs->up, f->n, f->nonce, f->deadline_ns, on_fetched,
-                        f);
+  if (unhealthy(gs, f->why, sizeof(f->why)))
+    return -EIO;
+  if (gs->tested && gs->health.state == HEALTH_FAILED) {
+    /* This fetch is the re-test: 1,024 bytes more, never served. */
+    gs->retest_ns = uv_hrtime() + RETEST_EVERY_NS;
+    if (upstream_admit(gs->up, HEALTH_STARTUP_SAMPLES) != QUOTA_OK) {
+      snprintf(f->why, sizeof(f->why), "unhealthy, and no quota for a "
+               "re-test: %.110s", gs->health.reason);
+      return -EIO;
+    }
+    prefix = HEALTH_STARTUP_SAMPLES;
+  }
+  return upstream_fetch(gs->up, prefix + f->n, f->nonce, f->deadline_ns,
+                        on_fetched, f);
 }
 
 static void
@@ -161,6 +262,11 @@ grpc_draw(struct source *s, struct source_draw *d)
 
   if (!gs->up)
     return -ECANCELED;
+  /* The bytes behind a server draw are the same upstream's. */
+  if (gs->tested && gs->health.state == HEALTH_FAILED) {
+    snprintf(d->why, sizeof(d->why), "unhealthy: %.130s", gs->health.reason);
+    return -EIO;
+  }
   if (upstream_draws_unsupported(gs->up)) {
     snprintf(d->why, sizeof(d->why), "the upstream has no PurityService");
     return -ENOSYS;
@@ -179,10 +285,14 @@ grpc_admit(struct source *s, size_t n, char *why, size_t whylen)
     snprintf(why, whylen, "source stopping");
     return -ECANCELED;
   }
+  if (upstream_distrusted(gs->up, why, whylen))
+    return -EPROTO;
   if (upstream_blocking(gs->up)) {
     snprintf(why, whylen, "circuit breaker open");
     return -EAGAIN;
   }
+  if (unhealthy(gs, why, whylen))
+    return -EIO;
   v = upstream_admit(gs->up, n);
   if (v != QUOTA_OK) {
     snprintf(why, whylen, "over quota (%s)", quota_verdict_name(v));
