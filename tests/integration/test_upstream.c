@@ -1,10 +1,13 @@
 /* qrsd's gRPC client core (daemon/grpc/upstream.c) against a real
    qrs-entropy-server over real sockets: the three modes over unix and
    loopback TCP, echo, draws, splitting, api key, TLS, every fault flag,
-   and the circuit breaker across a server restart. */
+   and the circuit breaker across a server restart.  Then a real qrsd
+   against a hostile upstream (upserver_hostile.c): repeated, extra and
+   unsolicited replies, no echo, constant bytes (issue 26). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +19,12 @@
 
 #include <criterion/criterion.h>
 #include <grpc/grpc.h>
+#include <json-c/json.h>
 #include <uv.h>
 
 #include "grpc/gbridge.h"
 #include "base/log.h"
+#include "harness.h"
 #include "upserver.h"
 #include "grpc/upstream.h"
 
@@ -476,6 +481,32 @@ Test(upstream, fault_wrong_echo_fails_the_fetch)
   fault("--wrong-echo", UPSTREAM_BIDI_STREAMING, -EPROTO, -EPROTO, 0);
 }
 
+/* A request without a nonce carries a fresh sequence id too, on every
+   mode, and its reply must echo it (before, anything was taken). */
+Test(upstream, a_request_without_a_nonce_carries_an_id_its_reply_must_echo)
+{
+  static const enum upstream_mode modes[] = {
+    UPSTREAM_UNARY, UPSTREAM_SERVER_STREAMING, UPSTREAM_BIDI_STREAMING,
+  };
+  struct upserver s;
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g;
+  size_t k;
+
+  upserver_start(&s, "127.0.0.1:0", "--wrong-echo", NULL);
+  for (k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) {
+    conf_init(&c, s.addr, modes[k]);
+    c.retry_count = 0;
+    u = open_up(&c);
+    g = fetch(u, 64, 0);
+    cr_assert_eq(g.r.err, -EPROTO, "%s: %d %s", upstream_mode_name(modes[k]),
+                 g.r.err, g.r.detail);
+    close_up(u);
+  }
+  upserver_stop(&s, 0);
+}
+
 /* check_echo: false serves a reply that echoes another id (a server
    whose field 2 is not an echo), and says so: a mismatch, not "none". */
 Test(upstream, wrong_echo_without_check_echo_is_served_as_a_mismatch)
@@ -899,4 +930,360 @@ Test(upstream, python_grpc_calls_all_four_rpcs)
            " %s py-key-123", QRS_TEST_SOURCE_DIR, s.addr);
   cr_assert_eq(system(cmd), 0, "%s", cmd);
   upserver_stop(&s, 0);
+}
+
+/* ---- a real qrsd against a hostile upstream (issue 26) ---------------- */
+
+/* These suites start the hostile server (a gRPC server in a child) before
+   anything in this process touches gRPC: no grpc_init() in their init. */
+static struct daemon D;
+static struct upserver H;
+
+/* Also after a failed assertion: no qrsd or server left behind. */
+static void
+hostile_teardown(void)
+{
+  if (D.pid > 0)
+    daemon_stop(&D);
+  upserver_stop(&H, 1);
+  if (D.dir[0])
+    daemon_cleanup(&D);
+}
+
+TestSuite(hostile, .fini = hostile_teardown, .timeout = 120);
+
+/* The hostile server on a unix socket and a qrsd whose source q is a
+   grpc source on it with fallback system; extra: more of q's keys. */
+static void
+hostile_qrsd(enum upserver_hostile mode, const char *extra)
+{
+  char yaml[2048], l[128];
+
+  daemon_prepare(&D, NULL);
+  snprintf(l, sizeof(l), "unix:%s/h.sock", D.dir);
+  upserver_hostile_start(&H, l, mode);
+  snprintf(yaml, sizeof(yaml),
+           "state_dir: %s\n"
+           "sources:\n"
+           "  system: { type: system }\n"
+           "  q: { type: grpc, target: \"%s\", fallback: system, "
+           "retry_count: 0, timeout_ms: %d, %s }\n",
+           D.dir, H.addr, 2000 * test_time_scale(), extra);
+  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+}
+
+struct hdraw {
+  double u;
+  int fallback;
+  char served_by[64];
+};
+
+/* n draws from q with plain `qrsctl draw` (no commitment, nonce 0; up to
+   16 in flight), into d[]. */
+static void
+qrsctl_draws(struct hdraw *d, int n)
+{
+  struct json_object *j, *o, *v;
+  char out[65536], err[4096], num[16], *line, *save = NULL;
+  int i = 0;
+
+  snprintf(num, sizeof(num), "%d", n);
+  cr_assert_eq(run_qrsctl(D.sock, out, sizeof(out), err, sizeof(err),
+                          "--json", "draw", "-n", num, "--source", "q",
+                          NULL), 0, "%s", err);
+  for (line = strtok_r(out, "\n", &save); line && i < n;
+       line = strtok_r(NULL, "\n", &save)) {
+    j = json_tokener_parse(line);
+    cr_assert_not_null(j, "%s", line);
+    o = j;
+    if (json_object_is_type(j, json_type_array))
+      o = json_object_array_get_idx(j, 0);
+    cr_assert(json_object_object_get_ex(o, "u", &v), "%s", line);
+    d[i].u = json_object_get_double(v);
+    cr_assert(json_object_object_get_ex(o, "fallback", &v), "%s", line);
+    d[i].fallback = json_object_get_boolean(v);
+    cr_assert(json_object_object_get_ex(o, "served_by", &v), "%s", line);
+    snprintf(d[i].served_by, sizeof(d[i].served_by), "%s",
+             json_object_get_string(v));
+    json_object_put(j);
+    i++;
+  }
+  cr_assert_eq(i, n, "%d draws in: %s", i, out);
+}
+
+/* Source q's entry of `qrsctl --json sources`: its state and last
+   failure. */
+static void
+source_q(char *state, size_t slen, char *last, size_t llen)
+{
+  struct json_object *j, *a, *q, *v;
+  char out[65536], err[4096];
+  size_t k;
+
+  cr_assert_eq(run_qrsctl(D.sock, out, sizeof(out), err, sizeof(err),
+                          "--json", "sources", NULL), 0, "%s", err);
+  j = json_tokener_parse(out);
+  cr_assert_not_null(j, "%s", out);
+  cr_assert(json_object_object_get_ex(j, "sources", &a), "%s", out);
+  for (k = 0; k < json_object_array_length(a); k++) {
+    q = json_object_array_get_idx(a, k);
+    cr_assert(json_object_object_get_ex(q, "name", &v));
+    if (strcmp(json_object_get_string(v), "q"))
+      continue;
+    cr_assert(json_object_object_get_ex(q, "state", &v), "%s", out);
+    snprintf(state, slen, "%s", json_object_get_string(v));
+    cr_assert(json_object_object_get_ex(q, "last_failure", &v), "%s", out);
+    snprintf(last, llen, "%s", json_object_get_string(v));
+  }
+  json_object_put(j);
+}
+
+/* n draws through qrsd from q: no u twice; at most max_upstream served
+   by q (the upstream, before it broke the protocol), every other one
+   labelled fallback, served by system; q degraded (qrsctl health says
+   so), its last failure containing why. */
+static void
+expect_failover(int n, int max_upstream, const char *why)
+{
+  struct hdraw d[16];
+  char st[64], last[256], out[8192], err[1024];
+  int i, k, upstream = 0;
+
+  cr_assert_leq(n, 16);
+  qrsctl_draws(d, n);
+  for (i = 0; i < n; i++) {
+    for (k = 0; k < i; k++)
+      cr_assert_neq(d[i].u, d[k].u, "draw %d repeats the u of draw %d "
+                    "(%.17g, served by %s and %s)", i, k, d[i].u,
+                    d[i].served_by, d[k].served_by);
+    upstream += !d[i].fallback;
+    cr_assert_str_eq(d[i].served_by, d[i].fallback ? "system" : "q",
+                     "draw %d", i);
+  }
+  cr_assert_leq(upstream, max_upstream, "%d of %d draws served by q",
+                upstream, n);
+  source_q(st, sizeof(st), last, sizeof(last));
+  cr_assert_str_eq(st, "degraded");
+  cr_assert_not_null(strstr(last, why), "q's last failure: %s", last);
+  cr_assert_eq(run_qrsctl(D.sock, out, sizeof(out), err, sizeof(err),
+                          "health", NULL), 1, "%s", out);
+  cr_assert_not_null(strstr(out, why), "%s", out);
+}
+
+/* The reviewer's case: plain draws (no nonce) from a bidi upstream that
+   sends every reply twice gave three identical pairs of u, all served by
+   q, not fallback, health healthy.  Now the second copy fails the stream
+   and quarantines q: every draw after it is the fallback's. */
+Test(hostile, a_repeated_reply_is_never_served_twice)
+{
+  hostile_qrsd(UPSERVER_DUPLICATE, "mode: bidi_streaming");
+  expect_failover(6, 1, "second reply to request");
+}
+
+Test(hostile, an_extra_reply_fails_the_stream_over)
+{
+  hostile_qrsd(UPSERVER_EXTRA, "mode: bidi_streaming");
+  expect_failover(6, 1, "second reply to request");
+}
+
+/* A server that answers the next id ahead of time (a counter's would be
+   id + 1) answers a request never sent: the ids of plain draws are
+   random. */
+Test(hostile, a_reply_to_a_request_never_sent_fails_the_stream_over)
+{
+  hostile_qrsd(UPSERVER_UNSENT, "mode: bidi_streaming");
+  expect_failover(6, 1, "which no request on the stream carries");
+}
+
+Test(hostile, a_reply_echoing_zero_on_a_stream_is_never_matched)
+{
+  hostile_qrsd(UPSERVER_ZERO_ECHO, "mode: bidi_streaming");
+  expect_failover(6, 0, "echoing no sequence_id");
+}
+
+/* A dead QRNG (constant zero bytes) was served as quantum (u = 1e-10,
+   not fallback).  Its bytes fail the repetition count test at once. */
+Test(hostile, constant_bytes_fail_the_health_tests_and_fail_over)
+{
+  hostile_qrsd(UPSERVER_CONSTANT, "mode: unary");
+  expect_failover(8, 0, "repetition count test");
+}
+
+Test(hostile, constant_bytes_on_a_stream_fail_over_too)
+{
+  hostile_qrsd(UPSERVER_CONSTANT, "mode: bidi_streaming");
+  expect_failover(8, 0, "repetition count test");
+}
+
+/* min_entropy: 0 turns the tests off: the constant bytes are served
+   (this is what the knob is for: an upstream known not to be full
+   entropy, tested elsewhere). */
+Test(hostile, min_entropy_zero_turns_the_health_tests_off)
+{
+  struct hdraw d[2];
+
+  hostile_qrsd(UPSERVER_CONSTANT, "mode: unary, min_entropy: 0");
+  qrsctl_draws(d, 2);
+  cr_assert_eq(d[0].fallback, 0);
+  cr_assert_str_eq(d[0].served_by, "q");
+  cr_assert_lt(d[0].u, 1e-6);
+}
+
+/* ---- the upstream client against a hostile upstream ------------------- */
+
+/* gRPC starts in this process after the hostile server's child. */
+static char hostile_sock[64];
+static struct upstream *hostile_u;    /* the test's, until close_up() */
+
+static void
+hostile_up_teardown(void)
+{
+  /* A failed assertion skipped close_up(): without this the loop would
+     run forever in teardown(). */
+  if (hostile_u)
+    close_up(hostile_u);
+  hostile_u = NULL;
+  teardown();
+  upserver_stop(&H, 1);
+  unlink(hostile_sock);
+}
+
+TestSuite(hostile_up, .fini = hostile_up_teardown, .timeout = 60);
+
+/* The hostile server, then gRPC here and an upstream client of mode m
+   on it (c: conf_init()'s, adjust may change it first). */
+static struct upstream *
+hostile_up(enum upserver_hostile mode, enum upstream_mode m,
+           struct upstream_conf *c, void (*adjust)(struct upstream_conf *))
+{
+  char l[128];
+
+  snprintf(hostile_sock, sizeof(hostile_sock), "/tmp/qrs-hostile-%ld.sock",
+           (long)getpid());
+  unlink(hostile_sock);
+  snprintf(l, sizeof(l), "unix:%s", hostile_sock);
+  upserver_hostile_start(&H, l, mode);
+  setup();
+  conf_init(c, H.addr, m);
+  c->retry_count = 0;
+  if (adjust)
+    adjust(c);
+  hostile_u = open_up(c);
+  return hostile_u;
+}
+
+static void
+hostile_close(void)
+{
+  close_up(hostile_u);
+  hostile_u = NULL;
+}
+
+static void
+split_at_300(struct upstream_conf *c)
+{
+  c->quota.max_bytes_per_request = 300;
+}
+
+/* A fetch split into parts that all carried the nonce: the second copy
+   of the first part's reply went to the second part (the same echo), so
+   one fetch held the same 300 bytes twice.  The parts now carry ids of
+   their own; the copy fails the stream. */
+Test(hostile_up, the_parts_of_a_split_fetch_never_take_each_others_reply)
+{
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g;
+  int i, k;
+
+  u = hostile_up(UPSERVER_DUPLICATE, UPSTREAM_BIDI_STREAMING, &c,
+                 split_at_300);
+  g = fetch(u, 1200, 42);
+  if (g.r.err == 0) {
+    for (i = 0; i < 4; i++)
+      for (k = 0; k < i; k++)
+        cr_assert_neq(memcmp(g.data + i * 300, g.data + k * 300, 300), 0,
+                      "part %d holds the bytes of part %d", i, k);
+  } else {
+    cr_assert_eq(g.r.err, -EPROTO, "%d %s", g.r.err, g.r.detail);
+  }
+  hostile_close();
+}
+
+/* The violation is counted and quarantines the upstream: the next fetch
+   fails at once, saying why, before anything goes upstream. */
+Test(hostile_up, a_stream_violation_is_counted_and_quarantines)
+{
+  struct upstream_conf c;
+  struct upstream_stats st;
+  struct upstream *u;
+  struct got g;
+  char why[256];
+
+  u = hostile_up(UPSERVER_EXTRA, UPSTREAM_BIDI_STREAMING, &c, NULL);
+  g = fetch(u, 64, 0);
+  cr_assert_eq(g.r.err, 0, "%s", g.r.detail);  /* the first reply is fine */
+  /* The extra reply is read with the next request outstanding. */
+  g = fetch(u, 64, 0);
+  cr_assert_eq(g.r.err, -EPROTO, "%d %s", g.r.err, g.r.detail);
+  cr_assert_not_null(strstr(g.r.detail, "second reply to request"), "%s",
+                     g.r.detail);
+  cr_assert(upstream_distrusted(u, why, sizeof(why)));
+  cr_assert_not_null(strstr(why, "second reply to request"), "%s", why);
+  upstream_stats(u, &st);
+  cr_assert_eq(st.stream_violations, 1);
+  cr_assert(st.quarantined);
+  g = fetch(u, 64, 7);
+  cr_assert_eq(g.r.err, -EPROTO, "%d %s", g.r.err, g.r.detail);
+  cr_assert_not_null(strstr(g.r.detail, "quarantined"), "%s", g.r.detail);
+  upstream_stats(u, &st);
+  cr_assert_eq(st.calls, 2, "the quarantined fetch went upstream");
+  hostile_close();
+}
+
+/* A unary or server-streaming call carries one reply: the copies,
+   extras and unsolicited replies after it are never read; every fetch
+   gets bytes of its own. */
+static void
+one_reply_per_call(enum upserver_hostile mode, enum upstream_mode m)
+{
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g[5];
+  int i, k;
+
+  u = hostile_up(mode, m, &c, NULL);
+  for (i = 0; i < 5; i++) {
+    g[i] = fetch(u, 64, i % 2 ? 0 : 100 + (uint64_t)i);
+    cr_assert_eq(g[i].r.err, 0, "%d: %s", i, g[i].r.detail);
+    for (k = 0; k < i; k++)
+      cr_assert_neq(memcmp(g[i].data, g[k].data, 64), 0);
+  }
+  hostile_close();
+}
+
+Test(hostile_up, server_streaming_reads_one_reply_per_call)
+{
+  one_reply_per_call(UPSERVER_DUPLICATE, UPSTREAM_SERVER_STREAMING);
+}
+
+Test(hostile_up, unary_reads_one_reply_per_call)
+{
+  one_reply_per_call(UPSERVER_UNSENT, UPSTREAM_UNARY);
+}
+
+/* No echo on a unary call: served, unverified (the call has one reply). */
+Test(hostile_up, zero_echo_on_a_unary_call_is_served_unverified)
+{
+  struct upstream_conf c;
+  struct upstream *u;
+  struct got g;
+
+  u = hostile_up(UPSERVER_ZERO_ECHO, UPSTREAM_UNARY, &c, NULL);
+  g = fetch(u, 64, 5);
+  cr_assert_eq(g.r.err, 0, "%s", g.r.detail);
+  cr_assert_eq(g.r.echo, UPSTREAM_ECHO_NONE);
+  hostile_close();
 }

@@ -20,16 +20,45 @@
 #define MAX_ARGS 40
 
 void
+upserver_log_name(struct upserver *s)
+{
+  snprintf(s->log, sizeof(s->log), "/tmp/qrs-upserver-%ld-%ld.log",
+           (long)getpid(), (long)time(NULL) ^ (long)random());
+}
+
+void
+upserver_await(struct upserver *s, int fd)
+{
+  char line[256];
+  struct pollfd p;
+  size_t n = 0;
+  ssize_t r;
+
+  memset(line, 0, sizeof(line));
+  for (;;) {
+    p.fd = fd;
+    p.events = POLLIN;
+    cr_assert_gt(poll(&p, 1, 10000), 0, "the test server did not start");
+    r = read(fd, line + n, sizeof(line) - 1 - n);
+    cr_assert_gt(r, 0, "the test server exited at start (log %s)", s->log);
+    n += (size_t)r;
+    if (memchr(line, '\n', n))
+      break;
+  }
+  close(fd);
+  *strchr(line, '\n') = '\0';
+  cr_assert_eq(strncmp(line, "listening on ", 13), 0, "%s", line);
+  snprintf(s->addr, sizeof(s->addr), "%s", line + 13);
+}
+
+void
 upserver_startv(struct upserver *s, const char *listen,
                 const char *const *args)
 {
   const char *bin = getenv("QRS_ENTROPY_SERVER_BIN");
   const char *argv[MAX_ARGS + 4];
-  char line[256];
   size_t n = 0, i;
   int out[2], fd;
-  struct pollfd p;
-  ssize_t r;
 
   cr_assert_not_null(bin, "QRS_ENTROPY_SERVER_BIN not set");
   argv[n++] = bin;
@@ -38,8 +67,7 @@ upserver_startv(struct upserver *s, const char *listen,
   for (i = 0; args && args[i] && n < MAX_ARGS; i++)
     argv[n++] = args[i];
   argv[n] = NULL;
-  snprintf(s->log, sizeof(s->log), "/tmp/qrs-upserver-%ld-%ld.log",
-           (long)getpid(), (long)time(NULL) ^ (long)random());
+  upserver_log_name(s);
   cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
   s->pid = fork();
   cr_assert_geq(s->pid, 0);
@@ -54,23 +82,7 @@ upserver_startv(struct upserver *s, const char *listen,
     _exit(127);
   }
   close(out[1]);
-  n = 0;
-  memset(line, 0, sizeof(line));
-  for (;;) {
-    p.fd = out[0];
-    p.events = POLLIN;
-    cr_assert_gt(poll(&p, 1, 10000), 0, "qrs-entropy-server did not start");
-    r = read(out[0], line + n, sizeof(line) - 1 - n);
-    cr_assert_gt(r, 0, "qrs-entropy-server exited at start (log %s)",
-                 s->log);
-    n += (size_t)r;
-    if (memchr(line, '\n', n))
-      break;
-  }
-  close(out[0]);
-  *strchr(line, '\n') = '\0';
-  cr_assert_eq(strncmp(line, "listening on ", 13), 0, "%s", line);
-  snprintf(s->addr, sizeof(s->addr), "%s", line + 13);
+  upserver_await(s, out[0]);
 }
 
 void

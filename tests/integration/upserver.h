@@ -1,5 +1,7 @@
 /* A real qrs-entropy-server for integration tests ($QRS_ENTROPY_SERVER_BIN),
-   started with the given flags, and the address it listens on. */
+   started with the given flags, and the address it listens on; and a
+   hostile EntropyService (upserver_hostile.c) that breaks the stream
+   protocol or the entropy on purpose. */
 #ifndef QRS_TEST_UPSERVER_H
 #define QRS_TEST_UPSERVER_H
 
@@ -21,6 +23,33 @@ void upserver_startv(struct upserver *s, const char *listen,
    (srv.pem, srv.key) and a client certificate (cli.pem, cli.key) in dir,
    made with openssl.  Fails the test if openssl fails. */
 void upserver_make_certs(const char *dir);
+
+/* How the hostile server answers each EntropyRequest (GetEntropy and
+   StreamEntropy; PurityService is UNIMPLEMENTED).  The replies carry
+   fresh getrandom(2) bytes unless the mode says otherwise. */
+enum upserver_hostile {
+  UPSERVER_DUPLICATE,           /* the same reply twice */
+  UPSERVER_EXTRA,               /* the reply, then another (other bytes)
+                                   echoing the same sequence_id */
+  UPSERVER_UNSENT,              /* the reply, then one echoing
+                                   sequence_id + 1: a request not sent */
+  UPSERVER_ZERO_ECHO,           /* one reply echoing sequence_id 0 */
+  UPSERVER_CONSTANT,            /* one reply of zero bytes (a stuck
+                                   device), echo correct */
+};
+
+/* Start the hostile server in a child process on listen (unix:PATH or
+   127.0.0.1:0) and wait for its address.  It uses gRPC in the child:
+   call it before this process calls grpc_init().  upserver_stop() ends
+   it. */
+void upserver_hostile_start(struct upserver *s, const char *listen,
+                            enum upserver_hostile mode);
+
+/* For the starters: a fresh name in s->log for the child's stderr; and
+   wait (10 s) for the "listening on ADDRESS" line on fd (then closed)
+   into s->addr. */
+void upserver_log_name(struct upserver *s);
+void upserver_await(struct upserver *s, int fd);
 
 /* SIGTERM (or SIGKILL when hard) and reap; returns the exit status. */
 int upserver_stop(struct upserver *s, int hard);
