@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <grpc/grpc.h>
 #include <json-c/json.h>
 #include <uv.h>
@@ -481,9 +482,11 @@ Test(upstream, fault_wrong_echo_fails_the_fetch)
   fault("--wrong-echo", UPSTREAM_BIDI_STREAMING, -EPROTO, -EPROTO, 0);
 }
 
-/* A request without a nonce carries a fresh sequence id too, on every
-   mode, and its reply must echo it (before, anything was taken). */
-Test(upstream, a_request_without_a_nonce_carries_an_id_its_reply_must_echo)
+/* One qrs-entropy-server started with flag and, for each mode, an
+   upstream on it (retry_count 0, check_echo as given) for check. */
+static void
+each_mode(const char *flag, int check_echo,
+          void (*check)(struct upstream *u, enum upstream_mode m))
 {
   static const enum upstream_mode modes[] = {
     UPSTREAM_UNARY, UPSTREAM_SERVER_STREAMING, UPSTREAM_BIDI_STREAMING,
@@ -491,55 +494,60 @@ Test(upstream, a_request_without_a_nonce_carries_an_id_its_reply_must_echo)
   struct upserver s;
   struct upstream_conf c;
   struct upstream *u;
-  struct got g;
   size_t k;
 
-  upserver_start(&s, "127.0.0.1:0", "--wrong-echo", NULL);
+  upserver_start(&s, "127.0.0.1:0", flag, NULL);
   for (k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) {
     conf_init(&c, s.addr, modes[k]);
     c.retry_count = 0;
+    c.check_echo = check_echo;
     u = open_up(&c);
-    g = fetch(u, 64, 0);
-    cr_assert_eq(g.r.err, -EPROTO, "%s: %d %s", upstream_mode_name(modes[k]),
-                 g.r.err, g.r.detail);
+    check(u, modes[k]);
     close_up(u);
   }
   upserver_stop(&s, 0);
+}
+
+static void
+no_nonce_wrong_echo_fails(struct upstream *u, enum upstream_mode m)
+{
+  struct got g;
+
+  g = fetch(u, 64, 0);
+  cr_assert_eq(g.r.err, -EPROTO, "%s: %d %s", upstream_mode_name(m),
+               g.r.err, g.r.detail);
+}
+
+/* A request without a nonce carries a fresh sequence id too, on every
+   mode, and its reply must echo it (before, anything was taken). */
+Test(upstream, a_request_without_a_nonce_carries_an_id_its_reply_must_echo)
+{
+  each_mode("--wrong-echo", 1, no_nonce_wrong_echo_fails);
+}
+
+static void
+wrong_echo_is_a_mismatch(struct upstream *u, enum upstream_mode m)
+{
+  struct got g;
+
+  g = fetch(u, 256, 11);
+  cr_assert_eq(g.r.err, 0, "%s: %s", upstream_mode_name(m), g.r.detail);
+  cr_assert_eq(g.r.echo, UPSTREAM_ECHO_MISMATCH, "%s: echo %d",
+               upstream_mode_name(m), g.r.echo);
+  if (m != UPSTREAM_SERVER_STREAMING) {
+    g = draw(u, 12, "", 100);
+    cr_assert_eq(g.r.err, 0, "%s draw: %s", upstream_mode_name(m),
+                 g.r.detail);
+    cr_assert_eq(g.r.echo, UPSTREAM_ECHO_MISMATCH);
+  }
+  assert_no_nonce_no_echo(u);
 }
 
 /* check_echo: false serves a reply that echoes another id (a server
    whose field 2 is not an echo), and says so: a mismatch, not "none". */
 Test(upstream, wrong_echo_without_check_echo_is_served_as_a_mismatch)
 {
-  static const enum upstream_mode modes[] = {
-    UPSTREAM_UNARY, UPSTREAM_SERVER_STREAMING, UPSTREAM_BIDI_STREAMING,
-  };
-  struct upserver s;
-  struct upstream_conf c;
-  struct upstream *u;
-  struct got g;
-  size_t k;
-
-  upserver_start(&s, "127.0.0.1:0", "--wrong-echo", NULL);
-  for (k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) {
-    conf_init(&c, s.addr, modes[k]);
-    c.check_echo = 0;
-    u = open_up(&c);
-    g = fetch(u, 256, 11);
-    cr_assert_eq(g.r.err, 0, "%s: %s", upstream_mode_name(modes[k]),
-                 g.r.detail);
-    cr_assert_eq(g.r.echo, UPSTREAM_ECHO_MISMATCH, "%s: echo %d",
-                 upstream_mode_name(modes[k]), g.r.echo);
-    if (modes[k] != UPSTREAM_SERVER_STREAMING) {
-      g = draw(u, 12, "", 100);
-      cr_assert_eq(g.r.err, 0, "%s draw: %s", upstream_mode_name(modes[k]),
-                   g.r.detail);
-      cr_assert_eq(g.r.echo, UPSTREAM_ECHO_MISMATCH);
-    }
-    assert_no_nonce_no_echo(u);
-    close_up(u);
-  }
-  upserver_stop(&s, 0);
+  each_mode("--wrong-echo", 0, wrong_echo_is_a_mismatch);
 }
 
 Test(upstream, fault_short_and_empty_data_fail_validation)
@@ -1040,18 +1048,21 @@ source_q(char *state, size_t slen, char *last, size_t llen)
   json_object_put(j);
 }
 
-/* n draws through qrsd from q: no u twice; at most max_upstream served
-   by q (the upstream, before it broke the protocol), every other one
-   labelled fallback, served by system; q degraded (qrsctl health says
-   so), its last failure containing why. */
+/* q on the hostile server in mode (q's keys: extra), then n draws
+   through qrsd from q: no u twice; at most max_upstream served by q (the
+   upstream, before it broke the protocol), every other one labelled
+   fallback, served by system; q degraded (qrsctl health says so), its
+   last failure containing why. */
 static void
-expect_failover(int n, int max_upstream, const char *why)
+expect_failover(enum upserver_hostile mode, const char *extra, int n,
+                int max_upstream, const char *why)
 {
   struct hdraw d[16];
   char st[64], last[256], out[8192], err[1024];
   int i, k, upstream = 0;
 
   cr_assert_leq(n, 16);
+  hostile_qrsd(mode, extra);
   qrsctl_draws(d, n);
   for (i = 0; i < n; i++) {
     for (k = 0; k < i; k++)
@@ -1072,49 +1083,50 @@ expect_failover(int n, int max_upstream, const char *why)
   cr_assert_not_null(strstr(out, why), "%s", out);
 }
 
-/* The reviewer's case: plain draws (no nonce) from a bidi upstream that
-   sends every reply twice gave three identical pairs of u, all served by
-   q, not fallback, health healthy.  Now the second copy fails the stream
-   and quarantines q: every draw after it is the fallback's. */
-Test(hostile, a_repeated_reply_is_never_served_twice)
+/* One hostile mode through qrsd (expect_failover()'s arguments). */
+struct failover_case {
+  enum upserver_hostile mode;
+  char extra[64];
+  int n, max_upstream;
+  char why[64];
+};
+
+/* - The reviewer's case: plain draws (no nonce) from a bidi upstream
+     that sends every reply twice gave three identical pairs of u, all
+     served by q, not fallback, health healthy.  Now the second copy
+     fails the stream and quarantines q: every draw after it is the
+     fallback's.  An extra reply is the same to qrsd.
+   - A server that answers the next id ahead of time (a counter's would
+     be id + 1) answers a request never sent: the ids of plain draws are
+     random.
+   - A reply echoing 0 on a stream cannot be told from another's.
+   - A dead QRNG (constant zero bytes) was served as quantum (u = 1e-10,
+     not fallback).  Its bytes fail the repetition count test at once,
+     on unary calls and on a stream. */
+ParameterizedTestParameters(hostile, every_draw_after_a_bad_reply_fails_over)
 {
-  hostile_qrsd(UPSERVER_DUPLICATE, "mode: bidi_streaming");
-  expect_failover(6, 1, "second reply to request");
+  static struct failover_case cases[] = {
+    { UPSERVER_DUPLICATE, "mode: bidi_streaming", 6, 1,
+      "second reply to request" },
+    { UPSERVER_EXTRA, "mode: bidi_streaming", 6, 1,
+      "second reply to request" },
+    { UPSERVER_UNSENT, "mode: bidi_streaming", 6, 1,
+      "which no request on the stream carries" },
+    { UPSERVER_ZERO_ECHO, "mode: bidi_streaming", 6, 0,
+      "echoing no sequence_id" },
+    { UPSERVER_CONSTANT, "mode: unary", 8, 0, "repetition count test" },
+    { UPSERVER_CONSTANT, "mode: bidi_streaming", 8, 0,
+      "repetition count test" },
+  };
+
+  return cr_make_param_array(struct failover_case, cases,
+                             sizeof(cases) / sizeof(cases[0]));
 }
 
-Test(hostile, an_extra_reply_fails_the_stream_over)
+ParameterizedTest(struct failover_case *fc, hostile,
+                  every_draw_after_a_bad_reply_fails_over)
 {
-  hostile_qrsd(UPSERVER_EXTRA, "mode: bidi_streaming");
-  expect_failover(6, 1, "second reply to request");
-}
-
-/* A server that answers the next id ahead of time (a counter's would be
-   id + 1) answers a request never sent: the ids of plain draws are
-   random. */
-Test(hostile, a_reply_to_a_request_never_sent_fails_the_stream_over)
-{
-  hostile_qrsd(UPSERVER_UNSENT, "mode: bidi_streaming");
-  expect_failover(6, 1, "which no request on the stream carries");
-}
-
-Test(hostile, a_reply_echoing_zero_on_a_stream_is_never_matched)
-{
-  hostile_qrsd(UPSERVER_ZERO_ECHO, "mode: bidi_streaming");
-  expect_failover(6, 0, "echoing no sequence_id");
-}
-
-/* A dead QRNG (constant zero bytes) was served as quantum (u = 1e-10,
-   not fallback).  Its bytes fail the repetition count test at once. */
-Test(hostile, constant_bytes_fail_the_health_tests_and_fail_over)
-{
-  hostile_qrsd(UPSERVER_CONSTANT, "mode: unary");
-  expect_failover(8, 0, "repetition count test");
-}
-
-Test(hostile, constant_bytes_on_a_stream_fail_over_too)
-{
-  hostile_qrsd(UPSERVER_CONSTANT, "mode: bidi_streaming");
-  expect_failover(8, 0, "repetition count test");
+  expect_failover(fc->mode, fc->extra, fc->n, fc->max_upstream, fc->why);
 }
 
 /* min_entropy: 0 turns the tests off: the constant bytes are served

@@ -19,11 +19,29 @@
 
 #define MAX_ARGS 40
 
-void
-upserver_log_name(struct upserver *s)
+pid_t
+upserver_fork(struct upserver *s, int *fd)
 {
+  int out[2], lf;
+
   snprintf(s->log, sizeof(s->log), "/tmp/qrs-upserver-%ld-%ld.log",
            (long)getpid(), (long)time(NULL) ^ (long)random());
+  cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+  s->pid = fork();
+  cr_assert_geq(s->pid, 0);
+  if (s->pid == 0) {
+    /* Never outlive a test that crashed. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    close(out[0]);
+    lf = open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (lf >= 0)
+      dup2(lf, 2);
+    *fd = out[1];
+    return 0;
+  }
+  close(out[1]);
+  *fd = out[0];
+  return s->pid;
 }
 
 void
@@ -58,7 +76,7 @@ upserver_startv(struct upserver *s, const char *listen,
   const char *bin = getenv("QRS_ENTROPY_SERVER_BIN");
   const char *argv[MAX_ARGS + 4];
   size_t n = 0, i;
-  int out[2], fd;
+  int fd;
 
   cr_assert_not_null(bin, "QRS_ENTROPY_SERVER_BIN not set");
   argv[n++] = bin;
@@ -67,22 +85,12 @@ upserver_startv(struct upserver *s, const char *listen,
   for (i = 0; args && args[i] && n < MAX_ARGS; i++)
     argv[n++] = args[i];
   argv[n] = NULL;
-  upserver_log_name(s);
-  cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
-  s->pid = fork();
-  cr_assert_geq(s->pid, 0);
-  if (s->pid == 0) {
-    /* Never outlive a test that crashed. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    dup2(out[1], 1);
-    fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0)
-      dup2(fd, 2);
+  if (upserver_fork(s, &fd) == 0) {
+    dup2(fd, 1);
     execv(bin, (char *const *)argv);
     _exit(127);
   }
-  close(out[1]);
-  upserver_await(s, out[0]);
+  upserver_await(s, fd);
 }
 
 void

@@ -45,10 +45,11 @@ enum upserver_hostile {
 void upserver_hostile_start(struct upserver *s, const char *listen,
                             enum upserver_hostile mode);
 
-/* For the starters: a fresh name in s->log for the child's stderr; and
-   wait (10 s) for the "listening on ADDRESS" line on fd (then closed)
-   into s->addr. */
-void upserver_log_name(struct upserver *s);
+/* For the starters: fork the server's process, in which (returns 0) its
+   stderr goes to a new s->log and *fd is the pipe to write its
+   "listening on ADDRESS" line to; in this process (returns the pid) *fd
+   is the pipe's end that upserver_await() reads (10 s) into s->addr. */
+pid_t upserver_fork(struct upserver *s, int *fd);
 void upserver_await(struct upserver *s, int fd);
 
 /* SIGTERM (or SIGKILL when hard) and reap; returns the exit status. */

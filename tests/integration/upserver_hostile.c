@@ -235,21 +235,11 @@ void
 upserver_hostile_start(struct upserver *s, const char *listen,
                        enum upserver_hostile mode)
 {
-  int out[2], fd;
+  int fd;
 
-  upserver_log_name(s);
-  cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
-  s->pid = fork();
-  cr_assert_geq(s->pid, 0);
-  if (s->pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    close(out[0]);
-    fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0)
-      dup2(fd, 2);
-    hostile_main(listen, mode, out[1]);
+  if (upserver_fork(s, &fd) == 0) {
+    hostile_main(listen, mode, fd);
     _exit(1);
   }
-  close(out[1]);
-  upserver_await(s, out[0]);
+  upserver_await(s, fd);
 }
