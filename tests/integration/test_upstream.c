@@ -1081,6 +1081,7 @@ expect_failover(enum upserver_hostile mode, const char *extra, int n,
   cr_assert_eq(run_qrsctl(D.sock, out, sizeof(out), err, sizeof(err),
                           "health", NULL), 1, "%s", out);
   cr_assert_not_null(strstr(out, why), "%s", out);
+  cr_assert_eq(daemon_stop(&D), 0, "qrsd's exit (log %s)", D.log);
 }
 
 /* One hostile mode through qrsd (expect_failover()'s arguments). */
@@ -1141,6 +1142,7 @@ Test(hostile, min_entropy_zero_turns_the_health_tests_off)
   cr_assert_eq(d[0].fallback, 0);
   cr_assert_str_eq(d[0].served_by, "q");
   cr_assert_lt(d[0].u, 1e-6);
+  cr_assert_eq(daemon_stop(&D), 0, "qrsd's exit (log %s)", D.log);
 }
 
 /* ---- the upstream client against a hostile upstream ------------------- */
