@@ -15,6 +15,7 @@
 
 #include "base/container.h"
 #include "base/log.h"
+#include "base/regfile.h"
 #include "grpc/gserve.h"
 
 enum kind {
@@ -420,26 +421,16 @@ request_new(struct gserve *g, enum kind k)
   }
 }
 
+/* A PEM file (a regular file, links followed: secrets are often mounted
+   as links), or NULL with err set. */
 static char *
 read_pem(const char *path, char *err, size_t errlen)
 {
-  FILE *f;
   char *buf;
-  size_t n;
 
-  f = fopen(path, "re");
-  if (!f) {
-    snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+  if (regfile_read(path, REGFILE_FOLLOW, 1 << 20, &buf, NULL, err,
+                   errlen) < 0)
     return NULL;
-  }
-  buf = malloc((1 << 20) + 1);
-  n = buf ? fread(buf, 1, 1 << 20, f) : 0;
-  fclose(f);
-  if (!buf) {
-    snprintf(err, errlen, "out of memory");
-    return NULL;
-  }
-  buf[n] = '\0';
   return buf;
 }
 

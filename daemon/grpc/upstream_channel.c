@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "base/names.h"
+#include "base/regfile.h"
 #include "grpc/upstream_int.h"
 #include "persist/atomicfile.h"
 
@@ -227,30 +228,20 @@ upstream__status_detail(char *buf, size_t len, grpc_status_code st,
 
 /* ---- set-up ----------------------------------------------------------- */
 
+/* The whole of a key or certificate file (a regular file, links
+   followed: secrets are often mounted as links), or NULL with err set. */
 static char *
 slurp(const char *path, size_t max, const char *what, char *err,
       size_t errlen)
 {
-  FILE *f;
+  char msg[256];
   char *buf;
-  size_t n;
 
-  f = fopen(path, "re");
-  if (!f) {
-    snprintf(err, errlen, "cannot read %s '%s': %s", what, path,
-             strerror(errno));
+  if (regfile_read(path, REGFILE_FOLLOW, max, &buf, NULL, msg,
+                   sizeof(msg)) < 0) {
+    snprintf(err, errlen, "cannot read %s %s", what, msg);
     return NULL;
   }
-  buf = malloc(max + 1);
-  n = buf ? fread(buf, 1, max + 1, f) : 0;
-  fclose(f);
-  if (!buf || n > max) {
-    snprintf(err, errlen, "%s '%s' is larger than %zu bytes", what, path,
-             max);
-    free(buf);
-    return NULL;
-  }
-  buf[n] = '\0';
   return buf;
 }
 
