@@ -142,6 +142,8 @@ static const struct jsonfield source_rows[] = {
   JSONFIELD_OBJECT_IF("quota", &quota_table, struct source_view,
                       ri.has_upstream),
   SV_UP("echo_failures", U64, ri.up.echo_failures),
+  SV_UP("stream_violations", U64, ri.up.stream_violations),
+  SV_UP("quarantined", BOOL, ri.up.quarantined),
   SV_UP("authenticated", BOOL, ri.up.authenticated),
   JSONFIELD_POINTER_ROW("stats", struct source_view, mon, &stats_table),
   JSONFIELD_POINTER_ROW("local", struct source_view, ls, &local_table),
