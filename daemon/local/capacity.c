@@ -1,5 +1,6 @@
 /* Measured throughput and admission control. */
 #include <math.h>
+#include <string.h>
 
 #include "local/capacity.h"
 #include "timestamp.h"
@@ -11,13 +12,8 @@
 void
 capacity_init(struct capacity *c)
 {
+  memset(c, 0, sizeof(*c));     /* not measured, nothing counted */
   pthread_mutex_init(&c->lock, NULL);
-  c->rate = 0.0;
-  c->reads = 0;
-  c->bytes = 0;
-  c->busy_ns = 0;
-  c->refused = 0;
-  c->last_ns = 0;
 }
 
 void
