@@ -48,23 +48,44 @@ apply_text(struct parser *p, struct qrsd_conf *conf, const char *text,
   return 0;
 }
 
+/* "; did you mean 'NAME'?" into buf when name is a typo of a declared
+   source (or, with builtins, of error, system or mock), else "". */
+static void
+source_hint(char *buf, size_t len, const struct qrsd_conf *conf,
+            const char *name, int builtins)
+{
+  static const char *const builtin[] = { "error", "system", "mock" };
+  const char *names[CONF_MAX_SOURCES + 4];
+  size_t i, n;
+
+  n = 0;
+  for (i = 0; i < conf->n_sources && i < CONF_MAX_SOURCES; i++)
+    names[n++] = conf->sources[i].name;
+  for (i = 0; builtins && i < sizeof(builtin) / sizeof(builtin[0]); i++)
+    names[n++] = builtin[i];
+  names[n] = NULL;
+  conf__hint(buf, len, name, names);
+}
+
 /* Every fallback names "error", "system", "mock" or a declared source,
    and no chain of fallbacks comes back to where it started. */
 static int
 check_fallbacks(struct parser *p, const struct qrsd_conf *conf)
 {
   const struct conf_source *s, *t;
-  char path[MAX_PATH], chain[512];
+  char path[MAX_PATH], chain[512], hint[128];
   size_t i, steps, len;
 
   for (i = 0; i < conf->n_sources; i++) {
     s = &conf->sources[i];
     snprintf(path, sizeof(path), "sources.%s.fallback", s->name);
     if (strcmp(s->fallback, "error") && strcmp(s->fallback, "system") &&
-        strcmp(s->fallback, "mock") && !conf_find_source(conf, s->fallback))
+        strcmp(s->fallback, "mock") && !conf_find_source(conf, s->fallback)) {
+      source_hint(hint, sizeof(hint), conf, s->fallback, 1);
       return conf__fail(p, s->fallback_line, path, "'%s' is not a declared "
                         "source (use error, system, mock or a source under "
-                        "sources)", s->fallback);
+                        "sources)%s", s->fallback, hint);
+    }
   }
   for (i = 0; i < conf->n_sources; i++) {
     s = &conf->sources[i];
@@ -120,6 +141,7 @@ check_test_sources(struct parser *p, const struct qrsd_conf *conf)
 static int
 check(struct parser *p, const struct qrsd_conf *conf, const struct node *root)
 {
+  char hint[128];
   int line;
 
   line = check_fallbacks(p, conf);
@@ -133,8 +155,9 @@ check(struct parser *p, const struct qrsd_conf *conf, const struct node *root)
     line = conf__key_line(root, "default_source", NULL);
     if (!line)
       line = conf__key_line(root, "sources", NULL);
+    source_hint(hint, sizeof(hint), conf, conf->default_source, 0);
     return conf__fail(p, line, "default_source", "source '%s' is not declared "
-                      "under sources", conf->default_source);
+                      "under sources%s", conf->default_source, hint);
   }
   if (*conf->compat_listen) {
     const char *l = conf->compat_listen;
@@ -145,10 +168,12 @@ check(struct parser *p, const struct qrsd_conf *conf, const struct node *root)
                         "grpc_compat.listen", "'%s' is neither unix:PATH nor a "
                         "loopback address (127.0.0.1:PORT, localhost:PORT, "
                         "[::1]:PORT)", l);
-    if (!conf_find_source(conf, conf->compat_source))
+    if (!conf_find_source(conf, conf->compat_source)) {
+      source_hint(hint, sizeof(hint), conf, conf->compat_source, 0);
       return conf__fail(p, conf__key_line(root, "grpc_compat", "source"),
                         "grpc_compat.source", "source '%s' is not declared "
-                        "under sources", conf->compat_source);
+                        "under sources%s", conf->compat_source, hint);
+    }
   }
   if (conf->amp_sample_count > conf->max_sample_count) {
     line = conf__key_line(root, "amplifier", "sample_count");

@@ -56,6 +56,23 @@ Test(conf_hints, a_misspelled_source_type_names_the_type_and_the_list)
                "this build (supported: " TYPES "); did you mean 'grpc'?");
 }
 
+Test(conf_hints, a_misspelled_source_name_names_the_source_meant)
+{
+  expect_error("sources:\n  quantum: { type: system }\n"
+               "default_source: quantun\n", 3,
+               "default_source: source 'quantun' is not declared under "
+               "sources; did you mean 'quantum'?");
+  expect_error("sources:\n  quantum: { type: system, fallback: sytem }\n"
+               "default_source: quantum\n", 2,
+               "sources.quantum.fallback: 'sytem' is not a declared source "
+               "(use error, system, mock or a source under sources); did "
+               "you mean 'system'?");
+  expect_error("sources:\n  quantum: { type: system, fallback: elsewhere }\n"
+               "default_source: quantum\n", 2,
+               "sources.quantum.fallback: 'elsewhere' is not a declared "
+               "source (use error, system, mock or a source under sources)");
+}
+
 Test(conf_hints, a_misspelled_choice_names_the_choice_meant)
 {
   expect_error("amplifier: { type: zscore_men }\n", 1,
