@@ -380,17 +380,7 @@ fail:
   return r;
 }
 
-/* The exact daily count at shutdown (upstream_free(), or the last
-   reservation write's completion after it). */
-static void
-quota_final_flush(struct upstream *u)
-{
-  int r = quota_flush(&u->quota, now_s(), time(NULL));
-
-  if (r < 0)
-    log_warn("source '%s': cannot save today's quota count: %s", u->name,
-             strerror(-r));
-}
+static void quota_final_flush(struct upstream *u);
 
 void
 upstream_free(struct upstream *u)
@@ -398,10 +388,10 @@ upstream_free(struct upstream *u)
   if (!u || u->closing)
     return;
   u->closing = 1;
-  /* The exact count, now or (a reservation write in flight: two writers
-     of one file) once that write is done. */
-  if (!u->quota.pending)
-    quota_final_flush(u);
+  /* The exact count, on a worker thread (the loop still runs: this is
+     registry_stop()), now or once a reservation write in flight is done
+     (two writers of one file). */
+  quota_final_flush(u);
   upstream__attempts_cancel(u);
   upstream__probe_cancel(u);          /* its waiters fail on the next turn */
   upstream__sessions_close(u);
@@ -454,28 +444,21 @@ qwrite_done(uv_work_t *w, int status)
   quota_persist_done(&u->quota, q->value, status < 0 ? status : q->r);
   free(q);
   u->live--;
-  if (u->closing) {
-    /* upstream_free() left the exact count for after this write. */
-    quota_final_flush(u);
-  } else {
-    persist_log(u);
+  persist_log(u);
+  if (u->closing)
+    quota_final_flush(u);       /* if it waited for this write */
+  else
     qwrite_start(u);
-  }
   upstream__maybe_free(u);
 }
 
+/* Write the state text buf on a worker thread; a failure to queue is
+   reported as the write's. */
 static void
-qwrite_start(struct upstream *u)
+qwrite_queue(struct upstream *u, const char *buf, size_t len, uint64_t value)
 {
   struct qwrite *q;
-  char buf[QUOTA_STATE_MAX];
-  uint64_t value;
-  size_t len;
 
-  /* Most admissions: nothing due, nothing allocated. */
-  if (!quota_persist_due(&u->quota, now_s(), time(NULL), buf, &len,
-                         &value))
-    return;
   q = malloc(sizeof(*q));
   if (!q) {
     quota_persist_done(&u->quota, value, -ENOMEM);
@@ -495,6 +478,34 @@ qwrite_start(struct upstream *u)
     return;
   }
   u->live++;
+}
+
+static void
+qwrite_start(struct upstream *u)
+{
+  char buf[QUOTA_STATE_MAX];
+  uint64_t value;
+  size_t len;
+
+  /* Most admissions: nothing due, nothing allocated. */
+  if (quota_persist_due(&u->quota, now_s(), time(NULL), buf, &len, &value))
+    qwrite_queue(u, buf, len, value);
+}
+
+/* The exact daily count at shutdown: once, after any write in flight. */
+static void
+quota_final_flush(struct upstream *u)
+{
+  char buf[QUOTA_STATE_MAX];
+  uint64_t value;
+  size_t len;
+
+  if (u->quota_flushed)
+    return;
+  if (!quota_flush_due(&u->quota, now_s(), time(NULL), buf, &len, &value))
+    return;
+  u->quota_flushed = 1;
+  qwrite_queue(u, buf, len, value);
 }
 
 enum quota_verdict

@@ -131,6 +131,7 @@ struct upstream {
   uint64_t distrust_until;            /* ns: quarantined until, 0: never */
   char distrust_why[200];             /* the violation that caused it */
   int persist_logged;                 /* quota persist error last logged */
+  int quota_flushed;                  /* the exact count queued at shutdown */
 };
 
 /* The loop's clock (CLOCK_MONOTONIC), in ns and in s. */

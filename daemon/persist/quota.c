@@ -9,7 +9,6 @@
 
 #include "base/log.h"
 #include "base/regfile.h"
-#include "persist/atomicfile.h"
 #include "persist/quota.h"
 
 #define STATE_MAX 8192
@@ -211,24 +210,6 @@ serialize(struct quota *q, uint64_t value, double now_mono, time_t now_real,
   return (size_t)n;
 }
 
-/* Write value now (clean shutdown: not while serving). */
-static int
-persist(struct quota *q, uint64_t value, double now_mono, time_t now_real)
-{
-  char buf[QUOTA_STATE_MAX];
-  size_t len;
-  int r;
-
-  if (!q->path)
-    return 0;
-  len = serialize(q, value, now_mono, now_real, buf);
-  r = atomicfile_write(q->path, buf, len, 1);
-  q->persist_error = r;
-  if (r == 0)
-    q->persisted = value;
-  return r;
-}
-
 /* The reservation block: 1/256 of the daily limit (at least a byte), or
    QUOTA_PERSIST_BLOCK without one. */
 static uint64_t
@@ -415,11 +396,17 @@ quota_day_bytes(struct quota *q, time_t now_real)
 }
 
 int
-quota_flush(struct quota *q, double now_mono, time_t now_real)
+quota_flush_due(struct quota *q, double now_mono, time_t now_real,
+                char *buf, size_t *ret_len, uint64_t *ret_value)
 {
-  if (!q->path)
+  if (!q->path || q->pending)
     return 0;
-  return persist(q, q->day_bytes, now_mono, now_real);
+  roll_day(q, now_real);
+  *ret_value = q->day_bytes;
+  *ret_len = serialize(q, *ret_value, now_mono, now_real, buf);
+  q->pending = 1;
+  q->pending_day = q->day;
+  return 1;
 }
 
 const char *

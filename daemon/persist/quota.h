@@ -12,8 +12,8 @@
    half a block of it is left.  Those writes are not made here (an fsync
    must not hold up the loop): quota_persist_due() hands the text to the
    caller, which writes it on a worker thread and reports with
-   quota_persist_done().  quota_flush() writes the exact count (clean
-   shutdown).  After a crash the count resumes from the reservation, so a
+   quota_persist_done(); quota_flush_due() hands over the exact count the
+   same way (clean shutdown).  After a crash the count resumes from the reservation, so a
    crash costs at most one block (1/256 of the day's allowance) and never
    more than what was left of it; at most about 512 reservations are
    written in a day of full use.  The count under-counts only if more
@@ -28,7 +28,7 @@
 
    Bookkeeping: the caller passes the times; the only file I/O is
    quota_init()'s read (start-up, before the loop serves; see
-   base/regfile.h) and quota_flush().  Loop thread only. */
+   base/regfile.h).  Loop thread only. */
 #ifndef QRSD_QUOTA_H
 #define QRSD_QUOTA_H
 
@@ -106,9 +106,12 @@ uint64_t quota_minute_requests(struct quota *q, double now_mono);
 /* Bytes used today (rolls over at UTC midnight). */
 uint64_t quota_day_bytes(struct quota *q, time_t now_real);
 
-/* Persist the exact count.  0 or a negative errno; no-op without a state
-   file. */
-int quota_flush(struct quota *q, double now_mono, time_t now_real);
+/* The exact count to persist at a clean shutdown, as quota_persist_due()
+   hands over a reservation (report with quota_persist_done()): 1 with
+   the text in buf, or 0 without a state file or while a write is in
+   flight (ask again when it is done). */
+int quota_flush_due(struct quota *q, double now_mono, time_t now_real,
+                    char *buf, size_t *ret_len, uint64_t *ret_value);
 
 const char *quota_verdict_name(enum quota_verdict v);
 

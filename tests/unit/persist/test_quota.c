@@ -35,22 +35,39 @@ rm_tmp(void)
    timeout turns that into a failure. */
 TestSuite(quota, .init = mkdir_tmp, .fini = rm_tmp, .timeout = 10);
 
-/* What the daemon does after an admission (upstream_channel.c, there on
-   a worker thread): write the reservation that is due, if any.  Returns
-   the write's result (1: none due). */
+typedef int due_fn(struct quota *q, double now_mono, time_t now_real,
+                   char *buf, size_t *ret_len, uint64_t *ret_value);
+
+/* What the daemon does (upstream_channel.c, there on a worker thread)
+   with the text due() hands over: write it and report.  Returns the
+   write's result (1: nothing due). */
 static int
-write_due(struct quota *q, double now_mono, time_t now_real)
+write_text(struct quota *q, due_fn *due, double now_mono, time_t now_real)
 {
   char buf[QUOTA_STATE_MAX];
   uint64_t value;
   size_t len;
   int r;
 
-  if (!quota_persist_due(q, now_mono, now_real, buf, &len, &value))
+  if (!due(q, now_mono, now_real, buf, &len, &value))
     return 1;
   r = atomicfile_write(q->path, buf, len, 1);
   quota_persist_done(q, value, r);
   return r;
+}
+
+/* After an admission: the reservation that is due, if any. */
+static int
+write_due(struct quota *q, double now_mono, time_t now_real)
+{
+  return write_text(q, quota_persist_due, now_mono, now_real);
+}
+
+/* A clean shutdown: the exact count. */
+static int
+flush_exact(struct quota *q, double now_mono, time_t now_real)
+{
+  return write_text(q, quota_flush_due, now_mono, now_real);
 }
 
 /* The state file's text (the caller frees it). */
@@ -151,7 +168,7 @@ Test(quota, the_daily_count_survives_a_restart)
   cr_assert_eq(quota_day_bytes(&q, T0 + 60), 12345 + 10000000 / 256);
   /* A clean flush keeps the exact count. */
   q.day_bytes = 20000;
-  cr_assert_eq(quota_flush(&q, 0.0, T0 + 60), 0);
+  cr_assert_eq(flush_exact(&q, 0.0, T0 + 60), 0);
   quota_done(&q);
   text = state_text("qrng");
   cr_assert_str_eq(text, "{\"day\":\"2025-12-01\",\"bytes_used\":20000,"
@@ -394,7 +411,7 @@ Test(quota, the_minute_window_survives_a_restart)
                0);
   for (i = 0; i < 3; i++)
     cr_assert_eq(quota_admit(&q, 10, 1000.0 + i, T0 + i), QUOTA_OK);
-  cr_assert_eq(quota_flush(&q, 1002.5, T0 + 2), 0);
+  cr_assert_eq(flush_exact(&q, 1002.5, T0 + 2), 0);
   quota_done(&q);
 
   /* 10 s later, in a process whose monotonic clock reads 5. */
