@@ -28,13 +28,9 @@ typedef uint16_t v8h __attribute__((vector_size(16)));
 typedef float v4f __attribute__((vector_size(16)));
 typedef double v4d __attribute__((vector_size(32)));
 
-static inline __attribute__((always_inline)) v8f
-splatf(float x)
-{
-  v8f v = { x, x, x, x, x, x, x, x };
-
-  return v;
-}
+/* x in every lane (a macro: clang rejects a call from the AVX2 variant
+   to a function compiled without AVX that returns a v8f). */
+#define SPLATF(x) ((v8f){ (x), (x), (x), (x), (x), (x), (x), (x) })
 
 /* max(a, b) lane by lane (b where a is NaN). */
 #define FMAX8(a, b) \
@@ -143,6 +139,7 @@ fma_soft(v8f a, v8f b, v8f c)
 }
 
 #define MK(name) name##_sse2
+#define MTARGET
 #define MFMA(a, b, c) fma_soft(a, b, c)
 #define MMAX8(a, b) FMAX8(a, b)
 #define MMIN8(a, b) FMIN8(a, b)
@@ -154,9 +151,8 @@ fma_soft(v8f a, v8f b, v8f c)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_MOM_AVX2 1
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
 #define MK(name) name##_avx2
+#define MTARGET __attribute__((target("avx2,fma,f16c")))
 /* maxps / minps: a > b ? a : b (a < b ? a : b), b where a is NaN or
    both are zeros: FMAX8 / FMIN8 exactly, in one instruction. */
 #define MMAX8(a, b) ((v8f)_mm256_max_ps((__m256)(a), (__m256)(b)))
@@ -170,7 +166,6 @@ fma_soft(v8f a, v8f b, v8f c)
   ((v8f)_mm256_slli_epi32(_mm256_cvtepu16_epi32((__m128i)(h)), 16))
 #define MCVT_F16(h) ((v8f)_mm256_cvtph_ps((__m128i)(h)))
 #include "moments_impl.h"
-#pragma GCC pop_options
 #endif
 
 int

@@ -6,6 +6,8 @@
      MCVT_LO(s), MCVT_HI(s)  lanes 0-3 / 4-7 of s as 4 doubles
      MCVT_BF16(h), MCVT_F16(h)  8 bfloat16 / float16 values (v8h) as
                     floats (exact conversions)
+     MTARGET        the variant's target attribute (its instruction
+                    sets), on every function of the variant
    Every operation is on 8-lane vectors (GCC lowers them to the
    variant's registers), so each lane computes the same IEEE operations
    in every variant.  It undefines them at its end, ready for the next
@@ -13,7 +15,7 @@
 
 /* 8 values of a float32 / float16 / bfloat16 row from i, exact
    conversions; lanes past n are -inf. */
-static inline __attribute__((always_inline)) v8f
+static inline __attribute__((always_inline)) MTARGET v8f
 MK(load)(const void *data, size_t i, size_t n, int dt)
 {
   v8f x;
@@ -43,7 +45,7 @@ MK(load)(const void *data, size_t i, size_t n, int dt)
 /* exp(d) for -87 <= d <= 0: d = k ln2 + r, |r| <= ln2 / 2 (ln2 split in
    two floats), the degree-6 Taylor polynomial of exp(r) by Horner with
    fused multiply-adds, times 2^k in the exponent field. */
-static inline __attribute__((always_inline)) v8f
+static inline __attribute__((always_inline)) MTARGET v8f
 MK(expf)(v8f d)
 {
   v8f kf, r, p;
@@ -63,16 +65,16 @@ MK(expf)(v8f d)
   return (v8f)((v8i)p + (ki << 23));
 }
 
-static float
+static MTARGET float
 MK(expf1)(float d)
 {
-  return MK(expf)(splatf(d))[0];
+  return MK(expf)(SPLATF(d))[0];
 }
 
 /* The moments of 8 values against the max mv into the partial sums.
    masked 0: the caller knows every d >= -87 (the same bits as with the
    mask, in fewer operations). */
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) MTARGET void
 MK(macc)(v8f x, v8f mv, v8f *zf, v8f *wf, v8f *w2f, int masked)
 {
   v8f d, dc, e, ed;
@@ -93,7 +95,7 @@ MK(macc)(v8f x, v8f mv, v8f *zf, v8f *wf, v8f *w2f, int masked)
   *w2f = MFMA(ed, dc, *w2f);
 }
 
-static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) MTARGET void
 MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
          struct qrs__fmom *ret, float *mb, int dt)
 {
@@ -110,20 +112,20 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
   n = v->n;
   m = -INFINITY;
   z = w = w2 = 0.0;
-  nan = nan1 = (v8i)splatf(0.0f);
+  nan = nan1 = (v8i)SPLATF(0.0f);
   ret->nrescale = 0;
   rmin = INFINITY;
   for (i = 0; i < n; i = end) {
     end = i + MOM_BLOCK < n ? i + MOM_BLOCK : n;
     /* The block's max (and NaN), then its moments from L1. */
-    mx = mx1 = splatf(-INFINITY);
-    mn = mn1 = splatf(INFINITY);
+    mx = mx1 = SPLATF(-INFINITY);
+    mn = mn1 = SPLATF(INFINITY);
     /* Per QRS__MOM_SUB values: their max per lane (merged into the
        block's: the same first maximal value per lane as a running max),
        stored for the caller when mb is given. */
     for (q = i; q < end; q = qend) {
       qend = q + QRS__MOM_SUB < end ? q + QRS__MOM_SUB : end;
-      sm = sm1 = splatf(-INFINITY);
+      sm = sm1 = SPLATF(-INFINITY);
       for (j = q; j < qend; j += 16) {
         x = MK(load)(v->data, j, n, dt);
         if (dt != QRS_DTYPE_F32)
@@ -172,7 +174,7 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
     }
     if (!(m > -INFINITY && m < INFINITY))
       continue;   /* nothing finite yet, or +inf: the row is rejected */
-    mv = splatf(m);
+    mv = SPLATF(m);
     for (l = 0; l < 2; l++)
       zd[l] = wd[l] = w2d[l] = c_zero4;
     /* Groups of MOM_GROUP values (lanes past n are -inf: weight 0): two
@@ -190,7 +192,7 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
       lim = end - i;
     }
     for (j = i; j < end; j += MOM_GROUP) {
-      za = wa = w2a = zb = wb = w2b = splatf(0.0f);
+      za = wa = w2a = zb = wb = w2b = SPLATF(0.0f);
       for (k = 0; k < MOM_GROUP; k += 16) {
         xa = MK(load)(src, j - base + (size_t)k, lim, QRS_DTYPE_F32);
         xb = MK(load)(src, j - base + (size_t)k + 8, lim, QRS_DTYPE_F32);
@@ -224,21 +226,21 @@ MK(fmom)(const struct qrs__view *v, struct qrs__scan *sc,
 }
 
 /* One function per dtype (the loads specialised). */
-static void
+static MTARGET void
 MK(fmom_f32)(const struct qrs__view *v, struct qrs__scan *sc,
              struct qrs__fmom *ret, float *mb)
 {
   MK(fmom)(v, sc, ret, mb, QRS_DTYPE_F32);
 }
 
-static void
+static MTARGET void
 MK(fmom_bf16)(const struct qrs__view *v, struct qrs__scan *sc,
               struct qrs__fmom *ret, float *mb)
 {
   MK(fmom)(v, sc, ret, mb, QRS_DTYPE_BF16);
 }
 
-static void
+static MTARGET void
 MK(fmom_f16)(const struct qrs__view *v, struct qrs__scan *sc,
              struct qrs__fmom *ret, float *mb)
 {
@@ -253,3 +255,4 @@ MK(fmom_f16)(const struct qrs__view *v, struct qrs__scan *sc,
 #undef MCVT_HI
 #undef MCVT_BF16
 #undef MCVT_F16
+#undef MTARGET

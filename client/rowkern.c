@@ -20,8 +20,25 @@
 
 #include "rowkern_int.h"
 
+#ifdef QRS__HAVE_AVX2_VARIANT
+#include <cpuid.h>
+#endif
+
 /* 0: not decided yet, 1: SSE2, 2: AVX2. */
 static int kernel_level;
+
+#ifdef QRS__HAVE_AVX2_VARIANT
+/* F16C, from CPUID leaf 1 (clang's __builtin_cpu_supports() does not
+   know it; the "avx2" test has checked that the OS saves the YMM
+   registers). */
+static int
+have_f16c(void)
+{
+  unsigned a, b, c, d;
+
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
 
 static int
 level(void)
@@ -35,7 +52,7 @@ level(void)
 #ifdef QRS__HAVE_AVX2_VARIANT
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2") &&
+      have_f16c() && __builtin_cpu_supports("bmi2") &&
       __builtin_cpu_supports("popcnt"))
     l = 2;
 #endif

@@ -1,9 +1,9 @@
-/* The AVX2 variant of the row kernels (x86-64 with GCC; meson builds
-   this file there only): AVX2 + FMA, F16C for float16 rows, BMI2 for
-   the compressed stores, 4 doubles / 8 floats per vector.  rowkern.c
-   takes it when the CPU has all of them.  rowkern_isa.h is the
-   template; this file only says how the variant's vectors load,
-   compare and reduce. */
+/* The AVX2 variant of the row kernels (x86-64; meson builds this file
+   there only, with -mavx2 -mfma -mf16c -mbmi2 -mpopcnt): AVX2 + FMA,
+   F16C for float16 rows, BMI2 for the compressed stores, 4 doubles / 8
+   floats per vector.  rowkern.c takes it when the CPU has all of them.
+   rowkern_isa.h is the template; this file only says how the variant's
+   vectors load, compare and reduce. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -18,7 +18,6 @@ typedef int64_t v4di __attribute__((vector_size(32)));
 typedef int32_t v8si __attribute__((vector_size(32)));
 typedef float v8sf __attribute__((vector_size(32)));
 
-#pragma GCC target("avx2,fma,f16c,bmi2,popcnt")
 #define KS_ISA avx2
 #define KS_VMAX(a, b) ((v8sf)_mm256_max_ps((__m256)(a), (__m256)(b)))
 #define KS_VMIN(a, b) ((v8sf)_mm256_min_ps((__m256)(a), (__m256)(b)))

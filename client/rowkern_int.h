@@ -184,7 +184,7 @@ struct qrs__kisa {
   float (*expf1)(float);
 };
 
-/* SSE2 (every build); AVX2 + FMA + F16C + BMI2 (x86-64 with GCC). */
+/* SSE2 (every build); AVX2 + FMA + F16C + BMI2 (x86-64). */
 extern const struct qrs__kisa qrs__kisa_sse2;
 #if defined(__x86_64__) && defined(__GNUC__)
 #define QRS__HAVE_AVX2_VARIANT 1
