@@ -128,6 +128,9 @@ read_entropy(struct srv *s, uint8_t *buf, size_t n, uint64_t *ret_ts_ns)
 }
 /* ================== end of the vendor template ======================= */
 
+static void logmsg(struct srv *s, const char *fmt, ...)
+  __attribute__((format(printf, 2, 3)));
+
 static void
 logmsg(struct srv *s, const char *fmt, ...)
 {

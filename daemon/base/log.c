@@ -233,6 +233,9 @@ log_flush(void)
   }
 }
 
+static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+  __attribute__((format(printf, 2, 0)));
+
 static void
 log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {

@@ -38,6 +38,9 @@ prepare(void)
   daemon_prepare(&D, NULL);
 }
 
+static void start_qrsd(const char *fmt, ...)
+  __attribute__((format(printf, 1, 2)));
+
 static void
 start_qrsd(const char *fmt, ...)
 {
