@@ -104,6 +104,7 @@ expect_field(const struct qrs_sampler_config *cfg, const char *field,
 Test(sampler, presets_have_the_reference_values)
 {
   struct json_object *v, *presets;
+  struct json_object_iter p, f;
   struct qrs_sampler_config *cfg;
   size_t i, n;
 
@@ -114,13 +115,13 @@ Test(sampler, presets_have_the_reference_values)
     n++;
   cr_expect_eq(n, 7);
   cr_expect_eq((size_t)json_object_object_length(presets), n);
-  json_object_object_foreach(presets, name, fields) {
+  json_object_object_foreachC(presets, p) {
     cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
-    cr_assert_eq(qrs_sampler_config_set_preset(cfg, name), 0, "%s", name);
-    cr_expect_str_eq(qrs_sampler_config_preset(cfg), name);
-    json_object_object_foreach(fields, f, val) {
-      expect_field(cfg, f, val, name);
-      cr_expect_eq(qrs_sampler_config_layer(cfg, f), QRS_LAYER_PRESET);
+    cr_assert_eq(qrs_sampler_config_set_preset(cfg, p.key), 0, "%s", p.key);
+    cr_expect_str_eq(qrs_sampler_config_preset(cfg), p.key);
+    json_object_object_foreachC(p.val, f) {
+      expect_field(cfg, f.key, f.val, p.key);
+      cr_expect_eq(qrs_sampler_config_layer(cfg, f.key), QRS_LAYER_PRESET);
     }
     qrs_sampler_config_free(cfg);
   }
@@ -130,6 +131,7 @@ Test(sampler, presets_have_the_reference_values)
 Test(sampler, config_hash_matches_the_reference)
 {
   struct json_object *v, *pp, *res;
+  struct json_object_iter it;
   struct qrs_sampler_config *cfg;
   char h[17];
 
@@ -142,12 +144,12 @@ Test(sampler, config_hash_matches_the_reference)
   cr_expect_str_eq(h, "a42d7a5feb80957d");
   qrs_sampler_config_free(cfg);
   res = vec_get(pp, "resolved_presets_over_defaults");
-  json_object_object_foreach(res, name, r) {
+  json_object_object_foreachC(res, it) {
     cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
-    cr_assert_eq(qrs_sampler_config_set_preset(cfg, name), 0);
+    cr_assert_eq(qrs_sampler_config_set_preset(cfg, it.key), 0);
     cr_assert_eq(qrs_sampler_config_hash(cfg, h), 0);
-    cr_expect_str_eq(h, json_object_get_string(vec_get(r, "config_hash")),
-                     "preset %s", name);
+    cr_expect_str_eq(h, json_object_get_string(vec_get(it.val, "config_hash")),
+                     "preset %s", it.key);
     qrs_sampler_config_free(cfg);
   }
   /* A qrs extension field at a non-default value changes the hash. */
@@ -162,6 +164,7 @@ Test(sampler, config_hash_matches_the_reference)
 Test(sampler, per_request_arguments_resolve_like_the_reference)
 {
   struct json_object *v, *cases, *c, *args, *res, *err;
+  struct json_object_iter it;
   struct qrs_sampler_config *cfg;
   char buf[256], h[17];
   size_t i, nerr, nok;
@@ -176,9 +179,9 @@ Test(sampler, per_request_arguments_resolve_like_the_reference)
     res = vec_get(c, "result");
     cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
     first = 0;
-    json_object_object_foreach(args, key, val) {
-      cfg_text(val, buf, sizeof(buf));
-      r = qrs_sampler_config_set_arg(cfg, key, buf);
+    json_object_object_foreachC(args, it) {
+      cfg_text(it.val, buf, sizeof(buf));
+      r = qrs_sampler_config_set_arg(cfg, it.key, buf);
       if (r < 0 && !first)
         first = r;
     }
@@ -197,8 +200,8 @@ Test(sampler, per_request_arguments_resolve_like_the_reference)
       cr_assert_eq(qrs_sampler_config_hash(cfg, h), 0);
       cr_expect_str_eq(h, json_object_get_string(vec_get(res, "config_hash")),
                        "case %zu", i);
-      json_object_object_foreach(vec_get(res, "changed_fields"), f, want)
-          expect_field(cfg, f, want, "resolve");
+      json_object_object_foreachC(vec_get(res, "changed_fields"), it)
+          expect_field(cfg, it.key, it.val, "resolve");
       nok++;
     }
     qrs_sampler_config_free(cfg);
@@ -211,6 +214,7 @@ Test(sampler, per_request_arguments_resolve_like_the_reference)
 Test(sampler, environment_follows_the_reference_names)
 {
   struct json_object *v, *cases, *c, *env, *res, *ch;
+  struct json_object_iter it;
   struct qrs_sampler_config *cfg;
   char *envp[8], text[512];
   size_t i, k;
@@ -223,9 +227,9 @@ Test(sampler, environment_follows_the_reference_names)
     env = vec_get(c, "env");
     res = vec_get(c, "result");
     k = 0;
-    json_object_object_foreach(env, name, val) {
-      snprintf(text, sizeof(text), "%s=%s", name,
-               json_object_get_string(val));
+    json_object_object_foreachC(env, it) {
+      snprintf(text, sizeof(text), "%s=%s", it.key,
+               json_object_get_string(it.val));
       envp[k++] = strdup(text);
     }
     envp[k] = NULL;
@@ -235,14 +239,14 @@ Test(sampler, environment_follows_the_reference_names)
        the sampler's: ignored, with or without a bad value. */
     cr_assert_geq(r, 0, "env case %zu: %s", i, qrs_sampler_config_error(cfg));
     if (json_object_object_get_ex(res, "changed_fields", &ch)) {
-      json_object_object_foreach(ch, f, want) {
-        if (!strcmp(f, "preset")) {
+      json_object_object_foreachC(ch, it) {
+        if (!strcmp(it.key, "preset")) {
           cr_expect_eq(qrs_sampler_config_preset(cfg), NULL, "QR_PRESET=''");
           continue;
         }
-        expect_field(cfg, f, want, "env");
-        if (!json_object_is_type(want, json_type_object))
-          cr_expect_eq(qrs_sampler_config_layer(cfg, f), QRS_LAYER_ENV);
+        expect_field(cfg, it.key, it.val, "env");
+        if (!json_object_is_type(it.val, json_type_object))
+          cr_expect_eq(qrs_sampler_config_layer(cfg, it.key), QRS_LAYER_ENV);
       }
     }
     while (k > 0)
@@ -422,6 +426,7 @@ run_scenario(struct json_object *sc)
 {
   struct json_object *ov, *steps, *st, *rec_j, *blocks, *draws, *dj, *x_j,
       *oh;
+  struct json_object_iter it;
   struct qrs_sampler_config *cfg;
   struct qrs_sampler *s;
   struct qrs_token_record rec;
@@ -442,13 +447,13 @@ run_scenario(struct json_object *sc)
   cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
   server = 0;
   prefetch_cfg = 1;
-  json_object_object_foreach(ov, key, val) {
-    cfg_text(val, buf, sizeof(buf));
-    cr_assert_eq(qrs_sampler_config_set(cfg, key, buf), 0, "%s: %s", name,
-                 key);
-    if (!strcmp(key, "signal_amplifier_type") && !strcmp(buf, "server"))
+  json_object_object_foreachC(ov, it) {
+    cfg_text(it.val, buf, sizeof(buf));
+    cr_assert_eq(qrs_sampler_config_set(cfg, it.key, buf), 0, "%s: %s", name,
+                 it.key);
+    if (!strcmp(it.key, "signal_amplifier_type") && !strcmp(buf, "server"))
       server = 1;
-    if (!strcmp(key, "entropy_prefetch") && !strcmp(buf, "false"))
+    if (!strcmp(it.key, "entropy_prefetch") && !strcmp(buf, "false"))
       prefetch_cfg = 0;
   }
   vocab = (size_t)json_object_get_int64(vec_get(sc, "vocab_size"));

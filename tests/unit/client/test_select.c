@@ -185,12 +185,14 @@ check_select_json(int level, int as_f32)
       if (has_key(exp, "greedy")) {
         cr_expect(o.greedy);
       } else {
-        cr_expect_eq(o.eff_top_k, jint(exp, "effective_top_k"), "%s: eff k",
-                     json_object_get_string(vec_get(c, "name")));
-        cr_expect_eq(o.eff_top_p, jint(exp, "effective_top_p_candidates"),
+        cr_expect_eq((long long)o.eff_top_k, jint(exp, "effective_top_k"),
+                     "%s: eff k", json_object_get_string(vec_get(c, "name")));
+        cr_expect_eq((long long)o.eff_top_p,
+                     jint(exp, "effective_top_p_candidates"),
                      "%s: eff top-p %zu",
                      json_object_get_string(vec_get(c, "name")), o.eff_top_p);
-        cr_expect_eq(o.eff_min_p, jint(exp, "effective_min_p_candidates"),
+        cr_expect_eq((long long)o.eff_min_p,
+                     jint(exp, "effective_min_p_candidates"),
                      "%s: eff min-p %zu",
                      json_object_get_string(vec_get(c, "name")), o.eff_min_p);
         /* The audit interval holds u (u inside (0, 1)). */

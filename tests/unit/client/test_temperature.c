@@ -25,23 +25,25 @@
 static void
 config_of(struct json_object *ov, struct qrs__cfgvals *v)
 {
+  struct json_object_iter it;
   struct qrs_sampler_config *cfg;
   char buf[QRS_NAME_MAX], raw[QRS_NAME_MAX];
   int r;
 
   raw[0] = 0;
   cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
-  json_object_object_foreach(ov, key, val) {
-    cfg_text(val, buf, sizeof(buf));
-    r = qrs_sampler_config_set(cfg, key, buf);
+  json_object_object_foreachC(ov, it) {
+    cfg_text(it.val, buf, sizeof(buf));
+    r = qrs_sampler_config_set(cfg, it.key, buf);
     if (r == QRS_E_CONFIG_VALUE &&
-        !strcmp(key, "coherence_inner_strategy")) {
+        !strcmp(it.key, "coherence_inner_strategy")) {
       cr_expect(strstr(qrs_sampler_config_error(cfg),
                        "coherence_inner_strategy") != NULL);
       snprintf(raw, sizeof(raw), "%s", buf);
       continue;
     }
-    cr_assert_eq(r, 0, "%s=%s: %s", key, buf, qrs_sampler_config_error(cfg));
+    cr_assert_eq(r, 0, "%s=%s: %s", it.key, buf,
+                 qrs_sampler_config_error(cfg));
   }
   qrs__config_resolve(cfg, v);
   if (raw[0])
