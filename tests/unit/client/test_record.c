@@ -99,16 +99,16 @@ Test(record, full_line_has_every_field_in_order_and_nulls)
     "entropy_source_type", "entropy_production",
   };
   struct qrs_token_record r;
+  struct json_object_iter it;
   struct json_object *o;
   size_t i;
 
   sample_record(&r);
   o = line_of(&r, 2);
   i = 0;
-  json_object_object_foreach(o, k, v) {
-    (void)v;
+  json_object_object_foreachC(o, it) {
     cr_assert_lt(i, sizeof(order) / sizeof(order[0]));
-    cr_expect_str_eq(k, order[i], "field %zu", i);
+    cr_expect_str_eq(it.key, order[i], "field %zu", i);
     i++;
   }
   cr_expect_eq(i, sizeof(order) / sizeof(order[0]));
