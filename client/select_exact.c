@@ -43,6 +43,45 @@ sort_list(uint32_t *pos, double *x, double *e, size_t n)
   }
 }
 
+/* The crossing is list entry k, of weight e, after before / wbefore /
+   rank of the set's mass / e*d / elements.  Returns 0. */
+static int
+hit_at(const struct qrs__sel_ws *ws, size_t k, double e, double before,
+       double wbefore, size_t rank, struct hit *ret)
+{
+  ret->vpos = ws->lpos[k];
+  ret->x = ws->lx[k];
+  ret->e = e;
+  ret->before = before;
+  ret->wbefore = wbefore;
+  ret->rank = rank;
+  return 0;
+}
+
+/* The crossing in ws's list [0, n) (n >= 1) by sorting it and summing in
+   selection order (its last entry when rounding keeps the sums short of
+   t); the arguments as for qrs__sel_refine().  Returns 0. */
+static int
+scan_sorted(struct qrs__sel_ws *ws, const struct cset *s, size_t n,
+            double invt, int kind, double t, double before, double wbefore,
+            size_t rank, struct hit *ret)
+{
+  double cz, cw, d;
+  size_t i;
+
+  sort_list(ws->lpos, ws->lx, ws->le, n);
+  for (i = 0; i < n; i++) {
+    d = (ws->lx[i] - s->m) * invt;
+    cz = before + ws->le[i];
+    cw = wbefore + ws->le[i] * d;
+    if (reached(kind, cz, cw, t) || i == n - 1)
+      break;
+    before = cz;
+    wbefore = cw;
+  }
+  return hit_at(ws, i, ws->le[i], before, wbefore, rank + i, ret);
+}
+
 /* Find the crossing in ws's list [0, n) (positions ascending, values in
    lx, weights in le), given the mass / e*d / count of the set elements
    before the whole list.  Returns 0, or 1 when the list is empty. */
@@ -51,32 +90,16 @@ qrs__sel_refine(struct qrs__sel_ws *ws, const struct cset *s, size_t n,
                 double invt, int kind, double t, double before,
                 double wbefore, size_t rank, struct hit *ret)
 {
-  double bz[NBUCKET], bw[NBUCKET], xmin, xmax, scale, cz, cw, d, e0, d0;
+  double bz[NBUCKET], bw[NBUCKET], xmin, xmax, scale, cz, cw, e0, d0;
   size_t bc[NBUCKET], i, k, lo, hi, mid;
   int b, sel;
 
   for (;;) {
     if (n == 0)
       return 1;
-    if (n <= SORT_MAX) {
-      sort_list(ws->lpos, ws->lx, ws->le, n);
-      for (i = 0; i < n; i++) {
-        d = (ws->lx[i] - s->m) * invt;
-        cz = before + ws->le[i];
-        cw = wbefore + ws->le[i] * d;
-        if (reached(kind, cz, cw, t) || i == n - 1)
-          break;
-        before = cz;
-        wbefore = cw;
-      }
-      ret->vpos = ws->lpos[i];
-      ret->x = ws->lx[i];
-      ret->e = ws->le[i];
-      ret->before = before;
-      ret->wbefore = wbefore;
-      ret->rank = rank + i;
-      return 0;
-    }
+    if (n <= SORT_MAX)
+      return scan_sorted(ws, s, n, invt, kind, t, before, wbefore, rank,
+                         ret);
     xmin = xmax = ws->lx[0];
     for (i = 1; i < n; i++) {
       xmin = ws->lx[i] < xmin ? ws->lx[i] : xmin;
@@ -98,37 +121,14 @@ qrs__sel_refine(struct qrs__sel_ws *ws, const struct cset *s, size_t n,
         else
           lo = mid + 1;
       }
-      k = n - 1 - lo;
-      ret->vpos = ws->lpos[k];
-      ret->x = ws->lx[k];
-      ret->e = e0;
-      ret->before = before + (double)lo * e0;
-      ret->wbefore = wbefore + (double)lo * e0 * d0;
-      ret->rank = rank + lo;
-      return 0;
+      return hit_at(ws, n - 1 - lo, e0, before + (double)lo * e0,
+                    wbefore + (double)lo * e0 * d0, rank + lo, ret);
     }
     scale = (double)NBUCKET / (xmax - xmin);
-    if (!isfinite(scale)) {
+    if (!isfinite(scale))
       /* A range too narrow to split: sort it (only ever a few values). */
-      sort_list(ws->lpos, ws->lx, ws->le, n);
-      cz = before;
-      cw = wbefore;
-      for (i = 0; i < n; i++) {
-        d = (ws->lx[i] - s->m) * invt;
-        if (reached(kind, cz + ws->le[i], cw + ws->le[i] * d, t) ||
-            i == n - 1)
-          break;
-        cz += ws->le[i];
-        cw += ws->le[i] * d;
-      }
-      ret->vpos = ws->lpos[i];
-      ret->x = ws->lx[i];
-      ret->e = ws->le[i];
-      ret->before = cz;
-      ret->wbefore = cw;
-      ret->rank = rank + i;
-      return 0;
-    }
+      return scan_sorted(ws, s, n, invt, kind, t, before, wbefore, rank,
+                         ret);
     memset(bz, 0, sizeof(bz));
     memset(bw, 0, sizeof(bw));
     memset(bc, 0, sizeof(bc));
