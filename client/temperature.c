@@ -506,6 +506,18 @@ tt_exchange(const struct qrs__cfgvals *cfg, struct qrs__row *r,
   return 0;
 }
 
+/* The result of a strategy of the normalised H hn alone: T (clamped by
+   the strategy) and its raw value. */
+static void
+hn_result(struct qrs__tresult *res, double T, double h, double hn,
+          double raw)
+{
+  res->T = T;
+  res->H = h;
+  res->h_norm = hn;
+  res->pre_clamp_temp = raw;
+}
+
 /* The result of a strategy of H and varentropy vh: T and min-p clamped
    from their raw values, which are kept too. */
 static void
@@ -567,10 +579,8 @@ compute(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
     if (hn == 0.0 && cfg->edt_exponent < 0.0)
       return -EDOM;   /* the reference raises: 0.0 ** negative (Q5) */
     raw = cfg->edt_base_temp * pow(hn, cfg->edt_exponent);
-    res->T = fmax(cfg->edt_min_temp, fmin(cfg->edt_max_temp, raw));
-    res->H = h;
-    res->h_norm = hn;
-    res->pre_clamp_temp = raw;
+    hn_result(res, fmax(cfg->edt_min_temp, fmin(cfg->edt_max_temp, raw)), h,
+              hn, raw);
     return 0;
   case QRS__T_HVH_DRIFT:
     qrs__row_hvh(r, &h, &vh);
@@ -623,11 +633,8 @@ compute(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
     hn = clip(h / lnv, 0.0, 1.0);
     raw = cfg->dynatemp_t_center - cfg->dynatemp_t_range +
           2.0 * cfg->dynatemp_t_range * pow(hn, cfg->dynatemp_exponent);
-    res->T = clip(raw, T_LO, T_HI);
+    hn_result(res, clip(raw, T_LO, T_HI), h, hn, raw);
     res->min_p = clip(cfg->dynatemp_min_p, MP_LO, MP_HI);
-    res->H = h;
-    res->h_norm = hn;
-    res->pre_clamp_temp = raw;
     return 0;
   case QRS__T_BELLTEMP:
     qrs__row_hvh(r, &h, &vh);
