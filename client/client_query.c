@@ -213,6 +213,19 @@ query_run(struct qrs_client *c, const struct query *q, void *ret)
   return 0;
 }
 
+/* Free o, a public struct of query q, and its source table. */
+static void
+query_free(const struct query *q, void *o)
+{
+  struct qrs_source_info *table;
+
+  if (!o)
+    return;
+  memcpy(&table, (char *)o + q->sources, sizeof(table));
+  free(table);
+  free(o);
+}
+
 static void
 status_from_wire(void *o, const ProtobufCMessage *m,
                  QrsIpc__SourceInfo ***ret_v, size_t *ret_n)
@@ -254,10 +267,7 @@ qrs_client_status(struct qrs_client *c, struct qrs_status **ret_status)
 void
 qrs_status_free(struct qrs_status *s)
 {
-  if (!s)
-    return;
-  free(s->sources);
-  free(s);
+  query_free(&status_query, s);
 }
 
 static enum qrs_health_state
@@ -305,10 +315,7 @@ qrs_client_health(struct qrs_client *c, struct qrs_health **ret_health)
 void
 qrs_health_free(struct qrs_health *h)
 {
-  if (!h)
-    return;
-  free(h->sources);
-  free(h);
+  query_free(&health_query, h);
 }
 
 static void
@@ -341,10 +348,7 @@ qrs_client_sources(struct qrs_client *c, struct qrs_sources **ret_sources)
 void
 qrs_sources_free(struct qrs_sources *s)
 {
-  if (!s)
-    return;
-  free(s->sources);
-  free(s);
+  query_free(&sources_query, s);
 }
 
 const char *
