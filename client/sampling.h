@@ -119,6 +119,12 @@ enum qrs__strategy_kind {
 const char *qrs__strategy_name(int kind);
 int qrs__strategy_kind(const char *name);
 
+/* sconfig_tables.c: the index of name among count names, the first at
+   names and each next one stride bytes on (an array of strings, or the
+   name member of an array of structs), or -1. */
+int qrs__name_index(const char *const *names, size_t count, size_t stride,
+                    const char *name);
+
 /* One token's row, with lazily computed statistics of the raw logits. */
 struct qrs__row {
   struct qrs__view v;

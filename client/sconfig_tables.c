@@ -252,16 +252,25 @@ _Static_assert(sizeof(qrs__cfg_presets) / sizeof(qrs__cfg_presets[0]) ==
                QRS__NPRESETS, "QRS__NPRESETS: the presets' count");
 
 int
-qrs__cfg_field_index(const char *name)
+qrs__name_index(const char *const *names, size_t count, size_t stride,
+                const char *name)
 {
   size_t i;
 
-  if (!name)
-    return -1;
-  for (i = 0; i < QRS__NFIELDS; i++)
-    if (!strcmp(qrs__cfg_fields[i].name, name))
+  for (i = 0; i < count; i++)
+    if (!strcmp(*(const char *const *)((const char *)names + i * stride),
+                name))
       return (int)i;
   return -1;
+}
+
+int
+qrs__cfg_field_index(const char *name)
+{
+  if (!name)
+    return -1;
+  return qrs__name_index(&qrs__cfg_fields[0].name, QRS__NFIELDS,
+                         sizeof(qrs__cfg_fields[0]), name);
 }
 
 int
@@ -279,12 +288,8 @@ qrs__cfg_is_infra(const char *name)
 int
 qrs__cfg_preset_index(const char *name)
 {
-  size_t i;
-
-  for (i = 0; i < QRS__NPRESETS; i++)
-    if (!strcmp(qrs__cfg_presets[i].name, name))
-      return (int)i;
-  return -1;
+  return qrs__name_index(&qrs__cfg_presets[0].name, QRS__NPRESETS,
+                         sizeof(qrs__cfg_presets[0]), name);
 }
 
 const char *

@@ -36,14 +36,9 @@ qrs__strategy_name(int kind)
 int
 qrs__strategy_kind(const char *name)
 {
-  int i;
-
   if (!name)
     return -1;
-  for (i = 0; i < QRS__T_COUNT; i++)
-    if (!strcmp(name, names[i]))
-      return i;
-  return -1;
+  return qrs__name_index(names, QRS__T_COUNT, sizeof(names[0]), name);
 }
 
 /* clip(x, lo, hi) = max(lo, min(hi, x)), as numpy.clip for finite x. */
