@@ -43,6 +43,9 @@ finish(void)
 TestSuite(paths, .init = prepare, .fini = finish, .timeout = 120);
 
 /* Write the config (printf-style) as D's config file. */
+static void config(const char *fmt, ...)
+  __attribute__((format(printf, 1, 2)));
+
 static void
 config(const char *fmt, ...)
 {
