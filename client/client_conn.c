@@ -264,7 +264,7 @@ qrs__client_send(struct qrs_client *c, uint16_t type, uint32_t seq,
   buf = size <= sizeof(stackbuf) ? stackbuf : malloc(size);
   if (!buf)
     return -ENOMEM;
-  n = qrs__frame_pack(type, seq, m, buf, size);
+  n = qrs__frame_pack_sized(type, seq, m, buf, size);
   r = n < 0 ? n : send_all(c, buf, (size_t)n, deadline);
   if (buf != stackbuf)
     free(buf);

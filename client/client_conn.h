@@ -24,6 +24,7 @@
 #include <qrs/client.h>
 
 #include "clientint.h"
+#include "strcopy.h"
 
 #define ERRMSG_MAX 256
 /* Replies are unpacked into a per-client arena: a draw's reply, or an
@@ -81,7 +82,7 @@ struct qrs_client {
 static inline void
 qrs__copy_str(char *dst, size_t cap, const char *src)
 {
-  snprintf(dst, cap, "%s", src ? src : "");
+  str_copy(dst, cap, src);
 }
 
 /* client.c: the end of a public call, under the lock: its error message

@@ -127,13 +127,24 @@ int
 qrs__frame_pack(uint16_t type, uint32_t seq, const ProtobufCMessage *m,
                 uint8_t *buf, size_t cap)
 {
+  size_t size;
+
+  size = qrs__frame_size(m);
+  if (size > cap)
+    return -EMSGSIZE;
+  return qrs__frame_pack_sized(type, seq, m, buf, size);
+}
+
+int
+qrs__frame_pack_sized(uint16_t type, uint32_t seq, const ProtobufCMessage *m,
+                      uint8_t *buf, size_t size)
+{
   struct qrs_frame_hdr h;
   size_t len;
 
-  len = protobuf_c_message_get_packed_size(m);
-  if (len > cap || cap - len < QRS_FRAME_HDR_SIZE || len > INT32_MAX - 64)
+  if (size < QRS_FRAME_HDR_SIZE || size - QRS_FRAME_HDR_SIZE > INT32_MAX - 64)
     return -EMSGSIZE;
-
+  len = size - QRS_FRAME_HDR_SIZE;
   h.magic = QRS_FRAME_MAGIC;
   h.version = QRS_PROTO_VERSION;
   h.type = type;
@@ -142,8 +153,12 @@ qrs__frame_pack(uint16_t type, uint32_t seq, const ProtobufCMessage *m,
   h.length = (uint32_t)len;
   h.seq = seq;
   qrs__frame_hdr_encode(&h, buf);
-  protobuf_c_message_pack(m, buf + QRS_FRAME_HDR_SIZE);
-  return (int)(QRS_FRAME_HDR_SIZE + len);
+  /* protobuf-c writes exactly get_packed_size() bytes; a size that was
+     not computed for m is caught here, after the fact but before the
+     frame is used */
+  if (protobuf_c_message_pack(m, buf + QRS_FRAME_HDR_SIZE) != len)
+    return -EMSGSIZE;
+  return (int)size;
 }
 
 QrsIpc__ErrorCode

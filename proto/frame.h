@@ -69,6 +69,12 @@ size_t qrs__frame_size(const ProtobufCMessage *m);
 int qrs__frame_pack(uint16_t type, uint32_t seq, const ProtobufCMessage *m,
                     uint8_t *buf, size_t cap);
 
+/* The same when size = qrs__frame_size(m) is known (buf holds size bytes):
+   the payload's size is not computed a second time. */
+int qrs__frame_pack_sized(uint16_t type, uint32_t seq,
+                          const ProtobufCMessage *m, uint8_t *buf,
+                          size_t size);
+
 /* Map between QRS_E_* codes and qrs_ipc.ErrorCode values on the wire. */
 QrsIpc__ErrorCode qrs__error_to_wire(int err);
 int qrs__error_from_wire(int code);

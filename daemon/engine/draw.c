@@ -20,6 +20,7 @@
 #include "stats/monitor.h"
 #include "nonce.h"
 #include "sources/source.h"
+#include "strcopy.h"
 
 struct prep;
 
@@ -380,7 +381,7 @@ req_new(struct draw_engine *e, enum job_kind kind, const char *source,
   }
   rq->e = e;
   rq->kind = kind;
-  snprintf(rq->source, sizeof(rq->source), "%s", source ? source : "");
+  str_copy(rq->source, sizeof(rq->source), source);
   rq->received = *received;
   rq->who = who;
   rq->owner = owner;
@@ -705,10 +706,8 @@ server_draw(struct req *rq, const QrsIpc__Draw *m)
   int r;
 
   if (!rq->source[0])
-    snprintf(rq->source, sizeof(rq->source), "%s",
-             registry_default(rq->e->reg));
-  snprintf(rq->sd.source_id, sizeof(rq->sd.source_id), "%s",
-           m->draw_source_id ? m->draw_source_id : "");
+    str_copy(rq->source, sizeof(rq->source), registry_default(rq->e->reg));
+  str_copy(rq->sd.source_id, sizeof(rq->sd.source_id), m->draw_source_id);
   rq->sd.nonce = rq->nonce;
   rq->sd.block_bytes = m->draw_block_bytes;
   rq->sd.deadline_ns = rq->received.monotonic_ns +

@@ -217,7 +217,7 @@ conn_send(struct conn *c, uint16_t type, uint32_t seq,
     conn_close(c);
     return;
   }
-  n = qrs__frame_pack(type, seq, m, w->data, size);
+  n = qrs__frame_pack_sized(type, seq, m, w->data, size);
   if (n <= 0) {
     free(w);
     return;

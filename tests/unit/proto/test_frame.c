@@ -48,6 +48,9 @@ assert_encodes_to(const char *name, uint16_t type, uint32_t seq,
   cr_assert_eq(qrs__frame_size(m), len);
   cr_assert(memcmp(buf, want, len) == 0, "%s: bytes differ from golden",
             name);
+  memset(buf, 0, sizeof(buf));
+  cr_assert_eq(qrs__frame_pack_sized(type, seq, m, buf, len), (int)len);
+  cr_assert(memcmp(buf, want, len) == 0, "%s: pack_sized differs", name);
   free(want);
 }
 
@@ -190,6 +193,23 @@ Test(frame, pack_refuses_a_small_buffer)
   m.protocol_version = 1;
   m.client_name = "golden";
   cr_assert_eq(qrs__frame_pack(QRS_MSG_HELLO, 1, &m.base, buf, sizeof(buf)),
+               -EMSGSIZE);
+}
+
+Test(frame, pack_sized_refuses_a_size_not_computed_for_the_message)
+{
+  QrsIpc__Hello m = QRS_IPC__HELLO__INIT;
+  uint8_t buf[256];
+  size_t size;
+
+  m.protocol_version = 1;
+  m.client_name = "golden";
+  size = qrs__frame_size(&m.base);
+  cr_assert_eq(qrs__frame_pack_sized(QRS_MSG_HELLO, 1, &m.base, buf, size),
+               (int)size);
+  cr_assert_eq(qrs__frame_pack_sized(QRS_MSG_HELLO, 1, &m.base, buf,
+                                     size + 1), -EMSGSIZE);
+  cr_assert_eq(qrs__frame_pack_sized(QRS_MSG_HELLO, 1, &m.base, buf, 3),
                -EMSGSIZE);
 }
 
