@@ -266,6 +266,7 @@ qrs__client_send(struct qrs_client *c, uint16_t type, uint32_t seq,
     return -ENOMEM;
   n = qrs__frame_pack_sized(type, seq, m, buf, size);
   r = n < 0 ? n : send_all(c, buf, (size_t)n, deadline);
+  c->just_sent = r == 0;
   if (buf != stackbuf)
     free(buf);
   return r;
@@ -309,7 +310,15 @@ recv_frame(struct qrs_client *c, struct qrs_frame_hdr *ret_hdr,
       c->rbuf = nb;
       c->rcap = need;
     }
-    n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+    if (c->just_sent && c->rlen == 0) {
+      /* The answer to a request sent a moment ago is not here yet: wait
+         for it at once instead of a recv() that would say EAGAIN. */
+      c->just_sent = 0;
+      n = -1;
+      errno = EAGAIN;
+    } else {
+      n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+    }
     if (n > 0) {
       c->rlen += (size_t)n;
       continue;

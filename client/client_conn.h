@@ -68,6 +68,7 @@ struct qrs_client {
 
   uint8_t *rbuf;                /* bytes received, not yet consumed */
   size_t rlen;
+  int just_sent;                /* a request went out, no recv since */
   size_t rcap;
 
   struct slot *slots;
