@@ -1,0 +1,71 @@
+#!/bin/sh
+# Usage: sandbox.sh QRSD QRSCTL
+# qrsd end to end as an unprivileged user (issue 23), the way qrsd.service
+# runs it: uid/gid 65534 with no supplementary groups, no capabilities
+# (bounding and inheritable sets empty), no_new_privs, UMask 0077, a
+# root-owned read-only configuration, and only its state and runtime
+# directories writable.  Each local source kind (system, device, timing,
+# noise) must serve through qrsctl; nothing may be written outside the
+# two directories; SIGTERM must end it with status 0.  Needs root (to drop
+# to the other uid with setpriv); as anyone else it fails, saying so.
+set -u
+qrsd=$1 qrsctl=$2
+fail() { echo "sandbox: $*" >&2; [ -s "$T/qrsd.log" ] && sed 's/^/qrsd: /' "$T/qrsd.log" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "sandbox: must run as root (setpriv to uid 65534)" >&2; exit 1; }
+command -v setpriv >/dev/null || { echo "sandbox: setpriv (util-linux) not found" >&2; exit 1; }
+U=65534
+T=$(mktemp -d) || exit 1
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+chmod 0755 "$T"
+mkdir -m 0755 "$T/etc" && mkdir -m 0700 "$T/state" && mkdir -m 0755 "$T/run" &&
+  chown "$U:$U" "$T/state" "$T/run" || exit 1
+cat > "$T/etc/qrsd.yaml" <<YAML
+socket: { path: $T/run/qrsd.sock, mode: "0666", group: "" }
+state_dir: $T/state
+status_file: $T/run/status.json
+sources:
+  system: { type: system }
+  dev: { type: device, path: /dev/urandom }
+  jitter: { type: timing, conditioning: sha256 }
+  noise: { type: noise, conditioning: raw, mechanisms: [] }
+YAML
+chmod 0644 "$T/etc/qrsd.yaml"
+touch "$T/marker"
+sleep 1   # file times below are compared with the marker's
+(umask 0077; exec setpriv --reuid=$U --regid=$U --clear-groups \
+   --no-new-privs --inh-caps=-all --bounding-set=-all \
+   "$qrsd" -c "$T/etc/qrsd.yaml") > "$T/qrsd.log" 2>&1 &
+pid=$!
+i=0
+while [ ! -S "$T/run/qrsd.sock" ]; do
+  kill -0 "$pid" 2>/dev/null || fail "qrsd exited before listening"
+  i=$((i + 1)); [ $i -lt 200 ] || fail "no socket after 10 s"
+  sleep 0.05
+done
+# It really is the unprivileged user, with no capabilities.
+st=/proc/$pid/status
+grep -q "^Uid:[[:space:]]*$U[[:space:]]*$U[[:space:]]*$U[[:space:]]*$U\$" "$st" ||
+  fail "qrsd not running as uid $U: $(grep ^Uid: "$st")"
+grep -q '^CapEff:[[:space:]]*0*$' "$st" && grep -q '^CapBnd:[[:space:]]*0*$' "$st" ||
+  fail "qrsd has capabilities: $(grep ^Cap "$st")"
+grep -q '^NoNewPrivs:[[:space:]]*1$' "$st" || fail "no_new_privs not set"
+for s in system dev jitter noise; do
+  out=$("$qrsctl" --socket "$T/run/qrsd.sock" bytes -n 64 --source "$s" 2>&1) ||
+    fail "source $s did not serve: $out"
+  [ -n "$out" ] || fail "source $s: empty output"
+  echo "source $s served under uid $U"
+done
+# Nothing written outside the state and runtime directories.
+stray=$(find "$T" -newer "$T/marker" ! -path "$T/state*" ! -path "$T/run*" \
+        ! -path "$T/qrsd.log" ! -path "$T" -print)
+[ -z "$stray" ] || fail "written outside state/run: $stray"
+# The configuration stays read-only to it.
+setpriv --reuid=$U --regid=$U --clear-groups sh -c ": >> '$T/etc/qrsd.yaml'" 2>/dev/null &&
+  fail "uid $U can write the configuration"
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+pid=
+[ $rc -eq 0 ] || fail "qrsd exited with status $rc on SIGTERM"
+echo "sandbox OK: qrsd served system, device, timing and noise as uid $U"
