@@ -29,6 +29,7 @@ static const struct {
   ERR(QRS_E_AMP_PARAMS, "Amplifier parameter outside the daemon's limits"),
   ERR(QRS_E_CALIBRATION,
       "Amplifier calibration failed: the source shows no variance"),
+  ERR(QRS_E_PERMISSION, "Not allowed to use this daemon"),
   ERR(QRS_E_DISCONNECTED,
       "Connection to the daemon lost with the request in flight"),
   ERR(QRS_E_NO_TICKET, "Unknown or finished draw ticket"),

@@ -165,7 +165,8 @@ QrsIpc__ErrorCode
 qrs__error_to_wire(int err)
 {
   if ((err <= QRS_E_PROTOCOL && err >= QRS_E_HELLO_REQUIRED) ||
-      err == QRS_E_AMP_PARAMS || err == QRS_E_CALIBRATION)
+      err == QRS_E_AMP_PARAMS || err == QRS_E_CALIBRATION ||
+      err == QRS_E_PERMISSION)
     return (QrsIpc__ErrorCode)(-err - 1000);
   if (err == -ETIMEDOUT)
     return QRS_IPC__ERROR_CODE__ERROR_TIMEOUT;
@@ -178,7 +179,8 @@ int
 qrs__error_from_wire(int code)
 {
   if ((code >= 1 && code <= -QRS_E_HELLO_REQUIRED - 1000) ||
-      code == -QRS_E_AMP_PARAMS - 1000 || code == -QRS_E_CALIBRATION - 1000)
+      code == -QRS_E_AMP_PARAMS - 1000 || code == -QRS_E_CALIBRATION - 1000 ||
+      code == -QRS_E_PERMISSION - 1000)
     return -1000 - code;
   return QRS_E_INTERNAL;
 }

@@ -33,6 +33,10 @@ connect_hint(int r)
     return " (is qrsd running?)";
   if (r == -EACCES || r == -EPERM)
     return " (may this user open qrsd's socket?)";
+  if (r == QRS_E_PERMISSION)
+    return " (qrsd refused this user: only root, qrsd's own user and "
+           "members of its access.group may connect; qrsd logs which "
+           "group)";
   if (r == QRS_E_VERSION)
     return " (qrsctl and qrsd do not speak the same protocol)";
   return "";

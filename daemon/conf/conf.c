@@ -328,6 +328,7 @@ conf_free(struct qrsd_conf *conf)
   free(conf->file);
   free(conf->socket_path);
   free(conf->socket_group);
+  free(conf->access_group);
   free(conf->default_source);
   free(conf->amp_type);
   free(conf->state_dir);

@@ -79,6 +79,7 @@ struct qrsd_conf {
   char *socket_path;
   unsigned socket_mode;     /* e.g. 0660 */
   char *socket_group;       /* "" = none */
+  char *access_group;       /* access.group; "" = socket_group */
   char *default_source;
   char *amp_type;           /* "zscore_mean" */
   uint32_t amp_sample_count;

@@ -33,6 +33,12 @@ static const struct key socket_keys[] = {
   { .name = NULL }
 };
 
+static const struct key access_keys[] = {
+  { .name = "group", .kind = KEY_STRING, .offset = C_OFF(access_group),
+    .umin = 0, .umax = 255 },
+  { .name = NULL }
+};
+
 static const struct key amplifier_keys[] = {
   { .name = "type", .kind = KEY_STRING, .offset = C_OFF(amp_type),
     .umin = 1, .umax = 63, .choices = amp_types },
@@ -114,6 +120,7 @@ static const struct key compat_keys[] = {
 /* The top level, in the order conf_print() writes it. */
 const struct key conf__top_keys[] = {
   { .name = "socket", .kind = KEY_SECTION, .sub = socket_keys },
+  { .name = "access", .kind = KEY_SECTION, .sub = access_keys },
   { .name = "default_source", .kind = KEY_STRING,
     .offset = C_OFF(default_source), .umin = 1,
     .umax = CONF_MAX_SOURCE_NAME },

@@ -341,7 +341,7 @@ conn_process(struct conn *c)
                               &h);
     if (r == 0 && c->refused) {
       /* Over a connection limit: answer the first request and go. */
-      conn_send_error(c, h.seq, QRS_E_BUSY, "%s", c->refuse_msg);
+      conn_send_error(c, h.seq, c->refuse_err, "%s", c->refuse_msg);
       conn_close_after_flush(c);
       return;
     }

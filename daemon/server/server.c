@@ -69,11 +69,32 @@ static void
 conn_refuse(struct conn *c, uint32_t max, const char *per)
 {
   c->refused = 1;
+  c->refuse_err = QRS_E_BUSY;
   c->srv->n_refused++;
   snprintf(c->refuse_msg, sizeof(c->refuse_msg), "qrsd serves at most %u "
            "connections%s", max, per);
   log_limited(&c->srv->rl_busy, LOG_LEVEL_WARN, "%s: refused: %u "
               "connections%s is the limit", c->name, max, per);
+}
+
+/* c's peer is not in the access list (refuse_msg says why): its first
+   request is answered PERMISSION_DENIED, then it is closed.  Counted
+   with the refused, so that a flood of them is closed at once. */
+static void
+conn_deny(struct conn *c)
+{
+  struct server *srv = c->srv;
+
+  log_limited(&srv->rl_denied, LOG_LEVEL_WARN, "%s: access denied: %s",
+              c->name, c->refuse_msg);
+  if (srv->n_refused >= REFUSED_SLACK) {
+    conn_close(c);
+    return;
+  }
+  c->refused = 1;
+  c->refuse_err = QRS_E_PERMISSION;
+  srv->n_refused++;
+  conn_update_reading(c);
 }
 
 static void
@@ -135,6 +156,16 @@ on_connection(uv_stream_t *listener, int status)
              (unsigned long long)c->id, (int)cred.pid, (unsigned)cred.uid);
     c->uid = cred.uid;
     c->has_uid = 1;
+    if (!access_peer_allowed(&srv->access, fd, cred.uid, cred.gid,
+                             c->refuse_msg, sizeof(c->refuse_msg))) {
+      conn_deny(c);
+      return;
+    }
+  } else if (srv->access.on) {
+    snprintf(c->refuse_msg, sizeof(c->refuse_msg), "qrsd cannot read the "
+             "peer's credentials (SO_PEERCRED)");
+    conn_deny(c);
+    return;
   }
 
   /* Over a limit, the client's first request (its HELLO) is answered
@@ -224,6 +255,10 @@ start_listening(struct server *srv, char *err, size_t errlen)
 {
   int r;
 
+  r = access_resolve(&srv->access, srv->conf->access_group,
+                     srv->conf->socket_group, err, errlen);
+  if (r < 0)
+    return r;
   srv->listener.data = srv;
   r = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection);
   if (r < 0) {

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "server/compat.h"
+#include "server/access.h"
 #include "server/statuspub.h"
 
 #include "frame.h"
@@ -54,6 +55,8 @@ struct server {
   struct log_ratelimit rl_busy;
   struct log_ratelimit rl_frame;
   struct log_ratelimit rl_conn;
+  struct log_ratelimit rl_denied;
+  struct access access;         /* who may connect (access.h) */
 
   uint64_t requests;
   uint64_t draws;

@@ -54,7 +54,8 @@ struct conn {
   int has_uid;
   int refused;                  /* over a connection limit: the first
                                    frame is answered BUSY, then close */
-  char refuse_msg[96];
+  int refuse_err;               /* QRS_E_BUSY or QRS_E_PERMISSION */
+  char refuse_msg[128];
   int64_t accepted_ns;          /* CLOCK_MONOTONIC */
   int64_t partial_ns;           /* an incomplete frame began; 0: none */
   int64_t active_ns;            /* last byte read or reply sent */

@@ -35,6 +35,7 @@ enum qrs_error {
   QRS_E_HELLO_REQUIRED = -1014,   /* request sent before HELLO */
   QRS_E_AMP_PARAMS = -1020,       /* amplifier parameter out of range */
   QRS_E_CALIBRATION = -1021,      /* amplifier calibration failed */
+  QRS_E_PERMISSION = -1022,       /* the peer is not allowed (access) */
 
   /* Errors raised inside libqrs itself. */
   QRS_E_DISCONNECTED = -1100,     /* connection lost with the request
