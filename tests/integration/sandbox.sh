@@ -68,4 +68,26 @@ kill -TERM "$pid"
 wait "$pid"; rc=$?
 pid=
 [ $rc -eq 0 ] || fail "qrsd exited with status $rc on SIGTERM"
+# Socket activation, as qrsd.socket does it: the socket is created by
+# root (systemd-socket-activate) and passed to the unprivileged qrsd.
+if command -v systemd-socket-activate >/dev/null; then
+  rm -f "$T/run/qrsd.sock"
+  (umask 0077; exec systemd-socket-activate -l "$T/act.sock" \
+     setpriv --reuid=$U --regid=$U --clear-groups --no-new-privs \
+     --inh-caps=-all --bounding-set=-all \
+     "$qrsd" -c "$T/etc/qrsd.yaml") > "$T/qrsd.log" 2>&1 &
+  pid=$!
+  i=0
+  while ! out=$("$qrsctl" --socket "$T/act.sock" bytes -n 16 --source system 2>&1); do
+    i=$((i + 1)); [ $i -lt 100 ] || fail "socket activation: $out"
+    sleep 0.1
+  done
+  grep -q "listening on.*systemd\|socket activation\|passed" "$T/qrsd.log" ||
+    fail "qrsd did not say it uses the passed socket"
+  [ ! -e "$T/run/qrsd.sock" ] || fail "socket activated qrsd bound its own socket too"
+  kill -TERM "$pid"; wait "$pid"; pid=
+  echo "socket activation OK under uid $U"
+else
+  fail "systemd-socket-activate not found (package systemd)"
+fi
 echo "sandbox OK: qrsd served system, device, timing and noise as uid $U"
