@@ -26,6 +26,7 @@ PACKAGES=(
   git python3-numpy python3-yaml
   clang libclang-rt-14-dev
   python3-grpcio openssl
+  prometheus util-linux   # promtool (metrics test), setpriv (sandbox, access tests)
 )
 
 # llama.cpp (Debian 12 has no package): node-llama-cpp ships a git bundle of

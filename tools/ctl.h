@@ -4,6 +4,7 @@
      ctl_query.c     the commands that ask qrsd: status, health, sources,
                      draw, bytes
      ctl_validate.c  validate: runs 'qrsd -n -c FILE'
+     ctl_metrics.c   metrics: STATUS and SOURCES as Prometheus text
      ctl_reply.c     the replies described once, as field tables that
                      give both the text for people and the --json line
      ctl_out.c       writing output: text made safe for a terminal,
@@ -14,6 +15,7 @@
 #define QRS_CTL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include <json-c/json.h>
@@ -71,8 +73,13 @@ int ctl_parse_options(const struct command *cmd, const struct cli_opt *opts,
 void ctl_command_usage_error(const struct command *cmd);
 
 /* ctl_query.c and ctl_validate.c: the commands. */
-ctl_run_fn cmd_status, cmd_health, cmd_sources, cmd_draw, cmd_bytes,
-           cmd_validate;
+ctl_run_fn cmd_status, cmd_health, cmd_sources, cmd_metrics, cmd_draw,
+           cmd_bytes, cmd_validate;
+
+/* ctl_metrics.c: st and src as Prometheus text format 0.0.4 on f.  0, or
+   -1 if writing failed. */
+int ctl_print_metrics(FILE *f, const struct qrs_status *st,
+                      const struct qrs_sources *src);
 
 /* ctl_out.c: output. */
 

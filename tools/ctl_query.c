@@ -87,6 +87,7 @@ enum query {
   QUERY_STATUS,
   QUERY_HEALTH,
   QUERY_SOURCES,
+  QUERY_METRICS,                /* STATUS, then SOURCES */
 };
 
 /* health's exit status says it too. */
@@ -110,6 +111,7 @@ query(struct ctl *ctl, const struct command *cmd, int argc, char **argv,
     [QUERY_STATUS] = "status request failed",
     [QUERY_HEALTH] = "health request failed",
     [QUERY_SOURCES] = "sources request failed",
+    [QUERY_METRICS] = "metrics: status or sources request failed",
   };
   struct qrs_client *c;
   struct qrs_status *st;
@@ -127,8 +129,16 @@ query(struct ctl *ctl, const struct command *cmd, int argc, char **argv,
     r = qrs_client_status(c, &st);
   else if (q == QUERY_HEALTH)
     r = qrs_client_health(c, &h);
-  else
+  else if (q == QUERY_SOURCES)
     r = qrs_client_sources(c, &s);
+  else {
+    r = qrs_client_status(c, &st);
+    if (r >= 0) {
+      r = qrs_client_sources(c, &s);
+      if (r < 0)
+        qrs_status_free(st);
+    }
+  }
   if (r < 0)
     call_error(c, what[q], r);
   qrs_client_free(c);
@@ -143,11 +153,24 @@ query(struct ctl *ctl, const struct command *cmd, int argc, char **argv,
     status = health_exit(h);
     r = reply_health(ctl, h);
     qrs_health_free(h);
-  } else {
+  } else if (q == QUERY_SOURCES) {
     r = reply_sources(ctl, s);
+    qrs_sources_free(s);
+  } else {
+    r = ctl_print_metrics(stdout, st, s);
+    if (r < 0)
+      fprintf(stderr, "qrsctl: metrics: cannot write the output\n");
+    qrs_status_free(st);
     qrs_sources_free(s);
   }
   return r < 0 ? EXIT_ERROR : status;
+}
+
+int
+cmd_metrics(struct ctl *ctl, const struct command *cmd, int argc,
+            char **argv)
+{
+  return query(ctl, cmd, argc, argv, QUERY_METRICS);
 }
 
 int

@@ -59,6 +59,15 @@ static const struct command commands[] = {
     "      --json these are under \"local\" of each source, the mechanisms\n"
     "      as the array \"local\".\"mechanisms\".\n",
     cmd_sources },
+  { "metrics", "",
+    "      Print qrsd's counters and the state of each source in the\n"
+    "      Prometheus text exposition format 0.0.4 (qrsd_* families:\n"
+    "      draws, bytes, failures, fallbacks per source, health, circuit\n"
+    "      breakers, quotas, monitor KS/CUSUM; see qrsctl(1)).  For\n"
+    "      node_exporter's textfile collector, write to a temporary file\n"
+    "      and rename it into the collector's directory.  The format is\n"
+    "      Prometheus' (--json does not change it).\n",
+    cmd_metrics },
   { "draw",
     "[-n N] [--source S] [--samples N] [--amplifier A]\n"
     "              [--population-mean X] [--population-std X] [--epsilon X]\n"

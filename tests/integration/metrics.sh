@@ -1,0 +1,65 @@
+#!/bin/sh
+# Usage: metrics.sh QRSD QRSCTL
+# `qrsctl metrics` against a real qrsd (issue 23): the output passes
+# Prometheus' own parser and linter (promtool check metrics, Debian's
+# prometheus package) before and after draws, and its counters move by
+# exactly what was served: 5 draws and 64 bytes from the system source,
+# 3 draws from the timing source.
+set -u
+qrsd=$1 qrsctl=$2
+command -v promtool >/dev/null ||
+  { echo "metrics: promtool not found (Debian package prometheus)" >&2; exit 1; }
+T=$(mktemp -d) || exit 1
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+fail() { echo "metrics: $*" >&2; exit 1; }
+cat > "$T/c.yaml" <<YAML
+socket: { path: $T/s.sock, mode: "0600", group: "" }
+state_dir: $T
+status_file: ""
+sources:
+  system: { type: system }
+  jitter: { type: timing, conditioning: sha256 }
+YAML
+"$qrsd" -c "$T/c.yaml" > "$T/log" 2>&1 &
+pid=$!
+i=0
+while [ ! -S "$T/s.sock" ]; do
+  i=$((i + 1)); [ $i -lt 200 ] || fail "no socket"; sleep 0.05
+done
+q() { "$qrsctl" --socket "$T/s.sock" "$@"; }
+check() {
+  q metrics > "$T/$1.prom" || fail "qrsctl metrics failed"
+  out=$(promtool check metrics < "$T/$1.prom" 2>&1) ||
+    fail "promtool rejects the output: $out"
+  [ -z "$out" ] || fail "promtool lint: $out"
+}
+value() {  # value FILE SAMPLE: the sample's value, exactly one line
+  v=$(awk -v k="$2" '$1 == k { print $2; n++ } END { if (n != 1) exit 1 }' "$1") ||
+    fail "no single sample $2 in $1"
+  printf '%s\n' "$v"
+}
+check before
+q draw -n 5 --source system > /dev/null || fail "draw failed"
+q bytes -n 64 --source system > /dev/null || fail "bytes failed"
+q draw -n 3 --source jitter > /dev/null || fail "draw from jitter failed"
+check after
+for k in 'qrsd_source_draws_total{source="system"} 6' \
+         'qrsd_source_bytes_total{source="system"} 64' \
+         'qrsd_source_draws_total{source="jitter"} 3' \
+         'qrsd_draws_total 8'; do
+  name=${k% *}; want=${k##* }
+  b=$(value "$T/before.prom" "$name"); a=$(value "$T/after.prom" "$name")
+  # bytes: the draws' own bytes count too, so only a lower bound there.
+  case $name in
+    *bytes*) [ $((a - b)) -ge "$want" ] || fail "$name moved $b -> $a, want >= +$want" ;;
+    *) [ $((a - b)) -eq "$want" ] || fail "$name moved $b -> $a, want +$want" ;;
+  esac
+  echo "$name: $b -> $a"
+done
+grep -q '^qrsd_source_state{source="jitter",state="ok"} 1$' "$T/after.prom" ||
+  fail "jitter is not in state ok: $(grep qrsd_source_state "$T/after.prom")"
+grep -q '^qrsd_local_health_tests_passing{source="jitter"} 1$' "$T/after.prom" ||
+  fail "no health-test gauge for the timing source"
+echo "metrics OK: promtool accepts $(grep -c '^# TYPE' "$T/after.prom") families"

@@ -1,0 +1,244 @@
+/* qrsctl metrics: qrsd's STATUS and SOURCES replies as Prometheus text
+   exposition format 0.0.4 (names, units and suffixes by Prometheus'
+   conventions: counters end in _total, units in the name, base units),
+   for a scrape wrapper or node_exporter's textfile collector
+   (`qrsctl metrics > dir/qrsd.prom.$$ && mv ...`). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+
+/* v as a label value: \, " and newline escaped; other control
+   characters become '?'. */
+static void
+put_label(FILE *f, const char *v)
+{
+  for (; *v; v++) {
+    if (*v == '\\' || *v == '"')
+      fprintf(f, "\\%c", *v);
+    else if (*v == '\n')
+      fputs("\\n", f);
+    else if ((unsigned char)*v < 0x20 || *v == 0x7f)
+      fputc('?', f);
+    else
+      fputc(*v, f);
+  }
+}
+
+static void
+family(FILE *f, const char *name, const char *type, const char *help)
+{
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void
+sample_src(FILE *f, const char *name, const struct qrs_source_info *s,
+           const char *extra_label, const char *extra_value, double v)
+{
+  fprintf(f, "%s{source=\"", name);
+  put_label(f, s->name);
+  if (extra_label) {
+    fprintf(f, "\",%s=\"", extra_label);
+    put_label(f, extra_value);
+  }
+  fprintf(f, "\"} %.17g\n", v);
+}
+
+/* One family with a sample per source, of the value get() returns
+   (skipped where want() says no). */
+struct src_family {
+  const char *name, *type, *help;
+  double (*get)(const struct qrs_source_info *s);
+  int (*want)(const struct qrs_source_info *s);
+};
+
+#define GETTER(fn, expr) \
+  static double fn(const struct qrs_source_info *s) { return (double)(expr); }
+GETTER(g_draws, s->draws)
+GETTER(g_bytes, s->bytes)
+GETTER(g_failures, s->failures)
+GETTER(g_timeouts, s->timeouts)
+GETTER(g_refusals, s->refusals)
+GETTER(g_fallbacks, s->fallbacks)
+GETTER(g_healthy, s->healthy != 0)
+GETTER(g_production, s->production != 0)
+GETTER(g_default, s->is_default != 0)
+GETTER(g_consec, s->consecutive_failures)
+GETTER(g_timeout_s, s->timeout_ms / 1000.0)
+GETTER(g_qmin, s->quota_minute_requests)
+GETTER(g_qmin_lim, s->quota_minute_limit)
+GETTER(g_qday, s->quota_day_bytes)
+GETTER(g_qday_lim, s->quota_day_limit)
+GETTER(g_ht_ok, strcmp(s->health_state, "failed") != 0)
+GETTER(g_rate, s->bytes_per_s)
+GETTER(g_minent, s->min_entropy / 8.0)
+GETTER(g_win, s->stats.window)
+GETTER(g_ks, s->stats.ks)
+GETTER(g_ksp, s->stats.ks_p)
+GETTER(g_cuhi, s->stats.cusum_hi)
+GETTER(g_culo, s->stats.cusum_lo)
+GETTER(g_alarm, s->stats.alarm != 0)
+GETTER(g_lastfail, s->last_failure_ns / 1e9)
+
+static int w_all(const struct qrs_source_info *s) { (void)s; return 1; }
+static int w_upstream(const struct qrs_source_info *s) { return s->upstream; }
+static int w_local(const struct qrs_source_info *s) { return s->local; }
+static int w_minent(const struct qrs_source_info *s)
+{
+  return s->local && s->min_entropy >= 0;
+}
+static int w_stats(const struct qrs_source_info *s)
+{
+  return s->stats.window > 0;
+}
+static int w_failed(const struct qrs_source_info *s)
+{
+  return s->last_failure_ns > 0;
+}
+
+static const struct src_family src_families[] = {
+  { "qrsd_source_draws_total", "counter", "Draws served by the source.",
+    g_draws, w_all },
+  { "qrsd_source_bytes_total", "counter", "Entropy bytes served by the "
+    "source.", g_bytes, w_all },
+  { "qrsd_source_failures_total", "counter", "Failed fetches from the "
+    "source (timeouts included).", g_failures, w_all },
+  { "qrsd_source_timeouts_total", "counter", "Fetches from the source "
+    "that passed their deadline.", g_timeouts, w_all },
+  { "qrsd_source_refusals_total", "counter", "Fetches the source's "
+    "admission check sent elsewhere.", g_refusals, w_all },
+  { "qrsd_source_fallbacks_total", "counter", "Requests for the source "
+    "served by its fallback.", g_fallbacks, w_all },
+  { "qrsd_source_healthy", "gauge", "1 if the source is healthy.",
+    g_healthy, w_all },
+  { "qrsd_source_production", "gauge", "1 for a production source, 0 for "
+    "a test (mock) source.", g_production, w_all },
+  { "qrsd_source_default", "gauge", "1 for the default source.",
+    g_default, w_all },
+  { "qrsd_source_last_failure_timestamp_seconds", "gauge", "When the "
+    "source last failed (Unix time).", g_lastfail, w_failed },
+  { "qrsd_upstream_consecutive_failures", "gauge", "Consecutive failures "
+    "of a network upstream (its circuit breaker's count).", g_consec,
+    w_upstream },
+  { "qrsd_upstream_call_timeout_seconds", "gauge", "A network upstream's "
+    "adaptive call timeout.", g_timeout_s, w_upstream },
+  { "qrsd_upstream_quota_minute_requests", "gauge", "Requests to the "
+    "upstream in the current minute.", g_qmin, w_upstream },
+  { "qrsd_upstream_quota_minute_limit_requests", "gauge", "The "
+    "upstream's per-minute request limit (0: none).", g_qmin_lim,
+    w_upstream },
+  { "qrsd_upstream_quota_day_bytes", "gauge", "Bytes fetched from the "
+    "upstream today.", g_qday, w_upstream },
+  { "qrsd_upstream_quota_day_limit_bytes", "gauge", "The upstream's daily "
+    "byte limit (0: none).", g_qday_lim, w_upstream },
+  { "qrsd_local_health_tests_passing", "gauge", "1 unless the local "
+    "source's SP 800-90B health tests failed.", g_ht_ok, w_local },
+  { "qrsd_local_throughput_bytes_per_second", "gauge", "Measured "
+    "throughput of the local source (0: not yet).", g_rate, w_local },
+  { "qrsd_local_min_entropy_ratio", "gauge", "MCV min-entropy estimate "
+    "of the local source's raw samples (one byte each), as a fraction of "
+    "8 bits.", g_minent, w_minent },
+  { "qrsd_monitor_window_draws", "gauge", "Draws (u values) in the "
+    "monitor's KS window.", g_win, w_stats },
+  { "qrsd_monitor_ks_distance", "gauge", "Kolmogorov-Smirnov distance of "
+    "the served u against uniform.", g_ks, w_stats },
+  { "qrsd_monitor_ks_p_value", "gauge", "The KS distance's p-value.",
+    g_ksp, w_stats },
+  { "qrsd_monitor_cusum_high", "gauge", "Upper one-sided CUSUM of z.",
+    g_cuhi, w_stats },
+  { "qrsd_monitor_cusum_low", "gauge", "Lower one-sided CUSUM of z.",
+    g_culo, w_stats },
+  { "qrsd_monitor_alarm", "gauge", "1 once the monitor raised an alarm "
+    "(latched until qrsd restarts).", g_alarm, w_stats },
+};
+
+/* A state set: one sample per possible state, 1 for the current one. */
+static void
+state_set(FILE *f, const char *name, const char *help,
+          const struct qrs_sources *src, int (*want)(const struct qrs_source_info *),
+          const char *(*cur)(const struct qrs_source_info *),
+          const char *const *states)
+{
+  size_t i, k;
+  int any = 0;
+
+  for (i = 0; i < src->n_sources; i++)
+    any |= want(&src->sources[i]);
+  if (!any)
+    return;
+  family(f, name, "gauge", help);
+  for (i = 0; i < src->n_sources; i++) {
+    if (!want(&src->sources[i]))
+      continue;
+    for (k = 0; states[k]; k++)
+      sample_src(f, name, &src->sources[i], "state", states[k],
+                 strcmp(cur(&src->sources[i]), states[k]) == 0);
+  }
+}
+
+static const char *c_state(const struct qrs_source_info *s)
+{
+  return s->state;
+}
+static const char *c_breaker(const struct qrs_source_info *s)
+{
+  return s->breaker_state;
+}
+
+int
+ctl_print_metrics(FILE *f, const struct qrs_status *st,
+                  const struct qrs_sources *src)
+{
+  static const char *const states[] = { "ok", "degraded", "failed",
+                                        "unknown", NULL };
+  static const char *const breaker[] = { "closed", "open", "half-open",
+                                         NULL };
+  size_t i, k;
+
+  family(f, "qrsd_build_info", "gauge", "qrsd's version and protocol; "
+         "always 1.");
+  fputs("qrsd_build_info{version=\"", f);
+  put_label(f, st->server_version);
+  fprintf(f, "\",protocol=\"%u\"} 1\n", st->protocol_version);
+  family(f, "qrsd_uptime_seconds", "gauge", "Time since qrsd started.");
+  fprintf(f, "qrsd_uptime_seconds %.3f\n", st->uptime_ms / 1000.0);
+  family(f, "qrsd_connections", "gauge", "Client connections open.");
+  fprintf(f, "qrsd_connections %u\n", st->connections);
+  family(f, "qrsd_requests_total", "counter", "Requests served.");
+  fprintf(f, "qrsd_requests_total %llu\n", (unsigned long long)st->requests);
+  family(f, "qrsd_draws_total", "counter", "Draws served.");
+  fprintf(f, "qrsd_draws_total %llu\n", (unsigned long long)st->draws);
+  family(f, "qrsd_served_bytes_total", "counter", "Entropy bytes served.");
+  fprintf(f, "qrsd_served_bytes_total %llu\n", (unsigned long long)st->bytes);
+  family(f, "qrsd_request_errors_total", "counter", "Requests answered "
+         "with an error.");
+  fprintf(f, "qrsd_request_errors_total %llu\n",
+          (unsigned long long)st->errors);
+  family(f, "qrsd_source_info", "gauge", "Each configured source and its "
+         "type; always 1.");
+  for (i = 0; i < src->n_sources; i++) {
+    sample_src(f, "qrsd_source_info", &src->sources[i], "type",
+               src->sources[i].type, 1);
+  }
+  for (k = 0; k < sizeof(src_families) / sizeof(src_families[0]); k++) {
+    const struct src_family *sf = &src_families[k];
+    int any = 0;
+
+    for (i = 0; i < src->n_sources; i++)
+      any |= sf->want(&src->sources[i]);
+    if (!any)
+      continue;
+    family(f, sf->name, sf->type, sf->help);
+    for (i = 0; i < src->n_sources; i++)
+      if (sf->want(&src->sources[i]))
+        sample_src(f, sf->name, &src->sources[i], NULL, NULL,
+                   sf->get(&src->sources[i]));
+  }
+  state_set(f, "qrsd_source_state", "The registry's state of the source "
+            "(1 for the current state).", src, w_all, c_state, states);
+  state_set(f, "qrsd_upstream_breaker_state", "A network upstream's "
+            "circuit breaker (1 for the current state).", src, w_upstream,
+            c_breaker, breaker);
+  return fflush(f) == 0 && !ferror(f) ? 0 : -1;
+}
