@@ -26,7 +26,8 @@ PACKAGES=(
   git python3-numpy python3-yaml
   clang libclang-rt-14-dev
   python3-grpcio openssl
-  prometheus util-linux   # promtool (metrics test), setpriv (sandbox, access tests)
+  prometheus util-linux bash-completion  # promtool (metrics test), setpriv
+  # (sandbox, access tests), the completion test
 )
 
 # llama.cpp (Debian 12 has no package): node-llama-cpp ships a git bundle of
