@@ -25,10 +25,17 @@
 #include "timestamp.h"
 #include "base/looplock.h"
 #include "server/server.h"
+#include "ops/watchdog.h"
 
 static struct server srv;
 static struct looplock lk;
 static uv_signal_t sig_term, sig_int, sig_hup;
+static struct watchdog wd;
+/* Test hook (QRSD_TEST_HOOKS=1 in the environment only): SIGUSR2 blocks
+   the loop for QRSD_TEST_STALL_MS (default 3000) ms, as a wedged loop
+   would, so that a test can see the watchdog pings stop. */
+static uv_signal_t sig_stall;
+static int stall_hook;
 /* SIGTERM or SIGINT before the loop's handlers (start-up), or 0. */
 static volatile sig_atomic_t early_signal;
 
@@ -175,10 +182,31 @@ on_stopped(struct server *s)
   uv_close((uv_handle_t *)&sig_term, NULL);
   uv_close((uv_handle_t *)&sig_int, NULL);
   uv_close((uv_handle_t *)&sig_hup, NULL);
+  if (stall_hook)
+    uv_close((uv_handle_t *)&sig_stall, NULL);
+  watchdog_stop(&wd);
   signal(SIGTERM, SIG_IGN);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+static void
+on_stall(uv_signal_t *h, int signum)
+{
+  const char *v = getenv("QRSD_TEST_STALL_MS");
+  long ms = v ? strtol(v, NULL, 10) : 3000;
+  struct timespec ts;
+
+  (void)h;
+  (void)signum;
+  if (ms <= 0 || ms > 600000)
+    ms = 3000;
+  log_warn("test hook: blocking the loop for %ld ms", ms);
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (ms % 1000) * 1000000L;
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+    ;
 }
 
 static void
@@ -452,6 +480,14 @@ main(int argc, char **argv)
              "(default source %s)", srv.socket_path,
              registry_default(srv.reg));
     notify(status);
+    watchdog_start(&wd, loop, &srv);
+    if (getenv("QRSD_TEST_HOOKS") &&
+        strcmp(getenv("QRSD_TEST_HOOKS"), "1") == 0) {
+      stall_hook = 1;
+      uv_signal_init(loop, &sig_stall);
+      uv_signal_start(&sig_stall, on_stall, SIGUSR2);
+      uv_unref((uv_handle_t *)&sig_stall);
+    }
     warm_up(conf);
   }
 
