@@ -499,3 +499,143 @@ journal_may_serve(struct journal *j)
 
   return s == JOURNAL_OK || j->p.policy == JOURNAL_POLICY_LABEL;
 }
+
+const char *
+journal_fault_name(enum journal_fault f)
+{
+  switch (f) {
+  case JOURNAL_INTACT: return "intact";
+  case JOURNAL_FAULT_IO: return "unreadable";
+  case JOURNAL_FAULT_PARSE: return "malformed-entry";
+  case JOURNAL_FAULT_HASH: return "entry-edited";
+  case JOURNAL_FAULT_DROPPED: return "entry-dropped";
+  case JOURNAL_FAULT_REORDERED: return "entries-reordered";
+  case JOURNAL_FAULT_REPLAYED: return "draw-replayed";
+  case JOURNAL_FAULT_CHAIN: return "chain-broken";
+  case JOURNAL_FAULT_SPLICE: return "files-spliced";
+  }
+  return "?";
+}
+
+/* Sequence s where last + 1 was due: the same draw again, an earlier one
+   (moved), or a later one: moved if the next line holds the one due,
+   dropped otherwise. */
+static int
+seq_fault(FILE *fp, unsigned long long s, uint64_t last)
+{
+  char line[JOURNAL_LINE_MAX + 2];
+
+  if (s == last)
+    return JOURNAL_FAULT_REPLAYED;
+  if (s < last)
+    return JOURNAL_FAULT_REORDERED;
+  if (fgets(line, sizeof line, fp) && strtoull(line, NULL, 10) == last + 1)
+    return JOURNAL_FAULT_REORDERED;
+  return JOURNAL_FAULT_DROPPED;
+}
+
+/* One file's entries; *prev and *seq carry the chain. */
+static int
+verify_file(FILE *fp, const char *path, char *prev, uint64_t *seq,
+            int (*cb)(void *, uint64_t, const char *), void *ctx,
+            char *err, size_t errlen)
+{
+  char line[JOURNAL_LINE_MAX + 2], hx[JOURNAL_HEX_LEN + 1], *f, *end;
+  uint8_t h[JOURNAL_HASH_LEN];
+  unsigned long long s;
+  size_t len, body;
+  unsigned lineno = 1;
+  int r;
+
+  if (fgets(line, sizeof line, fp) == NULL ||
+      strncmp(line, "# qrs-journal 1 ", 16) != 0 ||
+      (f = strstr(line, "prev=")) == NULL ||
+      strlen(f + 5) != JOURNAL_HEX_LEN + 1) {
+    snprintf(err, errlen, "%s:1: not a qrs-journal 1 header", path);
+    return JOURNAL_FAULT_PARSE;
+  }
+  if (memcmp(f + 5, prev, JOURNAL_HEX_LEN) != 0) {
+    snprintf(err, errlen, "%s:1: the header's prev is not the last hash "
+             "of the file before", path);
+    return JOURNAL_FAULT_SPLICE;
+  }
+  while (fgets(line, sizeof line, fp)) {
+    lineno++;
+    len = strlen(line);
+    if (len < 2 * JOURNAL_HEX_LEN + 3 || line[len - 1] != '\n') {
+      snprintf(err, errlen, "%s:%u: truncated or overlong entry", path,
+               lineno);
+      return JOURNAL_FAULT_PARSE;
+    }
+    line[--len] = '\0';
+    body = len - JOURNAL_HEX_LEN;
+    journal_line_hash(line, body, h);
+    journal_hex(h, JOURNAL_HASH_LEN, hx);
+    if (line[body - 1] != '\t' || memcmp(line + body, hx, JOURNAL_HEX_LEN)) {
+      snprintf(err, errlen, "%s:%u: the entry's hash does not match its "
+               "text", path, lineno);
+      return JOURNAL_FAULT_HASH;
+    }
+    errno = 0;
+    s = strtoull(line, &end, 10);
+    if (end == line || *end != '\t' || errno) {
+      snprintf(err, errlen, "%s:%u: no sequence", path, lineno);
+      return JOURNAL_FAULT_PARSE;
+    }
+    if (s != *seq + 1) {
+      snprintf(err, errlen, "%s:%u: sequence %llu after %llu", path,
+               lineno, s, (unsigned long long)*seq);
+      return seq_fault(fp, s, *seq);
+    }
+    if (memcmp(line + body - 1 - JOURNAL_HEX_LEN, prev, JOURNAL_HEX_LEN)) {
+      snprintf(err, errlen, "%s:%u: prev is not the hash of the entry "
+               "before", path, lineno);
+      return JOURNAL_FAULT_CHAIN;
+    }
+    *seq = s;
+    memcpy(prev, hx, JOURNAL_HEX_LEN + 1);
+    if (cb && (r = cb(ctx, s, line)) != 0)
+      return r;
+  }
+  if (ferror(fp)) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    return JOURNAL_FAULT_IO;
+  }
+  return JOURNAL_INTACT;
+}
+
+int
+journal_verify(const char *dir,
+               int (*cb)(void *ctx, uint64_t seq, const char *line),
+               void *ctx, uint64_t *ret_entries,
+               char head[JOURNAL_HEX_LEN + 1], char *err, size_t errlen)
+{
+  char path[4096], prev[JOURNAL_HEX_LEN + 1];
+  uint64_t seq = 0;
+  unsigned idx;
+  FILE *fp;
+  int r = JOURNAL_INTACT;
+
+  strcpy(prev, ZERO_HEX);
+  err[0] = '\0';
+  for (idx = 1;; idx++) {
+    snprintf(path, sizeof path, "%s/journal-%06u.log", dir, idx);
+    fp = fopen(path, "re");
+    if (fp == NULL) {
+      if (errno == ENOENT && idx > 1)
+        break;
+      snprintf(err, errlen, "%s: %s", path, strerror(errno));
+      r = JOURNAL_FAULT_IO;
+      break;
+    }
+    r = verify_file(fp, path, prev, &seq, cb, ctx, err, errlen);
+    fclose(fp);
+    if (r != JOURNAL_INTACT)
+      break;
+  }
+  if (ret_entries)
+    *ret_entries = seq;
+  if (head)
+    memcpy(head, prev, JOURNAL_HEX_LEN + 1);
+  return r;
+}

@@ -116,4 +116,31 @@ void journal_hex(const uint8_t *b, size_t n, char *out);
 int journal_format(const struct journal_entry *e, const char *prev_hex,
                    char *buf, uint8_t hash[JOURNAL_HASH_LEN]);
 
+/* What journal_verify() found wrong (the first one). */
+enum journal_fault {
+  JOURNAL_INTACT = 0,
+  JOURNAL_FAULT_IO,                 /* a file could not be read */
+  JOURNAL_FAULT_PARSE,              /* a line is not an entry */
+  JOURNAL_FAULT_HASH,               /* an entry's text was edited */
+  JOURNAL_FAULT_DROPPED,            /* the sequence skips: entries gone */
+  JOURNAL_FAULT_REORDERED,          /* entries out of sequence order */
+  JOURNAL_FAULT_REPLAYED,           /* an entry (a draw) appears twice */
+  JOURNAL_FAULT_CHAIN,              /* in sequence, but prev is not the
+                                       hash before (rewritten chain) */
+  JOURNAL_FAULT_SPLICE,             /* a file's header does not continue
+                                       the chain of the file before */
+};
+const char *journal_fault_name(enum journal_fault f);
+
+/* Walk dir's files from journal-000001.log on, recomputing every hash.
+   For each intact entry, cb (may be NULL) gets its line (NUL-ended,
+   without the newline) and its sequence; a non-zero return stops the
+   walk with that value.  JOURNAL_INTACT with the number of entries and
+   the head (last hash), or the first fault with err naming the file and
+   line. */
+int journal_verify(const char *dir,
+                   int (*cb)(void *ctx, uint64_t seq, const char *line),
+                   void *ctx, uint64_t *ret_entries,
+                   char head[JOURNAL_HEX_LEN + 1], char *err, size_t errlen);
+
 #endif

@@ -65,55 +65,39 @@ submit_all(struct journal *j, unsigned from, unsigned n)
   }
 }
 
-/* Walk every file: headers carry the chain, every line's hash is the
-   SHA-256 of its text before the hash, prev is the hash before,
-   sequences grow by one.  Returns the entries seen; head = last hash. */
+/* journal_verify() with every entry's u checked against what entry()
+   submitted. */
+static int
+check_u(void *ctx, uint64_t seq, const char *line)
+{
+  const char *f = line;
+  unsigned k;
+
+  (void)ctx;
+  for (k = 0; k < 12; k++)
+    f = strchr(f, '\t') + 1;
+  cr_assert_eq(strtod(f, NULL), (seq - 1 + 0.5) / 1e4, "u round-trips");
+  return 0;
+}
+
 static unsigned
 verify(char head[JOURNAL_HEX_LEN + 1], unsigned *ret_files)
 {
-  char path[256], line[JOURNAL_LINE_MAX + 8], prev[JOURNAL_HEX_LEN + 1];
-  char hx[JOURNAL_HEX_LEN + 1], *f;
-  uint8_t h[JOURNAL_HASH_LEN];
-  unsigned idx, n = 0, k;
-  unsigned long long seq;
-  size_t len;
-  FILE *fp;
+  char path[256], err[512];
+  uint64_t n = 0;
+  unsigned idx;
+  int r;
 
-  strcpy(prev, "0000000000000000000000000000000000000000000000000000000000000000");
+  r = journal_verify(dir, check_u, NULL, &n, head, err, sizeof err);
+  cr_assert_eq(r, JOURNAL_INTACT, "%s: %s", journal_fault_name(r), err);
   for (idx = 1;; idx++) {
     snprintf(path, sizeof path, "%s/journal-%06u.log", dir, idx);
-    fp = fopen(path, "r");
-    if (fp == NULL)
+    if (access(path, F_OK) != 0)
       break;
-    cr_assert_not_null(fgets(line, sizeof line, fp));
-    f = strstr(line, "prev=");
-    cr_assert_not_null(f, "header of %s: %s", path, line);
-    cr_assert_eq(strncmp(f + 5, prev, JOURNAL_HEX_LEN), 0,
-                 "file %u does not continue the chain", idx);
-    while (fgets(line, sizeof line, fp)) {
-      len = strlen(line);
-      cr_assert(len > JOURNAL_HEX_LEN + 1 && line[len - 1] == '\n');
-      journal_line_hash(line, len - 1 - JOURNAL_HEX_LEN, h);
-      journal_hex(h, JOURNAL_HASH_LEN, hx);
-      cr_assert_eq(strncmp(line + len - 1 - JOURNAL_HEX_LEN, hx,
-                           JOURNAL_HEX_LEN), 0, "hash of entry %u", n + 1);
-      cr_assert_eq(strncmp(line + len - 2 - 2 * JOURNAL_HEX_LEN, prev,
-                           JOURNAL_HEX_LEN), 0, "prev of entry %u", n + 1);
-      cr_assert_eq(sscanf(line, "%llu", &seq), 1);
-      cr_assert_eq(seq, (unsigned long long)n + 1);
-      f = line;
-      for (k = 0; k < 12; k++)
-        f = strchr(f, '\t') + 1;
-      cr_assert_eq(strtod(f, NULL), (n + 0.5) / 1e4, "u round-trips");
-      memcpy(prev, hx, sizeof prev);
-      n++;
-    }
-    fclose(fp);
   }
-  memcpy(head, prev, JOURNAL_HEX_LEN + 1);
   if (ret_files)
     *ret_files = idx - 1;
-  return n;
+  return (unsigned)n;
 }
 
 static struct journal *
@@ -237,4 +221,141 @@ Test(journal, bad_params)
   p.dir = "/nonexistent/qrs-journal";
   cr_assert_lt(journal_open(&j, &p, err, sizeof err), 0);
   cr_assert_not_null(strstr(err, "/nonexistent/qrs-journal"));
+}
+
+/* Tamper tests: each edit of a journal is found and named. */
+static char *lines[64];
+static size_t n_lines;
+
+static void
+load(const char *path)
+{
+  char buf[JOURNAL_LINE_MAX + 8];
+  FILE *fp = fopen(path, "r");
+
+  cr_assert_not_null(fp);
+  n_lines = 0;
+  while (n_lines < 64 && fgets(buf, sizeof buf, fp))
+    lines[n_lines++] = strdup(buf);
+  fclose(fp);
+}
+
+static void
+save(const char *path)
+{
+  FILE *fp = fopen(path, "w");
+  size_t i;
+
+  cr_assert_not_null(fp);
+  for (i = 0; i < n_lines; i++) {
+    fputs(lines[i], fp);
+    free(lines[i]);
+  }
+  fclose(fp);
+}
+
+static void
+expect(enum journal_fault want)
+{
+  char err[512];
+  int r = journal_verify(dir, NULL, NULL, NULL, NULL, err, sizeof err);
+
+  cr_assert_eq(r, want, "want %s, got %s (%s)", journal_fault_name(want),
+               journal_fault_name(r), err);
+  cr_assert_neq(err[0], '\0');
+}
+
+static void
+small_run(char *path, size_t len)
+{
+  struct journal *j = open_j(1u << 20, JOURNAL_POLICY_STOP);
+
+  submit_all(j, 0, 20);
+  journal_close(j);
+  snprintf(path, len, "%s/journal-000001.log", dir);
+  load(path);
+  cr_assert_eq(n_lines, 21);
+}
+
+Test(journal, tamper_edit_byte)
+{
+  char path[256];
+
+  small_run(path, sizeof path);
+  lines[5][strlen(lines[5]) / 2] ^= 1;        /* inside u or a time */
+  save(path);
+  expect(JOURNAL_FAULT_HASH);
+}
+
+Test(journal, tamper_drop_entry)
+{
+  char path[256];
+
+  small_run(path, sizeof path);
+  free(lines[7]);
+  memmove(&lines[7], &lines[8], (n_lines - 8) * sizeof *lines);
+  n_lines--;
+  save(path);
+  expect(JOURNAL_FAULT_DROPPED);
+}
+
+Test(journal, tamper_reorder)
+{
+  char path[256], *t;
+
+  small_run(path, sizeof path);
+  t = lines[3];
+  lines[3] = lines[4];
+  lines[4] = t;
+  save(path);
+  expect(JOURNAL_FAULT_REORDERED);
+}
+
+Test(journal, tamper_replay)
+{
+  char path[256];
+
+  small_run(path, sizeof path);
+  lines[n_lines] = strdup(lines[n_lines - 1]);  /* the last draw twice */
+  n_lines++;
+  save(path);
+  expect(JOURNAL_FAULT_REPLAYED);
+}
+
+/* Two runs spliced: a second run's file put after the first one's. */
+Test(journal, tamper_splice)
+{
+  char path[256], other[64], cmd[512];
+  struct journal *j;
+
+  small_run(path, sizeof path);
+  save(path);
+  test_tmpdir(other, sizeof other, "qrs-journal2");
+  snprintf(cmd, sizeof cmd, "mv %s/journal-000001.log %s/", dir, other);
+  cr_assert_eq(system(cmd), 0);
+  j = open_j(1u << 20, JOURNAL_POLICY_STOP);
+  submit_all(j, 0, 5);
+  journal_close(j);
+  snprintf(cmd, sizeof cmd, "mv %s/journal-000001.log %s/journal-000002.log"
+           " && mv %s/journal-000001.log %s/", dir, dir, other, dir);
+  cr_assert_eq(system(cmd), 0);
+  test_tmpdir_remove(other);
+  expect(JOURNAL_FAULT_SPLICE);
+}
+
+/* The chain rewritten: an entry's prev edited and its hash recomputed. */
+Test(journal, tamper_rechained)
+{
+  char path[256], hx[JOURNAL_HEX_LEN + 1];
+  uint8_t h[JOURNAL_HASH_LEN];
+  size_t len;
+
+  small_run(path, sizeof path);
+  len = strlen(lines[9]);
+  lines[9][len - 3 - JOURNAL_HEX_LEN] ^= 1;    /* inside prev */
+  journal_line_hash(lines[9], len - 1 - JOURNAL_HEX_LEN, h);
+  journal_hex(h, JOURNAL_HASH_LEN, hx);
+  memcpy(lines[9] + len - 1 - JOURNAL_HEX_LEN, hx, JOURNAL_HEX_LEN);
+  save(path);
+  expect(JOURNAL_FAULT_CHAIN);
 }
