@@ -48,7 +48,7 @@ journal_params_default(struct journal_params *p)
   memset(p, 0, sizeof *p);
   p->max_bytes = 64u << 20;
   p->queue_len = 4096;
-  p->fsync_every = 256;
+  p->fsync_every = 4096;
   p->policy = JOURNAL_POLICY_STOP;
 }
 
@@ -375,7 +375,7 @@ journal_open(struct journal **ret, const struct journal_params *p,
   j->fd = -1;
   j->p.dir = strdup(p->dir);
   j->q = calloc(p->queue_len, sizeof *j->q);
-  j->buf_cap = (size_t)(p->fsync_every < 1024 ? p->fsync_every : 1024) *
+  j->buf_cap = (size_t)(p->fsync_every < 4096 ? p->fsync_every : 4096) *
                JOURNAL_LINE_MAX;
   j->buf = malloc(j->buf_cap);
   if (j->p.dir == NULL || j->q == NULL || j->buf == NULL) {

@@ -78,8 +78,8 @@ struct journal_entry {
 
 struct journal;
 
-/* Defaults: 64 MiB files, 4096 queued entries, batches of at most 256
-   entries, policy stop. dir stays NULL. */
+/* Defaults: 64 MiB files, 4096 queued entries, batches of at most 4096
+   entries (a batch's buffer is at most 4096 lines), policy stop. dir stays NULL. */
 void journal_params_default(struct journal_params *p);
 
 /* Open (creating dir's files, resuming the chain from the newest file
