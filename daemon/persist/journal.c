@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
 #include <openssl/evp.h>
 
 #include "base/log.h"
@@ -498,6 +499,31 @@ journal_may_serve(struct journal *j)
   enum journal_state s = journal_state(j, NULL);
 
   return s == JOURNAL_OK || j->p.policy == JOURNAL_POLICY_LABEL;
+}
+
+struct json_object *
+journal_status_json(struct journal *j)
+{
+  struct json_object *o = json_object_new_object();
+  char head[JOURNAL_HEX_LEN + 1];
+  enum journal_state st;
+  uint64_t seq;
+  int err;
+
+  if (o == NULL)
+    return NULL;
+  st = journal_state(j, &err);
+  journal_head(j, head, &seq);
+  json_object_object_add(o, "state",
+                         json_object_new_string(journal_state_name(st)));
+  if (st == JOURNAL_WRITE_ERROR)
+    json_object_object_add(o, "error", json_object_new_string(strerror(err)));
+  json_object_object_add(o, "on_error", json_object_new_string(
+                         j->p.policy == JOURNAL_POLICY_STOP ? "stop" :
+                         "label"));
+  json_object_object_add(o, "head", json_object_new_string(head));
+  json_object_object_add(o, "seq", json_object_new_uint64(seq));
+  return o;
 }
 
 const char *

@@ -106,6 +106,12 @@ void journal_head(struct journal *j, char hex[JOURNAL_HEX_LEN + 1],
 int journal_may_serve(struct journal *j);
 const char *journal_state_name(enum journal_state s);
 
+/* The status file's "journal" object: state, error (strerror, when
+   failing), policy, head (hash of the last durable entry) and seq (its
+   sequence); NULL without memory. */
+struct json_object;
+struct json_object *journal_status_json(struct journal *j);
+
 /* Shared with qrs-audit: the hash of an entry's line (len bytes, up to
    and including the tab before the hash field). */
 void journal_line_hash(const char *line, size_t len,

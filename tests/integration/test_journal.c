@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include <criterion/criterion.h>
+#include <json-c/json.h>
 #include <qrs/error.h>
 
 #include "harness.h"
@@ -40,8 +41,9 @@ run(uint64_t max_bytes, const char *on_error)
   snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
   cr_assert_eq(mkdir(jdir, 0700), 0);
   snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\", max_bytes: %llu, "
-           "queue: 65536, batch: 4096, on_error: %s }\n", jdir,
-           (unsigned long long)max_bytes, on_error);
+           "queue: 65536, batch: 4096, on_error: %s }\n"
+           "status_file: \"%s/status.json\"\n", jdir,
+           (unsigned long long)max_bytes, on_error, D.dir);
   snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
   write_text_file(D.conf, yaml);
   daemon_start(&D, NULL);
@@ -72,10 +74,49 @@ recv_draw(int fd, int *ret_err)
   return r;
 }
 
+/* The status file's "journal" object once it has state want (waits up
+   to 5 s: the file is rewritten at most once a second, on changes): its
+   seq, and its head in head. */
+static uint64_t
+status_journal(const char *want, char head[JOURNAL_HEX_LEN + 1])
+{
+  struct json_object *o = NULL, *jo, *v;
+  uint64_t seq;
+  char path[160], *text;
+  int i;
+
+  snprintf(path, sizeof path, "%s/status.json", D.dir);
+  for (i = 0; i < 50; i++, usleep(100000)) {
+    json_object_put(o);
+    o = NULL;
+    if (access(path, F_OK) != 0)
+      continue;
+    text = read_text_file(path, 1 << 20, NULL);
+    o = json_tokener_parse(text);
+    free(text);
+    if (o && json_object_object_get_ex(o, "journal", &jo) &&
+        json_object_object_get_ex(jo, "state", &v) &&
+        strcmp(json_object_get_string(v), want) == 0)
+      break;
+  }
+  cr_assert_not_null(o, "no status file");
+  cr_assert(json_object_object_get_ex(o, "journal", &jo));
+  cr_assert(json_object_object_get_ex(jo, "state", &v));
+  cr_assert_str_eq(json_object_get_string(v), want);
+  cr_assert(json_object_object_get_ex(jo, "head", &v));
+  snprintf(head, JOURNAL_HEX_LEN + 1, "%s", json_object_get_string(v));
+  cr_assert(json_object_object_get_ex(jo, "seq", &v));
+  seq = (uint64_t)json_object_get_uint64(v);
+  json_object_put(o);
+  return seq;
+}
+
 #define N_DRAWS 100000
 #define WINDOW 32
 
 static double *served_u;
+static uint64_t status_seq;          /* the status file's journal seq */
+static char status_entry_hash[JOURNAL_HEX_LEN + 1];  /* that entry's */
 
 static int
 check_entry(void *ctx, uint64_t seq, const char *line)
@@ -85,6 +126,9 @@ check_entry(void *ctx, uint64_t seq, const char *line)
 
   (void)ctx;
   cr_assert_leq(seq, N_DRAWS);
+  if (seq == status_seq)
+    memcpy(status_entry_hash, line + strlen(line) - JOURNAL_HEX_LEN,
+           JOURNAL_HEX_LEN + 1);
   for (k = 0; k < 12; k++)
     f = strchr(f, '\t') + 1;
   cr_assert_eq(strtod(f, NULL), served_u[seq - 1],
@@ -94,7 +138,7 @@ check_entry(void *ctx, uint64_t seq, const char *line)
 
 Test(journal, hundred_thousand_draws_verify)
 {
-  char head[JOURNAL_HEX_LEN + 1], err[512];
+  char head[JOURNAL_HEX_LEN + 1], shead[JOURNAL_HEX_LEN + 1], err[512];
   QrsIpc__DrawReply *r;
   uint64_t entries = 0;
   int fd, i, k, code, v;
@@ -116,11 +160,16 @@ Test(journal, hundred_thousand_draws_verify)
     }
   }
   close(fd);
+  status_seq = status_journal("ok", shead);
+  cr_assert_gt(status_seq, 0);
   cr_assert_eq(daemon_stop(&D), 0);
   v = journal_verify(jdir, check_entry, NULL, &entries, head, err,
                      sizeof err);
   cr_assert_eq(v, JOURNAL_INTACT, "%s: %s", journal_fault_name(v), err);
   cr_assert_eq(entries, N_DRAWS);
+  cr_assert_str_eq(shead, status_entry_hash, "the status file's head is "
+                   "the hash of journal entry %llu",
+                   (unsigned long long)status_seq);
   free(served_u);
 }
 
@@ -136,7 +185,7 @@ draws_until_error(int fd, int *ret_unjournalled)
   snprintf(cmd, sizeof cmd, "rm -rf %s", jdir);
   cr_assert_eq(system(cmd), 0);
   *ret_unjournalled = 0;
-  for (i = 0; i < 20000; i++) {
+  for (i = 0; i < 200000; i++) {
     raw_send_draw(fd, (uint32_t)(i + 2), NULL, 16);
     r = recv_draw(fd, &code);
     if (code != 0)
@@ -174,8 +223,24 @@ Test(journal, unwritable_label_serves_unjournalled)
   fd = raw_connect_hello(D.sock);
   code = draws_until_error(fd, &un);
   cr_assert_eq(code, 0);
-  cr_assert_eq(un, 1, "served labelled unjournalled");
+  cr_assert_eq(un, 1, "served labelled unjournalled (log: %d errors)",
+               daemon_log_count(&D, "journal: "));
   cr_assert(daemon_log_contains(&D, "served labelled \"unjournalled\""));
+  {
+    char head[JOURNAL_HEX_LEN + 1];
+    QrsIpc__DrawReply *r;
+    int i;
+
+    /* draws for 1.5 s: the status file is rewritten as they are served */
+    for (i = 0; i < 15; i++, usleep(100000)) {
+      raw_send_draw(fd, (uint32_t)(100000 + i), NULL, 16);
+      r = recv_draw(fd, &code);
+      cr_assert_eq(code, 0);
+      cr_assert_eq(r->unjournalled, 1);
+      qrs_ipc__draw_reply__free_unpacked(r, NULL);
+    }
+    status_journal("write-error", head);
+  }
   close(fd);
   daemon_stop(&D);
 }
