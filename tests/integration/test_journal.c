@@ -136,6 +136,43 @@ check_entry(void *ctx, uint64_t seq, const char *line)
   return 0;
 }
 
+/* qrs-audit --json on jdir: exit status and a piece of its output. */
+static void
+audit_expect(int status, const char *needle)
+{
+  char out[4096], errb[4096];
+  char *argv[] = { getenv("QRS_AUDIT_BIN"), "--json", "--journal", jdir,
+                   NULL };
+  int r;
+
+  cr_assert_not_null(argv[0]);
+  r = run_capture(argv, out, sizeof out, errb, sizeof errb);
+  cr_assert_eq(r, status, "qrs-audit exit %d: %s %s", r, out, errb);
+  cr_assert(strstr(out, needle) != NULL, "qrs-audit: %s", out);
+}
+
+/* One digit of the first entry's pid changed in place (the entry's hash
+   no longer matches). */
+static void
+tamper_first_u(void)
+{
+  char path[256];
+  FILE *fp;
+  int c;
+
+  snprintf(path, sizeof path, "%s/journal-000001.log", jdir);
+  fp = fopen(path, "r+");
+  cr_assert_not_null(fp);
+  while ((c = fgetc(fp)) != EOF && c != '\n')
+    ;
+  /* the second line is "1\t<pid>\t...": the pid's first digit */
+  cr_assert_eq(fseek(fp, 2, SEEK_CUR), 0);
+  c = fgetc(fp);
+  cr_assert_eq(fseek(fp, -1, SEEK_CUR), 0);
+  fputc(c == '9' ? '8' : c + 1, fp);
+  fclose(fp);
+}
+
 Test(journal, hundred_thousand_draws_verify)
 {
   char head[JOURNAL_HEX_LEN + 1], shead[JOURNAL_HEX_LEN + 1], err[512];
@@ -167,6 +204,10 @@ Test(journal, hundred_thousand_draws_verify)
                      sizeof err);
   cr_assert_eq(v, JOURNAL_INTACT, "%s: %s", journal_fault_name(v), err);
   cr_assert_eq(entries, N_DRAWS);
+  audit_expect(0, "\"verdict\":\"intact\"");
+  audit_expect(0, "\"entries\":100000");
+  tamper_first_u();
+  audit_expect(1, "\"verdict\":\"entry-edited\"");
   cr_assert_str_eq(shead, status_entry_hash, "the status file's head is "
                    "the hash of journal entry %llu",
                    (unsigned long long)status_seq);
