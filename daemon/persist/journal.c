@@ -560,11 +560,13 @@ seq_fault(FILE *fp, unsigned long long s, uint64_t last)
   return JOURNAL_FAULT_DROPPED;
 }
 
-/* One file's entries; *prev and *seq carry the chain. */
+/* One file's entries; *prev and *seq carry the chain.  md: one digest
+   context for every line (EVP_Digest() would set one up per line, a
+   third of the time at these sizes). */
 static int
 verify_file(FILE *fp, const char *path, char *prev, uint64_t *seq,
             int (*cb)(void *, uint64_t, const char *), void *ctx,
-            char *err, size_t errlen)
+            EVP_MD_CTX *md, const EVP_MD *sha, char *err, size_t errlen)
 {
   char line[JOURNAL_LINE_MAX + 2], hx[JOURNAL_HEX_LEN + 1], *f, *end;
   uint8_t h[JOURNAL_HASH_LEN];
@@ -595,7 +597,12 @@ verify_file(FILE *fp, const char *path, char *prev, uint64_t *seq,
     }
     line[--len] = '\0';
     body = len - JOURNAL_HEX_LEN;
-    journal_line_hash(line, body, h);
+    if (!EVP_DigestInit_ex(md, sha, NULL) ||
+        !EVP_DigestUpdate(md, line, body) ||
+        !EVP_DigestFinal_ex(md, h, NULL)) {
+      snprintf(err, errlen, "%s:%u: SHA-256 failed", path, lineno);
+      return JOURNAL_FAULT_IO;
+    }
     journal_hex(h, JOURNAL_HASH_LEN, hx);
     if (line[body - 1] != '\t' || memcmp(line + body, hx, JOURNAL_HEX_LEN)) {
       snprintf(err, errlen, "%s:%u: the entry's hash does not match its "
@@ -642,11 +649,22 @@ journal_verify(const char *dir,
   FILE *fp;
   int r = JOURNAL_INTACT;
 
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  EVP_MD *sha = EVP_MD_fetch(NULL, "SHA256", NULL);
+
   strcpy(prev, ZERO_HEX);
   err[0] = '\0';
+  if (md == NULL || sha == NULL) {
+    snprintf(err, errlen, "SHA-256 unavailable (libcrypto)");
+    EVP_MD_CTX_free(md);
+    EVP_MD_free(sha);
+    return JOURNAL_FAULT_IO;
+  }
   for (idx = 1;; idx++) {
     snprintf(path, sizeof path, "%s/journal-%06u.log", dir, idx);
     fp = fopen(path, "re");
+    if (fp)
+      setvbuf(fp, NULL, _IOFBF, 1 << 20);
     if (fp == NULL) {
       if (errno == ENOENT && idx > 1)
         break;
@@ -654,11 +672,13 @@ journal_verify(const char *dir,
       r = JOURNAL_FAULT_IO;
       break;
     }
-    r = verify_file(fp, path, prev, &seq, cb, ctx, err, errlen);
+    r = verify_file(fp, path, prev, &seq, cb, ctx, md, sha, err, errlen);
     fclose(fp);
     if (r != JOURNAL_INTACT)
       break;
   }
+  EVP_MD_CTX_free(md);
+  EVP_MD_free(sha);
   if (ret_entries)
     *ret_entries = seq;
   if (head)
