@@ -336,6 +336,8 @@ conf_free(struct qrsd_conf *conf)
   free(conf->compat_listen);
   free(conf->compat_source);
   free(conf->compat_socket_group);
+  free(conf->journal_dir);
+  free(conf->journal_on_error);
   conf__free_sources(conf);
   free(conf);
 }

@@ -113,6 +113,11 @@ struct qrsd_conf {
   char *compat_source;      /* grpc_compat.source: the only one served */
   unsigned compat_socket_mode;  /* grpc_compat.socket_mode (unix: only) */
   char *compat_socket_group;    /* grpc_compat.socket_group; "" = none */
+  char *journal_dir;            /* journal.dir; "" = no journal */
+  uint64_t journal_max_bytes;   /* journal.max_bytes (rotation) */
+  uint32_t journal_queue;       /* journal.queue */
+  uint32_t journal_batch;       /* journal.batch (entries per fsync) */
+  char *journal_on_error;       /* journal.on_error: "stop" or "label" */
   struct conf_source *sources;  /* in the order declared */
   size_t n_sources;             /* 1 .. CONF_MAX_SOURCES */
 };

@@ -105,6 +105,24 @@ static const struct key monitor_keys[] = {
   { .name = NULL }
 };
 
+static const char *const journal_policies[] = { "stop", "label", NULL };
+
+static const struct key journal_keys[] = {
+  { .name = "dir", .kind = KEY_STRING, .offset = C_OFF(journal_dir),
+    .umin = 0, .umax = 4000 },
+  { .name = "max_bytes", .kind = KEY_U64,
+    .offset = C_OFF(journal_max_bytes), .umin = 4096,
+    .umax = UINT64_C(1099511627776) },
+  { .name = "queue", .kind = KEY_U32, .offset = C_OFF(journal_queue),
+    .umin = 1, .umax = 65536 },
+  { .name = "batch", .kind = KEY_U32, .offset = C_OFF(journal_batch),
+    .umin = 1, .umax = 65536 },
+  { .name = "on_error", .kind = KEY_STRING,
+    .offset = C_OFF(journal_on_error), .umin = 1, .umax = 15,
+    .choices = journal_policies },
+  { .name = NULL }
+};
+
 static const struct key compat_keys[] = {
   { .name = "listen", .kind = KEY_STRING, .offset = C_OFF(compat_listen),
     .umin = 0, .umax = 200 },
@@ -135,6 +153,7 @@ const struct key conf__top_keys[] = {
     .umin = 0, .umax = 4000 },
   { .name = "sources", .kind = KEY_SOURCES },
   { .name = "grpc_compat", .kind = KEY_SECTION, .sub = compat_keys },
+  { .name = "journal", .kind = KEY_SECTION, .sub = journal_keys },
   { .name = NULL }
 };
 

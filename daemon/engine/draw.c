@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/queue.h>
 
+#include <openssl/evp.h>
 #include <qrs/error.h>
 
 #include "amp_exact.h"
@@ -19,6 +20,7 @@
 #include "base/log.h"
 #include "stats/monitor.h"
 #include "nonce.h"
+#include "persist/journal.h"
 #include "sources/source.h"
 #include "strcopy.h"
 
@@ -42,6 +44,7 @@ struct draw_engine {
   struct log_ratelimit fail_rl;
   struct srcamp *amp;
   size_t n_amp;
+  struct journal *journal;      /* NULL: journal.dir "" */
 };
 
 enum job_kind {
@@ -107,6 +110,25 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
   e->max_bytes_per_request = conf->max_frame_bytes - 512;
   if (e->max_bytes_per_request > conf->max_sample_count)
     e->max_bytes_per_request = conf->max_sample_count;
+  if (conf->journal_dir && conf->journal_dir[0]) {
+    struct journal_params jp;
+    char err[512];
+    int r;
+
+    journal_params_default(&jp);
+    jp.dir = conf->journal_dir;
+    jp.max_bytes = conf->journal_max_bytes;
+    jp.queue_len = conf->journal_queue;
+    jp.fsync_every = conf->journal_batch;
+    jp.policy = strcmp(conf->journal_on_error, "label") == 0 ?
+                JOURNAL_POLICY_LABEL : JOURNAL_POLICY_STOP;
+    r = journal_open(&e->journal, &jp, err, sizeof err);
+    if (r < 0) {
+      log_err("%s", err);
+      draw_engine_free(e);
+      return r;
+    }
+  }
   *ret_engine = e;
   return 0;
 }
@@ -124,7 +146,14 @@ draw_engine_free(struct draw_engine *e)
     monitor_free(&e->amp[i].mon);
   }
   free(e->amp);
+  journal_close(e->journal);
   free(e);
+}
+
+struct journal *
+draw_journal(struct draw_engine *e)
+{
+  return e->journal;
 }
 
 static struct srcamp *
@@ -230,6 +259,59 @@ stamp_reply(QrsIpc__DrawReply *r, const struct ts *received,
   r->sent = &w[2];
 }
 
+/* The draw's journal entry (no I/O: journal_submit() queues it), before
+   the reply goes out.  0: send r (journal_seq or unjournalled set);
+   otherwise an error was sent instead (journal.on_error: stop).  data
+   (n bytes) are the bytes amplified; NULL for a server draw, whose entry
+   hashes nothing (its bytes stayed upstream: 64 zeros). */
+static int
+journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
+             size_t n)
+{
+  struct journal_entry je;
+  const char *f;
+  unsigned pid = 0, uid = 0;
+  int err;
+
+  if (rq->e->journal == NULL)
+    return 0;
+  memset(&je, 0, sizeof je);
+  /* who is "conn N (pid P, uid U)" (server.c) */
+  f = strstr(rq->who, "(pid ");
+  if (f)
+    sscanf(f, "(pid %u, uid %u)", &pid, &uid);
+  je.pid = (int32_t)pid;
+  je.uid = uid;
+  str_copy(je.source, sizeof je.source, r->served_by);
+  str_copy(je.amp, sizeof je.amp, r->amplifier);
+  snprintf(je.amp_params, sizeof je.amp_params, "n=%u,mean=%.17g,std=%.17g",
+           r->sample_count, r->population_mean, r->population_std);
+  je.nonce = r->nonce;
+  je.echo_ok = r->echo == QRS_IPC__ECHO__ECHO_VERIFIED;
+  je.t_recv = r->received->realtime_ns / 1e9;
+  je.t_gen = r->generated->realtime_ns / 1e9;
+  je.t_sent = r->sent->realtime_ns / 1e9;
+  if (data)
+    EVP_Digest(data, n, je.bytes_sha, NULL, EVP_sha256(), NULL);
+  je.u = r->u;
+  if (r->fallback)
+    str_copy(je.fallback, sizeof je.fallback, r->served_by);
+  err = journal_submit(rq->e->journal, &je);
+  if (err == 0) {
+    r->journal_seq = je.seq;
+    return 0;
+  }
+  if (journal_may_serve(rq->e->journal)) {
+    r->unjournalled = 1;
+    return 0;
+  }
+  draw_reply_error(rq->reply, rq->ctx, err == -EAGAIN ? QRS_E_BUSY :
+                   QRS_E_INTERNAL, "the draw journal cannot take the draw "
+                   "(%s); journal.on_error is stop", err == -EAGAIN ?
+                   "queue full" : "write error");
+  return -1;
+}
+
 static void
 send_draw_reply(struct req *rq, const struct reg_result *res)
 {
@@ -276,7 +358,8 @@ send_draw_reply(struct req *rq, const struct reg_result *res)
   r.population_std = p.population_std;
   r.extra_bytes = (uint32_t)(res->n - rq->amp.sample_count);
   stamp_reply(&r, &rq->received, &res->generated, w);
-  rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
+  if (journal_draw(rq, &r, res->data, res->n) == 0)
+    rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
 }
 
 static void
@@ -696,7 +779,8 @@ on_server_draw(struct source_draw *d)
   meta.generation_timestamp_ns = d->generation_timestamp_ns;
   r.meta = &meta;
   stamp_reply(&r, &rq->received, &d->generated, w);
-  rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
+  if (journal_draw(rq, &r, NULL, 0) == 0)
+    rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
   req_free(rq);
 }
 

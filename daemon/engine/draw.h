@@ -29,7 +29,8 @@ struct draw_engine;
 typedef void (*draw_reply_fn)(void *ctx, uint16_t type,
                               const ProtobufCMessage *m);
 
-/* 0 and a new engine on reg (which must outlive it), or -ENOMEM.  loop
+/* 0 and a new engine on reg (which must outlive it), -ENOMEM, or an
+   errno from opening the journal (journal.dir; logged).  loop
    runs the amplifiers' preparations (calibrations, exact tables) on its
    worker threads. */
 int draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
@@ -55,6 +56,11 @@ const struct monitor *draw_monitor(struct draw_engine *e,
    reason when there is one. */
 int draw_alarms(const struct draw_engine *e, const char **ret_source,
                 const char **ret_reason);
+
+/* The draw journal (persist/journal.h; journal.dir), or NULL when off:
+   its head and state for the status file. */
+struct journal;
+struct journal *draw_journal(struct draw_engine *e);
 
 /* Send an Error through reply (also used by the server). */
 void draw_reply_error(draw_reply_fn reply, void *ctx, int err,

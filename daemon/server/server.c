@@ -434,7 +434,8 @@ server_init(struct server *srv, uv_loop_t *loop,
   }
   r = draw_engine_new(conf, srv->reg, loop, &srv->draw);
   if (r < 0) {
-    snprintf(err, errlen, "out of memory");
+    snprintf(err, errlen, "%s", r == -ENOMEM ? "out of memory" :
+             "the draw journal could not be opened (see above)");
     return r;
   }
   /* Requests are held to max_frame_bytes; replies may be larger: a

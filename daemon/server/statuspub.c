@@ -10,6 +10,7 @@
 
 #include "sources/local.h"
 #include "base/log.h"
+#include "persist/journal.h"
 #include "stats/monitor.h"
 #include "server/statuspub.h"
 
@@ -310,11 +311,21 @@ publish(struct statuspub *sp, int force)
     json_object_put(srcs);
     return;
   }
+  /* a failing draw journal too (issue 25): never silent */
+  if (h == REG_OK && sp->draw && draw_journal(sp->draw) &&
+      journal_state(draw_journal(sp->draw), NULL) != JOURNAL_OK) {
+    h = REG_DEGRADED;
+    snprintf(msg, sizeof(msg), "draw journal: %s", journal_state_name(
+             journal_state(draw_journal(sp->draw), NULL)));
+  }
   json_object_object_add(extra, "health",
                          json_object_new_string(registry_state_name(h)));
   json_object_object_add(extra, "health_message",
                          json_object_new_string(msg));
   json_object_object_add(extra, "sources", srcs);
+  if (sp->draw && draw_journal(sp->draw))
+    json_object_object_add(extra, "journal",
+                           journal_status_json(draw_journal(sp->draw)));
   sum.primary_name = def.name ? def.name : "";
   sum.fallback_name = def.fallback ? def.fallback : "error";
   sum.last_source_used = registry_last_used(sp->reg);

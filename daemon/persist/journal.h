@@ -1,0 +1,152 @@
+/* The draw journal: an append-only, hash-chained file of every draw
+   served (issue 25).
+
+   Format (version 1), one text line per record, UTF-8 free (every field
+   is ASCII; text fields have tabs, newlines and backslashes refused):
+
+     # qrs-journal 1 file=<index> prev=<64 hex>\n           (header)
+     <seq>\t<pid>\t<uid>\t<source>\t<amp>\t<amp_params>\t<nonce hex>\t
+     <echo 0|1>\t<t_recv>\t<t_gen>\t<t_sent>\t<sha256 of bytes, hex>\t
+     <u>\t<fallback>\t<prev hex>\t<hash hex>\n                 (entry)
+
+   Times are CLOCK_REALTIME seconds with 9 decimals, u is %.17g (it
+   round-trips exactly).  hash = SHA-256 over the entry line from its
+   first byte up to and including the tab before the hash; prev is the
+   previous entry's hash (64 zeros for the first entry ever), so the
+   chain runs across files: file <dir>/journal-<index 6 digits>.log is
+   rotated when it reaches max_bytes (checked between batches, so a file
+   may pass it by one batch), and the next file's header names
+   the last hash of the one before.  Sequences start at 1 and grow by
+   one per entry, also across files.
+
+   Threads: journal_submit() is called from the loop thread and never
+   does file I/O: it copies the entry into a bounded queue (queue_len
+   entries) and wakes the writer thread, which writes the entries in
+   batches and fsyncs every batch (group commit: what was queued while the
+   last fsync ran, at most fsync_every entries).  A full queue or a
+   write error is not silent: journal_state() says which, the entry is
+   not journalled, and the caller applies the configured policy (stop
+   serving, or serve the draw labelled "unjournalled"). */
+#ifndef QRSD_JOURNAL_H
+#define QRSD_JOURNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define JOURNAL_HASH_LEN 32
+#define JOURNAL_HEX_LEN 64
+#define JOURNAL_NAME_MAX 32         /* source, amp, fallback (with NUL) */
+#define JOURNAL_PARAMS_MAX 96       /* amplifier parameters (with NUL) */
+#define JOURNAL_LINE_MAX 768        /* one formatted entry */
+#define JOURNAL_QUEUE_MAX 65536
+
+enum journal_policy {
+  JOURNAL_POLICY_STOP = 0,          /* refuse to serve unjournalled */
+  JOURNAL_POLICY_LABEL,             /* serve, labelled "unjournalled" */
+};
+
+enum journal_state {
+  JOURNAL_OK = 0,
+  JOURNAL_QUEUE_FULL,               /* the writer fell behind */
+  JOURNAL_WRITE_ERROR,              /* write/fsync/open failed (errno) */
+  JOURNAL_STOPPED,                  /* journal_close() was called */
+};
+
+struct journal_params {
+  char *dir;                        /* directory of the journal files */
+  uint64_t max_bytes;               /* rotation size (>= 4096) */
+  unsigned queue_len;               /* 1..JOURNAL_QUEUE_MAX */
+  unsigned fsync_every;             /* entries per fsync, >= 1 */
+  enum journal_policy policy;
+};
+
+struct journal_entry {
+  uint64_t seq;                     /* set by journal_submit() */
+  int32_t pid;
+  uint32_t uid;
+  char source[JOURNAL_NAME_MAX];
+  char amp[JOURNAL_NAME_MAX];
+  char amp_params[JOURNAL_PARAMS_MAX];
+  uint64_t nonce;
+  int echo_ok;
+  double t_recv, t_gen, t_sent;     /* CLOCK_REALTIME seconds */
+  uint8_t bytes_sha[JOURNAL_HASH_LEN];
+  double u;
+  char fallback[JOURNAL_NAME_MAX];  /* "" when none */
+};
+
+struct journal;
+
+/* Defaults: 64 MiB files, 4096 queued entries, batches of at most 4096
+   entries (a batch's buffer is at most 4096 lines), policy stop. dir stays NULL. */
+void journal_params_default(struct journal_params *p);
+
+/* Open (creating dir's files, resuming the chain from the newest file
+   if there is one) and start the writer thread.  0 or a negative errno
+   (err says what). */
+int journal_open(struct journal **ret, const struct journal_params *p,
+                 char *err, size_t errlen);
+/* Flush, fsync, stop the thread and free (NULL is accepted). */
+void journal_close(struct journal *j);
+
+/* Hand over an entry (loop thread; no I/O, no allocation).  0 with
+   e->seq set, -EAGAIN (queue full), -EIO (the writer failed: see
+   journal_state()), -EINVAL (a text field with a tab, newline or
+   backslash) or -ESHUTDOWN. */
+int journal_submit(struct journal *j, struct journal_entry *e);
+
+/* The state, the last errno of a write error (0 otherwise), the head:
+   the hash and sequence of the last entry durably written (fsync'd). */
+enum journal_state journal_state(struct journal *j, int *ret_errno);
+void journal_head(struct journal *j, char hex[JOURNAL_HEX_LEN + 1],
+                  uint64_t *ret_seq);
+/* May a draw be served now under the policy?  1 yes (journalled or
+   labelled), 0 no (policy stop while the journal is failing). */
+int journal_may_serve(struct journal *j);
+const char *journal_state_name(enum journal_state s);
+
+/* The status file's "journal" object: state, error (strerror, when
+   failing), policy, head (hash of the last durable entry) and seq (its
+   sequence); NULL without memory. */
+struct json_object;
+struct json_object *journal_status_json(struct journal *j);
+
+/* Shared with qrs-audit: the hash of an entry's line (len bytes, up to
+   and including the tab before the hash field). */
+void journal_line_hash(const char *line, size_t len,
+                       uint8_t out[JOURNAL_HASH_LEN]);
+void journal_hex(const uint8_t *b, size_t n, char *out);
+/* Format an entry with prev (hex) into buf (JOURNAL_LINE_MAX), setting
+   hash (binary); the length, or -EINVAL. */
+int journal_format(const struct journal_entry *e, const char *prev_hex,
+                   char *buf, uint8_t hash[JOURNAL_HASH_LEN]);
+
+/* What journal_verify() found wrong (the first one). */
+enum journal_fault {
+  JOURNAL_INTACT = 0,
+  JOURNAL_FAULT_IO,                 /* a file could not be read */
+  JOURNAL_FAULT_PARSE,              /* a line is not an entry */
+  JOURNAL_FAULT_HASH,               /* an entry's text was edited */
+  JOURNAL_FAULT_DROPPED,            /* the sequence skips: entries gone */
+  JOURNAL_FAULT_REORDERED,          /* entries out of sequence order */
+  JOURNAL_FAULT_REPLAYED,           /* an entry (a draw) appears twice */
+  JOURNAL_FAULT_CHAIN,              /* in sequence, but prev is not the
+                                       hash before (rewritten chain) */
+  JOURNAL_FAULT_SPLICE,             /* a file's header does not continue
+                                       the chain of the file before */
+};
+const char *journal_fault_name(enum journal_fault f);
+
+/* Walk dir's files from journal-000001.log on, recomputing every hash.
+   For each intact entry, cb (may be NULL) gets its line (NUL-ended,
+   without the newline) and its sequence; a non-zero return stops the
+   walk with that value.  JOURNAL_INTACT with the number of entries and
+   the head (last hash), or the first fault with err naming the file and
+   line. */
+int journal_verify(const char *dir,
+                   int (*cb)(void *ctx, uint64_t seq, const char *line),
+                   void *ctx, uint64_t *ret_entries,
+                   char head[JOURNAL_HEX_LEN + 1], char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,307 @@
+/* Integration: the draw journal of a real qrsd (issue 25).  100,000
+   draws served through raw frames: every reply carries its journal
+   sequence, the journal on disk verifies (journal_verify(): every hash
+   recomputed, across rotated files) and holds each reply's u at its
+   sequence; a journal that cannot be written is never silent: under
+   on_error: stop draws are refused, under label they are served marked
+   unjournalled. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <criterion/criterion.h>
+#include <json-c/json.h>
+#include <qrs/error.h>
+
+#include "harness.h"
+#include "persist/journal.h"
+#include "qrs_ipc.pb-c.h"
+
+static struct daemon D;
+static char jdir[160];
+
+static void
+stop_and_clean(void)
+{
+  daemon_cleanup(&D);
+}
+
+TestSuite(journal, .fini = stop_and_clean, .timeout = 240);
+
+static void
+run(uint64_t max_bytes, const char *on_error)
+{
+  char yaml[512];
+
+  daemon_prepare(&D, NULL);
+  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
+  cr_assert_eq(mkdir(jdir, 0700), 0);
+  snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\", max_bytes: %llu, "
+           "queue: 65536, batch: 4096, on_error: %s }\n"
+           "status_file: \"%s/status.json\"\n", jdir,
+           (unsigned long long)max_bytes, on_error, D.dir);
+  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+}
+
+/* Receive one DRAW_REPLY (or ERROR: its code in *ret_err). */
+static QrsIpc__DrawReply *
+recv_draw(int fd, int *ret_err)
+{
+  struct qrs_frame_hdr h;
+  QrsIpc__DrawReply *r = NULL;
+  QrsIpc__Error *e;
+  uint8_t *p;
+
+  cr_assert_eq(raw_recv(fd, &h, &p), 0, "EOF instead of a reply");
+  *ret_err = 0;
+  if (h.type == QRS_MSG_ERROR) {
+    e = qrs_ipc__error__unpack(NULL, h.length, p);
+    cr_assert_not_null(e);
+    *ret_err = qrs__error_from_wire(e->code);
+    qrs_ipc__error__free_unpacked(e, NULL);
+  } else {
+    cr_assert_eq(h.type, QRS_MSG_DRAW_REPLY);
+    r = qrs_ipc__draw_reply__unpack(NULL, h.length, p);
+    cr_assert_not_null(r);
+  }
+  free(p);
+  return r;
+}
+
+/* The status file's "journal" object once it has state want (waits up
+   to 5 s: the file is rewritten at most once a second, on changes): its
+   seq, and its head in head. */
+static uint64_t
+status_journal(const char *want, char head[JOURNAL_HEX_LEN + 1])
+{
+  struct json_object *o = NULL, *jo, *v;
+  uint64_t seq;
+  char path[160], *text;
+  int i;
+
+  snprintf(path, sizeof path, "%s/status.json", D.dir);
+  for (i = 0; i < 50; i++, usleep(100000)) {
+    json_object_put(o);
+    o = NULL;
+    if (access(path, F_OK) != 0)
+      continue;
+    text = read_text_file(path, 1 << 20, NULL);
+    o = json_tokener_parse(text);
+    free(text);
+    if (o && json_object_object_get_ex(o, "journal", &jo) &&
+        json_object_object_get_ex(jo, "state", &v) &&
+        strcmp(json_object_get_string(v), want) == 0)
+      break;
+  }
+  cr_assert_not_null(o, "no status file");
+  cr_assert(json_object_object_get_ex(o, "journal", &jo));
+  cr_assert(json_object_object_get_ex(jo, "state", &v));
+  cr_assert_str_eq(json_object_get_string(v), want);
+  cr_assert(json_object_object_get_ex(jo, "head", &v));
+  snprintf(head, JOURNAL_HEX_LEN + 1, "%s", json_object_get_string(v));
+  cr_assert(json_object_object_get_ex(jo, "seq", &v));
+  seq = (uint64_t)json_object_get_uint64(v);
+  json_object_put(o);
+  return seq;
+}
+
+#define N_DRAWS 100000
+#define WINDOW 32
+
+static double *served_u;
+static uint64_t status_seq;          /* the status file's journal seq */
+static char status_entry_hash[JOURNAL_HEX_LEN + 1];  /* that entry's */
+
+static int
+check_entry(void *ctx, uint64_t seq, const char *line)
+{
+  const char *f = line;
+  unsigned k;
+
+  (void)ctx;
+  cr_assert_leq(seq, N_DRAWS);
+  if (seq == status_seq)
+    memcpy(status_entry_hash, line + strlen(line) - JOURNAL_HEX_LEN,
+           JOURNAL_HEX_LEN + 1);
+  for (k = 0; k < 12; k++)
+    f = strchr(f, '\t') + 1;
+  cr_assert_eq(strtod(f, NULL), served_u[seq - 1],
+               "entry %llu holds the u served", (unsigned long long)seq);
+  return 0;
+}
+
+/* qrs-audit --json on jdir: exit status and a piece of its output. */
+static void
+audit_expect(int status, const char *needle)
+{
+  char out[4096], errb[4096];
+  char *argv[] = { getenv("QRS_AUDIT_BIN"), "--json", "--journal", jdir,
+                   NULL };
+  int r;
+
+  cr_assert_not_null(argv[0]);
+  r = run_capture(argv, out, sizeof out, errb, sizeof errb);
+  cr_assert_eq(r, status, "qrs-audit exit %d: %s %s", r, out, errb);
+  cr_assert(strstr(out, needle) != NULL, "qrs-audit: %s", out);
+}
+
+/* One digit of the first entry's pid changed in place (the entry's hash
+   no longer matches). */
+static void
+tamper_first_u(void)
+{
+  char path[256];
+  FILE *fp;
+  int c;
+
+  snprintf(path, sizeof path, "%s/journal-000001.log", jdir);
+  fp = fopen(path, "r+");
+  cr_assert_not_null(fp);
+  while ((c = fgetc(fp)) != EOF && c != '\n')
+    ;
+  /* the second line is "1\t<pid>\t...": the pid's first digit */
+  cr_assert_eq(fseek(fp, 2, SEEK_CUR), 0);
+  c = fgetc(fp);
+  cr_assert_eq(fseek(fp, -1, SEEK_CUR), 0);
+  fputc(c == '9' ? '8' : c + 1, fp);
+  fclose(fp);
+}
+
+Test(journal, hundred_thousand_draws_verify)
+{
+  char head[JOURNAL_HEX_LEN + 1], shead[JOURNAL_HEX_LEN + 1], err[512];
+  QrsIpc__DrawReply *r;
+  uint64_t entries = 0;
+  int fd, i, k, code, v;
+
+  served_u = calloc(N_DRAWS, sizeof *served_u);
+  cr_assert_not_null(served_u);
+  run(1u << 20, "stop");       /* 1 MiB files: several rotations */
+  fd = raw_connect_hello(D.sock);
+  for (i = 0; i < N_DRAWS; i += WINDOW) {
+    for (k = 0; k < WINDOW; k++)
+      raw_send_draw(fd, (uint32_t)(i + k + 2), NULL, 16);
+    for (k = 0; k < WINDOW; k++) {
+      r = recv_draw(fd, &code);
+      cr_assert_eq(code, 0, "draw %d refused: %d", i + k, code);
+      cr_assert_eq(r->journal_seq, (uint64_t)(i + k + 1));
+      cr_assert_eq(r->unjournalled, 0);
+      served_u[r->journal_seq - 1] = r->u;
+      qrs_ipc__draw_reply__free_unpacked(r, NULL);
+    }
+  }
+  close(fd);
+  status_seq = status_journal("ok", shead);
+  cr_assert_gt(status_seq, 0);
+  cr_assert_eq(daemon_stop(&D), 0);
+  v = journal_verify(jdir, check_entry, NULL, &entries, head, err,
+                     sizeof err);
+  cr_assert_eq(v, JOURNAL_INTACT, "%s: %s", journal_fault_name(v), err);
+  cr_assert_eq(entries, N_DRAWS);
+  audit_expect(0, "\"verdict\":\"intact\"");
+  audit_expect(0, "\"entries\":100000");
+  tamper_first_u();
+  audit_expect(1, "\"verdict\":\"entry-edited\"");
+  cr_assert_str_eq(shead, status_entry_hash, "the status file's head is "
+                   "the hash of journal entry %llu",
+                   (unsigned long long)status_seq);
+  free(served_u);
+}
+
+/* The journal directory is removed under a running qrsd: the next
+   rotation fails. */
+static int
+draws_until_error(int fd, int *ret_unjournalled)
+{
+  QrsIpc__DrawReply *r;
+  int i, code = 0;
+  char cmd[256];
+
+  snprintf(cmd, sizeof cmd, "rm -rf %s", jdir);
+  cr_assert_eq(system(cmd), 0);
+  *ret_unjournalled = 0;
+  for (i = 0; i < 200000; i++) {
+    raw_send_draw(fd, (uint32_t)(i + 2), NULL, 16);
+    r = recv_draw(fd, &code);
+    if (code != 0)
+      return code;
+    if (r->unjournalled) {
+      *ret_unjournalled = 1;
+      qrs_ipc__draw_reply__free_unpacked(r, NULL);
+      return 0;
+    }
+    qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  }
+  return 0;
+}
+
+Test(journal, unwritable_stop_refuses)
+{
+  int fd, un, code;
+
+  run(4096, "stop");
+  fd = raw_connect_hello(D.sock);
+  code = draws_until_error(fd, &un);
+  cr_assert_eq(code, QRS_E_INTERNAL, "refused with %d", code);
+  cr_assert_eq(un, 0);
+  cr_assert(daemon_log_contains(&D, "journal: No such file or directory; "
+                                "draws are refused"));
+  close(fd);
+  daemon_stop(&D);
+}
+
+Test(journal, unwritable_label_serves_unjournalled)
+{
+  int fd, un, code;
+
+  run(4096, "label");
+  fd = raw_connect_hello(D.sock);
+  code = draws_until_error(fd, &un);
+  cr_assert_eq(code, 0);
+  cr_assert_eq(un, 1, "served labelled unjournalled (log: %d errors)",
+               daemon_log_count(&D, "journal: "));
+  cr_assert(daemon_log_contains(&D, "served labelled \"unjournalled\""));
+  {
+    char head[JOURNAL_HEX_LEN + 1];
+    QrsIpc__DrawReply *r;
+    int i;
+
+    /* draws for 1.5 s: the status file is rewritten as they are served */
+    for (i = 0; i < 15; i++, usleep(100000)) {
+      raw_send_draw(fd, (uint32_t)(100000 + i), NULL, 16);
+      r = recv_draw(fd, &code);
+      cr_assert_eq(code, 0);
+      cr_assert_eq(r->unjournalled, 1);
+      qrs_ipc__draw_reply__free_unpacked(r, NULL);
+    }
+    status_journal("write-error", head);
+  }
+  close(fd);
+  daemon_stop(&D);
+}
+
+Test(journal, unusable_dir_stops_startup)
+{
+  char yaml[256], out[4096], errb[4096];
+  const char *argv[6];
+
+  daemon_prepare(&D, NULL);
+  snprintf(yaml, sizeof yaml, "journal: { dir: \"%s/missing\" }\n", D.dir);
+  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  argv[0] = getenv("QRSD_BIN");
+  argv[1] = "-c";
+  argv[2] = D.conf;
+  argv[3] = "--socket";
+  argv[4] = D.sock;
+  argv[5] = NULL;
+  cr_assert_neq(run_capture((char *const *)argv, out, sizeof out, errb,
+                            sizeof errb), 0);
+  cr_assert(strstr(errb, "missing") != NULL, "stderr: %s", errb);
+}

@@ -1,0 +1,361 @@
+/* The draw journal: entries written in order with their sequence, the
+   SHA-256 chain recomputed line by line and across rotated files, the
+   chain resumed by a second open, refused text fields, and a failing
+   journal reported (never silent) with the policy applied. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <criterion/criterion.h>
+
+#include "persist/journal.h"
+#include "testutil.h"
+
+static char dir[64];
+
+static void
+mk(void)
+{
+  test_tmpdir(dir, sizeof(dir), "qrs-journal");
+}
+
+static void
+rm(void)
+{
+  test_tmpdir_remove(dir);
+}
+
+TestSuite(journal, .init = mk, .fini = rm, .timeout = 30);
+
+static void
+entry(struct journal_entry *e, unsigned i)
+{
+  memset(e, 0, sizeof *e);
+  e->pid = 1000 + (int32_t)i;
+  e->uid = 7;
+  strcpy(e->source, "qrng");
+  strcpy(e->amp, "xor");
+  strcpy(e->amp_params, "k=4");
+  e->nonce = 0x1234567800000000ull + i;
+  e->echo_ok = 1;
+  e->t_recv = 1.7e9 + i;
+  e->t_gen = e->t_recv + 0.001;
+  e->t_sent = e->t_gen + 0.001;
+  e->bytes_sha[0] = (uint8_t)i;
+  e->u = (i + 0.5) / 1e4;
+  strcpy(e->fallback, i % 3 ? "" : "system");
+}
+
+static void
+submit_all(struct journal *j, unsigned from, unsigned n)
+{
+  struct journal_entry e;
+  unsigned i;
+  int r;
+
+  for (i = from; i < from + n; i++) {
+    entry(&e, i);
+    while ((r = journal_submit(j, &e)) == -EAGAIN)
+      test_sleep_ms(1);
+    cr_assert_eq(r, 0, "submit %u: %d", i, r);
+    cr_assert_eq(e.seq, (uint64_t)i + 1);
+  }
+}
+
+/* journal_verify() with every entry's u checked against what entry()
+   submitted. */
+static int
+check_u(void *ctx, uint64_t seq, const char *line)
+{
+  const char *f = line;
+  unsigned k;
+
+  (void)ctx;
+  for (k = 0; k < 12; k++)
+    f = strchr(f, '\t') + 1;
+  cr_assert_eq(strtod(f, NULL), (seq - 1 + 0.5) / 1e4, "u round-trips");
+  return 0;
+}
+
+static unsigned
+verify(char head[JOURNAL_HEX_LEN + 1], unsigned *ret_files)
+{
+  char path[256], err[512];
+  uint64_t n = 0;
+  unsigned idx;
+  int r;
+
+  r = journal_verify(dir, check_u, NULL, &n, head, err, sizeof err);
+  cr_assert_eq(r, JOURNAL_INTACT, "%s: %s", journal_fault_name(r), err);
+  for (idx = 1;; idx++) {
+    snprintf(path, sizeof path, "%s/journal-%06u.log", dir, idx);
+    if (access(path, F_OK) != 0)
+      break;
+  }
+  if (ret_files)
+    *ret_files = idx - 1;
+  return (unsigned)n;
+}
+
+static struct journal *
+open_j(uint64_t max_bytes, enum journal_policy pol)
+{
+  struct journal_params p;
+  struct journal *j;
+  char err[256] = "";
+  int r;
+
+  journal_params_default(&p);
+  p.dir = dir;
+  p.max_bytes = max_bytes;
+  p.policy = pol;
+  p.fsync_every = 8;              /* small batches: many rotations */
+  r = journal_open(&j, &p, err, sizeof err);
+  cr_assert_eq(r, 0, "journal_open: %d %s", r, err);
+  return j;
+}
+
+Test(journal, chain_rotation_resume)
+{
+  char head[JOURNAL_HEX_LEN + 1], dhead[JOURNAL_HEX_LEN + 1];
+  struct journal *j = open_j(4096, JOURNAL_POLICY_STOP);
+  unsigned files;
+  uint64_t seq;
+
+  submit_all(j, 0, 500);
+  journal_close(j);
+  cr_assert_eq(verify(head, &files), 500);
+  cr_assert_gt(files, 5, "rotated by size: %u files", files);
+
+  j = open_j(4096, JOURNAL_POLICY_STOP);
+  journal_head(j, dhead, &seq);
+  cr_assert_eq(seq, 500);
+  cr_assert_str_eq(dhead, head);
+  submit_all(j, 500, 300);
+  journal_close(j);
+  cr_assert_eq(verify(head, NULL), 800);
+}
+
+Test(journal, head_is_durable_head)
+{
+  char head[JOURNAL_HEX_LEN + 1], dhead[JOURNAL_HEX_LEN + 1];
+  struct journal *j = open_j(1u << 20, JOURNAL_POLICY_STOP);
+  uint64_t seq = 0;
+  int i;
+
+  submit_all(j, 0, 100);
+  for (i = 0; i < 2000 && seq != 100; i++) {
+    test_sleep_ms(5);
+    journal_head(j, dhead, &seq);
+  }
+  cr_assert_eq(seq, 100);
+  cr_assert_eq(verify(head, NULL), 100);
+  cr_assert_str_eq(dhead, head);
+  cr_assert_eq(journal_state(j, NULL), JOURNAL_OK);
+  journal_close(j);
+}
+
+Test(journal, refuses_text_that_breaks_lines)
+{
+  struct journal *j = open_j(1u << 20, JOURNAL_POLICY_STOP);
+  struct journal_entry e;
+
+  entry(&e, 0);
+  strcpy(e.source, "a\tb");
+  cr_assert_eq(journal_submit(j, &e), -EINVAL);
+  entry(&e, 0);
+  strcpy(e.amp_params, "x\ny");
+  cr_assert_eq(journal_submit(j, &e), -EINVAL);
+  journal_close(j);
+}
+
+/* The directory goes away: the next rotation cannot create its file. */
+static void
+failing(enum journal_policy pol, int may_serve)
+{
+  struct journal *j = open_j(4096, pol);
+  struct journal_entry e;
+  int i, r = 0, err = 0;
+  char cmd[128];
+
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+  for (i = 0; i < 5000; i++) {
+    entry(&e, (unsigned)i);
+    r = journal_submit(j, &e);
+    if (r == -EIO)
+      break;
+    if (r == -EAGAIN)
+      test_sleep_ms(1);
+  }
+  cr_assert_eq(r, -EIO, "a failing journal is reported");
+  cr_assert_eq(journal_state(j, &err), JOURNAL_WRITE_ERROR);
+  cr_assert_eq(err, ENOENT);
+  cr_assert_eq(journal_may_serve(j), may_serve);
+  journal_close(j);
+  mkdir(dir, 0700);
+}
+
+Test(journal, write_error_stop)
+{
+  failing(JOURNAL_POLICY_STOP, 0);
+}
+
+Test(journal, write_error_label)
+{
+  failing(JOURNAL_POLICY_LABEL, 1);
+}
+
+Test(journal, bad_params)
+{
+  struct journal_params p;
+  struct journal *j;
+  char err[256] = "";
+
+  journal_params_default(&p);
+  cr_assert_eq(journal_open(&j, &p, err, sizeof err), -EINVAL);
+  cr_assert_neq(err[0], '\0');
+  p.dir = "/nonexistent/qrs-journal";
+  cr_assert_lt(journal_open(&j, &p, err, sizeof err), 0);
+  cr_assert_not_null(strstr(err, "/nonexistent/qrs-journal"));
+}
+
+/* Tamper tests: each edit of a journal is found and named. */
+static char *lines[64];
+static size_t n_lines;
+
+static void
+load(const char *path)
+{
+  char buf[JOURNAL_LINE_MAX + 8];
+  FILE *fp = fopen(path, "r");
+
+  cr_assert_not_null(fp);
+  n_lines = 0;
+  while (n_lines < 64 && fgets(buf, sizeof buf, fp))
+    lines[n_lines++] = strdup(buf);
+  fclose(fp);
+}
+
+static void
+save(const char *path)
+{
+  FILE *fp = fopen(path, "w");
+  size_t i;
+
+  cr_assert_not_null(fp);
+  for (i = 0; i < n_lines; i++) {
+    fputs(lines[i], fp);
+    free(lines[i]);
+  }
+  fclose(fp);
+}
+
+static void
+expect(enum journal_fault want)
+{
+  char err[512];
+  int r = journal_verify(dir, NULL, NULL, NULL, NULL, err, sizeof err);
+
+  cr_assert_eq(r, want, "want %s, got %s (%s)", journal_fault_name(want),
+               journal_fault_name(r), err);
+  cr_assert_neq(err[0], '\0');
+}
+
+static void
+small_run(char *path, size_t len)
+{
+  struct journal *j = open_j(1u << 20, JOURNAL_POLICY_STOP);
+
+  submit_all(j, 0, 20);
+  journal_close(j);
+  snprintf(path, len, "%s/journal-000001.log", dir);
+  load(path);
+  cr_assert_eq(n_lines, 21);
+}
+
+Test(journal, tamper_edit_byte)
+{
+  char path[256];
+
+  small_run(path, sizeof path);
+  lines[5][strlen(lines[5]) / 2] ^= 1;        /* inside u or a time */
+  save(path);
+  expect(JOURNAL_FAULT_HASH);
+}
+
+Test(journal, tamper_drop_entry)
+{
+  char path[256];
+
+  small_run(path, sizeof path);
+  free(lines[7]);
+  memmove(&lines[7], &lines[8], (n_lines - 8) * sizeof *lines);
+  n_lines--;
+  save(path);
+  expect(JOURNAL_FAULT_DROPPED);
+}
+
+Test(journal, tamper_reorder)
+{
+  char path[256], *t;
+
+  small_run(path, sizeof path);
+  t = lines[3];
+  lines[3] = lines[4];
+  lines[4] = t;
+  save(path);
+  expect(JOURNAL_FAULT_REORDERED);
+}
+
+Test(journal, tamper_replay)
+{
+  char path[256];
+
+  small_run(path, sizeof path);
+  lines[n_lines] = strdup(lines[n_lines - 1]);  /* the last draw twice */
+  n_lines++;
+  save(path);
+  expect(JOURNAL_FAULT_REPLAYED);
+}
+
+/* Two runs spliced: a second run's file put after the first one's. */
+Test(journal, tamper_splice)
+{
+  char path[256], other[64], cmd[512];
+  struct journal *j;
+
+  small_run(path, sizeof path);
+  save(path);
+  test_tmpdir(other, sizeof other, "qrs-journal2");
+  snprintf(cmd, sizeof cmd, "mv %s/journal-000001.log %s/", dir, other);
+  cr_assert_eq(system(cmd), 0);
+  j = open_j(1u << 20, JOURNAL_POLICY_STOP);
+  submit_all(j, 0, 5);
+  journal_close(j);
+  snprintf(cmd, sizeof cmd, "mv %s/journal-000001.log %s/journal-000002.log"
+           " && mv %s/journal-000001.log %s/", dir, dir, other, dir);
+  cr_assert_eq(system(cmd), 0);
+  test_tmpdir_remove(other);
+  expect(JOURNAL_FAULT_SPLICE);
+}
+
+/* The chain rewritten: an entry's prev edited and its hash recomputed. */
+Test(journal, tamper_rechained)
+{
+  char path[256], hx[JOURNAL_HEX_LEN + 1];
+  uint8_t h[JOURNAL_HASH_LEN];
+  size_t len;
+
+  small_run(path, sizeof path);
+  len = strlen(lines[9]);
+  lines[9][len - 3 - JOURNAL_HEX_LEN] ^= 1;    /* inside prev */
+  journal_line_hash(lines[9], len - 1 - JOURNAL_HEX_LEN, h);
+  journal_hex(h, JOURNAL_HASH_LEN, hx);
+  memcpy(lines[9] + len - 1 - JOURNAL_HEX_LEN, hx, JOURNAL_HEX_LEN);
+  save(path);
+  expect(JOURNAL_FAULT_CHAIN);
+}
