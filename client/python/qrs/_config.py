@@ -1,0 +1,58 @@
+"""Sampler configurations from dicts, presets and QR_* variables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from . import _qrs
+
+#: Keys of a config dict that are not fields.
+_PRESET_KEYS = ("preset", "qr_preset")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def make_config(fields: Mapping[str, Any] | None = None, *,
+                preset: str | None = None, env: bool | Mapping[str, str] = True,
+                qr_args: Mapping[str, Any] | None = None) -> _qrs.Config:
+    """A libqrs sampler config.
+
+    Layers as in libqrs: ``env`` (True: the process's QR_* variables;
+    a mapping: those; False: none), then ``preset``, then ``fields``
+    (field names as in spec 3.2, e.g. ``{"top_k": 40}``; "preset" may be
+    one of them) and ``qr_args`` (reference-style ``qr_*`` keys; other
+    keys are ignored).  Raises ConfigError naming the field."""
+    cfg = _qrs.Config()
+    if env is True:
+        cfg.load_env()
+    elif env:
+        cfg.load_env(dict(env))
+    else:
+        cfg.load_env({})
+    fields = dict(fields or {})
+    for k in _PRESET_KEYS:
+        if k in fields:
+            preset = fields.pop(k)
+    if preset is not None:
+        cfg.set_preset(preset)
+    for k, v in fields.items():
+        cfg.set(k, _text(v))
+    for k, v in (qr_args or {}).items():
+        cfg.set_arg(k, _text(v))
+    cfg.validate()
+    return cfg
+
+
+def field_names() -> list[str]:
+    """Every sampler field name."""
+    return _qrs._names(False)
+
+
+def preset_names() -> list[str]:
+    """The built-in presets."""
+    return _qrs._names(True)
