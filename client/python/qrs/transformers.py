@@ -1,0 +1,114 @@
+"""A Hugging Face transformers logits processor that samples through
+libqrs and qrsd.
+
+    from qrs.transformers import QRSLogitsProcessor
+    proc = QRSLogitsProcessor({"top_k": 40})
+    out = model.generate(**inputs, do_sample=False, max_new_tokens=32,
+                         logits_processor=[proc])
+
+Every row of the batch is sampled by its own libqrs sampler (one request's
+strategy state and commitment salt per sequence) in one batch call; the
+row is then forced to one-hot (0 at the chosen id, -inf elsewhere), so
+greedy decoding (do_sample=False) emits exactly the chosen tokens.  The
+per-token records are kept in ``proc.records[row]``.  Rows the
+configuration bypasses are returned unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from . import _qrs
+from ._config import make_config
+from .errors import error_for
+
+try:  # transformers is what this module is for, but keep the base light
+    from transformers import LogitsProcessor as _Base
+except ImportError:  # pragma: no cover - exercised only without it
+    _Base = object  # type: ignore[assignment,misc]
+
+log = logging.getLogger(__name__)
+
+
+def row_salt(salt: bytes, row: int) -> bytes:
+    """The commitment salt of batch row ``row`` for a processor salt."""
+    return hashlib.sha256(salt + row.to_bytes(4, "little")).digest()[:16]
+
+
+class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
+    """Samples each row through libqrs; see the module docstring.
+
+    config: a dict of sampler fields, reference-style ``qr_*`` keys, or
+    a qrs.Config (QR_* environment and presets apply as in libqrs).
+    client: a qrs.Client (default: a new one on $QRS_SOCKET).
+    salt: bytes for reproducible commitments (row i uses
+    ``row_salt(salt, i)``); None: a fresh random salt per sequence.
+    keep_records: keep every token's record in ``records``."""
+
+    def __init__(self, config: Mapping[str, Any] | _qrs.Config | None = None,
+                 *, client: _qrs.Client | None = None,
+                 salt: bytes | None = None, threads: int = 1,
+                 keep_records: bool = True) -> None:
+        if isinstance(config, _qrs.Config):
+            self.config = config
+        else:
+            cfg = dict(config or {})
+            qr = {k: v for k, v in cfg.items() if k.startswith("qr_")}
+            fields = {k: v for k, v in cfg.items() if not k.startswith("qr_")}
+            self.config = make_config(fields, qr_args=qr)
+        self.client = client if client is not None else _qrs.Client()
+        self.salt = salt
+        self.keep_records = keep_records
+        self._pool = _qrs.Pool(threads)
+        self._samplers: list[_qrs.Sampler] = []
+        self.records: list[list[dict[str, Any]]] = []
+
+    def reset(self) -> None:
+        """Forget the sequences: the next call starts new requests."""
+        self._samplers = []
+        self.records = []
+
+    def _start(self, batch: int, vocab: int) -> None:
+        self._samplers = []
+        for i in range(batch):
+            s = _qrs.Sampler(self.config, vocab)
+            if self.salt is not None:
+                s.set_salt(row_salt(self.salt, i))
+            self._samplers.append(s)
+        self.records = [[] for _ in range(batch)]
+        log.debug("qrs: %d sequences, vocabulary %d", batch, vocab)
+
+    def __call__(self, input_ids: torch.LongTensor,
+                 scores: torch.FloatTensor) -> torch.FloatTensor:
+        if scores.dim() != 2:
+            raise ValueError(f"scores must be [batch, vocab], not "
+                             f"{tuple(scores.shape)}")
+        batch, vocab = scores.shape
+        if len(self._samplers) != batch:
+            if self._samplers:
+                log.info("qrs: batch changed from %d to %d rows: new "
+                         "requests", len(self._samplers), batch)
+            self._start(batch, vocab)
+        host = scores if scores.device.type == "cpu" else scores.cpu()
+        if host.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            host = host.float()
+        host = host.contiguous()
+        toks, stats, recs = self._pool.sample(
+            host, self._samplers, client=self.client,
+            records=self.keep_records)
+        for i, st in enumerate(stats):
+            if st < 0:
+                raise error_for(st, f"sequence {i}")
+        out = scores.clone()
+        for i, (tok, st) in enumerate(zip(toks, stats)):
+            if st == 1:
+                continue
+            out[i].fill_(float("-inf"))
+            out[i, tok] = 0.0
+            if recs is not None:
+                self.records[i].append(recs[i])
+        return out

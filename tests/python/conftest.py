@@ -1,0 +1,74 @@
+"""Fixtures for the qrs Python tests: a real qrsd (QRSD_BIN, the build's)
+on a mock source, in a temporary directory."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+MOCK_YAML = """allow_test_sources: true
+default_source: mock
+sources:
+  mock: {{ type: mock, seed: {seed} }}
+  system: {{ type: system }}
+"""
+
+VECTORS = Path(__file__).resolve().parents[1] / "vectors"
+
+
+class Daemon:
+    def __init__(self, tmp: Path, seed: int = 7) -> None:
+        self.dir = tmp
+        self.sock = str(tmp / "qrsd.sock")
+        self.conf = tmp / "qrsd.yaml"
+        self.conf.write_text(MOCK_YAML.format(seed=seed))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        binary = os.environ.get("QRSD_BIN")
+        if not binary:
+            pytest.fail("QRSD_BIN is not set (run through meson test)")
+        log = open(self.dir / "qrsd.log", "ab")
+        self.proc = subprocess.Popen(
+            [binary, "--socket", self.sock, "-c", str(self.conf)],
+            stdout=log, stderr=log)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail("qrsd exited: "
+                            + (self.dir / "qrsd.log").read_text())
+            try:
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(self.sock)
+                return
+            except OSError:
+                time.sleep(0.02)
+        pytest.fail("qrsd did not listen within 10 s")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.proc = None
+
+
+@pytest.fixture
+def qrsd(tmp_path: Path) -> Iterator[Daemon]:
+    d = Daemon(tmp_path)
+    d.start()
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+def client(qrsd: Daemon):
+    import qrs
+    c = qrs.Client(qrsd.sock)
+    yield c
+    c.close()

@@ -1,0 +1,248 @@
+"""The binding on the shared vectors and through a real qrsd."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import qrs
+from conftest import VECTORS, Daemon
+
+SALT = bytes(range(16))
+
+
+def _logits(case: dict) -> np.ndarray:
+    vals = json.loads(case["logits"]) if isinstance(case["logits"], str) \
+        else case["logits"]
+    return np.array([float(v) for v in vals], dtype=np.float64)
+
+
+def _select_cases() -> list[dict]:
+    doc = json.loads((VECTORS / "select.json").read_text())
+    return doc["cases"]
+
+
+def _sampler_for(case: dict) -> qrs.Sampler:
+    cfg = qrs.make_config({
+        "fixed_temperature": case["temperature"], "top_k": case["top_k"],
+        "top_p": case["top_p"], "min_p_base": case["min_p"],
+        "truncate_first": case["truncate_first"]}, env=False)
+    return qrs.Sampler(cfg, max(case["vocab_size"], 2))
+
+
+def _broken(row: np.ndarray) -> bool:
+    """A row the reference picks from but libqrs refuses (NaN, +inf,
+    all -inf: QRS_E_LOGITS, documented in qrs/sampler.h)."""
+    return bool(np.isnan(row).any() or np.isposinf(row).any()
+                or np.isneginf(row).all())
+
+
+@pytest.mark.parametrize("case", _select_cases(), ids=lambda c: c["name"])
+def test_select_vectors_f64_f32(case: dict) -> None:
+    """The tokens test_select.c checks: the reference's token on every
+    select vector, for f64 rows and for f32 rows where the values are
+    exact in float32; broken rows are LogitsError, a NaN top_p is
+    ConfigError (libqrs's documented deviations)."""
+    row = _logits(case)
+    want = case["expected"]
+    if math.isnan(float(case["top_p"])):
+        with pytest.raises(qrs.ConfigError, match="top_p"):
+            _sampler_for(case)
+        return
+    for dtype in ("f64", "f32"):
+        r = row.astype(np.float32) if dtype == "f32" else row
+        if dtype == "f32" and not np.array_equal(r.astype(np.float64), row,
+                                                 equal_nan=True):
+            continue
+        s = _sampler_for(case)
+        if _broken(row):
+            with pytest.raises(qrs.LogitsError):
+                s.select_u(r, float(case["u"]))
+            continue
+        assert case["robust"] and "error" not in want
+        tok, rec = s.select_u(r, float(case["u"]), record=True)
+        assert tok in want["acceptable_token_ids"], (dtype, tok)
+        if not case.get("tie_sensitive"):
+            assert tok == want["token_id"], dtype
+        assert rec["num_candidates"] == want["num_candidates"]
+
+
+@pytest.mark.parametrize("case", _select_cases(), ids=lambda c: c["name"])
+def test_select_vectors_half_rows(case: dict) -> None:
+    """f16 and bf16 rows (numpy f16, torch f16/bf16, bf16 bits with
+    dtype='bf16') give the token libqrs picks on the same values as f32:
+    the row is read in place, converted exactly."""
+    row = _logits(case)
+    if _broken(row) or math.isnan(float(case["top_p"])):
+        return
+    for tdt, name in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
+        t = torch.tensor(row, dtype=tdt)
+        widened = t.to(torch.float32).numpy()
+        want = _sampler_for(case).select_u(widened, float(case["u"]))
+        assert _sampler_for(case).select_u(t, float(case["u"])) == want, name
+        bits = t.view(torch.int16).numpy()
+        assert _sampler_for(case).select_u(bits, float(case["u"]), dtype=name) \
+            == want, name
+        if name == "f16":
+            assert _sampler_for(case).select_u(
+                widened.astype(np.float16), float(case["u"])) == want
+
+
+def _lm_row(n: int, t: int, dtype=np.float32) -> np.ndarray:
+    """A language-model-like row: logits falling with rank, shuffled by
+    step; values exact in bf16 (multiples of 1/8 below 16)."""
+    rng = np.random.default_rng(1000 + t)
+    base = -np.round(np.arange(n) * 8 * 13 / n) / 8
+    return rng.permutation(base).astype(dtype)
+
+
+def _generate(client: qrs.Client, rows: list, **row_kw) -> list:
+    s = qrs.Sampler(qrs.make_config({"top_k": 50}, env=False), 1000)
+    s.set_salt(SALT)
+    s.prefetch(client)
+    out = []
+    for r in rows:
+        out.append(s.sample_token(client, r, record=True, **row_kw))
+    return out
+
+
+def test_tokens_through_qrsd_all_dtypes(qrsd: Daemon) -> None:
+    """Mock source + fixed salt: the same tokens for f32, f16, bf16 rows
+    holding the same values, on a fresh qrsd each time (same seed, same
+    bytes); each record's u is the daemon's draw for the commitment, and
+    replaying u with select_u picks the same token."""
+    rows32 = [_lm_row(1000, t) for t in range(16)]
+    c = qrs.Client(qrsd.sock)
+    ref = _generate(c, rows32)
+    toks = [t for t, _ in ref]
+    assert len(set(toks)) > 3, "the draws vary"
+    for t, rec in ref:
+        assert rec["entropy_source_used"] == "mock"
+        assert rec["entropy_production"] is False
+        assert rec["cdf_lo"] <= rec["u_value"] <= rec["cdf_hi"] + 1e-12
+    c.close()
+    variants = [
+        ("f16 numpy", [r.astype(np.float16) for r in rows32], {}),
+        ("bf16 torch", [torch.from_numpy(r).to(torch.bfloat16)
+                        for r in rows32], {}),
+        ("f16 torch", [torch.from_numpy(r).to(torch.float16)
+                       for r in rows32], {}),
+        ("bf16 bits", [torch.from_numpy(r).to(torch.bfloat16)
+                       .view(torch.int16).numpy() for r in rows32],
+         {"dtype": "bf16"}),
+    ]
+    for name, rows, kw in variants:
+        qrsd.stop()
+        qrsd.start()
+        c = qrs.Client(qrsd.sock)
+        got = _generate(c, rows, **kw)
+        assert [t for t, _ in got] == toks, name
+        assert [r["u_value"] for _, r in got] == \
+            [r["u_value"] for _, r in ref], name
+        c.close()
+    # replay with u alone
+    s = qrs.Sampler(qrs.make_config({"top_k": 50}, env=False), 1000)
+    for (tok, rec), row in zip(ref, rows32):
+        assert s.select_u(row, rec["u_value"]) == tok
+
+
+def test_nonce_is_the_commitments(client: qrs.Client) -> None:
+    s = qrs.Sampler(qrs.make_config(env=False), 1000)
+    s.set_salt(SALT)
+    cm = s.next_commitment()
+    assert cm == {"salt": SALT, "step": 0, "prev_token": -1}
+    tok, rec = s.sample_token(client, _lm_row(1000, 0), record=True)
+    d = client.draw(salt=SALT, step=0, prev_token=-1)
+    assert d["nonce"] == rec["entropy_nonce"] != 0
+    assert s.next_commitment()["prev_token"] == tok
+
+
+def test_batch_equals_single_rows(client: qrs.Client, qrsd: Daemon) -> None:
+    """Pool.sample: one call for every row, the same tokens as one
+    sampler call per row."""
+    block = np.stack([_lm_row(1000, t) for t in range(8)])
+    pool = qrs.Pool(2)
+    us = [0.05 + 0.11 * i for i in range(8)]
+    samplers = [qrs.Sampler(None, 1000) for _ in range(8)]
+    toks, stats, recs = pool.sample(block, samplers, u=us, records=True)
+    assert stats == [0] * 8
+    single = [qrs.Sampler(None, 1000).select_u(block[i], us[i])
+              for i in range(8)]
+    assert toks == single
+    assert [r["token_id"] for r in recs] == toks
+    # through qrsd
+    samplers = [qrs.Sampler(None, 1000) for _ in range(8)]
+    toks, stats, _ = pool.sample(torch.from_numpy(block), samplers,
+                                 client=client)
+    assert stats == [0] * 8 and all(0 <= t < 1000 for t in toks)
+
+
+def test_config_layers_and_env() -> None:
+    cfg = qrs.make_config({"top_k": 7}, env={"QR_TOP_P": "0.5",
+                                             "QR_TOP_K": "9"})
+    assert cfg.get("top_k") == "7" and cfg.layer("top_k") == "explicit"
+    assert cfg.get("top_p") == "0.5" and cfg.layer("top_p") == "env"
+    cfg = qrs.make_config(preset=qrs.preset_names()[0], env=False)
+    assert cfg.preset == qrs.preset_names()[0]
+    cfg = qrs.make_config(qr_args={"qr_top_k": 3, "other": 1}, env=False)
+    assert cfg.get("top_k") == "3"
+    assert "top_k" in qrs.field_names()
+    with pytest.raises(qrs.ConfigError, match="top_k"):
+        qrs.make_config({"top_k": "many"}, env=False)
+    with pytest.raises(qrs.ConfigError):
+        qrs.make_config({"no_such_field": 1}, env=False)
+    with pytest.raises(qrs.ConfigError, match="QR_TOP_P"):
+        qrs.make_config(env={"QR_TOP_P": "x"})
+
+
+def test_bad_input_is_a_typed_error(qrsd: Daemon) -> None:
+    c = qrs.Client(qrsd.sock, timeout_ms=2000, no_reconnect=True)
+    s = qrs.Sampler(None, 100)
+    with pytest.raises(TypeError, match="format 'i'"):
+        s.select_u(np.zeros(100, dtype=np.int32), 0.5)
+    with pytest.raises(TypeError, match="DLPack"):
+        s.select_u(torch.zeros(100, dtype=torch.int64), 0.5)
+    with pytest.raises(ValueError, match="contiguous"):
+        s.select_u(np.zeros(200, dtype=np.float32)[::2], 0.5)
+    with pytest.raises(ValueError, match="contiguous"):
+        s.select_u(torch.zeros(200)[::2], 0.5)
+    with pytest.raises(ValueError, match="vocabulary"):
+        s.select_u(np.zeros(101, dtype=np.float32), 0.5)
+    with pytest.raises(qrs.LogitsError):
+        s.select_u(np.full(100, np.nan, dtype=np.float32), 0.5)
+    with pytest.raises(qrs.LogitsError):
+        s.sample_token(c, np.full(100, -np.inf, dtype=np.float32))
+    bad = qrs.Sampler(qrs.make_config({"entropy_source_type": "nope"},
+                                      env=False), 100)
+    with pytest.raises(qrs.EntropyError, match="nope"):
+        bad.sample_token(c, np.zeros(100, dtype=np.float32))
+    qrsd.stop()
+    with pytest.raises(qrs.DaemonUnavailable):
+        s.sample_token(c, np.zeros(100, dtype=np.float32))
+    with pytest.raises(qrs.DaemonUnavailable, match="qrsd.sock"):
+        qrs.Client(qrsd.sock)
+
+
+def test_status_health(client: qrs.Client) -> None:
+    st = client.status()
+    assert st["default_source"] == "mock"
+    assert any(x["name"] == "mock" for x in st["sources"])
+    h = client.health()
+    assert h["state"] in ("healthy", "degraded")
+    assert client.server_info()["default_source_type"] == "mock"
+    assert client.socket_path.endswith("qrsd.sock")
+
+
+def test_force_one_hot() -> None:
+    row = np.zeros(10, dtype=np.float32)
+    qrs.force_one_hot(row, 3)
+    assert row[3] == 0 and np.isneginf(np.delete(row, 3)).all()
+    t = torch.zeros(10, dtype=torch.bfloat16)
+    qrs.force_one_hot(t, 9)
+    assert t[9] == 0 and math.isinf(float(t[0]))
+    with pytest.raises(qrs.QrsError):
+        qrs.force_one_hot(row, 10)

@@ -1,0 +1,196 @@
+"""qrs.vllm with vLLM 0.34.0's own V2 loader and SamplingParams, and a
+scripted batch life cycle driving apply() with CPU tensors through a real
+qrsd.  No GPU here: RequestState (which pins memory through CUDA) is
+replaced by an object with the fields LogitsProcRequestState reads; the
+CUDA path (pinned buffer, stream sync) is exercised only by
+tools/vllm-gpu-smoke.sh."""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from vllm import SamplingParams
+from vllm.exceptions import VLLMValidationError
+from vllm.v1.worker.gpu.sample.logits_processor import (
+    LogitsContext, build_custom_logits_processors,
+    build_custom_logits_processors_params_validator)
+
+import qrs
+import qrs.vllm
+from conftest import Daemon
+
+FQCN = "qrs.vllm:QRSLogitsProcessor"
+V = 1000
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def entry_point(tmp_path: Path, monkeypatch):
+    """The package's entry point as pip installs it: a dist-info with the
+    entry_points.txt of pyproject.toml's [project.entry-points]."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    eps = meta["entry-points"]["vllm.logits_processors"]
+    d = tmp_path / "site" / f"qrs-{meta['version']}.dist-info"
+    d.mkdir(parents=True)
+    (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: qrs\n"
+                                f"Version: {meta['version']}\n")
+    (d / "entry_points.txt").write_text(
+        "[vllm.logits_processors]\n"
+        + "".join(f"{k} = {v}\n" for k, v in eps.items()))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    return eps
+
+
+def req_states(max_reqs: int = 8) -> SimpleNamespace:
+    return SimpleNamespace(device=torch.device("cpu"), max_num_reqs=max_reqs,
+                           vocab_size=V, all_token_ids=None, prompt_len=None,
+                           prefill_len=None, total_len=None)
+
+
+def ctx(slots: list[int], local: list[int]) -> LogitsContext:
+    m = torch.tensor(slots, dtype=torch.int32)
+    reqs = sorted(set(slots), key=slots.index)
+    return LogitsContext(
+        expanded_idx_mapping=m, idx_mapping=torch.tensor(reqs),
+        idx_mapping_np=np.array(reqs),
+        expanded_local_pos=torch.tensor(local, dtype=torch.int32),
+        input_ids=torch.zeros(len(slots), dtype=torch.long),
+        pos=torch.zeros(len(slots), dtype=torch.long),
+        seq_lens_upper_bound_np=np.zeros(len(reqs), dtype=np.int32))
+
+
+def rows(n: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn((n, V), generator=g) * 3
+
+
+def sp(**qr) -> SamplingParams:
+    return SamplingParams(max_tokens=8, extra_args=qr)
+
+
+def check_row(out: torch.Tensor, rec: dict, before: torch.Tensor,
+              cfg: dict) -> None:
+    """out is one-hot at rec's token, and libqrs picks that token on the
+    row as it was, with the record's u."""
+    tok = rec["token_id"]
+    assert out[tok] == 0 and torch.isneginf(out).sum() == V - 1
+    s = qrs.Sampler(qrs.make_config(cfg), V)
+    assert s.select_u(before.contiguous(), rec["u_value"]) == tok
+
+
+def test_loader_entry_point_and_fqcn(qrsd: Daemon, entry_point,
+                                     monkeypatch) -> None:
+    monkeypatch.setenv("QRS_SOCKET", qrsd.sock)
+    assert entry_point == {"qrs": FQCN}
+    procs = build_custom_logits_processors(None, req_states(), False, [FQCN])
+    assert [type(p) for p in procs] == [qrs.vllm.QRSLogitsProcessor] * 2
+    procs = build_custom_logits_processors(None, req_states(), False, [])
+    assert len(procs) == 1, "the entry point alone"
+
+
+def test_validate_params(qrsd: Daemon, monkeypatch) -> None:
+    monkeypatch.setenv("QRS_SOCKET", qrsd.sock)
+    qrs.vllm._sources_cache = None
+    check = build_custom_logits_processors_params_validator([FQCN])
+    check(sp(qr_top_k=40, qr_temperature_strategy="edt", other_key=1))
+    check(sp(qr_entropy_source_type="mock"))
+    check(SamplingParams(max_tokens=4))
+    for bad, key in ((dict(qr_top_k="lots"), "qr_top_k"),
+                     (dict(qr_no_such_field=1), "qr_no_such_field"),
+                     (dict(qr_temperature_strategy="hot"),
+                      "qr_temperature_strategy"),
+                     (dict(qr_top_p=2.0), "top_p"),
+                     (dict(qr_entropy_source_type="nope"),
+                      "qr_entropy_source_type")):
+        with pytest.raises(VLLMValidationError, match=key):
+            check(sp(**bad))
+    # a dead qrsd: the source cannot be checked, the request fails
+    qrsd.stop()
+    qrs.vllm._sources_cache = None
+    with pytest.raises(VLLMValidationError, match="cannot ask qrsd"):
+        check(sp(qr_entropy_source_type="mock"))
+
+
+def test_batch_life_cycle(qrsd: Daemon, monkeypatch) -> None:
+    monkeypatch.setenv("QRS_SOCKET", qrsd.sock)
+    (p,) = build_custom_logits_processors(None, req_states(), False, [FQCN])
+    cfg_a = {"top_k": 20}
+    assert p.add_request(0, sp(qr_top_k=20)) is True
+    assert p.add_request(1, sp(qr_bypass=True)) is False
+    assert p.add_request(2, sp()) is True
+    p.apply_staged_writes()
+
+    # step 1: rows reordered, a declined row in the middle
+    x = rows(3, 1)
+    before = x.clone()
+    out = p.apply(x, ctx([2, 1, 0], [0, 0, 0]))
+    assert out is x, "in place"
+    assert torch.equal(out[1], before[1]), "declined row untouched"
+    (ra,) = p.records(0)
+    (rc,) = p.records(2)
+    assert p.records(1) == []
+    check_row(out[2], ra, before[2], cfg_a)
+    check_row(out[0], rc, before[0], {})
+    assert ra["step"] == 0 and ra["entropy_source_used"] == "mock"
+    assert ra["entropy_prefetch_hit"] is True, "begun in add_request"
+
+    # step 2: speculative rows of slot 0 (positions 0..2) interleaved
+    x = rows(5, 2)
+    before = x.clone()
+    out = p.apply(x, ctx([0, 2, 0, 1, 0], [2, 0, 0, 0, 1]))
+    recs = p.records(0)[1:]
+    assert [r["step"] for r in recs] == [1, 2, 3], "local_pos order"
+    for r, row in zip(recs, (2, 4, 0)):
+        check_row(out[row], r, before[row], cfg_a)
+    check_row(out[1], p.records(2)[1], before[1], {})
+    assert torch.equal(out[3], before[3])
+    assert all(r["entropy_prefetch_hit"] for r in recs[:1])
+
+    # step 3: request A leaves; slot 0 is recycled with another config
+    nonce_a0 = ra["entropy_nonce"]
+    assert p.add_request(0, sp(qr_top_k=5, qr_top_p=0.9)) is True
+    assert p.records(0) == []
+    x = rows(2, 3)
+    before = x.clone()
+    out = p.apply(x, ctx([0, 2], [0, 0]))
+    (rd,) = p.records(0)
+    assert rd["step"] == 0 and rd["entropy_nonce"] != nonce_a0
+    check_row(out[0], rd, before[0], {"top_k": 5, "top_p": 0.9})
+    # slot 2 recycled with the same config: reset, not reused state
+    assert p.add_request(2, sp()) is True
+    out = p.apply(rows(1, 4), ctx([2], [0]))
+    assert p.records(2)[0]["step"] == 0
+    # slot 1 (declined) now takes a sampled request
+    assert p.add_request(1, sp(qr_top_k=3)) is True
+    x = rows(1, 5)
+    before = x.clone()
+    p.apply(x, ctx([1], [0]))
+    check_row(x[0], p.records(1)[0], before[0], {"top_k": 3})
+
+
+def test_bad_input(qrsd: Daemon, monkeypatch) -> None:
+    monkeypatch.setenv("QRS_SOCKET", qrsd.sock)
+    (p,) = build_custom_logits_processors(None, req_states(), False, [FQCN])
+    with pytest.raises(ValueError, match="qr_top_k"):
+        p.add_request(0, sp(qr_top_k=-3.5))
+    p.add_request(0, sp())
+    with pytest.raises(ValueError, match="vocabulary"):
+        p.apply(torch.zeros((1, V + 1)), ctx([0], [0]))
+    x = rows(1, 6)
+    x[0, 7] = float("nan")
+    with pytest.raises(qrs.LogitsError, match="slot 0"):
+        p.apply(x, ctx([0], [0]))
+    qrsd.stop()
+    p.client.close()
+    p.client = qrs.Client.__new__(qrs.Client)
+    with pytest.raises(ValueError, match="closed"):
+        p.apply(rows(1, 7), ctx([0], [0]))
+    with pytest.raises(qrs.DaemonUnavailable):
+        build_custom_logits_processors(None, req_states(), False, [FQCN])
+    assert "torch" in sys.modules
