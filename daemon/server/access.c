@@ -2,13 +2,13 @@
 #include "access.h"
 
 #include <errno.h>
-#include <grp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/log.h"
+#include "sockfile.h"
 
 #define PEER_GROUPS_MAX 256     /* supplementary groups read per peer */
 
@@ -17,26 +17,27 @@ access_resolve(struct access *a, const char *explicit_group,
                const char *sockgroup, char *err, size_t errlen)
 {
   const char *name;
-  struct group *gr;
+  gid_t gid;
+  int r;
 
   memset(a, 0, sizeof(*a));
   name = explicit_group && explicit_group[0] ? explicit_group : sockgroup;
   if (!name || !name[0])
     return 0;
-  errno = 0;
-  gr = getgrnam(name);
-  if (!gr) {
+  r = sockfile_group_gid(name, &gid);
+  if (r < 0) {
     if (name == explicit_group) {
-      snprintf(err, errlen, "access.group: no group '%s'%s%s", name,
-               errno ? ": " : "", errno ? strerror(errno) : "");
-      return -ENOENT;
+      snprintf(err, errlen, "access.group: %s '%s'",
+               r == -ENOENT ? "no group" : "out of memory looking up group",
+               name);
+      return r;
     }
     log_warn("access: socket.group '%s' does not exist: anyone who can "
              "open the socket may use it", name);
     return 0;
   }
   a->on = 1;
-  a->gid = gr->gr_gid;
+  a->gid = gid;
   snprintf(a->group, sizeof(a->group), "%s", name);
   return 0;
 }

@@ -43,6 +43,19 @@ group_get(const char *name, gid_t gid, struct group *gr, char **ret_buf)
   return buf ? res : NULL;
 }
 
+int
+sockfile_group_gid(const char *name, gid_t *gid)
+{
+  struct group gr, *res;
+  char *buf;
+
+  res = group_get(name, 0, &gr, &buf);
+  if (res)
+    *gid = res->gr_gid;
+  free(buf);
+  return res ? 0 : buf ? -ENOENT : -ENOMEM;
+}
+
 void
 sockfile_apply_group(const char *path, const char *group)
 {

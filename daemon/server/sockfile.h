@@ -5,11 +5,16 @@
 #define QRSD_SOCKFILE_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Give the socket file at path to group (NULL or "": leave it), never
    through a symlink put in its place.  A group that does not exist or a
    failed chown is logged as a warning; the socket stays usable. */
 void sockfile_apply_group(const char *path, const char *group);
+
+/* The gid of group name, however many members it has: 0, or -ENOENT (no
+   such group), -ENOMEM. */
+int sockfile_group_gid(const char *name, gid_t *gid);
 
 /* Why binding a socket at path failed, when its directory says so: 1 and
    one line in buf ("directory /x does not exist", "directory /run/x
