@@ -157,7 +157,11 @@ Test(paths, a_fifo_at_the_status_path_at_runtime_stops_nothing)
          "sources: { system: { type: system } }\n", D.dir);
   daemon_start(&D, NULL);
   snprintf(status, sizeof(status), "%s/status.json", D.dir);
-  cr_assert_eq(unlink(status), 0, "no status file %s", status);
+  /* A worker writes the status file: wait (5 s at most) for the first. */
+  end = mono_now_ns() + 5000000000LL;
+  while (stat(status, &st) != 0 && mono_now_ns() < end)
+    usleep(10000);
+  cr_assert_eq(unlink(status), 0, "no status file %s after 5 s", status);
   cr_assert_eq(mkfifo(status, 0644), 0);
   /* Over two seconds of draws: the status file is due again (once a
      second) while they are served. */
