@@ -260,8 +260,8 @@ expect(enum journal_fault want)
   char err[512];
   int r = journal_verify(dir, NULL, NULL, NULL, NULL, err, sizeof err);
 
-  cr_assert_eq(r, want, "want %s, got %s (%s)", journal_fault_name(want),
-               journal_fault_name(r), err);
+  cr_assert_eq(r, (int)want, "want %s, got %s (%s)", journal_fault_name(want),
+               journal_fault_name((enum journal_fault)r), err);
   cr_assert_neq(err[0], '\0');
 }
 
