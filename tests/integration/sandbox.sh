@@ -82,8 +82,13 @@ if command -v systemd-socket-activate >/dev/null; then
     i=$((i + 1)); [ $i -lt 100 ] || fail "socket activation: $out"
     sleep 0.1
   done
-  grep -q "listening on.*systemd\|socket activation\|passed" "$T/qrsd.log" ||
-    fail "qrsd did not say it uses the passed socket"
+  # The start-up line may reach the log after the first draw is served
+  # (slow under the sanitizers): wait for it up to 5 s.
+  i=0
+  until grep -q "listening on.*systemd\|socket activation\|passed" "$T/qrsd.log"; do
+    i=$((i + 1)); [ $i -lt 50 ] || fail "qrsd did not say it uses the passed socket"
+    sleep 0.1
+  done
   [ ! -e "$T/run/qrsd.sock" ] || fail "socket activated qrsd bound its own socket too"
   kill -TERM "$pid"; wait "$pid"; pid=
   echo "socket activation OK under uid $U"
