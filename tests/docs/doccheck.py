@@ -7,10 +7,15 @@ it finds and exits 1 if there is any.
       qrsd.yaml(5) against the config loader's tables, as printed by
       DUMP (tests/unit/conf/conf_keys_dump.c): every key in both, and
       for each its kind, range or choices and default.
-  doccheck.py api PAGE HEADER...
+  doccheck.py api PAGE HEADER... [--cc COMPILER-COMMAND...]
       libqrs(3) against the public headers: every qrs_*() function
-      declared there has a synopsis line in the page, and the page
-      documents no function the headers lack.
+      declared there has its declaration in the page's SYNOPSIS and is
+      described below it, the page shows no function the headers lack,
+      and ERRORS lists exactly the QRS_E_* codes.  With --cc, the program
+      under EXAMPLES is built with the command ({src}, {exe} replaced)
+      and, when $QRSD_BIN is set, run against a real qrsd.
+  doccheck.py api --synopsis HEADER...
+      the SYNOPSIS lines of the headers' functions, to paste.
   doccheck.py help PAGE PROGRAM [ARG...]
       the options (and, for qrsctl, the commands) listed by
       "PROGRAM ARG... --help" against those in the man page PAGE, both
@@ -156,9 +161,199 @@ def spec_line(kind, rng, default):
     return f"{kind}, {rng}; {default}." if rng else f"{kind}; {default}."
 
 
+# ---- api: libqrs(3) against the public headers -----------------------
+
+def c_norm(proto):
+    """A C declaration with its spacing normalised, for comparing."""
+    proto = re.sub(r"\s+", " ", proto).strip()
+    proto = re.sub(r" ?([*(),\[\]]) ?", r"\1", proto)
+    return proto.rstrip(";")
+
+
+def header_functions(headers):
+    """{name: (declaration, header)} of every QRS_EXPORT qrs_*()
+    function the headers declare."""
+    funcs = {}
+    for h in headers:
+        with open(h, encoding="utf-8") as f:
+            text = f.read()
+        text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+        text = re.sub(r"^\s*#.*$", "", text, flags=re.M)
+        for m in re.finditer(r"\bQRS_EXPORT\s+([^;{]*?\b(qrs_\w+)\s*"
+                             r"\([^;]*\))\s*;", text, flags=re.S):
+            decl = re.sub(r"\s+", " ", m.group(1)).replace("( ", "(")
+            funcs[m.group(2)] = (re.sub(r"\* (qrs_)", r"*\1", decl), h)
+    return funcs
+
+
+def synopsis_line(decl):
+    """The .BI line that shows decl in a SYNOPSIS (parameter names in
+    italics)."""
+    m = re.fullmatch(r"(.*?\()(.*)\)", decl)
+    head, params = m.group(1), m.group(2)
+    if params.strip() in ("", "void"):
+        return f'.B "{head}{params.strip()});"'
+    parts = [head]
+    for i, p in enumerate(params.split(",")):
+        p = p.strip()
+        pm = re.fullmatch(r"(.*?)(\w+)(\[\d*\])?", p)
+        typ, name, arr = pm.group(1), pm.group(2), pm.group(3) or ""
+        parts[-1] += ("" if i == 0 else ", ") + typ
+        parts += [name, arr]
+    parts[-1] += ");"
+    return ".BI " + " ".join(f'"{x}"' if (" " in x or not x) else x
+                             for x in parts)
+
+
+def sections(lines):
+    """[(section title, line index, line)] for every line."""
+    out = []
+    title = ""
+    for i, line in enumerate(lines):
+        if line.startswith(".SH"):
+            title = " ".join(macro_args(line))
+        out.append((title, i, line))
+    return out
+
+
+def check_api(page, headers, example_cmd):
+    funcs = header_functions(headers)
+    lines = read_lines(page)
+    shown = {}
+    described = set()
+    errs_page = set()
+    for title, i, line in sections(lines):
+        text = ("".join(macro_args(line)) if line.startswith((".B", ".I"))
+                else unroff(line))
+        if title == "SYNOPSIS":
+            m = re.search(r"\b(qrs_\w+)\s*\(", text)
+            if m and line.startswith((".B ", ".BI ")):
+                if m.group(1) in shown:
+                    fail(f"{page}:{i + 1}: {m.group(1)} is in the "
+                         f"synopsis twice")
+                shown[m.group(1)] = (c_norm(text), i + 1)
+        else:
+            described.update(re.findall(r"\b(qrs_\w+)\b", text))
+            if title == "ERRORS":
+                errs_page.update(re.findall(r"\bQRS_E_\w+", text))
+    for name, (decl, h) in sorted(funcs.items()):
+        if name not in shown:
+            fail(f"{name}() ({h}) is not in the page's SYNOPSIS; add:\n"
+                 f"{synopsis_line(decl)}")
+        elif shown[name][0] != c_norm(decl):
+            fail(f"{page}:{shown[name][1]}: {name}: the page shows "
+                 f"'{shown[name][0]}', {h} declares '{c_norm(decl)}'; "
+                 f"write:\n{synopsis_line(decl)}")
+        if name not in described:
+            fail(f"{name}() is in no section of {page} but the SYNOPSIS")
+    for name, (_, line) in sorted(shown.items()):
+        if name not in funcs:
+            fail(f"{page}:{line}: {name}() is declared by no public header")
+    codes = set()
+    for h in headers:
+        with open(h, encoding="utf-8") as f:
+            codes.update(re.findall(r"^\s*(QRS_E_\w+)\s*=", f.read(),
+                                    flags=re.M))
+    for code in sorted(codes - errs_page):
+        fail(f"{code} is not listed under ERRORS in {page}")
+    for code in sorted(errs_page - codes):
+        fail(f"{page}: ERRORS lists {code}, which no public header defines")
+    if example_cmd:
+        check_example(lines, page, example_cmd)
+    done("api")
+    print(f"api: {len(funcs)} functions and {len(codes)} error codes of "
+          f"the public headers agree with {page}")
+
+
+def check_example(lines, page, cmd):
+    """The program in EXAMPLES (between .EX and .EE), built with cmd
+    (a compiler command line; {src} and {exe} are replaced) and, with
+    $QRSD_BIN set, run against a real qrsd."""
+    import os
+    import tempfile
+    src = []
+    inside = False
+    for title, _, line in sections(lines):
+        if title != "EXAMPLES":
+            continue
+        if line == ".EX":
+            inside = True
+        elif line == ".EE":
+            break
+        elif inside:
+            src.append(unroff(line))
+    if not src:
+        fail(f"{page}: no program between .EX and .EE under EXAMPLES")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "example.c")
+        exe = os.path.join(tmp, "example")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(src) + "\n")
+        argv = [a.replace("{src}", path).replace("{exe}", exe) for a in cmd]
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode != 0:
+            fail(f"{page}: the EXAMPLES program does not build:\n"
+                 f"{r.stdout}{r.stderr}")
+            return
+        qrsd = os.environ.get("QRSD_BIN")
+        if qrsd:
+            run_example(exe, qrsd, tmp, page)
+
+
+def start_qrsd(qrsd, tmp, extra=""):
+    """A real qrsd on a socket in tmp; returns (process, socket path)."""
+    import os
+    import time
+    sock = os.path.join(tmp, "qrsd.sock")
+    conf = os.path.join(tmp, "qrsd.yaml")
+    with open(conf, "w", encoding="utf-8") as f:
+        f.write(f'socket: {{ path: "{sock}", mode: "0600", group: "" }}\n'
+                f'state_dir: "{tmp}"\nstatus_file: ""\n{extra}')
+    log = open(os.path.join(tmp, "qrsd.log"), "w")
+    proc = subprocess.Popen([qrsd, "-c", conf], stdout=log, stderr=log)
+    for _ in range(200):
+        if os.path.exists(sock) or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    if not os.path.exists(sock):
+        proc.kill()
+        with open(os.path.join(tmp, "qrsd.log")) as f:
+            sys.exit(f"qrsd did not start: {f.read()}")
+    return proc, sock
+
+
+def run_example(exe, qrsd, tmp, page):
+    import os
+    proc, sock = start_qrsd(qrsd, tmp)
+    try:
+        env = dict(os.environ, QRS_SOCKET=sock)
+        r = subprocess.run([exe], capture_output=True, text=True, env=env,
+                           timeout=60)
+        if r.returncode != 0:
+            fail(f"{page}: the EXAMPLES program exits {r.returncode} "
+                 f"against a real qrsd:\n{r.stdout}{r.stderr}")
+        else:
+            print(r.stdout, end="")
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
 def main(argv):
     if len(argv) >= 3 and argv[0] == "conf":
         check_conf(argv[1], argv[2])
+    elif len(argv) >= 3 and argv[0] == "api":
+        rest = argv[2:]
+        cmd = []
+        if "--cc" in rest:
+            cmd = rest[rest.index("--cc") + 1:]
+            rest = rest[:rest.index("--cc")]
+        if rest and rest[0] == "--synopsis":
+            for decl, _ in header_functions(rest[1:]).values():
+                print(synopsis_line(decl))
+            return
+        check_api(argv[1], rest, cmd)
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
