@@ -73,6 +73,13 @@ def macro_args(line):
     return [unroff(q.replace('""', '"') if q else w) for q, w in parts][1:]
 
 
+def macro_text(line):
+    """What a font macro line prints: .B and .I join their arguments
+    with spaces, the alternating ones (.BR, .BI, ...) without."""
+    sep = " " if re.match(r"^\.[BI]\s", line) else ""
+    return sep.join(macro_args(line))
+
+
 def read_lines(path):
     with open(path, encoding="utf-8") as f:
         return f.read().split("\n")
@@ -103,7 +110,7 @@ def page_keys(path):
                 else "-"
         elif (line == ".TP" and section in ("KEYS", "SOURCES")
               and i + 2 < len(lines) and lines[i + 1].startswith(".B ")):
-            key = "".join(macro_args(lines[i + 1]))
+            key = macro_text(lines[i + 1])
             spec = unroff(lines[i + 2])
             m = SPEC.match(spec)
             if not m:
@@ -223,7 +230,7 @@ def check_api(page, headers, example_cmd):
     described = set()
     errs_page = set()
     for title, i, line in sections(lines):
-        text = ("".join(macro_args(line)) if line.startswith((".B", ".I"))
+        text = (macro_text(line) if line.startswith((".B", ".I"))
                 else unroff(line))
         if title == "SYNOPSIS":
             m = re.search(r"\b(qrs_\w+)\s*\(", text)
@@ -340,6 +347,129 @@ def run_example(exe, qrsd, tmp, page):
         proc.wait()
 
 
+# ---- help: --help against the man page --------------------------------
+
+OPT_LINE = re.compile(r"^((?:--?[A-Za-z0-9][\w-]*(?: [A-Z][A-Z0-9_]*)?"
+                      r"(?:, |/)?)+)(?:  |$)")
+
+
+def option_tokens(text):
+    """The options a definition line ("-n, --count N   what it does")
+    starts with, or [] when the line is prose that starts with one."""
+    m = OPT_LINE.match(text.strip())
+    if not m:
+        return []
+    return re.findall(r"(?<![\w-])(--?[A-Za-z0-9][\w-]*)", m.group(1))
+
+
+def help_lists(text):
+    """{scope: set of options} and the commands of a --help text: scope
+    "" for the options outside a "Commands:" section, else the command
+    whose description they are in."""
+    opts = {"": set()}
+    commands = []
+    in_commands = False
+    scope = ""
+    for line in text.splitlines():
+        if re.match(r"^\S.*:$", line):          # a section header
+            in_commands = line.startswith("Commands")
+            scope = ""
+            continue
+        if not line.strip():
+            continue
+        if in_commands:
+            m = re.match(r"^  ([a-z][\w-]*)\b", line)
+            if m:
+                scope = m.group(1)
+                commands.append(scope)
+                opts.setdefault(scope, set())
+                continue
+        opts[scope].update(option_tokens(line))
+    return opts, commands
+
+
+def man_lists(path):
+    """The same lists from a man page: the tags of its .TP items in
+    OPTIONS (global) and COMMANDS (a tag at the outer level names a
+    command, the tags inside its .RS block are its options)."""
+    lines = read_lines(path)
+    opts = {"": set()}
+    commands = []
+    every = set()             # COMMANDS' preamble: what every one takes
+    section = ""
+    depth = 0
+    scope = ""
+    for i, line in enumerate(lines):
+        if line.startswith(".SH"):
+            section = " ".join(macro_args(line))
+            depth = 0
+            scope = ""
+        elif section == "COMMANDS" and not commands and line != ".TP":
+            text = macro_text(line) if line.startswith(".") else unroff(line)
+            every.update(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
+        elif line.startswith(".RS"):
+            depth += 1
+        elif line.startswith(".RE"):
+            depth -= 1
+        elif (line == ".TP" and section in ("OPTIONS", "COMMANDS")
+              and i + 1 < len(lines)):
+            tag = lines[i + 1]
+            text = macro_text(tag) if tag.startswith(".") else unroff(tag)
+            if section == "COMMANDS" and depth == 0:
+                m = re.match(r"([a-z][\w-]*)\b", text)
+                if m:
+                    scope = m.group(1)
+                    commands.append(scope)
+                    opts.setdefault(scope, set())
+                continue
+            opts[scope if section == "COMMANDS" else ""].update(
+                option_tokens(text))
+    return opts, commands, every
+
+
+def check_help(page, argv):
+    r = subprocess.run(argv + ["--help"], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"{' '.join(argv)} --help exits {r.returncode}: {r.stderr}")
+        done("help")
+    name = " ".join([argv[0].rsplit("/", 1)[-1]] + argv[1:])
+    hopts, hcmds = help_lists(r.stdout)
+    mopts, mcmds, every = man_lists(page)
+    for c in hcmds:
+        if c not in mcmds:
+            fail(f"command {c}: in '{name} --help', not in {page}")
+    for c in mcmds:
+        if c not in hcmds:
+            fail(f"command {c}: in {page}, not in '{name} --help'")
+    for scope in sorted(set(hopts) | set(mopts)):
+        h, m = hopts.get(scope, set()), mopts.get(scope, set())
+        where = f"{scope} " if scope else ""
+        for o in sorted(h - m):
+            fail(f"{where}option {o}: in '{name} --help', not in {page}")
+        for o in sorted(m - h):
+            fail(f"{where}option {o}: in {page}, not in '{name} --help'")
+    # Each command's own --help: its options and those every command
+    # takes (the man page's COMMANDS preamble).
+    for c in hcmds:
+        r = subprocess.run(argv + [c, "--help"], capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            fail(f"'{name} {c} --help' exits {r.returncode}: {r.stderr}")
+            continue
+        h = help_lists(r.stdout)[0][""]
+        m = mopts.get(c, set()) | every
+        for o in sorted(h - m):
+            fail(f"{c} option {o}: in '{name} {c} --help', not in {page}")
+        for o in sorted(m - h):
+            fail(f"{c} option {o}: in {page}, not in '{name} {c} --help'")
+    if sum(len(v) for v in hopts.values()) == 0:
+        fail(f"no option found in '{name} --help' (parser out of date?)")
+    done(f"help {name}")
+    n = sum(len(v) for v in hopts.values())
+    print(f"help {name}: {n} options and {len(hcmds)} commands agree "
+          f"with {page}")
+
+
 def main(argv):
     if len(argv) >= 3 and argv[0] == "conf":
         check_conf(argv[1], argv[2])
@@ -354,6 +484,8 @@ def main(argv):
                 print(synopsis_line(decl))
             return
         check_api(argv[1], rest, cmd)
+    elif len(argv) >= 3 and argv[0] == "help":
+        check_help(argv[1], argv[2:])
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
