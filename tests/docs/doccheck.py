@@ -20,10 +20,12 @@ it finds and exits 1 if there is any.
       the options (and, for qrsctl, the commands) listed by
       "PROGRAM ARG... --help" against those in the man page PAGE, both
       ways.
-  doccheck.py grafana DASHBOARD METRICS
+  doccheck.py grafana DASHBOARD METRICS_C
       every metric name in the dashboard's PromQL expressions is a
-      family (or a family's _bucket/_sum/_count series) in METRICS, the
-      output of a live "qrsctl metrics".
+      family (or a family's _bucket/_sum/_count series) in METRICS_C,
+      the family table of "qrsctl metrics" (tools/ctl_metrics.c: a live
+      output lists only the families the running config has); every
+      panel reads the ${datasource} variable; panel ids are unique.
 """
 import json
 import re
@@ -470,6 +472,49 @@ def check_help(page, argv):
           f"with {page}")
 
 
+# ---- the Grafana dashboard ---------------------------------------------
+
+def check_dashboard(dash, metrics_c):
+    """Every qrsd_* series the dashboard queries is a family qrsctl metrics
+    exports (tools/ctl_metrics.c's table), every panel reads the
+    dashboard's datasource variable, and panel ids are unique."""
+    with open(dash) as f:
+        d = json.load(f)
+    with open(metrics_c) as f:
+        exported = set(re.findall(r'"(qrsd_[a-z_]+)', f.read()))
+    if not exported:
+        fail(f"no qrsd_* families found in {metrics_c}")
+    ids, used = set(), set()
+    variables = {v.get("name") for v in d.get("templating", {}).get("list", [])}
+    if "datasource" not in variables:
+        fail("no 'datasource' template variable")
+    panels = list(d.get("panels", []))
+    for p in list(panels):
+        panels.extend(p.get("panels", []))          # rows' children
+    for p in panels:
+        pid = p.get("id")
+        if pid in ids:
+            fail(f"panel id {pid} used twice")
+        ids.add(pid)
+        if p.get("type") == "row":
+            continue
+        ds = p.get("datasource") or {}
+        if ds.get("uid") != "${datasource}":
+            fail(f"panel {pid} ({p.get('title')}) does not read ${{datasource}}")
+        for t in p.get("targets", []):
+            for m in re.findall(r"qrsd_[a-z_]+", t.get("expr", "")):
+                base = re.sub(r"_(bucket|sum|count)$", "", m)
+                used.add(base)
+                if base not in exported:
+                    fail(f"panel {pid} ({p.get('title')}) queries {m}, "
+                         f"which qrsctl metrics does not export")
+    if not used:
+        fail("the dashboard queries no qrsd_* series")
+    done(dash)
+    print(f"{dash}: {len(panels)} panels, {len(used)} qrsd_* families, all "
+          f"exported by qrsctl metrics")
+
+
 def main(argv):
     if len(argv) >= 3 and argv[0] == "conf":
         check_conf(argv[1], argv[2])
@@ -486,6 +531,8 @@ def main(argv):
         check_api(argv[1], rest, cmd)
     elif len(argv) >= 3 and argv[0] == "help":
         check_help(argv[1], argv[2:])
+    elif len(argv) == 3 and argv[0] == "grafana":
+        check_dashboard(argv[1], argv[2])
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
