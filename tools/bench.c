@@ -128,6 +128,18 @@ bench_sibling(const char *rel, char *buf, size_t len)
   return buf;
 }
 
+const char *
+bench_find_qrsd(const char *opt, char *buf, size_t len)
+{
+  if (opt)
+    return opt;
+  if (getenv("QRSD") && *getenv("QRSD"))
+    return getenv("QRSD");
+  if (bench_sibling("../daemon/qrsd", buf, len) && access(buf, X_OK) == 0)
+    return buf;
+  return "qrsd";
+}
+
 int
 bench_wait_qrsd(const char *sock, int tries)
 {

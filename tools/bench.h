@@ -23,6 +23,7 @@ int bench_draw(int argc, char **argv);
 int bench_local(int argc, char **argv);
 int bench_select(int argc, char **argv);
 int bench_grpc(int argc, char **argv);
+int bench_budgets(int argc, char **argv);
 
 /* ---- options ---- */
 
@@ -99,6 +100,11 @@ int bench_unpin(void);
 /* rel in the folder of this program (the build tree's tools/), in buf;
    NULL when the program's path is unknown. */
 const char *bench_sibling(const char *rel, char *buf, size_t len);
+
+/* The qrsd to run: opt when not NULL, else $QRSD when set and not empty,
+   else ../daemon/qrsd beside this program when it is executable, else
+   "qrsd" (looked up in PATH).  buf (len bytes) holds the path built. */
+const char *bench_find_qrsd(const char *opt, char *buf, size_t len);
 
 /* Try to connect to the qrsd at sock every 10 ms, tries times.  Returns 0
    once it accepts a client, -1 if it never did. */

@@ -220,27 +220,13 @@ start_floor(const struct opts *o)
   close(lfd);
 }
 
-static const char *
-find_qrsd(const struct opts *o)
-{
-  static char path[4200];
-
-  if (o->qrsd)
-    return o->qrsd;
-  if (getenv("QRSD") && *getenv("QRSD"))
-    return getenv("QRSD");
-  if (bench_sibling("../daemon/qrsd", path, sizeof(path)) &&
-      access(path, X_OK) == 0)
-    return path;
-  return "qrsd";
-}
-
 static void
 start_qrsd(const struct opts *o)
 {
+  static char path[4200];
   const char *bin;
 
-  bin = find_qrsd(o);
+  bin = bench_find_qrsd(o->qrsd, path, sizeof(path));
   snprintf(qrsd_sock, sizeof(qrsd_sock), "%s/qrsd.sock", tmpdir);
   qrsd_pid = fork();
   if (qrsd_pid == 0) {
