@@ -290,10 +290,11 @@ log_start(const struct qrsd_conf *conf, int activated)
                             "", strcmp(ri.fallback, "error") ? ri.fallback :
                             "");
   }
-  log_info("qrsd %s listening on %s (%s); default source '%s'; sources: %s;"
-           " config %s", QRS_VERSION, srv.socket_path,
-           activated ? "socket activation" : "bound by qrsd",
-           registry_default(srv.reg), line, conf->file);
+  log_ev(LOG_LEVEL_INFO, &(struct log_fields){ .event = "start" },
+         "qrsd %s listening on %s (%s); default source '%s'; sources: %s;"
+         " config %s", QRS_VERSION, srv.socket_path,
+         activated ? "socket activation" : "bound by qrsd",
+         registry_default(srv.reg), line, conf->file);
   for (i = 0; i < n; i++) {
     registry_info(srv.reg, i, &ri);
     if (!ri.production)
@@ -499,6 +500,6 @@ main(int argc, char **argv)
   looplock_done(&lk);
   if (r < 0)
     log_warn("event loop closed with handles open: %s", uv_strerror(r));
-  log_info("stopped");
+  log_ev(LOG_LEVEL_INFO, &(struct log_fields){ .event = "stop" }, "stopped");
   return 0;
 }

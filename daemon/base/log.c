@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 #include "qrs-config.h"
 
@@ -30,11 +31,18 @@
 
 #define QUEUE_LINES 512
 #define LINE_MAX_LEN 1024
+#define FIELD_MAX_LEN 64            /* QRS_EVENT= and SOURCE= values */
 
 struct line {
   enum log_level level;
   struct timespec when;
   char text[LINE_MAX_LEN];
+  /* journal fields, copied: the caller's strings may not outlive it */
+  char event[FIELD_MAX_LEN];        /* "" when none */
+  char source[FIELD_MAX_LEN];
+  int has_client;
+  unsigned pid, uid;
+  uint64_t seq;
 };
 
 static enum log_level max_level = LOG_LEVEL_INFO;
@@ -102,6 +110,38 @@ level_name(enum log_level level)
   }
 }
 
+#if HAVE_SYSTEMD
+/* One journal entry: the message, its priority and the event's fields
+   (sd_journal_sendv, so that the fields present make the entry). */
+static void
+emit_journal(const struct line *l)
+{
+  char f[8][LINE_MAX_LEN + 16];
+  struct iovec iov[8];
+  int n = 0, i;
+
+  snprintf(f[n++], sizeof(f[0]), "MESSAGE=%s", l->text);
+  snprintf(f[n++], sizeof(f[0]), "PRIORITY=%d", (int)l->level);
+  snprintf(f[n++], sizeof(f[0]), "SYSLOG_IDENTIFIER=qrsd");
+  if (l->event[0])
+    snprintf(f[n++], sizeof(f[0]), "QRS_EVENT=%s", l->event);
+  if (l->source[0])
+    snprintf(f[n++], sizeof(f[0]), "SOURCE=%s", l->source);
+  if (l->has_client) {
+    snprintf(f[n++], sizeof(f[0]), "CLIENT_PID=%u", l->pid);
+    snprintf(f[n++], sizeof(f[0]), "CLIENT_UID=%u", l->uid);
+  }
+  if (l->seq)
+    snprintf(f[n++], sizeof(f[0]), "DRAW_SEQ=%llu",
+             (unsigned long long)l->seq);
+  for (i = 0; i < n; i++) {
+    iov[i].iov_base = f[i];
+    iov[i].iov_len = strlen(f[i]);
+  }
+  sd_journal_sendv(iov, n);
+}
+#endif
+
 /* Write one line to the sink; blocking is fine here (writer thread or a
    dying process). */
 static void
@@ -115,8 +155,7 @@ emit(const struct line *l)
 
 #if HAVE_SYSTEMD
   if (journal) {
-    sd_journal_send("MESSAGE=%s", l->text, "PRIORITY=%d", (int)l->level,
-                    "SYSLOG_IDENTIFIER=qrsd", NULL);
+    emit_journal(l);
     return;
   }
 #endif
@@ -233,11 +272,38 @@ log_flush(void)
   }
 }
 
-static void log_vmsg(enum log_level level, const char *fmt, va_list ap)
-  __attribute__((format(printf, 2, 0)));
+int
+log_who_ids(const char *who, unsigned *pid, unsigned *uid)
+{
+  const char *p = who ? strstr(who, "(pid ") : NULL;
+  unsigned a, b;
+
+  if (!p || sscanf(p, "(pid %u, uid %u)", &a, &b) != 2)
+    return -1;
+  *pid = a;
+  *uid = b;
+  return 0;
+}
+
+/* A field value on one line, without '=' troubles: journald takes any
+   bytes after the first '=', but keep it printable. */
+static void
+field_copy(char *dst, const char *src)
+{
+  size_t i;
+
+  for (i = 0; src && src[i] && i < FIELD_MAX_LEN - 1; i++)
+    dst[i] = (src[i] == '\n' || src[i] == '\r') ? ' ' : src[i];
+  dst[i] = '\0';
+}
+
+static void log_vmsg(enum log_level level, const struct log_fields *f,
+                     const char *fmt, va_list ap)
+  __attribute__((format(printf, 3, 0)));
 
 static void
-log_vmsg(enum log_level level, const char *fmt, va_list ap)
+log_vmsg(enum log_level level, const struct log_fields *f, const char *fmt,
+         va_list ap)
 {
   struct line *l, now;
   int n;
@@ -250,6 +316,10 @@ log_vmsg(enum log_level level, const char *fmt, va_list ap)
   for (n = 0; now.text[n]; n++)
     if (now.text[n] == '\n' || now.text[n] == '\r')
       now.text[n] = ' ';
+  field_copy(now.event, f ? f->event : NULL);
+  field_copy(now.source, f ? f->source : NULL);
+  now.has_client = f && log_who_ids(f->who, &now.pid, &now.uid) == 0;
+  now.seq = f ? f->seq : 0;
 
   pthread_mutex_lock(&lock);
   if (!started || stop) {
@@ -277,19 +347,58 @@ log_msg(enum log_level level, const char *fmt, ...)
   if (level > max_level)
     return;
   va_start(ap, fmt);
-  log_vmsg(level, fmt, ap);
+  log_vmsg(level, NULL, fmt, ap);
   va_end(ap);
 }
+
+void
+log_ev(enum log_level level, const struct log_fields *f, const char *fmt,
+       ...)
+{
+  va_list ap;
+
+  if (level > max_level)
+    return;
+  va_start(ap, fmt);
+  log_vmsg(level, f, fmt, ap);
+  va_end(ap);
+}
+
+static void log_vlimited(struct log_ratelimit *rl, enum log_level level,
+                         const struct log_fields *f, const char *fmt,
+                         va_list ap)
+  __attribute__((format(printf, 4, 0)));
 
 void
 log_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt,
             ...)
 {
+  va_list ap;
+
+  va_start(ap, fmt);
+  log_vlimited(rl, level, NULL, fmt, ap);
+  va_end(ap);
+}
+
+void
+log_limited_ev(struct log_ratelimit *rl, enum log_level level,
+               const struct log_fields *f, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  log_vlimited(rl, level, f, fmt, ap);
+  va_end(ap);
+}
+
+static void
+log_vlimited(struct log_ratelimit *rl, enum log_level level,
+             const struct log_fields *f, const char *fmt, va_list ap)
+{
   char line[900];
   uint64_t skipped;
   unsigned interval_ms, burst;
   int64_t now;
-  va_list ap;
 
   if (level > max_level)
     return;
@@ -308,14 +417,12 @@ log_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt,
   rl->in_window++;
   skipped = rl->suppressed;
   rl->suppressed = 0;
-  va_start(ap, fmt);
   vsnprintf(line, sizeof(line), fmt, ap);
-  va_end(ap);
   if (skipped)
-    log_msg(level, "%s (%llu similar messages suppressed)", line,
-            (unsigned long long)skipped);
+    log_ev(level, f, "%s (%llu similar messages suppressed)", line,
+           (unsigned long long)skipped);
   else
-    log_msg(level, "%s", line);
+    log_ev(level, f, "%s", line);
 }
 
 void
@@ -324,7 +431,7 @@ fatal(const char *fmt, ...)
   va_list ap;
 
   va_start(ap, fmt);
-  log_vmsg(LOG_LEVEL_ERR, fmt, ap);
+  log_vmsg(LOG_LEVEL_ERR, NULL, fmt, ap);
   va_end(ap);
   exit(1);                      /* atexit: the queue is written out */
 }

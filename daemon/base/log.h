@@ -1,6 +1,8 @@
 /* qrsd logging: one line per event, to the journal (sd_journal_send) when
    systemd gave us a journal stream and journald listens, else to stderr
-   with a timestamp.  Never blocks the caller: lines go through a bounded
+   with a timestamp.  In the journal, an event logged with log_ev() also
+   carries the fields an operator filters on (journalctl QRS_EVENT=...):
+   QRS_EVENT=, SOURCE=, CLIENT_PID=, CLIENT_UID=, DRAW_SEQ=.  Never blocks the caller: lines go through a bounded
    queue to a writer thread; when the sink stalls and the queue is full,
    lines are dropped and counted ("N log messages dropped").  Events a
    peer can repeat at will go through log_limited(). */
@@ -23,6 +25,26 @@ int log_debug_enabled(void);
 
 void log_msg(enum log_level level, const char *fmt, ...)
   __attribute__((format(printf, 2, 3)));
+
+/* The journal fields of one event; zero-initialise and set what applies.
+   event: a short fixed name (QRS_EVENT=), e.g. "source-degraded";
+   source: a source's name (SOURCE=); who: a client as the server names
+   it, "conn N (pid P, uid U)", from which CLIENT_PID= and CLIENT_UID=
+   are taken; seq: a draw's journal sequence (DRAW_SEQ=) when > 0. */
+struct log_fields {
+  const char *event;
+  const char *source;
+  const char *who;
+  uint64_t seq;
+};
+
+/* The pid and uid in a client name "... (pid P, uid U)"; 0 when found,
+   -1 (and both left alone) when who has none. */
+int log_who_ids(const char *who, unsigned *pid, unsigned *uid);
+
+void log_ev(enum log_level level, const struct log_fields *f,
+            const char *fmt, ...)
+  __attribute__((format(printf, 3, 4)));
 
 #define log_err(...) log_msg(LOG_LEVEL_ERR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
@@ -48,6 +70,10 @@ struct log_ratelimit {
 void log_limited(struct log_ratelimit *rl, enum log_level level,
                  const char *fmt, ...)
   __attribute__((format(printf, 3, 4)));
+/* log_limited() with the journal fields f (NULL: none). */
+void log_limited_ev(struct log_ratelimit *rl, enum log_level level,
+                    const struct log_fields *f, const char *fmt, ...)
+  __attribute__((format(printf, 4, 5)));
 
 /* Write out what is queued (at most 2 s if the sink stalls) and write
    synchronously from then on.  Runs at exit by itself. */

@@ -259,6 +259,22 @@ stamp_reply(QrsIpc__DrawReply *r, const struct ts *received,
   r->sent = &w[2];
 }
 
+/* With -v: one line per served draw, with the journal fields that tie
+   it to its client and its journal entry (DRAW_SEQ). */
+static void
+log_debug_draw(const struct req *rq, const QrsIpc__DrawReply *r)
+{
+  if (!log_debug_enabled())
+    return;
+  log_ev(LOG_LEVEL_DEBUG, &(struct log_fields){ .event = "draw",
+                                                .source = r->served_by,
+                                                .who = rq->who,
+                                                .seq = r->journal_seq },
+         "%s: draw from '%s'%s, u %.17g, journal seq %llu", rq->who,
+         r->served_by, r->fallback ? " (fallback)" : "", r->u,
+         (unsigned long long)r->journal_seq);
+}
+
 /* The draw's journal entry (no I/O: journal_submit() queues it), before
    the reply goes out.  0: send r (journal_seq or unjournalled set);
    otherwise an error was sent instead (journal.on_error: stop).  data
@@ -269,17 +285,16 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
              size_t n)
 {
   struct journal_entry je;
-  const char *f;
   unsigned pid = 0, uid = 0;
   int err;
 
-  if (rq->e->journal == NULL)
+  if (rq->e->journal == NULL) {
+    log_debug_draw(rq, r);
     return 0;
+  }
   memset(&je, 0, sizeof je);
   /* who is "conn N (pid P, uid U)" (server.c) */
-  f = strstr(rq->who, "(pid ");
-  if (f)
-    sscanf(f, "(pid %u, uid %u)", &pid, &uid);
+  log_who_ids(rq->who, &pid, &uid);
   je.pid = (int32_t)pid;
   je.uid = uid;
   str_copy(je.source, sizeof je.source, r->served_by);
@@ -299,6 +314,7 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
   err = journal_submit(rq->e->journal, &je);
   if (err == 0) {
     r->journal_seq = je.seq;
+    log_debug_draw(rq, r);
     return 0;
   }
   if (journal_may_serve(rq->e->journal)) {
@@ -338,8 +354,10 @@ send_draw_reply(struct req *rq, const struct reg_result *res)
   }
   served = srcamp_of(rq->e, res->served_by);
   if (served && monitor_add(&served->mon, a.u, a.z))
-    log_warn("source '%s': statistics alarm: %s", served->name,
-             served->mon.reason);
+    log_ev(LOG_LEVEL_WARN, &(struct log_fields){ .event = "monitor-alarm",
+                                                 .source = served->name },
+           "source '%s': statistics alarm: %s", served->name,
+           served->mon.reason);
 
   r.u = a.u;
   r.z = a.z;
@@ -390,17 +408,23 @@ on_fetched(void *ctx, const struct reg_result *res)
     else
       reply_bytes(rq, res);
   } else if (res->status == -ETIMEDOUT) {
-    log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: %zu bytes from "
-                "source '%s' timed out: %s", rq->who, res->n, res->source,
-                res->why);
+    log_limited_ev(&rq->e->fail_rl, LOG_LEVEL_WARN,
+                   &(struct log_fields){ .event = "fetch-timeout",
+                                         .source = res->source,
+                                         .who = rq->who },
+                   "%s: %zu bytes from source '%s' timed out: %s", rq->who,
+                   res->n, res->source, res->why);
     draw_reply_error(rq->reply, rq->ctx, QRS_E_TIMEOUT, "source '%s' did "
                      "not deliver %zu bytes within %u ms: %.300s",
                      res->source, res->n, rq->e->conf->request_timeout_ms,
                      res->why);
   } else {
-    log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: %zu bytes from "
-                "source '%s' failed: %s", rq->who, res->n, res->source,
-                res->why);
+    log_limited_ev(&rq->e->fail_rl, LOG_LEVEL_WARN,
+                   &(struct log_fields){ .event = "fetch-failed",
+                                         .source = res->source,
+                                         .who = rq->who },
+                   "%s: %zu bytes from source '%s' failed: %s", rq->who,
+                   res->n, res->source, res->why);
     draw_reply_error(rq->reply, rq->ctx, QRS_E_ENTROPY, "source '%s' could "
                      "not deliver %zu bytes: %.300s", res->source, res->n,
                      res->why);

@@ -463,14 +463,20 @@ set_state(struct registry *reg, struct rsrc *rs, enum reg_state st)
   if (rs->state == st)
     return;
   if (st == REG_OK)
-    log_info("source '%s' recovered", rs->src->name);
+    log_ev(LOG_LEVEL_INFO, &(struct log_fields){ .event = "source-recovered",
+                                                 .source = rs->src->name },
+           "source '%s' recovered", rs->src->name);
   else if (st == REG_DEGRADED)
-    log_warn("source '%s' degraded: its requests are served by its "
-             "fallback '%s' (%s)", rs->src->name, rs->fallback,
-             rs->last_failure);
+    log_ev(LOG_LEVEL_WARN, &(struct log_fields){ .event = "source-degraded",
+                                                 .source = rs->src->name },
+           "source '%s' degraded: its requests are served by its "
+           "fallback '%s' (%s)", rs->src->name, rs->fallback,
+           rs->last_failure);
   else
-    log_warn("source '%s' failed: its requests fail (%s)", rs->src->name,
-             rs->last_failure);
+    log_ev(LOG_LEVEL_WARN, &(struct log_fields){ .event = "source-failed",
+                                                 .source = rs->src->name },
+           "source '%s' failed: its requests fail (%s)", rs->src->name,
+           rs->last_failure);
   rs->state = st;
   if (reg->observer)
     reg->observer(reg->observer_ctx, 1);

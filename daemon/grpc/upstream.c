@@ -59,7 +59,9 @@ upstream__violation(struct upstream *u, const char *why)
     u->distrust_until = 1;
   snprintf(u->distrust_why, sizeof(u->distrust_why),
            "stream protocol violation, quarantined for %.3g s: %s", w, why);
-  log_warn("source '%s': %s", u->name, u->distrust_why);
+  log_ev(LOG_LEVEL_WARN, &(struct log_fields){ .event = "stream-violation",
+                                               .source = u->name },
+         "source '%s': %s", u->name, u->distrust_why);
 }
 
 /* ---- replies ---------------------------------------------------------- */
@@ -189,8 +191,10 @@ upstream__attempt_result(struct upreq *r, int err, int status,
     breaker_record_censored(&u->breaker, elapsed_ms / 1000.0,
                             r->timeout_ms / 1000.0);
   if (status == GRPC_STATUS_RESOURCE_EXHAUSTED)
-    log_warn("source '%s': the upstream says its quota is exhausted "
-             "(RESOURCE_EXHAUSTED)", u->name);
+    log_ev(LOG_LEVEL_WARN, &(struct log_fields){ .event = "quota-exhausted",
+                                                 .source = u->name },
+           "source '%s': the upstream says its quota is exhausted "
+           "(RESOURCE_EXHAUSTED)", u->name);
   if (err == -EHOSTUNREACH)
     upstream__channel_reset(u, 0);
   if (u->closing || upstream__server_rejection(status) ||
@@ -437,9 +441,12 @@ upstream__req_finish(struct upreq *r, int err, int status, const char *detail)
         !breaker_is_blocking(&u->breaker, now_s())) {
       w = breaker_note_failure(&u->breaker, now_s());
       if (w >= 0)
-        log_warn("source '%s': circuit breaker open for %.1f s after %u "
-                 "consecutive failures (last: %s)", u->name, w,
-                 u->breaker.consecutive_failures, detail ? detail : "");
+        log_ev(LOG_LEVEL_WARN,
+               &(struct log_fields){ .event = "breaker-open",
+                                     .source = u->name },
+               "source '%s': circuit breaker open for %.1f s after %u "
+               "consecutive failures (last: %s)", u->name, w,
+               u->breaker.consecutive_failures, detail ? detail : "");
       if (!upstream__server_rejection(status))
         upstream__channel_reset(u, 0);
     }
@@ -581,8 +588,10 @@ job_start(struct upstream *u, struct job *j)
                "circuit breaker open: too many consecutive failures");
       return job_fail_now(u, j, -EAGAIN);
     }
-    log_info("source '%s': recovery window over, trying the upstream "
-             "again", u->name);
+    log_ev(LOG_LEVEL_INFO, &(struct log_fields){ .event = "breaker-half-open",
+                                                 .source = u->name },
+           "source '%s': recovery window over, trying the upstream again",
+           u->name);
     upstream__channel_reset(u, 1);
   }
   for (i = 0; i < nreq; i++)

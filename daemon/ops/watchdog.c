@@ -64,9 +64,10 @@ on_tick(uv_timer_t *t)
       w->pings++;
     } else {
       if (w->missed++ == 0)
-        log_warn("watchdog: the worker threads made no progress for %llu "
-                 "ms; not pinging systemd",
-                 (unsigned long long)(w->probe_ticks * w->interval_ms));
+        log_ev(LOG_LEVEL_WARN, &(struct log_fields){ .event = "watchdog-stall" },
+               "watchdog: the worker threads made no progress for %llu "
+               "ms; not pinging systemd",
+               (unsigned long long)(w->probe_ticks * w->interval_ms));
     }
     if (alive && w->missed) {
       log_info("watchdog: worker threads progress again; pinging");

@@ -108,8 +108,10 @@ deny_source(struct compat *c, struct gserve_req *r)
   snprintf(why, sizeof(why), "source '%s%s' is not served here (this "
            "endpoint serves only '%s')", name,
            r->drw.source_id.len > i ? "..." : "", c->conf->compat_source);
-  log_limited(&c->rl_denied, LOG_LEVEL_WARN, "gRPC compat: draw refused: %s",
-              why);
+  log_limited_ev(&c->rl_denied, LOG_LEVEL_WARN,
+                 &(struct log_fields){ .event = "compat-denied",
+                                       .source = name },
+                 "gRPC compat: draw refused: %s", why);
   gserve_reply_error(r, GRPC_STATUS_PERMISSION_DENIED, why);
 }
 

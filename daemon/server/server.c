@@ -85,8 +85,10 @@ conn_deny(struct conn *c)
 {
   struct server *srv = c->srv;
 
-  log_limited(&srv->rl_denied, LOG_LEVEL_WARN, "%s: access denied: %s",
-              c->name, c->refuse_msg);
+  log_limited_ev(&srv->rl_denied, LOG_LEVEL_WARN,
+                 &(struct log_fields){ .event = "access-denied",
+                                       .who = c->name },
+                 "%s: access denied: %s", c->name, c->refuse_msg);
   if (srv->n_refused >= REFUSED_SLACK) {
     conn_close(c);
     return;

@@ -220,7 +220,8 @@ sp_done(uv_work_t *w, int status)
              uv_strerror(status));
   if (status < 0 || q->r < 0) {
     if (!sp->warned)
-      log_warn("cannot write the status file: %s", q->err);
+      log_ev(LOG_LEVEL_WARN, &(struct log_fields){ .event = "status-file-error" },
+             "cannot write the status file: %s", q->err);
     sp->warned = 1;
   } else {
     if (q->r > 0)

@@ -44,8 +44,11 @@ case $out in
   *"Not allowed"*"access.group"*) echo "refused as expected: $out" ;;
   *) fail "qrsctl did not say why it was refused: $out" ;;
 esac
-grep -q "uid 65534): access denied: uid 65534 is not root and not in group 'daemon'" "$T/log" ||
-  fail "no access-denied log line"
+# qrsd's log is written by its log thread: wait for the line up to 5 s.
+i=0
+until grep -q "uid 65534): access denied: uid 65534 is not root and not in group 'daemon'" "$T/log"; do
+  i=$((i + 1)); [ $i -lt 50 ] || fail "no access-denied log line"; sleep 0.1
+done
 # shellcheck disable=SC2086
 as 65534 --regid=65534 --groups="$G" $q > /dev/null ||
   fail "member of daemon (supplementary) refused"
@@ -63,10 +66,11 @@ while [ $n -lt 30 ]; do
 done
 # shellcheck disable=SC2086
 $q > /dev/null || fail "root refused after the burst"
+kill -TERM "$pid"; wait "$pid"; pid=
+# counted after the stop, when qrsd's log thread has written everything
 lines=$(grep -c "access denied" "$T/log")
 [ "$lines" -le 10 ] || fail "$lines access-denied lines for 31 refusals (not rate-limited)"
 echo "access-denied log lines for 31 refusals: $lines"
-kill -TERM "$pid"; wait "$pid"; pid=
 # A group that does not exist: qrsd refuses to start, naming the key.
 conf no-such-group-qrs
 if "$qrsd" -c "$T/c.yaml" > "$T/log" 2>&1; then

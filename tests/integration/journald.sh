@@ -1,0 +1,118 @@
+#!/bin/sh
+# Usage: journald.sh QRSD QRSCTL JOURNALD_PY
+# qrsd's structured journal entries (issue 23): with stderr on a journal
+# stream (JOURNAL_STREAM, as systemd sets it) and a journald listening,
+# qrsd writes its log through sd_journal_send, with the fields an operator
+# filters on.  The journald here is journald.py, bound to the real
+# /run/systemd/journal/socket inside a private mount namespace (a tmpfs
+# over /run), so the real libsystemd path is what is tested.  Checked:
+# QRS_EVENT=start and =stop; a refused peer (uid 65534, setpriv) as
+# QRS_EVENT=access-denied with CLIENT_PID= and CLIENT_UID=; a dead
+# upstream as QRS_EVENT=source-degraded with SOURCE=; with -v, each served
+# draw as QRS_EVENT=draw with SOURCE=, CLIENT_UID= and DRAW_SEQ= (the
+# journal is on); PRIORITY= the level; nothing left on stderr; no
+# entry carries the upstream's api key.  Needs root (unshare, setpriv).
+set -u
+qrsd=$1 qrsctl=$2 journald=$3
+[ "$(id -u)" = 0 ] || { echo "journald: must run as root (unshare)" >&2; exit 1; }
+# In a private mount namespace when the kernel lets us make one; else
+# (a container without CAP_SYS_ADMIN) on the host's path, which must then
+# be free: no journald runs there.
+if [ -z "${QRS_JOURNALD_NS:-}" ]; then
+  if unshare --mount --propagation private true 2>/dev/null; then
+    QRS_JOURNALD_NS=1 exec unshare --mount --propagation private "$0" "$@"
+  fi
+  QRS_JOURNALD_NS=host
+fi
+T=$(mktemp -d) || exit 1
+pid= jpid=
+made=
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null
+  [ -n "$jpid" ] && kill "$jpid" 2>/dev/null
+  [ -n "$made" ] && rm -f /run/systemd/journal/socket
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "journald: $*" >&2; cat "$T/entries" >&2 2>/dev/null; exit 1; }
+chmod 0755 "$T"
+if [ "$QRS_JOURNALD_NS" = host ]; then
+  [ ! -e /run/systemd/journal/socket ] ||
+    fail "no mount namespace here and /run/systemd/journal/socket is taken"
+  made=1
+else
+  mount -t tmpfs -o mode=0755 tmpfs /run || fail "cannot mount a tmpfs on /run"
+fi
+mkdir -p /run/systemd/journal
+python3 "$journald" /run/systemd/journal/socket "$T/entries" &
+jpid=$!
+i=0
+while [ ! -S /run/systemd/journal/socket ]; do
+  i=$((i + 1)); [ $i -lt 100 ] || fail "journald.py did not start"; sleep 0.05
+done
+echo "sekrit-api-key-1234" > "$T/key"
+mkdir "$T/journal"
+cat > "$T/c.yaml" <<YAML
+socket: { path: $T/s.sock, mode: "0666", group: "" }
+access: { group: daemon }
+state_dir: $T
+status_file: ""
+journal: { dir: $T/journal }
+sources:
+  system: { type: system }
+  up: { type: grpc, target: "unix:$T/none.sock", fallback: system,
+        retry_count: 0, api_key_file: $T/key }
+YAML
+: > "$T/stderr"
+JOURNAL_STREAM=$(stat -c %d:%i "$T/stderr") \
+  "$qrsd" -v -c "$T/c.yaml" 2>> "$T/stderr" &
+pid=$!
+i=0
+while [ ! -S "$T/s.sock" ]; do
+  i=$((i + 1)); [ $i -lt 200 ] || fail "no socket"; sleep 0.05
+done
+q() { "$qrsctl" --socket "$T/s.sock" "$@"; }
+q draw -n 3 --source system > /dev/null || fail "draw from system failed"
+q draw -n 2 --source up > /dev/null || fail "draw from up (fallback) failed"
+setpriv --reuid=65534 --regid=65534 --clear-groups "$qrsctl" \
+  --socket "$T/s.sock" bytes -n 8 > /dev/null 2>&1 &&
+  fail "uid 65534 was served despite access.group daemon"
+kill -TERM "$pid"; wait "$pid"; rc=$?; pid=
+[ $rc -eq 0 ] || fail "qrsd exited with $rc"
+sleep 0.2
+kill "$jpid"; wait "$jpid" 2>/dev/null; jpid=
+[ ! -s "$T/stderr" ] || fail "qrsd wrote to stderr with a journal: $(cat "$T/stderr")"
+python3 - "$T/entries" <<'PY' || fail "the entries lack what they should carry"
+import json, sys
+es = [json.loads(l) for l in open(sys.argv[1])]
+q = [e for e in es if e.get("SYSLOG_IDENTIFIER") == "qrsd"]
+bad = []
+def one(what, **kv):
+    m = [e for e in q if all(e.get(k) == v for k, v in kv.items())]
+    if not m:
+        bad.append(f"no entry with {kv} ({what})")
+    return m
+for e in q:
+    if "sekrit" in json.dumps(e):
+        bad.append(f"an entry carries the api key: {e}")
+    if "MESSAGE" not in e or "PRIORITY" not in e:
+        bad.append(f"an entry without MESSAGE or PRIORITY: {e}")
+one("start", QRS_EVENT="start", PRIORITY="6")
+one("stop", QRS_EVENT="stop")
+for e in one("refused peer", QRS_EVENT="access-denied", CLIENT_UID="65534",
+             PRIORITY="4"):
+    if not e.get("CLIENT_PID", "").isdigit():
+        bad.append(f"access-denied without a CLIENT_PID: {e}")
+one("dead upstream", QRS_EVENT="source-degraded", SOURCE="up")
+d = one("served draws", QRS_EVENT="draw", SOURCE="system", CLIENT_UID="0",
+        PRIORITY="7")
+seqs = sorted(int(e.get("DRAW_SEQ", "0")) for e in d)
+if len(seqs) < 5 or seqs[0] < 1 or len(set(seqs)) != len(seqs):
+    bad.append(f"draw entries' DRAW_SEQ: {seqs} (want >= 5 distinct, >= 1)")
+if bad:
+    print("\n".join(bad), file=sys.stderr)
+    sys.exit(1)
+ev = sorted({e["QRS_EVENT"] for e in q if "QRS_EVENT" in e})
+print(f"journald: {len(q)} entries from qrsd; events {', '.join(ev)}")
+PY
+echo "journald OK"
