@@ -21,6 +21,7 @@
 
 #include "conf/conf.h"
 #include "base/log.h"
+#include "base/notify.h"
 #include "base/regfile.h"
 #include "timestamp.h"
 #include "base/looplock.h"
@@ -153,16 +154,6 @@ load_config(const char *path)
     exit(1);
   }
   return conf;
-}
-
-static void
-notify(const char *state)
-{
-#if HAVE_SYSTEMD
-  sd_notify(0, state);
-#else
-  (void)state;
-#endif
 }
 
 static void
@@ -480,7 +471,7 @@ main(int argc, char **argv)
     snprintf(status, sizeof(status), "READY=1\nSTATUS=Serving on %s "
              "(default source %s)", srv.socket_path,
              registry_default(srv.reg));
-    notify(status);
+    notify_ready(status);
     watchdog_start(&wd, loop, &srv);
     if (getenv("QRSD_TEST_HOOKS") &&
         strcmp(getenv("QRSD_TEST_HOOKS"), "1") == 0) {

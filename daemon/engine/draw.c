@@ -18,6 +18,7 @@
 #include "engine/draw.h"
 #include "base/container.h"
 #include "base/log.h"
+#include "base/notify.h"
 #include "stats/monitor.h"
 #include "nonce.h"
 #include "persist/journal.h"
@@ -122,6 +123,7 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
     jp.fsync_every = conf->journal_batch;
     jp.policy = strcmp(conf->journal_on_error, "label") == 0 ?
                 JOURNAL_POLICY_LABEL : JOURNAL_POLICY_STOP;
+    notify_step("resuming the draw journal in %s", jp.dir);
     r = journal_open(&e->journal, &jp, err, sizeof err);
     if (r < 0) {
       log_err("%s", err);

@@ -15,6 +15,7 @@
 #include <qrs/error.h>
 
 #include "base/log.h"
+#include "base/notify.h"
 #include "sources/local.h"
 #include "engine/registry.h"
 #include "sources/source.h"
@@ -190,6 +191,7 @@ registry_new(uv_loop_t *loop, const struct qrsd_conf *conf,
   reg->loop = loop;
   reg->lim = *limits;
   for (i = 0; i < conf->n_sources; i++) {
+    notify_step("opening source '%s'", conf->sources[i].name);
     r = source_new(&conf->sources[i], loop, &s, err, errlen);
     if (r == 0)
       s->draw_bytes = conf->amp_sample_count;

@@ -6,7 +6,8 @@ The systemd watchdog (issue 23) with a real qrsd and a real notify socket
 300 ms, qrsd pings WATCHDOG=1 about every 100 ms after READY=1, with a
 STATUS= serving summary; when the loop is stalled for 1.5 s (test hook
 QRSD_TEST_HOOKS=1, SIGUSR2) no ping arrives for that long; afterwards the
-pings resume.  Prints the measured gaps."""
+pings resume.  Before READY=1, opening a source sends EXTEND_TIMEOUT_USEC
+with STATUS=Starting: ..., and nothing extends the timeout after it.  Prints the measured gaps."""
 import os, signal, socket, subprocess, sys, tempfile, time
 
 qrsd = sys.argv[1]
@@ -55,6 +56,13 @@ first = messages(time.monotonic() + 1.5)
 if not any("READY=1" in m for _, m in first):
     fail("no READY=1 within 1.5 s: %r" % first)
 ready_t = min(t for t, m in first if "READY=1" in m)
+# Start-up steps before READY=1: each extends the start timeout.
+steps = [m for t, m in first if t <= ready_t and "EXTEND_TIMEOUT_USEC=" in m]
+if not any("STATUS=Starting: opening source 'system'" in m for m in steps):
+    fail("no EXTEND_TIMEOUT_USEC step for source 'system' before READY=1: "
+         "%r" % first)
+if any("EXTEND_TIMEOUT_USEC=" in m for t, m in first if t > ready_t):
+    fail("EXTEND_TIMEOUT_USEC after READY=1: %r" % first)
 before = [t for t in pings(first) if t > ready_t]
 if len(before) < 5:
     fail(f"only {len(before)} pings in the 1.5 s after READY=1")
