@@ -159,6 +159,7 @@ sources_from_wire(QrsIpc__SourceInfo **v, size_t n)
     out[i].quota_minute_limit = v[i]->quota_minute_limit;
     out[i].quota_day_bytes = v[i]->quota_day_bytes;
     out[i].quota_day_limit = v[i]->quota_day_limit;
+    out[i].latency_p99_ms = v[i]->latency_p99_ms;
     local_from_wire(&out[i], v[i]);
   }
   return out;
@@ -232,6 +233,7 @@ status_from_wire(void *o, const ProtobufCMessage *m,
 {
   const QrsIpc__StatusReply *sr;
   struct qrs_status *s;
+  size_t i;
 
   s = o;
   sr = (const QrsIpc__StatusReply *)m;
@@ -248,6 +250,20 @@ status_from_wire(void *o, const ProtobufCMessage *m,
   s->draws = sr->draws;
   s->bytes = sr->bytes;
   s->errors = sr->errors;
+  /* the histogram only when its shape is one we can hold */
+  if (sr->n_draw_latency_le_s <= QRS_LATENCY_BUCKETS_MAX &&
+      sr->n_draw_latency_counts == sr->n_draw_latency_le_s + 1) {
+    s->n_latency_buckets = sr->n_draw_latency_le_s;
+    for (i = 0; i < s->n_latency_buckets; i++)
+      s->latency_le_s[i] = sr->draw_latency_le_s[i];
+    for (i = 0; i <= s->n_latency_buckets; i++)
+      s->latency_count[i] = sr->draw_latency_counts[i];
+  }
+  s->latency_sum_s = sr->draw_latency_sum_s;
+  s->connections_refused = sr->connections_refused;
+  s->busy_replies = sr->busy_replies;
+  s->memory_used_bytes = sr->memory_used_bytes;
+  s->memory_budget_bytes = sr->memory_budget_bytes;
   s->n_sources = sr->n_sources;
   *ret_v = sr->sources;
   *ret_n = sr->n_sources;

@@ -66,6 +66,7 @@ GETTER(g_production, s->production != 0)
 GETTER(g_default, s->is_default != 0)
 GETTER(g_consec, s->consecutive_failures)
 GETTER(g_timeout_s, s->timeout_ms / 1000.0)
+GETTER(g_p99_s, s->latency_p99_ms / 1000.0)
 GETTER(g_qmin, s->quota_minute_requests)
 GETTER(g_qmin_lim, s->quota_minute_limit)
 GETTER(g_qday, s->quota_day_bytes)
@@ -123,6 +124,9 @@ static const struct src_family src_families[] = {
     w_upstream },
   { "qrsd_upstream_call_timeout_seconds", "gauge", "A network upstream's "
     "adaptive call timeout.", g_timeout_s, w_upstream },
+  { "qrsd_upstream_latency_p99_seconds", "gauge", "A network upstream's "
+    "99th percentile of call latency, as its circuit breaker tracks it.",
+    g_p99_s, w_upstream },
   { "qrsd_upstream_quota_minute_requests", "gauge", "Requests to the "
     "upstream in the current minute.", g_qmin, w_upstream },
   { "qrsd_upstream_quota_minute_limit_requests", "gauge", "The "
@@ -215,6 +219,39 @@ ctl_print_metrics(FILE *f, const struct qrs_status *st,
          "with an error.");
   fprintf(f, "qrsd_request_errors_total %llu\n",
           (unsigned long long)st->errors);
+  family(f, "qrsd_connections_refused_total", "counter", "Connections "
+         "refused: over a connection limit or not in the access list.");
+  fprintf(f, "qrsd_connections_refused_total %llu\n",
+          (unsigned long long)st->connections_refused);
+  family(f, "qrsd_busy_replies_total", "counter", "Requests answered BUSY "
+         "(a limit on requests in flight or on memory).");
+  fprintf(f, "qrsd_busy_replies_total %llu\n",
+          (unsigned long long)st->busy_replies);
+  family(f, "qrsd_memory_used_bytes", "gauge", "Memory held for requests "
+         "in progress: queued and reserved replies, reads held.");
+  fprintf(f, "qrsd_memory_used_bytes %llu\n",
+          (unsigned long long)st->memory_used_bytes);
+  family(f, "qrsd_memory_budget_bytes", "gauge", "The bound on "
+         "qrsd_memory_used_bytes (limits.memory_budget_bytes).");
+  fprintf(f, "qrsd_memory_budget_bytes %llu\n",
+          (unsigned long long)st->memory_budget_bytes);
+  if (st->n_latency_buckets > 0) {
+    uint64_t cum = 0;
+
+    family(f, "qrsd_draw_duration_seconds", "histogram", "Draw latency "
+           "inside qrsd, from the request read to the reply sent.");
+    for (i = 0; i < st->n_latency_buckets; i++) {
+      cum += st->latency_count[i];
+      fprintf(f, "qrsd_draw_duration_seconds_bucket{le=\"%g\"} %llu\n",
+              st->latency_le_s[i], (unsigned long long)cum);
+    }
+    cum += st->latency_count[st->n_latency_buckets];
+    fprintf(f, "qrsd_draw_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+            (unsigned long long)cum);
+    fprintf(f, "qrsd_draw_duration_seconds_sum %.9g\n", st->latency_sum_s);
+    fprintf(f, "qrsd_draw_duration_seconds_count %llu\n",
+            (unsigned long long)cum);
+  }
   family(f, "qrsd_source_info", "gauge", "Each configured source and its "
          "type; always 1.");
   for (i = 0; i < src->n_sources; i++) {

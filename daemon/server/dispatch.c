@@ -89,7 +89,7 @@ on_reply(void *ctx, uint16_t type, const ProtobufCMessage *m)
   if (type == QRS_MSG_ERROR)
     c->srv->errors++;
   else if (type == QRS_MSG_DRAW_REPLY)
-    c->srv->draws++;
+    report_draw_served(c->srv, (const QrsIpc__DrawReply *)m);
   conn_send(c, type, p->seq, m);
   free(p);
   conn_request_done(c);
@@ -122,6 +122,7 @@ pending_new(struct conn *c, uint32_t seq, size_t reply, size_t read)
   if (why) {
     log_limited(&srv->rl_busy, LOG_LEVEL_INFO, "%s: answering BUSY: %s",
                 c->name, why);
+    srv->busy_total++;
     conn_send_error(c, seq, QRS_E_BUSY, "qrsd is busy: %s", why);
     return NULL;
   }
@@ -246,6 +247,7 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
     log_limited(&c->srv->rl_busy, LOG_LEVEL_INFO,
                 "%s: more than %u requests in flight; answering BUSY",
                 c->name, srv->conf->max_inflight);
+    srv->busy_total++;
     conn_send_error(c, h->seq, QRS_E_BUSY,
                     "more than %u requests in flight on this connection",
                     srv->conf->max_inflight);

@@ -16,6 +16,30 @@
 #include "stats/monitor.h"
 #include "server/server_int.h"
 
+/* Upper bounds of the draw-latency buckets in seconds (Prometheus'
+   le), from the floor of a round trip (~10 us) to the request timeout's
+   order; counts past the last go to +Inf. */
+static const double lat_le_s[SERVER_LAT_BUCKETS] = {
+  10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3,
+  20e-3, 50e-3, 100e-3, 500e-3, 1.0, 5.0,
+};
+
+void
+report_draw_served(struct server *srv, const QrsIpc__DrawReply *r)
+{
+  double s = 0;
+  size_t i;
+
+  srv->draws++;
+  if (r->received && r->sent &&
+      r->sent->monotonic_ns > r->received->monotonic_ns)
+    s = (double)(r->sent->monotonic_ns - r->received->monotonic_ns) / 1e9;
+  for (i = 0; i < SERVER_LAT_BUCKETS && s > lat_le_s[i]; i++)
+    ;
+  srv->lat_counts[i]++;
+  srv->lat_sum_s += s;
+}
+
 static QrsIpc__SourceState
 state_to_wire(enum reg_state st)
 {
@@ -71,6 +95,7 @@ fill_source_info(struct server *srv, const struct reg_info *ri,
     info->breaker_state = (char *)ri->up.breaker_state;
     info->consecutive_failures = ri->up.consecutive_failures;
     info->timeout_ms = ri->up.timeout_ms;
+    info->latency_p99_ms = ri->up.p99_ms;
     info->quota_minute_requests = ri->up.quota_minute_requests;
     info->quota_minute_limit = ri->up.quota_rpm_limit;
     info->quota_day_bytes = ri->up.quota_day_bytes;
@@ -198,6 +223,16 @@ report_status(struct conn *c, uint32_t seq)
   r.draws = srv->draws;
   r.bytes = registry_bytes(srv->reg);
   r.errors = srv->errors;
+  r.n_draw_latency_counts = SERVER_LAT_BUCKETS + 1;
+  r.draw_latency_counts = srv->lat_counts;
+  r.n_draw_latency_le_s = SERVER_LAT_BUCKETS;
+  r.draw_latency_le_s = (double *)lat_le_s;
+  r.draw_latency_sum_s = srv->lat_sum_s;
+  r.connections_refused = srv->refused_total;
+  r.busy_replies = srv->busy_total;
+  r.memory_used_bytes = srv->mem_queued + srv->mem_reserved +
+                        registry_bytes_held(srv->reg);
+  r.memory_budget_bytes = srv->conf->memory_budget;
   r.n_sources = in.n;
   r.sources = in.p;
   conn_send(c, QRS_MSG_STATUS_REPLY, seq, &r.base);

@@ -71,6 +71,7 @@ conn_refuse(struct conn *c, uint32_t max, const char *per)
   c->refused = 1;
   c->refuse_err = QRS_E_BUSY;
   c->srv->n_refused++;
+  c->srv->refused_total++;
   snprintf(c->refuse_msg, sizeof(c->refuse_msg), "qrsd serves at most %u "
            "connections%s", max, per);
   log_limited(&c->srv->rl_busy, LOG_LEVEL_WARN, "%s: refused: %u "
@@ -89,6 +90,7 @@ conn_deny(struct conn *c)
                  &(struct log_fields){ .event = "access-denied",
                                        .who = c->name },
                  "%s: access denied: %s", c->name, c->refuse_msg);
+  srv->refused_total++;
   if (srv->n_refused >= REFUSED_SLACK) {
     conn_close(c);
     return;
@@ -178,6 +180,7 @@ on_connection(uv_stream_t *listener, int status)
     log_limited(&srv->rl_busy, LOG_LEVEL_WARN, "%s: refused at once: "
                 "%u connections is the limit", c->name,
                 srv->conf->max_connections);
+    srv->refused_total++;
     conn_close(c);
     return;
   }

@@ -21,6 +21,8 @@
 
 struct conn;
 
+#define SERVER_LAT_BUCKETS 16    /* bounds in report.c; + one for +Inf */
+
 struct server {
   uv_loop_t *loop;
   const struct qrsd_conf *conf;
@@ -40,6 +42,11 @@ struct server {
   LIST_HEAD(conn_list, conn) conns;  /* <sys/queue.h> */
   uint32_t n_conns;
   uint32_t n_refused;           /* of which over a limit, closing soon */
+  uint64_t refused_total;       /* connections refused, ever (metrics) */
+  uint64_t busy_total;          /* requests answered BUSY, ever */
+  /* draw latency, received to sent: counts per report.c's bucket */
+  uint64_t lat_counts[SERVER_LAT_BUCKETS + 1];
+  double lat_sum_s;
   uint64_t next_conn_id;
 
   uint32_t max_reply_bytes;     /* HelloReply.max_reply_bytes */

@@ -101,6 +101,8 @@ void dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
 /* report.c */
 
 void report_status(struct conn *c, uint32_t seq);
+/* Count a draw reply about to be sent: draws and its latency bucket. */
+void report_draw_served(struct server *srv, const QrsIpc__DrawReply *r);
 void report_health(struct conn *c, uint32_t seq);
 void report_sources(struct conn *c, uint32_t seq);
 

@@ -58,6 +58,18 @@ for k in 'qrsd_source_draws_total{source="system"} 6' \
   esac
   echo "$name: $b -> $a"
 done
+# The latency histogram counts every draw once; the memory gauges carry
+# the configured budget; the refusal counters exist from the start.
+d=$(value "$T/after.prom" qrsd_draws_total)
+h=$(value "$T/after.prom" qrsd_draw_duration_seconds_count)
+inf=$(value "$T/after.prom" 'qrsd_draw_duration_seconds_bucket{le="+Inf"}')
+[ "$h" -eq "$d" ] && [ "$inf" -eq "$d" ] ||
+  fail "histogram count $h / +Inf bucket $inf, draws $d"
+[ "$(value "$T/after.prom" qrsd_memory_budget_bytes)" -eq 268435456 ] ||
+  fail "qrsd_memory_budget_bytes is not the default budget"
+value "$T/after.prom" qrsd_connections_refused_total > /dev/null
+value "$T/after.prom" qrsd_busy_replies_total > /dev/null
+echo "qrsd_draw_duration_seconds_count: $h (= qrsd_draws_total)"
 grep -q '^qrsd_source_state{source="jitter",state="ok"} 1$' "$T/after.prom" ||
   fail "jitter is not in state ok: $(grep qrsd_source_state "$T/after.prom")"
 grep -q '^qrsd_local_health_tests_passing{source="jitter"} 1$' "$T/after.prom" ||

@@ -331,7 +331,12 @@ struct qrs_source_info {
   char combine[16];               /* noise: xor | concat; else "" */
   size_t n_mechanisms;            /* noise and timing sources */
   struct qrs_mechanism_info mechanisms[QRS_MECHANISMS_MAX];
+  /* Added in 0.1 (issue 23): a network upstream's P99 call latency, as
+     its circuit breaker tracks it. */
+  double latency_p99_ms;
 };
+
+#define QRS_LATENCY_BUCKETS_MAX 32
 
 struct qrs_status {
   char server_version[QRS_NAME_MAX];
@@ -347,6 +352,17 @@ struct qrs_status {
   uint64_t errors;
   size_t n_sources;
   struct qrs_source_info *sources;  /* n_sources entries */
+  /* Added in 0.1 (issue 23): the draw latency (received to sent) as a
+     histogram: count[i] draws took at most le_s[i] seconds and more than
+     le_s[i - 1]; count[n_buckets] is past the last bound (+Inf). */
+  size_t n_latency_buckets;
+  double latency_le_s[QRS_LATENCY_BUCKETS_MAX];
+  uint64_t latency_count[QRS_LATENCY_BUCKETS_MAX + 1];
+  double latency_sum_s;
+  uint64_t connections_refused;   /* closed over a limit or denied */
+  uint64_t busy_replies;          /* requests answered BUSY */
+  uint64_t memory_used_bytes;     /* what limits.memory_budget_bytes bounds */
+  uint64_t memory_budget_bytes;
 };
 
 enum qrs_health_state {
