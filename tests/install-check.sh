@@ -17,6 +17,8 @@ root=$dest$prefix
 for f in sbin/qrsd bin/qrsctl include/qrs/qrs.h include/qrs/client.h \
          include/qrs/error.h include/qrs/sampler.h etc/qrsd/qrsd.yaml \
          lib/systemd/system/qrsd.service lib/systemd/system/qrsd.socket \
+         lib/systemd/system/qrsd-metrics.service \
+         lib/systemd/system/qrsd-metrics.timer \
          share/man/man1/qrsctl.1 share/man/man8/qrsd.8 \
          share/man/man5/qrsd.yaml.5 share/man/man3/libqrs.3; do
   [ -e "$root/$f" ] || { echo "not installed: $f" >&2; exit 1; }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <qrs/client.h>
 #include <qrs/error.h>
@@ -166,11 +167,99 @@ query(struct ctl *ctl, const struct command *cmd, int argc, char **argv,
   return r < 0 ? EXIT_ERROR : status;
 }
 
+/* One metrics scrape into path, atomically: a temporary file in the
+   same directory, renamed over path, so that node_exporter's textfile
+   collector never reads half a file.  When qrsd cannot be asked, path is
+   removed (stale figures would look live).  Returns the exit status. */
+static int
+metrics_textfile(struct ctl *ctl, const char *path)
+{
+  struct qrs_client *c;
+  struct qrs_status *st;
+  struct qrs_sources *s;
+  char tmp[4096];
+  FILE *f;
+  int fd, r;
+
+  if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp)) {
+    fprintf(stderr, "qrsctl: metrics: --textfile path too long\n");
+    return EXIT_ERROR;
+  }
+  r = -1;
+  if (ctl_connect(ctl, &c) == 0) {
+    r = qrs_client_status(c, &st);
+    if (r >= 0) {
+      r = qrs_client_sources(c, &s);
+      if (r < 0)
+        qrs_status_free(st);
+    }
+    if (r < 0)
+      call_error(c, "metrics: status or sources request failed", r);
+    qrs_client_free(c);
+  }
+  if (r < 0) {
+    if (unlink(path) < 0 && errno != ENOENT)
+      fprintf(stderr, "qrsctl: metrics: cannot remove %s: %s\n", path,
+              strerror(errno));
+    return EXIT_ERROR;
+  }
+  fd = mkstemp(tmp);
+  f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) {
+    fprintf(stderr, "qrsctl: metrics: cannot create %s: %s\n", tmp,
+            strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    qrs_status_free(st);
+    qrs_sources_free(s);
+    return EXIT_ERROR;
+  }
+  r = fchmod(fd, 0644);
+  if (ctl_print_metrics(f, st, s) < 0)
+    r = -1;
+  if (fclose(f) != 0)
+    r = -1;
+  qrs_status_free(st);
+  qrs_sources_free(s);
+  if (r < 0 || rename(tmp, path) < 0) {
+    fprintf(stderr, "qrsctl: metrics: cannot write %s: %s\n", path,
+            strerror(errno));
+    unlink(tmp);
+    return EXIT_ERROR;
+  }
+  return 0;
+}
+
 int
 cmd_metrics(struct ctl *ctl, const struct command *cmd, int argc,
             char **argv)
 {
-  return query(ctl, cmd, argc, argv, QUERY_METRICS);
+  const char *textfile = NULL;
+  double interval = 0;
+  const struct cli_opt opts[] = {
+    { .name = "textfile", .type = CLI_OPT_STRING, .field = &textfile },
+    { .name = "interval", .type = CLI_OPT_FINITE, .field = &interval },
+    CTL_COMMON_OPTS(ctl)
+  };
+  int r;
+
+  r = ctl_parse(cmd, opts, argc, argv);
+  if (r >= 0)
+    return r;
+  if (interval < 0 || (interval > 0 && interval < 0.1) ||
+      (interval > 0 && !textfile)) {
+    fprintf(stderr, "qrsctl: metrics: --interval needs --textfile and at "
+            "least 0.1 seconds\n");
+    return EXIT_ERROR;
+  }
+  if (!textfile)                /* to stdout: options parsed above */
+    return query(ctl, cmd, 1, argv, QUERY_METRICS);
+  for (;;) {
+    r = metrics_textfile(ctl, textfile);
+    if (interval == 0)
+      return r;
+    usleep((useconds_t)(interval * 1e6));
+  }
 }
 
 int

@@ -59,14 +59,21 @@ static const struct command commands[] = {
     "      --json these are under \"local\" of each source, the mechanisms\n"
     "      as the array \"local\".\"mechanisms\".\n",
     cmd_sources },
-  { "metrics", "",
+  { "metrics", "[--textfile FILE [--interval SECONDS]]",
     "      Print qrsd's counters and the state of each source in the\n"
     "      Prometheus text exposition format 0.0.4 (qrsd_* families:\n"
-    "      draws, bytes, failures, fallbacks per source, health, circuit\n"
-    "      breakers, quotas, monitor KS/CUSUM; see qrsctl(1)).  For\n"
-    "      node_exporter's textfile collector, write to a temporary file\n"
-    "      and rename it into the collector's directory.  The format is\n"
-    "      Prometheus' (--json does not change it).\n",
+    "      draws and their latency histogram, bytes, failures, fallbacks\n"
+    "      per source, health, circuit breakers, upstream latency, quotas,\n"
+    "      refused connections, memory budget, monitor KS/CUSUM; see\n"
+    "      qrsctl(1)).  The format is Prometheus' (--json does not change\n"
+    "      it).\n"
+    "      --textfile FILE       for node_exporter's textfile collector:\n"
+    "                            write FILE atomically (a temporary file in\n"
+    "                            its directory, renamed over it, mode\n"
+    "                            0644); when qrsd cannot be asked, FILE is\n"
+    "                            removed and the exit status is 2\n"
+    "      --interval SECONDS    with --textfile: write it again every\n"
+    "                            SECONDS (>= 0.1) until killed\n",
     cmd_metrics },
   { "draw",
     "[-n N] [--source S] [--samples N] [--amplifier A]\n"

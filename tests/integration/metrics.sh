@@ -74,4 +74,29 @@ grep -q '^qrsd_source_state{source="jitter",state="ok"} 1$' "$T/after.prom" ||
   fail "jitter is not in state ok: $(grep qrsd_source_state "$T/after.prom")"
 grep -q '^qrsd_local_health_tests_passing{source="jitter"} 1$' "$T/after.prom" ||
   fail "no health-test gauge for the timing source"
+# The textfile collector's file: written whole (mode 0644, no temporary
+# file left), rewritten at an interval as draws are served, and removed
+# (exit status 2) once qrsd cannot be asked.
+mkdir "$T/tf"
+tf=$T/tf/qrsd.prom
+q metrics --textfile "$tf" || fail "metrics --textfile failed"
+[ "$(stat -c %a "$tf")" = 644 ] || fail "textfile mode $(stat -c %a "$tf")"
+out=$(promtool check metrics < "$tf" 2>&1) && [ -z "$out" ] ||
+  fail "promtool rejects the textfile: $out"
+[ "$(ls "$T/tf")" = qrsd.prom ] || fail "left in the directory: $(ls "$T/tf")"
+d0=$(value "$tf" qrsd_draws_total)
+q metrics --textfile "$tf" --interval 0.1 & tfpid=$!
+q draw -n 4 --source system > /dev/null || fail "draw failed"
+i=0
+until [ "$(value "$tf" qrsd_draws_total)" -eq $((d0 + 4)) ]; do
+  i=$((i + 1)); [ $i -lt 50 ] || fail "the textfile did not follow the draws"
+  sleep 0.1
+done
+kill "$tfpid"; wait "$tfpid" 2>/dev/null
+q metrics --interval 1 > /dev/null 2>&1 && fail "--interval without --textfile accepted"
+kill -TERM "$pid"; wait "$pid"; pid=
+q metrics --textfile "$tf" 2>/dev/null; rc=$?
+[ $rc -eq 2 ] || fail "metrics --textfile with qrsd gone exited $rc, want 2"
+[ ! -e "$tf" ] || fail "the textfile outlived qrsd"
+echo "textfile OK: atomic, mode 0644, follows draws, removed when qrsd is gone"
 echo "metrics OK: promtool accepts $(grep -c '^# TYPE' "$T/after.prom") families"

@@ -29,12 +29,12 @@ _qrsctl()
     done
 
     case $prev in
-        -s | --socket)
+        -s | --socket | --textfile)
             _filedir
             return ;;
         -t | --timeout | -n | --count | --samples | --population-mean | \
         --population-std | --epsilon | --zscore-calibration | \
-        --ecdf-calibration | --salt | --step | --prev-token)
+        --ecdf-calibration | --salt | --step | --prev-token | --interval)
             return ;;
         --source)
             COMPREPLY=($(compgen -W "$(_qrsctl_sources "$sockpath")" -- "$cur"))
@@ -60,6 +60,7 @@ _qrsctl()
                 --population-std --epsilon --zscore-calibration
                 --ecdf-calibration --salt --step --prev-token" ;;
         bytes) opts+=" --count --source --force" ;;
+        metrics) opts+=" --textfile --interval" ;;
         validate)
             if [[ $cur != -* ]]; then
                 _filedir '@(yaml|yml)'

@@ -28,5 +28,6 @@ try "qrsctl draw --am" --amplifier
 try "qrsctl draw --amplifier " zscore_mean ecdf exact server
 try "qrsctl -s /tmp/x bytes --f" --force
 try "qrsctl --timeout 5 sources --j" --json
+try "qrsctl metrics --t" --textfile
 [ $fail -eq 0 ] && echo "completion OK"
 exit $fail
