@@ -39,6 +39,7 @@
 #include "cliparse.h"
 #include "engine/ampreq.h"
 #include "frame.h"
+#include "plot.h"
 #include "sources/source.h"
 #include "timestamp.h"
 #include "ustat.h"
@@ -341,48 +342,6 @@ fail:
 
 /* ---- gnuplot ---- */
 
-static int
-run_gnuplot(const char *dir, const char *script)
-{
-  char path[4096];
-  pid_t pid;
-  int status;
-
-  snprintf(path, sizeof(path), "%s/%s", dir, script);
-  pid = fork();
-  if (pid < 0)
-    return -errno;
-  if (pid == 0) {
-    if (chdir(dir) < 0)
-      _exit(127);
-    execlp("gnuplot", "gnuplot", script, (char *)NULL);
-    _exit(127);
-  }
-  if (waitpid(pid, &status, 0) < 0)
-    return -errno;
-  if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-    fprintf(stderr, "qrs-stat: gnuplot %s failed (status %d%s)\n", path,
-            WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-            WIFEXITED(status) && WEXITSTATUS(status) == 127 ?
-            ": is gnuplot installed? (Debian: gnuplot-nox)" : "");
-    return -EIO;
-  }
-  return 0;
-}
-
-static FILE *
-open_in(const char *dir, const char *name)
-{
-  char path[4096];
-  FILE *f;
-
-  snprintf(path, sizeof(path), "%s/%s", dir, name);
-  f = fopen(path, "w");
-  if (!f)
-    fprintf(stderr, "qrs-stat: %s: %s\n", path, strerror(errno));
-  return f;
-}
-
 /* u is sorted. */
 static int
 report_uniformity(const struct opts *o, const double *u, uint64_t m,
@@ -397,14 +356,14 @@ report_uniformity(const struct opts *o, const double *u, uint64_t m,
     b = (int)(u[i] * HIST_BINS);
     hist[b < 0 ? 0 : b >= HIST_BINS ? HIST_BINS - 1 : b]++;
   }
-  f = open_in(o->report, "u_hist.dat");
+  f = plot_open("qrs-stat", o->report, "u_hist.dat");
   if (!f)
     return -EIO;
   for (b = 0; b < HIST_BINS; b++)
     fprintf(f, "%.6f %.8f\n", (b + 0.5) / HIST_BINS,
             (double)hist[b] * HIST_BINS / (double)m);
   fclose(f);
-  f = open_in(o->report, "u_qq.dat");
+  f = plot_open("qrs-stat", o->report, "u_qq.dat");
   if (!f)
     return -EIO;
   for (i = 0; i < QQ_POINTS; i++) {
@@ -414,7 +373,7 @@ report_uniformity(const struct opts *o, const double *u, uint64_t m,
             u[k] - (k + 0.5) / (double)m);
   }
   fclose(f);
-  f = open_in(o->report, "uniformity.gp");
+  f = plot_open("qrs-stat", o->report, "uniformity.gp");
   if (!f)
     return -EIO;
   fprintf(f,
@@ -448,7 +407,7 @@ report_uniformity(const struct opts *o, const double *u, uint64_t m,
           fmax(3 * ks, 1.5 * 1.358 / sqrt((double)m)),
           1.358 / sqrt((double)m), 1.358 / sqrt((double)m));
   fclose(f);
-  return run_gnuplot(o->report, "uniformity.gp");
+  return plot_run("qrs-stat", o->report, "uniformity.gp");
 }
 
 /* ---- commands ---- */
@@ -599,7 +558,7 @@ cmd_power(const struct opts *o)
   }
   f = NULL;
   if (o->report) {
-    f = open_in(o->report, "power.dat");
+    f = plot_open("qrs-stat", o->report, "power.dat");
     if (!f) {
       source_free(cal);
       free(u);
@@ -657,7 +616,7 @@ cmd_power(const struct opts *o)
   for (j = 0; j < nc && wl < sizeof(words) - 16; j++)
     wl += (size_t)snprintf(words + wl, sizeof(words) - wl, "%s%g",
                            j ? " " : "", counts[j]);
-  f = open_in(o->report, "power.gp");
+  f = plot_open("qrs-stat", o->report, "power.gp");
   if (!f)
     return 2;
   fprintf(f,
@@ -808,7 +767,7 @@ main(int argc, char **argv)
     if (cmd_power(&o))
       return 2;
     if (o.report) {
-      if (run_gnuplot(o.report, "power.gp") < 0)
+      if (plot_run("qrs-stat", o.report, "power.gp") < 0)
         return 2;
       printf("report           %s/power.png\n", o.report);
     }

@@ -11,7 +11,7 @@ command -v promtool >/dev/null ||
   { echo "metrics: promtool not found (Debian package prometheus)" >&2; exit 1; }
 T=$(mktemp -d) || exit 1
 pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$T"; }
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; [ -n "${tfpid:-}" ] && kill "$tfpid" 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
 fail() { echo "metrics: $*" >&2; exit 1; }
 cat > "$T/c.yaml" <<YAML
@@ -85,14 +85,15 @@ out=$(promtool check metrics < "$tf" 2>&1) && [ -z "$out" ] ||
   fail "promtool rejects the textfile: $out"
 [ "$(ls "$T/tf")" = qrsd.prom ] || fail "left in the directory: $(ls "$T/tf")"
 d0=$(value "$tf" qrsd_draws_total)
-q metrics --textfile "$tf" --interval 0.1 & tfpid=$!
+"$qrsctl" --socket "$T/s.sock" metrics --textfile "$tf" --interval 0.1 &
+tfpid=$!  # qrsctl itself (a function would run in a subshell)
 q draw -n 4 --source system > /dev/null || fail "draw failed"
 i=0
 until [ "$(value "$tf" qrsd_draws_total)" -eq $((d0 + 4)) ]; do
   i=$((i + 1)); [ $i -lt 50 ] || fail "the textfile did not follow the draws"
   sleep 0.1
 done
-kill "$tfpid"; wait "$tfpid" 2>/dev/null
+kill "$tfpid"; wait "$tfpid" 2>/dev/null; tfpid=
 q metrics --interval 1 > /dev/null 2>&1 && fail "--interval without --textfile accepted"
 kill -TERM "$pid"; wait "$pid"; pid=
 q metrics --textfile "$tf" 2>/dev/null; rc=$?
