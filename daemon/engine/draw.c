@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/queue.h>
 
-#include <openssl/evp.h>
 #include <qrs/error.h>
 
 #include "amp_exact.h"
@@ -292,7 +291,7 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
   je.t_gen = r->generated->realtime_ns / 1e9;
   je.t_sent = r->sent->realtime_ns / 1e9;
   if (data)
-    EVP_Digest(data, n, je.bytes_sha, NULL, EVP_sha256(), NULL);
+    journal_hash_bytes(rq->e->journal, data, n, je.bytes_sha);
   je.u = r->u;
   if (r->fallback)
     str_copy(je.fallback, sizeof je.fallback, r->served_by);

@@ -27,6 +27,10 @@ struct journal {
   pthread_cond_t wake;
   struct journal_entry *q;          /* ring of p.queue_len entries */
   size_t q_head, q_len;
+  size_t wake_at;                   /* q_len that wakes a collecting writer */
+  int idle;                         /* the writer waits for a first entry */
+  /* submitting thread only: the bytes hash */
+  EVP_MD_CTX *sub_md;
   uint64_t next_seq;
   int stopping;
   enum journal_state state;
@@ -41,6 +45,8 @@ struct journal {
   uint64_t last_seq;
   char *buf;                        /* a batch of formatted lines */
   size_t buf_cap;
+  EVP_MD_CTX *w_md;                 /* the line hashes */
+  EVP_MD *sha;                      /* fetched once (both threads) */
 };
 
 void
@@ -50,6 +56,7 @@ journal_params_default(struct journal_params *p)
   p->max_bytes = 64u << 20;
   p->queue_len = 4096;
   p->fsync_every = 4096;
+  p->flush_ms = JOURNAL_FLUSH_MS;
   p->policy = JOURNAL_POLICY_STOP;
 }
 
@@ -95,9 +102,22 @@ text_ok(const char *s)
   return 1;
 }
 
-int
-journal_format(const struct journal_entry *e, const char *prev_hex,
-               char *buf, uint8_t hash[JOURNAL_HASH_LEN])
+/* SHA-256 of n bytes with a context set up once (EVP_Digest() with
+   EVP_sha256() fetches and sets one up per call); 0 or -EIO. */
+static int
+md_sha256(EVP_MD_CTX *md, const EVP_MD *sha, const void *b, size_t n,
+          uint8_t out[JOURNAL_HASH_LEN])
+{
+  if (!EVP_DigestInit_ex(md, sha, NULL) || !EVP_DigestUpdate(md, b, n) ||
+      !EVP_DigestFinal_ex(md, out, NULL))
+    return -EIO;
+  return 0;
+}
+
+static int
+format_entry(const struct journal_entry *e, const char *prev_hex, char *buf,
+             uint8_t hash[JOURNAL_HASH_LEN], EVP_MD_CTX *md,
+             const EVP_MD *md_sha)
 {
   char sha[JOURNAL_HEX_LEN + 1];
   int n;
@@ -114,11 +134,23 @@ journal_format(const struct journal_entry *e, const char *prev_hex,
                sha, e->u, e->fallback, prev_hex);
   if (n < 0 || n + JOURNAL_HEX_LEN + 2 > JOURNAL_LINE_MAX)
     return -EINVAL;
-  journal_line_hash(buf, (size_t)n, hash);
+  if (md != NULL) {
+    if (md_sha256(md, md_sha, buf, (size_t)n, hash) != 0)
+      return -EIO;
+  } else {
+    journal_line_hash(buf, (size_t)n, hash);
+  }
   journal_hex(hash, JOURNAL_HASH_LEN, buf + n);
   buf[n + JOURNAL_HEX_LEN] = '\n';
   buf[n + JOURNAL_HEX_LEN + 1] = '\0';
   return n + JOURNAL_HEX_LEN + 1;
+}
+
+int
+journal_format(const struct journal_entry *e, const char *prev_hex,
+               char *buf, uint8_t hash[JOURNAL_HASH_LEN])
+{
+  return format_entry(e, prev_hex, buf, hash, NULL, NULL);
 }
 
 static void
@@ -289,45 +321,81 @@ fail(struct journal *j, int r)
   pthread_mutex_unlock(&j->mu);
 }
 
-/* Group commit: take what is queued (at most fsync_every entries), write
-   it in one write() and fsync; entries submitted meanwhile make the next
+/* The writer waits for entries: untimed while the queue is empty (idle
+   set: the next journal_submit() signals once), then collects for up to
+   flush_ms after the first entry arrived, or until the queue holds
+   wake_at entries, or until close.  So a steady stream of draws costs one
+   wake-up per batch, not one per draw, and an entry is durable at most
+   flush_ms plus one write and fsync after it was queued.  Called and
+   returns with mu held; the number queued (0 only when stopping). */
+static size_t
+wait_batch(struct journal *j)
+{
+  struct timespec dl;
+
+  while (j->q_len == 0 && !j->stopping) {
+    j->idle = 1;
+    pthread_cond_wait(&j->wake, &j->mu);
+  }
+  j->idle = 0;
+  if (j->q_len == 0 || j->p.flush_ms == 0)
+    return j->q_len;
+  clock_gettime(CLOCK_MONOTONIC, &dl);
+  dl.tv_sec += j->p.flush_ms / 1000;
+  dl.tv_nsec += (long)(j->p.flush_ms % 1000) * 1000000L;
+  if (dl.tv_nsec >= 1000000000L) {
+    dl.tv_sec++;
+    dl.tv_nsec -= 1000000000L;
+  }
+  while (j->q_len < j->wake_at && !j->stopping)
+    if (pthread_cond_timedwait(&j->wake, &j->mu, &dl) == ETIMEDOUT)
+      break;
+  return j->q_len;
+}
+
+/* Group commit: take what is queued (at most fsync_every entries and
+   what fits the buffer), format it from the ring slots without the lock
+   (journal_submit() only fills the slots after the queued ones), write it
+   in one write() and fsync; entries submitted meanwhile make the next
    batch. */
 static void *
 writer(void *arg)
 {
   struct journal *j = arg;
-  struct journal_entry e;
   uint8_t hash[JOURNAL_HASH_LEN];
   char batch_prev[JOURNAL_HEX_LEN + 1];
-  size_t len, batch;
+  size_t len, batch, take, head, i, max;
   int n, r;
 
+  max = j->buf_cap / JOURNAL_LINE_MAX;
+  if (max > j->p.fsync_every)
+    max = j->p.fsync_every;
   for (;;) {
     memcpy(batch_prev, j->prev_hex, sizeof batch_prev);
+    pthread_mutex_lock(&j->mu);
+    take = wait_batch(j);
+    head = j->q_head;
+    pthread_mutex_unlock(&j->mu);
+    if (take == 0)
+      break;
+    if (take > max)
+      take = max;
     len = 0;
     batch = 0;
-    pthread_mutex_lock(&j->mu);
-    while (j->q_len == 0 && !j->stopping)
-      pthread_cond_wait(&j->wake, &j->mu);
-    if (j->q_len == 0) {
-      pthread_mutex_unlock(&j->mu);
-      break;
-    }
-    while (j->q_len > 0 && batch < j->p.fsync_every &&
-           len + JOURNAL_LINE_MAX <= j->buf_cap) {
-      e = j->q[j->q_head];
-      j->q_head = (j->q_head + 1) % j->p.queue_len;
-      j->q_len--;
-      pthread_mutex_unlock(&j->mu);
-      n = journal_format(&e, j->prev_hex, j->buf + len, hash);
-      pthread_mutex_lock(&j->mu);
+    for (i = 0; i < take; i++) {
+      const struct journal_entry *e = &j->q[(head + i) % j->p.queue_len];
+
+      n = format_entry(e, j->prev_hex, j->buf + len, hash, j->w_md, j->sha);
       if (n < 0)
         continue;               /* refused at submit already */
       len += (size_t)n;
       batch++;
       journal_hex(hash, JOURNAL_HASH_LEN, j->prev_hex);
-      j->last_seq = e.seq;
+      j->last_seq = e->seq;
     }
+    pthread_mutex_lock(&j->mu);
+    j->q_head = (head + take) % j->p.queue_len;
+    j->q_len -= take;
     pthread_mutex_unlock(&j->mu);
     if (batch == 0)
       continue;
@@ -379,7 +447,11 @@ journal_open(struct journal **ret, const struct journal_params *p,
   j->buf_cap = (size_t)(p->fsync_every < 4096 ? p->fsync_every : 4096) *
                JOURNAL_LINE_MAX;
   j->buf = malloc(j->buf_cap);
-  if (j->p.dir == NULL || j->q == NULL || j->buf == NULL) {
+  j->sha = EVP_MD_fetch(NULL, "SHA256", NULL);
+  j->w_md = EVP_MD_CTX_new();
+  j->sub_md = EVP_MD_CTX_new();
+  if (j->p.dir == NULL || j->q == NULL || j->buf == NULL || j->sha == NULL ||
+      j->w_md == NULL || j->sub_md == NULL) {
     r = -ENOMEM;
     goto fail;
   }
@@ -394,8 +466,20 @@ journal_open(struct journal **ret, const struct journal_params *p,
   j->next_seq = j->last_seq + 1;
   memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
   j->head_seq = j->last_seq;
+  /* a collecting writer is woken early at half the queue (or a full
+     batch), so that a burst does not fill the queue while it waits */
+  j->wake_at = p->queue_len / 2 > 0 ? p->queue_len / 2 : 1;
+  if (j->wake_at > p->fsync_every)
+    j->wake_at = p->fsync_every;
   pthread_mutex_init(&j->mu, NULL);
-  pthread_cond_init(&j->wake, NULL);
+  {
+    pthread_condattr_t ca;
+
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->wake, &ca);
+    pthread_condattr_destroy(&ca);
+  }
   r = -pthread_create(&j->thread, NULL, writer, j);
   if (r != 0) {
     snprintf(err, errlen, "journal: thread: %s", strerror(-r));
@@ -408,6 +492,9 @@ journal_open(struct journal **ret, const struct journal_params *p,
 fail:
   if (j->fd >= 0)
     close(j->fd);
+  EVP_MD_CTX_free(j->w_md);
+  EVP_MD_CTX_free(j->sub_md);
+  EVP_MD_free(j->sha);
   free(j->buf);
   free(j->q);
   free(j->p.dir);
@@ -432,10 +519,21 @@ journal_close(struct journal *j)
   }
   pthread_mutex_destroy(&j->mu);
   pthread_cond_destroy(&j->wake);
+  EVP_MD_CTX_free(j->w_md);
+  EVP_MD_CTX_free(j->sub_md);
+  EVP_MD_free(j->sha);
   free(j->buf);
   free(j->q);
   free(j->p.dir);
   free(j);
+}
+
+void
+journal_hash_bytes(struct journal *j, const void *b, size_t n,
+                   uint8_t out[JOURNAL_HASH_LEN])
+{
+  if (md_sha256(j->sub_md, j->sha, b, n, out) != 0)
+    EVP_Digest(b, n, out, NULL, EVP_sha256(), NULL);
 }
 
 int
@@ -462,8 +560,14 @@ journal_submit(struct journal *j, struct journal_entry *e)
     e->seq = j->next_seq++;
     j->q[(j->q_head + j->q_len) % j->p.queue_len] = *e;
     j->q_len++;
-    if (j->q_len == 1)
+    /* no wake-up per draw: only an idle writer, or a collecting one once
+       the queue reaches wake_at (see wait_batch()) */
+    if (j->idle) {
+      j->idle = 0;
       pthread_cond_signal(&j->wake);
+    } else if (j->q_len == j->wake_at) {
+      pthread_cond_signal(&j->wake);
+    }
   }
   pthread_mutex_unlock(&j->mu);
   return r;

@@ -21,9 +21,12 @@
 
    Threads: journal_submit() is called from the loop thread and never
    does file I/O: it copies the entry into a bounded queue (queue_len
-   entries) and wakes the writer thread, which writes the entries in
-   batches and fsyncs every batch (group commit: what was queued while the
-   last fsync ran, at most fsync_every entries).  A full queue or a
+   entries).  The writer thread is not woken per entry: it sleeps until
+   the first entry of a batch arrives (one wake-up), collects for at most
+   flush_ms (or until half the queue is used), then writes the batch in
+   one write() and fsyncs it (group commit, at most fsync_every entries).
+   An entry is thus durable at most flush_ms + one write and fsync after
+   it was served; the head in the status file lags by as much.  A full queue or a
    write error is not silent: journal_state() says which, the entry is
    not journalled, and the caller applies the configured policy (stop
    serving, or serve the draw labelled "unjournalled"). */
@@ -40,6 +43,7 @@
 #define JOURNAL_PARAMS_MAX 96       /* amplifier parameters (with NUL) */
 #define JOURNAL_LINE_MAX 768        /* one formatted entry */
 #define JOURNAL_QUEUE_MAX 65536
+#define JOURNAL_FLUSH_MS 5          /* default flush_ms */
 
 enum journal_policy {
   JOURNAL_POLICY_STOP = 0,          /* refuse to serve unjournalled */
@@ -58,6 +62,8 @@ struct journal_params {
   uint64_t max_bytes;               /* rotation size (>= 4096) */
   unsigned queue_len;               /* 1..JOURNAL_QUEUE_MAX */
   unsigned fsync_every;             /* entries per fsync, >= 1 */
+  unsigned flush_ms;                /* most a queued entry waits before
+                                       the writer takes it (0: at once) */
   enum journal_policy policy;
 };
 
@@ -79,7 +85,8 @@ struct journal_entry {
 struct journal;
 
 /* Defaults: 64 MiB files, 4096 queued entries, batches of at most 4096
-   entries (a batch's buffer is at most 4096 lines), policy stop. dir stays NULL. */
+   entries (a batch's buffer is at most 4096 lines), flush_ms
+   JOURNAL_FLUSH_MS, policy stop; dir stays NULL. */
 void journal_params_default(struct journal_params *p);
 
 /* Open (creating dir's files, resuming the chain from the newest file
@@ -95,6 +102,12 @@ void journal_close(struct journal *j);
    journal_state()), -EINVAL (a text field with a tab, newline or
    backslash) or -ESHUTDOWN. */
 int journal_submit(struct journal *j, struct journal_entry *e);
+
+/* SHA-256 of a draw's n bytes b, for journal_entry.bytes_sha, with a
+   digest context set up once.  Only from the thread that calls
+   journal_submit() (the loop thread). */
+void journal_hash_bytes(struct journal *j, const void *b, size_t n,
+                        uint8_t out[JOURNAL_HASH_LEN]);
 
 /* The state, the last errno of a write error (0 otherwise), the head:
    the hash and sequence of the last entry durably written (fsync'd). */
