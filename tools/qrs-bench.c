@@ -4,7 +4,9 @@
    qrs-bench select [options]   token selection against the floor
    qrs-bench local [options]    local noise mechanisms and timing source
    qrs-bench grpc [options]     draws through a gRPC upstream against the
-                                direct gRPC call */
+                                direct gRPC call
+   qrs-bench journal [options]  draws with the draw journal against
+                                without it; qrs-audit's rate */
 #include <stdio.h>
 #include <string.h>
 
@@ -18,6 +20,7 @@ usage(FILE *f)
           "       qrs-bench select [OPTIONS]\n"
           "       qrs-bench local [OPTIONS] [MECHANISM...]\n"
           "       qrs-bench grpc [OPTIONS]\n"
+          "       qrs-bench journal [OPTIONS]\n"
           "\n"
           "Benchmarks that print their figures next to a floor measured in\n"
           "the same run, and the ratio of the two.  Run a subcommand with\n"
@@ -43,6 +46,8 @@ main(int argc, char **argv)
     return bench_select(argc - 1, argv + 1);
   if (!strcmp(argv[1], "grpc"))
     return bench_grpc(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "journal"))
+    return bench_journal(argc - 1, argv + 1);
   fprintf(stderr, "qrs-bench: unknown benchmark '%s'\n", argv[1]);
   usage(stderr);
   return 2;

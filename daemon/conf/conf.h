@@ -117,6 +117,7 @@ struct qrsd_conf {
   uint64_t journal_max_bytes;   /* journal.max_bytes (rotation) */
   uint32_t journal_queue;       /* journal.queue */
   uint32_t journal_batch;       /* journal.batch (entries per fsync) */
+  uint32_t journal_flush_ms;    /* journal.flush_ms (writer collects) */
   char *journal_on_error;       /* journal.on_error: "stop" or "label" */
   struct conf_source *sources;  /* in the order declared */
   size_t n_sources;             /* 1 .. CONF_MAX_SOURCES */

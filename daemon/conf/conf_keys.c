@@ -117,6 +117,8 @@ static const struct key journal_keys[] = {
     .umin = 1, .umax = 65536 },
   { .name = "batch", .kind = KEY_U32, .offset = C_OFF(journal_batch),
     .umin = 1, .umax = 65536 },
+  { .name = "flush_ms", .kind = KEY_U32, .offset = C_OFF(journal_flush_ms),
+    .umin = 0, .umax = 1000 },
   { .name = "on_error", .kind = KEY_STRING,
     .offset = C_OFF(journal_on_error), .umin = 1, .umax = 15,
     .choices = journal_policies },

@@ -119,6 +119,7 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
     jp.max_bytes = conf->journal_max_bytes;
     jp.queue_len = conf->journal_queue;
     jp.fsync_every = conf->journal_batch;
+    jp.flush_ms = conf->journal_flush_ms;
     jp.policy = strcmp(conf->journal_on_error, "label") == 0 ?
                 JOURNAL_POLICY_LABEL : JOURNAL_POLICY_STOP;
     r = journal_open(&e->journal, &jp, err, sizeof err);
