@@ -34,6 +34,8 @@ struct jopts {
   int rounds;
   int per_round;
   uint32_t flush_ms;            /* UINT32_MAX: qrsd's default */
+  const char *writer_cpu;       /* NULL: qrsd's default */
+  uint32_t writer_nice;         /* UINT32_MAX: qrsd's default */
   uint32_t audit_entries;       /* 0: no qrs-audit figure */
   int pin;
 };
@@ -53,18 +55,21 @@ cleanup(void)
 /* Write a qrsd configuration to path: the built-in default but for the
    journal (dir "" = none). */
 static void
-write_conf(const char *path, const char *jdir, uint32_t flush_ms)
+write_conf(const char *path, const char *jdir, const struct jopts *o)
 {
   FILE *f = fopen(path, "w");
-  char flush[48] = "";
 
   if (f == NULL) {
     perror(path);
     exit(1);
   }
-  if (flush_ms != UINT32_MAX)
-    snprintf(flush, sizeof flush, ", flush_ms: %u", flush_ms);
-  fprintf(f, "journal: { dir: \"%s\", queue: 65536%s }\n", jdir, flush);
+  fprintf(f, "journal:\n  dir: \"%s\"\n  queue: 65536\n", jdir);
+  if (o->flush_ms != UINT32_MAX)
+    fprintf(f, "  flush_ms: %u\n", o->flush_ms);
+  if (o->writer_cpu)
+    fprintf(f, "  writer_cpu: \"%s\"\n", o->writer_cpu);
+  if (o->writer_nice != UINT32_MAX)
+    fprintf(f, "  writer_nice: %u\n", o->writer_nice);
   if (fclose(f) != 0) {
     perror(path);
     exit(1);
@@ -111,8 +116,8 @@ bench_draw_path(const struct jopts *o, const char *jdir)
   snprintf(conf_off, sizeof conf_off, "%s/off.yaml", tmpdir);
   snprintf(sock_on, sizeof sock_on, "%s/on.sock", tmpdir);
   snprintf(sock_off, sizeof sock_off, "%s/off.sock", tmpdir);
-  write_conf(conf_on, jdir, o->flush_ms);
-  write_conf(conf_off, "", o->flush_ms);
+  write_conf(conf_on, jdir, o);
+  write_conf(conf_off, "", o);
   pid_on = bench_start_qrsd(bin, sock_on, conf_on, o->pin);
   pid_off = bench_start_qrsd(bin, sock_off, conf_off, o->pin);
   if (o->pin)
@@ -143,10 +148,14 @@ bench_draw_path(const struct jopts *o, const char *jdir)
   r = journal_verify(jdir, NULL, NULL, &entries, head, err, sizeof err);
 
   printf("qrs-bench journal: sample_count %u, %s, %d x %d draws per side "
-         "(alternating rounds), journal in %s, flush_ms %s\n", o->samples,
+         "(alternating rounds), journal in %s\n", o->samples,
          o->pin ? "client and both qrsd pinned to CPU 0" : "unpinned",
-         o->rounds, o->per_round, jdir,
-         o->flush_ms == UINT32_MAX ? "default" : "set");
+         o->rounds, o->per_round, jdir);
+  printf("  journal.flush_ms %s, writer_cpu %s, writer_nice %s (as given, "
+         "else qrsd's defaults)\n",
+         o->flush_ms == UINT32_MAX ? "default" : "set",
+         o->writer_cpu ? o->writer_cpu : "default",
+         o->writer_nice == UINT32_MAX ? "default" : "set");
   printf("draw latency (one client, blocking):\n");
   bench_print_lat("journal on", &lon);
   bench_print_lat("journal off", &loff);
@@ -306,6 +315,10 @@ usage(FILE *f)
 "  --rounds N            alternating rounds (default 10)\n"
 "  --per-round N         draws per round and side (default 2000)\n"
 "  --flush-ms MS         journal.flush_ms of both qrsd (default: qrsd's)\n"
+"  --writer-cpu N        journal.writer_cpu (default: qrsd's, not pinned;\n"
+"                        with the pinning to CPU 0, 1 puts the writer on\n"
+"                        the other CPU of a 2-CPU machine)\n"
+"  --writer-nice N       journal.writer_nice (default: qrsd's)\n"
 "  --audit-entries N     entries of the qrs-audit figure (default\n"
 "                        1000000, about 360 MB on disk; 0: skip it)\n"
 "  --no-pin              do not pin the client and the qrsd to CPU 0\n"
@@ -328,6 +341,9 @@ bench_journal(int argc, char **argv)
     { .name = "rounds", .type = CLI_OPT_INT, .field = &o.rounds },
     { .name = "per-round", .type = CLI_OPT_INT, .field = &o.per_round },
     { .name = "flush-ms", .type = CLI_OPT_U32, .field = &o.flush_ms },
+    { .name = "writer-cpu", .type = CLI_OPT_STRING, .field = &o.writer_cpu },
+    { .name = "writer-nice", .type = CLI_OPT_U32,
+      .field = &o.writer_nice },
     { .name = "audit-entries", .type = CLI_OPT_U32,
       .field = &o.audit_entries },
     { .name = "no-pin", .type = CLI_OPT_SET, .field = &o.pin },
@@ -342,6 +358,7 @@ bench_journal(int argc, char **argv)
   o.rounds = 10;
   o.per_round = 2000;
   o.flush_ms = UINT32_MAX;
+  o.writer_nice = UINT32_MAX;
   o.audit_entries = 1000000;
   o.pin = 1;
   r = bench_opts_parse(argc, argv, opts, usage);

@@ -120,6 +120,23 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
     jp.queue_len = conf->journal_queue;
     jp.fsync_every = conf->journal_batch;
     jp.flush_ms = conf->journal_flush_ms;
+    jp.bytes_buf = (size_t)conf->journal_hash_buffer;
+    jp.nice = (int)conf->journal_writer_nice;
+    if (conf->journal_writer_cpu && conf->journal_writer_cpu[0]) {
+      char *end;
+      long cpu;
+
+      errno = 0;
+      cpu = strtol(conf->journal_writer_cpu, &end, 10);
+      if (errno || *end || end == conf->journal_writer_cpu || cpu < 0 ||
+          cpu > 1023) {
+        log_err("journal.writer_cpu: \"%s\" is not a CPU number (0..1023, "
+                "or \"\" for not pinned)", conf->journal_writer_cpu);
+        draw_engine_free(e);
+        return -EINVAL;
+      }
+      jp.cpu = (int)cpu;
+    }
     jp.policy = strcmp(conf->journal_on_error, "label") == 0 ?
                 JOURNAL_POLICY_LABEL : JOURNAL_POLICY_STOP;
     r = journal_open(&e->journal, &jp, err, sizeof err);
@@ -291,12 +308,11 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
   je.t_recv = r->received->realtime_ns / 1e9;
   je.t_gen = r->generated->realtime_ns / 1e9;
   je.t_sent = r->sent->realtime_ns / 1e9;
-  if (data)
-    journal_hash_bytes(rq->e->journal, data, n, je.bytes_sha);
   je.u = r->u;
   if (r->fallback)
     str_copy(je.fallback, sizeof je.fallback, r->served_by);
-  err = journal_submit(rq->e->journal, &je);
+  err = data ? journal_submit_bytes(rq->e->journal, &je, data, n) :
+        journal_submit(rq->e->journal, &je);
   if (err == 0) {
     r->journal_seq = je.seq;
     return 0;
