@@ -44,6 +44,13 @@ struct draw_engine {
   struct srcamp *amp;
   size_t n_amp;
   struct journal *journal;      /* NULL: journal.dir "" */
+  /* the last journal amplifier parameters formatted (two %.17g cost more
+     than the rest of the entry; a source's population is constant) */
+  struct {
+    uint32_t n;
+    double mean, std;
+    char text[JOURNAL_PARAMS_MAX];
+  } jparams;
 };
 
 enum job_kind {
@@ -301,8 +308,18 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
   je.uid = uid;
   str_copy(je.source, sizeof je.source, r->served_by);
   str_copy(je.amp, sizeof je.amp, r->amplifier);
-  snprintf(je.amp_params, sizeof je.amp_params, "n=%u,mean=%.17g,std=%.17g",
-           r->sample_count, r->population_mean, r->population_std);
+  if (rq->e->jparams.text[0] == '\0' ||
+      rq->e->jparams.n != r->sample_count ||
+      memcmp(&rq->e->jparams.mean, &r->population_mean, sizeof(double)) ||
+      memcmp(&rq->e->jparams.std, &r->population_std, sizeof(double))) {
+    rq->e->jparams.n = r->sample_count;
+    rq->e->jparams.mean = r->population_mean;
+    rq->e->jparams.std = r->population_std;
+    snprintf(rq->e->jparams.text, sizeof rq->e->jparams.text,
+             "n=%u,mean=%.17g,std=%.17g", r->sample_count,
+             r->population_mean, r->population_std);
+  }
+  memcpy(je.amp_params, rq->e->jparams.text, sizeof je.amp_params);
   je.nonce = r->nonce;
   je.echo_ok = r->echo == QRS_IPC__ECHO__ECHO_VERIFIED;
   je.t_recv = r->received->realtime_ns / 1e9;
