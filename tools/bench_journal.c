@@ -457,7 +457,7 @@ bench_journal(int argc, char **argv)
   if (r >= 0)
     return r;
   if (o.samples == 0 || o.rounds < 1 || o.per_round < 10 ||
-      o.audit_records > o.audit_entries ||
+      (o.audit_entries > 0 && o.audit_records > o.audit_entries) ||
       (o.dir && strlen(o.dir) >= sizeof jdir)) {
     fprintf(stderr, "qrs-bench journal: bad option value\n");
     return 2;
