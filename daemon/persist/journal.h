@@ -21,17 +21,18 @@
 
    Threads: journal_submit() is called from the loop thread and never
    does file I/O: it copies the entry into a bounded queue (queue_len
-   entries; a draw's bytes go into a bounded arena for the writer to hash,
-   see journal_submit_bytes()).  The writer thread is not woken per entry: it sleeps until
-   the first entry of a batch arrives (one wake-up), collects for at most
-   flush_ms (or until half the queue or half the bytes arena is used),
-   then writes the batch in
-   one write() and fsyncs it (group commit, at most fsync_every entries).
-   An entry is thus durable at most flush_ms + one write and fsync after
-   it was served; the head in the status file lags by as much.  A full queue or a
-   write error is not silent: journal_state() says which, the entry is
-   not journalled, and the caller applies the configured policy (stop
-   serving, or serve the draw labelled "unjournalled"). */
+   entries; with journal_submit_bytes() a draw's bytes go into a bounded
+   arena, bytes_buf, for the writer to hash).  The writer thread is not
+   woken per entry: it sleeps until the first entry of a batch arrives
+   (one wake-up), collects for at most flush_ms (or until half the queue
+   or half the arena is used), then writes the batch in one write() and
+   fsyncs it (group commit, at most fsync_every entries), yielding the
+   CPU every few entries while it hashes.  An entry is thus durable at
+   most flush_ms + one write and fsync after it was served; the head in
+   the status file lags by as much.  A full queue or a write error is not
+   silent: journal_state() says which, the entry is not journalled, and
+   the caller applies the configured policy (stop serving, or serve the
+   draw labelled "unjournalled"). */
 #ifndef QRSD_JOURNAL_H
 #define QRSD_JOURNAL_H
 
