@@ -76,6 +76,8 @@ qrs__draw_from_wire(const QrsIpc__DrawReply *m, struct qrs_draw *d)
   d->fallback = m->fallback;
   qrs__copy_str(d->served_type, sizeof(d->served_type), m->served_type);
   d->production = m->production;
+  d->journal_seq = m->journal_seq;
+  d->unjournalled = m->unjournalled;
   d->nonce = m->nonce;
   d->byte_sum = m->byte_sum;
   d->population_mean = m->population_mean;

@@ -24,6 +24,13 @@ jdouble(double d)
   return json_object_new_double_s(d, buf);
 }
 
+/* A time in ns; 0 (not known) as null. */
+static struct json_object *
+jns(int64_t ns)
+{
+  return ns ? json_object_new_int64(ns) : NULL;
+}
+
 static struct json_object *
 jtri(int v)
 {
@@ -135,6 +142,14 @@ full(struct json_object *o, const struct qrs_token_record *rec)
       json_object_new_string(rec->entropy_source_type));
   ADD("entropy_production",
       json_object_new_boolean(rec->entropy_production));
+  ADDN("journal_seq", rec->journal_seq
+                          ? json_object_new_uint64(rec->journal_seq)
+                          : NULL);
+  ADD("entropy_unjournalled",
+      json_object_new_boolean(rec->entropy_unjournalled));
+  ADDN("draw_received_ns", jns(rec->draw_received_ns));
+  ADDN("draw_generated_ns", jns(rec->draw_generated_ns));
+  ADDN("draw_sent_ns", jns(rec->draw_sent_ns));
 out:
   return r;
 }

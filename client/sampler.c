@@ -605,6 +605,11 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
     rec.entropy_server_timestamp_ns = draw->generated.realtime_ns;
     rec.has_server_timestamp = 1;
   }
+  rec.journal_seq = draw->journal_seq;
+  rec.entropy_unjournalled = draw->unjournalled != 0;
+  rec.draw_received_ns = draw->received.realtime_ns;
+  rec.draw_generated_ns = draw->generated.realtime_ns;
+  rec.draw_sent_ns = draw->sent.realtime_ns;
   rec.temperature_ms = (double)(t1 - t0) / 1e6;
   rec.amplify_ms = 0.0;
   rec.select_ms = (double)(t2 - t1) / 1e6;

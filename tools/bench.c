@@ -70,6 +70,37 @@ bench_lat_pct_us(const struct bench_lat *l, double p)
   return (double)l->v[i] / 1000.0;
 }
 
+void
+bench_lat_draws(struct qrs_client *c, uint32_t samples, int count,
+                struct bench_lat *l)
+{
+  struct qrs_draw_request rq;
+  struct qrs_draw d;
+  int64_t t0;
+  int i, r;
+
+  memset(&rq, 0, sizeof(rq));
+  rq.sample_count = samples;
+  for (i = 0; i < count; i++) {
+    t0 = mono_now_ns();
+    r = qrs_client_draw(c, &rq, &d);
+    if (r < 0) {
+      fprintf(stderr, "qrs-bench: draw: %s\n", qrs_strerror(r));
+      exit(1);
+    }
+    bench_lat_add(l, mono_now_ns() - t0);
+  }
+}
+
+void
+bench_print_lat(const char *name, struct bench_lat *l)
+{
+  bench_lat_sort(l);
+  printf("  %-34s p50 %8.1f us   p99 %8.1f us   p99.9 %8.1f us\n", name,
+         bench_lat_pct_us(l, 0.5), bench_lat_pct_us(l, 0.99),
+         bench_lat_pct_us(l, 0.999));
+}
+
 int
 bench_cmp_double(const void *a, const void *b)
 {
@@ -129,15 +160,44 @@ bench_sibling(const char *rel, char *buf, size_t len)
 }
 
 const char *
-bench_find_qrsd(const char *opt, char *buf, size_t len)
+bench_find_qrsd(const char *opt)
 {
+  static char path[4200];
+
   if (opt)
     return opt;
   if (getenv("QRSD") && *getenv("QRSD"))
     return getenv("QRSD");
-  if (bench_sibling("../daemon/qrsd", buf, len) && access(buf, X_OK) == 0)
-    return buf;
+  if (bench_sibling("../daemon/qrsd", path, sizeof(path)) &&
+      access(path, X_OK) == 0)
+    return path;
   return "qrsd";
+}
+
+pid_t
+bench_start_qrsd(const char *bin, const char *sock, const char *conf,
+                 int pin)
+{
+  pid_t pid;
+
+  fflush(stdout);
+  pid = fork();
+  if (pid == 0) {
+    if (pin)
+      bench_pin(0);
+    if (!freopen("/dev/null", "w", stderr))
+      _exit(127);
+    if (conf)
+      execlp(bin, "qrsd", "--socket", sock, "--config", conf,
+             "--status-file", "", (char *)NULL);
+    else
+      execlp(bin, "qrsd", "--socket", sock, (char *)NULL);
+    _exit(127);
+  }
+  if (pid > 0 && bench_wait_qrsd(sock, 200) == 0)
+    return pid;
+  fprintf(stderr, "qrs-bench: %s did not start\n", bin);
+  exit(1);
 }
 
 int

@@ -24,6 +24,7 @@ int bench_local(int argc, char **argv);
 int bench_select(int argc, char **argv);
 int bench_grpc(int argc, char **argv);
 int bench_budgets(int argc, char **argv);
+int bench_journal(int argc, char **argv);
 
 /* ---- options ---- */
 
@@ -79,6 +80,17 @@ bench_lat_add(struct bench_lat *l, int64_t ns)
 
 void bench_lat_sort(struct bench_lat *l);
 
+struct qrs_client;
+
+/* count blocking draws of samples bytes through c, each round trip's
+   latency appended to l (room for count more); exits with a message when a
+   draw fails. */
+void bench_lat_draws(struct qrs_client *c, uint32_t samples, int count,
+                     struct bench_lat *l);
+
+/* Sort l and print one line: name, p50, p99 and p99.9 in microseconds. */
+void bench_print_lat(const char *name, struct bench_lat *l);
+
 /* The p-quantile (0 <= p <= 1) of a sorted, non-empty series in
    microseconds: the sample of rank p (n - 1), rounded to the nearest. */
 double bench_lat_pct_us(const struct bench_lat *l, double p);
@@ -101,10 +113,16 @@ int bench_unpin(void);
    NULL when the program's path is unknown. */
 const char *bench_sibling(const char *rel, char *buf, size_t len);
 
-/* The qrsd to run: opt when not NULL, else $QRSD when set and not empty,
-   else ../daemon/qrsd beside this program when it is executable, else
-   "qrsd" (looked up in PATH).  buf (len bytes) holds the path built. */
-const char *bench_find_qrsd(const char *opt, char *buf, size_t len);
+/* The qrsd binary to start: opt when set, else $QRSD, else ../daemon/qrsd
+   next to this program when it is there, else "qrsd" (from PATH). */
+const char *bench_find_qrsd(const char *opt);
+
+/* Fork and exec bin on socket sock (with -c conf unless conf is NULL, and
+   no status file), pinned to CPU 0 when pin, stderr to /dev/null; wait
+   until it accepts a client.  Returns its pid; exits with a message when
+   it did not start. */
+pid_t bench_start_qrsd(const char *bin, const char *sock, const char *conf,
+                       int pin);
 
 /* Try to connect to the qrsd at sock every 10 ms, tries times.  Returns 0
    once it accepts a client, -1 if it never did. */

@@ -232,7 +232,7 @@ bench_budgets(int argc, char **argv)
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
     { 0 },
   };
-  char conf[128], notify[128], sock[128], bin_buf[4200];
+  char conf[128], notify[128], sock[128];
   double *ready, *served, *floor_ms, idle_pct, med;
   const char *bin;
   int64_t t0, c0, c1, w0, w1;
@@ -245,7 +245,7 @@ bench_budgets(int argc, char **argv)
     fprintf(stderr, "qrs-bench budgets: bad option value\n");
     return 2;
   }
-  bin = bench_find_qrsd(o.qrsd, bin_buf, sizeof(bin_buf));
+  bin = bench_find_qrsd(o.qrsd);
   snprintf(tmpdir, sizeof(tmpdir), "/tmp/qrs-bench-XXXXXX");
   if (!mkdtemp(tmpdir)) {
     perror("mkdtemp");

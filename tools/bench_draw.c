@@ -223,23 +223,9 @@ start_floor(const struct opts *o)
 static void
 start_qrsd(const struct opts *o)
 {
-  static char path[4200];
-  const char *bin;
-
-  bin = bench_find_qrsd(o->qrsd, path, sizeof(path));
   snprintf(qrsd_sock, sizeof(qrsd_sock), "%s/qrsd.sock", tmpdir);
-  qrsd_pid = fork();
-  if (qrsd_pid == 0) {
-    if (o->pin)
-      bench_pin(0);
-    freopen("/dev/null", "w", stderr);
-    execlp(bin, "qrsd", "--socket", qrsd_sock, (char *)NULL);
-    _exit(127);
-  }
-  if (bench_wait_qrsd(qrsd_sock, 200) == 0)
-    return;
-  fprintf(stderr, "qrs-bench: %s did not start\n", bin);
-  exit(1);
+  qrsd_pid = bench_start_qrsd(bench_find_qrsd(o->qrsd), qrsd_sock, NULL,
+                              o->pin);
 }
 
 static void
@@ -252,27 +238,6 @@ cleanup(void)
 }
 
 /* ---- latency -------------------------------------------------------- */
-
-static void
-lat_draws(struct qrs_client *c, const struct opts *o, struct bench_lat *l)
-{
-  struct qrs_draw_request rq;
-  struct qrs_draw d;
-  int64_t t0;
-  int i, r;
-
-  memset(&rq, 0, sizeof(rq));
-  rq.sample_count = o->samples;
-  for (i = 0; i < o->per_round; i++) {
-    t0 = mono_now_ns();
-    r = qrs_client_draw(c, &rq, &d);
-    if (r < 0) {
-      fprintf(stderr, "qrs-bench: draw: %s\n", qrs_strerror(r));
-      exit(1);
-    }
-    bench_lat_add(l, mono_now_ns() - t0);
-  }
-}
 
 static void
 lat_floor(int fd, struct bench_lat *l, int count)
@@ -313,15 +278,6 @@ lat_local(struct bench_lat *gr, struct bench_lat *pass, int count,
   }
   (void)sink;
   free(buf);
-}
-
-static void
-print_lat(const char *name, struct bench_lat *l)
-{
-  bench_lat_sort(l);
-  printf("  %-34s p50 %8.1f us   p99 %8.1f us   p99.9 %8.1f us\n", name,
-         bench_lat_pct_us(l, 0.5), bench_lat_pct_us(l, 0.99),
-         bench_lat_pct_us(l, 0.999));
 }
 
 /* ---- throughput ----------------------------------------------------- */
@@ -494,11 +450,11 @@ bench_draw(int argc, char **argv)
   bench_lat_init(&lp, total);
   /* Warm up both paths, then alternate rounds so that the machine's
      moods fall on both sides alike. */
-  lat_draws(c, &o, &ld);
+  bench_lat_draws(c, o.samples, o.per_round, &ld);
   lat_floor(fd, &lf, o.per_round);
   ld.n = lf.n = 0;
   for (i = 0; i < o.rounds; i++) {
-    lat_draws(c, &o, &ld);
+    bench_lat_draws(c, o.samples, o.per_round, &ld);
     lat_floor(fd, &lf, o.per_round);
     lat_local(&lg, &lp, o.per_round / 4, o.samples);
   }
@@ -511,10 +467,10 @@ bench_draw(int argc, char **argv)
                                       : "unpinned",
          o.rounds, o.per_round);
   printf("latency (one client, blocking):\n");
-  print_lat("draw through qrsd", &ld);
-  print_lat("floor (echo + getrandom + pass)", &lf);
-  print_lat("  of which getrandom", &lg);
-  print_lat("  of which one pass", &lp);
+  bench_print_lat("draw through qrsd", &ld);
+  bench_print_lat("floor (echo + getrandom + pass)", &lf);
+  bench_print_lat("  of which getrandom", &lg);
+  bench_print_lat("  of which one pass", &lp);
   p50d = bench_lat_pct_us(&ld, 0.5);
   p99d = bench_lat_pct_us(&ld, 0.99);
   p999d = bench_lat_pct_us(&ld, 0.999);

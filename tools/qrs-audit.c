@@ -1,12 +1,15 @@
-/* qrs-audit: verify a qrsd draw journal offline (issue 25).  This
-   version checks the journal itself (every SHA-256 recomputed, the chain
-   across rotated files, sequences); the cross-check against libqrs's
-   per-token records is not built yet (see qrs-audit(1), BUGS).
+/* qrs-audit: verify a qrsd draw journal and libqrs per-token records
+   offline (issue 25).  The journal: every SHA-256 recomputed, the chain
+   across rotated files, sequences.  The records (audit_records.c): u in
+   its CDF interval, received <= generated <= sent, no journal entry named
+   twice, and with --journal every draw an entry with the same u, source,
+   fallback label, nonce and times.
 
    Exit status: 0 intact, 1 a fault found (named), 2 usage or I/O. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,7 @@
 
 #include <json-c/json.h>
 
+#include "audit.h"
 #include "cliparse.h"
 #include "persist/journal.h"
 
@@ -22,72 +26,197 @@ usage(FILE *f)
 {
   fprintf(f,
 "Usage: qrs-audit [OPTIONS] --journal DIR\n"
-"Verify qrsd's hash-chained draw journal (journal.dir) offline.\n"
+"       qrs-audit [OPTIONS] --records FILE [--journal DIR]\n"
+"Verify qrsd's hash-chained draw journal (journal.dir) and libqrs's\n"
+"per-token records offline.\n"
 "\n"
-"  -j, --journal DIR  the journal directory (journal-000001.log, ...)\n"
-"      --json         the verdict as one JSON object on stdout\n"
-"  -h, --help         this help\n"
+"  -j, --journal DIR   the journal directory (journal-000001.log, ...)\n"
+"  -r, --records FILE  libqrs full records, one JSON object a line (a\n"
+"                      sampler's log at log_level full, qrs-generate\n"
+"                      --records)\n"
+"      --json          the verdict as one JSON object on stdout\n"
+"      --max-failures N  failures listed (default 100; all are counted)\n"
+"  -h, --help          this help\n"
 "\n"
-"Every entry's SHA-256 is recomputed, each prev must be the hash before\n"
-"(across files: each header names the last hash of the file before) and\n"
-"sequences must run 1, 2, 3, ...  The first fault is named:\n"
+"The journal: every entry's SHA-256 is recomputed, each prev must be the\n"
+"hash before (across files: each header names the last hash of the file\n"
+"before) and sequences must run 1, 2, 3, ...  The first fault is named:\n"
 "entry-edited, entry-dropped, entries-reordered, draw-replayed,\n"
 "chain-broken, files-spliced, malformed-entry, unreadable.\n"
 "\n"
-"Exit status: 0 intact, 1 a fault found, 2 bad usage or unreadable.\n");
+"The records, each: u inside its token's CDF interval (cdf_lo, cdf_hi]\n"
+"(u-outside-cdf); received <= generated <= sent (times-out-of-order); no\n"
+"journal entry named by two records (draw-reused).  With --journal too,\n"
+"each record's draw must be the journal entry its journal_seq names\n"
+"(draw-not-journalled, draw-unjournalled, entry-missing) with the same u,\n"
+"source, fallback label, nonce and times (u-mismatch, source-mismatch,\n"
+"fallback-mismatch, nonce-mismatch, times-mismatch).  A line that is not\n"
+"a full record is malformed-record.  Every failure is listed as\n"
+"FILE:LINE: check: detail.  The journal holds no config hash, so config\n"
+"hashes are not compared.\n"
+"\n"
+"Exit status: 0 intact, 1 a fault found, 2 bad usage or unreadable input.\n");
+}
+
+static int
+cmp_fail(const void *x, const void *y)
+{
+  const struct audit_failure *a = x, *b = y;
+
+  if (a->line != b->line)
+    return a->line < b->line ? -1 : 1;
+  return (int)a->check - (int)b->check;
+}
+
+/* The first failing check (by line), or NULL. */
+static const char *
+first_check(const struct audit *a)
+{
+  int c;
+
+  if (a->n_fail > 0)
+    return audit_check_name(a->fail[0].check);
+  for (c = 0; c < AUDIT_N_CHECKS; c++)
+    if (a->counts[c])
+      return audit_check_name(c);
+  return NULL;
+}
+
+static double
+rate(uint64_t n, double secs)
+{
+  return secs > 0 ? (double)n / secs : 0;
 }
 
 int
 main(int argc, char **argv)
 {
-  const char *dir = NULL;
-  int json = 0, r;
+  const char *dir = NULL, *records = NULL;
+  int json = 0, max_fail = 100, r, rc, c;
   const struct cli_opt opts[] = {
     { .name = "journal", .key = 'j', .type = CLI_OPT_STRING, .field = &dir },
+    { .name = "records", .key = 'r', .type = CLI_OPT_STRING,
+      .field = &records },
     { .name = "json", .type = CLI_OPT_SET, .field = &json, .val = 1 },
+    { .name = "max-failures", .type = CLI_OPT_INT, .field = &max_fail },
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
     { 0 },
   };
   const struct cli cli = { .prog = "qrs-audit", .opts = opts,
                            .usage = usage };
-  char head[JOURNAL_HEX_LEN + 1], err[1024];
-  struct json_object *o;
-  struct timespec t0, t1;
-  uint64_t entries = 0;
-  double secs;
+  char head[JOURNAL_HEX_LEN + 1] = "", err[1024] = "", rerr[1024] = "";
+  struct json_object *o, *fa, *fc, *x;
+  struct timespec t0, t1, t2;
+  struct audit a;
+  const char *verdict;
+  uint64_t entries = 0, total;
+  double rsecs, jsecs;
+  size_t i;
 
   r = cli_opts_parse(&cli, argc, argv);
   if (r >= 0)
     return r;
-  if (dir == NULL || optind != argc) {
+  if ((dir == NULL && records == NULL) || optind != argc || max_fail < 0) {
     usage(stderr);
     return 2;
   }
+  memset(&a, 0, sizeof a);
+  r = JOURNAL_INTACT;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  r = journal_verify(dir, NULL, NULL, &entries, head, err, sizeof err);
+  if (records && audit_records(&a, records, rerr, sizeof rerr) < 0) {
+    fprintf(stderr, "qrs-audit: %s\n", rerr);
+    audit_free(&a);
+    return 2;
+  }
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  if (records && dir) {
+    audit_journal(&a, dir, head, err, sizeof err);
+    r = a.journal_fault;
+    entries = a.entries;
+  } else if (dir) {
+    r = journal_verify(dir, NULL, NULL, &entries, head, err, sizeof err);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t2);
+  rsecs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  jsecs = (double)(t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9;
+  qsort(a.fail, a.n_fail, sizeof *a.fail, cmp_fail);
+  total = audit_total(&a);
+  verdict = r != JOURNAL_INTACT ? journal_fault_name(r) :
+            total ? first_check(&a) : "intact";
+
   if (json) {
     o = json_object_new_object();
-    json_object_object_add(o, "verdict",
-                           json_object_new_string(journal_fault_name(r)));
-    json_object_object_add(o, "entries", json_object_new_uint64(entries));
-    json_object_object_add(o, "head", json_object_new_string(head));
-    if (r != JOURNAL_INTACT)
-      json_object_object_add(o, "detail", json_object_new_string(err));
-    json_object_object_add(o, "entries_per_second",
-                           json_object_new_double(secs > 0 ?
-                                                  entries / secs : 0));
+    json_object_object_add(o, "verdict", json_object_new_string(verdict));
+    if (dir) {
+      json_object_object_add(o, "entries", json_object_new_uint64(entries));
+      json_object_object_add(o, "head", json_object_new_string(head));
+      if (r != JOURNAL_INTACT) {
+        json_object_object_add(o, "journal_fault",
+                               json_object_new_string(journal_fault_name(r)));
+        json_object_object_add(o, "detail", json_object_new_string(err));
+      }
+      json_object_object_add(o, "entries_per_second",
+                             json_object_new_double(rate(entries, jsecs)));
+    }
+    if (records) {
+      json_object_object_add(o, "records",
+                             json_object_new_uint64(a.n_rec +
+                                                    a.counts[AUDIT_MALFORMED]));
+      json_object_object_add(o, "record_failures",
+                             json_object_new_uint64(total));
+      fc = json_object_new_object();
+      for (c = 0; c < AUDIT_N_CHECKS; c++)
+        if (a.counts[c])
+          json_object_object_add(fc, audit_check_name(c),
+                                 json_object_new_uint64(a.counts[c]));
+      json_object_object_add(o, "failure_counts", fc);
+      fa = json_object_new_array();
+      for (i = 0; i < a.n_fail && i < (size_t)max_fail; i++) {
+        x = json_object_new_object();
+        json_object_object_add(x, "line", json_object_new_uint64(
+                               a.fail[i].line));
+        json_object_object_add(x, "check", json_object_new_string(
+                               audit_check_name(a.fail[i].check)));
+        json_object_object_add(x, "detail", json_object_new_string(
+                               a.fail[i].detail));
+        json_object_array_add(fa, x);
+      }
+      json_object_object_add(o, "failures", fa);
+      if (a.unchecked)
+        json_object_object_add(o, "records_unchecked",
+                               json_object_new_uint64(a.unchecked));
+      json_object_object_add(o, "records_per_second",
+                             json_object_new_double(rate(a.n_rec, rsecs)));
+    }
     puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
     json_object_put(o);
-  } else if (r == JOURNAL_INTACT) {
-    printf("intact: %llu entries, head %s (%.0f entries/s)\n",
-           (unsigned long long)entries, head, secs > 0 ? entries / secs : 0);
   } else {
-    printf("%s: %s (%llu entries intact before it)\n", journal_fault_name(r),
-           err, (unsigned long long)entries);
+    for (i = 0; i < a.n_fail && i < (size_t)max_fail; i++)
+      printf("%s:%" PRIu64 ": %s: %s\n", records, a.fail[i].line,
+             audit_check_name(a.fail[i].check), a.fail[i].detail);
+    if (records) {
+      const char *sep = ":";
+
+      printf("records: %zu read, %" PRIu64 " failures", a.n_rec +
+             (size_t)a.counts[AUDIT_MALFORMED], total);
+      for (c = 0; c < AUDIT_N_CHECKS; c++)
+        if (a.counts[c]) {
+          printf("%s %s %" PRIu64, sep, audit_check_name(c), a.counts[c]);
+          sep = ",";
+        }
+      printf(" (%.0f records/s)\n", rate(a.n_rec, rsecs));
+      if (a.unchecked)
+        printf("records: %" PRIu64 " not checked against the journal (past "
+               "its fault)\n", a.unchecked);
+    }
+    if (dir && r == JOURNAL_INTACT)
+      printf("journal intact: %" PRIu64 " entries, head %s (%.0f entries/s)"
+             "\n", entries, head, rate(entries, jsecs));
+    else if (dir)
+      printf("journal %s: %s (%" PRIu64 " entries intact before it)\n",
+             journal_fault_name(r), err, entries);
   }
-  if (r == JOURNAL_INTACT)
-    return 0;
-  return r == JOURNAL_FAULT_IO ? 2 : 1;
+  rc = r == JOURNAL_FAULT_IO ? 2 : r != JOURNAL_INTACT || total ? 1 : 0;
+  audit_free(&a);
+  return rc;
 }

@@ -338,6 +338,7 @@ conf_free(struct qrsd_conf *conf)
   free(conf->compat_socket_group);
   free(conf->journal_dir);
   free(conf->journal_on_error);
+  free(conf->journal_writer_cpu);
   conf__free_sources(conf);
   free(conf);
 }

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,13 +23,36 @@
 #define ZERO_HEX \
   "0000000000000000000000000000000000000000000000000000000000000000"
 
+/* Entries the writer formats (and hashes the bytes of) between two
+   sched_yield()s: about 0.1 ms of work for draws of 10000 bytes. */
+#define JOURNAL_YIELD_EVERY 16
+
+/* Where a queued entry's bytes are in the arena: len bytes at off (len 0:
+   bytes_sha is set already); span is what the entry holds of the ring,
+   len plus the end of the ring skipped when it wrapped. */
+struct slot_bytes {
+  size_t off, len, span;
+};
+
 struct journal {
   struct journal_params p;
   pthread_t thread;
   pthread_mutex_t mu;
   pthread_cond_t wake;
   struct journal_entry *q;          /* ring of p.queue_len entries */
+  struct slot_bytes *qb;            /* each slot's bytes in the arena */
   size_t q_head, q_len;
+  /* the bytes of queued draws that the writer hashes (a ring of
+     p.bytes_buf bytes; a_used from a_tail on, wrapping) */
+  uint8_t *arena;
+  size_t a_tail, a_used;
+  size_t a_wake;                    /* a_used that wakes a collecting
+                                       writer (half the arena) */
+  uint64_t hashed_inline;           /* draws hashed at submit: no room */
+  size_t wake_at;                   /* q_len that wakes a collecting writer */
+  int idle;                         /* the writer waits for a first entry */
+  /* submitting thread only: the bytes hash */
+  EVP_MD_CTX *sub_md;
   uint64_t next_seq;
   int stopping;
   enum journal_state state;
@@ -41,6 +67,8 @@ struct journal {
   uint64_t last_seq;
   char *buf;                        /* a batch of formatted lines */
   size_t buf_cap;
+  EVP_MD_CTX *w_md;                 /* the line hashes */
+  EVP_MD *sha;                      /* fetched once (both threads) */
 };
 
 void
@@ -50,6 +78,10 @@ journal_params_default(struct journal_params *p)
   p->max_bytes = 64u << 20;
   p->queue_len = 4096;
   p->fsync_every = 4096;
+  p->flush_ms = JOURNAL_FLUSH_MS;
+  p->bytes_buf = JOURNAL_BYTES_BUF;
+  p->cpu = -1;
+  p->nice = JOURNAL_NICE;
   p->policy = JOURNAL_POLICY_STOP;
 }
 
@@ -95,9 +127,22 @@ text_ok(const char *s)
   return 1;
 }
 
-int
-journal_format(const struct journal_entry *e, const char *prev_hex,
-               char *buf, uint8_t hash[JOURNAL_HASH_LEN])
+/* SHA-256 of n bytes with a context set up once (EVP_Digest() with
+   EVP_sha256() fetches and sets one up per call); 0 or -EIO. */
+static int
+md_sha256(EVP_MD_CTX *md, const EVP_MD *sha, const void *b, size_t n,
+          uint8_t out[JOURNAL_HASH_LEN])
+{
+  if (!EVP_DigestInit_ex(md, sha, NULL) || !EVP_DigestUpdate(md, b, n) ||
+      !EVP_DigestFinal_ex(md, out, NULL))
+    return -EIO;
+  return 0;
+}
+
+static int
+format_entry(const struct journal_entry *e, const char *prev_hex, char *buf,
+             uint8_t hash[JOURNAL_HASH_LEN], EVP_MD_CTX *md,
+             const EVP_MD *md_sha)
 {
   char sha[JOURNAL_HEX_LEN + 1];
   int n;
@@ -114,11 +159,23 @@ journal_format(const struct journal_entry *e, const char *prev_hex,
                sha, e->u, e->fallback, prev_hex);
   if (n < 0 || n + JOURNAL_HEX_LEN + 2 > JOURNAL_LINE_MAX)
     return -EINVAL;
-  journal_line_hash(buf, (size_t)n, hash);
+  if (md != NULL) {
+    if (md_sha256(md, md_sha, buf, (size_t)n, hash) != 0)
+      return -EIO;
+  } else {
+    journal_line_hash(buf, (size_t)n, hash);
+  }
   journal_hex(hash, JOURNAL_HASH_LEN, buf + n);
   buf[n + JOURNAL_HEX_LEN] = '\n';
   buf[n + JOURNAL_HEX_LEN + 1] = '\0';
   return n + JOURNAL_HEX_LEN + 1;
+}
+
+int
+journal_format(const struct journal_entry *e, const char *prev_hex,
+               char *buf, uint8_t hash[JOURNAL_HASH_LEN])
+{
+  return format_entry(e, prev_hex, buf, hash, NULL, NULL);
 }
 
 static void
@@ -289,45 +346,101 @@ fail(struct journal *j, int r)
   pthread_mutex_unlock(&j->mu);
 }
 
-/* Group commit: take what is queued (at most fsync_every entries), write
-   it in one write() and fsync; entries submitted meanwhile make the next
+/* The writer waits for entries: untimed while the queue is empty (idle
+   set: the next journal_submit() signals once), then collects for up to
+   flush_ms after the first entry arrived, or until the queue holds
+   wake_at entries, or until close.  So a steady stream of draws costs one
+   wake-up per batch, not one per draw, and an entry is durable at most
+   flush_ms plus one write and fsync after it was queued.  Called and
+   returns with mu held; the number queued (0 only when stopping). */
+static size_t
+wait_batch(struct journal *j)
+{
+  struct timespec dl;
+
+  while (j->q_len == 0 && !j->stopping) {
+    j->idle = 1;
+    pthread_cond_wait(&j->wake, &j->mu);
+  }
+  j->idle = 0;
+  if (j->q_len == 0 || j->p.flush_ms == 0)
+    return j->q_len;
+  clock_gettime(CLOCK_MONOTONIC, &dl);
+  dl.tv_sec += j->p.flush_ms / 1000;
+  dl.tv_nsec += (long)(j->p.flush_ms % 1000) * 1000000L;
+  if (dl.tv_nsec >= 1000000000L) {
+    dl.tv_sec++;
+    dl.tv_nsec -= 1000000000L;
+  }
+  while (j->q_len < j->wake_at && j->a_used < j->a_wake && !j->stopping)
+    if (pthread_cond_timedwait(&j->wake, &j->mu, &dl) == ETIMEDOUT)
+      break;
+  return j->q_len;
+}
+
+/* Group commit: take what is queued (at most fsync_every entries and
+   what fits the buffer), format it from the ring slots without the lock
+   (journal_submit() only fills the slots after the queued ones), write it
+   in one write() and fsync; entries submitted meanwhile make the next
    batch. */
 static void *
 writer(void *arg)
 {
   struct journal *j = arg;
-  struct journal_entry e;
   uint8_t hash[JOURNAL_HASH_LEN];
   char batch_prev[JOURNAL_HEX_LEN + 1];
-  size_t len, batch;
+  size_t len, batch, take, head, i, max, span;
   int n, r;
 
+  /* below the loop thread when they share a CPU (per-thread nice: the
+     writer's own tid) */
+  if (j->p.nice != 0 && setpriority(PRIO_PROCESS, (id_t)gettid(),
+                                    j->p.nice) != 0)
+    log_warn("journal: writer thread nice %d: %s", j->p.nice,
+             strerror(errno));
+  max = j->buf_cap / JOURNAL_LINE_MAX;
+  if (max > j->p.fsync_every)
+    max = j->p.fsync_every;
   for (;;) {
     memcpy(batch_prev, j->prev_hex, sizeof batch_prev);
+    pthread_mutex_lock(&j->mu);
+    take = wait_batch(j);
+    head = j->q_head;
+    pthread_mutex_unlock(&j->mu);
+    if (take == 0)
+      break;
+    if (take > max)
+      take = max;
     len = 0;
     batch = 0;
-    pthread_mutex_lock(&j->mu);
-    while (j->q_len == 0 && !j->stopping)
-      pthread_cond_wait(&j->wake, &j->mu);
-    if (j->q_len == 0) {
-      pthread_mutex_unlock(&j->mu);
-      break;
-    }
-    while (j->q_len > 0 && batch < j->p.fsync_every &&
-           len + JOURNAL_LINE_MAX <= j->buf_cap) {
-      e = j->q[j->q_head];
-      j->q_head = (j->q_head + 1) % j->p.queue_len;
-      j->q_len--;
-      pthread_mutex_unlock(&j->mu);
-      n = journal_format(&e, j->prev_hex, j->buf + len, hash);
-      pthread_mutex_lock(&j->mu);
+    span = 0;
+    for (i = 0; i < take; i++) {
+      struct journal_entry *e = &j->q[(head + i) % j->p.queue_len];
+      const struct slot_bytes *sb = &j->qb[(head + i) % j->p.queue_len];
+
+      span += sb->span;
+      /* a batch is milliseconds of hashing: let a draw waiting for a CPU
+         we share run between slices, instead of after the batch */
+      if (i > 0 && i % JOURNAL_YIELD_EVERY == 0)
+        sched_yield();
+      if (sb->len > 0 &&
+          md_sha256(j->w_md, j->sha, j->arena + sb->off, sb->len,
+                    e->bytes_sha) != 0)
+        EVP_Digest(j->arena + sb->off, sb->len, e->bytes_sha, NULL,
+                   EVP_sha256(), NULL);
+      n = format_entry(e, j->prev_hex, j->buf + len, hash, j->w_md, j->sha);
       if (n < 0)
         continue;               /* refused at submit already */
       len += (size_t)n;
       batch++;
       journal_hex(hash, JOURNAL_HASH_LEN, j->prev_hex);
-      j->last_seq = e.seq;
+      j->last_seq = e->seq;
     }
+    pthread_mutex_lock(&j->mu);
+    j->q_head = (head + take) % j->p.queue_len;
+    j->q_len -= take;
+    j->a_used -= span;
+    j->a_tail = j->a_used == 0 ? 0 : (j->a_tail + span) % j->p.bytes_buf;
     pthread_mutex_unlock(&j->mu);
     if (batch == 0)
       continue;
@@ -364,9 +477,13 @@ journal_open(struct journal **ret, const struct journal_params *p,
 
   *ret = NULL;
   if (p->dir == NULL || p->max_bytes < 4096 || p->queue_len == 0 ||
-      p->queue_len > JOURNAL_QUEUE_MAX || p->fsync_every == 0) {
+      p->queue_len > JOURNAL_QUEUE_MAX || p->fsync_every == 0 ||
+      p->bytes_buf > JOURNAL_BYTES_BUF_MAX || p->cpu < -1 ||
+      p->cpu >= CPU_SETSIZE || p->nice < 0 || p->nice > 19) {
     snprintf(err, errlen, "journal: bad parameters (directory, max_bytes "
-             ">= 4096, queue 1..%u, fsync_every >= 1)", JOURNAL_QUEUE_MAX);
+             ">= 4096, queue 1..%u, fsync_every >= 1, bytes_buf <= %u, "
+             "cpu -1..%d, nice 0..19)", JOURNAL_QUEUE_MAX,
+             JOURNAL_BYTES_BUF_MAX, CPU_SETSIZE - 1);
     return -EINVAL;
   }
   j = calloc(1, sizeof *j);
@@ -376,10 +493,19 @@ journal_open(struct journal **ret, const struct journal_params *p,
   j->fd = -1;
   j->p.dir = strdup(p->dir);
   j->q = calloc(p->queue_len, sizeof *j->q);
+  j->qb = calloc(p->queue_len, sizeof *j->qb);
+  if (p->bytes_buf > 0)
+    j->arena = malloc(p->bytes_buf);
   j->buf_cap = (size_t)(p->fsync_every < 4096 ? p->fsync_every : 4096) *
                JOURNAL_LINE_MAX;
   j->buf = malloc(j->buf_cap);
-  if (j->p.dir == NULL || j->q == NULL || j->buf == NULL) {
+  j->sha = EVP_MD_fetch(NULL, "SHA256", NULL);
+  j->w_md = EVP_MD_CTX_new();
+  j->sub_md = EVP_MD_CTX_new();
+  if (j->p.dir == NULL || j->q == NULL || j->qb == NULL ||
+      (p->bytes_buf > 0 && j->arena == NULL) || j->buf == NULL ||
+      j->sha == NULL ||
+      j->w_md == NULL || j->sub_md == NULL) {
     r = -ENOMEM;
     goto fail;
   }
@@ -394,10 +520,42 @@ journal_open(struct journal **ret, const struct journal_params *p,
   j->next_seq = j->last_seq + 1;
   memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
   j->head_seq = j->last_seq;
+  /* a collecting writer is woken early at half the queue (or a full
+     batch), so that a burst does not fill the queue while it waits */
+  j->wake_at = p->queue_len / 2 > 0 ? p->queue_len / 2 : 1;
+  if (j->wake_at > p->fsync_every)
+    j->wake_at = p->fsync_every;
+  /* and at half the arena: it stays small (in cache) and rarely full */
+  j->a_wake = p->bytes_buf / 2 > 0 ? p->bytes_buf / 2 : 1;
   pthread_mutex_init(&j->mu, NULL);
-  pthread_cond_init(&j->wake, NULL);
+  {
+    pthread_condattr_t ca;
+
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->wake, &ca);
+    pthread_condattr_destroy(&ca);
+  }
   r = -pthread_create(&j->thread, NULL, writer, j);
-  if (r != 0) {
+  if (r == 0 && j->p.cpu >= 0) {
+    cpu_set_t set;
+
+    CPU_ZERO(&set);
+    CPU_SET(j->p.cpu, &set);
+    r = -pthread_setaffinity_np(j->thread, sizeof set, &set);
+    if (r != 0) {
+      snprintf(err, errlen, "journal: writer thread on CPU %d: %s",
+               j->p.cpu, strerror(-r));
+      pthread_mutex_lock(&j->mu);
+      j->stopping = 1;
+      pthread_cond_signal(&j->wake);
+      pthread_mutex_unlock(&j->mu);
+      pthread_join(j->thread, NULL);
+      pthread_mutex_destroy(&j->mu);
+      pthread_cond_destroy(&j->wake);
+      goto fail;
+    }
+  } else if (r != 0) {
     snprintf(err, errlen, "journal: thread: %s", strerror(-r));
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->wake);
@@ -408,7 +566,12 @@ journal_open(struct journal **ret, const struct journal_params *p,
 fail:
   if (j->fd >= 0)
     close(j->fd);
+  EVP_MD_CTX_free(j->w_md);
+  EVP_MD_CTX_free(j->sub_md);
+  EVP_MD_free(j->sha);
   free(j->buf);
+  free(j->arena);
+  free(j->qb);
   free(j->q);
   free(j->p.dir);
   free(j);
@@ -432,20 +595,68 @@ journal_close(struct journal *j)
   }
   pthread_mutex_destroy(&j->mu);
   pthread_cond_destroy(&j->wake);
+  EVP_MD_CTX_free(j->w_md);
+  EVP_MD_CTX_free(j->sub_md);
+  EVP_MD_free(j->sha);
   free(j->buf);
+  free(j->arena);
+  free(j->qb);
   free(j->q);
   free(j->p.dir);
   free(j);
 }
 
-int
-journal_submit(struct journal *j, struct journal_entry *e)
+void
+journal_hash_bytes(struct journal *j, const void *b, size_t n,
+                   uint8_t out[JOURNAL_HASH_LEN])
 {
+  if (md_sha256(j->sub_md, j->sha, b, n, out) != 0)
+    EVP_Digest(b, n, out, NULL, EVP_sha256(), NULL);
+}
+
+/* Room for n contiguous bytes in the arena: 1 with *off and *span set
+   (span includes the end of the ring skipped to wrap), 0 without room.
+   With mu held. */
+static int
+arena_reserve(struct journal *j, size_t n, size_t *off, size_t *span)
+{
+  size_t size = j->p.bytes_buf, p;
+
+  if (n == 0 || n > size || j->a_used == size)
+    return 0;
+  p = (j->a_tail + j->a_used) % size;
+  if (j->a_used == 0 || p > j->a_tail) {
+    /* free: [p, size) and [0, a_tail) */
+    if (size - p >= n) {
+      *off = p;
+      *span = n;
+      return 1;
+    }
+    if (j->a_tail >= n) {
+      *off = 0;
+      *span = size - p + n;
+      return 1;
+    }
+    return 0;
+  }
+  /* wrapped: free is [p, a_tail) */
+  if (j->a_tail - p >= n) {
+    *off = p;
+    *span = n;
+    return 1;
+  }
+  return 0;
+}
+
+/* Queue e (its bytes b, n of them, copied into the arena unless b is
+   NULL).  -ENOSPC: no room in the arena, nothing queued. */
+static int
+submit(struct journal *j, struct journal_entry *e, const void *b, size_t n)
+{
+  struct slot_bytes sb = { 0, 0, 0 };
+  size_t slot;
   int r = 0;
 
-  if (!text_ok(e->source) || !text_ok(e->amp) || !text_ok(e->amp_params) ||
-      !text_ok(e->fallback))
-    return -EINVAL;
   pthread_mutex_lock(&j->mu);
   if (j->stopping) {
     r = -ESHUTDOWN;
@@ -458,15 +669,65 @@ journal_submit(struct journal *j, struct journal_entry *e)
                "refused" : "served labelled \"unjournalled\"");
     j->state = JOURNAL_QUEUE_FULL;
     r = -EAGAIN;
+  } else if (b != NULL && !arena_reserve(j, n, &sb.off, &sb.span)) {
+    r = -ENOSPC;
   } else {
+    if (b != NULL) {
+      sb.len = n;
+      memcpy(j->arena + sb.off, b, n);
+      j->a_used += sb.span;
+    }
     e->seq = j->next_seq++;
-    j->q[(j->q_head + j->q_len) % j->p.queue_len] = *e;
+    slot = (j->q_head + j->q_len) % j->p.queue_len;
+    j->q[slot] = *e;
+    j->qb[slot] = sb;
     j->q_len++;
-    if (j->q_len == 1)
+    /* no wake-up per draw: only an idle writer, or a collecting one once
+       the queue reaches wake_at (see wait_batch()) */
+    if (j->idle) {
+      j->idle = 0;
       pthread_cond_signal(&j->wake);
+    } else if (j->q_len == j->wake_at ||
+               (sb.span > 0 && j->a_used >= j->a_wake &&
+                j->a_used - sb.span < j->a_wake)) {
+      pthread_cond_signal(&j->wake);
+    }
   }
   pthread_mutex_unlock(&j->mu);
   return r;
+}
+
+int
+journal_submit(struct journal *j, struct journal_entry *e)
+{
+  if (!text_ok(e->source) || !text_ok(e->amp) || !text_ok(e->amp_params) ||
+      !text_ok(e->fallback))
+    return -EINVAL;
+  return submit(j, e, NULL, 0);
+}
+
+int
+journal_submit_bytes(struct journal *j, struct journal_entry *e,
+                     const void *b, size_t n)
+{
+  int r;
+
+  if (!text_ok(e->source) || !text_ok(e->amp) || !text_ok(e->amp_params) ||
+      !text_ok(e->fallback))
+    return -EINVAL;
+  if (n > 0) {
+    r = submit(j, e, b, n);
+    if (r != -ENOSPC)
+      return r;
+  }
+  /* the arena is full (or n is 0): hash here */
+  if (n > 0 && j->p.bytes_buf > 0) {
+    pthread_mutex_lock(&j->mu);
+    j->hashed_inline++;
+    pthread_mutex_unlock(&j->mu);
+  }
+  journal_hash_bytes(j, b, n, e->bytes_sha);
+  return submit(j, e, NULL, 0);
 }
 
 enum journal_state
@@ -491,6 +752,17 @@ journal_head(struct journal *j, char hex[JOURNAL_HEX_LEN + 1],
   if (ret_seq)
     *ret_seq = j->head_seq;
   pthread_mutex_unlock(&j->mu);
+}
+
+uint64_t
+journal_hashed_inline(struct journal *j)
+{
+  uint64_t n;
+
+  pthread_mutex_lock(&j->mu);
+  n = j->hashed_inline;
+  pthread_mutex_unlock(&j->mu);
+  return n;
 }
 
 int
@@ -523,6 +795,8 @@ journal_status_json(struct journal *j)
                          "label"));
   json_object_object_add(o, "head", json_object_new_string(head));
   json_object_object_add(o, "seq", json_object_new_uint64(seq));
+  json_object_object_add(o, "hashed_inline",
+                         json_object_new_uint64(journal_hashed_inline(j)));
   return o;
 }
 

@@ -21,12 +21,18 @@
 
    Threads: journal_submit() is called from the loop thread and never
    does file I/O: it copies the entry into a bounded queue (queue_len
-   entries) and wakes the writer thread, which writes the entries in
-   batches and fsyncs every batch (group commit: what was queued while the
-   last fsync ran, at most fsync_every entries).  A full queue or a
-   write error is not silent: journal_state() says which, the entry is
-   not journalled, and the caller applies the configured policy (stop
-   serving, or serve the draw labelled "unjournalled"). */
+   entries; with journal_submit_bytes() a draw's bytes go into a bounded
+   arena, bytes_buf, for the writer to hash).  The writer thread is not
+   woken per entry: it sleeps until the first entry of a batch arrives
+   (one wake-up), collects for at most flush_ms (or until half the queue
+   or half the arena is used), then writes the batch in one write() and
+   fsyncs it (group commit, at most fsync_every entries), yielding the
+   CPU every few entries while it hashes.  An entry is thus durable at
+   most flush_ms + one write and fsync after it was served; the head in
+   the status file lags by as much.  A full queue or a write error is not
+   silent: journal_state() says which, the entry is not journalled, and
+   the caller applies the configured policy (stop serving, or serve the
+   draw labelled "unjournalled"). */
 #ifndef QRSD_JOURNAL_H
 #define QRSD_JOURNAL_H
 
@@ -40,6 +46,10 @@
 #define JOURNAL_PARAMS_MAX 96       /* amplifier parameters (with NUL) */
 #define JOURNAL_LINE_MAX 768        /* one formatted entry */
 #define JOURNAL_QUEUE_MAX 65536
+#define JOURNAL_FLUSH_MS 5          /* default flush_ms */
+#define JOURNAL_BYTES_BUF (2u << 20)   /* default bytes_buf */
+#define JOURNAL_BYTES_BUF_MAX (1u << 30)
+#define JOURNAL_NICE 0              /* default nice of the writer thread */
 
 enum journal_policy {
   JOURNAL_POLICY_STOP = 0,          /* refuse to serve unjournalled */
@@ -58,6 +68,17 @@ struct journal_params {
   uint64_t max_bytes;               /* rotation size (>= 4096) */
   unsigned queue_len;               /* 1..JOURNAL_QUEUE_MAX */
   unsigned fsync_every;             /* entries per fsync, >= 1 */
+  unsigned flush_ms;                /* most a queued entry waits before
+                                       the writer takes it (0: at once) */
+  size_t bytes_buf;                 /* the arena journal_submit_bytes()
+                                       copies draws' bytes into, for the
+                                       writer to hash (0: none, hash at
+                                       submit); <= JOURNAL_BYTES_BUF_MAX */
+  int cpu;                          /* the writer thread runs on this CPU
+                                       only (-1: where the process may) */
+  int nice;                         /* the writer thread's nice, 0..19:
+                                       above 0 it yields to the loop
+                                       thread on a shared CPU */
   enum journal_policy policy;
 };
 
@@ -79,7 +100,8 @@ struct journal_entry {
 struct journal;
 
 /* Defaults: 64 MiB files, 4096 queued entries, batches of at most 4096
-   entries (a batch's buffer is at most 4096 lines), policy stop. dir stays NULL. */
+   entries (a batch's buffer is at most 4096 lines), flush_ms
+   JOURNAL_FLUSH_MS, policy stop; dir stays NULL. */
 void journal_params_default(struct journal_params *p);
 
 /* Open (creating dir's files, resuming the chain from the newest file
@@ -96,11 +118,29 @@ void journal_close(struct journal *j);
    backslash) or -ESHUTDOWN. */
 int journal_submit(struct journal *j, struct journal_entry *e);
 
+/* journal_submit() for a draw whose bytes_sha is the SHA-256 of n bytes
+   b: they are copied into the bounded arena (params bytes_buf) and the
+   writer thread hashes them, so that the loop thread pays a memcpy, not a
+   SHA-256; when the arena has no room they are hashed here (nothing is
+   lost, the draw costs the hash).  Returns what journal_submit() does. */
+int journal_submit_bytes(struct journal *j, struct journal_entry *e,
+                         const void *b, size_t n);
+
+/* SHA-256 of a draw's n bytes b, for journal_entry.bytes_sha, with a
+   digest context set up once.  Only from the thread that calls
+   journal_submit() (the loop thread). */
+void journal_hash_bytes(struct journal *j, const void *b, size_t n,
+                        uint8_t out[JOURNAL_HASH_LEN]);
+
 /* The state, the last errno of a write error (0 otherwise), the head:
    the hash and sequence of the last entry durably written (fsync'd). */
 enum journal_state journal_state(struct journal *j, int *ret_errno);
 void journal_head(struct journal *j, char hex[JOURNAL_HEX_LEN + 1],
                   uint64_t *ret_seq);
+/* How many draws journal_submit_bytes() hashed on the calling thread
+   because the arena had no room (bytes_buf too small for the rate, or
+   the writer behind). */
+uint64_t journal_hashed_inline(struct journal *j);
 /* May a draw be served now under the policy?  1 yes (journalled or
    labelled), 0 no (policy stop while the journal is failing). */
 int journal_may_serve(struct journal *j);

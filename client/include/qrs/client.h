@@ -212,6 +212,11 @@ struct qrs_draw {
   struct qrs_draw_meta meta;
   char served_type[QRS_NAME_MAX]; /* type of served_by ("system", "mock") */
   int production;                 /* 0: a test-only source served it */
+  uint64_t journal_seq;           /* the draw's entry in qrsd's draw
+                                     journal (0: no journal) */
+  int unjournalled;               /* 1: the journal is on but could not
+                                     take the draw (journal.on_error:
+                                     label) */
 };
 
 /* One draw, blocking.  req may be NULL (all defaults).  Returns 0 and fills

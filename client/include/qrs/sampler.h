@@ -331,6 +331,13 @@ struct qrs_token_record {
   int greedy;
   char entropy_source_type[QRS_NAME_MAX];  /* type of the serving source */
   int entropy_production;         /* 0: a test-only source served it */
+  /* provenance (qrs-audit --records): the draw's qrsd journal entry and
+     its times (CLOCK_REALTIME ns; 0: not known, null in JSON) */
+  uint64_t journal_seq;           /* 0: no journal (null) */
+  int entropy_unjournalled;       /* 1: journal on, draw not journalled */
+  int64_t draw_received_ns;       /* qrsd decoded the request */
+  int64_t draw_generated_ns;      /* the entropy was in hand */
+  int64_t draw_sent_ns;           /* the reply was encoded */
 };
 
 /* Write rec as one JSON line (json-c) to f: level 1 = summary (token,

@@ -96,7 +96,9 @@ Test(record, full_line_has_every_field_in_order_and_nulls)
     "draw_coherence_r", "purity_label", "integrated_bytes", "integrator",
     "draw_source_id", "gate_open", "gate_boost", "step", "cdf_lo", "cdf_hi",
     "top_p_used", "kept_entropy_bits", "mirostat_mu", "greedy",
-    "entropy_source_type", "entropy_production",
+    "entropy_source_type", "entropy_production", "journal_seq",
+    "entropy_unjournalled", "draw_received_ns", "draw_generated_ns",
+    "draw_sent_ns",
   };
   struct qrs_token_record r;
   struct json_object_iter it;
@@ -429,4 +431,35 @@ Test(record, samplers_logging_to_one_path_never_interleave)
   expect_good_lines(f, (size_t)REC_THREADS * (size_t)(rec_lines() / 4));
   fclose(f);
   unlink(path);
+}
+
+/* The provenance fields qrs-audit --records reads: the journal entry and
+   the draw's three times, null when not known. */
+Test(record, full_line_carries_journal_seq_and_draw_times)
+{
+  struct qrs_token_record r;
+  struct json_object *o;
+
+  sample_record(&r);
+  o = line_of(&r, 2);
+  cr_expect(json_object_is_type(key(o, "journal_seq"), json_type_null));
+  cr_expect(json_object_is_type(key(o, "draw_sent_ns"), json_type_null));
+  cr_expect(!json_object_get_boolean(key(o, "entropy_unjournalled")));
+  json_object_put(o);
+  r.journal_seq = UINT64_C(18446744073709551000);
+  r.entropy_unjournalled = 1;
+  r.draw_received_ns = INT64_C(1796000000000000001);
+  r.draw_generated_ns = INT64_C(1796000000000000002);
+  r.draw_sent_ns = INT64_C(1796000000000000003);
+  o = line_of(&r, 2);
+  cr_expect_eq(json_object_get_uint64(key(o, "journal_seq")),
+               UINT64_C(18446744073709551000));
+  cr_expect(json_object_get_boolean(key(o, "entropy_unjournalled")));
+  cr_expect_eq(json_object_get_int64(key(o, "draw_received_ns")),
+               INT64_C(1796000000000000001));
+  cr_expect_eq(json_object_get_int64(key(o, "draw_generated_ns")),
+               INT64_C(1796000000000000002));
+  cr_expect_eq(json_object_get_int64(key(o, "draw_sent_ns")),
+               INT64_C(1796000000000000003));
+  json_object_put(o);
 }
