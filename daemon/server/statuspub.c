@@ -324,6 +324,8 @@ publish(struct statuspub *sp, int force)
   json_object_object_add(extra, "health_message",
                          json_object_new_string(msg));
   json_object_object_add(extra, "sources", srcs);
+  if (sp->extra_json)
+    json_object_object_add(extra, "api_keys", sp->extra_json(sp->extra_ctx));
   if (sp->draw && draw_journal(sp->draw))
     json_object_object_add(extra, "journal",
                            journal_status_json(draw_journal(sp->draw)));

@@ -28,6 +28,10 @@ struct statuspub {
   struct spwrite *inflight;     /* the write on a worker thread, or NULL */
   char *next;                   /* the snapshot waiting for it, or NULL */
   size_t next_len;
+  /* Optional: the status file's "api_keys" (the gRPC endpoint's clients),
+     a new json array, or NULL. */
+  struct json_object *(*extra_json)(void *ctx);
+  void *extra_ctx;
 };
 
 /* Attach to reg (and draw's statistics, draw may be NULL) and take the
