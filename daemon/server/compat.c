@@ -45,8 +45,10 @@ on_fetched(void *ctx, const struct reg_result *res)
   struct gserve_req *r = p->r;
   char why[200];
 
-  if (p->key)
+  if (p->key) {
     apikey_release(p->key);
+    statuspub_touch(p->c->sp);
+  }
   if (res->status < 0) {
     snprintf(why, sizeof(why), "source '%s': %s", res->source, res->why);
     gserve_reply_error(r, GRPC_STATUS_UNAVAILABLE, why);
@@ -145,7 +147,7 @@ deny_source(struct compat *c, struct gserve_req *r)
 }
 
 static void
-on_request(void *ctx, struct gserve_req *r)
+handle_request(void *ctx, struct gserve_req *r)
 {
   struct compat *c = ctx;
   struct pending *p;
@@ -203,6 +205,18 @@ on_request(void *ctx, struct gserve_req *r)
   }
 }
 
+/* Every request of a key changes its use in the status file. */
+static void
+on_request(void *ctx, struct gserve_req *r)
+{
+  struct compat *c = ctx;
+  int keyed = r->principal != NULL;
+
+  handle_request(ctx, r);
+  if (keyed)
+    statuspub_touch(c->sp);
+}
+
 /* A call arrives: with api keys, its key must be known (and a stream
    within the key's share). */
 static int
@@ -235,9 +249,12 @@ on_call_begin(void *ctx, const uint8_t *key, size_t len, int stream,
 static void
 on_call_end(void *ctx, void *principal, int stream)
 {
-  (void)ctx;
-  if (principal && stream)
+  struct compat *c = ctx;
+
+  if (principal && stream) {
     apikey_stream_close(principal);
+    statuspub_touch(c->sp);
+  }
 }
 
 /* The status file's "api_keys": each key's use, by name. */
