@@ -138,7 +138,7 @@ step "hub on 127.0.0.1:$PORT (TLS, api keys)"
 # so that the recovery is the breaker's.
 RECOVERY_S=2
 up() {  # up NAME KEYFILE [EXTRA]: a grpc source on the hub
-  printf '  %s: { type: grpc, target: "127.0.0.1:%s", mode: %s, tls: { ca_file: %s }, api_key_file: "%s", fallback: system, preprobe: false, timeout_ms: 2000, retry_count: 0, quota: { max_requests_per_minute: 0 }, breaker: { min_timeout_ms: 500, recovery_window_s: %s, recovery_window_max_s: %s, max_consecutive_failures: 2 }%s }\n' \
+  printf '  %s: { type: grpc, target: "127.0.0.1:%s", mode: %s, tls: { ca_file: %s }, api_key_file: "%s", fallback: system, preprobe: false, timeout_ms: 5000, retry_count: 0, quota: { max_requests_per_minute: 0 }, breaker: { min_timeout_ms: 2000, recovery_window_s: %s, recovery_window_max_s: %s, max_consecutive_failures: 2 }%s }\n' \
     "$1" "${PORTOF:-$PORT}" "${MODE:-unary}" "${CAOF:-$C/ca.pem}" "$2" \
     "$RECOVERY_S" "$RECOVERY_S" "${3:-}"
 }
