@@ -276,10 +276,18 @@ sleep 0.5
 touch "$T/stop"
 wait_clients
 check_clients kill some-fallback "$KDRAWS"
-# The clients' last draws, after the recovery, were the hub's again.
-for f in "$T"/kill.*.out; do
-  tail -n 1 "$f" | grep -q '"served_by":"hub","fallback":false' ||
-    fail "$f: the last draw is not the hub's: $(tail -n 1 "$f")"
+# The clients' last draws, after the recovery, are the hub's again: 3 in
+# 4 at least (with three copies of this test at once, one call in ten
+# runs was refused RESOURCE_EXHAUSTED after the restart, reopening that
+# node's breaker for a moment; its draws went to the fallback, labelled).
+for i in 1 2 3; do
+  n=0
+  for f in "$T"/kill.$i.*.out; do
+    tail -n 1 "$f" | grep -q '"served_by":"hub","fallback":false' && n=$((n + 1))
+  done
+  [ $((n * 4)) -ge $((CLIENTS * 3)) ] ||
+    fail "node$i: only $n of its $CLIENTS clients' last draws are the hub's"
+  echo "hub: node$i: $n of $CLIENTS clients' last draws by the hub"
 done
 step "the clients' last draws served by the hub"
 
@@ -387,9 +395,14 @@ for n in ("node-1", "node-2", "node-3", "tight", "spare"):
     assert n in keys, "key %s missing from api_keys" % n
 for n in ("node-1", "node-2", "node-3", "spare"):
     assert keys[n]["requests"] > 0 and keys[n]["refused_quota"] == 0, keys[n]
+# idle: no request in flight, no stream but node-3's bidi one (no share
+# leaks through the hub's restart or the refusals)
+for n, k in keys.items():
+    assert k["in_flight"] == 0 and k["streams"] <= (1 if n == "node-3" else 0), k
 assert keys["tight"]["refused_quota"] >= 1 and keys["tight"]["minute_requests"] <= 3, keys["tight"]
 print("hub: status api_keys: " + ", ".join(
-    "%s %d requests" % (n, k["requests"]) for n, k in sorted(keys.items())))
+    "%s %d requests (%d streams, %d in flight)" % (n, k["requests"], k["streams"], k["in_flight"])
+    for n, k in sorted(keys.items())))
 PY
 for n in node-1 node-2 node-3 tight spare wrong; do
   k=$(cat "$K/$n.key")
