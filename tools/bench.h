@@ -24,6 +24,7 @@ int bench_local(int argc, char **argv);
 int bench_select(int argc, char **argv);
 int bench_grpc(int argc, char **argv);
 int bench_budgets(int argc, char **argv);
+int bench_hub(int argc, char **argv);
 
 /* ---- options ---- */
 

@@ -5,7 +5,9 @@
    qrs-bench local [options]    local noise mechanisms and timing source
    qrs-bench grpc [options]     draws through a gRPC upstream against the
                                 direct gRPC call
-   qrs-bench budgets [options]  qrsd's start-up and idle budgets */
+   qrs-bench budgets [options]  qrsd's start-up and idle budgets
+   qrs-bench hub [options]      draws through nodes and a TLS hub against
+                                the hub's source alone */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +22,7 @@ usage(FILE *f)
           "       qrs-bench local [OPTIONS] [MECHANISM...]\n"
           "       qrs-bench grpc [OPTIONS]\n"
           "       qrs-bench budgets [OPTIONS]\n"
+          "       qrs-bench hub --hub SOCKET --nodes LIST [OPTIONS]\n"
           "\n"
           "Benchmarks that print their figures next to a floor measured in\n"
           "the same run, and the ratio of the two.  Run a subcommand with\n"
@@ -47,6 +50,8 @@ main(int argc, char **argv)
     return bench_grpc(argc - 1, argv + 1);
   if (!strcmp(argv[1], "budgets"))
     return bench_budgets(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "hub"))
+    return bench_hub(argc - 1, argv + 1);
   fprintf(stderr, "qrs-bench: unknown benchmark '%s'\n", argv[1]);
   usage(stderr);
   return 2;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Usage: hub.sh QRSD QRSCTL
+# Usage: hub.sh QRSD QRSCTL [--bench QRS_BENCH]
 # A hub qrsd and three node qrsd on loopback TLS (issue 24).  Everything is
 # real: certificates made here with openssl (a CA, the hub's certificate
 # for 127.0.0.1, an expired one, one from another CA), a hub serving its
@@ -20,8 +20,13 @@
 #      grpc for the status codes).
 #   5. The hub's status file lists each key's use by name, and neither
 #      its log nor the status file contains a key.
+# With --bench, after 1. it runs `qrs-bench hub` on the hub and nodes
+# (latency through each node: unary, server_streaming, bidi_streaming)
+# and exits with its status.
 set -u
 qrsd=$1 qrsctl=$2
+bench=
+[ "${3:-}" = --bench ] && bench=${4:?--bench needs the qrs-bench program}
 PY=${QRS_PYTHON:-/usr/bin/python3}   # Debian's, with python3-grpcio
 CLIENTS=${QRS_HUB_CLIENTS:-16}
 DRAWS=${QRS_HUB_DRAWS:-6}
@@ -232,6 +237,11 @@ start_clients up1 "$DRAWS"
 wait_clients
 check_clients up1 all-hub "$DRAWS"
 step "$((3 * CLIENTS)) clients x $DRAWS draws, all served by the hub"
+if [ -n "$bench" ]; then
+  "$bench" hub --hub "$T/hub/qrsd.sock" --clients "$CLIENTS" \
+    --nodes "$T/node1/qrsd.sock,$T/node2/qrsd.sock,$T/node3/qrsd.sock"
+  exit $?
+fi
 
 # Server-amplified draws and bytes through the hub, nonce echo verified.
 for i in 1 2 3; do
