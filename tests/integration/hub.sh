@@ -394,6 +394,12 @@ for what, target, creds, md, want, pat in cases:
 sys.exit(1 if bad else 0)
 PY
 step "python grpc: each refused with its status"
+# A qr-sampler style client (the four RPCs, by hand-encoded messages) with
+# TLS and a key: every answer checked.
+here=$(dirname "$0")
+"$PY" "$here/grpc_client.py" "127.0.0.1:$PORT" "$(cat "$K/spare.key")" "$C/ca.pem" ||
+  fail "grpc_client.py over TLS with a key"
+step "grpc_client.py: GetEntropy, StreamEntropy, GetDraw, StreamDraws over TLS with a key"
 
 # --- 5. the hub's status lists the keys' use, never a key --------------------
 sleep 1.2   # the status file is rewritten every second
