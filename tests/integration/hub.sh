@@ -77,13 +77,18 @@ openssl verify -CAfile "$C/ca.pem" "$C/expired.pem" 2>&1 | grep -q 'certificate 
 K=$T/keys
 mkdir -m 0700 "$K" || exit 1
 : > "$K/api_keys"
-for n in node-1 node-2 node-3 tight spare; do
+for n in node-1 node-2 node-3 tight spare flood; do
   openssl rand -hex 24 > "$K/$n.key" || fail "openssl rand"
   h=$("$qrsctl" hash-key < "$K/$n.key") || fail "qrsctl hash-key"
   want=$(head -n 1 "$K/$n.key" | tr -d '\n' | sha256sum | cut -d' ' -f1)
   [ "$h" = "$want" ] || fail "hash-key $h, sha256sum $want"
   case $n in
     tight) echo "$n $h requests_per_minute=3" ;;
+    flood) echo "$n $h streams=4" ;;
+    # A node in server_streaming mode opens a stream per fetch: on a
+    # loaded machine (calls slow, timed out, retried) 16 clients have
+    # reached the default share of 64 streams.
+    node-*) echo "$n $h streams=256 in_flight=512" ;;
     *) echo "$n $h" ;;
   esac >> "$K/api_keys"
 done
@@ -401,6 +406,60 @@ here=$(dirname "$0")
   fail "grpc_client.py over TLS with a key"
 step "grpc_client.py: GetEntropy, StreamEntropy, GetDraw, StreamDraws over TLS with a key"
 
+# --- a flood of streams from one key, the nodes' draws unaffected ----------
+# 24 StreamEntropy streams at once from key 'flood' (share: 4 streams),
+# each asking again and again, while every node's 16 clients draw: the
+# streams over the share are refused with RESOURCE_EXHAUSTED naming the
+# limit; no node draw fails, and none is refused for the flood's key.
+"$PY" - "$PORT" "$C/ca.pem" "$(cat "$K/flood.key")" > "$T/flood.out" 2>&1 <<'PY' &
+import sys, threading, time
+import grpc
+port, ca, key = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3]
+ch = grpc.secure_channel("127.0.0.1:" + port, grpc.ssl_channel_credentials(ca))
+f = ch.stream_stream("/qr_entropy.EntropyService/StreamEntropy")
+lock = threading.Lock()
+out = {"ok": 0, "refused": 0, "other": []}
+end = time.monotonic() + 2.0
+def reqs():
+    while time.monotonic() < end:
+        yield b"\x08\x80\x08"        # bytes_needed = 1024
+        time.sleep(0.002)
+def one():
+    while time.monotonic() < end:
+        try:
+            n = sum(1 for _ in f(reqs(), metadata=[("api-key", key)], timeout=10))
+            with lock:
+                out["ok"] += n
+        except grpc.RpcError as e:
+            with lock:
+                if (e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                        and "api key 'flood': 4 streams open, its share (streams)" in e.details()):
+                    out["refused"] += 1
+                else:
+                    out["other"].append("%s %s" % (e.code().name, e.details()))
+            time.sleep(0.01)
+ts = [threading.Thread(target=one) for _ in range(24)]
+for t in ts: t.start()
+for t in ts: t.join()
+print("hub: flood: %d replies on its streams, %d streams refused, other errors: %s"
+      % (out["ok"], out["refused"], out["other"][:3]))
+sys.exit(0 if out["ok"] > 0 and out["refused"] > 0 and not out["other"] else 1)
+PY
+FLOODPID=$!
+sleep 0.3
+rm -f "$T/stop"
+start_clients flood "$DRAWS" loop
+wait "$FLOODPID"; frc=$?
+touch "$T/stop"
+wait_clients
+cat "$T/flood.out"
+[ $frc -eq 0 ] || fail "the flood's streams were not refused over their share as expected"
+check_clients flood labelled "$DRAWS"
+for i in 1 2 3; do
+  ! grep -q "api key 'flood'" "$T/node$i.log" || fail "node$i refused for the flood's key"
+done
+step "a flood of streams from key 'flood' refused over its share; the nodes' draws served, none refused for it"
+
 # --- 5. the hub's status lists the keys' use, never a key --------------------
 sleep 1.2   # the status file is rewritten every second
 "$PY" - "$T/hub/status.json" <<'PY' || fail "hub status file: $(cat "$T/hub/status.json")"
@@ -420,7 +479,7 @@ print("hub: status api_keys: " + ", ".join(
     "%s %d requests (%d streams, %d in flight)" % (n, k["requests"], k["streams"], k["in_flight"])
     for n, k in sorted(keys.items())))
 PY
-for n in node-1 node-2 node-3 tight spare wrong; do
+for n in node-1 node-2 node-3 tight spare flood wrong; do
   k=$(cat "$K/$n.key")
   for f in "$T"/*.log "$T"/hub/status.json; do
     grep -qF -- "$k" "$f" && fail "the key of $n appears in $f"
