@@ -20,6 +20,7 @@ cmd_hash_key(struct ctl *ctl, const struct command *cmd, int argc,
 {
   char buf[MAX_KEY + 2];
   uint8_t h[32];
+  char hex[2 * sizeof(h) + 1];
   unsigned hl = sizeof(h), i;
   size_t n = 0;
   ssize_t r;
@@ -59,8 +60,11 @@ cmd_hash_key(struct ctl *ctl, const struct command *cmd, int argc,
     goto out;
   }
   for (i = 0; i < hl; i++)
-    printf("%02x", h[i]);
-  putchar('\n');
+    snprintf(hex + 2 * i, 3, "%02x", h[i]);
+  if (ctl->json)
+    printf("{\"sha256\":\"%s\"}\n", hex);     /* hex: nothing to escape */
+  else
+    printf("%s\n", hex);
   rc = fflush(stdout) == 0 ? 0 : EXIT_ERROR;
 out:
   OPENSSL_cleanse(buf, sizeof(buf));
