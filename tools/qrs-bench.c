@@ -7,7 +7,9 @@
                                 direct gRPC call
    qrs-bench budgets [options]  qrsd's start-up and idle budgets
    qrs-bench journal [options]  draws with the draw journal against
-                                without it; qrs-audit's rate */
+                                without it; qrs-audit's rate
+   qrs-bench hub [options]      draws through nodes and a TLS hub against
+                                the hub's source alone */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +25,7 @@ usage(FILE *f)
           "       qrs-bench grpc [OPTIONS]\n"
           "       qrs-bench budgets [OPTIONS]\n"
           "       qrs-bench journal [OPTIONS]\n"
+          "       qrs-bench hub --hub SOCKET --nodes LIST [OPTIONS]\n"
           "\n"
           "Benchmarks that print their figures next to a floor measured in\n"
           "the same run, and the ratio of the two.  Run a subcommand with\n"
@@ -52,6 +55,8 @@ main(int argc, char **argv)
     return bench_budgets(argc - 1, argv + 1);
   if (!strcmp(argv[1], "journal"))
     return bench_journal(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "hub"))
+    return bench_hub(argc - 1, argv + 1);
   fprintf(stderr, "qrs-bench: unknown benchmark '%s'\n", argv[1]);
   usage(stderr);
   return 2;

@@ -641,7 +641,7 @@ main(int argc, char **argv)
 {
   struct srv s;
   struct gserve_conf gc;
-  struct gserve_backend be = { NULL, on_request };
+  struct gserve_backend be = { .ctx = NULL, .request = on_request };
   char bound[300], err[300];
   int port;
 

@@ -9,6 +9,7 @@
                    [--zscore-calibration N] [--ecdf-calibration N]
      qrsctl [OPTIONS] bytes -n N [--source S] [--force]
      qrsctl [OPTIONS] validate FILE
+     qrsctl hash-key < KEYFILE
 
    Text for people by default, one JSON object per line with --json (built
    with json-c, never by hand).  Exit status 0 success or healthy, 1
@@ -124,6 +125,12 @@ static const struct command commands[] = {
     "      is $QRSD if set, else the build tree's daemon/qrsd next to\n"
     "      this qrsctl, else " QRSD_PATH ".\n",
     cmd_validate },
+  { "hash-key", "",
+    "      Read an api key (the first line of standard input) and print\n"
+    "      its SHA-256 in hex: the second field of a line of qrsd's\n"
+    "      grpc_compat.api_keys file.  The key itself is never printed.\n"
+    "      Example: qrsctl hash-key < node-a.key\n",
+    cmd_hash_key },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -137,6 +137,25 @@ check_test_sources(struct parser *p, const struct qrsd_conf *conf)
   return 0;
 }
 
+/* grpc_compat's TLS files go together: a certificate with its key, a
+   client CA only with them. */
+static int
+check_compat_tls(struct parser *p, const struct qrsd_conf *conf,
+                 const struct node *root)
+{
+  if (!*conf->compat_tls_cert != !*conf->compat_tls_key)
+    return conf__fail(p, conf__key_line(root, "grpc_compat",
+                                        *conf->compat_tls_cert ? "tls_cert" :
+                                        "tls_key"),
+                      "grpc_compat.tls_cert", "tls_cert and tls_key go "
+                      "together");
+  if (*conf->compat_tls_client_ca && !*conf->compat_tls_cert)
+    return conf__fail(p, conf__key_line(root, "grpc_compat", "tls_client_ca"),
+                      "grpc_compat.tls_client_ca", "a client CA needs "
+                      "tls_cert and tls_key");
+  return 0;
+}
+
 /* The checks that involve more than one key. */
 static int
 check(struct parser *p, const struct qrsd_conf *conf, const struct node *root)
@@ -162,12 +181,18 @@ check(struct parser *p, const struct qrsd_conf *conf, const struct node *root)
   if (*conf->compat_listen) {
     const char *l = conf->compat_listen;
 
-    if (strncmp(l, "unix:", 5) && strncmp(l, "127.", 4) &&
-        strncmp(l, "localhost:", 10) && strncmp(l, "[::1]:", 6))
+    int local = !strncmp(l, "unix:", 5) || !strncmp(l, "127.", 4) ||
+                !strncmp(l, "localhost:", 10) || !strncmp(l, "[::1]:", 6);
+
+    line = check_compat_tls(p, conf, root);
+    if (line < 0)
+      return line;
+    if (!local && (!*conf->compat_tls_cert || !*conf->compat_api_keys))
       return conf__fail(p, conf__key_line(root, "grpc_compat", "listen"),
                         "grpc_compat.listen", "'%s' is neither unix:PATH nor a "
                         "loopback address (127.0.0.1:PORT, localhost:PORT, "
-                        "[::1]:PORT)", l);
+                        "[::1]:PORT): another host's address needs TLS "
+                        "(tls_cert, tls_key) and api keys (api_keys)", l);
     if (!conf_find_source(conf, conf->compat_source)) {
       source_hint(hint, sizeof(hint), conf, conf->compat_source, 0);
       return conf__fail(p, conf__key_line(root, "grpc_compat", "source"),
@@ -336,6 +361,11 @@ conf_free(struct qrsd_conf *conf)
   free(conf->compat_listen);
   free(conf->compat_source);
   free(conf->compat_socket_group);
+  free(conf->compat_tls_cert);
+  free(conf->compat_tls_key);
+  free(conf->compat_tls_client_ca);
+  free(conf->compat_api_keys);
+  free(conf->compat_api_key_header);
   free(conf->journal_dir);
   free(conf->journal_on_error);
   free(conf->journal_writer_cpu);

@@ -113,6 +113,11 @@ struct qrsd_conf {
   char *compat_source;      /* grpc_compat.source: the only one served */
   unsigned compat_socket_mode;  /* grpc_compat.socket_mode (unix: only) */
   char *compat_socket_group;    /* grpc_compat.socket_group; "" = none */
+  char *compat_tls_cert;        /* grpc_compat.tls_cert (PEM); "" = no TLS */
+  char *compat_tls_key;         /* grpc_compat.tls_key (PEM) */
+  char *compat_tls_client_ca;   /* grpc_compat.tls_client_ca; "" = no mTLS */
+  char *compat_api_keys;        /* grpc_compat.api_keys (key file); "" = none */
+  char *compat_api_key_header;  /* grpc_compat.api_key_header */
   char *journal_dir;            /* journal.dir; "" = no journal */
   uint64_t journal_max_bytes;   /* journal.max_bytes (rotation) */
   uint32_t journal_queue;       /* journal.queue */

@@ -141,6 +141,16 @@ static const struct key compat_keys[] = {
     .offset = C_OFF(compat_socket_mode), .umin = 0, .umax = 0777 },
   { .name = "socket_group", .kind = KEY_STRING,
     .offset = C_OFF(compat_socket_group), .umin = 0, .umax = 255 },
+  { .name = "tls_cert", .kind = KEY_STRING, .offset = C_OFF(compat_tls_cert),
+    .umin = 0, .umax = 4000 },
+  { .name = "tls_key", .kind = KEY_STRING, .offset = C_OFF(compat_tls_key),
+    .umin = 0, .umax = 4000 },
+  { .name = "tls_client_ca", .kind = KEY_STRING,
+    .offset = C_OFF(compat_tls_client_ca), .umin = 0, .umax = 4000 },
+  { .name = "api_keys", .kind = KEY_STRING, .offset = C_OFF(compat_api_keys),
+    .umin = 0, .umax = 4000 },
+  { .name = "api_key_header", .kind = KEY_STRING,
+    .offset = C_OFF(compat_api_key_header), .umin = 1, .umax = 100 },
   { .name = NULL }
 };
 

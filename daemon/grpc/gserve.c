@@ -64,10 +64,13 @@ struct gserve_call {
   int refs;                         /* batches + the backend's request */
   int started;                      /* initial metadata sent */
   int ended;                        /* status sent */
+  int admitted;                     /* call_begin said yes */
+  void *principal;
   struct gserve_req req;
 };
 
 static void request_new(struct gserve *g, enum kind k);
+static void finish(struct gserve_call *c, int code, const char *details);
 
 static void
 maybe_stopped(struct gserve *g)
@@ -99,9 +102,24 @@ call_unref(struct gserve_call *c)
     grpc_call_details_destroy(&c->details);
   if (c->call)
     grpc_call_unref(c->call);
+  if (c->admitted && g->be.call_end)
+    g->be.call_end(g->be.ctx, c->principal, c->kind == K_ENTROPY_STREAM ||
+                   c->kind == K_DRAW_STREAM);
   free(c);
   g->calls--;
   maybe_stopped(g);
+}
+
+/* The value of the api key header in md, or NULL. */
+static const grpc_slice *
+find_key(const struct gserve *g, const grpc_metadata_array *md)
+{
+  size_t i;
+
+  for (i = 0; i < md->count; i++)
+    if (grpc_slice_str_cmp(md->metadata[i].key, g->header) == 0)
+      return &md->metadata[i].value;
+  return NULL;
 }
 
 static int
@@ -109,22 +127,47 @@ key_ok(struct gserve *g, const grpc_metadata_array *md)
 {
   const grpc_slice *v;
   unsigned diff;
-  size_t i, j;
+  size_t j;
 
   if (!g->api_key)
     return 1;
-  for (i = 0; i < md->count; i++) {
-    if (grpc_slice_str_cmp(md->metadata[i].key, g->header) != 0)
-      continue;
-    v = &md->metadata[i].value;
-    if (GRPC_SLICE_LENGTH(*v) != g->api_key_len)
+  v = find_key(g, md);
+  if (!v || GRPC_SLICE_LENGTH(*v) != g->api_key_len)
+    return 0;
+  diff = 0;                         /* constant time */
+  for (j = 0; j < g->api_key_len; j++)
+    diff |= GRPC_SLICE_START_PTR(*v)[j] ^ (uint8_t)g->api_key[j];
+  return diff == 0;
+}
+
+/* May call c go on?  0, or the status it was refused with (sent). */
+static int
+admit_call(struct gserve_call *c)
+{
+  struct gserve *g = c->g;
+  const grpc_slice *v;
+  char why[256];
+  int code;
+
+  if (!g->be.call_begin) {
+    if (key_ok(g, &c->md))
       return 0;
-    diff = 0;                       /* constant time */
-    for (j = 0; j < g->api_key_len; j++)
-      diff |= GRPC_SLICE_START_PTR(*v)[j] ^ (uint8_t)g->api_key[j];
-    return diff == 0;
+    finish(c, GRPC_STATUS_UNAUTHENTICATED, "missing or wrong api key");
+    return GRPC_STATUS_UNAUTHENTICATED;
   }
-  return 0;
+  v = find_key(g, &c->md);
+  why[0] = '\0';
+  code = g->be.call_begin(g->be.ctx, v ? GRPC_SLICE_START_PTR(*v) : NULL,
+                          v ? GRPC_SLICE_LENGTH(*v) : 0,
+                          c->kind == K_ENTROPY_STREAM ||
+                          c->kind == K_DRAW_STREAM, &c->principal, why,
+                          sizeof(why));
+  if (code == 0) {
+    c->admitted = 1;
+    return 0;
+  }
+  finish(c, code, why);
+  return code;
 }
 
 /* A reply was sent: drop its buffer.  The call that carried the send
@@ -299,6 +342,7 @@ take_request(struct gserve_call *c)
   c->payload = NULL;
   memset(r, 0, sizeof(*r));
   r->call = c;
+  r->principal = c->principal;
   r->draw = c->kind == K_DRAW || c->kind == K_DRAW_STREAM;
   r->stream = c->kind == K_ENTROPY_STREAM || c->kind == K_DRAW_STREAM;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -374,8 +418,8 @@ on_new(struct gb_op *op, int ok)
   c->refs++;                        /* held while we decide */
   if (c->kind == K_OTHER)
     finish(c, GRPC_STATUS_UNIMPLEMENTED, "method not implemented");
-  else if (!key_ok(g, &c->md))
-    finish(c, GRPC_STATUS_UNAUTHENTICATED, "missing or wrong api key");
+  else if (admit_call(c) != 0)
+    ;                               /* refused: its status is sent */
   else if (c->kind == K_ENTROPY_STREAM || c->kind == K_DRAW_STREAM)
     recv_next(c);
   else if (!c->payload)

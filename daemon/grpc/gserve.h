@@ -35,6 +35,7 @@ struct gserve_conf {
 /* One request awaiting its answer.  The backend answers it exactly once
    with a gserve_reply_*() call, which ends the request's lifetime. */
 struct gserve_req {
+  void *principal;                  /* the backend's, from call_begin */
   int draw;                         /* 0: EntropyRequest, 1: DrawRequest */
   int stream;                       /* part of a bidi stream */
   struct gw_entropy_req entropy;
@@ -47,6 +48,17 @@ struct gserve_req {
 struct gserve_backend {
   void *ctx;
   void (*request)(void *ctx, struct gserve_req *r);
+  /* Optional, instead of gserve_conf.api_key: each call of a served
+     method as it arrives, with the key it presented under the api key
+     header (NULL, 0: none) and whether it is a stream.  Returns 0 and
+     the call's principal (handed back in every request's principal and
+     to call_end), or a gRPC status to refuse the call with, why its
+     message. */
+  int (*call_begin)(void *ctx, const uint8_t *key, size_t len, int stream,
+                    void **principal, char *why, size_t whylen);
+  /* A call that call_begin admitted is gone (the backend has answered
+     all its requests). */
+  void (*call_end)(void *ctx, void *principal, int stream);
 };
 
 /* Listen and start accepting calls.  Returns 0 and the server with the

@@ -193,8 +193,8 @@ upstream__attempt_result(struct upreq *r, int err, int status,
   if (status == GRPC_STATUS_RESOURCE_EXHAUSTED)
     log_ev(LOG_LEVEL_WARN, &(struct log_fields){ .event = "quota-exhausted",
                                                  .source = u->name },
-           "source '%s': the upstream says its quota is exhausted "
-           "(RESOURCE_EXHAUSTED)", u->name);
+           "source '%s': the upstream says a quota or limit is "
+           "exhausted (%s)", u->name, detail);
   if (err == -EHOSTUNREACH)
     upstream__channel_reset(u, 0);
   if (u->closing || upstream__server_rejection(status) ||

@@ -214,16 +214,48 @@ upstream__server_rejection(int status)
   }
 }
 
+static const char *
+status_name(grpc_status_code st)
+{
+  static const char *const names[] = {
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+    "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+    "UNAUTHENTICATED",
+  };
+
+  return (unsigned)st < sizeof(names) / sizeof(names[0]) ? names[st]
+                                                         : "?";
+}
+
+/* "gRPC status N NAME: details", short enough for the callers' 160-byte
+   buffers.  gRPC puts the cause last ("failed to connect to all
+   addresses; last error: UNKNOWN: ipv4:...: Ssl handshake failed: ...:
+   certificate verify failed"): its generic opening is dropped, and long
+   details keep their end. */
 void
 upstream__status_detail(char *buf, size_t len, grpc_status_code st,
                         grpc_slice d)
 {
+  static const char generic[] = "failed to connect to all addresses; "
+                                "last error: ";
+  const char *p = (const char *)GRPC_SLICE_START_PTR(d);
   size_t n = GRPC_SLICE_LENGTH(d);
+  const char *cut = "";
 
-  if (n > 150)
-    n = 150;
-  snprintf(buf, len, "gRPC status %d%s%.*s", (int)st, n ? ": " : "",
-           (int)n, (const char *)GRPC_SLICE_START_PTR(d));
+  if (n > sizeof(generic) - 1 &&
+      memcmp(p, generic, sizeof(generic) - 1) == 0) {
+    p += sizeof(generic) - 1;
+    n -= sizeof(generic) - 1;
+  }
+  if (n > 112) {
+    p += n - 109;
+    n = 109;
+    cut = "...";
+  }
+  snprintf(buf, len, "gRPC status %d %s%s%s%.*s", (int)st, status_name(st),
+           n ? ": " : "", cut, (int)n, p);
 }
 
 /* ---- set-up ----------------------------------------------------------- */

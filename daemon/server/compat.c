@@ -1,5 +1,6 @@
 /* The gRPC compatibility endpoint; see compat.h. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,21 +14,27 @@
 #include "grpc/gbridge.h"
 #include "grpc/gserve.h"
 #include "base/log.h"
+#include "server/apikeys.h"
 #include "server/sockfile.h"
+#include "server/statuspub.h"
 #include "timestamp.h"
 
 struct compat {
   const struct qrsd_conf *conf;
   struct registry *reg;
   struct gserve *g;
+  struct apikeys *keys;             /* NULL: no keys required */
+  struct statuspub *sp;             /* shows the keys' use */
   struct amp_params amp;
-  struct log_ratelimit rl_denied;
+  struct log_ratelimit rl_denied, rl_unauth;
+  uint64_t unauthenticated;         /* calls refused: no or unknown key */
 };
 
 /* One request in flight through the registry. */
 struct pending {
   struct compat *c;
   struct gserve_req *r;
+  struct apikey *key;               /* its in-flight slot, or NULL */
   size_t n;
 };
 
@@ -38,6 +45,10 @@ on_fetched(void *ctx, const struct reg_result *res)
   struct gserve_req *r = p->r;
   char why[200];
 
+  if (p->key) {
+    apikey_release(p->key);
+    statuspub_touch(p->c->sp);
+  }
   if (res->status < 0) {
     snprintf(why, sizeof(why), "source '%s': %s", res->source, res->why);
     gserve_reply_error(r, GRPC_STATUS_UNAVAILABLE, why);
@@ -78,17 +89,30 @@ on_fetched(void *ctx, const struct reg_result *res)
   free(p);
 }
 
-/* A draw's source_id names grpc_compat.source, or none ("").  Only that
-   source is served: a client of this endpoint, local and unauthenticated,
-   must not spend another source's quota (issue 26 item 2). */
+/* The source a request draws from: a draw's source_id, or (none, or an
+   EntropyRequest) grpc_compat.source. */
+static const char *
+req_source(const struct compat *c, const struct gserve_req *r)
+{
+  return r->draw && r->drw.source_id.len ? r->source_id :
+         c->conf->compat_source;
+}
+
+/* Without api keys only grpc_compat.source is served: a client of this
+   endpoint, local and unauthenticated, must not spend another source's
+   quota (issue 26 item 2).  With keys, each key's sources (by default
+   that one). */
 static int
 source_allowed(const struct compat *c, const struct gserve_req *r)
 {
-  size_t len;
+  const char *src = req_source(c, r);
 
-  len = r->drw.source_id.len;
-  return len == 0 || (len == strlen(c->conf->compat_source) &&
-                      !memcmp(r->source_id, c->conf->compat_source, len));
+  if (strlen(src) != (r->draw && r->drw.source_id.len ?
+                      r->drw.source_id.len : strlen(src)))
+    return 0;                       /* a NUL inside the name */
+  if (r->principal)
+    return apikey_source_ok(r->principal, src, c->conf->compat_source);
+  return strcmp(src, c->conf->compat_source) == 0;
 }
 
 /* Refuse r, naming the source it asked for (made printable: it is the
@@ -105,9 +129,16 @@ deny_source(struct compat *c, struct gserve_req *r)
     name[i] = u < 0x20 || u >= 0x7f ? '?' : (char)u;
   }
   name[i] = '\0';
-  snprintf(why, sizeof(why), "source '%s%s' is not served here (this "
-           "endpoint serves only '%s')", name,
-           r->drw.source_id.len > i ? "..." : "", c->conf->compat_source);
+  if (r->principal) {
+    ((struct apikey *)r->principal)->refused_source++;
+    snprintf(why, sizeof(why), "source '%s%s' is not allowed for api key "
+             "'%s'", name, r->drw.source_id.len > i ? "..." : "",
+             ((struct apikey *)r->principal)->name);
+  } else {
+    snprintf(why, sizeof(why), "source '%s%s' is not served here (this "
+             "endpoint serves only '%s')", name,
+             r->drw.source_id.len > i ? "..." : "", c->conf->compat_source);
+  }
   log_limited_ev(&c->rl_denied, LOG_LEVEL_WARN,
                  &(struct log_fields){ .event = "compat-denied",
                                        .source = name },
@@ -116,13 +147,13 @@ deny_source(struct compat *c, struct gserve_req *r)
 }
 
 static void
-on_request(void *ctx, struct gserve_req *r)
+handle_request(void *ctx, struct gserve_req *r)
 {
   struct compat *c = ctx;
   struct pending *p;
-  const char *source = c->conf->compat_source;
+  const char *source = req_source(c, r);
   uint64_t n, nonce;
-  char why[160];
+  char why[300];
   int64_t deadline;
   int e;
 
@@ -150,14 +181,23 @@ on_request(void *ctx, struct gserve_req *r)
     gserve_reply_error(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
+  if (r->principal && apikey_admit(r->principal, (size_t)n, why,
+                                   sizeof(why)) < 0) {
+    free(p);
+    gserve_reply_error(r, GRPC_STATUS_RESOURCE_EXHAUSTED, why);
+    return;
+  }
   p->c = c;
   p->r = r;
+  p->key = r->principal;
   p->n = (size_t)n;
   deadline = mono_now_ns() +
              (int64_t)c->conf->request_timeout_ms * 1000000;
   e = registry_fetch(c->reg, source, p->n, nonce & INT64_MAX, deadline,
                      on_fetched, p);
   if (e < 0) {
+    if (p->key)
+      apikey_release(p->key);
     free(p);
     snprintf(why, sizeof(why), "cannot fetch: %s", strerror(-e));
     gserve_reply_error(r, e == -EBUSY ? GRPC_STATUS_RESOURCE_EXHAUSTED :
@@ -165,10 +205,87 @@ on_request(void *ctx, struct gserve_req *r)
   }
 }
 
+/* Every request of a key changes its use in the status file. */
+static void
+on_request(void *ctx, struct gserve_req *r)
+{
+  struct compat *c = ctx;
+  int keyed = r->principal != NULL;
+
+  handle_request(ctx, r);
+  if (keyed)
+    statuspub_touch(c->sp);
+}
+
+/* A call arrives: with api keys, its key must be known (and a stream
+   within the key's share). */
+static int
+on_call_begin(void *ctx, const uint8_t *key, size_t len, int stream,
+              void **principal, char *why, size_t whylen)
+{
+  struct compat *c = ctx;
+  struct apikey *k;
+
+  *principal = NULL;
+  if (!c->keys)
+    return 0;
+  k = key ? apikeys_find(c->keys, key, len) : NULL;
+  if (!k) {
+    c->unauthenticated++;
+    /* never the key itself, not even a part */
+    log_limited(&c->rl_unauth, LOG_LEVEL_WARN, "gRPC compat: call refused: "
+                "%s api key (%" PRIu64 " refused so far)", key ? "unknown" :
+                "no", c->unauthenticated);
+    snprintf(why, whylen, "%s api key (metadata '%s')", key ? "unknown" :
+             "missing", c->conf->compat_api_key_header);
+    return GRPC_STATUS_UNAUTHENTICATED;
+  }
+  if (stream && apikey_stream_open(k, why, whylen) < 0)
+    return GRPC_STATUS_RESOURCE_EXHAUSTED;
+  *principal = k;
+  return 0;
+}
+
+static void
+on_call_end(void *ctx, void *principal, int stream)
+{
+  struct compat *c = ctx;
+
+  if (principal && stream) {
+    apikey_stream_close(principal);
+    statuspub_touch(c->sp);
+  }
+}
+
+/* The status file's "api_keys": each key's use, by name. */
+static json_object *
+status_json(void *ctx)
+{
+  struct compat *c = ctx;
+
+  return apikeys_status_json(c->keys);
+}
+
+static int
+header_ok(const char *h)
+{
+  size_t n = strlen(h);
+
+  return n > 0 && strspn(h, "abcdefghijklmnopqrstuvwxyz0123456789-_.") == n &&
+         strncmp(h, "grpc-", 5) != 0;
+}
+
+static void
+compat_free(struct compat *c)
+{
+  apikeys_free(c->keys);
+  free(c);
+}
+
 int
 compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
-             struct registry *reg, struct compat **ret, char *err,
-             size_t errlen)
+             struct registry *reg, struct statuspub *sp,
+             struct compat **ret, char *err, size_t errlen)
 {
   struct gserve_conf gc;
   struct gserve_backend be;
@@ -190,16 +307,42 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
   c->amp.population_mean = conf->amp_population_mean;
   c->amp.population_std = conf->amp_population_std;
   c->amp.epsilon = conf->amp_epsilon;
+  if (!header_ok(conf->compat_api_key_header)) {
+    snprintf(err, errlen, "grpc_compat.api_key_header '%s': must be "
+             "lowercase letters, digits, '-', '_' or '.', not grpc-*",
+             conf->compat_api_key_header);
+    free(c);
+    return -EINVAL;
+  }
+  if (*conf->compat_api_keys) {
+    r = apikeys_load(loop, conf->compat_api_keys, conf->state_dir, &c->keys,
+                     why, sizeof(why));
+    if (r < 0) {
+      snprintf(err, errlen, "grpc_compat.%s", why);
+      free(c);
+      return r;
+    }
+  }
   br = gbridge_shared_get(loop);
   if (!br) {
-    free(c);
+    compat_free(c);
     snprintf(err, errlen, "grpc_compat: cannot start gRPC");
     return -ENOMEM;
   }
   memset(&gc, 0, sizeof(gc));
   gc.listen = conf->compat_listen;
+  gc.api_key_header = conf->compat_api_key_header;
+  if (*conf->compat_tls_cert) {
+    gc.tls_cert = conf->compat_tls_cert;
+    gc.tls_key = conf->compat_tls_key;
+    gc.tls_client_ca = *conf->compat_tls_client_ca ?
+                       conf->compat_tls_client_ca : NULL;
+  }
+  memset(&be, 0, sizeof(be));
   be.ctx = c;
   be.request = on_request;
+  be.call_begin = on_call_begin;
+  be.call_end = on_call_end;
   old_umask = 0;
   path = strncmp(conf->compat_listen, "unix:", 5) == 0 ?
          conf->compat_listen + 5 : NULL;
@@ -219,17 +362,26 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
     else
       snprintf(err, errlen, "grpc_compat: %s", why);
     gbridge_shared_put();
-    free(c);
+    compat_free(c);
     return r;
   }
   if (path)
     sockfile_apply_group(path, conf->compat_socket_group);
+  if (c->keys && sp) {
+    c->sp = sp;
+    sp->extra_json = status_json;
+    sp->extra_ctx = c;
+  }
   if (strncmp(conf->compat_listen, "unix:", 5) == 0)
-    log_info("gRPC compat endpoint on %s (source '%s')",
-             conf->compat_listen, conf->compat_source);
+    log_info("gRPC compat endpoint on %s (source '%s'%s%s)",
+             conf->compat_listen, conf->compat_source,
+             gc.tls_cert ? ", TLS" : "", c->keys ? ", api keys" : "");
   else
-    log_info("gRPC compat endpoint on %s, port %d (source '%s')",
-             conf->compat_listen, port, conf->compat_source);
+    log_info("gRPC compat endpoint on %s, port %d (source '%s'%s%s%s)",
+             conf->compat_listen, port, conf->compat_source,
+             gc.tls_cert ? ", TLS" : "", gc.tls_client_ca ?
+             ", client certificates required" : "",
+             c->keys ? ", api keys" : "");
   *ret = c;
   return 0;
 }
@@ -237,7 +389,7 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
 static void
 on_stopped(void *arg)
 {
-  free(arg);
+  compat_free(arg);
   gbridge_shared_put();
 }
 
@@ -246,5 +398,9 @@ compat_stop(struct compat *c)
 {
   if (!c)
     return;
+  if (c->sp) {
+    c->sp->extra_json = NULL;
+    c->sp->extra_ctx = NULL;
+  }
   gserve_stop(c->g, on_stopped, c);
 }

@@ -21,13 +21,15 @@
 
 #include "conf/conf.h"
 #include "engine/registry.h"
+#include "server/statuspub.h"
 
 struct compat;
 
 /* Start listening (nothing when conf->compat_listen is "").  0 and
    *ret (NULL when off), or a negative errno with err filled in. */
 int compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
-                 struct registry *reg, struct compat **ret, char *err,
+                 struct registry *reg, struct statuspub *sp,
+                 struct compat **ret, char *err,
                  size_t errlen);
 
 /* Stop serving; the object is freed once its last call is gone.  Accepts

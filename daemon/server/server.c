@@ -462,7 +462,8 @@ server_init(struct server *srv, uv_loop_t *loop,
     snprintf(err, errlen, "out of memory");
     return r;
   }
-  return compat_start(loop, conf, srv->reg, &srv->compat, err, errlen);
+  return compat_start(loop, conf, srv->reg, &srv->status, &srv->compat,
+                      err, errlen);
 }
 
 void

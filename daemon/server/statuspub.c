@@ -273,6 +273,25 @@ start_write(struct statuspub *sp, char *text, size_t len)
   sp->inflight = q;
 }
 
+static void publish(struct statuspub *sp, int force);
+
+static void
+on_trail(uv_timer_t *t)
+{
+  struct statuspub *sp = t->data;
+
+  sp->trail_armed = 0;
+  publish(sp, 1);
+}
+
+static void
+on_trail_closed(uv_handle_t *h)
+{
+  struct statuspub *sp = h->data;
+
+  sp->trail_open = 0;
+}
+
 static void
 publish(struct statuspub *sp, int force)
 {
@@ -288,8 +307,21 @@ publish(struct statuspub *sp, int force)
   int r;
 
   now = (double)uv_hrtime() / 1e9;
-  if (!statusfile_due(&sp->sf, force, now))
+  if (!statusfile_due(&sp->sf, force, now)) {
+    /* not due: written when it is (a snapshot then shows this change) */
+    if (sp->trail_open && !sp->trail_armed) {
+      double wait = sp->sf.last_snapshot + 1.0 - now;
+
+      sp->trail_armed = 1;
+      uv_timer_start(&sp->trail, on_trail,
+                     wait > 0 ? (uint64_t)(wait * 1000) + 1 : 1, 0);
+    }
     return;
+  }
+  if (sp->trail_armed) {
+    uv_timer_stop(&sp->trail);
+    sp->trail_armed = 0;
+  }
   /* Out of memory: no snapshot this time (the next change writes one). */
   ls = malloc(sizeof(*ls));
   if (!ls)
@@ -324,6 +356,8 @@ publish(struct statuspub *sp, int force)
   json_object_object_add(extra, "health_message",
                          json_object_new_string(msg));
   json_object_object_add(extra, "sources", srcs);
+  if (sp->extra_json)
+    json_object_object_add(extra, "api_keys", sp->extra_json(sp->extra_ctx));
   if (sp->draw && draw_journal(sp->draw))
     json_object_object_add(extra, "journal",
                            journal_status_json(draw_journal(sp->draw)));
@@ -365,9 +399,20 @@ statuspub_start(struct statuspub *sp, struct registry *reg,
     return r;
   if (!sp->sf.path)
     return 0;
+  uv_timer_init(loop, &sp->trail);
+  uv_unref((uv_handle_t *)&sp->trail);     /* never keeps the loop up */
+  sp->trail.data = sp;
+  sp->trail_open = 1;
   registry_set_observer(reg, on_change, sp);
   publish(sp, 1);
   return 0;
+}
+
+void
+statuspub_touch(struct statuspub *sp)
+{
+  if (sp && sp->reg && sp->sf.path)
+    publish(sp, 0);
 }
 
 void
@@ -379,9 +424,14 @@ statuspub_stop(struct statuspub *sp)
     publish(sp, 1);
     registry_set_observer(sp->reg, NULL, NULL);
   }
+  if (sp->trail_open) {
+    uv_timer_stop(&sp->trail);
+    sp->trail_armed = 0;
+    uv_close((uv_handle_t *)&sp->trail, on_trail_closed);
+  }
   /* The loop has stopped serving (or never started): run it for the
      last writes, which the worker thread makes. */
-  while (sp->inflight)
+  while (sp->inflight || sp->trail_open)
     uv_run(sp->loop, UV_RUN_ONCE);
   free(sp->next);
   sp->next = NULL;

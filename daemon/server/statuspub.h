@@ -1,6 +1,8 @@
 /* Publishing the registry's state in the status file (statusfile.h):
    forced on every source state transition (degraded, failed, recovered),
-   otherwise at most once a second while requests are being served.  The
+   otherwise at most once a second while requests are being served (a
+   change within the second after a snapshot is written at its end, by a
+   timer, so the file never stays behind the last change).  The
    reference's keys describe the default source; "sources" carries every
    source's state, counters, breaker and quota use (never an api key) and
    the live statistics of the u it served (the draw engine's monitor).
@@ -28,6 +30,12 @@ struct statuspub {
   struct spwrite *inflight;     /* the write on a worker thread, or NULL */
   char *next;                   /* the snapshot waiting for it, or NULL */
   size_t next_len;
+  /* Optional: the status file's "api_keys" (the gRPC endpoint's clients),
+     a new json array, or NULL. */
+  struct json_object *(*extra_json)(void *ctx);
+  void *extra_ctx;
+  uv_timer_t trail;             /* the snapshot of a change not yet due */
+  int trail_armed, trail_open;
 };
 
 /* Attach to reg (and draw's statistics, draw may be NULL) and take the
@@ -36,6 +44,9 @@ struct statuspub {
 int statuspub_start(struct statuspub *sp, struct registry *reg,
                     struct draw_engine *draw, uv_loop_t *loop,
                     const char *path);
+/* Something the snapshot shows changed outside the registry (an api
+   key's use): a snapshot now, or at the end of the second. */
+void statuspub_touch(struct statuspub *sp);
 /* Take a final snapshot, detach, and run the loop until the writes in
    flight are done (after the loop has stopped serving: from
    server_done()).  Accepts a zeroed one. */

@@ -2,10 +2,10 @@
 """Call the four RPCs of qr_entropy.EntropyService and qr_purity.PurityService
 with Python grpc (Debian python3-grpcio) and check every answer.
 
-usage: grpc_client.py ADDRESS [API_KEY]
+usage: grpc_client.py ADDRESS [API_KEY [CA_FILE]]
 
 ADDRESS is what grpc.insecure_channel takes (127.0.0.1:PORT or
-unix:/path).  Messages are encoded by hand (the field numbers of
+unix:/path); with CA_FILE the channel is TLS, trusting that CA (PEM).  Messages are encoded by hand (the field numbers of
 proto/entropy_service.proto and proto/purity_service.proto), so nothing
 but grpcio is needed.  Exit status 0 when every check passed; each failure
 is printed on stderr."""
@@ -92,7 +92,11 @@ def check_draw(reply, seq, what):
 def main():
     addr = sys.argv[1]
     md = [("api-key", sys.argv[2])] if len(sys.argv) > 2 else None
-    ch = grpc.insecure_channel(addr)
+    if len(sys.argv) > 3:
+        with open(sys.argv[3], "rb") as f:
+            ch = grpc.secure_channel(addr, grpc.ssl_channel_credentials(f.read()))
+    else:
+        ch = grpc.insecure_channel(addr)
 
     def method(kind, path):
         """A callable for path that sends and returns raw bytes."""

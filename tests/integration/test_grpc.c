@@ -749,7 +749,8 @@ Test(grpc, the_compat_endpoint_serves_only_its_source)
   cr_assert_str_eq(d.amplifier, "zscore_mean");
   cr_assert_eq(server_draw(c, "c3", 1, 2048, "other", &d), 0);
   cr_assert_eq(d.fallback, 1);
-  snprintf(denied, sizeof(denied), "gRPC status %d: source 'other' is not "
+  snprintf(denied, sizeof(denied), "gRPC status %d PERMISSION_DENIED: "
+           "source 'other' is not "
            "served here (this endpoint serves only 'system')",
            7 /* PERMISSION_DENIED */);
   cr_assert(daemon_log_contains(&D, denied), "no '%s' in qrsd's log",

@@ -1331,7 +1331,15 @@ Test(conf, grpc_compat_listens_only_locally_on_a_declared_source)
     { "sources: { system: { type: system } }\ngrpc_compat: { listen: "
       "\"0.0.0.0:50051\" }\n",
       2, "grpc_compat.listen: '0.0.0.0:50051' is neither unix:PATH nor a "
-         "loopback address (127.0.0.1:PORT, localhost:PORT, [::1]:PORT)" },
+         "loopback address (127.0.0.1:PORT, localhost:PORT, [::1]:PORT): "
+         "another host's address needs TLS (tls_cert, tls_key) and api keys "
+         "(api_keys)" },
+    { "sources: { system: { type: system } }\ngrpc_compat: { listen: "
+      "\"0.0.0.0:50051\", tls_cert: /c.pem }\n",
+      2, "grpc_compat.tls_cert: tls_cert and tls_key go together" },
+    { "sources: { system: { type: system } }\ngrpc_compat: { listen: "
+      "\"unix:/x\", tls_client_ca: /ca.pem }\n",
+      2, "grpc_compat.tls_client_ca: a client CA needs tls_cert and tls_key" },
     { "sources: { system: { type: system } }\ngrpc_compat: { listen: "
       "\"unix:/x\", source: q }\n",
       2, "grpc_compat.source: source 'q' is not declared under sources" },
