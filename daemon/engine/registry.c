@@ -247,6 +247,12 @@ registry_add(struct registry *reg, struct source *s, const char *fb)
 }
 
 void
+registry_set_limits(struct registry *reg, const struct reg_limits *limits)
+{
+  reg->lim = *limits;
+}
+
+void
 registry_stop(struct registry *reg)
 {
   size_t i;

@@ -117,6 +117,11 @@ int registry_new(uv_loop_t *loop, const struct qrsd_conf *conf,
                  const struct reg_limits *limits,
                  struct registry **ret_reg, char *err, size_t errlen);
 
+/* Replace the limits (a reload): fetches in progress keep what they
+   hold; new ones are admitted against the new bytes_max. */
+void registry_set_limits(struct registry *reg,
+                         const struct reg_limits *limits);
+
 /* The daemon stops: every source's ops->stop.  Fetches in progress still
    complete. */
 void registry_stop(struct registry *reg);

@@ -277,7 +277,7 @@ static void
 publish(struct statuspub *sp, int force)
 {
   struct status_summary sum;
-  struct json_object *extra, *srcs;
+  struct json_object *extra, *srcs, *cf;
   const char *alarm_src, *alarm_reason;
   struct reg_info def;
   struct local_stats *ls;
@@ -324,6 +324,12 @@ publish(struct statuspub *sp, int force)
   json_object_object_add(extra, "health_message",
                          json_object_new_string(msg));
   json_object_object_add(extra, "sources", srcs);
+  cf = sp->conf ? json_object_new_object() : NULL;
+  if (cf) {
+    json_object_object_add(cf, "file", json_object_new_string(sp->conf->file));
+    json_object_object_add(cf, "hash", json_object_new_string(sp->conf->hash));
+    json_object_object_add(extra, "config", cf);
+  }
   if (sp->draw && draw_journal(sp->draw))
     json_object_object_add(extra, "journal",
                            journal_status_json(draw_journal(sp->draw)));
@@ -352,13 +358,15 @@ on_change(void *ctx, int transition)
 
 int
 statuspub_start(struct statuspub *sp, struct registry *reg,
-                struct draw_engine *draw, uv_loop_t *loop, const char *path)
+                struct draw_engine *draw, uv_loop_t *loop,
+                const struct qrsd_conf *conf, const char *path)
 {
   int r;
 
   memset(sp, 0, sizeof(*sp));
   sp->reg = reg;
   sp->draw = draw;
+  sp->conf = conf;
   sp->loop = loop;
   r = statusfile_init(&sp->sf, path);
   if (r < 0)
@@ -368,6 +376,13 @@ statuspub_start(struct statuspub *sp, struct registry *reg,
   registry_set_observer(reg, on_change, sp);
   publish(sp, 1);
   return 0;
+}
+
+void
+statuspub_publish(struct statuspub *sp)
+{
+  if (sp->reg && sp->sf.path)
+    publish(sp, 1);
 }
 
 void
