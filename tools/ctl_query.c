@@ -64,8 +64,9 @@ ctl_connect(const struct ctl *ctl, struct qrs_client **ret_client)
 }
 
 /* Say that a call on c failed, as one line: what failed, the error, and
-   the daemon's own words when it gave some.  A connect error here comes
-   from libqrs reconnecting after qrsd went away. */
+   the daemon's own words when it gave some (a refused privileged request
+   says why).  A connect error without them comes from libqrs
+   reconnecting after qrsd went away. */
 static void
 call_error(const struct qrs_client *c, const char *what, int r)
 {
@@ -73,12 +74,12 @@ call_error(const struct qrs_client *c, const char *what, int r)
   char buf[512];
 
   msg = qrs_client_errmsg(c);
-  if (*connect_hint(r))
-    fprintf(stderr, "qrsctl: %s: cannot reconnect to %s: %s%s\n", what,
-            qrs_client_socket_path(c), qrs_strerror(r), connect_hint(r));
-  else if (msg && msg[0])
+  if (msg && msg[0])
     fprintf(stderr, "qrsctl: %s: %s (%s)\n", what, qrs_strerror(r),
             out_safe(buf, sizeof(buf), msg, strlen(msg) + 1));
+  else if (*connect_hint(r))
+    fprintf(stderr, "qrsctl: %s: cannot reconnect to %s: %s%s\n", what,
+            qrs_client_socket_path(c), qrs_strerror(r), connect_hint(r));
   else
     fprintf(stderr, "qrsctl: %s: %s\n", what, qrs_strerror(r));
 }

@@ -12,6 +12,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "qrs-config.h"
+
+#if HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 
 #include <qrs/error.h>
 
@@ -99,6 +106,27 @@ reload_work(uv_work_t *w)
 
 out:
   j->r = r;
+}
+
+/* systemd: a reload runs (systemctl reload waits for READY=1), or is
+   over. */
+static void
+notify_reloading(int on)
+{
+#if HAVE_SYSTEMD
+  struct timespec ts;
+
+  if (on) {
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    sd_notifyf(0, "RELOADING=1\nSTATUS=Reloading the configuration\n"
+               "MONOTONIC_USEC=%llu", (unsigned long long)ts.tv_sec *
+               1000000ULL + (unsigned long long)ts.tv_nsec / 1000);
+  } else {
+    sd_notify(0, "READY=1\nSTATUS=Serving (configuration reloaded)");
+  }
+#else
+  (void)on;
+#endif
 }
 
 static void
@@ -217,6 +245,7 @@ reload_done(uv_work_t *w, int status)
   struct server *srv = j->srv;
 
   srv->reloading = NULL;
+  notify_reloading(0);
   if (status < 0) {
     j->r = status;
     snprintf(j->err, sizeof(j->err), "the reload was cancelled");
@@ -285,6 +314,7 @@ server_reload(struct server *srv, struct conn *c, uint32_t seq)
     return;
   }
   srv->reloading = j;
+  notify_reloading(1);
   if (c) {
     c->inflight++;
     conn_hold(c);
