@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <locale.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,10 +145,46 @@ mechanisms_text(const struct conf_source *s, char *out, size_t len)
     snprintf(out + n, len - n, "]");
 }
 
-/* The keys of two sources of the same type (sources need a restart). */
+/* Can source a's fallback become fb live?  Sources need a restart, so
+   fb must name one the registry has now: "error", a source cur declares,
+   or a built-in system / mock that is already some fallback of cur's
+   (mock only with cur's allow_test_sources). */
+static int
+fallback_live(const struct qrsd_conf *cur, const char *fb)
+{
+  size_t i;
+
+  if (!strcmp(fb, "error") || conf_find_source(cur, fb))
+    return 1;
+  if (strcmp(fb, "system") && (strcmp(fb, "mock") ||
+                               !cur->allow_test_sources))
+    return 0;
+  for (i = 0; i < cur->n_sources; i++)
+    if (!strcmp(cur->sources[i].fallback, fb))
+      return 1;
+  return 0;
+}
+
+/* The fallback source a has after a reload to next: next's when it can
+   change live, else its own. */
+static const char *
+fallback_after(const struct qrsd_conf *cur, const struct qrsd_conf *next,
+               const struct conf_source *a)
+{
+  const struct conf_source *b;
+
+  b = conf_find_source(next, a->name);
+  if (b && fallback_live(cur, b->fallback))
+    return b->fallback;
+  return a->fallback;
+}
+
+/* The keys of two sources of the same type: only the fallback may change
+   live (when fallback_live() says so); the others need a restart. */
 static void
 diff_source_keys(struct diff *d, const char *path, const struct key *keys,
-                 const struct conf_source *a, const struct conf_source *b)
+                 const struct conf_source *a, const struct conf_source *b,
+                 const struct qrsd_conf *cur)
 {
   char sub[CONF_KEY_MAX], ta[CONF_SHOW_MAX], tb[CONF_SHOW_MAX];
   struct conf_change *c;
@@ -159,7 +196,7 @@ diff_source_keys(struct diff *d, const char *path, const struct key *keys,
       break;
     case KEY_SECTION:
       conf__join_path(sub, sizeof(sub), path, k->name);
-      diff_source_keys(d, sub, k->sub, a, b);
+      diff_source_keys(d, sub, k->sub, a, b, cur);
       break;
     case KEY_MECHANISMS:
       mechanisms_text(a, ta, sizeof(ta));
@@ -173,7 +210,9 @@ diff_source_keys(struct diff *d, const char *path, const struct key *keys,
       }
       break;
     default:
-      scalar_change(d, path, k, a, b, 0);
+      scalar_change(d, path, k, a, b, k->offset ==
+                    offsetof(struct conf_source, fallback) &&
+                    fallback_live(cur, b->fallback));
       break;
     }
   }
@@ -208,10 +247,15 @@ diff_sources(struct diff *d, const struct qrsd_conf *cur,
         show(c->new_value, sizeof(c->new_value),
              conf_source_type_name(b->type));
       }
+      /* The source stays as it is, but its fallback may change. */
+      st = conf__source_type(a->type);
+      if (st && strcmp(a->fallback, b->fallback))
+        scalar_change(d, path, &st->keys[1], a, b,
+                      fallback_live(cur, b->fallback));
     } else {
       st = conf__source_type(a->type);
       if (st)
-        diff_source_keys(d, path, st->keys, a, b);
+        diff_source_keys(d, path, st->keys, a, b, cur);
     }
   }
   for (i = 0; i < next->n_sources; i++) {
@@ -271,6 +315,10 @@ int
 conf_check_live(const struct qrsd_conf *cur, const struct qrsd_conf *next,
                 char *err, size_t errlen)
 {
+  const struct conf_source *s, *t;
+  const char *fb;
+  size_t i, steps;
+
   /* The amplifier's keys need a restart: cur's stay, next's limits come. */
   if (cur->amp_sample_count > next->max_sample_count) {
     snprintf(err, errlen, "%s: limits.max_sample_count: value %" PRIu32
@@ -286,6 +334,26 @@ conf_check_live(const struct qrsd_conf *cur, const struct qrsd_conf *next,
              "which change only at a restart", next->file,
              next->max_calibration_samples);
     return -EINVAL;
+  }
+  /* The fallbacks that change live, with those that keep theirs until a
+     restart, must not make a cycle (next alone has none). */
+  for (i = 0; i < cur->n_sources; i++) {
+    s = &cur->sources[i];
+    t = s;
+    for (steps = 0; steps <= cur->n_sources; steps++) {
+      fb = fallback_after(cur, next, t);
+      t = conf_find_source(cur, fb);
+      if (!t)
+        break;
+      if (t == s) {
+        t = conf_find_source(next, s->name);
+        snprintf(err, errlen, "%s:%d: sources.%s.fallback: with the "
+                 "sources in use (they change only at a restart) the "
+                 "fallbacks would make a cycle through '%s'", next->file,
+                 t ? t->fallback_line : 0, s->name, s->name);
+        return -EINVAL;
+      }
+    }
   }
   return 0;
 }
@@ -340,6 +408,23 @@ apply_keys(const struct key *keys, struct qrsd_conf *cur,
 void
 conf_apply_live(struct qrsd_conf *cur, struct qrsd_conf *next)
 {
+  unsigned char live[CONF_MAX_SOURCES];
+  struct conf_source *a, *b;
+  size_t i;
+
+  /* Decide every fallback on cur as it is, then swap. */
+  for (i = 0; i < cur->n_sources && i < CONF_MAX_SOURCES; i++) {
+    b = (struct conf_source *)conf_find_source(next, cur->sources[i].name);
+    live[i] = b && strcmp(cur->sources[i].fallback, b->fallback) &&
+              fallback_live(cur, b->fallback);
+  }
+  for (i = 0; i < cur->n_sources && i < CONF_MAX_SOURCES; i++) {
+    if (!live[i])
+      continue;
+    a = &cur->sources[i];
+    b = (struct conf_source *)conf_find_source(next, a->name);
+    swap_bytes(&a->fallback, &b->fallback, sizeof(a->fallback));
+  }
   apply_keys(conf__top_keys, cur, next);
   memcpy(cur->hash, next->hash, sizeof(cur->hash));
 }

@@ -12,13 +12,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#include "qrs-config.h"
-
-#if HAVE_SYSTEMD
-#include <systemd/sd-daemon.h>
-#endif
 
 #include <qrs/error.h>
 
@@ -106,27 +99,6 @@ reload_work(uv_work_t *w)
 
 out:
   j->r = r;
-}
-
-/* systemd: a reload runs (systemctl reload waits for READY=1), or is
-   over. */
-static void
-notify_reloading(int on)
-{
-#if HAVE_SYSTEMD
-  struct timespec ts;
-
-  if (on) {
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    sd_notifyf(0, "RELOADING=1\nSTATUS=Reloading the configuration\n"
-               "MONOTONIC_USEC=%llu", (unsigned long long)ts.tv_sec *
-               1000000ULL + (unsigned long long)ts.tv_nsec / 1000);
-  } else {
-    sd_notify(0, "READY=1\nSTATUS=Serving (configuration reloaded)");
-  }
-#else
-  (void)on;
-#endif
 }
 
 static void
@@ -224,6 +196,9 @@ apply(struct reload_job *j)
     log_set_level(level);
   server_limits_of(srv->conf, &lim, &srv->read_max_per_conn);
   registry_set_limits(srv->reg, &lim);
+  if (registry_set_fallbacks(srv->reg, srv->conf) < 0)
+    log_warn("reload: out of memory changing a fallback: qrsctl sources "
+             "shows the fallbacks in use");
   if (draw_engine_reconfigure(srv->draw) < 0)
     log_warn("reload: out of memory restarting a monitor: it keeps its "
              "old monitor.* settings");
@@ -245,7 +220,6 @@ reload_done(uv_work_t *w, int status)
   struct server *srv = j->srv;
 
   srv->reloading = NULL;
-  notify_reloading(0);
   if (status < 0) {
     j->r = status;
     snprintf(j->err, sizeof(j->err), "the reload was cancelled");
@@ -314,7 +288,6 @@ server_reload(struct server *srv, struct conn *c, uint32_t seq)
     return;
   }
   srv->reloading = j;
-  notify_reloading(1);
   if (c) {
     c->inflight++;
     conn_hold(c);

@@ -315,3 +315,79 @@ Test(reload, draws_in_flight_during_reloads_all_complete)
   qrs_client_free(a);
   qrs_client_free(b);
 }
+
+/* The fallback of source name in SOURCES, into out. */
+static void
+fallback_of(struct qrs_client *c, const char *name, char *out, size_t len)
+{
+  struct qrs_sources *s;
+  size_t i;
+
+  cr_assert_eq(qrs_client_sources(c, &s), 0);
+  out[0] = '\0';
+  for (i = 0; i < s->n_sources; i++)
+    if (!strcmp(s->sources[i].name, name))
+      snprintf(out, len, "%s", s->sources[i].fallback);
+  qrs_sources_free(s);
+}
+
+Test(reload, fallbacks_change_live_when_their_target_exists)
+{
+  const struct qrs_config_change *ch;
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  char fb[64];
+  int r;
+
+  start("default_source: a\n"
+        "sources: { a: { type: system }, b: { type: system } }\n");
+  c = connect_client(D.sock);
+  fallback_of(c, "b", fb, sizeof(fb));
+  cr_assert_str_eq(fb, "error");
+
+  /* b -> a: a is declared, so it changes live. */
+  write_conf("default_source: a\n"
+             "sources: { a: { type: system }, "
+             "b: { type: system, fallback: a } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.b.fallback");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 0);
+  qrs_reload_free(rl);
+  fallback_of(c, "b", fb, sizeof(fb));
+  cr_assert_str_eq(fb, "a");
+
+  /* a -> system: no built-in system source runs yet: needs a restart;
+     a new source c: needs a restart too, and is not served. */
+  write_conf("default_source: a\n"
+             "sources: { a: { type: system, fallback: system }, "
+             "b: { type: system, fallback: a }, c: { type: system } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.a.fallback");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 1);
+  ch = change_of(rl, "sources.c");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 1);
+  cr_assert_str_eq(ch->new_value, "added (system)");
+  qrs_reload_free(rl);
+  fallback_of(c, "a", fb, sizeof(fb));
+  cr_assert_str_eq(fb, "error");
+
+  /* a -> b live, but b -> c (c is new: needs a restart) keeps b -> a:
+     with the sources in use that is a cycle, so the reload is refused
+     naming the key, and nothing changes. */
+  write_conf("default_source: a\n"
+             "sources: { a: { type: system, fallback: b }, "
+             "b: { type: system, fallback: c }, c: { type: system } }\n");
+  r = qrs_client_reload(c, &rl);
+  cr_assert_eq(r, QRS_E_BAD_CONFIG, "reload: %s", qrs_strerror(r));
+  cr_assert(strstr(qrs_client_errmsg(c), "sources.a.fallback") &&
+            strstr(qrs_client_errmsg(c), "cycle"), "%s",
+            qrs_client_errmsg(c));
+  fallback_of(c, "a", fb, sizeof(fb));
+  cr_assert_str_eq(fb, "error");
+  fallback_of(c, "b", fb, sizeof(fb));
+  cr_assert_str_eq(fb, "a");
+  qrs_client_free(c);
+}
