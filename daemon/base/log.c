@@ -378,7 +378,7 @@ log_ev(enum log_level level, const struct log_fields *f, const char *fmt,
 {
   va_list ap;
 
-  if (level > max_level)
+  if ((int)level > __atomic_load_n(&max_level, __ATOMIC_RELAXED))
     return;
   va_start(ap, fmt);
   log_vmsg(level, f, fmt, ap);
