@@ -26,7 +26,7 @@
 #include "clientint.h"
 #include "strcopy.h"
 
-#define ERRMSG_MAX 256
+#define ERRMSG_MAX 512
 /* Replies are unpacked into a per-client arena: a draw's reply, or an
    ERROR, takes well under 1 KiB, so the token path never allocates.
    Larger replies (BYTES, STATUS with many sources) go to the heap, at most

@@ -265,6 +265,8 @@ status_from_wire(void *o, const ProtobufCMessage *m,
   s->memory_used_bytes = sr->memory_used_bytes;
   s->memory_budget_bytes = sr->memory_budget_bytes;
   s->n_sources = sr->n_sources;
+  qrs__copy_str(s->config_file, sizeof(s->config_file), sr->config_file);
+  qrs__copy_str(s->config_hash, sizeof(s->config_hash), sr->config_hash);
   *ret_v = sr->sources;
   *ret_n = sr->n_sources;
 }
@@ -365,6 +367,74 @@ void
 qrs_sources_free(struct qrs_sources *s)
 {
   query_free(&sources_query, s);
+}
+
+static struct qrs_reload *
+reload_from_wire(const QrsIpc__ReloadReply *m)
+{
+  struct qrs_config_change *o;
+  struct qrs_reload *r;
+  size_t i;
+
+  r = calloc(1, sizeof(*r));
+  if (!r)
+    return NULL;
+  r->changes = calloc(m->n_changes ? m->n_changes : 1, sizeof(*r->changes));
+  if (!r->changes) {
+    free(r);
+    return NULL;
+  }
+  qrs__copy_str(r->config_file, sizeof(r->config_file), m->config_file);
+  qrs__copy_str(r->config_hash, sizeof(r->config_hash), m->config_hash);
+  r->applied = m->applied;
+  r->needs_restart = m->needs_restart;
+  r->apply_ns = m->apply_ns;
+  r->n_omitted = m->changes_omitted;
+  for (i = 0; i < m->n_changes; i++) {
+    o = &r->changes[i];
+    qrs__copy_str(o->key, sizeof(o->key), m->changes[i]->key);
+    qrs__copy_str(o->old_value, sizeof(o->old_value),
+                  m->changes[i]->old_value);
+    qrs__copy_str(o->new_value, sizeof(o->new_value),
+                  m->changes[i]->new_value);
+    o->needs_restart = m->changes[i]->needs_restart;
+  }
+  r->n_changes = m->n_changes;
+  return r;
+}
+
+int
+qrs_client_reload(struct qrs_client *c, struct qrs_reload **ret)
+{
+  QrsIpc__Reload m = QRS_IPC__RELOAD__INIT;
+  ProtobufCMessage *reply;
+  struct qrs_reload *r;
+  int rc;
+
+  if (!c || !ret)
+    return -EINVAL;
+  pthread_mutex_lock(&c->lock);
+  rc = qrs__client_call(c, QRS_MSG_RELOAD, &m.base, QRS_MSG_RELOAD_REPLY,
+                        &reply);
+  qrs__client_keep_errmsg(c);
+  pthread_mutex_unlock(&c->lock);
+  if (rc < 0)
+    return rc;
+  r = reload_from_wire((const QrsIpc__ReloadReply *)reply);
+  qrs__client_release(c, reply);
+  if (!r)
+    return -ENOMEM;
+  *ret = r;
+  return 0;
+}
+
+void
+qrs_reload_free(struct qrs_reload *r)
+{
+  if (!r)
+    return;
+  free(r->changes);
+  free(r);
 }
 
 const char *

@@ -30,6 +30,7 @@ static const struct {
   ERR(QRS_E_CALIBRATION,
       "Amplifier calibration failed: the source shows no variance"),
   ERR(QRS_E_PERMISSION, "Not allowed to use this daemon"),
+  ERR(QRS_E_BAD_CONFIG, "The daemon refused its new configuration"),
   ERR(QRS_E_DISCONNECTED,
       "Connection to the daemon lost with the request in flight"),
   ERR(QRS_E_NO_TICKET, "Unknown or finished draw ticket"),

@@ -61,14 +61,21 @@ usage(FILE *f)
 "                      configured status_file (\"\" disables it)\n"
 "  -n, --check         check the configuration, report, and exit\n"
 "  -p, --print-config  print the effective configuration as YAML and exit\n"
-"  -v, --verbose       log debug messages too\n"
+"  -v, --verbose       log debug messages too (whatever log.level says)\n"
 "  -h, --help          show this help and exit\n"
 "  -V, --version       show the version and exit\n"
 "\n"
 "Signals:\n"
 "  SIGTERM, SIGINT     stop accepting, answer requests in flight, exit 0\n"
 "                      (during start-up: stop there, exit 0)\n"
-"  SIGHUP              ignored (configuration reload is not supported yet)\n"
+"  SIGHUP              reload the configuration file: parsed off the\n"
+"                      event loop; an invalid one is refused (logged with\n"
+"                      file, line and key) and the one in use keeps\n"
+"                      serving; limits, access lists, log.level and\n"
+"                      monitor.* change live, other keys are logged as\n"
+"                      needing a restart and keep their value; connections\n"
+"                      and requests in flight are not touched (also\n"
+"                      'qrsctl reload', 'systemctl reload qrsd')\n"
 "\n"
 "Socket activation: when systemd passes a listening socket (LISTEN_FDS),\n"
 "qrsd serves on it instead of binding socket.path.  At start, a socket file\n"
@@ -204,8 +211,7 @@ static void
 on_signal(uv_signal_t *h, int signum)
 {
   if (signum == SIGHUP) {
-    log_info("SIGHUP: configuration reload is not supported yet; "
-             "ignoring");
+    server_reload(&srv, NULL, 0);
     return;
   }
   if (srv.stopping)
@@ -346,7 +352,8 @@ main(int argc, char **argv)
   };
   const char *config_path, *socket_path, *status_path;
   struct qrsd_conf *conf;
-  int opt, check, print, fd, r;
+  int opt, check, print, verbose, fd, r;
+  enum log_level level;
   uv_loop_t *loop;
   char err[512];
   char status[512];
@@ -357,6 +364,7 @@ main(int argc, char **argv)
   status_path = NULL;
   check = 0;
   print = 0;
+  verbose = 0;
   while ((opt = getopt_long(argc, argv, "c:s:S:npvhV", opts, NULL)) != -1) {
     switch (opt) {
     case 'c':
@@ -375,6 +383,7 @@ main(int argc, char **argv)
       print = 1;
       break;
     case 'v':
+      verbose = 1;
       log_set_level(LOG_LEVEL_DEBUG);
       break;
     case 'h':
@@ -395,6 +404,8 @@ main(int argc, char **argv)
   }
 
   conf = load_config(config_path);
+  if (!verbose && log_level_parse(conf->log_level, &level) == 0)
+    log_set_level(level);
   if (socket_path) {
     free(conf->socket_path);
     conf->socket_path = strdup(socket_path);
@@ -439,6 +450,9 @@ main(int argc, char **argv)
     stop_if_signalled(conf, 0);
     fatal("%s", err);
   }
+  srv.log_forced = verbose;
+  srv.socket_forced = socket_path != NULL;
+  srv.status_forced = status_path != NULL;
   stop_if_signalled(conf, 1);
 
   fd = activated_fd();

@@ -30,6 +30,9 @@ static const struct {
   [QRS_MSG_SOURCES_REPLY] = { "SOURCES_REPLY",
                               &qrs_ipc__sources_reply__descriptor },
   [QRS_MSG_ERROR] = { "ERROR", &qrs_ipc__error__descriptor },
+  [QRS_MSG_RELOAD] = { "RELOAD", &qrs_ipc__reload__descriptor },
+  [QRS_MSG_RELOAD_REPLY] = { "RELOAD_REPLY",
+                             &qrs_ipc__reload_reply__descriptor },
 };
 
 #define N_MSG (sizeof(msg_table) / sizeof(msg_table[0]))
@@ -166,7 +169,7 @@ qrs__error_to_wire(int err)
 {
   if ((err <= QRS_E_PROTOCOL && err >= QRS_E_HELLO_REQUIRED) ||
       err == QRS_E_AMP_PARAMS || err == QRS_E_CALIBRATION ||
-      err == QRS_E_PERMISSION)
+      err == QRS_E_PERMISSION || err == QRS_E_BAD_CONFIG)
     return (QrsIpc__ErrorCode)(-err - 1000);
   if (err == -ETIMEDOUT)
     return QRS_IPC__ERROR_CODE__ERROR_TIMEOUT;
@@ -180,7 +183,7 @@ qrs__error_from_wire(int code)
 {
   if ((code >= 1 && code <= -QRS_E_HELLO_REQUIRED - 1000) ||
       code == -QRS_E_AMP_PARAMS - 1000 || code == -QRS_E_CALIBRATION - 1000 ||
-      code == -QRS_E_PERMISSION - 1000)
+      code == -QRS_E_PERMISSION - 1000 || code == -QRS_E_BAD_CONFIG - 1000)
     return -1000 - code;
   return QRS_E_INTERNAL;
 }

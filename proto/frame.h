@@ -31,6 +31,8 @@ enum qrs_msg_type {
   QRS_MSG_SOURCES = 11,
   QRS_MSG_SOURCES_REPLY = 12,
   QRS_MSG_ERROR = 13,
+  QRS_MSG_RELOAD = 14,
+  QRS_MSG_RELOAD_REPLY = 15,
 };
 
 struct qrs_frame_hdr {

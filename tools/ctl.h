@@ -2,7 +2,7 @@
 
      qrsctl.c        the command line: commands, help, options, main()
      ctl_query.c     the commands that ask qrsd: status, health, sources,
-                     draw, bytes
+                     draw, bytes, reload
      ctl_validate.c  validate: runs 'qrsd -n -c FILE'
      ctl_metrics.c   metrics: STATUS and SOURCES as Prometheus text
      ctl_reply.c     the replies described once, as field tables that
@@ -74,7 +74,7 @@ void ctl_command_usage_error(const struct command *cmd);
 
 /* ctl_query.c and ctl_validate.c: the commands. */
 ctl_run_fn cmd_status, cmd_health, cmd_sources, cmd_metrics, cmd_draw,
-           cmd_bytes, cmd_validate, cmd_hash_key;
+           cmd_bytes, cmd_validate, cmd_hash_key, cmd_reload;
 
 /* ctl_metrics.c: st and src as Prometheus text format 0.0.4 on f.  0, or
    -1 if writing failed. */
@@ -185,6 +185,8 @@ int reply_status(const struct ctl *ctl, const struct qrs_status *st);
 int reply_health(const struct ctl *ctl, const struct qrs_health *h);
 int reply_sources(const struct ctl *ctl, const struct qrs_sources *s);
 int reply_draw(const struct ctl *ctl, const struct draw_row *row);
+/* The outcome of a reload and its diff (key: old -> new). */
+int reply_reload(const struct ctl *ctl, const struct qrs_reload *r);
 /* JSON only: the text of a verdict is the caller's. */
 int reply_validate(const struct validate_result *v);
 

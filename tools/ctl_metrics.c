@@ -205,6 +205,13 @@ ctl_print_metrics(FILE *f, const struct qrs_status *st,
   fputs("qrsd_build_info{version=\"", f);
   put_label(f, st->server_version);
   fprintf(f, "\",protocol=\"%u\"} 1\n", st->protocol_version);
+  family(f, "qrsd_config_info", "gauge", "The configuration in use: its "
+         "file and the SHA-256 of the text last loaded; always 1.");
+  fputs("qrsd_config_info{file=\"", f);
+  put_label(f, st->config_file);
+  fputs("\",hash=\"", f);
+  put_label(f, st->config_hash);
+  fputs("\"} 1\n", f);
   family(f, "qrsd_uptime_seconds", "gauge", "Time since qrsd started.");
   fprintf(f, "qrsd_uptime_seconds %.3f\n", st->uptime_ms / 1000.0);
   family(f, "qrsd_connections", "gauge", "Client connections open.");

@@ -64,21 +64,22 @@ ctl_connect(const struct ctl *ctl, struct qrs_client **ret_client)
 }
 
 /* Say that a call on c failed, as one line: what failed, the error, and
-   the daemon's own words when it gave some.  A connect error here comes
-   from libqrs reconnecting after qrsd went away. */
+   the daemon's own words when it gave some (a refused privileged request
+   says why).  A connect error without them comes from libqrs
+   reconnecting after qrsd went away. */
 static void
 call_error(const struct qrs_client *c, const char *what, int r)
 {
   const char *msg;
-  char buf[256];
+  char buf[512];
 
   msg = qrs_client_errmsg(c);
-  if (*connect_hint(r))
-    fprintf(stderr, "qrsctl: %s: cannot reconnect to %s: %s%s\n", what,
-            qrs_client_socket_path(c), qrs_strerror(r), connect_hint(r));
-  else if (msg && msg[0])
+  if (msg && msg[0])
     fprintf(stderr, "qrsctl: %s: %s (%s)\n", what, qrs_strerror(r),
             out_safe(buf, sizeof(buf), msg, strlen(msg) + 1));
+  else if (*connect_hint(r))
+    fprintf(stderr, "qrsctl: %s: cannot reconnect to %s: %s%s\n", what,
+            qrs_client_socket_path(c), qrs_strerror(r), connect_hint(r));
   else
     fprintf(stderr, "qrsctl: %s: %s\n", what, qrs_strerror(r));
 }
@@ -281,6 +282,38 @@ cmd_sources(struct ctl *ctl, const struct command *cmd, int argc,
             char **argv)
 {
   return query(ctl, cmd, argc, argv, QUERY_SOURCES);
+}
+
+int
+cmd_reload(struct ctl *ctl, const struct command *cmd, int argc,
+           char **argv)
+{
+  const struct cli_opt opts[] = { CTL_COMMON_OPTS(ctl) };
+  struct qrs_client *c;
+  struct qrs_reload *rl;
+  int r;
+
+  r = ctl_parse(cmd, opts, argc, argv);
+  if (r >= 0)
+    return r;
+  if (ctl_connect(ctl, &c) < 0)
+    return EXIT_ERROR;
+  r = qrs_client_reload(c, &rl);
+  if (r < 0) {
+    call_error(c, "reload", r);
+    if (r == QRS_E_PERMISSION)
+      fprintf(stderr, "qrsctl: reload is privileged: run it as root, as "
+              "qrsd's user, or as a member of qrsd's access.admin_group\n");
+    else if (r == QRS_E_BAD_CONFIG)
+      fprintf(stderr, "qrsctl: reload: nothing changed; qrsd keeps "
+              "serving with the configuration in use\n");
+  }
+  qrs_client_free(c);
+  if (r < 0)
+    return EXIT_ERROR;
+  r = reply_reload(ctl, rl);
+  qrs_reload_free(rl);
+  return r < 0 ? EXIT_ERROR : 0;
 }
 
 /* draw --salt HEX, into field, a struct draw_salt. */

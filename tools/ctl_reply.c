@@ -353,6 +353,10 @@ static const struct ctl_field status_fields[] = {
   { JSONFIELD_POINTER_ARRAY_ROW("sources", struct qrs_status, sources,
                                 n_sources, &source_table.json), .col = 12,
     .pre = "Sources         : ", .post = "\n", .text = status_sources },
+  { ST("config_file", STR, config_file), .col = 13,
+    .pre = "Config          : ", .post = "\n" },
+  { ST("config_hash", STR, config_hash), .col = 14,
+    .pre = "Config SHA-256  : ", .post = "\n" },
 };
 
 static const struct ctl_table status_table = CTL_TABLE(status_fields);
@@ -433,6 +437,72 @@ reply_sources(const struct ctl *ctl, const struct qrs_sources *s)
 {
   return reply_with_sources(ctl, &sources_table, s, 0, s->sources,
                             s->n_sources);
+}
+
+/* --- a reload --- */
+
+#define RC(k, t, m) JSONFIELD_ROW(k, t, struct qrs_config_change, m)
+#define RL(k, t, m) JSONFIELD_ROW(k, t, struct qrs_reload, m)
+
+static const struct ctl_field change_fields[] = {
+  { RC("key", STR, key), .col = 1, .pre = "  ", .post = ": " },
+  { RC("old_value", STR, old_value), .col = 2, .post = " -> " },
+  { RC("new_value", STR, new_value), .col = 3 },
+  { RC("needs_restart", BOOL, needs_restart), .col = 4,
+    .on = "  (needs a restart: the old value stays until then)",
+    .flags = CTL_OMIT },
+};
+
+static const struct ctl_table change_table = CTL_TABLE(change_fields);
+
+static const char *
+reload_apply_ms(char *buf, size_t size, const void *row)
+{
+  const struct qrs_reload *r = row;
+
+  snprintf(buf, size, "%.3f ms of qrsd's loop", (double)r->apply_ns / 1e6);
+  return buf;
+}
+
+static const struct ctl_field reload_fields[] = {
+  { RL("config_file", STR, config_file), .col = 1,
+    .pre = "Reloaded        : ", .post = "\n" },
+  { RL("config_hash", STR, config_hash), .col = 2,
+    .pre = "Config SHA-256  : ", .post = "\n" },
+  { RL("applied", U32, applied), .col = 3,
+    .pre = "Applied live    : ", .post = "\n", .unset = "0" },
+  { RL("needs_restart", U32, needs_restart), .col = 4,
+    .pre = "Needs restart   : ", .post = "\n", .unset = "0" },
+  { RL("apply_ns", U64, apply_ns), .col = 5, .text = reload_apply_ms,
+    .pre = "Apply time      : ", .post = "\n" },
+  JSON_ONLY(JSONFIELD_POINTER_ARRAY_ROW("changes", struct qrs_reload,
+                                        changes, n_changes,
+                                        &change_table.json)),
+  JSON_ONLY(RL("changes_omitted", U32, n_omitted)),
+};
+
+static const struct ctl_table reload_table = CTL_TABLE(reload_fields);
+
+int
+reply_reload(const struct ctl *ctl, const struct qrs_reload *r)
+{
+  size_t i;
+
+  if (ctl->json)
+    return print_json(&reload_table, r);
+  table_line(&reload_table, r);
+  if (!r->n_changes && !r->n_omitted)
+    fputs("Changes         : none\n", stdout);
+  else
+    fputs("Changes         :\n", stdout);
+  for (i = 0; i < r->n_changes; i++) {
+    table_line(&change_table, &r->changes[i]);
+    putchar('\n');
+  }
+  if (r->n_omitted)
+    printf("  (%" PRIu32 " more, not listed: qrsd's log has them)\n",
+           r->n_omitted);
+  return out_flush();
 }
 
 /* --- a draw --- */

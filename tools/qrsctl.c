@@ -119,6 +119,18 @@ static const struct command commands[] = {
     "      --source S          entropy source (default: qrsd's default)\n"
     "      -f, --force         write binary data even to a terminal\n",
     cmd_bytes },
+  { "reload", "",
+    "      Ask qrsd to re-read its configuration file (as SIGHUP and\n"
+    "      'systemctl reload qrsd' do) and print the outcome: the file,\n"
+    "      its SHA-256, and each key that changed as 'key: old -> new'.\n"
+    "      Limits, access.*, log.level and monitor.* change live; other\n"
+    "      keys (sockets, sources, amplifier, journal, paths) are marked\n"
+    "      'needs a restart' and keep their value until then.  An invalid\n"
+    "      file is refused with qrsd's 'file:line: key: why' and changes\n"
+    "      nothing (exit status 2).  Privileged: root, qrsd's user or a\n"
+    "      member of access.admin_group.  Open connections and requests\n"
+    "      in flight are not disturbed.\n",
+    cmd_reload },
   { "validate", "FILE",
     "      Check a qrsd configuration file by running 'qrsd -n -c FILE'\n"
     "      and print the verdict: exit status 0 valid, 2 invalid.  qrsd\n"

@@ -45,7 +45,8 @@ struct line {
   uint64_t seq;
 };
 
-static enum log_level max_level = LOG_LEVEL_INFO;
+/* Set on the loop (start, reload), read by every thread that logs. */
+static int max_level = LOG_LEVEL_INFO;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
@@ -63,13 +64,33 @@ static int journal;               /* 1: journald, 0: stderr */
 void
 log_set_level(enum log_level level)
 {
-  max_level = level;
+  __atomic_store_n(&max_level, (int)level, __ATOMIC_RELAXED);
+}
+
+int
+log_level_parse(const char *name, enum log_level *ret_level)
+{
+  static const struct {
+    const char *name;
+    enum log_level level;
+  } names[] = {
+    { "err", LOG_LEVEL_ERR }, { "warn", LOG_LEVEL_WARN },
+    { "info", LOG_LEVEL_INFO }, { "debug", LOG_LEVEL_DEBUG },
+  };
+  size_t i;
+
+  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (name && !strcmp(name, names[i].name)) {
+      *ret_level = names[i].level;
+      return 0;
+    }
+  return -EINVAL;
 }
 
 int
 log_debug_enabled(void)
 {
-  return max_level >= LOG_LEVEL_DEBUG;
+  return __atomic_load_n(&max_level, __ATOMIC_RELAXED) >= LOG_LEVEL_DEBUG;
 }
 
 /* Is stderr the journal stream systemd gave us, and journald there? */
@@ -344,7 +365,7 @@ log_msg(enum log_level level, const char *fmt, ...)
 {
   va_list ap;
 
-  if (level > max_level)
+  if ((int)level > __atomic_load_n(&max_level, __ATOMIC_RELAXED))
     return;
   va_start(ap, fmt);
   log_vmsg(level, NULL, fmt, ap);
@@ -357,7 +378,7 @@ log_ev(enum log_level level, const struct log_fields *f, const char *fmt,
 {
   va_list ap;
 
-  if (level > max_level)
+  if ((int)level > __atomic_load_n(&max_level, __ATOMIC_RELAXED))
     return;
   va_start(ap, fmt);
   log_vmsg(level, f, fmt, ap);
@@ -400,7 +421,7 @@ log_vlimited(struct log_ratelimit *rl, enum log_level level,
   unsigned interval_ms, burst;
   int64_t now;
 
-  if (level > max_level)
+  if ((int)level > __atomic_load_n(&max_level, __ATOMIC_RELAXED))
     return;
   interval_ms = rl->interval_ms ? rl->interval_ms : 10000;
   burst = rl->burst ? rl->burst : 5;

@@ -19,8 +19,12 @@ enum log_level {
   LOG_LEVEL_DEBUG = 7,
 };
 
-/* Messages above level are dropped (default LOG_LEVEL_INFO). */
+/* Messages above level are dropped (default LOG_LEVEL_INFO).  Safe to
+   call while other threads log (a reload changes it). */
 void log_set_level(enum log_level level);
+/* "err", "warn", "info", "debug" (log.level) into *ret_level: 0, or
+   -EINVAL. */
+int log_level_parse(const char *name, enum log_level *ret_level);
 int log_debug_enabled(void);
 
 void log_msg(enum log_level level, const char *fmt, ...)

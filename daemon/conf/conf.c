@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "base/regfile.h"
 #include "conf/conf_int.h"
 
@@ -238,6 +240,24 @@ read_default_tree(void)
     default_tree = NULL;
 }
 
+/* The SHA-256 of text in hex into out (CONF_HASH_HEX + 1 bytes). */
+static int
+hash_text(const char *text, size_t len, char *out)
+{
+  static const char hex[] = "0123456789abcdef";
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n, i;
+
+  if (!EVP_Digest(text, len, md, &n, EVP_sha256(), NULL) || n != 32)
+    return -ENOMEM;
+  for (i = 0; i < n; i++) {
+    out[2 * i] = hex[md[i] >> 4];
+    out[2 * i + 1] = hex[md[i] & 15];
+  }
+  out[2 * n] = '\0';
+  return 0;
+}
+
 /* The embedded default, then text unless only_default. */
 static int
 load(const char *name, const char *text, size_t len, int only_default,
@@ -270,7 +290,9 @@ load(const char *name, const char *text, size_t len, int only_default,
     goto out;
   }
   conf->file = strdup(name);
-  if (!conf->file) {
+  if (!conf->file ||
+      hash_text(only_default ? conf_default_yaml : (text ? text : ""),
+                only_default ? conf_default_yaml_len : len, conf->hash) < 0) {
     r = conf__fail_nomem(&p);
     goto out;
   }
@@ -354,6 +376,8 @@ conf_free(struct qrsd_conf *conf)
   free(conf->socket_path);
   free(conf->socket_group);
   free(conf->access_group);
+  free(conf->access_admin_group);
+  free(conf->log_level);
   free(conf->default_source);
   free(conf->amp_type);
   free(conf->state_dir);
@@ -404,8 +428,9 @@ print_string(FILE *f, const char *s)
   fputc('"', f);
 }
 
-static void
-print_scalar(FILE *f, const struct key *k, const void *base, locale_t loc)
+void
+conf__print_scalar(FILE *f, const struct key *k, const void *base,
+                   locale_t loc)
 {
   const char *field;
   char buf[32];
@@ -469,12 +494,12 @@ print_source(FILE *f, const struct conf_source *s, int indent, locale_t loc)
       fputs("{ ", f);
       for (nk = sk->sub; nk->name; nk++) {
         fprintf(f, "%s%s: ", nk == sk->sub ? "" : ", ", nk->name);
-        print_scalar(f, nk, s, loc);
+        conf__print_scalar(f, nk, s, loc);
       }
       fputs(" }", f);
       continue;
     }
-    print_scalar(f, sk, s, loc);
+    conf__print_scalar(f, sk, s, loc);
   }
   fputs(" }\n", f);
 }
@@ -495,7 +520,7 @@ print_keys(FILE *f, const struct qrsd_conf *conf, const struct key *keys,
     }
     if (k->kind != KEY_SOURCES) {
       fputc(' ', f);
-      print_scalar(f, k, conf, loc);
+      conf__print_scalar(f, k, conf, loc);
       fputc('\n', f);
       continue;
     }

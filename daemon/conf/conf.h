@@ -74,12 +74,19 @@ struct conf_source {
   struct conf_grpc grpc;    /* grpc only */
 };
 
+#define CONF_HASH_HEX 64     /* SHA-256 in hex */
+
 struct qrsd_conf {
   char *file;               /* a path, or "(built-in default)" */
+  char hash[CONF_HASH_HEX + 1];  /* SHA-256 of the text read (the file's
+                               bytes, or the embedded default's), hex */
   char *socket_path;
   unsigned socket_mode;     /* e.g. 0660 */
   char *socket_group;       /* "" = none */
   char *access_group;       /* access.group; "" = socket_group */
+  char *access_admin_group; /* access.admin_group; "" = root and qrsd's
+                               user only may use privileged requests */
+  char *log_level;          /* log.level: err | warn | info | debug */
   char *default_source;
   char *amp_type;           /* "zscore_mean" */
   uint32_t amp_sample_count;
@@ -175,5 +182,41 @@ const char *conf_source_type_name(enum conf_source_type t);
 
 /* Is a source of type t for tests only (mock)? */
 int conf_source_type_is_test(enum conf_source_type t);
+
+/* ---- Reload (conf_diff.c) --------------------------------------------- */
+
+#define CONF_KEY_MAX 128          /* a dotted key path, shown */
+#define CONF_SHOW_MAX 96          /* a value, shown (longer ones are cut) */
+
+/* One difference between the configuration in use and a new one. */
+struct conf_change {
+  char key[CONF_KEY_MAX];         /* "limits.max_inflight_per_connection",
+                                     "sources.qrng.fallback", "sources.x" */
+  char old_value[CONF_SHOW_MAX];  /* as conf_print() writes it; "(none)"
+                                     for a source added */
+  char new_value[CONF_SHOW_MAX];  /* "(removed)" for a source removed */
+  int live;                       /* 1: a reload applies it; 0: it keeps
+                                     its value until qrsd restarts */
+};
+
+/* The differences from cur to next, key by key in conf_print()'s order.
+   0 and a new array (free() it; NULL when there are none) in *ret with
+   its count in *ret_n, or -ENOMEM.  Reads both, changes neither: it may
+   run on a worker thread while nothing changes cur. */
+int conf_diff(const struct qrsd_conf *cur, const struct qrsd_conf *next,
+              struct conf_change **ret, size_t *ret_n);
+
+/* Can next's live keys go with cur's other ones?  Values that need a
+   restart stay as they are, so the checks across keys are made again on
+   the mix (amplifier.sample_count <= limits.max_sample_count, ...).  0,
+   or -EINVAL with err filled in (naming next's file and the key). */
+int conf_check_live(const struct qrsd_conf *cur,
+                    const struct qrsd_conf *next, char *err, size_t errlen);
+
+/* Apply a reload: the values of next's live keys (and its hash) go into
+   cur, cur's old ones into next, which the caller then frees with
+   conf_free().  Keys that need a restart keep cur's values, and every
+   pointer into cur (sources, names) stays valid. */
+void conf_apply_live(struct qrsd_conf *cur, struct qrsd_conf *next);
 
 #endif

@@ -113,6 +113,8 @@ struct key {
   double dmin, dmax;
   unsigned open;            /* KEY_DOUBLE: OPEN_MIN | OPEN_MAX */
   const char *const *choices;  /* KEY_STRING: allowed values, or NULL */
+  int live;                 /* a reload applies it (conf_reload.c); else
+                               it keeps its value until a restart */
 };
 
 /* A source type and its keys (into struct conf_source). */
@@ -137,6 +139,11 @@ int conf__parse_mapping(struct parser *p, const struct node *map,
 
 /* Free conf's sources and everything they own. */
 void conf__free_sources(struct qrsd_conf *conf);
+
+/* The value of scalar key k of base (a struct qrsd_conf or conf_source)
+   as conf_print() writes it. */
+void conf__print_scalar(FILE *f, const struct key *k, const void *base,
+                        locale_t loc);
 
 /* Shortest text that reads back as v, independent of the locale. */
 void conf__format_double(double v, locale_t loc, char *buf, size_t len);

@@ -35,7 +35,19 @@ static const struct key socket_keys[] = {
 
 static const struct key access_keys[] = {
   { .name = "group", .kind = KEY_STRING, .offset = C_OFF(access_group),
-    .umin = 0, .umax = 255 },
+    .umin = 0, .umax = 255, .live = 1 },
+  { .name = "admin_group", .kind = KEY_STRING,
+    .offset = C_OFF(access_admin_group), .umin = 0, .umax = 255,
+    .live = 1 },
+  { .name = NULL }
+};
+
+static const char *const log_levels[] = { "err", "warn", "info", "debug",
+                                          NULL };
+
+static const struct key log_keys[] = {
+  { .name = "level", .kind = KEY_STRING, .offset = C_OFF(log_level),
+    .umin = 1, .umax = 15, .choices = log_levels, .live = 1 },
   { .name = NULL }
 };
 
@@ -64,44 +76,46 @@ static const struct key limits_keys[] = {
   { .name = "max_frame_bytes", .kind = KEY_U32,
     .offset = C_OFF(max_frame_bytes), .umin = 1024, .umax = 67108864 },
   { .name = "max_sample_count", .kind = KEY_U32,
-    .offset = C_OFF(max_sample_count), .umin = 1, .umax = 16777216 },
+    .offset = C_OFF(max_sample_count), .umin = 1, .umax = 16777216, .live = 1 },
   { .name = "max_connections", .kind = KEY_U32,
-    .offset = C_OFF(max_connections), .umin = 1, .umax = 65536 },
+    .offset = C_OFF(max_connections), .umin = 1, .umax = 65536, .live = 1 },
   { .name = "max_inflight_per_connection", .kind = KEY_U32,
-    .offset = C_OFF(max_inflight), .umin = 1, .umax = 4096 },
+    .offset = C_OFF(max_inflight), .umin = 1, .umax = 4096, .live = 1 },
   { .name = "request_timeout_ms", .kind = KEY_U32,
-    .offset = C_OFF(request_timeout_ms), .umin = 1, .umax = 600000 },
+    .offset = C_OFF(request_timeout_ms), .umin = 1, .umax = 600000, .live = 1 },
   { .name = "max_calibration_samples", .kind = KEY_U32,
-    .offset = C_OFF(max_calibration_samples), .umin = 2, .umax = 10000000 },
+    .offset = C_OFF(max_calibration_samples), .umin = 2, .umax = 10000000,
+    .live = 1 },
   { .name = "max_calibration_bytes", .kind = KEY_U64,
     .offset = C_OFF(max_calibration_bytes), .umin = 1,
-    .umax = 17179869184ull },
+    .umax = 17179869184ull, .live = 1 },
   { .name = "exact_cache_bytes", .kind = KEY_U64,
     .offset = C_OFF(exact_cache_bytes), .umin = 1048576,
-    .umax = 17179869184ull },
+    .umax = 17179869184ull, .live = 1 },
   { .name = "hello_timeout_ms", .kind = KEY_U32,
-    .offset = C_OFF(hello_timeout_ms), .umin = 1, .umax = 600000 },
+    .offset = C_OFF(hello_timeout_ms), .umin = 1, .umax = 600000, .live = 1 },
   { .name = "frame_timeout_ms", .kind = KEY_U32,
-    .offset = C_OFF(frame_timeout_ms), .umin = 1, .umax = 600000 },
+    .offset = C_OFF(frame_timeout_ms), .umin = 1, .umax = 600000, .live = 1 },
   { .name = "idle_timeout_ms", .kind = KEY_U32,
-    .offset = C_OFF(idle_timeout_ms), .umin = 0, .umax = 86400000 },
+    .offset = C_OFF(idle_timeout_ms), .umin = 0, .umax = 86400000, .live = 1 },
   { .name = "max_connections_per_uid", .kind = KEY_U32,
-    .offset = C_OFF(max_connections_per_uid), .umin = 1, .umax = 65536 },
+    .offset = C_OFF(max_connections_per_uid), .umin = 1, .umax = 65536,
+    .live = 1 },
   { .name = "memory_budget_bytes", .kind = KEY_U64,
     .offset = C_OFF(memory_budget), .umin = 16777216,
-    .umax = 1099511627776ull },
+    .umax = 1099511627776ull, .live = 1 },
   { .name = NULL }
 };
 
 static const struct key monitor_keys[] = {
   { .name = "window", .kind = KEY_U32, .offset = C_OFF(monitor_window),
-    .umin = 0, .umax = 100000 },
+    .umin = 0, .umax = 100000, .live = 1 },
   { .name = "ks_alarm_p", .kind = KEY_DOUBLE,
-    .offset = C_OFF(monitor_ks_alarm_p), .dmin = 0.0, .dmax = 0.5 },
+    .offset = C_OFF(monitor_ks_alarm_p), .dmin = 0.0, .dmax = 0.5, .live = 1 },
   { .name = "cusum_k", .kind = KEY_DOUBLE, .offset = C_OFF(monitor_cusum_k),
-    .dmin = 0.0, .dmax = 10.0 },
+    .dmin = 0.0, .dmax = 10.0, .live = 1 },
   { .name = "cusum_h", .kind = KEY_DOUBLE, .offset = C_OFF(monitor_cusum_h),
-    .dmin = 0.0, .dmax = 1e9, .open = OPEN_MIN },
+    .dmin = 0.0, .dmax = 1e9, .open = OPEN_MIN, .live = 1 },
   { .name = NULL }
 };
 
@@ -158,6 +172,7 @@ static const struct key compat_keys[] = {
 const struct key conf__top_keys[] = {
   { .name = "socket", .kind = KEY_SECTION, .sub = socket_keys },
   { .name = "access", .kind = KEY_SECTION, .sub = access_keys },
+  { .name = "log", .kind = KEY_SECTION, .sub = log_keys },
   { .name = "default_source", .kind = KEY_STRING,
     .offset = C_OFF(default_source), .umin = 1,
     .umax = CONF_MAX_SOURCE_NAME },

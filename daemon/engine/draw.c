@@ -77,6 +77,35 @@ struct req {
   void *ctx;
 };
 
+static void
+monitor_conf_of(const struct qrsd_conf *conf, struct monitor_conf *mc)
+{
+  mc->window = conf->monitor_window;
+  mc->ks_alarm_p = conf->monitor_ks_alarm_p;
+  mc->cusum_k = conf->monitor_cusum_k;
+  mc->cusum_h = conf->monitor_cusum_h;
+}
+
+static int
+monitor_conf_equal(const struct monitor_conf *a, const struct monitor_conf *b)
+{
+  return a->window == b->window && a->ks_alarm_p == b->ks_alarm_p &&
+         a->cusum_k == b->cusum_k && a->cusum_h == b->cusum_h;
+}
+
+/* What the engine derives from limits.* (again on a reload). */
+static void
+limits_apply(struct draw_engine *e)
+{
+  const struct qrsd_conf *conf = e->conf;
+
+  amp_exact_cache_limit(conf->exact_cache_bytes);
+  /* A BYTES reply is the data plus a few short strings. */
+  e->max_bytes_per_request = conf->max_frame_bytes - 512;
+  if (e->max_bytes_per_request > conf->max_sample_count)
+    e->max_bytes_per_request = conf->max_sample_count;
+}
+
 int
 draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
                 uv_loop_t *loop, struct draw_engine **ret_engine)
@@ -98,10 +127,7 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
     free(e);
     return -ENOMEM;
   }
-  mc.window = conf->monitor_window;
-  mc.ks_alarm_p = conf->monitor_ks_alarm_p;
-  mc.cusum_k = conf->monitor_cusum_k;
-  mc.cusum_h = conf->monitor_cusum_h;
+  monitor_conf_of(conf, &mc);
   for (i = 0; i < e->n_amp; i++) {
     registry_info(reg, i, &ri);
     e->amp[i].name = strdup(ri.name);
@@ -112,11 +138,7 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
       return -ENOMEM;
     }
   }
-  amp_exact_cache_limit(conf->exact_cache_bytes);
-  /* A BYTES reply is the data plus a few short strings. */
-  e->max_bytes_per_request = conf->max_frame_bytes - 512;
-  if (e->max_bytes_per_request > conf->max_sample_count)
-    e->max_bytes_per_request = conf->max_sample_count;
+  limits_apply(e);
   if (conf->journal_dir && conf->journal_dir[0]) {
     struct journal_params jp;
     char err[512];
@@ -157,6 +179,31 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
   }
   *ret_engine = e;
   return 0;
+}
+
+int
+draw_engine_reconfigure(struct draw_engine *e)
+{
+  struct monitor_conf mc;
+  struct monitor m;
+  size_t i;
+  int r;
+
+  limits_apply(e);
+  monitor_conf_of(e->conf, &mc);
+  r = 0;
+  for (i = 0; i < e->n_amp; i++) {
+    if (monitor_conf_equal(&e->amp[i].mon.conf, &mc))
+      continue;
+    /* A new window starts empty, and its alarm unlatched. */
+    if (monitor_init(&m, &mc) < 0) {
+      r = -ENOMEM;
+      continue;
+    }
+    monitor_free(&e->amp[i].mon);
+    e->amp[i].mon = m;
+  }
+  return r;
 }
 
 void

@@ -37,6 +37,12 @@ int draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
                     uv_loop_t *loop, struct draw_engine **ret_engine);
 void draw_engine_free(struct draw_engine *e);   /* accepts NULL */
 
+/* The configuration changed (a reload, in place): recompute what the
+   engine derives from limits.*, and restart the monitors whose monitor.*
+   settings changed (their windows start empty).  0, or -ENOMEM when a
+   monitor kept its old settings for want of memory. */
+int draw_engine_reconfigure(struct draw_engine *e);
+
 /* The largest BYTES count served (HelloReply.max_bytes_per_request). */
 uint32_t draw_max_bytes(const struct draw_engine *e);
 

@@ -247,6 +247,36 @@ registry_add(struct registry *reg, struct source *s, const char *fb)
 }
 
 void
+registry_set_limits(struct registry *reg, const struct reg_limits *limits)
+{
+  reg->lim = *limits;
+}
+
+int
+registry_set_fallbacks(struct registry *reg, const struct qrsd_conf *conf)
+{
+  struct rsrc *rs;
+  char *fb;
+  size_t i;
+  int r;
+
+  r = 0;
+  for (i = 0; i < conf->n_sources; i++) {
+    rs = find(reg, conf->sources[i].name);
+    if (!rs || rs->builtin || !strcmp(rs->fallback, conf->sources[i].fallback))
+      continue;
+    fb = strdup(conf->sources[i].fallback);
+    if (!fb) {
+      r = -ENOMEM;
+      continue;
+    }
+    free(rs->fallback);
+    rs->fallback = fb;
+  }
+  return r;
+}
+
+void
 registry_stop(struct registry *reg)
 {
   size_t i;

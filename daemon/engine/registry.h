@@ -117,6 +117,19 @@ int registry_new(uv_loop_t *loop, const struct qrsd_conf *conf,
                  const struct reg_limits *limits,
                  struct registry **ret_reg, char *err, size_t errlen);
 
+/* Replace the limits (a reload): fetches in progress keep what they
+   hold; new ones are admitted against the new bytes_max. */
+void registry_set_limits(struct registry *reg,
+                         const struct reg_limits *limits);
+
+/* A reload changed fallbacks in conf (in place; conf_apply_live() only
+   names "error", declared sources and built-ins that exist): each
+   declared source takes its conf's fallback.  Requests in progress walk
+   the new chain from their next leg.  0 or -ENOMEM (that source keeps
+   its old fallback). */
+int registry_set_fallbacks(struct registry *reg,
+                           const struct qrsd_conf *conf);
+
 /* The daemon stops: every source's ops->stop.  Fetches in progress still
    complete. */
 void registry_stop(struct registry *reg);

@@ -25,4 +25,16 @@ int access_resolve(struct access *a, const char *explicit_group,
 int access_peer_allowed(const struct access *a, int fd, uid_t uid, gid_t gid,
                         char *why, size_t whylen);
 
+/* The admin group (access.admin_group; "" or NULL: none, a->on 0): who
+   may use the privileged requests (RELOAD).  A group that does not exist
+   is an error (-ENOENT, err filled in naming the key).  Reads /etc/group
+   (getgrnam_r): at start, or on a reload's worker thread. */
+int access_resolve_admin(struct access *a, const char *group, char *err,
+                         size_t errlen);
+
+/* 1 if the peer may use a privileged request: root, qrsd's own uid, or
+   a member of a's group; 0 with why filled in if not. */
+int access_peer_admin(const struct access *a, int fd, uid_t uid, gid_t gid,
+                      char *why, size_t whylen);
+
 #endif

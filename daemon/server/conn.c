@@ -307,8 +307,8 @@ conn_reserve(struct conn *c, size_t need)
 /* The largest payload of each request type (issue 11 item 4): real
    requests are far smaller, and the cap is checked on the header, before
    the payload is buffered or decoded.  A Draw is two names of at most 63
-   bytes, a salt of at most 256 and a few numbers; Status, Health and
-   Sources are empty. */
+   bytes, a salt of at most 256 and a few numbers; Status, Health,
+   Sources and Reload are empty. */
 static uint32_t
 request_cap(uint16_t type)
 {
@@ -321,6 +321,7 @@ request_cap(uint16_t type)
   case QRS_MSG_STATUS:
   case QRS_MSG_HEALTH:
   case QRS_MSG_SOURCES:
+  case QRS_MSG_RELOAD:
     return 64;
   default:
     return 1024;                /* answered ERROR_UNSUPPORTED */

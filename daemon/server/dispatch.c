@@ -5,7 +5,7 @@
    connection's in-flight limit) and dispatched: HELLO answered here, DRAW
    and BYTES handed to the draw engine once their reply fits the
    connection's write queue and the memory budget (else BUSY), STATUS,
-   HEALTH and SOURCES to report.c. */
+   HEALTH and SOURCES to report.c, RELOAD (privileged) to reload.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -142,6 +142,28 @@ pending_new(struct conn *c, uint32_t seq, size_t reply, size_t read)
   return p;
 }
 
+/* A privileged request (RELOAD): root, qrsd's own user or a member of
+   access.admin_group (issue 23); anyone else gets PERMISSION_DENIED
+   saying why, and one rate-limited log line. */
+static int
+privileged(struct conn *c, uint32_t seq, uint16_t type)
+{
+  char why[160];
+  uv_os_fd_t fd;
+
+  if (!c->has_uid || uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0)
+    snprintf(why, sizeof(why), "qrsd cannot read the peer's credentials "
+             "(SO_PEERCRED)");
+  else if (access_peer_admin(&c->srv->admin, fd, c->uid, c->gid, why,
+                             sizeof(why)))
+    return 1;
+  log_limited(&c->srv->rl_denied, LOG_LEVEL_WARN, "%s: %s refused: %s",
+              c->name, qrs__msg_name(type), why);
+  conn_send_error(c, seq, QRS_E_PERMISSION, "%s is a privileged request: "
+                  "%s", qrs__msg_name(type), why);
+  return 0;
+}
+
 static void *
 arena_alloc(void *data, size_t size)
 {
@@ -174,6 +196,7 @@ is_request_type(uint16_t type)
   case QRS_MSG_STATUS:
   case QRS_MSG_HEALTH:
   case QRS_MSG_SOURCES:
+  case QRS_MSG_RELOAD:
     return 1;
   default:
     return 0;
@@ -281,6 +304,10 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
     break;
   case QRS_MSG_SOURCES:
     report_sources(c, h->seq);
+    break;
+  case QRS_MSG_RELOAD:
+    if (privileged(c, h->seq, h->type))
+      server_reload(srv, c, h->seq);
     break;
   }
 

@@ -235,6 +235,8 @@ report_status(struct conn *c, uint32_t seq)
   r.memory_budget_bytes = srv->conf->memory_budget;
   r.n_sources = in.n;
   r.sources = in.p;
+  r.config_file = srv->conf->file;
+  r.config_hash = (char *)srv->conf->hash;
   conn_send(c, QRS_MSG_STATUS_REPLY, seq, &r.base);
   free_source_infos(&in);
 }

@@ -159,6 +159,7 @@ on_connection(uv_stream_t *listener, int status)
     snprintf(c->name, sizeof(c->name), "conn %llu (pid %d, uid %u)",
              (unsigned long long)c->id, (int)cred.pid, (unsigned)cred.uid);
     c->uid = cred.uid;
+    c->gid = cred.gid;
     c->has_uid = 1;
     if (!access_peer_allowed(&srv->access, fd, cred.uid, cred.gid,
                              c->refuse_msg, sizeof(c->refuse_msg))) {
@@ -262,6 +263,10 @@ start_listening(struct server *srv, char *err, size_t errlen)
 
   r = access_resolve(&srv->access, srv->conf->access_group,
                      srv->conf->socket_group, err, errlen);
+  if (r < 0)
+    return r;
+  r = access_resolve_admin(&srv->admin, srv->conf->access_admin_group, err,
+                           errlen);
   if (r < 0)
     return r;
   srv->listener.data = srv;
@@ -402,9 +407,26 @@ server_listen_fd(struct server *srv, int fd, char *err, size_t errlen)
 
 /* ---- start and stop ------------------------------------------------- */
 
+void
+server_limits_of(const struct qrsd_conf *conf, struct reg_limits *lim,
+                 size_t *ret_read_max)
+{
+  /* getrandom() of 64 KiB takes well under 200 us: larger reads go to
+     the worker threads, which may hold this much at once. */
+  lim->inline_max = 64 * 1024;
+  lim->bytes_max = 64u * 1024 * 1024;
+  if (lim->bytes_max < 4 * (size_t)conf->max_sample_count)
+    lim->bytes_max = 4 * (size_t)conf->max_sample_count;
+  /* One client's reads in progress: a quarter of the read budget, but at
+     least one read of the largest size (issue 11 item 5). */
+  *ret_read_max = lim->bytes_max / 4;
+  if (*ret_read_max < conf->max_sample_count)
+    *ret_read_max = conf->max_sample_count;
+}
+
 int
 server_init(struct server *srv, uv_loop_t *loop,
-            const struct qrsd_conf *conf, char *err, size_t errlen)
+            struct qrsd_conf *conf, char *err, size_t errlen)
 {
   struct reg_limits lim;
   struct ts now;
@@ -418,20 +440,10 @@ server_init(struct server *srv, uv_loop_t *loop,
   ts_now(&now);
   srv->start_mono_ns = now.monotonic_ns;
 
-  /* getrandom() of 64 KiB takes well under 200 us: larger reads go to
-     the worker threads, which may hold this much at once. */
-  lim.inline_max = 64 * 1024;
-  lim.bytes_max = 64u * 1024 * 1024;
-  if (lim.bytes_max < 4 * (size_t)conf->max_sample_count)
-    lim.bytes_max = 4 * (size_t)conf->max_sample_count;
+  server_limits_of(conf, &lim, &srv->read_max_per_conn);
   r = registry_new(loop, conf, &lim, &srv->reg, err, errlen);
   if (r < 0)
     return r;
-  /* One client's reads in progress: a quarter of the read budget, but at
-     least one read of the largest size (issue 11 item 5). */
-  srv->read_max_per_conn = lim.bytes_max / 4;
-  if (srv->read_max_per_conn < conf->max_sample_count)
-    srv->read_max_per_conn = conf->max_sample_count;
   srv->arena = malloc(DECODE_ARENA);
   if (!srv->arena) {
     snprintf(err, errlen, "out of memory");
@@ -456,7 +468,7 @@ server_init(struct server *srv, uv_loop_t *loop,
   }
   if (srv->max_reply_bytes < conf->max_frame_bytes)
     srv->max_reply_bytes = conf->max_frame_bytes;
-  r = statuspub_start(&srv->status, srv->reg, srv->draw, loop,
+  r = statuspub_start(&srv->status, srv->reg, srv->draw, loop, conf,
                       conf->status_file);
   if (r < 0) {
     snprintf(err, errlen, "out of memory");

@@ -20,12 +20,14 @@
 #include "engine/registry.h"
 
 struct conn;
+struct reload_job;
 
 #define SERVER_LAT_BUCKETS 16    /* bounds in report.c; + one for +Inf */
 
 struct server {
   uv_loop_t *loop;
-  const struct qrsd_conf *conf;
+  struct qrsd_conf *conf;       /* the caller's; a reload changes its live
+                                   keys in place (conf_apply_live()) */
 
   uv_pipe_t listener;
   int listener_open;
@@ -64,6 +66,14 @@ struct server {
   struct log_ratelimit rl_conn;
   struct log_ratelimit rl_denied;
   struct access access;         /* who may connect (access.h) */
+  struct access admin;          /* who may RELOAD (access.admin_group) */
+  struct reload_job *reloading; /* the reload in progress, or NULL */
+  int reload_again;             /* SIGHUP during a reload: once more */
+  uint64_t reloads;             /* applied */
+  uint64_t reloads_refused;     /* invalid configurations refused */
+  int log_forced;               /* qrsd -v: log.level is not applied */
+  int socket_forced;            /* -s / -S: socket.path / status_file */
+  int status_forced;            /*   keep their values over reloads */
 
   uint64_t requests;
   uint64_t draws;
@@ -80,7 +90,18 @@ struct server {
    or a negative errno with err filled in.  srv is the caller's storage;
    undo with server_done(). */
 int server_init(struct server *srv, uv_loop_t *loop,
-                const struct qrsd_conf *conf, char *err, size_t errlen);
+                struct qrsd_conf *conf, char *err, size_t errlen);
+
+/* Reload the configuration (issue 23): conf->file is read and parsed on
+   a worker thread, never on the loop; an invalid one is refused with its
+   error (file:line: key: why) and the one in use keeps serving; else the
+   keys flagged live are applied in place (limits, access lists, log
+   level, monitors) and the others keep their values until a restart,
+   reported "needs restart".  Connections and requests in flight are not
+   touched.  c NULL (SIGHUP): the outcome is logged; else c gets a
+   RELOAD_REPLY or an ERROR to seq.  One reload at a time: during one,
+   a request is answered BUSY and a SIGHUP runs another after it. */
+void server_reload(struct server *srv, struct conn *c, uint32_t seq);
 
 /* Listen on path: refuse (-EADDRINUSE) if a live daemon answers there,
    replace a stale socket file, apply the configured mode and group. */

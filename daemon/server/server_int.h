@@ -51,6 +51,7 @@ struct conn {
   char *client_name;
 
   uid_t uid;
+  gid_t gid;                    /* primary group (SO_PEERCRED) */
   int has_uid;
   int refused;                  /* over a connection limit: the first
                                    frame is answered BUSY, then close */
@@ -68,6 +69,10 @@ struct conn {
 /* While stopping: call on_stopped once every connection and handle is
    closed. */
 void server_maybe_stopped(struct server *srv);
+/* What the server and the registry derive from limits.* (at start and
+   on a reload). */
+void server_limits_of(const struct qrsd_conf *conf, struct reg_limits *lim,
+                      size_t *ret_read_max);
 
 /* conn.c */
 

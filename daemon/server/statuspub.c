@@ -296,7 +296,7 @@ static void
 publish(struct statuspub *sp, int force)
 {
   struct status_summary sum;
-  struct json_object *extra, *srcs;
+  struct json_object *extra, *srcs, *cf;
   const char *alarm_src, *alarm_reason;
   struct reg_info def;
   struct local_stats *ls;
@@ -358,6 +358,12 @@ publish(struct statuspub *sp, int force)
   json_object_object_add(extra, "sources", srcs);
   if (sp->extra_json)
     json_object_object_add(extra, "api_keys", sp->extra_json(sp->extra_ctx));
+  cf = sp->conf ? json_object_new_object() : NULL;
+  if (cf) {
+    json_object_object_add(cf, "file", json_object_new_string(sp->conf->file));
+    json_object_object_add(cf, "hash", json_object_new_string(sp->conf->hash));
+    json_object_object_add(extra, "config", cf);
+  }
   if (sp->draw && draw_journal(sp->draw))
     json_object_object_add(extra, "journal",
                            journal_status_json(draw_journal(sp->draw)));
@@ -386,13 +392,15 @@ on_change(void *ctx, int transition)
 
 int
 statuspub_start(struct statuspub *sp, struct registry *reg,
-                struct draw_engine *draw, uv_loop_t *loop, const char *path)
+                struct draw_engine *draw, uv_loop_t *loop,
+                const struct qrsd_conf *conf, const char *path)
 {
   int r;
 
   memset(sp, 0, sizeof(*sp));
   sp->reg = reg;
   sp->draw = draw;
+  sp->conf = conf;
   sp->loop = loop;
   r = statusfile_init(&sp->sf, path);
   if (r < 0)
@@ -413,6 +421,13 @@ statuspub_touch(struct statuspub *sp)
 {
   if (sp && sp->reg && sp->sf.path)
     publish(sp, 0);
+}
+
+void
+statuspub_publish(struct statuspub *sp)
+{
+  if (sp->reg && sp->sf.path)
+    publish(sp, 1);
 }
 
 void

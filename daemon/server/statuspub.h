@@ -25,6 +25,7 @@ struct statuspub {
   struct statusfile sf;
   struct registry *reg;
   struct draw_engine *draw;     /* NULL: no statistics */
+  const struct qrsd_conf *conf; /* "config": its file and hash */
   uv_loop_t *loop;
   int warned;                   /* a write failure was logged */
   struct spwrite *inflight;     /* the write on a worker thread, or NULL */
@@ -43,10 +44,12 @@ struct statuspub {
    is ever written.  0 or -ENOMEM. */
 int statuspub_start(struct statuspub *sp, struct registry *reg,
                     struct draw_engine *draw, uv_loop_t *loop,
-                    const char *path);
+                    const struct qrsd_conf *conf, const char *path);
 /* Something the snapshot shows changed outside the registry (an api
    key's use): a snapshot now, or at the end of the second. */
 void statuspub_touch(struct statuspub *sp);
+/* Take a snapshot now (the configuration changed: a reload). */
+void statuspub_publish(struct statuspub *sp);
 /* Take a final snapshot, detach, and run the loop until the writes in
    flight are done (after the loop has stopped serving: from
    server_done()).  Accepts a zeroed one. */

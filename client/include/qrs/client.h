@@ -368,6 +368,9 @@ struct qrs_status {
   uint64_t busy_replies;          /* requests answered BUSY */
   uint64_t memory_used_bytes;     /* what limits.memory_budget_bytes bounds */
   uint64_t memory_budget_bytes;
+  char config_file[256];            /* the configuration in use (0.1+) */
+  char config_hash[65];             /* SHA-256 (hex) of its text, as
+                                       last loaded; "" from an older qrsd */
 };
 
 enum qrs_health_state {
@@ -401,6 +404,39 @@ QRS_EXPORT void qrs_health_free(struct qrs_health *h);
 QRS_EXPORT int qrs_client_sources(struct qrs_client *c,
                                   struct qrs_sources **ret_sources);
 QRS_EXPORT void qrs_sources_free(struct qrs_sources *s);
+
+/* One key that differs between qrsd's configuration in use and the one
+   a reload read.  Values are as "qrsd -p" prints them, cut to 95 bytes. */
+struct qrs_config_change {
+  char key[128];                /* "limits.max_sample_count" */
+  char old_value[96];
+  char new_value[96];           /* "(removed)": a source removed */
+  int needs_restart;            /* 1: it keeps old_value until qrsd
+                                   restarts; 0: applied */
+};
+
+struct qrs_reload {
+  char config_file[256];
+  char config_hash[65];         /* SHA-256 (hex) of the text now in use */
+  uint32_t applied;             /* changes applied live */
+  uint32_t needs_restart;       /* changes waiting for a restart */
+  uint64_t apply_ns;            /* qrsd loop time the apply step took */
+  size_t n_changes;             /* listed in changes */
+  uint32_t n_omitted;           /* more changes, not listed (the daemon's
+                                   log has them) */
+  struct qrs_config_change *changes;
+};
+
+/* Ask qrsd to reload its configuration file (privileged: root, qrsd's
+   user or a member of access.admin_group).  0 and a new struct in *ret
+   (free it with qrs_reload_free(), which accepts NULL), or
+   QRS_E_PERMISSION (not allowed), QRS_E_BAD_CONFIG (the file is invalid:
+   qrs_client_errmsg() has qrsd's "file:line: key: why"; the old
+   configuration keeps serving), QRS_E_BUSY (a reload in progress),
+   -EINVAL, -ENOMEM, or the call's error.  Added in 0.1. */
+QRS_EXPORT int qrs_client_reload(struct qrs_client *c,
+                                 struct qrs_reload **ret);
+QRS_EXPORT void qrs_reload_free(struct qrs_reload *r);
 
 /* "healthy", "degraded", "failed" or "unknown". */
 QRS_EXPORT const char *qrs_health_state_name(enum qrs_health_state s);

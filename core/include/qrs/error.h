@@ -36,6 +36,7 @@ enum qrs_error {
   QRS_E_AMP_PARAMS = -1020,       /* amplifier parameter out of range */
   QRS_E_CALIBRATION = -1021,      /* amplifier calibration failed */
   QRS_E_PERMISSION = -1022,       /* the peer is not allowed (access) */
+  QRS_E_BAD_CONFIG = -1023,       /* qrsd refused its new configuration */
 
   /* Errors raised inside libqrs itself. */
   QRS_E_DISCONNECTED = -1100,     /* connection lost with the request

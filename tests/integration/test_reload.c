@@ -1,0 +1,393 @@
+/* Live reload of a real qrsd's configuration (issue 23): qrsctl reload's
+   RELOAD and SIGHUP re-read the file; a limit changed takes effect on a
+   connection already open; an invalid file is refused, naming file,
+   line and key, and the old configuration keeps serving; keys that need
+   a restart keep their value and are reported so; draws in flight while
+   reloads happen all complete; the status file and STATUS carry the
+   hash of the text in use.  (A peer that is not an admin: reload.sh.) */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <openssl/evp.h>
+#include <qrs/client.h>
+
+#include "harness.h"
+#include "harness_client.h"
+
+static struct daemon D;
+
+static void
+teardown(void)
+{
+  if (D.pid > 0)
+    daemon_stop(&D);
+  daemon_cleanup(&D);
+}
+
+TestSuite(reload, .fini = teardown, .timeout = 120);
+
+/* The config file's text: a status file in the test's directory, then
+   extra. */
+static void
+write_conf(const char *extra)
+{
+  char text[2048];
+
+  snprintf(text, sizeof(text), "status_file: %s/status.json\n%s", D.dir,
+           extra);
+  write_text_file(D.conf, text);
+}
+
+static void
+start(const char *extra)
+{
+  daemon_prepare(&D, NULL);
+  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
+  write_conf(extra);
+  daemon_start(&D, NULL);
+}
+
+/* The SHA-256 of the config file's bytes, in hex. */
+static void
+file_hash(char out[65])
+{
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n, i;
+  size_t len;
+  char *text;
+
+  text = read_text_file(D.conf, 1 << 20, &len);
+  cr_assert(EVP_Digest(text, len, md, &n, EVP_sha256(), NULL));
+  free(text);
+  for (i = 0; i < n; i++)
+    snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* STATUS and the status file both carry the hash of the file's text. */
+static void
+assert_hash_in_use(struct qrs_client *c)
+{
+  struct qrs_status *st;
+  char want[65], path[128];
+  char *status;
+  int i, found;
+
+  file_hash(want);
+  cr_assert_eq(qrs_client_status(c, &st), 0);
+  cr_assert_str_eq(st->config_hash, want);
+  cr_assert_str_eq(st->config_file, D.conf);
+  qrs_status_free(st);
+  /* A worker writes the status file: give it a moment. */
+  snprintf(path, sizeof(path), "%s/status.json", D.dir);
+  found = 0;
+  for (i = 0; i < 100 && !found; i++) {
+    if (access(path, R_OK) == 0) {
+      status = read_text_file(path, 1 << 20, NULL);
+      found = strstr(status, want) != NULL;
+      free(status);
+    }
+    if (!found)
+      usleep(20000);
+  }
+  cr_assert(found, "the status file names config hash %s", want);
+}
+
+static int
+draw_samples(struct qrs_client *c, uint32_t n, struct qrs_draw *d)
+{
+  struct qrs_draw_request rq;
+
+  memset(&rq, 0, sizeof(rq));
+  rq.sample_count = n;
+  return qrs_client_draw(c, &rq, d);
+}
+
+static const struct qrs_config_change *
+change_of(const struct qrs_reload *rl, const char *key)
+{
+  size_t i;
+
+  for (i = 0; i < rl->n_changes; i++)
+    if (!strcmp(rl->changes[i].key, key))
+      return &rl->changes[i];
+  return NULL;
+}
+
+Test(reload, a_lower_limit_takes_effect_on_an_open_connection)
+{
+  const struct qrs_config_change *ch;
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  int r;
+
+  start("limits: { max_sample_count: 40000 }\n");
+  c = connect_client(D.sock);
+  cr_assert_eq(draw_samples(c, 30000, &d), 0);
+  assert_hash_in_use(c);
+
+  write_conf("limits: { max_sample_count: 20000 }\n");
+  r = qrs_client_reload(c, &rl);
+  cr_assert_eq(r, 0, "reload: %s (%s)", qrs_strerror(r),
+               qrs_client_errmsg(c));
+  ch = change_of(rl, "limits.max_sample_count");
+  cr_assert_not_null(ch, "the diff lists limits.max_sample_count");
+  cr_assert_str_eq(ch->old_value, "40000");
+  cr_assert_str_eq(ch->new_value, "20000");
+  cr_assert_eq(ch->needs_restart, 0);
+  cr_assert_eq(rl->applied, 1);
+  cr_assert_eq(rl->needs_restart, 0);
+  qrs_reload_free(rl);
+
+  /* The same connection: refused now above the new limit. */
+  r = draw_samples(c, 30000, &d);
+  cr_assert_eq(r, QRS_E_SAMPLE_COUNT, "draw of 30000: %s", qrs_strerror(r));
+  cr_assert_eq(draw_samples(c, 20000, &d), 0);
+  assert_hash_in_use(c);
+  cr_assert(daemon_log_contains(&D, "reload: limits.max_sample_count: "
+                                "40000 -> 20000"));
+  qrs_client_free(c);
+}
+
+Test(reload, an_invalid_file_is_refused_and_the_old_one_keeps_serving)
+{
+  struct qrs_status *st;
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  char before[65], want[256];
+  int r;
+
+  start("limits: { max_sample_count: 40000 }\n");
+  c = connect_client(D.sock);
+  cr_assert_eq(qrs_client_status(c, &st), 0);
+  snprintf(before, sizeof(before), "%s", st->config_hash);
+  qrs_status_free(st);
+
+  write_conf("limits: { max_sample_count: 20000, max_connections: 0 }\n");
+  rl = NULL;
+  r = qrs_client_reload(c, &rl);
+  cr_assert_eq(r, QRS_E_BAD_CONFIG, "reload: %s", qrs_strerror(r));
+  cr_assert_null(rl);
+  snprintf(want, sizeof(want), "%s:2: limits.max_connections: value 0",
+           D.conf);
+  cr_assert(strstr(qrs_client_errmsg(c), want), "errmsg '%s' lacks '%s'",
+            qrs_client_errmsg(c), want);
+
+  /* The old configuration serves, limit and hash included. */
+  cr_assert_eq(draw_samples(c, 30000, &d), 0);
+  cr_assert_eq(qrs_client_status(c, &st), 0);
+  cr_assert_str_eq(st->config_hash, before);
+  qrs_status_free(st);
+  cr_assert(daemon_log_contains(&D, "reload refused: "));
+
+  /* A limit below a value that needs a restart: refused too. */
+  write_conf("limits: { max_sample_count: 5000 }\n");
+  r = qrs_client_reload(c, &rl);
+  cr_assert_eq(r, QRS_E_BAD_CONFIG);
+  cr_assert(strstr(qrs_client_errmsg(c), "limits.max_sample_count"),
+            "%s", qrs_client_errmsg(c));
+  cr_assert_eq(draw_samples(c, 30000, &d), 0);
+  qrs_client_free(c);
+}
+
+Test(reload, keys_that_need_a_restart_keep_their_value)
+{
+  const struct qrs_config_change *ch;
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  struct qrs_draw d;
+
+  start("amplifier: { sample_count: 10000 }\n");
+  c = connect_client(D.sock);
+  write_conf("amplifier: { sample_count: 5000 }\n"
+             "limits: { idle_timeout_ms: 123456 }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "amplifier.sample_count");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 1);
+  cr_assert_eq(rl->needs_restart, 1);
+  cr_assert_eq(rl->applied, 1);
+  qrs_reload_free(rl);
+  cr_assert_eq(qrs_client_draw(c, NULL, &d), 0);
+  cr_assert_eq(d.sample_count, 10000, "the amplifier kept its samples");
+  cr_assert(daemon_log_contains(&D, "amplifier.sample_count: 10000 -> 5000 "
+                                "needs a restart"));
+  qrs_client_free(c);
+}
+
+Test(reload, sighup_reloads_the_file)
+{
+  struct qrs_client *c;
+  struct qrs_draw d;
+
+  start("limits: { max_sample_count: 40000 }\n");
+  c = connect_client(D.sock);
+  write_conf("limits: { max_sample_count: 20000 }\n");
+  cr_assert_eq(kill(D.pid, SIGHUP), 0);
+  cr_assert(daemon_log_contains(&D, "requested by SIGHUP"));
+  cr_assert(daemon_log_contains(&D, "reload: limits.max_sample_count: "
+                                "40000 -> 20000"));
+  cr_assert_eq(draw_samples(c, 30000, &d), QRS_E_SAMPLE_COUNT);
+  assert_hash_in_use(c);
+
+  /* An invalid file on SIGHUP: logged with file, line and key. */
+  write_conf("limits: { max_sample_count: 20000, request_timeout_ms: 0 }\n");
+  cr_assert_eq(kill(D.pid, SIGHUP), 0);
+  cr_assert(daemon_log_contains(&D, "qrsd.yaml:2: "
+                                "limits.request_timeout_ms"));
+  cr_assert_eq(draw_samples(c, 20000, &d), 0);
+  qrs_client_free(c);
+}
+
+static int64_t
+mono_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#define ROUNDS 20
+#define WINDOW 16
+
+Test(reload, draws_in_flight_during_reloads_all_complete)
+{
+  static const char *const confs[] = {
+    "limits: { max_sample_count: 200000, max_inflight_per_connection: 64 }\n"
+    "monitor: { window: 1000 }\n",
+    "limits: { max_sample_count: 100000, max_inflight_per_connection: 32 }\n"
+    "monitor: { window: 2000 }\n",
+  };
+  struct qrs_draw_request rq;
+  struct qrs_client *a, *b;
+  struct qrs_status *st;
+  struct qrs_reload *rl;
+  uint32_t t[WINDOW];
+  struct qrs_draw d;
+  int64_t r0, r1;
+  int i, k, r, done, overlapped;
+
+  start(confs[0]);
+  a = connect_client(D.sock);
+  b = connect_client(D.sock);
+  memset(&rq, 0, sizeof(rq));
+  rq.sample_count = 100000;
+  done = 0;
+  overlapped = 0;
+  for (i = 0; i < ROUNDS; i++) {
+    for (k = 0; k < WINDOW; k++)
+      cr_assert_eq(qrs_client_draw_begin(a, &rq, &t[k]), 0);
+    write_conf(confs[(i + 1) % 2]);
+    r0 = mono_ns();
+    r = qrs_client_reload(b, &rl);
+    r1 = mono_ns();
+    cr_assert_eq(r, 0, "reload %d: %s (%s)", i, qrs_strerror(r),
+                 qrs_client_errmsg(b));
+    cr_assert_geq(rl->applied, 2);
+    qrs_reload_free(rl);
+    for (k = 0; k < WINDOW; k++) {
+      r = qrs_client_draw_finish(a, t[k], &d);
+      cr_assert_eq(r, 0, "round %d draw %d: %s", i, k, qrs_strerror(r));
+      cr_assert_eq(d.sample_count, 100000);
+      /* In qrsd while the reload was asked for and answered. */
+      overlapped += d.received.monotonic_ns < r1 &&
+                    d.sent.monotonic_ns > r0;
+      done++;
+    }
+  }
+  cr_assert_eq(done, ROUNDS * WINDOW);
+  cr_assert_gt(overlapped, 0, "no draw was in flight during a reload");
+  cr_log_info("%d of %d draws were in flight during a reload", overlapped,
+              done);
+  /* Nobody was dropped: both connections are the ones we opened. */
+  cr_assert_eq(qrs_client_status(a, &st), 0);
+  cr_assert_eq(st->connections, 2);
+  cr_assert_eq(st->draws, (uint64_t)ROUNDS * WINDOW);
+  qrs_status_free(st);
+  qrs_client_free(a);
+  qrs_client_free(b);
+}
+
+/* The fallback of source name in SOURCES, into out. */
+static void
+fallback_of(struct qrs_client *c, const char *name, char *out, size_t len)
+{
+  struct qrs_sources *s;
+  size_t i;
+
+  cr_assert_eq(qrs_client_sources(c, &s), 0);
+  out[0] = '\0';
+  for (i = 0; i < s->n_sources; i++)
+    if (!strcmp(s->sources[i].name, name))
+      snprintf(out, len, "%s", s->sources[i].fallback);
+  qrs_sources_free(s);
+}
+
+Test(reload, fallbacks_change_live_when_their_target_exists)
+{
+  const struct qrs_config_change *ch;
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  char fb[64];
+  int r;
+
+  start("default_source: a\n"
+        "sources: { a: { type: system }, b: { type: system } }\n");
+  c = connect_client(D.sock);
+  fallback_of(c, "b", fb, sizeof(fb));
+  cr_assert_str_eq(fb, "error");
+
+  /* b -> a: a is declared, so it changes live. */
+  write_conf("default_source: a\n"
+             "sources: { a: { type: system }, "
+             "b: { type: system, fallback: a } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.b.fallback");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 0);
+  qrs_reload_free(rl);
+  fallback_of(c, "b", fb, sizeof(fb));
+  cr_assert_str_eq(fb, "a");
+
+  /* a -> system: no built-in system source runs yet: needs a restart;
+     a new source c: needs a restart too, and is not served. */
+  write_conf("default_source: a\n"
+             "sources: { a: { type: system, fallback: system }, "
+             "b: { type: system, fallback: a }, c: { type: system } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.a.fallback");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 1);
+  ch = change_of(rl, "sources.c");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 1);
+  cr_assert_str_eq(ch->new_value, "added (system)");
+  qrs_reload_free(rl);
+  fallback_of(c, "a", fb, sizeof(fb));
+  cr_assert_str_eq(fb, "error");
+
+  /* a -> b live, but b -> c (c is new: needs a restart) keeps b -> a:
+     with the sources in use that is a cycle, so the reload is refused
+     naming the key, and nothing changes. */
+  write_conf("default_source: a\n"
+             "sources: { a: { type: system, fallback: b }, "
+             "b: { type: system, fallback: c }, c: { type: system } }\n");
+  r = qrs_client_reload(c, &rl);
+  cr_assert_eq(r, QRS_E_BAD_CONFIG, "reload: %s", qrs_strerror(r));
+  cr_assert(strstr(qrs_client_errmsg(c), "sources.a.fallback") &&
+            strstr(qrs_client_errmsg(c), "cycle"), "%s",
+            qrs_client_errmsg(c));
+  fallback_of(c, "a", fb, sizeof(fb));
+  cr_assert_str_eq(fb, "error");
+  fallback_of(c, "b", fb, sizeof(fb));
+  cr_assert_str_eq(fb, "a");
+  qrs_client_free(c);
+}
