@@ -8,6 +8,11 @@
 #                     the whole test suite
 #   ./setup.sh deps   install the Debian packages and fetch llama.cpp
 #   ./setup.sh build  only install packages and build into ./build
+#   ./setup.sh python make (once) the cached venv ~/.cache/qrs/venv
+#                     (QRS_VENV) with torch, transformers, numpy, gguf,
+#                     meson-python, pytest and vllm 0.34.0 (without its
+#                     flashinfer-python pin, not on PyPI here), and point
+#                     the build's python suite at it
 #   ./setup.sh llama  only fetch llama.cpp (headers, prebuilt CPU
 #                     libraries, gguf-py, the Qwen2 vocabulary) from the
 #                     npm registry into .cache/llama (never committed);
@@ -28,6 +33,7 @@ PACKAGES=(
   python3-grpcio openssl
   prometheus util-linux bash-completion  # promtool (metrics test), setpriv
   # (sandbox, access tests), the completion test
+  python3-dev python3-venv
 )
 
 # llama.cpp (Debian 12 has no package): node-llama-cpp ships a git bundle of
@@ -154,8 +160,48 @@ EOF
   wait $pid 2>/dev/null || true
 }
 
+VENV=${QRS_VENV:-$HOME/.cache/qrs/venv}
+
+# Idempotent: an existing venv whose imports work is reused (CI caches it
+# outside the checkout: several GB).
+python_env() {
+  if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c \
+      'import torch, transformers, numpy, gguf, pytest, mesonpy, vllm' \
+      2>/dev/null; then
+    say "Reusing the Python venv $VENV"
+  else
+    say "Making the Python venv $VENV (torch, transformers, vllm: several GB)"
+    mkdir -p "$(dirname "$VENV")"
+    [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q -U pip wheel
+    "$VENV/bin/pip" install -q numpy gguf meson-python ninja pytest \
+      transformers torch
+    local dl; dl=$(mktemp -d)
+    "$VENV/bin/pip" download -q vllm==0.34.0 --no-deps -d "$dl"
+    "$VENV/bin/pip" install -q --no-deps "$dl"/vllm-0.34.0-*.whl
+    # its requirements, minus flashinfer-python (pinned ==0.7.3, absent)
+    "$VENV/bin/python" - "$dl"/vllm-0.34.0-*.whl > "$dl/reqs.txt" <<'PY'
+import sys, zipfile
+meta = zipfile.ZipFile(sys.argv[1]).read(
+    "vllm-0.34.0.dist-info/METADATA").decode()
+for line in meta.splitlines():
+    if line.startswith("Requires-Dist: ") and "extra ==" not in line \
+            and "flashinfer" not in line.lower():
+        print(line[len("Requires-Dist: "):])
+PY
+    "$VENV/bin/pip" install -q -r "$dl/reqs.txt"
+    rm -rf "$dl"
+  fi
+  if [ -f "$BUILD_DIR/build.ninja" ]; then
+    meson configure "$BUILD_DIR" -Dpython_exe="$VENV/bin/python" >/dev/null
+  fi
+}
+
 tests() {
   build
+  if [ -x "$VENV/bin/python" ]; then
+    meson configure "$BUILD_DIR" -Dpython_exe="$VENV/bin/python" >/dev/null
+  fi
   say "Running the test suite"
   meson test -C "$BUILD_DIR" --print-errorlogs
 }
@@ -165,6 +211,7 @@ case "${1:-}" in
   test) tests ;;
   deps) deps ;;
   llama) llama ;;
+  python) build; python_env ;;
   build) build ;;
   *)
     sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
