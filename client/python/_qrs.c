@@ -274,9 +274,17 @@ noncontig:
 
 /* ---- Client ---------------------------------------------------------- */
 
+/* A sampler's prefetched draw is a ticket on the qrs_client it was begun
+   on, which libqrs cancels through that client (qrs_sampler_free, the
+   next step on another client): the qrs_client must outlive it.  So a
+   Sampler holds the Client of its prefetch (users counts them), and
+   close() with users left only marks the Client closed; the last
+   sampler to let go frees the qrs_client. */
 typedef struct {
   PyObject_HEAD
   struct qrs_client *c;
+  Py_ssize_t users;  /* Samplers whose prefetch may be on c */
+  int closed;        /* close() was called: c is freed when users is 0 */
 } ClientObject;
 
 static PyTypeObject ClientType;
@@ -293,12 +301,18 @@ client_init(ClientObject *self, PyObject *args, PyObject *kw)
   if (!PyArg_ParseTupleAndKeywords(args, kw, "|zizp", kwl, &path, &timeout,
                                    &name, &norec))
     return -1;
+  if (self->users > 0) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "the client has samplers prefetching on it");
+    return -1;
+  }
   memset(&o, 0, sizeof(o));
   o.client_name = name;
   o.timeout_ms = timeout;
   o.no_reconnect = norec;
   qrs_client_free(self->c);
   self->c = NULL;
+  self->closed = 0;
   Py_BEGIN_ALLOW_THREADS
   r = qrs_client_new(path, &o, &self->c);
   Py_END_ALLOW_THREADS
@@ -323,7 +337,7 @@ client_dealloc(ClientObject *self)
 static int
 client_ok(ClientObject *self)
 {
-  if (!self->c) {
+  if (!self->c || self->closed) {
     PyErr_SetString(PyExc_ValueError, "the client is closed");
     return 0;
   }
@@ -334,8 +348,11 @@ static PyObject *
 client_close(ClientObject *self, PyObject *unused)
 {
   (void)unused;
-  qrs_client_free(self->c);
-  self->c = NULL;
+  self->closed = 1;
+  if (self->users == 0) {
+    qrs_client_free(self->c);
+    self->c = NULL;
+  }
   Py_RETURN_NONE;
 }
 
@@ -812,6 +829,35 @@ typedef struct {
 
 static PyTypeObject SamplerType;
 
+/* Forget the prefetch (on its client, still alive) and let the client
+   go; a closed client with no other users is freed. */
+static void
+sampler_release_client(SamplerObject *self)
+{
+  ClientObject *co = self->prefetch_client;
+
+  if (!co)
+    return;
+  qrs_sampler_cancel_prefetch(self->s);
+  self->prefetch_client = NULL;
+  if (--co->users == 0 && co->closed) {
+    qrs_client_free(co->c);
+    co->c = NULL;
+  }
+  Py_DECREF(co);
+}
+
+/* The sampler is about to step or prefetch on co. */
+static void
+sampler_hold_client(SamplerObject *self, ClientObject *co)
+{
+  if (self->prefetch_client == co)
+    return;
+  sampler_release_client(self);
+  self->prefetch_client = (ClientObject *)Py_NewRef(co);
+  co->users++;
+}
+
 static int
 sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
 {
@@ -830,6 +876,7 @@ sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
     PyErr_SetString(PyExc_ValueError, "vocab_size must be positive");
     return -1;
   }
+  sampler_release_client(self);
   qrs_sampler_free(self->s);
   self->s = NULL;
   r = qrs_sampler_new(cfg == Py_None ? NULL : ((ConfigObject *)cfg)->cfg,
@@ -848,8 +895,8 @@ static void
 sampler_dealloc(SamplerObject *self)
 {
   /* the prefetch is cancelled on its client, which must be alive */
+  sampler_release_client(self);
   qrs_sampler_free(self->s);
-  Py_CLEAR(self->prefetch_client);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -942,7 +989,7 @@ sampler_sample_token(SamplerObject *self, PyObject *args, PyObject *kw)
     rows_release(&rw);
     return NULL;
   }
-  Py_XSETREF(self->prefetch_client, (ClientObject *)Py_NewRef(cobj));
+  sampler_hold_client(self, (ClientObject *)cobj);
   Py_BEGIN_ALLOW_THREADS
   r = qrs_sampler_sample_token(self->s, ((ClientObject *)cobj)->c, rw.data,
                                rw.dtype, rw.ncols, &tok,
@@ -988,7 +1035,7 @@ sampler_prefetch(SamplerObject *self, PyObject *args)
     return NULL;
   if (!client_ok((ClientObject *)cobj))
     return NULL;
-  Py_XSETREF(self->prefetch_client, (ClientObject *)Py_NewRef(cobj));
+  sampler_hold_client(self, (ClientObject *)cobj);
   r = qrs_sampler_prefetch(self->s, ((ClientObject *)cobj)->c);
   if (r < 0)
     return set_error(r, qrs_client_errmsg(((ClientObject *)cobj)->c));
@@ -1245,7 +1292,7 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
         goto out;
     }
     if (c)
-      Py_XSETREF(so->prefetch_client, (ClientObject *)Py_NewRef(cobj));
+      sampler_hold_client(so, (ClientObject *)cobj);
   }
   Py_BEGIN_ALLOW_THREADS
   r = qrs_sample_batch(self->pool, rw.data, rw.dtype, rw.ncols, rw.stride,

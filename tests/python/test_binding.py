@@ -7,6 +7,8 @@ import json
 import math
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -308,3 +310,38 @@ def test_access_refusal_is_permission_denied() -> None:
         d.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     assert isinstance(qrs.errors.error_for(-1022), qrs.PermissionDenied)
+
+
+def test_close_client_with_prefetch_outstanding(qrsd: Daemon) -> None:
+    """Client.close() while a sampler's prefetched draw is on it, then
+    the sampler freed: the closed client refuses new calls, and its
+    qrs_client lives until the last sampler lets go (freed at close(),
+    libqrs cancelled the ticket on freed memory: the release build of
+    `pip install` crashed at exit, which test_install catches; this
+    debug build did not trip on it even with MALLOC_PERTURB_).  In a
+    child, so a crash fails this test rather than ending pytest."""
+    code = (
+        "import gc, sys, numpy as np, qrs\n"
+        "c = qrs.Client(sys.argv[1])\n"
+        "s = qrs.Sampler(None, 100)\n"
+        "s2 = qrs.Sampler(None, 100)\n"
+        "row = np.zeros(100, dtype=np.float32)\n"
+        "s.sample_token(c, row); s2.sample_token(c, row)\n"
+        "c.close()\n"
+        "try:\n"
+        "    s.sample_token(c, row)\n"
+        "    sys.exit('sampled on a closed client')\n"
+        "except ValueError as e:\n"
+        "    assert 'closed' in str(e), e\n"
+        "c2 = qrs.Client(sys.argv[1])\n"
+        "s2.sample_token(c2, row)\n"  # lets go of c: s still holds it
+        "del s; gc.collect()\n"  # the last user: c's qrs_client freed
+        "s2.sample_token(c2, row)\n"
+        "del c, s2; c2.close(); gc.collect()\n"
+        "print('ok')\n")
+    # freed memory filled with 0xa5: a use after free trips on it
+    run = subprocess.run([sys.executable, "-c", code, qrsd.sock],
+                         env={**os.environ, "MALLOC_PERTURB_": "165"},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout == "ok\n", \
+        (run.returncode, run.stdout, run.stderr[-2000:])
