@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <qrs/batch.h>
 #include <qrs/client.h>
@@ -1414,8 +1415,121 @@ py_names(PyObject *self, PyObject *arg)
   return l;
 }
 
+static size_t
+elem_size(enum qrs_dtype t)
+{
+  return t == QRS_DTYPE_F64 ? 8 : t == QRS_DTYPE_F32 ? 4 : 2;
+}
+
+/* _bench_c(logits[rows, vocab], samplers, client=None, u=None) ->
+   seconds: the C baseline of tools/pybench.py, timed in C with the GIL
+   released: row i sampled by samplers[i], one libqrs call per row
+   (qrs_sampler_sample_token() through client, else
+   qrs_sampler_select_u() with u[i]), as a C engine calls it. */
+static PyObject *
+py_bench_c(PyObject *self, PyObject *args, PyObject *kw)
+{
+  static char *kwl[] = { "logits", "samplers", "client", "u", NULL };
+  PyObject *lobj, *sseq, *cobj = Py_None, *uobj = Py_None, *res = NULL;
+  PyObject *fast = NULL, *ufast = NULL, *item;
+  struct qrs_sampler **ss = NULL;
+  double *us = NULL;
+  struct qrs_client *c = NULL;
+  struct rows rw;
+  struct timespec t0, t1;
+  Py_ssize_t n, i;
+  uint32_t tok;
+  int r = 0;
+
+  (void)self;
+  memset(&rw, 0, sizeof(rw));
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO", kwl, &lobj, &sseq,
+                                   &cobj, &uobj))
+    return NULL;
+  if (cobj != Py_None) {
+    if (!PyObject_TypeCheck(cobj, &ClientType) ||
+        !client_ok((ClientObject *)cobj)) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "client must be a qrs.Client");
+      return NULL;
+    }
+    c = ((ClientObject *)cobj)->c;
+  }
+  if (rows_get(lobj, NULL, 1, &rw) < 0)
+    goto out;
+  fast = PySequence_Fast(sseq, "samplers must be a sequence");
+  if (!fast)
+    goto out;
+  n = PySequence_Fast_GET_SIZE(fast);
+  if ((size_t)n != rw.nrows) {
+    PyErr_SetString(PyExc_ValueError, "one sampler per row");
+    goto out;
+  }
+  if (!c) {
+    ufast = uobj == Py_None ? NULL
+                            : PySequence_Fast(uobj, "u must be a sequence");
+    if (!ufast || PySequence_Fast_GET_SIZE(ufast) != n) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "without a client: one u per row");
+      goto out;
+    }
+  }
+  ss = PyMem_Calloc((size_t)n + 1, sizeof(*ss));
+  us = PyMem_Calloc((size_t)n + 1, sizeof(*us));
+  if (!ss || !us) {
+    PyErr_NoMemory();
+    goto out;
+  }
+  for (i = 0; i < n; i++) {
+    item = PySequence_Fast_GET_ITEM(fast, i);
+    if (!PyObject_TypeCheck(item, &SamplerType)) {
+      PyErr_Format(PyExc_TypeError, "samplers[%zd] is not a qrs.Sampler", i);
+      goto out;
+    }
+    if (check_vocab((SamplerObject *)item, rw.ncols) < 0)
+      goto out;
+    ss[i] = ((SamplerObject *)item)->s;
+    if (c)
+      sampler_hold_client((SamplerObject *)item, (ClientObject *)cobj);
+    else {
+      us[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(ufast, i));
+      if (us[i] == -1.0 && PyErr_Occurred())
+        goto out;
+    }
+  }
+  Py_BEGIN_ALLOW_THREADS
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (i = 0; i < n && r >= 0; i++) {
+    const char *row = (const char *)rw.data +
+                      (size_t)i * rw.stride * elem_size(rw.dtype);
+    r = c ? qrs_sampler_sample_token(ss[i], c, row, rw.dtype, rw.ncols, &tok,
+                                     NULL)
+          : qrs_sampler_select_u(ss[i], row, rw.dtype, rw.ncols, us[i], &tok,
+                                 NULL);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  Py_END_ALLOW_THREADS
+  if (r < 0) {
+    set_error(r, c ? qrs_client_errmsg(c) : "the C baseline");
+    goto out;
+  }
+  res = PyFloat_FromDouble((double)(t1.tv_sec - t0.tv_sec) +
+                           (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+out:
+  PyMem_Free(ss);
+  PyMem_Free(us);
+  Py_XDECREF(fast);
+  Py_XDECREF(ufast);
+  rows_release(&rw);
+  return res;
+}
+
 static PyMethodDef module_methods[] = {
   { "_set_raise", py_set_raise, METH_O, NULL },
+  { "_bench_c", (PyCFunction)(void (*)(void))py_bench_c,
+    METH_VARARGS | METH_KEYWORDS,
+    "_bench_c(logits, samplers, client=None, u=None) -> seconds: one C "
+    "libqrs call per row, timed in C (tools/pybench.py's baseline)" },
   { "force_one_hot", py_force_one_hot, METH_VARARGS,
     "force_one_hot(row, token, dtype=None): row = -inf except row[token]=0" },
   { "strerror", py_strerror, METH_VARARGS,
