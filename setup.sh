@@ -4,7 +4,8 @@
 #   ./setup.sh run    install packages, build, start qrsd in the foreground
 #                     on the built-in default config (socket ./run/qrsd.sock)
 #                     and show a draw; Ctrl-C stops it
-#   ./setup.sh test   install packages, build (warnings are errors), run
+#   ./setup.sh test   install packages, build (warnings are errors), make
+#                     or reuse the Python venv (QRS_PYTHON=0: not), run
 #                     the whole test suite
 #   ./setup.sh deps   install the Debian packages and fetch llama.cpp
 #   ./setup.sh build  only install packages and build into ./build
@@ -174,8 +175,14 @@ python_env() {
     mkdir -p "$(dirname "$VENV")"
     [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q -U pip wheel
+    # CPU torch from PyTorch's index when it is reachable, else PyPI's
+    local cpu=https://download.pytorch.org/whl/cpu torch_idx=()
+    if curl -sf -o /dev/null --max-time 10 "$cpu/"; then
+      torch_idx=(--index-url "$cpu" --extra-index-url https://pypi.org/simple)
+    fi
+    "$VENV/bin/pip" install -q "${torch_idx[@]}" torch
     "$VENV/bin/pip" install -q numpy gguf meson-python ninja pytest \
-      transformers torch
+      transformers
     local dl; dl=$(mktemp -d)
     "$VENV/bin/pip" download -q vllm==0.34.0 --no-deps -d "$dl"
     "$VENV/bin/pip" install -q --no-deps "$dl"/vllm-0.34.0-*.whl
@@ -192,15 +199,19 @@ PY
     "$VENV/bin/pip" install -q -r "$dl/reqs.txt"
     rm -rf "$dl"
   fi
-  if [ -f "$BUILD_DIR/build.ninja" ]; then
+  # reconfigure only when the build points elsewhere (no regeneration)
+  if [ -f "$BUILD_DIR/build.ninja" ] &&
+     ! meson introspect "$BUILD_DIR" --buildoptions |
+       grep -qF "\"name\": \"python_exe\", \"value\": \"$VENV/bin/python\""; then
     meson configure "$BUILD_DIR" -Dpython_exe="$VENV/bin/python" >/dev/null
   fi
 }
 
 tests() {
   build
-  if [ -x "$VENV/bin/python" ]; then
-    meson configure "$BUILD_DIR" -Dpython_exe="$VENV/bin/python" >/dev/null
+  # the python suite (issue 22) too; QRS_PYTHON=0 skips the venv step
+  if [ "${QRS_PYTHON:-1}" != 0 ]; then
+    python_env
   fi
   say "Running the test suite"
   meson test -C "$BUILD_DIR" --print-errorlogs
@@ -214,7 +225,7 @@ case "${1:-}" in
   python) build; python_env ;;
   build) build ;;
   *)
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
