@@ -297,7 +297,7 @@ def main() -> int:
         measured = vllm_apply(qrs, np, client, sock, rows, a.batch, a.steps)
         print("C: qrs._qrs._bench_c(), one libqrs call per row timed in C "
               "(GIL released); Python: the\npackage's call timed with "
-              "perf_counter around the loop; ratio: median of the "
+              "perf_counter around it; ratio: median of the "
               "per-call ratios.")
         client.close()
         return 0 if measured else 1
