@@ -4,7 +4,8 @@
 #   ./setup.sh run    install packages, build, start qrsd in the foreground
 #                     on the built-in default config (socket ./run/qrsd.sock)
 #                     and show a draw; Ctrl-C stops it
-#   ./setup.sh test   install packages, build (warnings are errors), run
+#   ./setup.sh test   install packages, build (warnings are errors), make
+#                     or reuse the Python venv (QRS_PYTHON=0: not), run
 #                     the whole test suite
 #   ./setup.sh deps   install the Debian packages and fetch llama.cpp
 #   ./setup.sh build  only install packages and build into ./build
@@ -12,6 +13,11 @@
 #                     (tests/k8s.sh): kubernetes-validate from PyPI in a
 #                     venv (~/.cache/qrs/kv-venv), and Debian's
 #                     kubernetes-client unless a kubectl is there
+#   ./setup.sh python make (once) the cached venv ~/.cache/qrs/venv
+#                     (QRS_VENV) with torch, transformers, numpy, gguf,
+#                     meson-python, pytest and vllm 0.34.0 (without its
+#                     flashinfer-python pin, not on PyPI here), and point
+#                     the build's python suite at it
 #   ./setup.sh llama  only fetch llama.cpp (headers, prebuilt CPU
 #                     libraries, gguf-py, the Qwen2 vocabulary) from the
 #                     npm registry into .cache/llama (never committed);
@@ -32,6 +38,7 @@ PACKAGES=(
   python3-grpcio openssl
   prometheus util-linux bash-completion  # promtool (metrics test), setpriv
   # (sandbox, access tests), the completion test
+  python3-dev python3-venv
 )
 
 # llama.cpp (Debian 12 has no package): node-llama-cpp ships a git bundle of
@@ -183,8 +190,58 @@ EOF
   wait $pid 2>/dev/null || true
 }
 
+VENV=${QRS_VENV:-$HOME/.cache/qrs/venv}
+
+# Idempotent: an existing venv whose imports work is reused (CI caches it
+# outside the checkout: several GB).
+python_env() {
+  if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c \
+      'import torch, transformers, numpy, gguf, pytest, mesonpy, vllm' \
+      2>/dev/null; then
+    say "Reusing the Python venv $VENV"
+  else
+    say "Making the Python venv $VENV (torch, transformers, vllm: several GB)"
+    mkdir -p "$(dirname "$VENV")"
+    [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q -U pip wheel
+    # CPU torch from PyTorch's index when it is reachable, else PyPI's
+    local cpu=https://download.pytorch.org/whl/cpu torch_idx=()
+    if curl -sf -o /dev/null --max-time 10 "$cpu/"; then
+      torch_idx=(--index-url "$cpu" --extra-index-url https://pypi.org/simple)
+    fi
+    "$VENV/bin/pip" install -q "${torch_idx[@]}" torch
+    "$VENV/bin/pip" install -q numpy gguf meson-python ninja pytest \
+      transformers
+    local dl; dl=$(mktemp -d)
+    "$VENV/bin/pip" download -q vllm==0.34.0 --no-deps -d "$dl"
+    "$VENV/bin/pip" install -q --no-deps "$dl"/vllm-0.34.0-*.whl
+    # its requirements, minus flashinfer-python (pinned ==0.7.3, absent)
+    "$VENV/bin/python" - "$dl"/vllm-0.34.0-*.whl > "$dl/reqs.txt" <<'PY'
+import sys, zipfile
+meta = zipfile.ZipFile(sys.argv[1]).read(
+    "vllm-0.34.0.dist-info/METADATA").decode()
+for line in meta.splitlines():
+    if line.startswith("Requires-Dist: ") and "extra ==" not in line \
+            and "flashinfer" not in line.lower():
+        print(line[len("Requires-Dist: "):])
+PY
+    "$VENV/bin/pip" install -q -r "$dl/reqs.txt"
+    rm -rf "$dl"
+  fi
+  # reconfigure only when the build points elsewhere (no regeneration)
+  if [ -f "$BUILD_DIR/build.ninja" ] &&
+     ! meson introspect "$BUILD_DIR" --buildoptions |
+       grep -qF "\"name\": \"python_exe\", \"value\": \"$VENV/bin/python\""; then
+    meson configure "$BUILD_DIR" -Dpython_exe="$VENV/bin/python" >/dev/null
+  fi
+}
+
 tests() {
   build
+  # the python suite (issue 22) too; QRS_PYTHON=0 skips the venv step
+  if [ "${QRS_PYTHON:-1}" != 0 ]; then
+    python_env
+  fi
   say "Running the test suite"
   meson test -C "$BUILD_DIR" --print-errorlogs
 }
@@ -195,9 +252,10 @@ case "${1:-}" in
   deps) deps ;;
   llama) llama ;;
   k8s) k8s ;;
+  python) build; python_env ;;
   build) build ;;
   *)
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

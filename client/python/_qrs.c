@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <qrs/batch.h>
 #include <qrs/client.h>
@@ -274,9 +275,17 @@ noncontig:
 
 /* ---- Client ---------------------------------------------------------- */
 
+/* A sampler's prefetched draw is a ticket on the qrs_client it was begun
+   on, which libqrs cancels through that client (qrs_sampler_free, the
+   next step on another client): the qrs_client must outlive it.  So a
+   Sampler holds the Client of its prefetch (users counts them), and
+   close() with users left only marks the Client closed; the last
+   sampler to let go frees the qrs_client. */
 typedef struct {
   PyObject_HEAD
   struct qrs_client *c;
+  Py_ssize_t users;  /* Samplers whose prefetch may be on c */
+  int closed;        /* close() was called: c is freed when users is 0 */
 } ClientObject;
 
 static PyTypeObject ClientType;
@@ -293,12 +302,18 @@ client_init(ClientObject *self, PyObject *args, PyObject *kw)
   if (!PyArg_ParseTupleAndKeywords(args, kw, "|zizp", kwl, &path, &timeout,
                                    &name, &norec))
     return -1;
+  if (self->users > 0) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "the client has samplers prefetching on it");
+    return -1;
+  }
   memset(&o, 0, sizeof(o));
   o.client_name = name;
   o.timeout_ms = timeout;
   o.no_reconnect = norec;
   qrs_client_free(self->c);
   self->c = NULL;
+  self->closed = 0;
   Py_BEGIN_ALLOW_THREADS
   r = qrs_client_new(path, &o, &self->c);
   Py_END_ALLOW_THREADS
@@ -323,7 +338,7 @@ client_dealloc(ClientObject *self)
 static int
 client_ok(ClientObject *self)
 {
-  if (!self->c) {
+  if (!self->c || self->closed) {
     PyErr_SetString(PyExc_ValueError, "the client is closed");
     return 0;
   }
@@ -334,8 +349,11 @@ static PyObject *
 client_close(ClientObject *self, PyObject *unused)
 {
   (void)unused;
-  qrs_client_free(self->c);
-  self->c = NULL;
+  self->closed = 1;
+  if (self->users == 0) {
+    qrs_client_free(self->c);
+    self->c = NULL;
+  }
   Py_RETURN_NONE;
 }
 
@@ -812,6 +830,35 @@ typedef struct {
 
 static PyTypeObject SamplerType;
 
+/* Forget the prefetch (on its client, still alive) and let the client
+   go; a closed client with no other users is freed. */
+static void
+sampler_release_client(SamplerObject *self)
+{
+  ClientObject *co = self->prefetch_client;
+
+  if (!co)
+    return;
+  qrs_sampler_cancel_prefetch(self->s);
+  self->prefetch_client = NULL;
+  if (--co->users == 0 && co->closed) {
+    qrs_client_free(co->c);
+    co->c = NULL;
+  }
+  Py_DECREF(co);
+}
+
+/* The sampler is about to step or prefetch on co. */
+static void
+sampler_hold_client(SamplerObject *self, ClientObject *co)
+{
+  if (self->prefetch_client == co)
+    return;
+  sampler_release_client(self);
+  self->prefetch_client = (ClientObject *)Py_NewRef(co);
+  co->users++;
+}
+
 static int
 sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
 {
@@ -830,6 +877,7 @@ sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
     PyErr_SetString(PyExc_ValueError, "vocab_size must be positive");
     return -1;
   }
+  sampler_release_client(self);
   qrs_sampler_free(self->s);
   self->s = NULL;
   r = qrs_sampler_new(cfg == Py_None ? NULL : ((ConfigObject *)cfg)->cfg,
@@ -848,8 +896,8 @@ static void
 sampler_dealloc(SamplerObject *self)
 {
   /* the prefetch is cancelled on its client, which must be alive */
+  sampler_release_client(self);
   qrs_sampler_free(self->s);
-  Py_CLEAR(self->prefetch_client);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -942,7 +990,7 @@ sampler_sample_token(SamplerObject *self, PyObject *args, PyObject *kw)
     rows_release(&rw);
     return NULL;
   }
-  Py_XSETREF(self->prefetch_client, (ClientObject *)Py_NewRef(cobj));
+  sampler_hold_client(self, (ClientObject *)cobj);
   Py_BEGIN_ALLOW_THREADS
   r = qrs_sampler_sample_token(self->s, ((ClientObject *)cobj)->c, rw.data,
                                rw.dtype, rw.ncols, &tok,
@@ -988,7 +1036,7 @@ sampler_prefetch(SamplerObject *self, PyObject *args)
     return NULL;
   if (!client_ok((ClientObject *)cobj))
     return NULL;
-  Py_XSETREF(self->prefetch_client, (ClientObject *)Py_NewRef(cobj));
+  sampler_hold_client(self, (ClientObject *)cobj);
   r = qrs_sampler_prefetch(self->s, ((ClientObject *)cobj)->c);
   if (r < 0)
     return set_error(r, qrs_client_errmsg(((ClientObject *)cobj)->c));
@@ -1245,7 +1293,7 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
         goto out;
     }
     if (c)
-      Py_XSETREF(so->prefetch_client, (ClientObject *)Py_NewRef(cobj));
+      sampler_hold_client(so, (ClientObject *)cobj);
   }
   Py_BEGIN_ALLOW_THREADS
   r = qrs_sample_batch(self->pool, rw.data, rw.dtype, rw.ncols, rw.stride,
@@ -1367,8 +1415,121 @@ py_names(PyObject *self, PyObject *arg)
   return l;
 }
 
+static size_t
+elem_size(enum qrs_dtype t)
+{
+  return t == QRS_DTYPE_F64 ? 8 : t == QRS_DTYPE_F32 ? 4 : 2;
+}
+
+/* _bench_c(logits[rows, vocab], samplers, client=None, u=None) ->
+   seconds: the C baseline of tools/pybench.py, timed in C with the GIL
+   released: row i sampled by samplers[i], one libqrs call per row
+   (qrs_sampler_sample_token() through client, else
+   qrs_sampler_select_u() with u[i]), as a C engine calls it. */
+static PyObject *
+py_bench_c(PyObject *self, PyObject *args, PyObject *kw)
+{
+  static char *kwl[] = { "logits", "samplers", "client", "u", NULL };
+  PyObject *lobj, *sseq, *cobj = Py_None, *uobj = Py_None, *res = NULL;
+  PyObject *fast = NULL, *ufast = NULL, *item;
+  struct qrs_sampler **ss = NULL;
+  double *us = NULL;
+  struct qrs_client *c = NULL;
+  struct rows rw;
+  struct timespec t0, t1;
+  Py_ssize_t n, i;
+  uint32_t tok;
+  int r = 0;
+
+  (void)self;
+  memset(&rw, 0, sizeof(rw));
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO", kwl, &lobj, &sseq,
+                                   &cobj, &uobj))
+    return NULL;
+  if (cobj != Py_None) {
+    if (!PyObject_TypeCheck(cobj, &ClientType) ||
+        !client_ok((ClientObject *)cobj)) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "client must be a qrs.Client");
+      return NULL;
+    }
+    c = ((ClientObject *)cobj)->c;
+  }
+  if (rows_get(lobj, NULL, 1, &rw) < 0)
+    goto out;
+  fast = PySequence_Fast(sseq, "samplers must be a sequence");
+  if (!fast)
+    goto out;
+  n = PySequence_Fast_GET_SIZE(fast);
+  if ((size_t)n != rw.nrows) {
+    PyErr_SetString(PyExc_ValueError, "one sampler per row");
+    goto out;
+  }
+  if (!c) {
+    ufast = uobj == Py_None ? NULL
+                            : PySequence_Fast(uobj, "u must be a sequence");
+    if (!ufast || PySequence_Fast_GET_SIZE(ufast) != n) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "without a client: one u per row");
+      goto out;
+    }
+  }
+  ss = PyMem_Calloc((size_t)n + 1, sizeof(*ss));
+  us = PyMem_Calloc((size_t)n + 1, sizeof(*us));
+  if (!ss || !us) {
+    PyErr_NoMemory();
+    goto out;
+  }
+  for (i = 0; i < n; i++) {
+    item = PySequence_Fast_GET_ITEM(fast, i);
+    if (!PyObject_TypeCheck(item, &SamplerType)) {
+      PyErr_Format(PyExc_TypeError, "samplers[%zd] is not a qrs.Sampler", i);
+      goto out;
+    }
+    if (check_vocab((SamplerObject *)item, rw.ncols) < 0)
+      goto out;
+    ss[i] = ((SamplerObject *)item)->s;
+    if (c)
+      sampler_hold_client((SamplerObject *)item, (ClientObject *)cobj);
+    else {
+      us[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(ufast, i));
+      if (us[i] == -1.0 && PyErr_Occurred())
+        goto out;
+    }
+  }
+  Py_BEGIN_ALLOW_THREADS
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (i = 0; i < n && r >= 0; i++) {
+    const char *row = (const char *)rw.data +
+                      (size_t)i * rw.stride * elem_size(rw.dtype);
+    r = c ? qrs_sampler_sample_token(ss[i], c, row, rw.dtype, rw.ncols, &tok,
+                                     NULL)
+          : qrs_sampler_select_u(ss[i], row, rw.dtype, rw.ncols, us[i], &tok,
+                                 NULL);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  Py_END_ALLOW_THREADS
+  if (r < 0) {
+    set_error(r, c ? qrs_client_errmsg(c) : "the C baseline");
+    goto out;
+  }
+  res = PyFloat_FromDouble((double)(t1.tv_sec - t0.tv_sec) +
+                           (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+out:
+  PyMem_Free(ss);
+  PyMem_Free(us);
+  Py_XDECREF(fast);
+  Py_XDECREF(ufast);
+  rows_release(&rw);
+  return res;
+}
+
 static PyMethodDef module_methods[] = {
   { "_set_raise", py_set_raise, METH_O, NULL },
+  { "_bench_c", (PyCFunction)(void (*)(void))py_bench_c,
+    METH_VARARGS | METH_KEYWORDS,
+    "_bench_c(logits, samplers, client=None, u=None) -> seconds: one C "
+    "libqrs call per row, timed in C (tools/pybench.py's baseline)" },
   { "force_one_hot", py_force_one_hot, METH_VARARGS,
     "force_one_hot(row, token, dtype=None): row = -inf except row[token]=0" },
   { "strerror", py_strerror, METH_VARARGS,

@@ -23,11 +23,11 @@ VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 
 
 class Daemon:
-    def __init__(self, tmp: Path, seed: int = 7) -> None:
+    def __init__(self, tmp: Path, seed: int = 7, extra_yaml: str = "") -> None:
         self.dir = tmp
         self.sock = str(tmp / "qrsd.sock")
         self.conf = tmp / "qrsd.yaml"
-        self.conf.write_text(MOCK_YAML.format(seed=seed))
+        self.conf.write_text(MOCK_YAML.format(seed=seed) + extra_yaml)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

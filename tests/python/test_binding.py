@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import grp
 import json
 import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -246,3 +253,95 @@ def test_force_one_hot() -> None:
     assert t[9] == 0 and math.isinf(float(t[0]))
     with pytest.raises(qrs.QrsError):
         qrs.force_one_hot(row, 10)
+
+
+def _connect_as_nobody(sock: str, groups: list[int]) -> str:
+    """Fork, drop to uid/gid 65534 with these supplementary groups, make
+    a qrs.Client on sock and draw once; the child reports the exception's
+    class names and message (or "served") through a pipe."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        os.close(r)
+        out = "served"
+        try:
+            os.setgroups(groups)
+            os.setgid(65534)
+            os.setuid(65534)
+            c = qrs.Client(sock, timeout_ms=2000, no_reconnect=True)
+            c.draw()
+        except BaseException as e:  # noqa: BLE001 (reported to the parent)
+            out = " ".join(k.__name__ for k in type(e).__mro__) + "|" + str(e)
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        got = f.read().decode()
+    os.waitpid(pid, 0)
+    return got
+
+
+def test_access_refusal_is_permission_denied() -> None:
+    """QRS_E_PERMISSION (qrsd's access.group refuses the peer's uid) is
+    qrs.PermissionDenied, also a DaemonUnavailable and a PermissionError;
+    a member of the group is served; qrsd keeps serving.  Needs root
+    (like tests/integration/access.sh) to run a peer of another uid."""
+    if os.geteuid() != 0:
+        pytest.fail("must run as root (drops a child to uid 65534)")
+    gid = grp.getgrnam("daemon").gr_gid
+    tmp = Path(tempfile.mkdtemp(prefix="qrs-access-"))
+    tmp.chmod(0o755)  # uid 65534 must reach the socket
+    d = Daemon(tmp, extra_yaml='socket: { mode: "0666", group: "" }\n'
+                               'access: { group: daemon }\n')
+    try:
+        d.start()
+        got = _connect_as_nobody(d.sock, [])
+        names, _, msg = got.partition("|")
+        assert names.split()[0] == "PermissionDenied", got
+        for base in ("DaemonUnavailable", "PermissionError", "QrsError"):
+            assert base in names.split(), got
+        assert "QRS_E_PERMISSION" in msg and "Not allowed" in msg, got
+        assert "access.group" in msg and d.sock in msg, got
+        assert _connect_as_nobody(d.sock, [gid]) == "served"
+        c = qrs.Client(d.sock)  # root: still served
+        assert 0.0 < c.draw()["u"] < 1.0
+        c.close()
+    finally:
+        d.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert isinstance(qrs.errors.error_for(-1022), qrs.PermissionDenied)
+
+
+def test_close_client_with_prefetch_outstanding(qrsd: Daemon) -> None:
+    """Client.close() while a sampler's prefetched draw is on it, then
+    the sampler freed: the closed client refuses new calls, and its
+    qrs_client lives until the last sampler lets go (freed at close(),
+    libqrs cancelled the ticket on freed memory: the release build of
+    `pip install` crashed at exit, which test_install catches; this
+    debug build did not trip on it even with MALLOC_PERTURB_).  In a
+    child, so a crash fails this test rather than ending pytest."""
+    code = (
+        "import gc, sys, numpy as np, qrs\n"
+        "c = qrs.Client(sys.argv[1])\n"
+        "s = qrs.Sampler(None, 100)\n"
+        "s2 = qrs.Sampler(None, 100)\n"
+        "row = np.zeros(100, dtype=np.float32)\n"
+        "s.sample_token(c, row); s2.sample_token(c, row)\n"
+        "c.close()\n"
+        "try:\n"
+        "    s.sample_token(c, row)\n"
+        "    sys.exit('sampled on a closed client')\n"
+        "except ValueError as e:\n"
+        "    assert 'closed' in str(e), e\n"
+        "c2 = qrs.Client(sys.argv[1])\n"
+        "s2.sample_token(c2, row)\n"  # lets go of c: s still holds it
+        "del s; gc.collect()\n"  # the last user: c's qrs_client freed
+        "s2.sample_token(c2, row)\n"
+        "del c, s2; c2.close(); gc.collect()\n"
+        "print('ok')\n")
+    # freed memory filled with 0xa5: a use after free trips on it
+    run = subprocess.run([sys.executable, "-c", code, qrsd.sock],
+                         env={**os.environ, "MALLOC_PERTURB_": "165"},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout == "ok\n", \
+        (run.returncode, run.stdout, run.stderr[-2000:])

@@ -24,7 +24,7 @@ from . import errors  # noqa: E402
 from ._config import field_names, make_config, preset_names  # noqa: E402
 from .errors import (  # noqa: E402
     BusyError, ConfigError, DaemonTimeout, DaemonUnavailable, EntropyError,
-    LogitsError, ProtocolError, QrsError)
+    LogitsError, PermissionDenied, ProtocolError, QrsError)
 
 _qrs._set_raise(errors.raise_code)
 
@@ -37,7 +37,7 @@ libqrs_version: str = _qrs.libqrs_version
 
 __all__ = [
     "BusyError", "Client", "Config", "ConfigError", "DaemonTimeout",
-    "DaemonUnavailable", "EntropyError", "LogitsError", "Pool",
-    "ProtocolError", "QrsError", "Sampler", "errors", "field_names",
+    "DaemonUnavailable", "EntropyError", "LogitsError", "PermissionDenied",
+    "Pool", "ProtocolError", "QrsError", "Sampler", "errors", "field_names",
     "force_one_hot", "libqrs_version", "make_config", "preset_names",
 ]

@@ -10,13 +10,15 @@ class QrsError(Exception):
     value, ``name`` its constant ("QRS_E_ENTROPY", "ECONNREFUSED")."""
 
     def __init__(self, code: int, message: str, name: str | None = None,
-                 detail: str = "") -> None:
+                 detail: str = "", hint: str = "") -> None:
         self.code = code
         self.name = name or str(code)
         self.detail = detail
         text = f"{message} ({self.name})"
         if detail:
             text = f"{detail}: {text}"
+        if hint:
+            text = f"{text}; {hint}"
         super().__init__(text)
 
 
@@ -36,6 +38,12 @@ class EntropyError(QrsError):
 class DaemonUnavailable(QrsError, ConnectionError):
     """No qrsd at the socket, no permission, or the connection was
     lost with the request in flight."""
+
+
+class PermissionDenied(DaemonUnavailable, PermissionError):
+    """qrsd refused this user (QRS_E_PERMISSION: only root, qrsd's own
+    user and members of its ``access.group`` may connect), or the
+    socket's mode does not let this user open it (EACCES, EPERM)."""
 
 
 class DaemonTimeout(QrsError, TimeoutError):
@@ -62,9 +70,11 @@ for _c in (-1104, -1105):
 for _c in (-1005, -1006, -1007, -1012, -1020, -1021):
     _BY_CODE[_c] = EntropyError
 for _c in (-1100, -1013) + tuple(_errno_codes(
-        "ENOENT", "ECONNREFUSED", "EACCES", "ECONNRESET", "EPIPE",
-        "ENOTCONN", "ENAMETOOLONG")):
+        "ENOENT", "ECONNREFUSED", "ECONNRESET", "EPIPE", "ENOTCONN",
+        "ENAMETOOLONG")):
     _BY_CODE[_c] = DaemonUnavailable
+for _c in (-1022,) + tuple(_errno_codes("EACCES", "EPERM")):
+    _BY_CODE[_c] = PermissionDenied
 for _c in (-1010,) + tuple(_errno_codes("ETIMEDOUT")):
     _BY_CODE[_c] = DaemonTimeout
 _BY_CODE[-1009] = BusyError
@@ -72,12 +82,22 @@ for _c in (-1001, -1002, -1003, -1014):
     _BY_CODE[_c] = ProtocolError
 
 
+# What to check, after the message (as qrsctl says it).
+_HINTS: dict[int, str] = {
+    -1022: "qrsd refused this user: only root, qrsd's own user and members "
+           "of its access.group may connect (qrsd logs which group)",
+}
+for _c in _errno_codes("EACCES", "EPERM"):
+    _HINTS[_c] = "may this user open qrsd's socket (its mode and group)?"
+
+
 def error_for(code: int, detail: str = "") -> QrsError:
     """The exception object for a libqrs return code."""
     from . import _qrs  # the extension: qrs_strerror()
 
     message, name = _qrs.strerror(code)
-    return _BY_CODE.get(code, QrsError)(code, message, name, detail)
+    return _BY_CODE.get(code, QrsError)(code, message, name, detail,
+                                        _HINTS.get(code, ""))
 
 
 def raise_code(code: int, detail: str = "") -> None:

@@ -204,11 +204,18 @@ class QRSLogitsProcessor(LogitsProcessor):
         rows = [r for _, r, _ in owned]
         idx = torch.tensor(rows, dtype=torch.long)
         idx_dev = idx.to(logits.device, non_blocking=True)
-        host = self._buffer(len(rows))
-        src = logits.index_select(0, idx_dev)
-        host.copy_(src)           # the one device-to-host copy
-        if logits.device.type == "cuda":
-            torch.cuda.current_stream(logits.device).synchronize()
+        if logits.device.type != "cpu":
+            host = self._buffer(len(rows))
+            src = logits.index_select(0, idx_dev)
+            host.copy_(src)       # the one device-to-host copy
+            if logits.device.type == "cuda":
+                torch.cuda.current_stream(logits.device).synchronize()
+        elif (rows == list(range(rows[0], rows[0] + len(rows)))
+              and logits.is_contiguous() and logits.dtype == torch.float32):
+            host = logits[rows[0]:rows[0] + len(rows)]  # in place, no copy
+        else:                     # gathered into the reused buffer
+            host = self._buffer(len(rows))
+            torch.index_select(logits.float(), 0, idx, out=host)
         tokens: list[int] = []
         start = 0
         while start < len(owned):   # one batch per speculative position

@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""pybench: what the qrs Python package adds on top of libqrs (issue 22).
+
+Usage: pybench.py [--build DIR] [--socket PATH] [-n VOCAB] [-t TOKENS]
+                  [-r REPS] [-b BATCH] [-s STEPS]
+
+Every figure is printed next to its C baseline measured in the same run
+on the same rows, sampler configuration and process, and their ratio:
+
+  per token   Sampler.select_u(row, u) from Python vs qrs_sampler_select_u()
+              called from C (the call `qrs-bench select` times, case a:
+              fixed T=1), and Sampler.sample_token(client, row) vs
+              qrs_sampler_sample_token() from C (the draw from qrsd
+              prefetched by the step before, as a C engine does it).
+              Target: Python <= 1.05 x C + 3 us.
+  vLLM apply  qrs.vllm.QRSLogitsProcessor.apply() on BATCH rows (default 64:
+              gather, one device-to-host copy, one libqrs batch call,
+              the scatter back; records kept) vs BATCH C calls of
+              qrs_sampler_sample_token() on the same rows.  Target <= 1.2 x.
+
+The C baseline is qrs._qrs._bench_c(): a loop of the libqrs calls, timed
+in C with the GIL released.  Python and C alternate call by call (per
+token; per step for vLLM), who goes first alternating, so load from other
+processes hits both alike; medians of the per-call ratios are printed.
+The vLLM line is followed by the time of the -inf fill of the same rows
+(index_fill_, which apply's scatter does): on CPU tensors it is memory
+bandwidth that the C calls do not spend; on a GPU it is a device kernel.  Rows are LM-like (12 - 1.5 ln r + 0.3 N(0,1) over
+ranks shuffled across the ids, as qrs-bench select's lm row), float32, of
+151,936 entries (Qwen2) by default.
+
+--build DIR: the meson build with the extension and qrsd (default:
+./build beside tools/); without --socket a qrsd is started from it on a
+mock source in a temporary directory and stopped at the end.  Needs numpy,
+and torch + vllm for the vLLM line (it is skipped, saying so, without
+them).  Exit status 0 when every figure was measured (targets missed are
+reported, not failures), 1 on an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _import_qrs(build: Path):
+    try:
+        import qrs  # an installed package
+        return qrs
+    except ImportError:
+        pass
+    ext = build / "client" / "python"
+    if not any(ext.glob("_qrs*.so")):
+        sys.exit(f"pybench: no qrs package installed and no extension in "
+                 f"{ext} (build with -Dpython_exe=this Python, or pip "
+                 f"install the repository)")
+    os.environ["QRS_PYTHON_EXT_DIR"] = str(ext)
+    sys.path.insert(0, str(ROOT / "client" / "python"))
+    import qrs
+    return qrs
+
+
+class Qrsd:
+    """A qrsd of the build on a mock source, in a temporary directory."""
+
+    def __init__(self, binary: Path) -> None:
+        if not binary.is_file():
+            sys.exit(f"pybench: no qrsd at {binary} (--build, or --socket)")
+        self.dir = Path(tempfile.mkdtemp(prefix="qrs-pybench-"))
+        self.sock = str(self.dir / "qrsd.sock")
+        conf = self.dir / "qrsd.yaml"
+        conf.write_text("allow_test_sources: true\ndefault_source: mock\n"
+                        "status_file: \"\"\nstate_dir: " + str(self.dir) +
+                        "\nsources:\n  mock: { type: mock, seed: 7 }\n")
+        self.log = open(self.dir / "qrsd.log", "wb")
+        self.proc = subprocess.Popen(
+            [str(binary), "--socket", self.sock, "-c", str(conf)],
+            stdout=self.log, stderr=self.log)
+        deadline = time.monotonic() + 10
+        while True:
+            if self.proc.poll() is not None:
+                sys.exit("pybench: qrsd exited: "
+                         + (self.dir / "qrsd.log").read_text())
+            try:
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(self.sock)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    sys.exit("pybench: qrsd did not listen within 10 s")
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def lm_rows(np, n_rows: int, vocab: int, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    r = np.arange(1, vocab + 1, dtype=np.float64)
+    out = np.empty((n_rows, vocab), dtype=np.float32)
+    for i in range(n_rows):
+        row = 12.0 - 1.5 * np.log(r) + 0.3 * rng.standard_normal(vocab)
+        out[i] = rng.permutation(row)
+    return out
+
+
+def _line(name: str, py: float, c: float, ratio: float, target: str,
+          ok: bool) -> None:
+    print(f"{name:<44} {py:9.1f} {c:9.1f} {py - c:+8.2f} {ratio:7.3f}  "
+          f"{target:<16} {'ok' if ok else 'MISSED'}")
+
+
+def per_token(qrs, np, client, rows, reps: int, tokens: int) -> None:
+    """Python and C alternate token by token (who goes first alternating)
+    on the same row, so load from other processes hits both alike; the
+    medians are over every token of every repetition."""
+    vocab = rows.shape[1]
+    cfg = qrs.make_config({"fixed_temperature": 1.0}, env=False)
+    bench_c = qrs._qrs._bench_c
+    one = [rows[k:k + 1] for k in range(len(rows))]  # 1-row views
+    lines = []
+    s = qrs.Sampler(cfg, vocab)
+    sc = [s]
+    pairs = []
+    for rep in range(reps + 1):
+        for i in range(tokens):
+            k = i % len(rows)
+            row, u = rows[k], (i + 0.5) / tokens
+            for turn in ((0, 1) if (rep + i) % 2 else (1, 0)):
+                if turn:
+                    tc = bench_c(one[k], sc, u=[u])
+                else:
+                    t0 = time.perf_counter()
+                    s.select_u(row, u)
+                    tp = time.perf_counter() - t0
+            if rep:  # the first is a warm-up
+                pairs.append((tp * 1e6, tc * 1e6))
+    lines.append(("select_u (no draw), per token", pairs))
+    # through qrsd: a sampler per side (each its own chain and prefetch)
+    sp = qrs.Sampler(cfg, vocab)
+    sc = [qrs.Sampler(cfg, vocab)]
+    pairs = []
+    for rep in range(reps + 1):
+        for i in range(tokens):
+            k = i % len(rows)
+            row = rows[k]
+            for turn in ((0, 1) if (rep + i) % 2 else (1, 0)):
+                if turn:
+                    tc = bench_c(one[k], sc, client=client)
+                else:
+                    t0 = time.perf_counter()
+                    sp.sample_token(client, row)
+                    tp = time.perf_counter() - t0
+            if rep:
+                pairs.append((tp * 1e6, tc * 1e6))
+    lines.append(("sample_token (qrsd draw), per token", pairs))
+    for name, res in lines:
+        py = statistics.median(p for p, _ in res)
+        c = statistics.median(c for _, c in res)
+        ratio = statistics.median(p / c for p, c in res)
+        over = statistics.median(p - 1.05 * c for p, c in res)
+        _line(name, py, c, ratio, "<= 1.05x + 3 us", over <= 3.0)
+
+
+def vllm_apply(qrs, np, client, sock: str, rows, batch: int,
+               steps: int) -> bool:
+    try:
+        import torch
+        from vllm import SamplingParams
+        from vllm.v1.worker.gpu.sample.logits_processor import (
+            LogitsContext, build_custom_logits_processors)
+    except ImportError as e:
+        print(f"vLLM apply: not measured (no torch/vllm here: {e})")
+        return False
+    vocab = rows.shape[1]
+    os.environ["QRS_SOCKET"] = sock
+    states = SimpleNamespace(device=torch.device("cpu"), max_num_reqs=batch,
+                             vocab_size=vocab, all_token_ids=None,
+                             prompt_len=None, prefill_len=None,
+                             total_len=None)
+    (p,) = build_custom_logits_processors(
+        None, states, False, ["qrs.vllm:QRSLogitsProcessor"])
+    for i in range(batch):
+        assert p.add_request(i, SamplingParams(max_tokens=steps + 2))
+    p.apply_staged_writes()
+    idx = list(range(batch))
+    ctx = LogitsContext(
+        expanded_idx_mapping=torch.tensor(idx, dtype=torch.int32),
+        idx_mapping=torch.tensor(idx), idx_mapping_np=np.array(idx),
+        expanded_local_pos=torch.zeros(batch, dtype=torch.int32),
+        input_ids=torch.zeros(batch, dtype=torch.long),
+        pos=torch.zeros(batch, dtype=torch.long),
+        seq_lens_upper_bound_np=np.zeros(batch, dtype=np.int32))
+    src = np.ascontiguousarray(rows[np.arange(batch) % len(rows)])
+    template = torch.from_numpy(src.copy())
+    base = type(p)._default()
+    samplers = [qrs.Sampler(base, vocab) for _ in range(batch)]
+    for s in samplers:
+        s.prefetch(client)
+    res = []
+    fills = []
+    fill_idx = torch.arange(batch)
+    for step in range(steps + 1):
+        x = template.clone()
+
+        def py_run() -> float:
+            t0 = time.perf_counter()
+            p.apply(x, ctx)
+            return time.perf_counter() - t0
+
+        def c_run() -> float:
+            return qrs._qrs._bench_c(src, samplers, client=client)
+
+        if step % 2:
+            tc = c_run()
+            tp = py_run()
+        else:
+            tp = py_run()
+            tc = c_run()
+        y = template.clone()
+        t0 = time.perf_counter()
+        y.index_fill_(0, fill_idx, float("-inf"))  # the scatter's floor
+        tf = time.perf_counter() - t0
+        if step:
+            res.append((tp * 1e6, tc * 1e6))
+            fills.append(tf * 1e6)
+        # what vLLM does between steps: the forward pass (the prefetched
+        # draws arrive meanwhile); here a pause of the same order
+        time.sleep(0.002)
+    assert len(p.records(0)) == steps + 1
+    py = statistics.median(a for a, _ in res)
+    c = statistics.median(b for _, b in res)
+    ratio = statistics.median(a / b for a, b in res)
+    _line(f"vLLM apply, {batch} rows (vs {batch} C calls)", py, c, ratio,
+          "<= 1.2x", ratio <= 1.2)
+    f = statistics.median(fills)
+    print(f"{'  of which the -inf fill of the rows (floor)':<44} {f:9.1f} "
+          f"{'':>9} {'':>8} {f / c:7.3f}  (x the C calls; apply without "
+          f"it: {(py - f) / c:.3f}x)")
+    return True
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n\n".join(__doc__.split("\n\n")[2:]))
+    ap.add_argument("--build", type=Path, default=ROOT / "build",
+                    help="the meson build (default: %(default)s)")
+    ap.add_argument("--socket", help="an existing qrsd's socket (default: "
+                    "start the build's qrsd on a mock source)")
+    ap.add_argument("-n", "--vocab", type=int, default=151936,
+                    help="logits per row (default %(default)s)")
+    ap.add_argument("-t", "--tokens", type=int, default=40,
+                    help="tokens per repetition (default %(default)s)")
+    ap.add_argument("-r", "--reps", type=int, default=9,
+                    help="repetitions; medians (default %(default)s)")
+    ap.add_argument("-b", "--batch", type=int, default=64,
+                    help="rows per vLLM apply (default %(default)s)")
+    ap.add_argument("-s", "--steps", type=int, default=15,
+                    help="vLLM steps; medians (default %(default)s)")
+    a = ap.parse_args()
+    if min(a.vocab, a.tokens, a.reps, a.batch, a.steps) < 1:
+        ap.error("-n, -t, -r, -b and -s must be positive")
+    try:
+        import numpy as np
+    except ImportError:
+        sys.exit("pybench: needs numpy")
+    qrs = _import_qrs(a.build)
+    daemon = None if a.socket else Qrsd(a.build / "daemon" / "qrsd")
+    sock = a.socket or daemon.sock
+    try:
+        client = qrs.Client(sock)
+        rows = lm_rows(np, 4, a.vocab)
+        print(f"pybench: {a.vocab} logits per row (float32, LM-like), "
+              f"{a.tokens} tokens x {a.reps} repetitions, vLLM {a.batch} "
+              f"rows x {a.steps} steps; medians; qrsd at {sock}")
+        print(f"{'':<44} {'Python':>9} {'C':>9} {'+us':>8} {'ratio':>7}  "
+              f"{'target':<16}")
+        print(f"{'(us)':<44}")
+        per_token(qrs, np, client, rows, a.reps, a.tokens)
+        measured = vllm_apply(qrs, np, client, sock, rows, a.batch, a.steps)
+        print("C: qrs._qrs._bench_c(), one libqrs call per row timed in C "
+              "(GIL released); Python: the\npackage's call timed with "
+              "perf_counter around it; ratio: median of the "
+              "per-call ratios.")
+        client.close()
+        return 0 if measured else 1
+    except qrs.QrsError as e:
+        print(f"pybench: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if daemon:
+            daemon.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
