@@ -74,4 +74,10 @@ uint64_t audit_total(const struct audit *a);
 
 void audit_free(struct audit *a);
 
+/* The records read with a u, in record (line) order, as the statistics
+   take them (audit_stats.h): a new array in *out (the caller frees it),
+   its length returned; -ENOMEM. */
+struct audit_sample;
+long audit_samples(const struct audit *a, struct audit_sample **out);
+
 #endif

@@ -12,6 +12,7 @@
 #include <json-c/json.h>
 
 #include "audit.h"
+#include "audit_stats.h"
 
 /* What the checks need of one record. */
 struct audit_record {
@@ -430,4 +431,54 @@ audit_journal(struct audit *a, const char *dir,
            " is not in the journal (%" PRIu64 " entries)", a->rec[i].seq,
            a->entries);
   }
+}
+
+struct lined {
+  uint64_t line;
+  struct audit_sample s;
+};
+
+static int
+cmp_line(const void *x, const void *y)
+{
+  const struct lined *p = x, *q = y;
+
+  return (p->line > q->line) - (p->line < q->line);
+}
+
+long
+audit_samples(const struct audit *a, struct audit_sample **out)
+{
+  struct audit_sample *s;
+  struct lined *l;
+  size_t i, n = 0;
+
+  l = malloc((a->n_rec ? a->n_rec : 1) * sizeof(*l));
+  s = malloc((a->n_rec ? a->n_rec : 1) * sizeof(*s));
+  if (!s || !l) {
+    free(s);
+    free(l);
+    return -ENOMEM;
+  }
+  for (i = 0; i < a->n_rec; i++) {
+    const struct audit_record *r = &a->rec[i];
+
+    if (isnan(r->u))
+      continue;
+    memset(&l[n], 0, sizeof(l[n]));
+    l[n].line = r->line;
+    l[n].s.u = r->u;
+    l[n].s.t_recv = r->t[0] > 0 ? (double)r->t[0] / 1e9 : 0;
+    l[n].s.t_sent = r->t[2] > 0 ? (double)r->t[2] / 1e9 : 0;
+    snprintf(l[n].s.source, sizeof(l[n].s.source), "%s", r->source);
+    l[n].s.fallback = r->fallback;
+    n++;
+  }
+  /* the checks ordered the records by journal entry: back to line order */
+  qsort(l, n, sizeof(*l), cmp_line);
+  for (i = 0; i < n; i++)
+    s[i] = l[i].s;
+  free(l);
+  *out = s;
+  return (long)n;
 }

@@ -18,6 +18,7 @@
 #include <json-c/json.h>
 
 #include "audit.h"
+#include "audit_stats.h"
 #include "cliparse.h"
 #include "persist/journal.h"
 
@@ -34,6 +35,15 @@ usage(FILE *f)
 "  -r, --records FILE  libqrs full records, one JSON object a line (a\n"
 "                      sampler's log at log_level full, qrs-generate\n"
 "                      --records)\n"
+"      --stats         with --records: the statistics of the run's u (KS,\n"
+"                      Anderson-Darling, runs test, Stouffer Z) and per\n"
+"                      source the draws, fallbacks and latency\n"
+"      --control FILE  with --records: the records of a control arm (e.g.\n"
+"                      the same experiment on the system source): the\n"
+"                      two-sample comparison and its power (implies --stats)\n"
+"      --report DIR    with --records: plots of u (histogram, QQ, over the\n"
+"                      run) and of each source's latency, PNG and SVG,\n"
+"                      drawn by gnuplot into DIR (implies --stats)\n"
 "      --json          the verdict as one JSON object on stdout\n"
 "      --max-failures N  failures listed (default 100; all are counted)\n"
 "  -h, --help          this help\n"
@@ -88,16 +98,68 @@ rate(uint64_t n, double secs)
   return secs > 0 ? (double)n / secs : 0;
 }
 
+/* The statistics of the records read (and of the control arm's), and the
+   plots.  0, or -1 with err saying why. */
+static int
+run_stats(const struct audit *a, const char *control, const char *report,
+          struct audit_stats *st, char *err, size_t errlen)
+{
+  struct audit_sample *s = NULL, *cs = NULL;
+  struct audit ca;
+  long n, nc = 0;
+  int r = -1;
+
+  memset(&ca, 0, sizeof ca);
+  n = audit_samples(a, &s);
+  if (n < 0) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  if (control) {
+    if (audit_records(&ca, control, err, errlen) < 0)
+      goto out;
+    nc = audit_samples(&ca, &cs);
+    if (nc < 0) {
+      snprintf(err, errlen, "out of memory");
+      goto out;
+    }
+  }
+  r = audit_stats_compute(s, (size_t)n, cs, (size_t)nc, st);
+  if (r == -EINVAL) {
+    snprintf(err, errlen, "--stats needs at least 2 records with u in "
+             "(0, 1)%s", control ? " in each arm" : "");
+    goto out;
+  }
+  if (r < 0) {
+    snprintf(err, errlen, "out of memory");
+    goto out;
+  }
+  if (report &&
+      audit_stats_plots(report, s, (size_t)n, st, err, errlen) < 0) {
+    r = -1;
+    goto out;
+  }
+  r = 0;
+out:
+  free(s);
+  free(cs);
+  audit_free(&ca);
+  return r < 0 ? -1 : 0;
+}
+
 int
 main(int argc, char **argv)
 {
-  const char *dir = NULL, *records = NULL;
-  int json = 0, max_fail = 100, r, rc, c;
+  const char *dir = NULL, *records = NULL, *control = NULL, *report = NULL;
+  int json = 0, max_fail = 100, stats = 0, r, rc, c;
   const struct cli_opt opts[] = {
     { .name = "journal", .key = 'j', .type = CLI_OPT_STRING, .field = &dir },
     { .name = "records", .key = 'r', .type = CLI_OPT_STRING,
       .field = &records },
     { .name = "json", .type = CLI_OPT_SET, .field = &json, .val = 1 },
+    { .name = "stats", .type = CLI_OPT_SET, .field = &stats, .val = 1 },
+    { .name = "control", .type = CLI_OPT_STRING, .field = &control },
+    { .name = "report", .type = CLI_OPT_STRING, .field = &report },
     { .name = "max-failures", .type = CLI_OPT_INT, .field = &max_fail },
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
     { 0 },
@@ -108,6 +170,7 @@ main(int argc, char **argv)
   struct json_object *o, *fa, *fc, *x;
   struct timespec t0, t1, t2;
   struct audit a;
+  struct audit_stats st;
   const char *verdict;
   uint64_t entries = 0, total;
   double rsecs, jsecs;
@@ -120,6 +183,12 @@ main(int argc, char **argv)
     usage(stderr);
     return 2;
   }
+  if ((stats || control || report) && !records) {
+    fprintf(stderr, "qrs-audit: --stats, --control and --report need "
+            "--records\n");
+    return 2;
+  }
+  stats |= control != NULL || report != NULL;
   memset(&a, 0, sizeof a);
   r = JOURNAL_INTACT;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -139,6 +208,11 @@ main(int argc, char **argv)
   clock_gettime(CLOCK_MONOTONIC, &t2);
   rsecs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
   jsecs = (double)(t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9;
+  if (stats && run_stats(&a, control, report, &st, rerr, sizeof rerr) < 0) {
+    fprintf(stderr, "qrs-audit: %s\n", rerr);
+    audit_free(&a);
+    return 2;
+  }
   qsort(a.fail, a.n_fail, sizeof *a.fail, cmp_fail);
   total = audit_total(&a);
   verdict = r != JOURNAL_INTACT ? journal_fault_name(r) :
@@ -187,6 +261,8 @@ main(int argc, char **argv)
                                json_object_new_uint64(a.unchecked));
       json_object_object_add(o, "records_per_second",
                              json_object_new_double(rate(a.n_rec, rsecs)));
+      if (stats)
+        json_object_object_add(o, "statistics", audit_stats_json(&st));
     }
     puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
     json_object_put(o);
@@ -209,6 +285,11 @@ main(int argc, char **argv)
         printf("records: %" PRIu64 " not checked against the journal (past "
                "its fault)\n", a.unchecked);
     }
+    if (stats)
+      audit_stats_print(stdout, &st);
+    if (report)
+      printf("plots: %s/u_hist.png, u_qq.png, u_time.png, latency.png "
+             "(and .svg)\n", report);
     if (dir && r == JOURNAL_INTACT)
       printf("journal intact: %" PRIu64 " entries, head %s (%.0f entries/s)"
              "\n", entries, head, rate(entries, jsecs));

@@ -137,6 +137,48 @@ get(struct json_object *o, const char *k)
   return v;
 }
 
+/* The statistics of the 100,000 draws (--stats with the run itself as
+   its control arm, and the plots): every draw counted under the source
+   that served it, u uniform by KS and AD, and the two arms identical. */
+static void
+stats_of_the_run(void)
+{
+  static const char *const plots[] = { "u_hist.png", "u_qq.svg",
+                                       "u_time.png", "latency.svg" };
+  static char out[1 << 16];
+  char errb[4096], rep[200], path[260];
+  char *argv[] = { getenv("QRS_AUDIT_BIN"), "--json", "--records", recs,
+                   "--control", recs, "--report", rep, NULL };
+  struct json_object *o, *s, *src, *c;
+  struct stat sb;
+  size_t i;
+  int st;
+
+  snprintf(rep, sizeof rep, "%s/report", D.dir);
+  st = run_capture(argv, out, sizeof out, errb, sizeof errb);
+  cr_assert_eq(st, 0, "exit %d: %s %s", st, out, errb);
+  o = json_tokener_parse(out);
+  cr_assert_not_null(o, "qrs-audit printed: %s %s", out, errb);
+  s = get(o, "statistics");
+  cr_expect_eq(json_object_get_uint64(get(s, "draws")), N_TOKENS);
+  cr_expect_gt(json_object_get_double(get(s, "ks_p")), 1e-6, "%s", out);
+  cr_expect_gt(json_object_get_double(get(s, "ad_p")), 1e-6, "%s", out);
+  cr_expect_gt(json_object_get_double(get(s, "runs_p")), 1e-6, "%s", out);
+  src = json_object_array_get_idx(get(s, "sources"), 0);
+  cr_assert_not_null(src);
+  cr_expect_eq(json_object_get_uint64(get(src, "draws")), N_TOKENS);
+  cr_expect_gt(json_object_get_double(get(src, "latency_p50_ms")), 0);
+  c = get(s, "control");
+  cr_expect_eq(json_object_get_double(get(c, "ks2_d")), 0);
+  cr_expect_eq(json_object_get_double(get(c, "diff")), 0);
+  cr_expect_gt(json_object_get_double(get(c, "mde80")), 0);
+  for (i = 0; i < 4; i++) {
+    snprintf(path, sizeof path, "%s/%s", rep, plots[i]);
+    cr_expect_eq(stat(path, &sb), 0, "%s not drawn", path);
+  }
+  json_object_put(o);
+}
+
 Test(audit, hundred_thousand_tokens_pass_against_the_journal, .init = big)
 {
   struct json_object *o;
@@ -151,6 +193,7 @@ Test(audit, hundred_thousand_tokens_pass_against_the_journal, .init = big)
      by qrs_sampler_free(), served all the same) made one entry more */
   cr_expect_eq(json_object_get_uint64(get(o, "entries")), N_TOKENS + 1);
   json_object_put(o);
+  stats_of_the_run();
 }
 
 /* Write the first N_TAMPER records to a file, record `at` (1-based) set
