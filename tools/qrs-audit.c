@@ -213,7 +213,8 @@ main(int argc, char **argv)
     audit_free(&a);
     return 2;
   }
-  qsort(a.fail, a.n_fail, sizeof *a.fail, cmp_fail);
+  if (a.n_fail)                 /* a.fail is NULL when none failed */
+    qsort(a.fail, a.n_fail, sizeof *a.fail, cmp_fail);
   total = audit_total(&a);
   verdict = r != JOURNAL_INTACT ? journal_fault_name(r) :
             total ? first_check(&a) : "intact";

@@ -92,7 +92,7 @@ check_mechanism(const struct noise_mech *m)
   size_t n, rawn;
   ssize_t got;
   double h, chi;
-  int r;
+  int r, tries;
 
   if (!m->probe(why, sizeof(why))) {
     printf("noise: %s not tested: unavailable on this host (%s)\n", m->name,
@@ -128,12 +128,22 @@ check_mechanism(const struct noise_mech *m)
   cr_assert(h > 0.0 && h <= 8.0, "%s: MCV estimate %f", m->name, h);
 
   /* sha256-conditioned output passes a byte-frequency test. */
-  r = noise_new(&m, 1, COND_SHA256, NOISE_XOR, 120000, HEALTH_ALPHA_DEFAULT,
-                &nz, err, sizeof(err));
-  cr_assert_eq(r, 0, "%s: %s", m->name, err);
   out = malloc(n);
   cr_assert_not_null(out);
-  r = noise_read(nz, out, n, 0, detail, sizeof(detail));
+  /* A timing mechanism on a loaded shared machine can lose its entropy
+     for a while, and its health tests then fail it, as they should: that
+     is up to 3 tries, each on a fresh source, saying why on stdout. */
+  for (tries = 0;; tries++) {
+    r = noise_new(&m, 1, COND_SHA256, NOISE_XOR, 120000,
+                  HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err));
+    cr_assert_eq(r, 0, "%s: %s", m->name, err);
+    r = noise_read(nz, out, n, 0, detail, sizeof(detail));
+    if (r == 0 || tries == 2 || !strstr(detail, "health tests"))
+      break;
+    printf("noise: %s: try %d failed its health tests (%s); again\n",
+           m->name, tries + 1, detail);
+    noise_free(nz);
+  }
   chi = chi_square(out, n);
   free(out);
   cr_assert_eq(r, 0, "%s: %s", m->name, detail);
