@@ -32,6 +32,15 @@ family(FILE *f, const char *name, const char *type, const char *help)
   fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A family of one unlabelled integer sample. */
+static void
+scalar(FILE *f, const char *name, const char *type, const char *help,
+       uint64_t v)
+{
+  family(f, name, type, help);
+  fprintf(f, "%s %llu\n", name, (unsigned long long)v);
+}
+
 static void
 sample_src(FILE *f, const char *name, const struct qrs_source_info *s,
            const char *extra_label, const char *extra_value, double v)
@@ -214,34 +223,26 @@ ctl_print_metrics(FILE *f, const struct qrs_status *st,
   fputs("\"} 1\n", f);
   family(f, "qrsd_uptime_seconds", "gauge", "Time since qrsd started.");
   fprintf(f, "qrsd_uptime_seconds %.3f\n", st->uptime_ms / 1000.0);
-  family(f, "qrsd_connections", "gauge", "Client connections open.");
-  fprintf(f, "qrsd_connections %u\n", st->connections);
-  family(f, "qrsd_requests_total", "counter", "Requests served.");
-  fprintf(f, "qrsd_requests_total %llu\n", (unsigned long long)st->requests);
-  family(f, "qrsd_draws_total", "counter", "Draws served.");
-  fprintf(f, "qrsd_draws_total %llu\n", (unsigned long long)st->draws);
-  family(f, "qrsd_served_bytes_total", "counter", "Entropy bytes served.");
-  fprintf(f, "qrsd_served_bytes_total %llu\n", (unsigned long long)st->bytes);
-  family(f, "qrsd_request_errors_total", "counter", "Requests answered "
-         "with an error.");
-  fprintf(f, "qrsd_request_errors_total %llu\n",
-          (unsigned long long)st->errors);
-  family(f, "qrsd_connections_refused_total", "counter", "Connections "
-         "refused: over a connection limit or not in the access list.");
-  fprintf(f, "qrsd_connections_refused_total %llu\n",
-          (unsigned long long)st->connections_refused);
-  family(f, "qrsd_busy_replies_total", "counter", "Requests answered BUSY "
-         "(a limit on requests in flight or on memory).");
-  fprintf(f, "qrsd_busy_replies_total %llu\n",
-          (unsigned long long)st->busy_replies);
-  family(f, "qrsd_memory_used_bytes", "gauge", "Memory held for requests "
-         "in progress: queued and reserved replies, reads held.");
-  fprintf(f, "qrsd_memory_used_bytes %llu\n",
-          (unsigned long long)st->memory_used_bytes);
-  family(f, "qrsd_memory_budget_bytes", "gauge", "The bound on "
-         "qrsd_memory_used_bytes (limits.memory_budget_bytes).");
-  fprintf(f, "qrsd_memory_budget_bytes %llu\n",
-          (unsigned long long)st->memory_budget_bytes);
+  scalar(f, "qrsd_connections", "gauge", "Client connections open.",
+         st->connections);
+  scalar(f, "qrsd_requests_total", "counter", "Requests served.",
+         st->requests);
+  scalar(f, "qrsd_draws_total", "counter", "Draws served.", st->draws);
+  scalar(f, "qrsd_served_bytes_total", "counter", "Entropy bytes served.",
+         st->bytes);
+  scalar(f, "qrsd_request_errors_total", "counter", "Requests answered "
+         "with an error.", st->errors);
+  scalar(f, "qrsd_connections_refused_total", "counter", "Connections "
+         "refused: over a connection limit or not in the access list.",
+         st->connections_refused);
+  scalar(f, "qrsd_busy_replies_total", "counter", "Requests answered BUSY "
+         "(a limit on requests in flight or on memory).", st->busy_replies);
+  scalar(f, "qrsd_memory_used_bytes", "gauge", "Memory held for requests "
+         "in progress: queued and reserved replies, reads held.",
+         st->memory_used_bytes);
+  scalar(f, "qrsd_memory_budget_bytes", "gauge", "The bound on "
+         "qrsd_memory_used_bytes (limits.memory_budget_bytes).",
+         st->memory_budget_bytes);
   if (st->n_latency_buckets > 0) {
     uint64_t cum = 0;
 

@@ -49,6 +49,15 @@ peer_in_group(int fd, gid_t gid, gid_t want)
   return 0;
 }
 
+/* a checks membership of group gid, named name. */
+static void
+access_set(struct access *a, gid_t gid, const char *name)
+{
+  a->on = 1;
+  a->gid = gid;
+  snprintf(a->group, sizeof(a->group), "%s", name);
+}
+
 int
 access_resolve(struct access *a, const char *explicit_group,
                const char *sockgroup, char *err, size_t errlen)
@@ -72,9 +81,7 @@ access_resolve(struct access *a, const char *explicit_group,
              "open the socket may use it", name);
     return 0;
   }
-  a->on = 1;
-  a->gid = gid;
-  snprintf(a->group, sizeof(a->group), "%s", name);
+  access_set(a, gid, name);
   return 0;
 }
 
@@ -102,9 +109,7 @@ access_resolve_admin(struct access *a, const char *group, char *err,
   r = group_gid("access.admin_group", group, &gid, err, errlen);
   if (r < 0)
     return r;
-  a->on = 1;
-  a->gid = gid;
-  snprintf(a->group, sizeof(a->group), "%s", group);
+  access_set(a, gid, group);
   return 0;
 }
 
