@@ -48,6 +48,7 @@ struct qrs_sampler {
   FILE *log;
   int log_owned;
   char *logbuf;                   /* line buffer of a log file we opened */
+  FILE *dump;                     /* the logits dump, or NULL */
   /* diagnostic_mode ring */
   struct qrs_token_record *diag;
   size_t diag_len, diag_head;
@@ -224,6 +225,8 @@ qrs_sampler_free(struct qrs_sampler *s)
   if (s->log_owned && s->log)
     fclose(s->log);
   free(s->logbuf);
+  if (s->dump)
+    fclose(s->dump);
   qrs__sel_ws_done(&s->ws);
   qrs__strategy_done(&s->st);
   free(s->diag);
@@ -386,6 +389,25 @@ qrs_sampler_set_log_path(struct qrs_sampler *s, const char *path)
   qrs_sampler_set_log_file(s, f);
   s->log_owned = 1;
   s->logbuf = buf;
+  return 0;
+}
+
+int
+qrs_sampler_set_logits_dump(struct qrs_sampler *s, const char *path)
+{
+  FILE *f = NULL;
+  int r;
+
+  if (!s)
+    return -EINVAL;
+  if (path) {
+    r = qrs__logits_dump_open(path, &s->cfg, s->config_hash, &f);
+    if (r < 0)
+      return r;
+  }
+  if (s->dump)
+    fclose(s->dump);
+  s->dump = f;
   return 0;
 }
 
@@ -648,6 +670,9 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
   /* 7. log (a failing log sink never fails the token) */
   if (s->log && s->log_level > 0)
     qrs__record_write(&rec, s->log_level, s->log);
+  if (s->dump)
+    qrs__logits_dump_row(s->dump, logits, dtype, n, rec.step,
+                         rec.timestamp_ns);
   if (s->diag)
     diag_push(s, &rec);
   if (ret_token)

@@ -79,6 +79,13 @@ int qrs__config_check(const struct qrs__cfgvals *v, char *err,
 int qrs__cfgvals_text(const struct qrs__cfgvals *v, const char *field,
                       char *buf, size_t len);
 
+/* The logits dump (logdump.c): open path and write the header; append one
+   token's row. */
+int qrs__logits_dump_open(const char *path, const struct qrs__cfgvals *cfg,
+                          const char *config_hash, FILE **ret_f);
+void qrs__logits_dump_row(FILE *f, const void *logits, enum qrs_dtype dtype,
+                          size_t n, uint64_t step, int64_t timestamp_ns);
+
 /* The preset in effect (explicit, else environment) or NULL. */
 const char *qrs__config_preset(const struct qrs_sampler_config *cfg);
 

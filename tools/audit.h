@@ -27,6 +27,12 @@ enum audit_check {
   AUDIT_FALLBACK_MISMATCH,      /* fallback label disagrees */
   AUDIT_NONCE_MISMATCH,         /* the entry's nonce is not the record's */
   AUDIT_TIMES_MISMATCH,         /* the entry's times are not the record's */
+  AUDIT_NONCE_CHAIN,            /* --salt: the nonce does not follow from
+                                   the salt, step and previous token */
+  AUDIT_CONFIG_MISMATCH,        /* --logits: another config hash */
+  AUDIT_LOGITS_MISSING,         /* --logits: a step's row is not there */
+  AUDIT_TOKEN_MISMATCH,         /* --logits: the row and u select another
+                                   token */
   AUDIT_N_CHECKS,
 };
 const char *audit_check_name(enum audit_check c);
@@ -41,7 +47,22 @@ struct audit_failure {
 #define AUDIT_FAILURES_KEPT 1000
 #define AUDIT_LINE_MAX (1u << 20)   /* longest record line read */
 
-struct audit_record;
+/* What the checks need of one record. */
+struct audit_record {
+  uint64_t line;
+  uint64_t seq;                 /* journal_seq; 0: null */
+  double u;                     /* NaN: null */
+  int64_t t[3];                 /* received, generated, sent; 0: null */
+  uint64_t nonce;               /* 0: null */
+  int fallback, unjournalled;
+  char source[64];
+  /* for --salt and --logits */
+  uint64_t step;
+  int64_t token;
+  int64_t timestamp_ns;
+  double z, mean;               /* z_score, sample_mean (NaN: null) */
+  char config_hash[17];
+};
 
 struct audit {
   struct audit_record *rec;     /* what the checks need of each record */
@@ -68,6 +89,27 @@ int audit_records(struct audit *a, const char *path, char *err,
 void audit_journal(struct audit *a, const char *dir,
                    char head[JOURNAL_HEX_LEN + 1], char *err,
                    size_t errlen);
+
+/* --salt: every record's nonce is nonce_derive(salt, step, the token of
+   its sequence's previous record, -1 at step 0); sequences are followed
+   through interleaved records by the nonce itself. */
+int audit_nonce_chain(struct audit *a, const uint8_t *salt, size_t len,
+                      char *err, size_t errlen);
+
+/* --logits: the dump's rows (qrs_sampler_set_logits_dump()) selected
+   again, each with its record's u through a sampler built from the
+   dump's configuration, in step order; a different token, a config hash
+   that is not the dump's, a step without its row are failures.  0, or
+   -errno / -EINVAL when the dump cannot be read (err says why);
+   *ret_rows: the rows replayed. */
+int audit_logits(struct audit *a, const char *path, uint64_t *ret_rows,
+                 char *err, size_t errlen);
+
+/* Count a failure of check c at a record's line; its detail is kept
+   while fewer than AUDIT_FAILURES_KEPT are. */
+__attribute__((format(printf, 4, 5))) void
+audit_failed(struct audit *a, uint64_t line, enum audit_check c,
+             const char *fmt, ...);
 
 /* Total failures over every check. */
 uint64_t audit_total(const struct audit *a);

@@ -14,17 +14,6 @@
 #include "audit.h"
 #include "audit_stats.h"
 
-/* What the checks need of one record. */
-struct audit_record {
-  uint64_t line;
-  uint64_t seq;                 /* journal_seq; 0: null */
-  double u;                     /* NaN: null */
-  int64_t t[3];                 /* received, generated, sent; 0: null */
-  uint64_t nonce;               /* 0: null */
-  int fallback, unjournalled;
-  char source[64];
-};
-
 static const char *const check_names[AUDIT_N_CHECKS] = {
   [AUDIT_MALFORMED] = "malformed-record",
   [AUDIT_U_OUTSIDE_CDF] = "u-outside-cdf",
@@ -38,6 +27,10 @@ static const char *const check_names[AUDIT_N_CHECKS] = {
   [AUDIT_FALLBACK_MISMATCH] = "fallback-mismatch",
   [AUDIT_NONCE_MISMATCH] = "nonce-mismatch",
   [AUDIT_TIMES_MISMATCH] = "times-mismatch",
+  [AUDIT_NONCE_CHAIN] = "nonce-chain",
+  [AUDIT_CONFIG_MISMATCH] = "config-mismatch",
+  [AUDIT_LOGITS_MISSING] = "logits-missing",
+  [AUDIT_TOKEN_MISMATCH] = "token-mismatch",
 };
 
 const char *
@@ -46,9 +39,9 @@ audit_check_name(enum audit_check c)
   return c < AUDIT_N_CHECKS ? check_names[c] : "?";
 }
 
-__attribute__((format(printf, 4, 5))) static void
-failed(struct audit *a, uint64_t line, enum audit_check c,
-       const char *fmt, ...)
+void
+audit_failed(struct audit *a, uint64_t line, enum audit_check c,
+             const char *fmt, ...)
 {
   struct audit_failure *f;
   va_list ap;
@@ -191,30 +184,58 @@ check_one(struct audit *a, struct json_object *o, struct audit_record *r)
         missing = "entropy_nonce (16 hex digits)";
     }
   }
+  if (missing == NULL) {
+    double step, token;
+    int ns, nt, nz, nm;
+
+    if (num_field(o, "step", &step, &ns) != 0 || ns || step < 0)
+      missing = "step";
+    else if (num_field(o, "token_id", &token, &nt) != 0 || nt)
+      missing = "token_id";
+    else if (int_field(o, "timestamp_ns", &r->timestamp_ns, 0) != 0)
+      missing = "timestamp_ns";
+    else if (num_field(o, "z_score", &r->z, &nz) != 0)
+      missing = "z_score";
+    else if (num_field(o, "sample_mean", &r->mean, &nm) != 0)
+      missing = "sample_mean";
+    else if (!json_object_object_get_ex(o, "config_hash", &x) ||
+             !json_object_is_type(x, json_type_string))
+      missing = "config_hash";
+    else {
+      r->step = (uint64_t)step;
+      r->token = (int64_t)token;
+      if (nz)
+        r->z = NAN;
+      if (nm)
+        r->mean = NAN;
+      snprintf(r->config_hash, sizeof r->config_hash, "%s",
+               json_object_get_string(x));
+    }
+  }
   if (missing != NULL) {
-    failed(a, r->line, AUDIT_MALFORMED, "not a libqrs record: no %s",
-           missing);
+    audit_failed(a, r->line, AUDIT_MALFORMED, "not a libqrs record: no %s",
+                 missing);
     return -1;
   }
   if (nu) {
     r->u = NAN;
     if (!greedy) {
-      failed(a, r->line, AUDIT_MALFORMED, "u_value is null in a record "
-             "that is not greedy");
+      audit_failed(a, r->line, AUDIT_MALFORMED, "u_value is null in a record "
+                   "that is not greedy");
       return -1;
     }
   } else if (nlo || nhi) {
-    failed(a, r->line, AUDIT_MALFORMED, "cdf_lo or cdf_hi is null");
+    audit_failed(a, r->line, AUDIT_MALFORMED, "cdf_lo or cdf_hi is null");
     return -1;
   } else if (!(lo < r->u && r->u <= hi)) {
-    failed(a, r->line, AUDIT_U_OUTSIDE_CDF, "u %.17g is not in its token's "
-           "CDF interval (%.17g, %.17g]", r->u, lo, hi);
+    audit_failed(a, r->line, AUDIT_U_OUTSIDE_CDF, "u %.17g is not in its token's "
+                 "CDF interval (%.17g, %.17g]", r->u, lo, hi);
   }
   if (r->t[0] && r->t[1] && r->t[2] &&
       !(r->t[0] <= r->t[1] && r->t[1] <= r->t[2]))
-    failed(a, r->line, AUDIT_TIMES_ORDER, "received %" PRId64 " generated %"
-           PRId64 " sent %" PRId64 " (ns): not received <= generated <= "
-           "sent", r->t[0], r->t[1], r->t[2]);
+    audit_failed(a, r->line, AUDIT_TIMES_ORDER, "received %" PRId64 " generated %"
+                 PRId64 " sent %" PRId64 " (ns): not received <= generated <= "
+                 "sent", r->t[0], r->t[1], r->t[2]);
   return 0;
 }
 
@@ -261,16 +282,16 @@ audit_records(struct audit *a, const char *path, char *err, size_t errlen)
     memset(&r, 0, sizeof r);
     r.line = lineno;
     if ((size_t)len > AUDIT_LINE_MAX) {
-      failed(a, lineno, AUDIT_MALFORMED, "line of %zd bytes (at most %u)",
-             len, AUDIT_LINE_MAX);
+      audit_failed(a, lineno, AUDIT_MALFORMED, "line of %zd bytes (at most %u)",
+                   len, AUDIT_LINE_MAX);
       continue;
     }
     json_tokener_reset(tok);
     o = json_tokener_parse_ex(tok, line, (int)len);
     if (o == NULL || json_tokener_get_parse_end(tok) != (size_t)len) {
-      failed(a, lineno, AUDIT_MALFORMED, "not JSON (%s)",
-             o == NULL ? json_tokener_error_desc(json_tokener_get_error(tok))
-                       : "text after the object");
+      audit_failed(a, lineno, AUDIT_MALFORMED, "not JSON (%s)",
+                   o == NULL ? json_tokener_error_desc(json_tokener_get_error(tok))
+                             : "text after the object");
       json_object_put(o);
       continue;
     }
@@ -302,9 +323,9 @@ audit_records(struct audit *a, const char *path, char *err, size_t errlen)
   qsort(a->rec, a->n_rec, sizeof *a->rec, cmp_seq);
   for (i = 1; i < a->n_rec; i++)
     if (a->rec[i].seq != 0 && a->rec[i].seq == a->rec[i - 1].seq)
-      failed(a, a->rec[i].line, AUDIT_DRAW_REUSED, "journal entry %" PRIu64
-             " is also the draw of line %" PRIu64 " (a draw used twice)",
-             a->rec[i].seq, a->rec[i - 1].line);
+      audit_failed(a, a->rec[i].line, AUDIT_DRAW_REUSED, "journal entry %" PRIu64
+                   " is also the draw of line %" PRIu64 " (a draw used twice)",
+                   a->rec[i].seq, a->rec[i - 1].line);
 out:
   if (f)
     fclose(f);
@@ -347,26 +368,26 @@ match_entry(struct audit *a, const struct audit_record *r, char *line)
   int i;
 
   if (split_fields(line, f, 16) != 0) {
-    failed(a, r->line, AUDIT_ENTRY_MISSING, "journal entry %" PRIu64
-           " has not 16 fields", r->seq);
+    audit_failed(a, r->line, AUDIT_ENTRY_MISSING, "journal entry %" PRIu64
+                 " has not 16 fields", r->seq);
     return;
   }
   u = strtod(f[12], NULL);
   if (isnan(r->u) || u != r->u)
-    failed(a, r->line, AUDIT_U_MISMATCH, "record u %.17g, journal entry %"
-           PRIu64 " u %s", r->u, r->seq, f[12]);
+    audit_failed(a, r->line, AUDIT_U_MISMATCH, "record u %.17g, journal entry %"
+                 PRIu64 " u %s", r->u, r->seq, f[12]);
   if (strcmp(f[3], r->source) != 0)
-    failed(a, r->line, AUDIT_SOURCE_MISMATCH, "record source \"%s\", "
-           "journal entry %" PRIu64 " \"%s\"", r->source, r->seq, f[3]);
+    audit_failed(a, r->line, AUDIT_SOURCE_MISMATCH, "record source \"%s\", "
+                 "journal entry %" PRIu64 " \"%s\"", r->source, r->seq, f[3]);
   if (r->fallback != (f[13][0] != '\0') ||
       (r->fallback && strcmp(f[13], r->source) != 0))
-    failed(a, r->line, AUDIT_FALLBACK_MISMATCH, "record fallback %s (source "
-           "\"%s\"), journal entry %" PRIu64 " fallback \"%s\"",
-           r->fallback ? "true" : "false", r->source, r->seq, f[13]);
+    audit_failed(a, r->line, AUDIT_FALLBACK_MISMATCH, "record fallback %s (source "
+                 "\"%s\"), journal entry %" PRIu64 " fallback \"%s\"",
+                 r->fallback ? "true" : "false", r->source, r->seq, f[13]);
   nonce = strtoull(f[6], NULL, 16);
   if (nonce != r->nonce)
-    failed(a, r->line, AUDIT_NONCE_MISMATCH, "record nonce %016" PRIx64
-           ", journal entry %" PRIu64 " %s", r->nonce, r->seq, f[6]);
+    audit_failed(a, r->line, AUDIT_NONCE_MISMATCH, "record nonce %016" PRIx64
+                 ", journal entry %" PRIu64 " %s", r->nonce, r->seq, f[6]);
   for (i = 0; i < 3; i++) {
     if (r->t[i] == 0)
       continue;
@@ -374,9 +395,9 @@ match_entry(struct audit *a, const struct audit_record *r, char *line)
        today's epoch; 1 us apart is a different time */
     t = strtod(f[8 + i], NULL);
     if (fabs(t - (double)r->t[i] / 1e9) > 1e-6) {
-      failed(a, r->line, AUDIT_TIMES_MISMATCH, "record %s %" PRId64
-             " ns, journal entry %" PRIu64 " %s s", i == 0 ? "received" :
-             i == 1 ? "generated" : "sent", r->t[i], r->seq, f[8 + i]);
+      audit_failed(a, r->line, AUDIT_TIMES_MISMATCH, "record %s %" PRId64
+                   " ns, journal entry %" PRIu64 " %s s", i == 0 ? "received" :
+                   i == 1 ? "generated" : "sent", r->t[i], r->seq, f[8 + i]);
       break;
     }
   }
@@ -411,11 +432,11 @@ audit_journal(struct audit *a, const char *dir,
     if (isnan(a->rec[i].u))
       continue;                 /* greedy: no draw */
     if (a->rec[i].unjournalled)
-      failed(a, a->rec[i].line, AUDIT_UNJOURNALLED, "the draw was served "
-             "labelled unjournalled (qrsd's journal could not take it)");
+      audit_failed(a, a->rec[i].line, AUDIT_UNJOURNALLED, "the draw was served "
+                   "labelled unjournalled (qrsd's journal could not take it)");
     else
-      failed(a, a->rec[i].line, AUDIT_NOT_JOURNALLED, "no journal_seq: the "
-             "draw is in no journal");
+      audit_failed(a, a->rec[i].line, AUDIT_NOT_JOURNALLED, "no journal_seq: the "
+                   "draw is in no journal");
   }
   w.next = i;
   a->journal_fault = journal_verify(dir, on_entry, &w, &a->entries, head,
@@ -427,9 +448,9 @@ audit_journal(struct audit *a, const char *dir,
     }
     if (i > 0 && a->rec[i].seq == a->rec[i - 1].seq)
       continue;                 /* named twice: counted already */
-    failed(a, a->rec[i].line, AUDIT_ENTRY_MISSING, "journal_seq %" PRIu64
-           " is not in the journal (%" PRIu64 " entries)", a->rec[i].seq,
-           a->entries);
+    audit_failed(a, a->rec[i].line, AUDIT_ENTRY_MISSING, "journal_seq %" PRIu64
+                 " is not in the journal (%" PRIu64 " entries)", a->rec[i].seq,
+                 a->entries);
   }
 }
 

@@ -3,7 +3,8 @@
    across rotated files, sequences.  The records (audit_records.c): u in
    its CDF interval, received <= generated <= sent, no journal entry named
    twice, and with --journal every draw an entry with the same u, source,
-   fallback label, nonce and times.
+   fallback label, nonce and times.  The replays (audit_replay.c): with
+   --salt the nonce chain, with --logits each token selected again.
 
    Exit status: 0 intact, 1 a fault found (named), 2 usage or I/O. */
 #define _GNU_SOURCE
@@ -20,6 +21,7 @@
 #include "audit.h"
 #include "audit_stats.h"
 #include "cliparse.h"
+#include "nonce.h"
 #include "persist/journal.h"
 
 static void
@@ -44,6 +46,13 @@ usage(FILE *f)
 "      --report DIR    with --records: plots of u (histogram, QQ, over the\n"
 "                      run) and of each source's latency, PNG and SVG,\n"
 "                      drawn by gnuplot into DIR (implies --stats)\n"
+"      --salt HEX      with --records: the run's commitment salt; every\n"
+"                      nonce must follow from it, the step and the previous\n"
+"                      token of its request (nonce-chain)\n"
+"      --logits FILE   with --records: a sampler's logits dump\n"
+"                      (qrs_sampler_set_logits_dump()); each row is selected\n"
+"                      again with its record's u under the dump's config\n"
+"                      (token-mismatch, config-mismatch, logits-missing)\n"
 "      --json          the verdict as one JSON object on stdout\n"
 "      --max-failures N  failures listed (default 100; all are counted)\n"
 "  -h, --help          this help\n"
@@ -62,8 +71,7 @@ usage(FILE *f)
 "source, fallback label, nonce and times (u-mismatch, source-mismatch,\n"
 "fallback-mismatch, nonce-mismatch, times-mismatch).  A line that is not\n"
 "a full record is malformed-record.  Every failure is listed as\n"
-"FILE:LINE: check: detail.  The journal holds no config hash, so config\n"
-"hashes are not compared.\n"
+"FILE:LINE: check: detail.\n"
 "\n"
 "Exit status: 0 intact, 1 a fault found, 2 bad usage or unreadable input.\n");
 }
@@ -151,6 +159,7 @@ int
 main(int argc, char **argv)
 {
   const char *dir = NULL, *records = NULL, *control = NULL, *report = NULL;
+  const char *salt_hex = NULL, *logits = NULL;
   int json = 0, max_fail = 100, stats = 0, r, rc, c;
   const struct cli_opt opts[] = {
     { .name = "journal", .key = 'j', .type = CLI_OPT_STRING, .field = &dir },
@@ -160,6 +169,8 @@ main(int argc, char **argv)
     { .name = "stats", .type = CLI_OPT_SET, .field = &stats, .val = 1 },
     { .name = "control", .type = CLI_OPT_STRING, .field = &control },
     { .name = "report", .type = CLI_OPT_STRING, .field = &report },
+    { .name = "salt", .type = CLI_OPT_STRING, .field = &salt_hex },
+    { .name = "logits", .type = CLI_OPT_STRING, .field = &logits },
     { .name = "max-failures", .type = CLI_OPT_INT, .field = &max_fail },
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
     { 0 },
@@ -172,7 +183,9 @@ main(int argc, char **argv)
   struct audit a;
   struct audit_stats st;
   const char *verdict;
-  uint64_t entries = 0, total;
+  uint64_t entries = 0, total, logits_rows = 0;
+  uint8_t salt[NONCE_MAX_SALT];
+  size_t salt_len = 0;
   double rsecs, jsecs;
   size_t i;
 
@@ -183,11 +196,15 @@ main(int argc, char **argv)
     usage(stderr);
     return 2;
   }
-  if ((stats || control || report) && !records) {
-    fprintf(stderr, "qrs-audit: --stats, --control and --report need "
-            "--records\n");
+  if ((stats || control || report || salt_hex || logits) && !records) {
+    fprintf(stderr, "qrs-audit: --stats, --control, --report, --salt and "
+            "--logits need --records\n");
     return 2;
   }
+  if (salt_hex && (cli_parse_hex("qrs-audit", "--salt", salt_hex, salt,
+                                 sizeof salt, &salt_len) < 0 ||
+                   salt_len == 0))
+    return 2;
   stats |= control != NULL || report != NULL;
   memset(&a, 0, sizeof a);
   r = JOURNAL_INTACT;
@@ -206,6 +223,14 @@ main(int argc, char **argv)
     r = journal_verify(dir, NULL, NULL, &entries, head, err, sizeof err);
   }
   clock_gettime(CLOCK_MONOTONIC, &t2);
+  if ((salt_hex && audit_nonce_chain(&a, salt, salt_len, rerr,
+                                     sizeof rerr) < 0) ||
+      (logits && audit_logits(&a, logits, &logits_rows, rerr,
+                              sizeof rerr) < 0)) {
+    fprintf(stderr, "qrs-audit: %s\n", rerr);
+    audit_free(&a);
+    return 2;
+  }
   rsecs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
   jsecs = (double)(t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9;
   if (stats && run_stats(&a, control, report, &st, rerr, sizeof rerr) < 0) {
@@ -262,6 +287,9 @@ main(int argc, char **argv)
                                json_object_new_uint64(a.unchecked));
       json_object_object_add(o, "records_per_second",
                              json_object_new_double(rate(a.n_rec, rsecs)));
+      if (logits)
+        json_object_object_add(o, "logits_rows",
+                               json_object_new_uint64(logits_rows));
       if (stats)
         json_object_object_add(o, "statistics", audit_stats_json(&st));
     }
@@ -285,6 +313,9 @@ main(int argc, char **argv)
       if (a.unchecked)
         printf("records: %" PRIu64 " not checked against the journal (past "
                "its fault)\n", a.unchecked);
+      if (logits)
+        printf("logits: %" PRIu64 " rows selected again from %s\n",
+               logits_rows, logits);
     }
     if (stats)
       audit_stats_print(stdout, &st);

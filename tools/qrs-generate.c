@@ -46,6 +46,7 @@ struct opts {
   const char *source;
   const char *socket;
   const char *records;
+  const char *dump;             /* --logits-dump */
   uint8_t salt[256];
   size_t salt_len;
   const char *sets[MAX_SETS];
@@ -123,6 +124,9 @@ usage(FILE *f)
 "                       cdf_hi, source, fallback, nonce, timings, ...);\n"
 "                       the file is replaced.  -s log_level=summary\n"
 "                       writes the short form\n"
+"      --logits-dump FILE  write each token's logits row for\n"
+"                       qrs-audit --logits (594 KiB a token for a\n"
+"                       151,936-entry vocabulary); the file is replaced\n"
 "      --salt HEX       the commitment salt (1 to 256 bytes as hex;\n"
 "                       default: 16 random bytes), for reproducible nonces\n"
 "      --no-prefetch    request each draw only when its token is sampled\n"
@@ -229,6 +233,7 @@ parse_args(int argc, char **argv, struct opts *o)
     { .name = "source", .type = CLI_OPT_STRING, .field = &o->source },
     { .name = "socket", .type = CLI_OPT_STRING, .field = &o->socket },
     { .name = "records", .type = CLI_OPT_STRING, .field = &o->records },
+    { .name = "logits-dump", .type = CLI_OPT_STRING, .field = &o->dump },
     { .name = "salt", .type = CLI_OPT_CALL, .field = o, .call = set_salt },
     { .name = "no-prefetch", .type = CLI_OPT_SET, .field = &o->no_prefetch,
       .val = 1 },
@@ -564,6 +569,11 @@ main(int argc, char **argv)
     qrs_llama_sampler_set_salt(smpl, o.salt, o.salt_len);
   if (records)
     qrs_sampler_set_log_file(qs, records);
+  if (o.dump && (r = qrs_sampler_set_logits_dump(qs, o.dump)) < 0) {
+    fprintf(stderr, PROG ": --logits-dump: %s: %s\n", o.dump,
+            qrs_strerror(r));
+    goto out;
+  }
 
   if (!o.quiet) {
     fputs(o.prompt, stdout);

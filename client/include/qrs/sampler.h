@@ -424,6 +424,27 @@ QRS_EXPORT int qrs_sampler_set_log_file(struct qrs_sampler *s, FILE *f);
 QRS_EXPORT int qrs_sampler_set_log_path(struct qrs_sampler *s,
                                         const char *path);
 
+/* The logits dump, for qrs-audit --logits (a research run's evidence that
+   each recorded token is the one its row and u select): from now on every
+   step that selects a token appends that token's logits row, bit for bit
+   in the dtype it was passed, to the file at path (created or truncated;
+   NULL stops and closes it).  A 151,936-entry f32 row is 594 KiB per
+   token: a dump is for audited runs, not for serving.  A failing write
+   never fails the token (qrs-audit names the rows that are missing).
+   Layout, integers little-endian:
+     header  "QRSLOGIT", u32 version (1), u32 text length L, then L bytes
+             of text: "config_hash=<16 hex>\n" and "<field>=<value>\n" for
+             every field of the effective configuration
+     frame   "QRSLROW\0", u32 dtype (enum qrs_dtype), u32 0, u64 step,
+             u64 the record's timestamp_ns, u64 n, then the n values
+   Returns 0, -EINVAL, -ENOMEM, or fopen()'s / write(2)'s -errno. */
+QRS_EXPORT int qrs_sampler_set_logits_dump(struct qrs_sampler *s,
+                                           const char *path);
+#define QRS_LOGITS_DUMP_MAGIC "QRSLOGIT"
+#define QRS_LOGITS_DUMP_VERSION 1
+#define QRS_LOGITS_FRAME_MAGIC "QRSLROW"
+#define QRS_LOGITS_FRAME_HEADER 40
+
 /* Flags for qrs_sampler_step(). */
 #define QRS_STEP_PREFETCHED 0x1   /* the draw was requested before this
                                      token's logits existed */
