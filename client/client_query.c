@@ -160,6 +160,7 @@ sources_from_wire(QrsIpc__SourceInfo **v, size_t n)
     out[i].quota_day_bytes = v[i]->quota_day_bytes;
     out[i].quota_day_limit = v[i]->quota_day_limit;
     out[i].latency_p99_ms = v[i]->latency_p99_ms;
+    out[i].disabled = v[i]->disabled;
     local_from_wire(&out[i], v[i]);
   }
   return out;
@@ -435,6 +436,39 @@ qrs_reload_free(struct qrs_reload *r)
     return;
   free(r->changes);
   free(r);
+}
+
+int
+qrs_client_source_control(struct qrs_client *c, const char *source,
+                          enum qrs_source_action action,
+                          struct qrs_source_control *ret)
+{
+  QrsIpc__SourceControl m = QRS_IPC__SOURCE_CONTROL__INIT;
+  const QrsIpc__SourceControlReply *r;
+  ProtobufCMessage *reply;
+  int rc;
+
+  if (!c || !source || !source[0] || !ret ||
+      (action != QRS_SOURCE_ENABLE && action != QRS_SOURCE_DISABLE &&
+       action != QRS_SOURCE_QUOTA_RESET))
+    return -EINVAL;
+  m.source = (char *)source;
+  m.action = (QrsIpc__SourceAction)action;
+  pthread_mutex_lock(&c->lock);
+  rc = qrs__client_call(c, QRS_MSG_SOURCE_CONTROL, &m.base,
+                        QRS_MSG_SOURCE_CONTROL_REPLY, &reply);
+  qrs__client_keep_errmsg(c);
+  pthread_mutex_unlock(&c->lock);
+  if (rc < 0)
+    return rc;
+  r = (const QrsIpc__SourceControlReply *)reply;
+  memset(ret, 0, sizeof(*ret));
+  qrs__copy_str(ret->source, sizeof(ret->source), r->source);
+  qrs__copy_str(ret->message, sizeof(ret->message), r->message);
+  ret->changed = r->changed;
+  ret->disabled = r->disabled;
+  qrs__client_release(c, reply);
+  return 0;
 }
 
 const char *

@@ -33,6 +33,10 @@ static const struct {
   [QRS_MSG_RELOAD] = { "RELOAD", &qrs_ipc__reload__descriptor },
   [QRS_MSG_RELOAD_REPLY] = { "RELOAD_REPLY",
                              &qrs_ipc__reload_reply__descriptor },
+  [QRS_MSG_SOURCE_CONTROL] = { "SOURCE_CONTROL",
+                               &qrs_ipc__source_control__descriptor },
+  [QRS_MSG_SOURCE_CONTROL_REPLY] = {
+    "SOURCE_CONTROL_REPLY", &qrs_ipc__source_control_reply__descriptor },
 };
 
 #define N_MSG (sizeof(msg_table) / sizeof(msg_table[0]))

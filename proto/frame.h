@@ -33,6 +33,8 @@ enum qrs_msg_type {
   QRS_MSG_ERROR = 13,
   QRS_MSG_RELOAD = 14,
   QRS_MSG_RELOAD_REPLY = 15,
+  QRS_MSG_SOURCE_CONTROL = 16,
+  QRS_MSG_SOURCE_CONTROL_REPLY = 17,
 };
 
 struct qrs_frame_hdr {

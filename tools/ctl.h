@@ -2,7 +2,8 @@
 
      qrsctl.c        the command line: commands, help, options, main()
      ctl_query.c     the commands that ask qrsd: status, health, sources,
-                     draw, bytes, reload
+                     draw, bytes, reload,
+                     source, quota
      ctl_validate.c  validate: runs 'qrsd -n -c FILE'
      ctl_metrics.c   metrics: STATUS and SOURCES as Prometheus text
      ctl_reply.c     the replies described once, as field tables that
@@ -74,7 +75,8 @@ void ctl_command_usage_error(const struct command *cmd);
 
 /* ctl_query.c and ctl_validate.c: the commands. */
 ctl_run_fn cmd_status, cmd_health, cmd_sources, cmd_metrics, cmd_draw,
-           cmd_bytes, cmd_validate, cmd_hash_key, cmd_reload;
+           cmd_bytes, cmd_validate, cmd_hash_key, cmd_reload, cmd_source,
+           cmd_quota;
 
 /* ctl_metrics.c: st and src as Prometheus text format 0.0.4 on f.  0, or
    -1 if writing failed. */

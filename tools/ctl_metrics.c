@@ -73,6 +73,7 @@ GETTER(g_fallbacks, s->fallbacks)
 GETTER(g_healthy, s->healthy != 0)
 GETTER(g_production, s->production != 0)
 GETTER(g_default, s->is_default != 0)
+GETTER(g_disabled, s->disabled != 0)
 GETTER(g_consec, s->consecutive_failures)
 GETTER(g_timeout_s, s->timeout_ms / 1000.0)
 GETTER(g_p99_s, s->latency_p99_ms / 1000.0)
@@ -126,6 +127,8 @@ static const struct src_family src_families[] = {
     "a test (mock) source.", g_production, w_all },
   { "qrsd_source_default", "gauge", "1 for the default source.",
     g_default, w_all },
+  { "qrsd_source_disabled", "gauge", "1 while an operator has the source "
+    "disabled (qrsctl source disable).", g_disabled, w_all },
   { "qrsd_source_last_failure_timestamp_seconds", "gauge", "When the "
     "source last failed (Unix time).", g_lastfail, w_failed },
   { "qrsd_upstream_consecutive_failures", "gauge", "Consecutive failures "

@@ -316,6 +316,115 @@ cmd_reload(struct ctl *ctl, const struct command *cmd, int argc,
   return r < 0 ? EXIT_ERROR : 0;
 }
 
+/* SOURCE_CONTROL: "source enable|disable NAME", "quota reset NAME".
+   what names the command in messages ("source disable"). */
+static int
+source_control(struct ctl *ctl, const char *what, const char *name,
+               enum qrs_source_action action)
+{
+  struct qrs_source_control rc;
+  struct json_object *o;
+  struct qrs_client *c;
+  char buf[256];
+  int r;
+
+  if (ctl_connect(ctl, &c) < 0)
+    return EXIT_ERROR;
+  r = qrs_client_source_control(c, name, action, &rc);
+  if (r < 0) {
+    call_error(c, what, r);
+    if (r == QRS_E_PERMISSION)
+      fprintf(stderr, "qrsctl: %s is privileged: run it as root, as "
+              "qrsd's user, or as a member of qrsd's access.admin_group\n",
+              what);
+  }
+  qrs_client_free(c);
+  if (r < 0)
+    return EXIT_ERROR;
+  if (!ctl->json) {
+    printf("%s\n", SAFE(buf, rc.message));
+    return out_done(out_flush() < 0 ? EXIT_ERROR : 0);
+  }
+  o = json_object_new_object();
+  if (o && (json_object_object_add(o, "source",
+                                   json_object_new_string(rc.source)) ||
+            json_object_object_add(o, "action",
+                                   json_object_new_string(what)) ||
+            json_object_object_add(o, "changed",
+                                   json_object_new_boolean(rc.changed)) ||
+            json_object_object_add(o, "disabled",
+                                   json_object_new_boolean(rc.disabled)) ||
+            json_object_object_add(o, "message",
+                                   json_object_new_string(rc.message)))) {
+    json_object_put(o);
+    o = NULL;
+  }
+  return out_done(out_json(o ? 0 : -ENOMEM, o) < 0 ? EXIT_ERROR : 0);
+}
+
+/* VERB NAME after the command's options: 0 and the verb's index in
+   verbs (NULL-terminated), or the exit status after saying what is
+   wrong. */
+static int
+verb_and_name(const struct command *cmd, const char *const *verbs,
+              int argc, char **argv, int *ret_verb)
+{
+  int i;
+
+  if (argc - optind != 2) {
+    fprintf(stderr, "qrsctl: %s: %s\n", cmd->name, argc - optind < 2 ?
+            "a verb and a source NAME are required" :
+            "one verb and one NAME only");
+    ctl_command_usage_error(cmd);
+    return EXIT_ERROR;
+  }
+  for (i = 0; verbs[i]; i++)
+    if (!strcmp(argv[optind], verbs[i])) {
+      *ret_verb = i;
+      return 0;
+    }
+  fprintf(stderr, "qrsctl: %s: unknown verb '%s'\n", cmd->name,
+          argv[optind]);
+  ctl_command_usage_error(cmd);
+  return EXIT_ERROR;
+}
+
+int
+cmd_source(struct ctl *ctl, const struct command *cmd, int argc,
+           char **argv)
+{
+  static const char *const verbs[] = { "enable", "disable", NULL };
+  const struct cli_opt opts[] = { CTL_COMMON_OPTS(ctl) };
+  int r, v;
+
+  r = ctl_parse_options(cmd, opts, argc, argv);
+  if (r >= 0)
+    return r;
+  r = verb_and_name(cmd, verbs, argc, argv, &v);
+  if (r)
+    return r;
+  return source_control(ctl, v ? "source disable" : "source enable",
+                        argv[optind + 1],
+                        v ? QRS_SOURCE_DISABLE : QRS_SOURCE_ENABLE);
+}
+
+int
+cmd_quota(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
+{
+  static const char *const verbs[] = { "reset", NULL };
+  const struct cli_opt opts[] = { CTL_COMMON_OPTS(ctl) };
+  int r, v;
+
+  r = ctl_parse_options(cmd, opts, argc, argv);
+  if (r >= 0)
+    return r;
+  r = verb_and_name(cmd, verbs, argc, argv, &v);
+  if (r)
+    return r;
+  return source_control(ctl, "quota reset", argv[optind + 1],
+                        QRS_SOURCE_QUOTA_RESET);
+}
+
 /* draw --salt HEX, into field, a struct draw_salt. */
 struct draw_salt {
   uint8_t bytes[SALT_MAX];

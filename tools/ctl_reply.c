@@ -250,6 +250,7 @@ static const struct ctl_field source_fields[] = {
   { SI("detail", STR, detail), .col = 9, .text = source_detail,
     .head = "DETAIL" },
   JSON_ONLY(SI("state", STR, state)),
+  JSON_ONLY(SI("disabled", BOOL, disabled)),
   JSON_ONLY(SI("timeouts", U64, timeouts)),
   JSON_ONLY(SI("refusals", U64, refusals)),
   JSON_ONLY(SI("last_failure", STR, last_failure)),

@@ -8,6 +8,7 @@
                    [--population-mean X] [--population-std X] [--epsilon X]
                    [--zscore-calibration N] [--ecdf-calibration N]
      qrsctl [OPTIONS] bytes -n N [--source S] [--force]
+     qrsctl [OPTIONS] reload | source enable|disable NAME | quota reset NAME
      qrsctl [OPTIONS] validate FILE
      qrsctl hash-key < KEYFILE
 
@@ -131,6 +132,21 @@ static const struct command commands[] = {
     "      member of access.admin_group.  Open connections and requests\n"
     "      in flight are not disturbed.\n",
     cmd_reload },
+  { "source", "enable|disable NAME",
+    "      Enable or disable the declared source NAME.  A disabled source\n"
+    "      takes no draws: requests for it (or a fallback chain through\n"
+    "      it) go on to its fallback, labelled fallback, or fail with\n"
+    "      'entropy unavailable' when it has none; fetches in progress\n"
+    "      finish.  'qrsctl sources' and metrics show it disabled.  It\n"
+    "      stays so until enabled again or qrsd restarts.  Privileged,\n"
+    "      like reload.\n",
+    cmd_source },
+  { "quota", "reset NAME",
+    "      Reset the provider quota use of source NAME (a grpc upstream):\n"
+    "      requests in this minute and bytes today back to 0, saved in\n"
+    "      its state file so that a restart keeps it.  Privileged, like\n"
+    "      reload.\n",
+    cmd_quota },
   { "validate", "FILE",
     "      Check a qrsd configuration file by running 'qrsd -n -c FILE'\n"
     "      and print the verdict: exit status 0 valid, 2 invalid.  qrsd\n"

@@ -26,6 +26,7 @@ struct rsrc {
   struct source *src;
   char *fallback;               /* "error" or a source name */
   int builtin;
+  int disabled;                 /* by an operator: takes no fetches */
   enum reg_state state;
   uint64_t draws;
   uint64_t bytes;
@@ -276,6 +277,55 @@ registry_set_fallbacks(struct registry *reg, const struct qrsd_conf *conf)
   return r;
 }
 
+int
+registry_set_disabled(struct registry *reg, const char *name, int disabled)
+{
+  struct rsrc *rs;
+
+  rs = find(reg, name);
+  if (!rs || rs->builtin)
+    return -ENOENT;
+  if (rs->disabled == !!disabled)
+    return 0;
+  rs->disabled = !!disabled;
+  log_ev(LOG_LEVEL_WARN, &(struct log_fields){
+           .event = disabled ? "source-disabled" : "source-enabled",
+           .source = rs->src->name },
+         "source '%s' %s by an operator%s", rs->src->name,
+         disabled ? "disabled" : "enabled",
+         disabled ? ": its requests go to its fallback" : "");
+  if (reg->observer)
+    reg->observer(reg->observer_ctx, 1);
+  return 1;
+}
+
+int
+registry_quota_reset(struct registry *reg, const char *name, char *why,
+                     size_t whylen)
+{
+  struct rsrc *rs;
+  int r;
+
+  rs = find(reg, name);
+  if (!rs || rs->builtin)
+    return -ENOENT;
+  if (!rs->src->ops->quota_reset) {
+    snprintf(why, whylen, "source '%s' is a %s source: it has no quota",
+             rs->src->name, rs->src->ops->type);
+    return -ENOSYS;
+  }
+  r = rs->src->ops->quota_reset(rs->src, why, whylen);
+  if (r == 0) {
+    log_ev(LOG_LEVEL_WARN, &(struct log_fields){ .event = "quota-reset",
+                                                 .source = rs->src->name },
+           "source '%s': quota use reset to 0 by an operator",
+           rs->src->name);
+    if (reg->observer)
+      reg->observer(reg->observer_ctx, 1);
+  }
+  return r;
+}
+
 void
 registry_stop(struct registry *reg)
 {
@@ -363,6 +413,7 @@ registry_info(const struct registry *reg, size_t i, struct reg_info *info)
   info->production = rs->src->ops->production;
   info->is_default = rs == reg->def;
   info->builtin = rs->builtin;
+  info->disabled = rs->disabled;
   info->fallback = rs->fallback;
   info->state = rs->state;
   info->draws = rs->draws;
@@ -377,7 +428,10 @@ registry_info(const struct registry *reg, size_t i, struct reg_info *info)
     info->has_upstream = 1;
     rs->src->ops->upstream_stats(rs->src, &info->up);
   }
-  if (rs->state != REG_OK && rs->last_failure[0]) {
+  if (rs->disabled) {
+    snprintf(info->detail, sizeof(info->detail), "disabled by an operator "
+             "(qrsctl source enable %s)", rs->src->name);
+  } else if (rs->state != REG_OK && rs->last_failure[0]) {
     snprintf(info->detail, sizeof(info->detail), "%s%s",
              rs->state == REG_DEGRADED ? "serving from its fallback: " : "",
              rs->last_failure);
@@ -450,6 +504,12 @@ registry_draw(struct registry *reg, const char *name, struct source_draw *d)
     return -ENOENT;
   if (!rs->src->ops->draw)
     return -ENOSYS;
+  if (rs->disabled) {
+    rs->refusals++;
+    snprintf(d->why, sizeof(d->why), "source '%s' is disabled",
+             rs->src->name);
+    return -EPERM;
+  }
   if (rs->src->ops->admit) {
     why[0] = '\0';
     r = rs->src->ops->admit(rs->src, d->block_bytes ? d->block_bytes : 1,
@@ -711,6 +771,14 @@ try_leg(struct request *rq, struct rsrc *rs)
   int r;
 
   reg = rq->reg;
+  if (rs->disabled) {
+    rs->refusals++;
+    snprintf(why, sizeof(why), "disabled by an operator (qrsctl source "
+             "enable %.64s)", rs->src->name);
+    note_failure(rq, rs, -EPERM, why);
+    next_leg(rq, rs);
+    return;
+  }
   if (rs->src->ops->admit) {
     why[0] = '\0';
     r = rs->src->ops->admit(rs->src, rq->n, why, sizeof(why));

@@ -91,6 +91,7 @@ struct reg_info {
   int production;
   int is_default;
   int builtin;                  /* created only to serve as a fallback */
+  int disabled;                 /* by an operator (registry_set_disabled) */
   const char *fallback;         /* "error" or a source name */
   enum reg_state state;
   uint64_t draws;               /* fetches it served (as any leg) */
@@ -129,6 +130,22 @@ void registry_set_limits(struct registry *reg,
    its old fallback). */
 int registry_set_fallbacks(struct registry *reg,
                            const struct qrsd_conf *conf);
+
+/* An operator disables (disabled 1) or enables a declared source.  A
+   disabled source takes no new fetch or draw: a request for it, or a
+   fallback chain through it, moves on to the next fallback as if its
+   admission check said no (labelled, counted in refusals), or fails
+   with "disabled by an operator".  Fetches in progress finish.  1 when
+   the state changed, 0 when it already was so, -ENOENT: no declared
+   source of that name. */
+int registry_set_disabled(struct registry *reg, const char *name,
+                          int disabled);
+
+/* An operator resets the quota use of a declared source
+   (source_ops.quota_reset).  0; -ENOENT no such source; -ENOSYS it has
+   no quota, or the source's error; why says so. */
+int registry_quota_reset(struct registry *reg, const char *name, char *why,
+                         size_t whylen);
 
 /* The daemon stops: every source's ops->stop.  Fetches in progress still
    complete. */

@@ -113,6 +113,10 @@ void upstream_free(struct upstream *u);
 /* Quota admission for a fetch of n bytes (QUOTA_OK records it). */
 enum quota_verdict upstream_admit(struct upstream *u, size_t n);
 
+/* An operator's quota reset (quota_reset()), its reservation written at
+   once on a worker thread (or after the write in flight). */
+void upstream_quota_reset(struct upstream *u);
+
 /* The circuit is open inside its recovery window: a fetch would fail at
    once with -EAGAIN. */
 int upstream_blocking(const struct upstream *u);

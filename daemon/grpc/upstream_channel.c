@@ -551,6 +551,14 @@ upstream_admit(struct upstream *u, size_t n)
   return v;
 }
 
+void
+upstream_quota_reset(struct upstream *u)
+{
+  quota_reset(&u->quota, time(NULL));
+  qwrite_start(u);
+  persist_log(u);
+}
+
 int
 upstream_draws_unsupported(const struct upstream *u)
 {

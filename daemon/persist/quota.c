@@ -376,6 +376,10 @@ quota_persist_done(struct quota *q, uint64_t value, int r)
 {
   q->pending = 0;
   q->persist_error = r;
+  if (q->reset_pending) {
+    q->reset_pending = 0;       /* written before the reset: stale */
+    return;
+  }
   if (r == 0 && q->pending_day == q->day && value > q->persisted)
     q->persisted = value;
 }
@@ -407,6 +411,18 @@ quota_flush_due(struct quota *q, double now_mono, time_t now_real,
   q->pending = 1;
   q->pending_day = q->day;
   return 1;
+}
+
+void
+quota_reset(struct quota *q, time_t now_real)
+{
+  roll_day(q, now_real);
+  q->ring_len = 0;
+  q->ring_head = 0;
+  q->day_bytes = 0;
+  q->persisted = 0;
+  q->admitted = 1;              /* so that the reset is written */
+  q->reset_pending = q->pending;
 }
 
 const char *

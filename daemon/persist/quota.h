@@ -65,6 +65,8 @@ struct quota {
   int64_t pending_day;                /* the day it was made for */
   uint64_t refused_rpm, refused_day;  /* statistics */
   int persist_error;                  /* last write's negative errno, or 0 */
+  int reset_pending;                  /* reset while a write was in flight:
+                                         its value is stale */
 };
 
 /* Reference defaults (35200 B, 500/min, 524288000 B/day). */
@@ -112,6 +114,12 @@ uint64_t quota_day_bytes(struct quota *q, time_t now_real);
    flight (ask again when it is done). */
 int quota_flush_due(struct quota *q, double now_mono, time_t now_real,
                     char *buf, size_t *ret_len, uint64_t *ret_value);
+
+/* An operator's reset: no requests in the minute window and no bytes
+   used today.  The next quota_persist_due() writes a reservation from 0
+   (a write in flight then counts for nothing), so that a restart keeps
+   the reset.  The refusal counters are kept. */
+void quota_reset(struct quota *q, time_t now_real);
 
 const char *quota_verdict_name(enum quota_verdict v);
 

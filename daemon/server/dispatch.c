@@ -5,7 +5,8 @@
    connection's in-flight limit) and dispatched: HELLO answered here, DRAW
    and BYTES handed to the draw engine once their reply fits the
    connection's write queue and the memory budget (else BUSY), STATUS,
-   HEALTH and SOURCES to report.c, RELOAD (privileged) to reload.c. */
+   HEALTH and SOURCES to report.c, RELOAD (privileged) to reload.c,
+   SOURCE_CONTROL (privileged) to control.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -142,7 +143,7 @@ pending_new(struct conn *c, uint32_t seq, size_t reply, size_t read)
   return p;
 }
 
-/* A privileged request (RELOAD): root, qrsd's own user or a member of
+/* A privileged request (RELOAD, SOURCE_CONTROL): root, qrsd's own user or a member of
    access.admin_group (issue 23); anyone else gets PERMISSION_DENIED
    saying why, and one rate-limited log line. */
 static int
@@ -197,6 +198,7 @@ is_request_type(uint16_t type)
   case QRS_MSG_HEALTH:
   case QRS_MSG_SOURCES:
   case QRS_MSG_RELOAD:
+  case QRS_MSG_SOURCE_CONTROL:
     return 1;
   default:
     return 0;
@@ -308,6 +310,10 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
   case QRS_MSG_RELOAD:
     if (privileged(c, h->seq, h->type))
       server_reload(srv, c, h->seq);
+    break;
+  case QRS_MSG_SOURCE_CONTROL:
+    if (privileged(c, h->seq, h->type))
+      control_handle(c, h->seq, (const QrsIpc__SourceControl *)m);
     break;
   }
 

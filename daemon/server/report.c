@@ -90,6 +90,7 @@ fill_source_info(struct server *srv, const struct reg_info *ri,
   info->last_failure = (char *)ri->last_failure;
   info->last_failure_ns = ri->last_failure_ns;
   info->builtin = ri->builtin;
+  info->disabled = ri->disabled;
   if (ri->has_upstream) {
     info->upstream = 1;
     info->breaker_state = (char *)ri->up.breaker_state;

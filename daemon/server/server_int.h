@@ -111,4 +111,11 @@ void report_draw_served(struct server *srv, const QrsIpc__DrawReply *r);
 void report_health(struct conn *c, uint32_t seq);
 void report_sources(struct conn *c, uint32_t seq);
 
+/* control.c */
+
+/* SOURCE_CONTROL (privileged; dispatch.c checked the peer): enable,
+   disable a source or reset its quota, and answer seq. */
+void control_handle(struct conn *c, uint32_t seq,
+                    const QrsIpc__SourceControl *m);
+
 #endif

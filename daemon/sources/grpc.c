@@ -301,6 +301,19 @@ grpc_admit(struct source *s, size_t n, char *why, size_t whylen)
   return 0;
 }
 
+static int
+grpc_quota_reset(struct source *s, char *why, size_t whylen)
+{
+  struct gsrc *gs = s->priv;
+
+  if (!gs->up) {
+    snprintf(why, whylen, "source stopping");
+    return -ECANCELED;
+  }
+  upstream_quota_reset(gs->up);
+  return 0;
+}
+
 static void
 grpc_stop(struct source *s)
 {
@@ -359,4 +372,5 @@ const struct source_ops source_grpc_ops = {
   .close = grpc_close,
   .describe = grpc_describe,
   .upstream_stats = grpc_upstream_stats,
+  .quota_reset = grpc_quota_reset,
 };

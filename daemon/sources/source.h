@@ -170,6 +170,10 @@ struct source_ops {
      measured capacity, min-entropy estimate and mechanisms (local.h).
      Never waits for a read in progress. */
   void (*local_stats)(struct source *s, struct local_stats *st);
+  /* Optional (sources with a provider quota): the quota's use back to
+     0 (an operator's request), made durable as the quota's own writes
+     are.  0, or a negative errno with a line in why. */
+  int (*quota_reset)(struct source *s, char *why, size_t whylen);
 };
 
 struct source {

@@ -15,7 +15,7 @@ _qrsctl()
     local cur prev words cword
     _init_completion || return
 
-    local commands="status health sources metrics reload draw bytes validate"
+    local commands="status health sources metrics reload source quota draw bytes validate"
     local global="--socket --json --timeout --help --version -s -j -c -t -h -V"
     local i cmd= sockpath=
     for ((i = 1; i < cword; i++)); do

@@ -21,7 +21,7 @@ try() {  # try "WORDS..." EXPECTED...
     [[ $got == *" $w "* ]] || { echo "'$line': no '$w' in:$got" >&2; fail=1; }
   done
 }
-try "qrsctl " status health sources metrics reload draw bytes validate
+try "qrsctl " status health sources metrics reload source quota draw bytes validate
 try "qrsctl rel" reload
 try "qrsctl me" metrics
 try "qrsctl --so" --socket

@@ -339,6 +339,9 @@ struct qrs_source_info {
   /* Added in 0.1 (issue 23): a network upstream's P99 call latency, as
      its circuit breaker tracks it. */
   double latency_p99_ms;
+  /* Added in 0.1 (issue 23): an operator disabled it
+     (qrs_client_source_control()); it takes no draws. */
+  int disabled;
 };
 
 #define QRS_LATENCY_BUCKETS_MAX 32
@@ -437,6 +440,34 @@ struct qrs_reload {
 QRS_EXPORT int qrs_client_reload(struct qrs_client *c,
                                  struct qrs_reload **ret);
 QRS_EXPORT void qrs_reload_free(struct qrs_reload *r);
+
+/* An operator's request about one declared source (privileged, like
+   qrs_client_reload()).  ENABLE / DISABLE: a disabled source takes no
+   draws (its requests go to its fallback, labelled, or fail with
+   QRS_E_ENTROPY) until enabled again or qrsd restarts.  QUOTA_RESET: the
+   use of its provider quota (requests this minute, bytes today) back to
+   0, persisted; only sources that have one (grpc). */
+enum qrs_source_action {
+  QRS_SOURCE_ENABLE = 1,
+  QRS_SOURCE_DISABLE = 2,
+  QRS_SOURCE_QUOTA_RESET = 3,
+};
+
+struct qrs_source_control {
+  char source[QRS_NAME_MAX];
+  int changed;                  /* 0: it already was so */
+  int disabled;                 /* the source's state now */
+  char message[256];            /* what qrsd did, one line */
+};
+
+/* 0 and *ret filled in, or QRS_E_PERMISSION (not allowed),
+   QRS_E_UNKNOWN_SOURCE, QRS_E_BAD_REQUEST (QUOTA_RESET of a source
+   without a quota: qrs_client_errmsg() says so), -EINVAL, or the call's
+   error.  Added in 0.1. */
+QRS_EXPORT int qrs_client_source_control(struct qrs_client *c,
+                                         const char *source,
+                                         enum qrs_source_action action,
+                                         struct qrs_source_control *ret);
 
 /* "healthy", "degraded", "failed" or "unknown". */
 QRS_EXPORT const char *qrs_health_state_name(enum qrs_health_state s);

@@ -217,7 +217,7 @@ Test(frame, unknown_types_have_no_descriptor)
 {
   cr_assert_not_null(qrs__msg_descriptor(QRS_MSG_DRAW));
   cr_assert_null(qrs__msg_descriptor(0));
-  cr_assert_null(qrs__msg_descriptor(QRS_MSG_RELOAD_REPLY + 1));
+  cr_assert_null(qrs__msg_descriptor(QRS_MSG_SOURCE_CONTROL_REPLY + 1));
   cr_assert_null(qrs__msg_descriptor(0xffff));
   cr_assert_str_eq(qrs__msg_name(QRS_MSG_SOURCES_REPLY), "SOURCES_REPLY");
   cr_assert_str_eq(qrs__msg_name(999), "UNKNOWN");
