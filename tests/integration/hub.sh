@@ -20,13 +20,20 @@
 #      grpc for the status codes).
 #   5. The hub's status file lists each key's use by name, and neither
 #      its log nor the status file contains a key.
-# With --bench, after 1. it runs `qrs-bench hub` on the hub and nodes
-# (latency through each node: unary, server_streaming, bidi_streaming)
-# and exits with its status.
+# With --bench, the hub's source is itself a gRPC upstream: a
+# qrs-entropy-server on loopback TLS with an api key; every node also has
+# a source "direct" calling that server itself, in its own upstream mode,
+# so that node -> hub -> source and node -> source differ by one hop.
+# After 1. it runs `qrs-bench hub` on the nodes (latency through each
+# node: unary, server_streaming, bidi_streaming; 3 nodes x CLIENTS
+# clients' draws/s) and exits with its status.
 set -u
 qrsd=$1 qrsctl=$2
-bench=
-[ "${3:-}" = --bench ] && bench=${4:?--bench needs the qrs-bench program}
+bench= esrv=
+if [ "${3:-}" = --bench ]; then
+  bench=${4:?--bench needs the qrs-bench program}
+  esrv=${5:?--bench needs the qrs-entropy-server program}
+fi
 PY=${QRS_PYTHON:-/usr/bin/python3}   # Debian's, with python3-grpcio
 CLIENTS=${QRS_HUB_CLIENTS:-16}
 DRAWS=${QRS_HUB_DRAWS:-6}
@@ -77,6 +84,7 @@ openssl verify -CAfile "$C/ca.pem" "$C/expired.pem" 2>&1 | grep -q 'certificate 
 K=$T/keys
 mkdir -m 0700 "$K" || exit 1
 : > "$K/api_keys"
+openssl rand -hex 24 > "$K/source.key" || fail "openssl rand"
 for n in node-1 node-2 node-3 tight spare flood; do
   openssl rand -hex 24 > "$K/$n.key" || fail "openssl rand"
   h=$("$qrsctl" hash-key < "$K/$n.key") || fail "qrsctl hash-key"
@@ -107,24 +115,51 @@ ready() {  # ready PID WHAT COMMAND...: until COMMAND succeeds, 15 s at most
   done
 }
 
+# --- the hub's source, with --bench: an entropy server over TLS ---------------
+# Its upstream mode on the hub: QRS_HUB_SOURCE_MODE (default unary).
+SRCMODE=${QRS_HUB_SOURCE_MODE:-unary}
+HUBSRC=system
+if [ -n "$bench" ]; then
+  SPORT=$(free_port)
+  "$esrv" --listen "127.0.0.1:$SPORT" --tls-cert "$C/hub.pem" \
+    --tls-key "$C/hub.key" --api-key-file "$K/source.key" \
+    > "$T/source.log" 2>&1 &
+  SRCPID=$!
+  pids="$pids $SRCPID"
+  ready $SRCPID "the entropy server" grep -q "listening on" "$T/source.log"
+  HUBSRC=src
+fi
+# A grpc source on the entropy server, with the nodes' breaker on the hub
+# (a 2 s floor under the adaptive call timeout: a loaded machine's slow
+# call is measured, not cut at 1.5 x P99), and no fallback: a failure is
+# an error the benchmark sees, never bytes from elsewhere.
+source_up() {  # source_up NAME MODE
+  printf '  %s: { type: grpc, target: "127.0.0.1:%s", mode: %s, tls: { ca_file: %s }, api_key_file: "%s", preprobe: false, timeout_ms: 5000, retry_count: 0, quota: { max_requests_per_minute: 0 }, breaker: { min_timeout_ms: 2000 } }\n' \
+    "$1" "$SPORT" "$2" "$C/ca.pem" "$K/source.key"
+}
+
 # --- the hub ------------------------------------------------------------------
 PORT=$(free_port)
 EPORT=$(free_port)
 hub_conf() {  # hub_conf NAME PORT CERT
   mkdir -p "$T/$1"
-  cat > "$T/$1/qrsd.yaml" <<YAML
+  { cat <<YAML
 socket: { path: $T/$1/qrsd.sock, mode: "0600", group: "" }
 state_dir: $T/$1
 status_file: $T/$1/status.json
 sources:
   system: { type: system }
+YAML
+    [ -z "$bench" ] || source_up src "$SRCMODE"
+    cat <<YAML
 grpc_compat:
   listen: "127.0.0.1:$2"
-  source: system
+  source: $HUBSRC
   tls_cert: $C/$3.pem
   tls_key: $C/$3.key
   api_keys: $K/api_keys
 YAML
+  } > "$T/$1/qrsd.yaml"
 }
 HUBPID=
 start_hub() {
@@ -173,7 +208,8 @@ start_node() {
 }
 for i in 1 2 3; do
   case $i in 1) m=unary ;; 2) m=server_streaming ;; 3) m=bidi_streaming ;; esac
-  MODE=$m up hub "$K/node-$i.key" | node_conf node$i
+  { MODE=$m up hub "$K/node-$i.key"
+    [ -z "$bench" ] || source_up direct $m; } | node_conf node$i
   start_node node$i
 done
 # A fourth qrsd holds the misconfigured clients, one source each.
@@ -245,7 +281,7 @@ wait_clients
 check_clients up1 all-hub "$DRAWS"
 step "$((3 * CLIENTS)) clients x $DRAWS draws, all served by the hub"
 if [ -n "$bench" ]; then
-  "$bench" hub --hub "$T/hub/qrsd.sock" --clients "$CLIENTS" \
+  "$bench" hub --clients "$CLIENTS" \
     --nodes "$T/node1/qrsd.sock,$T/node2/qrsd.sock,$T/node3/qrsd.sock"
   exit $?
 fi
