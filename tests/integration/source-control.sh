@@ -1,0 +1,98 @@
+#!/bin/sh
+# Usage: source-control.sh QRSD QRSCTL
+# The privileged source verbs (issue 23) against a real qrsd: root
+# disables a source, whose draws then go to its fallback labelled (or,
+# without one, fail naming the operator's disable); sources --json and
+# metrics show it; quota reset of a source without a quota is a clear
+# error; an allowed peer that is not an admin (uid 65534 in the access
+# group) is refused and changes nothing; enabling again restores the
+# source.  Needs root (setpriv).
+set -u
+qrsd=$1 qrsctl=$2
+[ "$(id -u)" = 0 ] || { echo "source-control: must run as root" >&2; exit 1; }
+T=$(mktemp -d) || exit 1
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+fail() { echo "source-control: $*" >&2; sed 's/^/qrsd: /' "$T/log" >&2; exit 1; }
+chmod 0755 "$T"
+G=$(getent group daemon | cut -d: -f3)
+[ -n "$G" ] || { echo "source-control: no group 'daemon'" >&2; exit 1; }
+cat > "$T/c.yaml" <<YAML
+socket: { path: $T/s.sock, mode: "0666", group: "" }
+access: { group: daemon }
+state_dir: $T
+status_file: ""
+default_source: a
+sources:
+  a: { type: system, fallback: b }
+  b: { type: system }
+YAML
+"$qrsd" -c "$T/c.yaml" > "$T/log" 2>&1 &
+pid=$!
+i=0
+while [ ! -S "$T/s.sock" ]; do
+  i=$((i + 1)); [ $i -lt 200 ] || fail "no socket"; sleep 0.05
+done
+q="$qrsctl --socket $T/s.sock"
+
+$q source disable a > "$T/out" 2>&1 || fail "root could not disable a: $(cat "$T/out")"
+d=$($q --json draw --source a) || fail "draw from disabled a (with a fallback) failed"
+case $d in
+  *'"served_by":"b"'*'"fallback":true'*|*'"fallback":true'*'"served_by":"b"'*) ;;
+  *) fail "a disabled draw is not b's, labelled fallback: $d" ;;
+esac
+$q --json sources | grep -q '"name":"a"[^}]*"disabled":true' ||
+  fail "sources --json does not say a is disabled: $($q --json sources)"
+$q metrics | grep -q '^qrsd_source_disabled{source="a"} 1$' ||
+  fail "metrics: no qrsd_source_disabled{source=\"a\"} 1"
+
+$q source disable b > /dev/null || fail "root could not disable b"
+if out=$($q draw --source b 2>&1); then
+  fail "a draw from disabled b (no fallback) was served: $out"
+fi
+case $out in
+  *"disabled by an operator"*) ;;
+  *) fail "the refusal does not say b is disabled: $out" ;;
+esac
+$q source enable b > /dev/null || fail "root could not enable b"
+
+if out=$($q quota reset a 2>&1); then
+  fail "quota reset of a system source succeeded: $out"
+fi
+case $out in
+  *"no quota"*) ;;
+  *) fail "quota reset does not say a has no quota: $out" ;;
+esac
+if out=$($q source disable nosuch 2>&1); then
+  fail "disabling an unknown source succeeded"
+fi
+case $out in
+  *nosuch*) ;;
+  *) fail "the error does not name the unknown source: $out" ;;
+esac
+
+# An allowed peer that is no admin: refused, and a stays disabled.
+# shellcheck disable=SC2086
+if out=$(setpriv --reuid=65534 --regid=65534 --groups="$G" $q source enable a 2>&1); then
+  fail "uid 65534 (not an admin) enabled a: $out"
+fi
+case $out in
+  *"Not allowed"*|*"ermission"*) echo "refused as expected: $out" ;;
+  *) fail "the non-admin's refusal does not say why: $out" ;;
+esac
+# shellcheck disable=SC2086
+setpriv --reuid=65534 --regid=65534 --groups="$G" $q draw > /dev/null ||
+  fail "the non-admin peer cannot draw"
+$q --json sources | grep -q '"name":"a"[^}]*"disabled":true' ||
+  fail "a non-admin's refused enable changed a"
+
+$q source enable a > /dev/null || fail "root could not enable a"
+d=$($q --json draw --source a) || fail "draw from enabled a failed"
+case $d in
+  *'"served_by":"a"'*) ;;
+  *) fail "enabled a does not serve: $d" ;;
+esac
+kill "$pid"; wait "$pid"; rc=$?; pid=
+[ $rc = 0 ] || fail "qrsd exited $rc on SIGTERM"
+echo "source-control: ok"
