@@ -6,6 +6,7 @@
    named with its line: a token changed, a row changed in the dump, a row
    dropped from the dump, a config hash changed, the wrong salt. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,7 +268,7 @@ Test(replay, a_row_changed_in_the_dump)
   char path[200];
   unsigned char *b;
   size_t n, off, frame;
-  float *row, ninf = -1.0f / 0.0f;
+  float *row, ninf = -INFINITY;
   struct json_object *o;
   int st;
 
