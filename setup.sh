@@ -32,6 +32,7 @@ PACKAGES=(
   protobuf-c-compiler libprotobuf-c-dev
   libuv1-dev libgrpc-dev libyaml-dev libsystemd-dev libcriterion-dev
   libjson-c-dev libssl-dev libfftw3-dev gnuplot-nox
+  g++ libsimdjson-dev  # qrs-audit reads records with simdjson (C++17)
   systemd valgrind locales
   git python3-numpy python3-yaml
   clang libclang-rt-14-dev

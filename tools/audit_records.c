@@ -8,10 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <json-c/json.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "audit.h"
+#include "audit_json.h"
 #include "audit_stats.h"
 
 static const char *const check_names[AUDIT_N_CHECKS] = {
@@ -80,107 +81,103 @@ audit_free(struct audit *a)
 
 /* A member that is a number (int or double), or null (*null set). */
 static int
-num_field(struct json_object *o, const char *k, double *v, int *null)
+num_field(const struct aj_value *x, double *v, int *null)
 {
-  struct json_object *x;
-
-  *null = 0;
-  if (!json_object_object_get_ex(o, k, &x))
-    return -1;
-  if (x == NULL) {
-    *null = 1;
+  *null = x->kind == AJ_NULL;
+  if (x->kind == AJ_NULL)
     return 0;
-  }
-  if (!json_object_is_type(x, json_type_double) &&
-      !json_object_is_type(x, json_type_int))
+  if (x->kind != AJ_INT && x->kind != AJ_UINT && x->kind != AJ_DOUBLE)
     return -1;
-  *v = json_object_get_double(x);
+  *v = x->d;
   return 0;
 }
 
 /* An integer member (ns, seq) or null: 0. */
 static int
-int_field(struct json_object *o, const char *k, int64_t *v, int optional)
+int_field(const struct aj_value *x, int64_t *v, int optional)
 {
-  struct json_object *x;
-
   *v = 0;
-  if (!json_object_object_get_ex(o, k, &x))
+  if (x->kind == AJ_ABSENT)
     return optional ? 0 : -1;
-  if (x == NULL)
+  if (x->kind == AJ_NULL)
     return 0;
-  if (!json_object_is_type(x, json_type_int))
+  if (x->kind == AJ_UINT)
+    *v = INT64_MAX;             /* as json-c reads it */
+  else if (x->kind == AJ_INT)
+    *v = x->i;
+  else
     return -1;
-  *v = json_object_get_int64(x);
   return 0;
 }
 
 static int
-bool_field(struct json_object *o, const char *k, int *v, int optional)
+bool_field(const struct aj_value *x, int *v, int optional)
 {
-  struct json_object *x;
-
   *v = 0;
-  if (!json_object_object_get_ex(o, k, &x))
+  if (x->kind == AJ_ABSENT)
     return optional ? 0 : -1;
-  if (!json_object_is_type(x, json_type_boolean))
+  if (x->kind != AJ_BOOL)
     return -1;
-  *v = json_object_get_boolean(x);
+  *v = x->b;
   return 0;
 }
 
-/* The checks of one record alone; its fields into r.  0, or -1 when it
-   is malformed (named). */
-static int
-check_one(struct audit *a, struct json_object *o, struct audit_record *r)
+/* A string member into dst[size], cut to fit. */
+static void
+copy_cut(char *dst, size_t size, const struct aj_value *x)
 {
-  static const char *const tk[3] = {
+  size_t n = x->len < size - 1 ? x->len : size - 1;
+
+  memcpy(dst, x->s, n);
+  dst[n] = '\0';
+}
+
+/* The checks of one record alone (its members in v); its fields into r.
+   0, or -1 when it is malformed (named). */
+static int
+check_one(struct audit *a, const struct aj_value *v, struct audit_record *r)
+{
+  static const enum aj_member tk[3] = { AJ_RECEIVED, AJ_GENERATED, AJ_SENT };
+  static const char *const tk_name[3] = {
     "draw_received_ns", "draw_generated_ns", "draw_sent_ns",
   };
-  struct json_object *x;
-  double lo, hi;
+  const struct aj_value *x;
+  double lo = 0, hi = 0;
   int nu, nlo, nhi, greedy, i;
   int64_t seq;
-  const char *s, *missing = NULL;
+  const char *missing = NULL;
 
-  if (!json_object_is_type(o, json_type_object))
-    missing = "a JSON object";
-  else if (num_field(o, "u_value", &r->u, &nu) != 0)
+  if (num_field(&v[AJ_U_VALUE], &r->u, &nu) != 0)
     missing = "u_value";
-  else if (num_field(o, "cdf_lo", &lo, &nlo) != 0)
+  else if (num_field(&v[AJ_CDF_LO], &lo, &nlo) != 0)
     missing = "cdf_lo (a full record: log_level full)";
-  else if (num_field(o, "cdf_hi", &hi, &nhi) != 0)
+  else if (num_field(&v[AJ_CDF_HI], &hi, &nhi) != 0)
     missing = "cdf_hi";
-  else if (bool_field(o, "greedy", &greedy, 0) != 0)
+  else if (bool_field(&v[AJ_GREEDY], &greedy, 0) != 0)
     missing = "greedy";
-  else if (bool_field(o, "entropy_is_fallback", &r->fallback, 0) != 0)
+  else if (bool_field(&v[AJ_FALLBACK], &r->fallback, 0) != 0)
     missing = "entropy_is_fallback";
-  else if (bool_field(o, "entropy_unjournalled", &r->unjournalled, 1) != 0)
+  else if (bool_field(&v[AJ_UNJOURNALLED], &r->unjournalled, 1) != 0)
     missing = "entropy_unjournalled";
-  else if (!json_object_object_get_ex(o, "entropy_source_used", &x) ||
-           !json_object_is_type(x, json_type_string))
+  else if (v[AJ_SOURCE].kind != AJ_STRING)
     missing = "entropy_source_used";
-  else if (int_field(o, "journal_seq", &seq, 1) != 0)
+  else if (int_field(&v[AJ_JOURNAL_SEQ], &seq, 1) != 0)
     missing = "journal_seq";
   if (missing == NULL) {
-    snprintf(r->source, sizeof r->source, "%s", json_object_get_string(x));
-    r->seq = (uint64_t)seq;
-    if (json_object_object_get_ex(o, "journal_seq", &x) && x != NULL)
-      r->seq = json_object_get_uint64(x);
+    copy_cut(r->source, sizeof r->source, &v[AJ_SOURCE]);
+    x = &v[AJ_JOURNAL_SEQ];
+    r->seq = x->kind == AJ_UINT ? x->u :
+             x->kind == AJ_INT && x->i > 0 ? (uint64_t)x->i : 0;
     for (i = 0; i < 3 && missing == NULL; i++)
-      if (int_field(o, tk[i], &r->t[i], 1) != 0)
-        missing = tk[i];
+      if (int_field(&v[tk[i]], &r->t[i], 1) != 0)
+        missing = tk_name[i];
   }
   if (missing == NULL) {
+    x = &v[AJ_NONCE];
     r->nonce = 0;
-    if (json_object_object_get_ex(o, "entropy_nonce", &x) && x != NULL) {
-      char *end;
-
-      s = json_object_get_string(x);
-      errno = 0;
-      r->nonce = strtoull(s, &end, 16);
-      if (!json_object_is_type(x, json_type_string) || errno || *end ||
-          end == s)
+    if (x->kind != AJ_ABSENT && x->kind != AJ_NULL) {
+      if (x->kind != AJ_STRING || x->len == 0 || x->len > 16 ||
+          aj_hex64(x->s, x->s + x->len, &r->nonce) != 0)
         missing = "entropy_nonce (16 hex digits)";
     }
   }
@@ -188,18 +185,17 @@ check_one(struct audit *a, struct json_object *o, struct audit_record *r)
     double step, token;
     int ns, nt, nz, nm;
 
-    if (num_field(o, "step", &step, &ns) != 0 || ns || step < 0)
+    if (num_field(&v[AJ_STEP], &step, &ns) != 0 || ns || step < 0)
       missing = "step";
-    else if (num_field(o, "token_id", &token, &nt) != 0 || nt)
+    else if (num_field(&v[AJ_TOKEN], &token, &nt) != 0 || nt)
       missing = "token_id";
-    else if (int_field(o, "timestamp_ns", &r->timestamp_ns, 0) != 0)
+    else if (int_field(&v[AJ_TIMESTAMP], &r->timestamp_ns, 0) != 0)
       missing = "timestamp_ns";
-    else if (num_field(o, "z_score", &r->z, &nz) != 0)
+    else if (num_field(&v[AJ_Z], &r->z, &nz) != 0)
       missing = "z_score";
-    else if (num_field(o, "sample_mean", &r->mean, &nm) != 0)
+    else if (num_field(&v[AJ_MEAN], &r->mean, &nm) != 0)
       missing = "sample_mean";
-    else if (!json_object_object_get_ex(o, "config_hash", &x) ||
-             !json_object_is_type(x, json_type_string))
+    else if (v[AJ_CONFIG_HASH].kind != AJ_STRING)
       missing = "config_hash";
     else {
       r->step = (uint64_t)step;
@@ -208,8 +204,7 @@ check_one(struct audit *a, struct json_object *o, struct audit_record *r)
         r->z = NAN;
       if (nm)
         r->mean = NAN;
-      snprintf(r->config_hash, sizeof r->config_hash, "%s",
-               json_object_get_string(x));
+      copy_cut(r->config_hash, sizeof r->config_hash, &v[AJ_CONFIG_HASH]);
     }
   }
   if (missing != NULL) {
@@ -251,76 +246,162 @@ cmp_seq(const void *x, const void *y)
   return a->line < b->line ? -1 : a->line > b->line;
 }
 
+/* One line of the records (len bytes at line, AJ_PADDING more
+   readable): checked and kept.  0, or -ENOMEM. */
+static int
+record_line(struct audit *a, struct aj_parser *p, const char *line,
+            size_t len, uint64_t lineno)
+{
+  struct aj_value v[AJ_N_MEMBERS];
+  struct audit_record r, *grown;
+  char why[160];
+  size_t n;
+  int k;
+
+  while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+    len--;
+  if (len == 0)
+    return 0;
+  if (len > AUDIT_LINE_MAX) {
+    audit_failed(a, lineno, AUDIT_MALFORMED, "line of %zu bytes (at most %u)",
+                 len, AUDIT_LINE_MAX);
+    return 0;
+  }
+  k = aj_parse(p, line, len, v, why, sizeof why);
+  if (k < 0) {
+    audit_failed(a, lineno, AUDIT_MALFORMED, "not JSON (%s)", why);
+    return 0;
+  }
+  if (k > 0) {
+    audit_failed(a, lineno, AUDIT_MALFORMED, "not a libqrs record: not a "
+                 "JSON object");
+    return 0;
+  }
+  memset(&r, 0, sizeof r);
+  r.line = lineno;
+  if (check_one(a, v, &r) != 0)
+    return 0;
+  if (a->n_rec == a->cap_rec) {
+    n = a->cap_rec ? 2 * a->cap_rec : 4096;
+    grown = realloc(a->rec, n * sizeof *a->rec);
+    if (grown == NULL)
+      return -ENOMEM;
+    a->rec = grown;
+    a->cap_rec = n;
+  }
+  a->rec[a->n_rec++] = r;
+  return 0;
+}
+
+/* The lines of a regular file, mapped: no copy but the last line's (the
+   parser reads past a line's end, and past the map there is nothing). */
+static int
+read_mapped(struct audit *a, struct aj_parser *p, int fd, size_t size,
+            uint64_t *lineno)
+{
+  const char *m, *at, *end, *nl;
+  char *tail = NULL;
+  size_t len;
+  int e = 0;
+
+  if (size == 0)
+    return 0;
+  m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (m == MAP_FAILED)
+    return -errno;
+  (void)madvise((void *)m, size, MADV_SEQUENTIAL);
+  end = m + size;
+  for (at = m; at < end && e == 0; at = nl + 1) {
+    nl = memchr(at, '\n', (size_t)(end - at));
+    if (nl == NULL)
+      nl = end;
+    len = (size_t)(nl - at);
+    ++*lineno;
+    if (nl + AJ_PADDING < end || len > AUDIT_LINE_MAX) {
+      e = record_line(a, p, at, len, *lineno);
+      continue;
+    }
+    tail = malloc(len + AJ_PADDING);
+    if (tail == NULL) {
+      e = -ENOMEM;
+      break;
+    }
+    memcpy(tail, at, len);
+    e = record_line(a, p, tail, len, *lineno);
+    free(tail);
+  }
+  munmap((void *)m, size);
+  return e;
+}
+
+/* The lines of anything else (a pipe, a terminal). */
+static int
+read_stream(struct audit *a, struct aj_parser *p, FILE *f, uint64_t *lineno)
+{
+  char *line = NULL, *padded;
+  size_t cap = 0;
+  ssize_t len;
+  int e = 0;
+
+  while (e == 0 && (len = getline(&line, &cap, f)) >= 0) {
+    ++*lineno;
+    if (cap < (size_t)len + AJ_PADDING) {
+      /* getline() takes the grown buffer as its own */
+      padded = realloc(line, (size_t)len + AJ_PADDING);
+      if (padded == NULL) {
+        e = -ENOMEM;
+        break;
+      }
+      line = padded;
+      cap = (size_t)len + AJ_PADDING;
+    }
+    e = record_line(a, p, line, (size_t)len, *lineno);
+  }
+  if (e == 0 && ferror(f))
+    e = -EIO;
+  free(line);
+  return e;
+}
+
 int
 audit_records(struct audit *a, const char *path, char *err, size_t errlen)
 {
-  struct json_tokener *tok;
-  struct json_object *o;
-  struct audit_record r, *grown;
-  char *line = NULL;
-  size_t cap = 0, i;
+  struct aj_parser *p;
+  struct stat st;
   uint64_t lineno = 0;
-  ssize_t len;
+  size_t i;
   FILE *f;
   int e = 0;
 
   if (a->fail == NULL)
     a->fail = calloc(AUDIT_FAILURES_KEPT, sizeof *a->fail);
-  tok = json_tokener_new();
+  p = aj_parser_new();
   f = fopen(path, "re");
-  if (f == NULL || a->fail == NULL || tok == NULL) {
+  if (f == NULL || a->fail == NULL || p == NULL) {
     e = f == NULL ? -errno : -ENOMEM;
     snprintf(err, errlen, "%s: %s", path, strerror(-e));
     goto out;
   }
-  while ((len = getline(&line, &cap, f)) >= 0) {
-    lineno++;
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-      line[--len] = '\0';
-    if (len == 0)
-      continue;
-    memset(&r, 0, sizeof r);
-    r.line = lineno;
-    if ((size_t)len > AUDIT_LINE_MAX) {
-      audit_failed(a, lineno, AUDIT_MALFORMED, "line of %zd bytes (at most %u)",
-                   len, AUDIT_LINE_MAX);
-      continue;
-    }
-    json_tokener_reset(tok);
-    o = json_tokener_parse_ex(tok, line, (int)len);
-    if (o == NULL || json_tokener_get_parse_end(tok) != (size_t)len) {
-      audit_failed(a, lineno, AUDIT_MALFORMED, "not JSON (%s)",
-                   o == NULL ? json_tokener_error_desc(json_tokener_get_error(tok))
-                             : "text after the object");
-      json_object_put(o);
-      continue;
-    }
-    if (check_one(a, o, &r) == 0) {
-      if (a->n_rec == a->cap_rec) {
-        size_t n = a->cap_rec ? 2 * a->cap_rec : 4096;
-
-        grown = realloc(a->rec, n * sizeof *a->rec);
-        if (grown == NULL) {
-          json_object_put(o);
-          e = -ENOMEM;
-          snprintf(err, errlen, "%s: out of memory at line %" PRIu64, path,
-                   lineno);
-          goto out;
-        }
-        a->rec = grown;
-        a->cap_rec = n;
-      }
-      a->rec[a->n_rec++] = r;
-    }
-    json_object_put(o);
-  }
-  if (ferror(f)) {
-    e = -EIO;
-    snprintf(err, errlen, "%s: read error", path);
+  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode))
+    e = read_mapped(a, p, fileno(f), (size_t)st.st_size, &lineno);
+  else
+    e = read_stream(a, p, f, &lineno);
+  if (e == -ENOMEM) {
+    snprintf(err, errlen, "%s: out of memory at line %" PRIu64, path,
+             lineno);
     goto out;
   }
-  /* no journal entry named twice: sorted by seq, a reuse is adjacent */
-  qsort(a->rec, a->n_rec, sizeof *a->rec, cmp_seq);
+  if (e < 0) {
+    snprintf(err, errlen, "%s: %s", path, e == -EIO ? "read error" :
+             strerror(-e));
+    goto out;
+  }
+  /* no journal entry named twice: sorted by seq, a reuse is adjacent
+     (a run's records are mostly in seq order already: then no sort) */
+  for (i = 1; i < a->n_rec && cmp_seq(&a->rec[i - 1], &a->rec[i]) < 0; i++)
+    ;
+  if (i < a->n_rec)
+    qsort(a->rec, a->n_rec, sizeof *a->rec, cmp_seq);
   for (i = 1; i < a->n_rec; i++)
     if (a->rec[i].seq != 0 && a->rec[i].seq == a->rec[i - 1].seq)
       audit_failed(a, a->rec[i].line, AUDIT_DRAW_REUSED, "journal entry %" PRIu64
@@ -329,8 +410,7 @@ audit_records(struct audit *a, const char *path, char *err, size_t errlen)
 out:
   if (f)
     fclose(f);
-  json_tokener_free(tok);
-  free(line);
+  aj_parser_free(p);
   return e;
 }
 
@@ -341,66 +421,117 @@ struct jwalk {
   size_t next;                  /* the next record (by seq) to match */
 };
 
-/* The n tab-separated fields of line into f (NUL-ended in place). */
+/* A field of a journal line: [s, e). */
+struct jfield {
+  const char *s, *e;
+};
+
+/* The n tab-separated fields of line into f: 0, or -1 when it has fewer
+   (the last runs to the line's end). */
 static int
-split_fields(char *line, char **f, int n)
+split_fields(const char *line, struct jfield *f, int n)
 {
+  const char *t;
   int i;
 
   for (i = 0; i < n; i++) {
-    f[i] = line;
-    line = strchr(line, '\t');
-    if (line == NULL)
+    f[i].s = line;
+    t = strchr(line, '\t');
+    if (t == NULL) {
+      f[i].e = line + strlen(line);
       return i == n - 1 ? 0 : -1;
-    *line++ = '\0';
+    }
+    f[i].e = t;
+    line = t + 1;
   }
   return 0;
 }
 
+static int
+field_is(const struct jfield *f, const char *s)
+{
+  size_t n = strlen(s);
+
+  return (size_t)(f->e - f->s) == n && memcmp(f->s, s, n) == 0;
+}
+
+/* A journal time ("%.9f" seconds) in ns: 0, or -1 when it is not
+   written so (then it is read as a number). */
+static int
+fixed9_ns(const struct jfield *f, int64_t *ns)
+{
+  const char *p = f->s;
+  int64_t v = 0;
+  int k;
+
+  for (; p < f->e && *p >= '0' && *p <= '9'; p++) {
+    if (v > (INT64_MAX / 1000000000 - 9) / 10)
+      return -1;
+    v = 10 * v + (*p - '0');
+  }
+  if (p == f->s || f->e - p != 10 || *p != '.')
+    return -1;
+  for (k = 0, p++; k < 9; k++, p++) {
+    if (*p < '0' || *p > '9')
+      return -1;
+    v = 10 * v + (*p - '0');
+  }
+  *ns = v;
+  return 0;
+}
+
 static void
-match_entry(struct audit *a, const struct audit_record *r, char *line)
+match_entry(struct audit *a, const struct audit_record *r, const char *line)
 {
   /* seq pid uid source amp amp_params nonce echo t_recv t_gen t_sent
      bytes_sha u fallback prev hash */
-  char *f[16];
+  struct jfield f[16];
   double u, t;
+  int64_t ns;
   uint64_t nonce;
-  int i;
+  int i, fb, off;
 
   if (split_fields(line, f, 16) != 0) {
     audit_failed(a, r->line, AUDIT_ENTRY_MISSING, "journal entry %" PRIu64
                  " has not 16 fields", r->seq);
     return;
   }
-  u = strtod(f[12], NULL);
-  if (isnan(r->u) || u != r->u)
+#define FIELD(k) (int)(f[k].e - f[k].s), f[k].s
+  if (aj_number(f[12].s, f[12].e, &u) != 0 || isnan(r->u) || u != r->u)
     audit_failed(a, r->line, AUDIT_U_MISMATCH, "record u %.17g, journal entry %"
-                 PRIu64 " u %s", r->u, r->seq, f[12]);
-  if (strcmp(f[3], r->source) != 0)
+                 PRIu64 " u %.*s", r->u, r->seq, FIELD(12));
+  if (!field_is(&f[3], r->source))
     audit_failed(a, r->line, AUDIT_SOURCE_MISMATCH, "record source \"%s\", "
-                 "journal entry %" PRIu64 " \"%s\"", r->source, r->seq, f[3]);
-  if (r->fallback != (f[13][0] != '\0') ||
-      (r->fallback && strcmp(f[13], r->source) != 0))
+                 "journal entry %" PRIu64 " \"%.*s\"", r->source, r->seq,
+                 FIELD(3));
+  fb = f[13].e != f[13].s;
+  if (r->fallback != fb || (r->fallback && !field_is(&f[13], r->source)))
     audit_failed(a, r->line, AUDIT_FALLBACK_MISMATCH, "record fallback %s (source "
-                 "\"%s\"), journal entry %" PRIu64 " fallback \"%s\"",
-                 r->fallback ? "true" : "false", r->source, r->seq, f[13]);
-  nonce = strtoull(f[6], NULL, 16);
-  if (nonce != r->nonce)
+                 "\"%s\"), journal entry %" PRIu64 " fallback \"%.*s\"",
+                 r->fallback ? "true" : "false", r->source, r->seq, FIELD(13));
+  if (aj_hex64(f[6].s, f[6].e, &nonce) != 0 || nonce != r->nonce)
     audit_failed(a, r->line, AUDIT_NONCE_MISMATCH, "record nonce %016" PRIx64
-                 ", journal entry %" PRIu64 " %s", r->nonce, r->seq, f[6]);
+                 ", journal entry %" PRIu64 " %.*s", r->nonce, r->seq,
+                 FIELD(6));
   for (i = 0; i < 3; i++) {
     if (r->t[i] == 0)
       continue;
     /* the journal's %.9f seconds hold a double: about 0.25 us at
        today's epoch; 1 us apart is a different time */
-    t = strtod(f[8 + i], NULL);
-    if (fabs(t - (double)r->t[i] / 1e9) > 1e-6) {
+    if (fixed9_ns(&f[8 + i], &ns) == 0)
+      off = ns - r->t[i] > 1000 || r->t[i] - ns > 1000;
+    else
+      off = aj_number(f[8 + i].s, f[8 + i].e, &t) != 0 ||
+            fabs(t - (double)r->t[i] / 1e9) > 1e-6;
+    if (off) {
       audit_failed(a, r->line, AUDIT_TIMES_MISMATCH, "record %s %" PRId64
-                   " ns, journal entry %" PRIu64 " %s s", i == 0 ? "received" :
-                   i == 1 ? "generated" : "sent", r->t[i], r->seq, f[8 + i]);
+                   " ns, journal entry %" PRIu64 " %.*s s", i == 0 ? "received" :
+                   i == 1 ? "generated" : "sent", r->t[i], r->seq,
+                   FIELD(8 + i));
       break;
     }
   }
+#undef FIELD
 }
 
 static int
@@ -408,13 +539,11 @@ on_entry(void *ctx, uint64_t seq, const char *line)
 {
   struct jwalk *w = ctx;
   struct audit *a = w->a;
-  char buf[JOURNAL_LINE_MAX + 1];
 
   while (w->next < a->n_rec && a->rec[w->next].seq < seq)
     w->next++;                  /* seq 0 (none), or named twice */
   while (w->next < a->n_rec && a->rec[w->next].seq == seq) {
-    snprintf(buf, sizeof buf, "%s", line);
-    match_entry(a, &a->rec[w->next], buf);
+    match_entry(a, &a->rec[w->next], line);
     w->next++;
   }
   return 0;
