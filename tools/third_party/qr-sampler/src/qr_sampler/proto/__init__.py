@@ -1,0 +1,1 @@
+"""gRPC protocol definitions for entropy service communication."""
