@@ -24,9 +24,12 @@
 # qrs-entropy-server on loopback TLS with an api key; every node also has
 # a source "direct" calling that server itself, in its own upstream mode,
 # so that node -> hub -> source and node -> source differ by one hop.
-# After 1. it runs `qrs-bench hub` on the nodes (latency through each
-# node: unary, server_streaming, bidi_streaming; 3 nodes x CLIENTS
-# clients' draws/s) and exits with its status.
+# A second hub ("devhub") serves its local system source, as a hub on a
+# QRNG device's machine does; the nodes' source "devhub" calls it.
+# After 1. it runs `qrs-bench hub` on the nodes twice, through the hub and
+# through devhub, each against "direct" (latency through each node:
+# unary, server_streaming, bidi_streaming; 3 nodes x CLIENTS clients'
+# draws/s) and exits with its status.
 set -u
 qrsd=$1 qrsctl=$2
 bench= esrv=
@@ -170,6 +173,19 @@ start_hub() {
 }
 hub_conf hub "$PORT" hub
 hub_conf exphub "$EPORT" expired
+if [ -n "$bench" ]; then
+  # The other deployment: the source is a device on the hub's own machine
+  # (here the system CSPRNG, what the entropy server serves): a hub whose
+  # source is local, so that node -> hub -> its source and node -> entropy
+  # server are one hop each.
+  DPORT=$(free_port)
+  HUBSRC=system hub_conf devhub "$DPORT" hub
+  "$qrsd" -c "$T/devhub/qrsd.yaml" > "$T/devhub.log" 2>&1 &
+  DEVPID=$!
+  pids="$pids $DEVPID"
+  ready $DEVPID "the hub with a local source" \
+    grep -q "gRPC compat endpoint on 127.0.0.1:$DPORT" "$T/devhub.log"
+fi
 start_hub
 "$qrsd" -c "$T/exphub/qrsd.yaml" > "$T/exphub.log" 2>&1 &
 EXPPID=$!
@@ -209,7 +225,9 @@ start_node() {
 for i in 1 2 3; do
   case $i in 1) m=unary ;; 2) m=server_streaming ;; 3) m=bidi_streaming ;; esac
   { MODE=$m up hub "$K/node-$i.key"
-    [ -z "$bench" ] || source_up direct $m; } | node_conf node$i
+    [ -z "$bench" ] || { source_up direct $m
+                         PORTOF=$DPORT MODE=$m up devhub "$K/node-$i.key"; }
+  } | node_conf node$i
   start_node node$i
 done
 # A fourth qrsd holds the misconfigured clients, one source each.
@@ -281,8 +299,11 @@ wait_clients
 check_clients up1 all-hub "$DRAWS"
 step "$((3 * CLIENTS)) clients x $DRAWS draws, all served by the hub"
 if [ -n "$bench" ]; then
-  "$bench" hub --clients "$CLIENTS" \
-    --nodes "$T/node1/qrsd.sock,$T/node2/qrsd.sock,$T/node3/qrsd.sock"
+  nodes=$T/node1/qrsd.sock,$T/node2/qrsd.sock,$T/node3/qrsd.sock
+  echo "== the hub's source an upstream (a cloud QRNG): node -> hub -> source is two hops"
+  "$bench" hub --clients "$CLIENTS" --nodes "$nodes" || exit $?
+  echo "== the hub's source local (a device on the hub's machine): one hop each"
+  "$bench" hub --clients "$CLIENTS" --nodes "$nodes" --source devhub
   exit $?
 fi
 
