@@ -1105,6 +1105,20 @@ sampler_set_log_path(SamplerObject *self, PyObject *args)
 }
 
 static PyObject *
+sampler_set_logits_dump(SamplerObject *self, PyObject *args)
+{
+  const char *p;
+  int r;
+
+  if (!PyArg_ParseTuple(args, "z", &p))
+    return NULL;
+  r = qrs_sampler_set_logits_dump(self->s, p);
+  if (r < 0)
+    return set_error(r, p ? p : "closing the logits dump");
+  Py_RETURN_NONE;
+}
+
+static PyObject *
 sampler_next_commitment(SamplerObject *self, PyObject *unused)
 {
   struct qrs_commitment cm;
@@ -1145,6 +1159,9 @@ static PyMethodDef sampler_methods[] = {
     "reserve(n): allow rows up to n long" },
   { "set_log_path", (PyCFunction)sampler_set_log_path, METH_VARARGS,
     "set_log_path(path): append JSON records there" },
+  { "set_logits_dump", (PyCFunction)sampler_set_logits_dump, METH_VARARGS,
+    "set_logits_dump(path or None): write every selected token's logits "
+    "row there (qrs-audit --logits replays them); None closes it" },
   { "next_commitment", (PyCFunction)sampler_next_commitment, METH_NOARGS,
     "the commitment of the next draw" },
   { NULL, NULL, 0, NULL },

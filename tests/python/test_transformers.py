@@ -119,6 +119,53 @@ def test_generate_through_qrsd(model, tokenizer, qrsd: Daemon) -> None:
     assert not torch.equal(gen, gen4)
 
 
+def test_audit_replays_every_token(model, tokenizer, qrsd: Daemon,
+                                   tmp_path: Path) -> None:
+    """audit=: each sequence's full records and logits dump; qrs-audit
+    re-selects every token from its row and u (and finds a changed
+    token)."""
+    import json
+    import subprocess
+
+    audit = os.environ.get("QRS_AUDIT_BIN", "")
+    assert os.access(audit, os.X_OK), f"QRS_AUDIT_BIN ({audit})"
+    with pytest.raises(ValueError, match="row"):
+        QRSLogitsProcessor(client=qrs.Client(qrsd.sock),
+                           audit=str(tmp_path / "x"))
+    proc = QRSLogitsProcessor({"top_k": 50}, client=qrs.Client(qrsd.sock),
+                              salt=b"audit", audit=str(tmp_path / "s{row}"))
+    enc = tokenizer(PROMPTS[:2], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = model.generate(**enc, do_sample=False, max_new_tokens=8,
+                             min_new_tokens=8, logits_processor=[proc],
+                             pad_token_id=tokenizer.pad_token_id)
+    gen = out[:, enc["input_ids"].shape[1]:]
+    proc.reset()                  # closes the records and dumps
+    import gc
+    gc.collect()
+    for i in range(2):
+        recs = tmp_path / f"s{i}.jsonl"
+        lines = recs.read_text().splitlines()
+        assert [json.loads(x)["token_id"] for x in lines] == gen[i].tolist()
+        r = subprocess.run([audit, "--json", "--records", str(recs),
+                            "--logits", str(tmp_path / f"s{i}.logits"),
+                            "--salt", row_salt(b"audit", i).hex()],
+                           capture_output=True, text=True, check=False)
+        v = json.loads(r.stdout)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert v["verdict"] == "intact" and v["logits_rows"] == 8, v
+    # one token changed in the records: named
+    d = json.loads(lines[3])
+    d["token_id"] = (d["token_id"] + 1) % 151936
+    lines[3] = json.dumps(d)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    r = subprocess.run([audit, "--json", "--records", str(bad), "--logits",
+                        str(tmp_path / "s1.logits")],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 1 and "token-mismatch" in r.stdout, r.stdout
+
+
 def test_errors_are_typed(qrsd: Daemon) -> None:
     client = qrs.Client(qrsd.sock, no_reconnect=True)
     with pytest.raises(qrs.ConfigError, match="top_k"):

@@ -47,12 +47,18 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
     client: a qrs.Client (default: a new one on $QRS_SOCKET).
     salt: bytes for reproducible commitments (row i uses
     ``row_salt(salt, i)``); None: a fresh random salt per sequence.
-    keep_records: keep every token's record in ``records``."""
+    keep_records: keep every token's record in ``records``.
+    audit: for qrs-audit, a path with ``{row}`` in it: sequence i appends
+    its full records (log_level full) to ``audit.format(row=i) +
+    ".jsonl"`` and dumps every selected row's logits to
+    ``audit.format(row=i) + ".logits"``; then ``qrs-audit --records
+    X.jsonl --logits X.logits`` re-selects every token from its row."""
 
     def __init__(self, config: Mapping[str, Any] | _qrs.Config | None = None,
                  *, client: _qrs.Client | None = None,
                  salt: bytes | None = None, threads: int = 1,
-                 keep_records: bool = True) -> None:
+                 keep_records: bool = True,
+                 audit: str | None = None) -> None:
         if isinstance(config, _qrs.Config):
             self.config = config
         else:
@@ -60,6 +66,13 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
             qr = {k: v for k, v in cfg.items() if k.startswith("qr_")}
             fields = {k: v for k, v in cfg.items() if not k.startswith("qr_")}
             self.config = make_config(fields, qr_args=qr)
+        if audit is not None:
+            if "{row}" not in audit:
+                raise ValueError("qrs: audit must contain {row} (one "
+                                 "records file and dump per sequence)")
+            self.config = self.config.copy()
+            self.config.set("log_level", "full")
+        self.audit = audit
         self.client = client if client is not None else _qrs.Client()
         self.salt = salt
         self.keep_records = keep_records
@@ -78,6 +91,10 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
             s = _qrs.Sampler(self.config, vocab)
             if self.salt is not None:
                 s.set_salt(row_salt(self.salt, i))
+            if self.audit is not None:
+                base = self.audit.format(row=i)
+                s.set_log_path(base + ".jsonl")
+                s.set_logits_dump(base + ".logits")
             self._samplers.append(s)
         self.records = [[] for _ in range(batch)]
         log.debug("qrs: %d sequences, vocabulary %d", batch, vocab)
