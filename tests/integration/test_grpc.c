@@ -595,6 +595,86 @@ Test(grpc, quotas_fall_back_and_the_daily_count_survives_a_restart)
   upserver_stop(&s, 0);
 }
 
+/* qrsctl -s SOCK quota reset NAME: its exit status, output in out. */
+static int
+quota_reset(const char *name, char *out, size_t outlen)
+{
+  char *argv[8], err[4096];
+  int r;
+
+  argv[0] = getenv("QRSCTL_BIN");
+  argv[1] = "-s";
+  argv[2] = D.sock;
+  argv[3] = "quota";
+  argv[4] = "reset";
+  argv[5] = (char *)name;
+  argv[6] = NULL;
+  r = run_capture(argv, out, outlen, err, sizeof(err));
+  cr_assert_null(strstr(err, KEY), "qrsctl printed the api key");
+  return r;
+}
+
+/* qrsctl quota reset on a real upstream with a quota: the source over its
+   per-minute quota draws from its fallback; the reset gives it a fresh
+   minute and day at once (upstream draws again), qrsctl sources shows the
+   counts cleared, and the reset is persisted (a restart keeps it). */
+Test(grpc, quota_reset_gives_a_real_upstream_a_fresh_quota)
+{
+  struct upserver s;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  char out[16384];
+  int i, r;
+
+  upserver_start(&s, "127.0.0.1:0", NULL);
+  start_qrsd("sources:\n"
+             "  system: { type: system }\n"
+             "  q: { type: grpc, target: \"%s\", insecure: true, "
+             "fallback: system,\n"
+             "       quota: { max_requests_per_minute: 3, "
+             "max_bytes_per_day: 1000000 } }\n", s.addr);
+  wait_warmed_up("q");
+  c = connect_client(D.sock);
+  /* the warm-up took one request of the three */
+  for (i = 0; i < 4; i++) {
+    cr_assert_eq(draw(c, "q", (uint64_t)i, &d), 0);
+    cr_assert_eq(d.fallback, i >= 2, "draw %d: fallback %d", i, d.fallback);
+  }
+  qrsctl(out, sizeof(out), "sources", NULL);
+  cr_assert_not_null(strstr(out, "3/3 requests this minute"), "%s", out);
+  cr_assert_gt(quota_day_bytes_of("q"), 0);
+
+  r = quota_reset("q", out, sizeof(out));
+  cr_assert_eq(r, 0, "quota reset: %d: %s", r, out);
+  cr_assert_not_null(strstr(out, "q"), "the reply names the source: %s", out);
+  cr_assert_eq(quota_day_bytes_of("q"), 0, "the day's bytes are not reset");
+  qrsctl(out, sizeof(out), "sources", NULL);
+  cr_assert_not_null(strstr(out, "0/3 requests this minute"), "%s", out);
+  for (i = 0; i < 4; i++) {
+    cr_assert_eq(draw(c, "q", (uint64_t)(10 + i), &d), 0);
+    cr_assert_eq(d.fallback, i >= 3, "after the reset, draw %d: fallback %d",
+                 i, d.fallback);
+    if (!d.fallback)
+      cr_assert_str_eq(d.served_by, "q");
+  }
+  cr_assert_eq(quota_day_bytes_of("q"), 3000, "3 draws of 1000 since the "
+               "reset: %llu", (unsigned long long)quota_day_bytes_of("q"));
+  qrs_client_free(c);
+  daemon_stop(&D);
+
+  /* the reset was persisted: the restart resumes from 3000 (and the
+     minute's 3 requests), not from before the reset */
+  D.pid = -1;
+  daemon_start(&D, NULL);
+  wait_warmed_up("q");
+  cr_assert_eq(quota_day_bytes_of("q"), 3000, "after the restart: %llu",
+               (unsigned long long)quota_day_bytes_of("q"));
+  qrsctl(out, sizeof(out), "sources", NULL);
+  cr_assert_not_null(strstr(out, "3/3 requests this minute"), "%s", out);
+  finish();
+  upserver_stop(&s, 0);
+}
+
 /* The compat endpoint answers a C gRPC client (qrsd's own grpc source,
    pointed at it: bytes in all three modes, server draws by GetDraw and
    StreamDraws) and Python grpc (all four RPCs). */
