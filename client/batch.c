@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include <qrs/batch.h>
 
@@ -27,6 +28,7 @@ struct qrs_pool {
   int stop;
   /* the batch */
   const char *logits;
+  int one_hot;                    /* qrs_sample_batch_one_hot() */
   size_t esize, n, stride, nrows;
   enum qrs_dtype dtype;
   struct qrs_batch_row *rows;
@@ -57,6 +59,41 @@ elem_size(enum qrs_dtype dt)
   }
 }
 
+_Static_assert(sizeof(wchar_t) == 4, "wchar_t must be 32 bits");
+
+/* The row's n values -inf but 0 at token, in its dtype (IEEE bit
+   patterns; bfloat16 is float32's upper half).  The row was read by its
+   selection just before: it is in this thread's cache, so the stores hit
+   it there instead of costing a pass over memory later. */
+static void
+fill_one_hot(void *row, enum qrs_dtype dt, size_t n, uint32_t token)
+{
+  uint16_t *h = row, hv;
+  uint64_t *d = row;
+  size_t k;
+
+  switch (dt) {
+  case QRS_DTYPE_F32:
+    /* glibc's wmemset is a vector fill (wchar_t: 32 bits, checked
+       above) */
+    wmemset(row, (wchar_t)0xff800000u, n);
+    ((uint32_t *)row)[token] = 0;
+    break;
+  case QRS_DTYPE_F16:
+  case QRS_DTYPE_BF16:
+    hv = dt == QRS_DTYPE_F16 ? 0xfc00 : 0xff80;
+    for (k = 0; k < n; k++)
+      h[k] = hv;
+    h[token] = 0;
+    break;
+  case QRS_DTYPE_F64:
+    for (k = 0; k < n; k++)
+      d[k] = 0xfff0000000000000ull;
+    d[token] = 0;
+    break;
+  }
+}
+
 static void
 run_row(struct qrs_pool *p, size_t i)
 {
@@ -75,6 +112,8 @@ run_row(struct qrs_pool *p, size_t i)
   else
     r->status = qrs_sampler_select_u(r->sampler, row, p->dtype, p->n, r->u,
                                      &r->token, r->record);
+  if (p->one_hot && r->status == 0)
+    fill_one_hot((void *)row, p->dtype, p->n, r->token);
 }
 
 static void
@@ -229,10 +268,10 @@ check_rows(struct qrs_pool *p, struct qrs_batch_row *rows, size_t nrows)
   return 0;
 }
 
-int
-qrs_sample_batch(struct qrs_pool *p, const void *logits,
-                 enum qrs_dtype dtype, size_t n, size_t row_stride,
-                 struct qrs_batch_row *rows, size_t nrows)
+static int
+run_batch(struct qrs_pool *p, const void *logits, int one_hot,
+          enum qrs_dtype dtype, size_t n, size_t row_stride,
+          struct qrs_batch_row *rows, size_t nrows)
 {
   size_t i, es;
   int r, bad;
@@ -250,6 +289,7 @@ qrs_sample_batch(struct qrs_pool *p, const void *logits,
     return r;
   }
   p->logits = logits;
+  p->one_hot = one_hot;
   p->esize = es;
   p->n = n;
   p->stride = row_stride;
@@ -277,4 +317,20 @@ qrs_sample_batch(struct qrs_pool *p, const void *logits,
   for (i = 0; i < nrows; i++)
     bad += rows[i].status < 0;
   return bad;
+}
+
+int
+qrs_sample_batch(struct qrs_pool *p, const void *logits,
+                 enum qrs_dtype dtype, size_t n, size_t row_stride,
+                 struct qrs_batch_row *rows, size_t nrows)
+{
+  return run_batch(p, logits, 0, dtype, n, row_stride, rows, nrows);
+}
+
+int
+qrs_sample_batch_one_hot(struct qrs_pool *p, void *logits,
+                         enum qrs_dtype dtype, size_t n, size_t row_stride,
+                         struct qrs_batch_row *rows, size_t nrows)
+{
+  return run_batch(p, logits, 1, dtype, n, row_stride, rows, nrows);
 }

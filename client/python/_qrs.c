@@ -1227,19 +1227,19 @@ static PyObject *
 pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
 {
   static char *kwl[] = { "logits", "samplers", "client", "u", "dtype",
-                         "records", NULL };
+                         "records", "one_hot", NULL };
   PyObject *lobj, *sseq, *cobj = Py_None, *uobj = Py_None;
   PyObject *fast = NULL, *ufast = NULL, *res = NULL;
   PyObject *toks = NULL, *stats = NULL, *recl = NULL, *item;
   struct qrs_client *c = NULL;
   const char *dt = NULL;
-  int want = 0, r;
+  int want = 0, one_hot = 0, r;
   struct rows rw;
   Py_ssize_t n, i;
 
   memset(&rw, 0, sizeof(rw));
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOzp", kwl, &lobj, &sseq,
-                                   &cobj, &uobj, &dt, &want))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOzpp", kwl, &lobj, &sseq,
+                                   &cobj, &uobj, &dt, &want, &one_hot))
     return NULL;
   if (cobj != Py_None) {
     if (!PyObject_TypeCheck(cobj, &ClientType)) {
@@ -1255,6 +1255,11 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
   }
   if (rows_get(lobj, dt, 1, &rw) < 0)
     goto out;
+  if (one_hot && rw.has_view && rw.view.readonly) {
+    PyErr_SetString(PyExc_ValueError, "one_hot writes the rows: the logits "
+                    "buffer is read-only");
+    goto out;
+  }
   fast = PySequence_Fast(sseq, "samplers must be a sequence");
   if (!fast)
     goto out;
@@ -1313,8 +1318,12 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
       sampler_hold_client(so, (ClientObject *)cobj);
   }
   Py_BEGIN_ALLOW_THREADS
-  r = qrs_sample_batch(self->pool, rw.data, rw.dtype, rw.ncols, rw.stride,
-                       self->rows, (size_t)n);
+  if (one_hot)
+    r = qrs_sample_batch_one_hot(self->pool, (void *)rw.data, rw.dtype,
+                                 rw.ncols, rw.stride, self->rows, (size_t)n);
+  else
+    r = qrs_sample_batch(self->pool, rw.data, rw.dtype, rw.ncols,
+                         rw.stride, self->rows, (size_t)n);
   Py_END_ALLOW_THREADS
   if (r < 0) {
     set_error(r, "sampling the batch");
@@ -1350,7 +1359,9 @@ static PyMethodDef pool_methods[] = {
   { "sample", (PyCFunction)(void (*)(void))pool_sample,
     METH_VARARGS | METH_KEYWORDS,
     "sample(logits, samplers, client=None, u=None, dtype=None, "
-    "records=False) -> (tokens, statuses, records)" },
+    "records=False, one_hot=False) -> (tokens, statuses, records); "
+    "one_hot: each sampled row is then written over in place, -inf but 0 "
+    "at its token (qrs_sample_batch_one_hot())" },
   { NULL, NULL, 0, NULL },
 };
 

@@ -244,6 +244,37 @@ def test_status_health(client: qrs.Client) -> None:
     assert client.socket_path.endswith("qrsd.sock")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16,
+                                   torch.bfloat16, torch.float64])
+def test_pool_one_hot_in_place(dtype) -> None:
+    """Pool.sample(one_hot=True): the same tokens as without, and each
+    sampled row written over in place: -inf but 0 at its token; a row of
+    another sampler's bypass stays as it was."""
+    block = torch.from_numpy(np.stack([_lm_row(1000, t) for t in range(6)]))
+    block = block.to(dtype)
+    us = [0.07 + 0.13 * i for i in range(6)]
+    pool = qrs.Pool(2)
+    want, stats, _ = pool.sample(block, [qrs.Sampler(None, 1000)
+                                         for _ in range(6)], u=us)
+    assert stats == [0] * 6
+    x = block.clone()
+    samplers = [qrs.Sampler(None, 1000) for _ in range(5)]
+    samplers.append(qrs.Sampler(qrs.make_config({"bypass": True},
+                                                env=False), 1000))
+    toks, stats, _ = pool.sample(x, samplers, u=us, one_hot=True)
+    assert toks[:5] == want[:5] and stats == [0] * 5 + [1]
+    for i in range(5):
+        assert float(x[i, toks[i]]) == 0.0
+        rest = torch.cat([x[i, :toks[i]], x[i, toks[i] + 1:]]).double()
+        assert bool(torch.isneginf(rest).all()), i
+    assert torch.equal(x[5], block[5])
+    ro = np.stack([_lm_row(1000, t) for t in range(2)]).astype(np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        pool.sample(ro, [qrs.Sampler(None, 1000) for _ in range(2)],
+                    u=[0.5, 0.5], one_hot=True)
+
+
 def test_force_one_hot() -> None:
     row = np.zeros(10, dtype=np.float32)
     qrs.force_one_hot(row, 3)

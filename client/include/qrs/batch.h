@@ -96,6 +96,20 @@ QRS_EXPORT int qrs_sample_batch(struct qrs_pool *pool, const void *logits,
                                 size_t row_stride,
                                 struct qrs_batch_row *rows, size_t nrows);
 
+/* qrs_sample_batch(), and every row sampled (status 0) is then written
+   over in place, right after its selection while it is still in cache:
+   -inf in its n values but 0 at the token (rows with status 1, bypass, or
+   an error are left as they were).  For an engine whose own sampler runs
+   after this one and must emit exactly the chosen token (a vLLM logits
+   processor, a transformers processor under greedy decoding): one pass
+   over the rows instead of two.  logits must be writable; the rows are
+   selected from their values before they are written.  Added in 0.1. */
+QRS_EXPORT int qrs_sample_batch_one_hot(struct qrs_pool *pool, void *logits,
+                                        enum qrs_dtype dtype, size_t n,
+                                        size_t row_stride,
+                                        struct qrs_batch_row *rows,
+                                        size_t nrows);
+
 #ifdef __cplusplus
 }
 #endif

@@ -110,22 +110,28 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
                 log.info("qrs: batch changed from %d to %d rows: new "
                          "requests", len(self._samplers), batch)
             self._start(batch, vocab)
-        host = scores if scores.device.type == "cpu" else scores.cpu()
-        if host.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-            host = host.float()
-        host = host.contiguous()
+        # a CPU copy of the scores is sampled and made one-hot in place
+        # by libqrs, row by row while each is in cache; otherwise (a GPU,
+        # another dtype) the rows are written back here
+        direct = (scores.device.type == "cpu" and scores.dtype in
+                  (torch.float32, torch.float16, torch.bfloat16))
+        if direct:
+            host = out = scores.clone(memory_format=torch.contiguous_format)
+        else:
+            host = scores.cpu().float().contiguous()
+            out = scores.clone()
         toks, stats, recs = self._pool.sample(
             host, self._samplers, client=self.client,
-            records=self.keep_records)
+            records=self.keep_records, one_hot=direct)
         for i, st in enumerate(stats):
             if st < 0:
                 raise error_for(st, f"sequence {i}")
-        out = scores.clone()
         for i, (tok, st) in enumerate(zip(toks, stats)):
             if st == 1:
                 continue
-            out[i].fill_(float("-inf"))
-            out[i, tok] = 0.0
+            if not direct:
+                out[i].fill_(float("-inf"))
+                out[i, tok] = 0.0
             if recs is not None:
                 self.records[i].append(recs[i])
         return out

@@ -204,6 +204,7 @@ class QRSLogitsProcessor(LogitsProcessor):
         rows = [r for _, r, _ in owned]
         idx = torch.tensor(rows, dtype=torch.long)
         idx_dev = idx.to(logits.device, non_blocking=True)
+        in_place = False          # host is logits' own rows
         if logits.device.type != "cpu":
             host = self._buffer(len(rows))
             src = logits.index_select(0, idx_dev)
@@ -213,6 +214,7 @@ class QRSLogitsProcessor(LogitsProcessor):
         elif (rows == list(range(rows[0], rows[0] + len(rows)))
               and logits.is_contiguous() and logits.dtype == torch.float32):
             host = logits[rows[0]:rows[0] + len(rows)]  # in place, no copy
+            in_place = True
         else:                     # gathered into the reused buffer
             host = self._buffer(len(rows))
             torch.index_select(logits.float(), 0, idx, out=host)
@@ -223,9 +225,11 @@ class QRSLogitsProcessor(LogitsProcessor):
             while end < len(owned) and owned[end][0] == owned[start][0]:
                 end += 1
             samplers = [self._samplers[s] for _, _, s in owned[start:end]]
+            # in place, each row becomes its one-hot right after its
+            # selection, while it is in cache (no second pass)
             toks, stats, recs = self.pool.sample(
                 host[start:end], samplers, client=self.client,
-                records=self.keep_records)
+                records=self.keep_records, one_hot=in_place)
             for k, st in enumerate(stats):
                 if st < 0:
                     raise error_for(st, f"qrs: row {owned[start + k][1]} "
@@ -235,6 +239,8 @@ class QRSLogitsProcessor(LogitsProcessor):
                     self._records[owned[start + k][2]].append(rec)
             tokens.extend(toks)
             start = end
+        if in_place:
+            return logits
         tok_dev = torch.tensor(tokens, dtype=torch.long).to(
             logits.device, non_blocking=True)
         logits.index_fill_(0, idx_dev, float("-inf"))
