@@ -111,12 +111,19 @@ conn_close_after_flush(struct conn *c)
   }
 }
 
-/* While stopping, a connection with nothing in flight is closed. */
+/* While stopping, a connection with nothing in flight is closed; so is a
+   revoked one, told why first (its draws in flight were answered). */
 void
 conn_check_idle(struct conn *c)
 {
-  if (c->srv->stopping && !c->closing && c->inflight == 0)
+  if (c->closing || c->inflight > 0)
+    return;
+  if (c->revoked) {
+    conn_send_error(c, 0, QRS_E_PERMISSION, "%s", c->refuse_msg);
     conn_close_after_flush(c);
+  } else if (c->srv->stopping) {
+    conn_close_after_flush(c);
+  }
 }
 
 void
@@ -268,7 +275,7 @@ conn_update_reading(struct conn *c)
 
   if (c->closing)
     return;
-  want = !c->srv->stopping && c->wq_bytes < c->wq_max;
+  want = !c->srv->stopping && !c->revoked && c->wq_bytes < c->wq_max;
   if (want && !c->reading) {
     if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) == 0)
       c->reading = 1;

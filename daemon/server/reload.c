@@ -180,6 +180,7 @@ apply(struct reload_job *j)
   uint32_t applied, restart;
   uint64_t t0, t1;
   size_t i;
+  int revoke;
 
   applied = 0;
   restart = 0;
@@ -189,8 +190,11 @@ apply(struct reload_job *j)
   }
   t0 = uv_hrtime();
   conf_apply_live(srv->conf, j->next);
+  revoke = srv->access.on != j->access.on || srv->access.gid != j->access.gid;
   srv->access = j->access;
   srv->admin = j->admin;
+  if (revoke)
+    server_recheck_access(srv);
   if (!srv->log_forced &&
       log_level_parse(srv->conf->log_level, &level) == 0)
     log_set_level(level);

@@ -199,6 +199,36 @@ fail_alloc:
 }
 
 /* Close c with an ERROR_TIMEOUT saying why (seq 0: no request). */
+unsigned
+server_recheck_access(struct server *srv)
+{
+  struct conn *c, *next;
+  unsigned n = 0;
+  int fd;
+
+  for (c = LIST_FIRST(&srv->conns); c; c = next) {
+    next = LIST_NEXT(c, link);
+    if (c->closing || c->refused || c->revoked || !c->has_uid ||
+        uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0)
+      continue;
+    if (access_peer_allowed(&srv->access, fd, c->uid, c->gid,
+                            c->refuse_msg, sizeof(c->refuse_msg)))
+      continue;
+    log_limited_ev(&srv->rl_denied, LOG_LEVEL_WARN,
+                   &(struct log_fields){ .event = "access-revoked",
+                                         .who = c->name },
+                   "%s: access revoked by the reload: %s; closed once its "
+                   "%u request(s) in flight are answered", c->name,
+                   c->refuse_msg, c->inflight);
+    srv->refused_total++;
+    c->revoked = 1;
+    n++;
+    conn_update_reading(c);
+    conn_check_idle(c);
+  }
+  return n;
+}
+
 static void
 conn_expire(struct conn *c, const char *what, uint32_t ms)
 {

@@ -48,6 +48,10 @@ struct conn {
   int hello_done;
   int reading;
   int closing;                  /* uv_close called or flushing to close */
+  int revoked;                  /* a reload's access list refuses the
+                                   peer: no new requests; told
+                                   (refuse_msg) and closed once nothing
+                                   is in flight */
   char *client_name;
 
   uid_t uid;
@@ -69,6 +73,11 @@ struct conn {
 /* While stopping: call on_stopped once every connection and handle is
    closed. */
 void server_maybe_stopped(struct server *srv);
+/* After a reload changed the access list: every open connection whose
+   peer it no longer allows is revoked (no new requests; its requests in
+   flight are answered, then an ERROR PERMISSION_DENIED with seq 0 and
+   the close).  The number revoked. */
+unsigned server_recheck_access(struct server *srv);
 /* What the server and the registry derive from limits.* (at start and
    on a reload). */
 void server_limits_of(const struct qrsd_conf *conf, struct reg_limits *lim,
@@ -86,7 +95,8 @@ void conn_close(struct conn *c);
 void conn_close_after_flush(struct conn *c);
 /* Read while the write queue has room and the server is not stopping. */
 void conn_update_reading(struct conn *c);
-/* While stopping, a connection with nothing in flight is closed. */
+/* While stopping, a connection with nothing in flight is closed; so is a
+   revoked one, after an ERROR (seq 0) that says why. */
 void conn_check_idle(struct conn *c);
 /* A request in flight was answered. */
 void conn_request_done(struct conn *c);
