@@ -675,6 +675,70 @@ Test(grpc, quota_reset_gives_a_real_upstream_a_fresh_quota)
   upserver_stop(&s, 0);
 }
 
+/* A reload changes a gRPC source's quota limits live, its use kept: over
+   3 requests a minute it draws from its fallback; raised to 6 by a
+   reload (reported live), the same minute's count goes on (3/6) and the
+   source serves again until 6; lowered to 2, it is over at once. */
+Test(grpc, a_reload_changes_quota_limits_live_keeping_the_use)
+{
+  const struct qrs_config_change *ch;
+  struct qrs_reload *rl;
+  struct upserver s;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  char out[16384], full[2048];
+  int i;
+
+  upserver_start(&s, "127.0.0.1:0", NULL);
+  start_qrsd("sources:\n"
+             "  system: { type: system }\n"
+             "  q: { type: grpc, target: \"%s\", insecure: true, "
+             "fallback: system,\n"
+             "       quota: { max_requests_per_minute: 3 } }\n", s.addr);
+  wait_warmed_up("q");
+  c = connect_client(D.sock);
+  for (i = 0; i < 3; i++) {
+    cr_assert_eq(draw(c, "q", (uint64_t)i, &d), 0);
+    cr_assert_eq(d.fallback, i >= 2, "draw %d: fallback %d", i, d.fallback);
+  }
+  snprintf(full, sizeof(full), "state_dir: %s\nstatus_file: %s/status.json\n"
+           "sources:\n  system: { type: system }\n"
+           "  q: { type: grpc, target: \"%s\", insecure: true, "
+           "fallback: system,\n"
+           "       quota: { max_requests_per_minute: 6 } }\n", D.dir, D.dir,
+           s.addr);
+  write_text_file(D.conf, full);
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = NULL;
+  for (i = 0; i < (int)rl->n_changes; i++)
+    if (!strcmp(rl->changes[i].key, "sources.q.quota.max_requests_per_minute"))
+      ch = &rl->changes[i];
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 0);
+  qrs_reload_free(rl);
+  qrsctl(out, sizeof(out), "sources", NULL);
+  cr_assert_not_null(strstr(out, "3/6 requests this minute"), "%s", out);
+  for (i = 0; i < 4; i++) {
+    cr_assert_eq(draw(c, "q", (uint64_t)(10 + i), &d), 0);
+    cr_assert_eq(d.fallback, i >= 3, "after raising, draw %d: fallback %d",
+                 i, d.fallback);
+  }
+  snprintf(full, sizeof(full), "state_dir: %s\nstatus_file: %s/status.json\n"
+           "sources:\n  system: { type: system }\n"
+           "  q: { type: grpc, target: \"%s\", insecure: true, "
+           "fallback: system,\n"
+           "       quota: { max_requests_per_minute: 2 } }\n", D.dir, D.dir,
+           s.addr);
+  write_text_file(D.conf, full);
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  qrs_reload_free(rl);
+  cr_assert_eq(draw(c, "q", 20, &d), 0);
+  cr_assert_eq(d.fallback, 1, "lowered to 2 with 6 used: over at once");
+  qrs_client_free(c);
+  finish();
+  upserver_stop(&s, 0);
+}
+
 /* The compat endpoint answers a C gRPC client (qrsd's own grpc source,
    pointed at it: bytes in all three modes, server draws by GetDraw and
    StreamDraws) and Python grpc (all four RPCs). */
