@@ -157,7 +157,11 @@ def per_token(qrs, np, client, rows, reps: int, tokens: int) -> None:
             if rep:  # the first is a warm-up
                 pairs.append((tp * 1e6, tc * 1e6))
     lines.append(("select_u (no draw), per token", pairs))
-    # through qrsd: a sampler per side (each its own chain and prefetch)
+    # through qrsd: a sampler per side (each its own chain and prefetch).
+    # Who goes first alternates per repetition, not per token: each call
+    # prefetches its side's next draw, and two calls of one side back to
+    # back (C P | P C) would make the second wait for a draw just asked
+    # for, one side in every pair.
     sp = qrs.Sampler(cfg, vocab)
     sc = [qrs.Sampler(cfg, vocab)]
     pairs = []
@@ -165,7 +169,7 @@ def per_token(qrs, np, client, rows, reps: int, tokens: int) -> None:
         for i in range(tokens):
             k = i % len(rows)
             row = rows[k]
-            for turn in ((0, 1) if (rep + i) % 2 else (1, 0)):
+            for turn in ((0, 1) if rep % 2 else (1, 0)):
                 if turn:
                     tc = bench_c(one[k], sc, client=client)
                 else:
