@@ -182,19 +182,8 @@ fallback_after(const struct qrsd_conf *cur, const struct qrsd_conf *next,
   return a->fallback;
 }
 
-/* sources.NAME.quota: a gRPC source's quota limits change live (its use
-   so far kept: registry_set_quotas()). */
-static int
-quota_path(const char *path)
-{
-  const char *dot = strrchr(path, '.');
-
-  return dot && !strcmp(dot, ".quota");
-}
-
-/* The keys of two sources of the same type: the fallback (when
-   fallback_live() says so) and the quota limits change live; the others
-   need a restart. */
+/* The keys of two sources of the same type: only the fallback may change
+   live (when fallback_live() says so); the others need a restart. */
 static void
 diff_source_keys(struct diff *d, const char *path, const struct key *keys,
                  const struct conf_source *a, const struct conf_source *b,
@@ -224,9 +213,9 @@ diff_source_keys(struct diff *d, const char *path, const struct key *keys,
       }
       break;
     default:
-      scalar_change(d, path, k, a, b, quota_path(path) ||
-                    (k->offset == offsetof(struct conf_source, fallback) &&
-                     fallback_live(cur, next, b->fallback)));
+      scalar_change(d, path, k, a, b, k->offset ==
+                    offsetof(struct conf_source, fallback) &&
+                    fallback_live(cur, next, b->fallback));
       break;
     }
   }
@@ -436,18 +425,11 @@ conf_apply_live(struct qrsd_conf *cur, struct qrsd_conf *next)
               fallback_live(cur, next, b->fallback);
   }
   for (i = 0; i < cur->n_sources && i < CONF_MAX_SOURCES; i++) {
+    if (!live[i])
+      continue;
     a = &cur->sources[i];
     b = (struct conf_source *)conf_find_source(next, a->name);
-    if (live[i])
-      swap_bytes(&a->fallback, &b->fallback, sizeof(a->fallback));
-    if (b && a->type == CONF_SOURCE_GRPC && b->type == CONF_SOURCE_GRPC) {
-      swap_bytes(&a->grpc.max_bytes_per_request,
-                 &b->grpc.max_bytes_per_request, sizeof(uint64_t));
-      swap_bytes(&a->grpc.max_requests_per_minute,
-                 &b->grpc.max_requests_per_minute, sizeof(uint64_t));
-      swap_bytes(&a->grpc.max_bytes_per_day, &b->grpc.max_bytes_per_day,
-                 sizeof(uint64_t));
-    }
+    swap_bytes(&a->fallback, &b->fallback, sizeof(a->fallback));
   }
   apply_keys(conf__top_keys, cur, next);
   memcpy(cur->hash, next->hash, sizeof(cur->hash));

@@ -322,31 +322,6 @@ registry_set_disabled(struct registry *reg, const char *name, int disabled)
   return 1;
 }
 
-void
-registry_set_quotas(struct registry *reg, const struct qrsd_conf *conf,
-                    const struct qrsd_conf *old)
-{
-  const struct conf_source *cs, *os;
-  struct rsrc *rs;
-  char why[200];
-  size_t i;
-
-  for (i = 0; i < conf->n_sources; i++) {
-    cs = &conf->sources[i];
-    os = conf_find_source(old, cs->name);
-    rs = find(reg, cs->name);
-    if (!os || !rs || !rs->src->ops->quota_set ||
-        (os->grpc.max_bytes_per_request == cs->grpc.max_bytes_per_request &&
-         os->grpc.max_requests_per_minute ==
-           cs->grpc.max_requests_per_minute &&
-         os->grpc.max_bytes_per_day == cs->grpc.max_bytes_per_day))
-      continue;
-    if (rs->src->ops->quota_set(rs->src, cs, why, sizeof(why)) < 0)
-      log_warn("reload: source '%s': its quota keeps its old limits: %s",
-               cs->name, why);
-  }
-}
-
 int
 registry_quota_reset(struct registry *reg, const char *name, char *why,
                      size_t whylen)

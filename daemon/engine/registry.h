@@ -144,12 +144,6 @@ int registry_set_disabled(struct registry *reg, const char *name,
 /* An operator resets the quota use of a declared source
    (source_ops.quota_reset).  0; -ENOENT no such source; -ENOSYS it has
    no quota, or the source's error; why says so. */
-/* A reload: every source whose quota limits differ between old (the
-   values before) and conf (those now) gets conf's (source_ops.quota_set),
-   its use kept; a failure is logged and keeps the old limits. */
-void registry_set_quotas(struct registry *reg, const struct qrsd_conf *conf,
-                         const struct qrsd_conf *old);
-
 int registry_quota_reset(struct registry *reg, const char *name, char *why,
                          size_t whylen);
 

@@ -116,9 +116,6 @@ enum quota_verdict upstream_admit(struct upstream *u, size_t n);
 /* An operator's quota reset (quota_reset()), its reservation written at
    once on a worker thread (or after the write in flight). */
 void upstream_quota_reset(struct upstream *u);
-/* New quota limits (a reload; quota_set_params()): 0 or a negative
-   errno, the old limits kept. */
-int upstream_quota_set(struct upstream *u, const struct quota_params *p);
 
 /* The circuit is open inside its recovery window: a fetch would fail at
    once with -EAGAIN. */

@@ -551,12 +551,6 @@ upstream_admit(struct upstream *u, size_t n)
   return v;
 }
 
-int
-upstream_quota_set(struct upstream *u, const struct quota_params *p)
-{
-  return quota_set_params(&u->quota, p, now_s());
-}
-
 void
 upstream_quota_reset(struct upstream *u)
 {

@@ -425,35 +425,6 @@ quota_reset(struct quota *q, time_t now_real)
   q->reset_pending = q->pending;
 }
 
-int
-quota_set_params(struct quota *q, const struct quota_params *p,
-                 double now_mono)
-{
-  size_t cap = q->p.max_requests_per_minute, ncap, k, i;
-  double *ring = NULL;
-
-  if (p->max_requests_per_minute > QUOTA_MAX_RPM)
-    return -EINVAL;
-  ncap = p->max_requests_per_minute;
-  k = 0;
-  if (ncap) {
-    ring = calloc(ncap, sizeof(*ring));
-    if (!ring)
-      return -ENOMEM;
-    prune(q, now_mono);
-    /* the newest admissions of the window, oldest first */
-    k = q->ring_len < ncap ? q->ring_len : ncap;
-    for (i = 0; i < k; i++)
-      ring[i] = q->ring[(q->ring_head + cap - k + i) % cap];
-  }
-  free(q->ring);
-  q->ring = ring;
-  q->ring_len = k;
-  q->ring_head = ncap ? k % ncap : 0;
-  q->p = *p;
-  return 0;
-}
-
 const char *
 quota_verdict_name(enum quota_verdict v)
 {

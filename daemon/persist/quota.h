@@ -115,13 +115,6 @@ uint64_t quota_day_bytes(struct quota *q, time_t now_real);
 int quota_flush_due(struct quota *q, double now_mono, time_t now_real,
                     char *buf, size_t *ret_len, uint64_t *ret_value);
 
-/* New limits (a reload): the counts stay; the minute window keeps its
-   newest admissions that fit the new limit (it starts empty when there
-   was no limit before).  0, -EINVAL (over QUOTA_MAX_RPM) or -ENOMEM
-   (nothing changed). */
-int quota_set_params(struct quota *q, const struct quota_params *p,
-                     double now_mono);
-
 /* An operator's reset: no requests in the minute window and no bytes
    used today.  The next quota_persist_due() writes a reservation from 0
    (a write in flight then counts for nothing), so that a restart keeps

@@ -247,7 +247,6 @@ apply(struct reload_job *j)
     return;
   }
   conf_apply_live(srv->conf, j->next);
-  registry_set_quotas(srv->reg, srv->conf, j->next);
   for (i = 0; i < n_added; i++) {
     const char *fb;
 

@@ -314,27 +314,6 @@ grpc_quota_reset(struct source *s, char *why, size_t whylen)
   return 0;
 }
 
-static int
-grpc_quota_set(struct source *s, const struct conf_source *cs, char *why,
-               size_t whylen)
-{
-  struct gsrc *gs = s->priv;
-  struct quota_params p;
-  int r;
-
-  if (!gs->up) {
-    snprintf(why, whylen, "source stopping");
-    return -ECANCELED;
-  }
-  p.max_bytes_per_request = cs->grpc.max_bytes_per_request;
-  p.max_requests_per_minute = cs->grpc.max_requests_per_minute;
-  p.max_bytes_per_day = cs->grpc.max_bytes_per_day;
-  r = upstream_quota_set(gs->up, &p);
-  if (r < 0)
-    snprintf(why, whylen, "%s", strerror(-r));
-  return r;
-}
-
 static void
 grpc_stop(struct source *s)
 {
@@ -394,5 +373,4 @@ const struct source_ops source_grpc_ops = {
   .describe = grpc_describe,
   .upstream_stats = grpc_upstream_stats,
   .quota_reset = grpc_quota_reset,
-  .quota_set = grpc_quota_set,
 };

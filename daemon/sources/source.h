@@ -174,10 +174,6 @@ struct source_ops {
      0 (an operator's request), made durable as the quota's own writes
      are.  0, or a negative errno with a line in why. */
   int (*quota_reset)(struct source *s, char *why, size_t whylen);
-  /* Optional (the same sources): the quota limits of cs (a reload), the
-     use so far kept.  0, or a negative errno with a line in why. */
-  int (*quota_set)(struct source *s, const struct conf_source *cs,
-                   char *why, size_t whylen);
 };
 
 struct source {

@@ -131,42 +131,6 @@ Test(quota, refuses_beyond_the_requests_per_minute_and_slides)
   quota_done(&q);
 }
 
-/* quota_set_params(): raising keeps the window's admissions (the new
-   room is the difference), lowering keeps the newest ones that fit, the
-   day's bytes stay; unlimited -> limited starts an empty window. */
-Test(quota, new_limits_keep_the_use)
-{
-  struct quota_params p = { 1000, 4, 100 }, raised = { 1000, 6, 200 },
-                      low = { 1000, 2, 200 }, none = { 1000, 0, 0 };
-  struct quota q;
-  int i;
-
-  open_unsaved(&q, &p);
-  for (i = 0; i < 4; i++)
-    cr_assert_eq(quota_admit(&q, 10, 100.0 + i, T0), QUOTA_OK);
-  cr_assert_eq(quota_admit(&q, 10, 104.0, T0), QUOTA_RPM);
-  cr_assert_eq(quota_set_params(&q, &raised, 104.0), 0);
-  cr_assert_eq(quota_minute_requests(&q, 104.0), 4);
-  cr_assert_eq(quota_day_bytes(&q, T0), 40);
-  cr_assert_eq(quota_admit(&q, 10, 104.0, T0), QUOTA_OK);
-  cr_assert_eq(quota_admit(&q, 10, 104.5, T0), QUOTA_OK);
-  cr_assert_eq(quota_admit(&q, 10, 105.0, T0), QUOTA_RPM);
-  /* lowered to 2: the newest two (t = 104, 104.5) stay in the window */
-  cr_assert_eq(quota_set_params(&q, &low, 105.0), 0);
-  cr_assert_eq(quota_minute_requests(&q, 105.0), 2);
-  cr_assert_eq(quota_admit(&q, 10, 163.9, T0), QUOTA_RPM);
-  cr_assert_eq(quota_admit(&q, 10, 164.0, T0), QUOTA_OK);
-  cr_assert_eq(quota_day_bytes(&q, T0), 70);
-  /* unlimited, then limited again: the window starts empty */
-  cr_assert_eq(quota_set_params(&q, &none, 165.0), 0);
-  cr_assert_eq(quota_admit(&q, 10, 165.0, T0), QUOTA_OK);
-  cr_assert_eq(quota_set_params(&q, &low, 166.0), 0);
-  cr_assert_eq(quota_minute_requests(&q, 166.0), 0);
-  low.max_requests_per_minute = QUOTA_MAX_RPM + 1;
-  cr_assert_eq(quota_set_params(&q, &low, 166.0), -EINVAL);
-  quota_done(&q);
-}
-
 Test(quota, refuses_beyond_the_daily_bytes_and_rolls_over_at_midnight)
 {
   struct quota_params p = { 0, 0, 1000 };
