@@ -216,13 +216,7 @@ int conf_check_live(const struct qrsd_conf *cur,
 /* Apply a reload: the values of next's live keys (and its hash) go into
    cur, cur's old ones into next, which the caller then frees with
    conf_free().  Keys that need a restart keep cur's values, and every
-   pointer to cur's strings (source names, ...) stays valid.  The sources
-   next adds move to cur (after conf_reserve_sources()). */
+   pointer into cur (sources, names) stays valid. */
 void conf_apply_live(struct qrsd_conf *cur, struct qrsd_conf *next);
-/* Room in cur->sources for the sources next adds (conf_apply_live()
-   moves them from next to cur): 0 or -ENOMEM.  It may move cur's
-   conf_source array (nothing keeps a pointer to an entry; their strings
-   stay where they are). */
-int conf_reserve_sources(struct qrsd_conf *cur, const struct qrsd_conf *next);
 
 #endif

@@ -145,19 +145,16 @@ mechanisms_text(const struct conf_source *s, char *out, size_t len)
     snprintf(out + n, len - n, "]");
 }
 
-/* Can source a's fallback become fb live?  fb must name one the registry
-   will have: "error", a source cur declares, one next adds (a reload
-   opens the sources it adds before it applies anything), or a built-in
-   system / mock that is already some fallback of cur's (mock only with
-   cur's allow_test_sources). */
+/* Can source a's fallback become fb live?  Sources need a restart, so
+   fb must name one the registry has now: "error", a source cur declares,
+   or a built-in system / mock that is already some fallback of cur's
+   (mock only with cur's allow_test_sources). */
 static int
-fallback_live(const struct qrsd_conf *cur, const struct qrsd_conf *next,
-              const char *fb)
+fallback_live(const struct qrsd_conf *cur, const char *fb)
 {
   size_t i;
 
-  if (!strcmp(fb, "error") || conf_find_source(cur, fb) ||
-      conf_find_source(next, fb))
+  if (!strcmp(fb, "error") || conf_find_source(cur, fb))
     return 1;
   if (strcmp(fb, "system") && (strcmp(fb, "mock") ||
                                !cur->allow_test_sources))
@@ -177,7 +174,7 @@ fallback_after(const struct qrsd_conf *cur, const struct qrsd_conf *next,
   const struct conf_source *b;
 
   b = conf_find_source(next, a->name);
-  if (b && fallback_live(cur, next, b->fallback))
+  if (b && fallback_live(cur, b->fallback))
     return b->fallback;
   return a->fallback;
 }
@@ -187,7 +184,7 @@ fallback_after(const struct qrsd_conf *cur, const struct qrsd_conf *next,
 static void
 diff_source_keys(struct diff *d, const char *path, const struct key *keys,
                  const struct conf_source *a, const struct conf_source *b,
-                 const struct qrsd_conf *cur, const struct qrsd_conf *next)
+                 const struct qrsd_conf *cur)
 {
   char sub[CONF_KEY_MAX], ta[CONF_SHOW_MAX], tb[CONF_SHOW_MAX];
   struct conf_change *c;
@@ -199,7 +196,7 @@ diff_source_keys(struct diff *d, const char *path, const struct key *keys,
       break;
     case KEY_SECTION:
       conf__join_path(sub, sizeof(sub), path, k->name);
-      diff_source_keys(d, sub, k->sub, a, b, cur, next);
+      diff_source_keys(d, sub, k->sub, a, b, cur);
       break;
     case KEY_MECHANISMS:
       mechanisms_text(a, ta, sizeof(ta));
@@ -215,7 +212,7 @@ diff_source_keys(struct diff *d, const char *path, const struct key *keys,
     default:
       scalar_change(d, path, k, a, b, k->offset ==
                     offsetof(struct conf_source, fallback) &&
-                    fallback_live(cur, next, b->fallback));
+                    fallback_live(cur, b->fallback));
       break;
     }
   }
@@ -254,11 +251,11 @@ diff_sources(struct diff *d, const struct qrsd_conf *cur,
       st = conf__source_type(a->type);
       if (st && strcmp(a->fallback, b->fallback))
         scalar_change(d, path, &st->keys[1], a, b,
-                      fallback_live(cur, next, b->fallback));
+                      fallback_live(cur, b->fallback));
     } else {
       st = conf__source_type(a->type);
       if (st)
-        diff_source_keys(d, path, st->keys, a, b, cur, next);
+        diff_source_keys(d, path, st->keys, a, b, cur);
     }
   }
   for (i = 0; i < next->n_sources; i++) {
@@ -270,7 +267,6 @@ diff_sources(struct diff *d, const struct qrsd_conf *cur,
       show(c->old_value, sizeof(c->old_value), "(none)");
       snprintf(c->new_value, sizeof(c->new_value), "added (%s)",
                conf_source_type_name(b->type));
-      c->live = 1;              /* the reload opens it (reload.c) */
     }
   }
 }
@@ -348,8 +344,6 @@ conf_check_live(const struct qrsd_conf *cur, const struct qrsd_conf *next,
       fb = fallback_after(cur, next, t);
       t = conf_find_source(cur, fb);
       if (!t)
-        t = conf_find_source(next, fb);   /* a source next adds */
-      if (!t)
         break;
       if (t == s) {
         t = conf_find_source(next, s->name);
@@ -422,7 +416,7 @@ conf_apply_live(struct qrsd_conf *cur, struct qrsd_conf *next)
   for (i = 0; i < cur->n_sources && i < CONF_MAX_SOURCES; i++) {
     b = (struct conf_source *)conf_find_source(next, cur->sources[i].name);
     live[i] = b && strcmp(cur->sources[i].fallback, b->fallback) &&
-              fallback_live(cur, next, b->fallback);
+              fallback_live(cur, b->fallback);
   }
   for (i = 0; i < cur->n_sources && i < CONF_MAX_SOURCES; i++) {
     if (!live[i])
@@ -433,34 +427,4 @@ conf_apply_live(struct qrsd_conf *cur, struct qrsd_conf *next)
   }
   apply_keys(conf__top_keys, cur, next);
   memcpy(cur->hash, next->hash, sizeof(cur->hash));
-  /* the sources next adds move to cur (the reload opened them from
-     next's entries: their strings stay where they are) */
-  for (i = 0; i < next->n_sources;) {
-    b = &next->sources[i];
-    if (conf_find_source(cur, b->name)) {
-      i++;
-      continue;
-    }
-    cur->sources[cur->n_sources++] = *b;
-    memmove(b, b + 1, (next->n_sources - i - 1) * sizeof(*b));
-    next->n_sources--;
-  }
-}
-
-int
-conf_reserve_sources(struct qrsd_conf *cur, const struct qrsd_conf *next)
-{
-  struct conf_source *v;
-  size_t i, n;
-
-  n = cur->n_sources;
-  for (i = 0; i < next->n_sources; i++)
-    n += conf_find_source(cur, next->sources[i].name) == NULL;
-  if (n == cur->n_sources)
-    return 0;
-  v = realloc(cur->sources, n * sizeof(*v));
-  if (!v)
-    return -ENOMEM;
-  cur->sources = v;
-  return 0;
 }

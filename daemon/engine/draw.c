@@ -42,9 +42,8 @@ struct draw_engine {
   uv_loop_t *loop;
   uint32_t max_bytes_per_request;
   struct log_ratelimit fail_rl;
-  struct srcamp **amp;          /* each its own allocation: preparations
-                                   in flight point at theirs */
-  size_t n_amp, cap_amp;
+  struct srcamp *amp;
+  size_t n_amp;
   struct journal *journal;      /* NULL: journal.dir "" */
   /* the last journal amplifier parameters formatted (two %.17g cost more
      than the rest of the entry; a source's population is constant) */
@@ -107,58 +106,11 @@ limits_apply(struct draw_engine *e)
     e->max_bytes_per_request = conf->max_sample_count;
 }
 
-static int
-draw_engine_add_source(struct draw_engine *e, const char *name)
-{
-  struct monitor_conf mc;
-  struct srcamp **v, *sa;
-  size_t cap;
-
-  if (e->n_amp == e->cap_amp) {
-    cap = e->cap_amp ? 2 * e->cap_amp : 8;
-    v = realloc(e->amp, cap * sizeof(*v));
-    if (!v)
-      return -ENOMEM;
-    e->amp = v;
-    e->cap_amp = cap;
-  }
-  sa = calloc(1, sizeof(*sa));
-  if (!sa)
-    return -ENOMEM;
-  monitor_conf_of(e->conf, &mc);
-  sa->name = strdup(name);
-  amp_state_init(&sa->st);
-  LIST_INIT(&sa->inflight);
-  if (!sa->name || monitor_init(&sa->mon, &mc) < 0) {
-    amp_state_free(&sa->st);
-    free(sa->name);
-    free(sa);
-    return -ENOMEM;
-  }
-  e->amp[e->n_amp++] = sa;
-  return 0;
-}
-
-int
-draw_engine_sync_sources(struct draw_engine *e)
-{
-  struct reg_info ri;
-  size_t i, k;
-
-  for (i = 0; i < registry_count(e->reg); i++) {
-    registry_info(e->reg, i, &ri);
-    for (k = 0; k < e->n_amp && strcmp(e->amp[k]->name, ri.name); k++)
-      ;
-    if (k == e->n_amp && draw_engine_add_source(e, ri.name) < 0)
-      return -ENOMEM;
-  }
-  return 0;
-}
-
 int
 draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
                 uv_loop_t *loop, struct draw_engine **ret_engine)
 {
+  struct monitor_conf mc;
   struct draw_engine *e;
   struct reg_info ri;
   size_t i;
@@ -169,9 +121,19 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
   e->conf = conf;
   e->reg = reg;
   e->loop = loop;
-  for (i = 0; i < registry_count(reg); i++) {
+  e->n_amp = registry_count(reg);
+  e->amp = calloc(e->n_amp ? e->n_amp : 1, sizeof(*e->amp));
+  if (!e->amp) {
+    free(e);
+    return -ENOMEM;
+  }
+  monitor_conf_of(conf, &mc);
+  for (i = 0; i < e->n_amp; i++) {
     registry_info(reg, i, &ri);
-    if (draw_engine_add_source(e, ri.name) < 0) {
+    e->amp[i].name = strdup(ri.name);
+    amp_state_init(&e->amp[i].st);
+    if (!e->amp[i].name || monitor_init(&e->amp[i].mon, &mc) < 0) {
+      e->n_amp = i + 1;
       draw_engine_free(e);
       return -ENOMEM;
     }
@@ -231,15 +193,15 @@ draw_engine_reconfigure(struct draw_engine *e)
   monitor_conf_of(e->conf, &mc);
   r = 0;
   for (i = 0; i < e->n_amp; i++) {
-    if (monitor_conf_equal(&e->amp[i]->mon.conf, &mc))
+    if (monitor_conf_equal(&e->amp[i].mon.conf, &mc))
       continue;
     /* A new window starts empty, and its alarm unlatched. */
     if (monitor_init(&m, &mc) < 0) {
       r = -ENOMEM;
       continue;
     }
-    monitor_free(&e->amp[i]->mon);
-    e->amp[i]->mon = m;
+    monitor_free(&e->amp[i].mon);
+    e->amp[i].mon = m;
   }
   return r;
 }
@@ -252,10 +214,9 @@ draw_engine_free(struct draw_engine *e)
   if (!e)
     return;
   for (i = 0; i < e->n_amp; i++) {
-    free(e->amp[i]->name);
-    amp_state_free(&e->amp[i]->st);
-    monitor_free(&e->amp[i]->mon);
-    free(e->amp[i]);
+    free(e->amp[i].name);
+    amp_state_free(&e->amp[i].st);
+    monitor_free(&e->amp[i].mon);
   }
   free(e->amp);
   journal_close(e->journal);
@@ -276,8 +237,8 @@ srcamp_of(struct draw_engine *e, const char *name)
   if (!name || !*name)
     name = registry_default(e->reg);
   for (i = 0; i < e->n_amp; i++)
-    if (!strcmp(e->amp[i]->name, name))
-      return e->amp[i];
+    if (!strcmp(e->amp[i].name, name))
+      return &e->amp[i];
   return NULL;
 }
 
@@ -299,11 +260,11 @@ draw_alarms(const struct draw_engine *e, const char **ret_source,
 
   n = 0;
   for (i = 0; i < e->n_amp; i++) {
-    if (!e->amp[i]->mon.alarm)
+    if (!e->amp[i].mon.alarm)
       continue;
     if (!n++) {
-      *ret_source = e->amp[i]->name;
-      *ret_reason = e->amp[i]->mon.reason;
+      *ret_source = e->amp[i].name;
+      *ret_reason = e->amp[i].mon.reason;
     }
   }
   return n;

@@ -42,10 +42,6 @@ void draw_engine_free(struct draw_engine *e);   /* accepts NULL */
    settings changed (their windows start empty).  0, or -ENOMEM when a
    monitor kept its old settings for want of memory. */
 int draw_engine_reconfigure(struct draw_engine *e);
-/* The sources the registry gained (a reload added them, and the built-in
-   fallbacks they brought): their amplifier state and monitor.  0 or
-   -ENOMEM. */
-int draw_engine_sync_sources(struct draw_engine *e);
 
 /* The largest BYTES count served (HelloReply.max_bytes_per_request). */
 uint32_t draw_max_bytes(const struct draw_engine *e);

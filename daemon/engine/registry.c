@@ -232,39 +232,16 @@ fail:
 }
 
 int
-registry_open(struct registry *reg, const struct conf_source *cs,
-              uint32_t draw_bytes, struct source **ret, char *err,
-              size_t errlen)
-{
-  int r;
-
-  r = source_new(cs, reg->loop, ret, err, errlen);
-  if (r == 0)
-    (*ret)->draw_bytes = draw_bytes;
-  return r;
-}
-
-void
-registry_discard(struct source *s)
-{
-  source_free(s);
-}
-
-int
 registry_add(struct registry *reg, struct source *s, const char *fb)
 {
   char err[256];
   int r;
 
-  if (find(reg, s->name)) {
-    source_free(s);
+  if (find(reg, s->name))
     return -EEXIST;
-  }
   r = add(reg, s, fb, 0);
-  if (r < 0) {
-    source_free(s);
+  if (r < 0)
     return r;
-  }
   if (!reg->def)
     reg->def = reg->v[reg->n - 1];
   return ensure_builtins(reg, err, sizeof(err));

@@ -154,19 +154,9 @@ void registry_stop(struct registry *reg);
 /* After the loop ran out.  Accepts NULL. */
 void registry_free(struct registry *reg);
 
-/* Open the source cs describes as registry_new() does (on the loop; its
-   bytes per draw draw_bytes) without adding it: a reload opens every
-   source it adds before it applies anything.  0 and *ret, or a negative
-   errno with err filled in.  Then registry_add() or registry_discard(). */
-int registry_open(struct registry *reg, const struct conf_source *cs,
-                  uint32_t draw_bytes, struct source **ret, char *err,
-                  size_t errlen);
-void registry_discard(struct source *s);
-
-/* Register an already opened source s (the registry takes it, also
-   when it fails: s is then freed) with fallback fb ("error", a name, a
-   built-in it then creates): a reload's added source, unit tests.  0 or
-   a negative errno. */
+/* For unit tests and future source types: register an already opened
+   source s (the registry takes it) with fallback fb ("error", a name).
+   0 or a negative errno. */
 int registry_add(struct registry *reg, struct source *s, const char *fb);
 
 /* Is there a source of that name a request may ask for? */

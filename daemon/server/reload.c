@@ -171,65 +171,15 @@ reply_ok(struct reload_job *j, uint32_t applied, uint32_t restart,
 }
 
 /* On the loop: apply the worker's result. */
-/* The sources next adds, opened on the loop as at start (source_new()),
-   before anything of the reload is applied: 0, or -1 with j->err set and
-   nothing opened left (the reload is then refused). */
-static int
-open_added(struct reload_job *j, struct source **added, const char **names,
-           size_t *ret_n)
-{
-  struct server *srv = j->srv;
-  const struct conf_source *b;
-  char why[400];
-  size_t i, n = 0;
-  int r = 0;
-
-  for (i = 0; i < j->next->n_sources && r == 0; i++) {
-    b = &j->next->sources[i];
-    if (conf_find_source(srv->conf, b->name))
-      continue;
-    if (b->type == CONF_SOURCE_MOCK && !srv->conf->allow_test_sources) {
-      snprintf(j->err, sizeof(j->err), "%s:%d: sources.%s: a mock source "
-               "is for tests only; it serves only with allow_test_sources: "
-               "true (which changes at a restart)", j->next->file, b->line,
-               b->name);
-      r = -EPERM;
-      break;
-    }
-    r = registry_open(srv->reg, b, srv->conf->amp_sample_count,
-                      &added[n], why, sizeof(why));
-    if (r < 0) {
-      snprintf(j->err, sizeof(j->err), "%s:%d: sources.%s: %s",
-               j->next->file, b->line, b->name, why);
-      break;
-    }
-    names[n++] = b->name;       /* moves to srv->conf with its entry */
-  }
-  if (r == 0 && n > 0 && conf_reserve_sources(srv->conf, j->next) < 0) {
-    snprintf(j->err, sizeof(j->err), "out of memory adding sources");
-    r = -ENOMEM;
-  }
-  if (r < 0) {
-    while (n > 0)
-      registry_discard(added[--n]);
-    j->r = r;
-    return -1;
-  }
-  *ret_n = n;
-  return 0;
-}
-
 static void
 apply(struct reload_job *j)
 {
   struct server *srv = j->srv;
   struct reg_limits lim;
   enum log_level level;
-  struct source *added[CONF_MAX_SOURCES];
-  const char *names[CONF_MAX_SOURCES];
   uint32_t applied, restart;
   uint64_t t0, t1;
-  size_t i, n_added = 0;
+  size_t i;
   int revoke;
 
   applied = 0;
@@ -239,26 +189,7 @@ apply(struct reload_job *j)
     restart += j->changes[i].live == 0;
   }
   t0 = uv_hrtime();
-  if (open_added(j, added, names, &n_added) < 0) {
-    srv->reloads_refused++;
-    log_err("reload refused: %s; %s (sha256 %.16s...) keeps serving",
-            j->err, srv->conf->file, srv->conf->hash);
-    reply_error(j, j->r == -ENOMEM ? -ENOMEM : QRS_E_BAD_CONFIG, j->err);
-    return;
-  }
   conf_apply_live(srv->conf, j->next);
-  for (i = 0; i < n_added; i++) {
-    const char *fb;
-
-    fb = conf_find_source(srv->conf, names[i])->fallback;
-    if (registry_add(srv->reg, added[i], fb) < 0)
-      log_warn("reload: out of memory adding source '%s': qrsctl sources "
-               "shows what serves", names[i]);
-    else
-      log_info("reload: source '%s' added", names[i]);
-  }
-  if (n_added > 0 && draw_engine_sync_sources(srv->draw) < 0)
-    log_warn("reload: out of memory adding the sources' amplifier state");
   revoke = srv->access.on != j->access.on || srv->access.gid != j->access.gid;
   srv->access = j->access;
   srv->admin = j->admin;
