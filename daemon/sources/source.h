@@ -131,6 +131,10 @@ struct source_draw {
   char purity_label[128], integrator[64], served_source_id[128];
   int echo;                     /* QrsIpc__Echo value */
   struct ts generated;
+
+  /* The registry's, while the draw runs (it holds the source). */
+  void (*reg_done)(struct source_draw *d);
+  void *reg_rs;
 };
 
 struct source_ops {
