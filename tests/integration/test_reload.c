@@ -6,6 +6,7 @@
    reloads happen all complete; the status file and STATUS carry the
    hash of the text in use.  (A peer that is not an admin: reload.sh.) */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -357,37 +358,187 @@ Test(reload, fallbacks_change_live_when_their_target_exists)
   fallback_of(c, "b", fb, sizeof(fb));
   cr_assert_str_eq(fb, "a");
 
-  /* a -> system: no built-in system source runs yet: needs a restart;
-     a new source c: needs a restart too, and is not served. */
+  /* a -> system (a built-in system source starts) and a new source c:
+     both live. */
   write_conf("default_source: a\n"
              "sources: { a: { type: system, fallback: system }, "
              "b: { type: system, fallback: a }, c: { type: system } }\n");
   cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
   ch = change_of(rl, "sources.a.fallback");
   cr_assert_not_null(ch);
-  cr_assert_eq(ch->needs_restart, 1);
+  cr_assert_eq(ch->needs_restart, 0);
   ch = change_of(rl, "sources.c");
   cr_assert_not_null(ch);
-  cr_assert_eq(ch->needs_restart, 1);
+  cr_assert_eq(ch->needs_restart, 0);
   cr_assert_str_eq(ch->new_value, "added (system)");
   qrs_reload_free(rl);
   fallback_of(c, "a", fb, sizeof(fb));
-  cr_assert_str_eq(fb, "error");
+  cr_assert_str_eq(fb, "system");
 
-  /* a -> b live, but b -> c (c is new: needs a restart) keeps b -> a:
-     with the sources in use that is a cycle, so the reload is refused
-     naming the key, and nothing changes. */
+  /* c removed while b still falls back to it: an invalid configuration,
+     refused naming the key, and nothing changes. */
   write_conf("default_source: a\n"
              "sources: { a: { type: system, fallback: b }, "
-             "b: { type: system, fallback: c }, c: { type: system } }\n");
+             "b: { type: system, fallback: c } }\n");
   r = qrs_client_reload(c, &rl);
   cr_assert_eq(r, QRS_E_BAD_CONFIG, "reload: %s", qrs_strerror(r));
-  cr_assert(strstr(qrs_client_errmsg(c), "sources.a.fallback") &&
-            strstr(qrs_client_errmsg(c), "cycle"), "%s",
+  cr_assert(strstr(qrs_client_errmsg(c), "sources.b.fallback"), "%s",
             qrs_client_errmsg(c));
   fallback_of(c, "a", fb, sizeof(fb));
-  cr_assert_str_eq(fb, "error");
+  cr_assert_str_eq(fb, "system");
   fallback_of(c, "b", fb, sizeof(fb));
   cr_assert_str_eq(fb, "a");
+  qrs_client_free(c);
+}
+
+static int
+draw_src(struct qrs_client *c, const char *source, struct qrs_draw *d)
+{
+  struct qrs_draw_request rq;
+
+  memset(&rq, 0, sizeof(rq));
+  rq.sample_count = 64;
+  rq.source = source;
+  return qrs_client_draw(c, &rq, d);
+}
+
+static void
+detail_of(struct qrs_client *c, const char *name, char *out, size_t len)
+{
+  struct qrs_sources *s;
+  size_t i;
+
+  out[0] = '\0';
+  cr_assert_eq(qrs_client_sources(c, &s), 0);
+  for (i = 0; i < s->n_sources; i++)
+    if (!strcmp(s->sources[i].name, name))
+      snprintf(out, len, "%s", s->sources[i].detail);
+  qrs_sources_free(s);
+}
+
+/* A client drawing from two sources while the main thread removes one. */
+struct drawer {
+  const char *sock;
+  volatile int stop;
+  volatile int reloaded;        /* the reload reply is in */
+  int a_fail, m_ok_after, m_fail_before, m_fail_after, m_err;
+  char m_why[256];
+};
+
+static void *
+drawer_main(void *arg)
+{
+  struct drawer *w = arg;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  int r, after;
+
+  c = connect_client(w->sock);
+  while (!w->stop) {
+    if (draw_src(c, "a", &d) != 0)
+      w->a_fail++;
+    after = w->reloaded;
+    r = draw_src(c, "m", &d);
+    if (r == 0 && after)
+      w->m_ok_after++;
+    if (r != 0 && !after)
+      w->m_fail_before++;
+    if (r != 0 && after) {
+      w->m_fail_after++;
+      w->m_err = r;
+      snprintf(w->m_why, sizeof(w->m_why), "%s", qrs_client_errmsg(c));
+    }
+  }
+  qrs_client_free(c);
+  return NULL;
+}
+
+Test(reload, sources_added_changed_and_removed_live)
+{
+  const struct qrs_config_change *ch;
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  struct drawer w;
+  pthread_t t;
+  char before[256], after[256], unknown[256];
+  int r, unknown_err;
+
+  start("allow_test_sources: true\ndefault_source: a\n"
+        "sources: { a: { type: system } }\n");
+  c = connect_client(D.sock);
+  r = draw_src(c, "m", &d);
+  cr_assert_neq(r, 0, "m is not declared yet");
+
+  /* Added: opened and served. */
+  write_conf("allow_test_sources: true\ndefault_source: a\n"
+             "sources: { a: { type: system }, "
+             "m: { type: mock, seed: 1 } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.m");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 0);
+  cr_assert_eq(rl->needs_restart, 0);
+  qrs_reload_free(rl);
+  cr_assert_eq(draw_src(c, "m", &d), 0, "%s", qrs_client_errmsg(c));
+  cr_assert_str_eq(d.served_by, "m");
+  detail_of(c, "m", before, sizeof(before));
+
+  /* Changed: replaced by a new instance with the new setting. */
+  write_conf("allow_test_sources: true\ndefault_source: a\n"
+             "sources: { a: { type: system }, "
+             "m: { type: mock, seed: 7, mean_shift: 0.25 } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.m.mean_shift");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 0);
+  qrs_reload_free(rl);
+  detail_of(c, "m", after, sizeof(after));
+  cr_assert_str_neq(before, after, "the detail shows the new settings");
+  cr_assert(strstr(after, "0.25"), "%s", after);
+  cr_assert_eq(draw_src(c, "m", &d), 0, "%s", qrs_client_errmsg(c));
+
+  /* A bad new source: refused naming file:line:key; the old set serves. */
+  write_conf("allow_test_sources: true\ndefault_source: a\n"
+             "sources: { a: { type: system }, "
+             "m: { type: mock, seed: 7, mean_shift: 0.25 },\n"
+             "  d: { type: device, path: /nonexistent/qrng0 } }\n");
+  r = qrs_client_reload(c, &rl);
+  cr_assert_eq(r, QRS_E_BAD_CONFIG, "reload: %s", qrs_strerror(r));
+  cr_assert(strstr(qrs_client_errmsg(c), "qrsd.yaml:") &&
+            strstr(qrs_client_errmsg(c), "sources.d.path"), "%s",
+            qrs_client_errmsg(c));
+  cr_assert_eq(draw_src(c, "m", &d), 0, "%s", qrs_client_errmsg(c));
+  cr_assert_neq(draw_src(c, "d", &d), 0);
+
+  /* Removed while a client draws from it and from a: a never fails; m
+     fails, as an unknown source does, only once the reload is done. */
+  unknown_err = draw_src(c, "nope", &d);
+  snprintf(unknown, sizeof(unknown), "%s", qrs_client_errmsg(c));
+  memset(&w, 0, sizeof(w));
+  w.sock = D.sock;
+  cr_assert_eq(pthread_create(&t, NULL, drawer_main, &w), 0);
+  usleep(100000);
+  write_conf("allow_test_sources: true\ndefault_source: a\n"
+             "sources: { a: { type: system } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.m");
+  cr_assert_not_null(ch);
+  cr_assert_str_eq(ch->new_value, "(removed)");
+  cr_assert_eq(ch->needs_restart, 0);
+  qrs_reload_free(rl);
+  w.reloaded = 1;
+  usleep(200000);
+  w.stop = 1;
+  pthread_join(t, NULL);
+  cr_assert_eq(w.a_fail, 0, "draws from a never fail");
+  cr_assert_eq(w.m_fail_before, 0, "m served until the reload");
+  cr_assert_eq(w.m_ok_after, 0, "m serves nothing after the reload");
+  cr_assert_gt(w.m_fail_after, 0);
+  cr_assert_eq(w.m_err, unknown_err, "%s / %s", w.m_why, unknown);
+  cr_assert(strstr(w.m_why, "'m'") || strstr(w.m_why, "m"), "%s", w.m_why);
+  detail_of(c, "m", after, sizeof(after));
+  cr_assert_str_eq(after, "", "qrsctl sources no longer lists m");
+  assert_hash_in_use(c);
   qrs_client_free(c);
 }
