@@ -420,7 +420,8 @@ detail_of(struct qrs_client *c, const char *name, char *out, size_t len)
 struct drawer {
   const char *sock;
   volatile int stop;
-  volatile int reloaded;        /* the reload reply is in */
+  volatile int phase;           /* 0 before the reload is asked for, 1
+                                   while it runs, 2 once its reply is in */
   int a_fail, m_ok_after, m_fail_before, m_fail_after, m_err;
   char m_why[256];
 };
@@ -431,17 +432,18 @@ drawer_main(void *arg)
   struct drawer *w = arg;
   struct qrs_client *c;
   struct qrs_draw d;
-  int r, after;
+  int r, before, after;
 
   c = connect_client(w->sock);
   while (!w->stop) {
     if (draw_src(c, "a", &d) != 0)
       w->a_fail++;
-    after = w->reloaded;
+    after = w->phase == 2;
     r = draw_src(c, "m", &d);
+    before = w->phase == 0;     /* still 0 after the reply: not asked yet */
     if (r == 0 && after)
       w->m_ok_after++;
-    if (r != 0 && !after)
+    if (r != 0 && before)
       w->m_fail_before++;
     if (r != 0 && after) {
       w->m_fail_after++;
@@ -521,13 +523,14 @@ Test(reload, sources_added_changed_and_removed_live)
   usleep(100000);
   write_conf("allow_test_sources: true\ndefault_source: a\n"
              "sources: { a: { type: system } }\n");
+  w.phase = 1;
   cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  w.phase = 2;
   ch = change_of(rl, "sources.m");
   cr_assert_not_null(ch);
   cr_assert_str_eq(ch->new_value, "(removed)");
   cr_assert_eq(ch->needs_restart, 0);
   qrs_reload_free(rl);
-  w.reloaded = 1;
   usleep(200000);
   w.stop = 1;
   pthread_join(t, NULL);
