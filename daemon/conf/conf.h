@@ -220,9 +220,10 @@ int conf_check_live(const struct qrsd_conf *cur,
    next. */
 void conf_apply_live(struct qrsd_conf *cur, struct qrsd_conf *next);
 
-/* Do two sources have the same type and keys, their fallbacks aside?
-   1 yes, 0 no (a reload replaces it), -ENOMEM. */
+/* Do two sources have the same type and keys, their fallbacks aside
+   (and with but_quota, their quota limits)?  1 yes, 0 no (a reload
+   replaces it), -ENOMEM. */
 int conf_source_same(const struct conf_source *a,
-                     const struct conf_source *b);
+                     const struct conf_source *b, int but_quota);
 
 #endif

@@ -279,12 +279,21 @@ conf_diff(const struct qrsd_conf *cur, const struct qrsd_conf *next,
   return 0;
 }
 
+static int
+ends_with(const char *s, const char *tail)
+{
+  size_t n = strlen(s), m = strlen(tail);
+
+  return n >= m && !strcmp(s + n - m, tail);
+}
+
 int
-conf_source_same(const struct conf_source *a, const struct conf_source *b)
+conf_source_same(const struct conf_source *a, const struct conf_source *b,
+                 int but_quota)
 {
   const struct source_type *st;
   struct diff d;
-  size_t i, len;
+  size_t i;
   int same;
 
   if (a->type != b->type)
@@ -299,11 +308,12 @@ conf_source_same(const struct conf_source *a, const struct conf_source *b)
   diff_source_keys(&d, "s", st->keys, a, b);
   freelocale(d.loc);
   same = d.nomem ? -ENOMEM : 1;
-  for (i = 0; i < d.n && same == 1; i++) {
-    len = strlen(d.v[i].key);
-    if (len < 9 || strcmp(d.v[i].key + len - 9, ".fallback"))
+  for (i = 0; i < d.n && same == 1; i++)
+    if (!ends_with(d.v[i].key, ".fallback") &&
+        !(but_quota && (ends_with(d.v[i].key, ".max_bytes_per_request") ||
+                        ends_with(d.v[i].key, ".max_requests_per_minute") ||
+                        ends_with(d.v[i].key, ".max_bytes_per_day"))))
       same = 0;
-  }
   free(d.v);
   return same;
 }

@@ -278,6 +278,7 @@ fail:
 
 struct reg_reload {
   struct source **s;            /* by next's source index; NULL: keep */
+  unsigned char *quota;         /* kept, with new quota limits */
   size_t n;
 };
 
@@ -291,6 +292,7 @@ registry_reload_abort(struct reg_reload *rl)
   for (i = 0; i < rl->n; i++)
     source_free(rl->s[i]);
   free(rl->s);
+  free(rl->quota);
   free(rl);
 }
 
@@ -308,7 +310,11 @@ registry_reload_open(struct registry *reg, const struct qrsd_conf *cur,
   rl = calloc(1, sizeof(*rl));
   if (rl)
     rl->s = calloc(next->n_sources ? next->n_sources : 1, sizeof(*rl->s));
-  if (!rl || !rl->s) {
+  if (rl)
+    rl->quota = calloc(next->n_sources ? next->n_sources : 1, 1);
+  if (!rl || !rl->s || !rl->quota) {
+    if (rl)
+      free(rl->s);
     free(rl);
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
@@ -318,7 +324,13 @@ registry_reload_open(struct registry *reg, const struct qrsd_conf *cur,
     b = &next->sources[i];
     a = conf_find_source(cur, b->name);
     rs = find(reg, b->name);
-    same = a && rs && !rs->builtin ? conf_source_same(a, b) : 0;
+    same = a && rs && !rs->builtin ? conf_source_same(a, b, 0) : 0;
+    /* Only its quota limits changed: it keeps running, and its use. */
+    if (same == 0 && a && rs && !rs->builtin && rs->src->ops->set_quota &&
+        conf_source_same(a, b, 1) == 1) {
+      rl->quota[i] = 1;
+      continue;
+    }
     if (same < 0) {
       r = same;
       snprintf(err, errlen, "out of memory");
@@ -429,6 +441,15 @@ registry_reload_commit(struct registry *reg, struct reg_reload *rl,
       continue;                 /* not possible: reload_open opened it */
     rs = old[j];
     old[j] = NULL;
+    if (rl->quota[i] &&
+        rs->src->ops->set_quota(rs->src, &conf->sources[i]) < 0) {
+      snprintf(err, errlen, "source '%s': cannot change its quota limits",
+               rs->src->name);
+      r = -ENOMEM;
+    } else if (rl->quota[i]) {
+      log_info("source '%s': new quota limits, its use kept",
+               rs->src->name);
+    }
     if (strcmp(rs->fallback, conf->sources[i].fallback)) {
       fb = strdup(conf->sources[i].fallback);
       if (fb) {

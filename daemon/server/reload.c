@@ -67,7 +67,7 @@ check_devices(const struct qrsd_conf *cur, const struct qrsd_conf *next,
     if (b->type != CONF_SOURCE_DEVICE)
       continue;
     a = conf_find_source(cur, b->name);
-    if (a && conf_source_same(a, b) == 1)
+    if (a && conf_source_same(a, b, 0) == 1)
       continue;
     if (access(b->device_path, R_OK) < 0) {
       snprintf(err, errlen, "%.200s:%d: sources.%s.path: cannot read "
