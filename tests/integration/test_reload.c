@@ -20,6 +20,7 @@
 
 #include "harness.h"
 #include "harness_client.h"
+#include "upserver.h"
 
 static struct daemon D;
 
@@ -544,4 +545,74 @@ Test(reload, sources_added_changed_and_removed_live)
   cr_assert_str_eq(after, "", "qrsctl sources no longer lists m");
   assert_hash_in_use(c);
   qrs_client_free(c);
+}
+
+static void
+quota_of(struct qrs_client *c, const char *name, uint64_t *used,
+         uint64_t *limit)
+{
+  struct qrs_sources *s;
+  size_t i;
+
+  *used = *limit = 0;
+  cr_assert_eq(qrs_client_sources(c, &s), 0);
+  for (i = 0; i < s->n_sources; i++)
+    if (!strcmp(s->sources[i].name, name)) {
+      *used = s->sources[i].quota_minute_requests;
+      *limit = s->sources[i].quota_minute_limit;
+    }
+  qrs_sources_free(s);
+}
+
+Test(reload, a_grpc_source_added_then_its_quota_changed_keeps_its_use)
+{
+  const struct qrs_config_change *ch;
+  struct upserver up;
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  char text[1024];
+  uint64_t used, limit, used2;
+  int i, r;
+
+  start("default_source: a\nsources: { a: { type: system } }\n");
+  upserver_start(&up, "127.0.0.1:0", NULL);
+  c = connect_client(D.sock);
+
+  snprintf(text, sizeof(text), "default_source: a\nsources:\n"
+           "  a: { type: system }\n"
+           "  q: { type: grpc, target: \"%s\", mode: unary, insecure: true, "
+           "quota: { max_requests_per_minute: 100 } }\n", up.addr);
+  write_conf(text);
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.q");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 0);
+  qrs_reload_free(rl);
+  for (i = 0; i < 5; i++)
+    cr_assert_eq(draw_src(c, "q", &d), 0, "%s", qrs_client_errmsg(c));
+  cr_assert_str_eq(d.served_by, "q");
+  quota_of(c, "q", &used, &limit);
+  cr_assert_eq(limit, 100);
+  cr_assert_geq(used, 5);
+
+  /* The limit below the use: kept running, its use counted, refused. */
+  snprintf(text, sizeof(text), "default_source: a\nsources:\n"
+           "  a: { type: system }\n"
+           "  q: { type: grpc, target: \"%s\", mode: unary, insecure: true, "
+           "quota: { max_requests_per_minute: 3 } }\n", up.addr);
+  write_conf(text);
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.q.quota.max_requests_per_minute");
+  cr_assert_not_null(ch, "the quota change is listed");
+  cr_assert_eq(ch->needs_restart, 0);
+  qrs_reload_free(rl);
+  quota_of(c, "q", &used2, &limit);
+  cr_assert_eq(limit, 3);
+  cr_assert_geq(used2, 3, "the use counted before the reload stays");
+  r = draw_src(c, "q", &d);
+  cr_assert_neq(r, 0, "over the new quota");
+  (void)used;
+  qrs_client_free(c);
+  upserver_stop(&up, 0);
 }
