@@ -377,8 +377,8 @@ retire(struct registry *reg, struct rsrc *rs, const char *why)
     rsrc_free(rs);
     return;
   }
-  log_info("source '%s' %s: takes no new draws; closed when its %u in "
-           "flight are done", rs->src->name, why, rs->refs);
+  log_info("source '%s' %s: takes no new draws; closed when the draws "
+           "in flight on it are done", rs->src->name, why);
   v = realloc(reg->old, (reg->n_old + 1) * sizeof(*v));
   if (!v) {
     /* Not freed then, and not lost: it is freed with the registry. */

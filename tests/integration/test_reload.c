@@ -616,3 +616,63 @@ Test(reload, a_grpc_source_added_then_its_quota_changed_keeps_its_use)
   qrs_client_free(c);
   upserver_stop(&up, 0);
 }
+
+struct one_draw {
+  const char *sock;
+  int r;
+  struct qrs_draw d;
+  char why[256];
+};
+
+static void *
+one_draw_main(void *arg)
+{
+  struct one_draw *o = arg;
+  struct qrs_client *c;
+
+  c = connect_client(o->sock);
+  o->r = draw_src(c, "s", &o->d);
+  snprintf(o->why, sizeof(o->why), "%s", qrs_client_errmsg(c));
+  qrs_client_free(c);
+  return NULL;
+}
+
+Test(reload, a_draw_in_flight_on_a_removed_source_completes)
+{
+  struct upserver up;
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  struct one_draw o;
+  pthread_t t;
+  char text[1024];
+
+  upserver_start(&up, "127.0.0.1:0", "--latency-ms", "400", NULL);
+  snprintf(text, sizeof(text), "default_source: a\nsources:\n"
+           "  a: { type: system }\n"
+           "  s: { type: grpc, target: \"%s\", mode: unary, insecure: true, "
+           "timeout_ms: 3000 }\n", up.addr);
+  start(text);
+  c = connect_client(D.sock);
+  cr_assert_eq(draw_src(c, "s", &d), 0, "%s", qrs_client_errmsg(c));
+  cr_assert_eq(draw_src(c, "s", &d), 0, "%s", qrs_client_errmsg(c));
+
+  memset(&o, 0, sizeof(o));
+  o.sock = D.sock;
+  cr_assert_eq(pthread_create(&t, NULL, one_draw_main, &o), 0);
+  usleep(150000);               /* the draw is at the server now */
+  write_conf("default_source: a\nsources: { a: { type: system } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  qrs_reload_free(rl);
+  cr_assert_neq(draw_src(c, "s", &d), 0, "s takes no new draw");
+  pthread_join(t, NULL);
+  cr_assert_eq(o.r, 0, "the draw in flight completes: %s", o.why);
+  cr_assert_str_eq(o.d.served_by, "s");
+  /* It was retired with the draw on it, and closed after. */
+  cr_assert(daemon_log_contains(&D, "closed when the draws in flight on it are done"));
+  cr_assert(daemon_log_contains(&D, "its last draw in flight is done"));
+  cr_assert_eq(draw_src(c, "a", &d), 0, "%s", qrs_client_errmsg(c));
+  qrs_client_free(c);
+  daemon_stop(&D);
+  upserver_stop(&up, 0);
+}
