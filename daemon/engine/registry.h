@@ -123,9 +123,8 @@ int registry_new(uv_loop_t *loop, const struct qrsd_conf *conf,
 void registry_set_limits(struct registry *reg,
                          const struct reg_limits *limits);
 
-/* A reload changed fallbacks in conf (in place; conf_apply_live() only
-   names "error", declared sources and built-ins that exist): each
-   declared source takes its conf's fallback.  Requests in progress walk
+/* Each declared source takes its conf's fallback (registry_reload_commit()
+   does this too; conf's fallbacks name "error" or sources it has).  Requests in progress walk
    the new chain from their next leg.  0 or -ENOMEM (that source keeps
    its old fallback). */
 int registry_set_fallbacks(struct registry *reg,

@@ -3,9 +3,13 @@
 
    The file is read, hashed and parsed, its groups resolved (getgrnam_r
    reads /etc/group) and its differences from the configuration in use
-   listed on a libuv worker thread: the loop only applies the result,
-   which is a swap of the live keys' values, a few derived limits and
-   the monitors, and answers.  Nothing changes the configuration in use
+   listed on a libuv worker thread (which also checks that a device
+   source added or changed names a readable path): the loop only applies
+   the result - it opens the sources added or changed (as startup does:
+   no open reads a device or waits for the network), swaps the live
+   keys' values and the sources, retires the sources removed or replaced
+   (registry_reload_commit()), sets a few derived limits and the
+   monitors, and answers.  Nothing changes the configuration in use
    while the worker reads it: there is one reload at a time, and the
    loop applies it only once the worker is done. */
 #define _GNU_SOURCE
