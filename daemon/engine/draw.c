@@ -459,6 +459,13 @@ send_draw_reply(struct req *rq, const struct reg_result *res)
   /* calibrations belong to the source asked for, the statistics to the
      one that served */
   asked = srcamp_of(rq->e, rq->source);
+  if (!asked) {
+    /* default_source moved by a reload to a source without amplifier
+       state (no room: draw_engine_reconfigure() logged it) */
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_INTERNAL, "no amplifier "
+                     "state for this source: restart qrsd");
+    return;
+  }
   err = amp_state_run(&asked->st, &rq->amp, rq->table, res->data, &a, &p);
   if (err < 0) {
     /* only if the calibration was dropped from its bounded cache between
@@ -854,6 +861,17 @@ start_draw(struct req *rq)
   int want_table;
 
   sa = srcamp_of(rq->e, rq->source);
+  if (!sa) {
+    /* A source a reload added when the engine had no room left for its
+       amplifier state (draw_engine_reconfigure() logged it). */
+    void *ctx = rq->ctx;
+    draw_reply_fn reply = rq->reply;
+
+    req_free(rq);
+    draw_reply_error(reply, ctx, QRS_E_INTERNAL, "no amplifier state for "
+                     "this source: restart qrsd");
+    return;
+  }
   blocks = amp_state_missing(&sa->st, &rq->amp);
   want_table = rq->amp.type == AMP_EXACT && !rq->table &&
                amp_exact_try_get(rq->amp.sample_count, &rq->table) < 0;
