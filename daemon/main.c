@@ -306,8 +306,11 @@ log_start(const struct qrsd_conf *conf, int activated)
 static void
 on_warmed(void *ctx, const struct reg_result *res)
 {
-  const char *name = ctx;
+  /* res->source, not ctx: a reload may free the configuration's sources
+     (and their names) while the warm-up is in flight. */
+  const char *name = res->source;
 
+  (void)ctx;
   if (res->status == 0 && !res->fallback)
     log_info("source '%s': warm-up fetch ok", name);
   else
@@ -329,7 +332,7 @@ warm_up(const struct qrsd_conf *conf)
     if (conf->sources[i].type != CONF_SOURCE_GRPC)
       continue;
     r = registry_fetch(srv.reg, conf->sources[i].name, 8, 0, deadline,
-                       on_warmed, conf->sources[i].name);
+                       on_warmed, NULL);
     if (r < 0)
       log_warn("source '%s': cannot start the warm-up fetch: %s",
                conf->sources[i].name, strerror(-r));

@@ -215,8 +215,15 @@ int conf_check_live(const struct qrsd_conf *cur,
 
 /* Apply a reload: the values of next's live keys (and its hash) go into
    cur, cur's old ones into next, which the caller then frees with
-   conf_free().  Keys that need a restart keep cur's values, and every
-   pointer into cur (sources, names) stays valid. */
+   conf_free().  Keys that need a restart keep cur's values.  The sources
+   array is next's afterwards: pointers into cur's old one die with
+   next. */
 void conf_apply_live(struct qrsd_conf *cur, struct qrsd_conf *next);
+
+/* Do two sources have the same type and keys, their fallbacks aside
+   (and with but_quota, their quota limits)?  1 yes, 0 no (a reload
+   replaces it), -ENOMEM. */
+int conf_source_same(const struct conf_source *a,
+                     const struct conf_source *b, int but_quota);
 
 #endif

@@ -145,46 +145,13 @@ mechanisms_text(const struct conf_source *s, char *out, size_t len)
     snprintf(out + n, len - n, "]");
 }
 
-/* Can source a's fallback become fb live?  Sources need a restart, so
-   fb must name one the registry has now: "error", a source cur declares,
-   or a built-in system / mock that is already some fallback of cur's
-   (mock only with cur's allow_test_sources). */
-static int
-fallback_live(const struct qrsd_conf *cur, const char *fb)
-{
-  size_t i;
-
-  if (!strcmp(fb, "error") || conf_find_source(cur, fb))
-    return 1;
-  if (strcmp(fb, "system") && (strcmp(fb, "mock") ||
-                               !cur->allow_test_sources))
-    return 0;
-  for (i = 0; i < cur->n_sources; i++)
-    if (!strcmp(cur->sources[i].fallback, fb))
-      return 1;
-  return 0;
-}
-
-/* The fallback source a has after a reload to next: next's when it can
-   change live, else its own. */
-static const char *
-fallback_after(const struct qrsd_conf *cur, const struct qrsd_conf *next,
-               const struct conf_source *a)
-{
-  const struct conf_source *b;
-
-  b = conf_find_source(next, a->name);
-  if (b && fallback_live(cur, b->fallback))
-    return b->fallback;
-  return a->fallback;
-}
-
-/* The keys of two sources of the same type: only the fallback may change
-   live (when fallback_live() says so); the others need a restart. */
+/* The keys of two sources of the same type.  A reload replaces a source
+   whose keys (other than its fallback) changed, opens the ones added and
+   retires the ones removed (registry_reload_open()), so every change is
+   live. */
 static void
 diff_source_keys(struct diff *d, const char *path, const struct key *keys,
-                 const struct conf_source *a, const struct conf_source *b,
-                 const struct qrsd_conf *cur)
+                 const struct conf_source *a, const struct conf_source *b)
 {
   char sub[CONF_KEY_MAX], ta[CONF_SHOW_MAX], tb[CONF_SHOW_MAX];
   struct conf_change *c;
@@ -196,7 +163,7 @@ diff_source_keys(struct diff *d, const char *path, const struct key *keys,
       break;
     case KEY_SECTION:
       conf__join_path(sub, sizeof(sub), path, k->name);
-      diff_source_keys(d, sub, k->sub, a, b, cur);
+      diff_source_keys(d, sub, k->sub, a, b);
       break;
     case KEY_MECHANISMS:
       mechanisms_text(a, ta, sizeof(ta));
@@ -204,15 +171,14 @@ diff_source_keys(struct diff *d, const char *path, const struct key *keys,
       if (strcmp(ta, tb)) {
         c = add(d, path, k->name);
         if (c) {
+          c->live = 1;
           show(c->old_value, sizeof(c->old_value), ta);
           show(c->new_value, sizeof(c->new_value), tb);
         }
       }
       break;
     default:
-      scalar_change(d, path, k, a, b, k->offset ==
-                    offsetof(struct conf_source, fallback) &&
-                    fallback_live(cur, b->fallback));
+      scalar_change(d, path, k, a, b, 1);
       break;
     }
   }
@@ -237,11 +203,13 @@ diff_sources(struct diff *d, const struct qrsd_conf *cur,
       if (c) {
         show(c->old_value, sizeof(c->old_value),
              conf_source_type_name(a->type));
+        c->live = 1;
         show(c->new_value, sizeof(c->new_value), "(removed)");
       }
     } else if (a->type != b->type) {
       c = add(d, path, "type");
       if (c) {
+        c->live = 1;
         show(c->old_value, sizeof(c->old_value),
              conf_source_type_name(a->type));
         show(c->new_value, sizeof(c->new_value),
@@ -250,12 +218,11 @@ diff_sources(struct diff *d, const struct qrsd_conf *cur,
       /* The source stays as it is, but its fallback may change. */
       st = conf__source_type(a->type);
       if (st && strcmp(a->fallback, b->fallback))
-        scalar_change(d, path, &st->keys[1], a, b,
-                      fallback_live(cur, b->fallback));
+        scalar_change(d, path, &st->keys[1], a, b, 1);
     } else {
       st = conf__source_type(a->type);
       if (st)
-        diff_source_keys(d, path, st->keys, a, b, cur);
+        diff_source_keys(d, path, st->keys, a, b);
     }
   }
   for (i = 0; i < next->n_sources; i++) {
@@ -264,6 +231,7 @@ diff_sources(struct diff *d, const struct qrsd_conf *cur,
       continue;
     c = add(d, "sources", b->name);
     if (c) {
+      c->live = 1;
       show(c->old_value, sizeof(c->old_value), "(none)");
       snprintf(c->new_value, sizeof(c->new_value), "added (%s)",
                conf_source_type_name(b->type));
@@ -311,13 +279,49 @@ conf_diff(const struct qrsd_conf *cur, const struct qrsd_conf *next,
   return 0;
 }
 
+static int
+ends_with(const char *s, const char *tail)
+{
+  size_t n = strlen(s), m = strlen(tail);
+
+  return n >= m && !strcmp(s + n - m, tail);
+}
+
+int
+conf_source_same(const struct conf_source *a, const struct conf_source *b,
+                 int but_quota)
+{
+  const struct source_type *st;
+  struct diff d;
+  size_t i;
+  int same;
+
+  if (a->type != b->type)
+    return 0;
+  st = conf__source_type(a->type);
+  if (!st)
+    return 0;
+  memset(&d, 0, sizeof(d));
+  d.loc = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+  if (!d.loc)
+    return -ENOMEM;
+  diff_source_keys(&d, "s", st->keys, a, b);
+  freelocale(d.loc);
+  same = d.nomem ? -ENOMEM : 1;
+  for (i = 0; i < d.n && same == 1; i++)
+    if (!ends_with(d.v[i].key, ".fallback") &&
+        !(but_quota && (ends_with(d.v[i].key, ".max_bytes_per_request") ||
+                        ends_with(d.v[i].key, ".max_requests_per_minute") ||
+                        ends_with(d.v[i].key, ".max_bytes_per_day"))))
+      same = 0;
+  free(d.v);
+  return same;
+}
+
 int
 conf_check_live(const struct qrsd_conf *cur, const struct qrsd_conf *next,
                 char *err, size_t errlen)
 {
-  const struct conf_source *s, *t;
-  const char *fb;
-  size_t i, steps;
 
   /* The amplifier's keys need a restart: cur's stay, next's limits come. */
   if (cur->amp_sample_count > next->max_sample_count) {
@@ -334,26 +338,6 @@ conf_check_live(const struct qrsd_conf *cur, const struct qrsd_conf *next,
              "which change only at a restart", next->file,
              next->max_calibration_samples);
     return -EINVAL;
-  }
-  /* The fallbacks that change live, with those that keep theirs until a
-     restart, must not make a cycle (next alone has none). */
-  for (i = 0; i < cur->n_sources; i++) {
-    s = &cur->sources[i];
-    t = s;
-    for (steps = 0; steps <= cur->n_sources; steps++) {
-      fb = fallback_after(cur, next, t);
-      t = conf_find_source(cur, fb);
-      if (!t)
-        break;
-      if (t == s) {
-        t = conf_find_source(next, s->name);
-        snprintf(err, errlen, "%s:%d: sources.%s.fallback: with the "
-                 "sources in use (they change only at a restart) the "
-                 "fallbacks would make a cycle through '%s'", next->file,
-                 t ? t->fallback_line : 0, s->name, s->name);
-        return -EINVAL;
-      }
-    }
   }
   return 0;
 }
@@ -408,23 +392,17 @@ apply_keys(const struct key *keys, struct qrsd_conf *cur,
 void
 conf_apply_live(struct qrsd_conf *cur, struct qrsd_conf *next)
 {
-  unsigned char live[CONF_MAX_SOURCES];
-  struct conf_source *a, *b;
-  size_t i;
+  struct conf_source *v;
+  size_t n;
 
-  /* Decide every fallback on cur as it is, then swap. */
-  for (i = 0; i < cur->n_sources && i < CONF_MAX_SOURCES; i++) {
-    b = (struct conf_source *)conf_find_source(next, cur->sources[i].name);
-    live[i] = b && strcmp(cur->sources[i].fallback, b->fallback) &&
-              fallback_live(cur, b->fallback);
-  }
-  for (i = 0; i < cur->n_sources && i < CONF_MAX_SOURCES; i++) {
-    if (!live[i])
-      continue;
-    a = &cur->sources[i];
-    b = (struct conf_source *)conf_find_source(next, a->name);
-    swap_bytes(&a->fallback, &b->fallback, sizeof(a->fallback));
-  }
+  /* The sources go over whole: the registry opened next's before this
+     (registry_reload_open()) and copies what it keeps of them. */
+  v = cur->sources;
+  n = cur->n_sources;
+  cur->sources = next->sources;
+  cur->n_sources = next->n_sources;
+  next->sources = v;
+  next->n_sources = n;
   apply_keys(conf__top_keys, cur, next);
   memcpy(cur->hash, next->hash, sizeof(cur->hash));
 }

@@ -175,7 +175,7 @@ const struct key conf__top_keys[] = {
   { .name = "log", .kind = KEY_SECTION, .sub = log_keys },
   { .name = "default_source", .kind = KEY_STRING,
     .offset = C_OFF(default_source), .umin = 1,
-    .umax = CONF_MAX_SOURCE_NAME },
+    .umax = CONF_MAX_SOURCE_NAME, .live = 1 },
   { .name = "amplifier", .kind = KEY_SECTION, .sub = amplifier_keys },
   { .name = "limits", .kind = KEY_SECTION, .sub = limits_keys },
   { .name = "monitor", .kind = KEY_SECTION, .sub = monitor_keys },

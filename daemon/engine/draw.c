@@ -36,6 +36,8 @@ struct srcamp {
   LIST_HEAD(, prep) inflight;   /* preparations in progress */
 };
 
+#define SRCAMP_SPARE (2 * CONF_MAX_SOURCES)
+
 struct draw_engine {
   const struct qrsd_conf *conf;
   struct registry *reg;
@@ -44,6 +46,7 @@ struct draw_engine {
   struct log_ratelimit fail_rl;
   struct srcamp *amp;
   size_t n_amp;
+  size_t cap_amp;
   struct journal *journal;      /* NULL: journal.dir "" */
   /* the last journal amplifier parameters formatted (two %.17g cost more
      than the rest of the entry; a source's population is constant) */
@@ -122,7 +125,10 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
   e->reg = reg;
   e->loop = loop;
   e->n_amp = registry_count(reg);
-  e->amp = calloc(e->n_amp ? e->n_amp : 1, sizeof(*e->amp));
+  /* Room for the sources reloads add: preparations in flight point into
+     the array, so it never moves. */
+  e->cap_amp = e->n_amp + SRCAMP_SPARE;
+  e->amp = calloc(e->cap_amp, sizeof(*e->amp));
   if (!e->amp) {
     free(e);
     return -ENOMEM;
@@ -181,6 +187,8 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
   return 0;
 }
 
+static struct srcamp *srcamp_of(struct draw_engine *e, const char *name);
+
 int
 draw_engine_reconfigure(struct draw_engine *e)
 {
@@ -192,6 +200,34 @@ draw_engine_reconfigure(struct draw_engine *e)
   limits_apply(e);
   monitor_conf_of(e->conf, &mc);
   r = 0;
+  /* Sources a reload added get theirs; those it removed keep theirs (a
+     draw in flight may still use it; a source replaced keeps its
+     calibration under its name). */
+  for (i = 0; i < registry_count(e->reg); i++) {
+    struct reg_info ri;
+    struct srcamp *sa;
+
+    registry_info(e->reg, i, &ri);
+    if (srcamp_of(e, ri.name))
+      continue;
+    if (e->n_amp == e->cap_amp) {
+      log_warn("source '%s': no room for its amplifier state after %zu "
+               "sources; restart qrsd", ri.name, e->n_amp);
+      r = -ENOMEM;
+      continue;
+    }
+    sa = &e->amp[e->n_amp];
+    sa->name = strdup(ri.name);
+    amp_state_init(&sa->st);
+    if (!sa->name || monitor_init(&sa->mon, &mc) < 0) {
+      free(sa->name);
+      amp_state_free(&sa->st);
+      sa->name = NULL;
+      r = -ENOMEM;
+      continue;
+    }
+    e->n_amp++;
+  }
   for (i = 0; i < e->n_amp; i++) {
     if (monitor_conf_equal(&e->amp[i].mon.conf, &mc))
       continue;
@@ -423,6 +459,13 @@ send_draw_reply(struct req *rq, const struct reg_result *res)
   /* calibrations belong to the source asked for, the statistics to the
      one that served */
   asked = srcamp_of(rq->e, rq->source);
+  if (!asked) {
+    /* default_source moved by a reload to a source without amplifier
+       state (no room: draw_engine_reconfigure() logged it) */
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_INTERNAL, "no amplifier "
+                     "state for this source: restart qrsd");
+    return;
+  }
   err = amp_state_run(&asked->st, &rq->amp, rq->table, res->data, &a, &p);
   if (err < 0) {
     /* only if the calibration was dropped from its bounded cache between
@@ -818,6 +861,17 @@ start_draw(struct req *rq)
   int want_table;
 
   sa = srcamp_of(rq->e, rq->source);
+  if (!sa) {
+    /* A source a reload added when the engine had no room left for its
+       amplifier state (draw_engine_reconfigure() logged it). */
+    void *ctx = rq->ctx;
+    draw_reply_fn reply = rq->reply;
+
+    req_free(rq);
+    draw_reply_error(reply, ctx, QRS_E_INTERNAL, "no amplifier state for "
+                     "this source: restart qrsd");
+    return;
+  }
   blocks = amp_state_missing(&sa->st, &rq->amp);
   want_table = rq->amp.type == AMP_EXACT && !rq->table &&
                amp_exact_try_get(rq->amp.sample_count, &rq->table) < 0;

@@ -23,7 +23,12 @@
 #define FALLBACK_RESERVE_MAX_NS 1000000000LL
 
 struct rsrc {
+  struct registry *reg;
   struct source *src;
+  unsigned refs;                /* requests asking for it, legs and
+                                   server draws running on it */
+  int retired;                  /* a reload removed or replaced it: in
+                                   reg->old until refs is 0 */
   char *fallback;               /* "error" or a source name */
   int builtin;
   int disabled;                 /* by an operator: takes no fetches */
@@ -50,7 +55,9 @@ struct registry {
   uint64_t bytes_total;
   reg_observer_fn observer;
   void *observer_ctx;
-  const char *last_used;
+  char last_used[CONF_MAX_SOURCE_NAME + 1];
+  struct rsrc **old;            /* retired, still referenced */
+  size_t n_old;
 };
 
 struct request;
@@ -113,6 +120,41 @@ find(const struct registry *reg, const char *name)
   return NULL;
 }
 
+static void
+rsrc_free(struct rsrc *rs)
+{
+  source_free(rs->src);
+  free(rs->fallback);
+  free(rs);
+}
+
+static void
+ref(struct rsrc *rs)
+{
+  rs->refs++;
+}
+
+/* A retired source goes when its last draw in flight is done. */
+static void
+unref(struct rsrc *rs)
+{
+  struct registry *reg = rs->reg;
+  size_t i;
+
+  if (--rs->refs || !rs->retired)
+    return;
+  for (i = 0; i < reg->n_old; i++)
+    if (reg->old[i] == rs) {
+      reg->old[i] = reg->old[--reg->n_old];
+      break;
+    }
+  log_info("source '%s': its last draw in flight is done; closed",
+           rs->src->name);
+  if (rs->src->ops->stop)
+    rs->src->ops->stop(rs->src);
+  rsrc_free(rs);
+}
+
 static int
 add(struct registry *reg, struct source *s, const char *fb, int builtin)
 {
@@ -135,6 +177,7 @@ add(struct registry *reg, struct source *s, const char *fb, int builtin)
     free(rs);
     return -ENOMEM;
   }
+  rs->reg = reg;
   rs->src = s;
   rs->builtin = builtin;
   rs->state = REG_OK;
@@ -228,6 +271,220 @@ registry_new(uv_loop_t *loop, const struct qrsd_conf *conf,
 
 fail:
   registry_free(reg);
+  return r;
+}
+
+/* ---- reload ----------------------------------------------------------- */
+
+struct reg_reload {
+  struct source **s;            /* by next's source index; NULL: keep */
+  unsigned char *quota;         /* kept, with new quota limits */
+  size_t n;
+};
+
+void
+registry_reload_abort(struct reg_reload *rl)
+{
+  size_t i;
+
+  if (!rl)
+    return;
+  for (i = 0; i < rl->n; i++)
+    source_free(rl->s[i]);
+  free(rl->s);
+  free(rl->quota);
+  free(rl);
+}
+
+int
+registry_reload_open(struct registry *reg, const struct qrsd_conf *cur,
+                     const struct qrsd_conf *next, struct reg_reload **ret,
+                     char *err, size_t errlen)
+{
+  const struct conf_source *a, *b;
+  struct reg_reload *rl;
+  struct rsrc *rs;
+  size_t i;
+  int r, same;
+
+  rl = calloc(1, sizeof(*rl));
+  if (rl)
+    rl->s = calloc(next->n_sources ? next->n_sources : 1, sizeof(*rl->s));
+  if (rl)
+    rl->quota = calloc(next->n_sources ? next->n_sources : 1, 1);
+  if (!rl || !rl->s || !rl->quota) {
+    if (rl)
+      free(rl->s);
+    free(rl);
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  rl->n = next->n_sources;
+  for (i = 0; i < next->n_sources; i++) {
+    b = &next->sources[i];
+    a = conf_find_source(cur, b->name);
+    rs = find(reg, b->name);
+    same = a && rs && !rs->builtin ? conf_source_same(a, b, 0) : 0;
+    /* Only its quota limits changed: it keeps running, and its use. */
+    if (same == 0 && a && rs && !rs->builtin && rs->src->ops->set_quota &&
+        conf_source_same(a, b, 1) == 1) {
+      rl->quota[i] = 1;
+      continue;
+    }
+    if (same < 0) {
+      r = same;
+      snprintf(err, errlen, "out of memory");
+      goto fail;
+    }
+    if (same)
+      continue;
+    /* The opens are those startup makes: none reads a device or waits
+       for the network (a device's start-up test, a noise source's
+       warm-up and a gRPC channel's connection happen on their own
+       threads, at the first fetch). */
+    r = source_new(b, reg->loop, &rl->s[i], err, errlen);
+    if (r < 0) {
+      rl->s[i] = NULL;
+      goto fail;
+    }
+    rl->s[i]->draw_bytes = cur->amp_sample_count;
+    if (!rl->s[i]->ops->production && !next->allow_test_sources) {
+      snprintf(err, errlen, "%s:%d: sources.%s.type: a %s source is for "
+               "tests only; it serves only with allow_test_sources: true",
+               next->file, b->line, b->name, rl->s[i]->ops->type);
+      r = -EPERM;
+      goto fail;
+    }
+  }
+  *ret = rl;
+  return 0;
+
+fail:
+  registry_reload_abort(rl);
+  return r;
+}
+
+static void
+retire(struct registry *reg, struct rsrc *rs, const char *why)
+{
+  struct rsrc **v;
+
+  rs->retired = 1;
+  if (!rs->refs) {
+    log_info("source '%s' %s: closed", rs->src->name, why);
+    if (rs->src->ops->stop)
+      rs->src->ops->stop(rs->src);
+    rsrc_free(rs);
+    return;
+  }
+  log_info("source '%s' %s: takes no new draws; closed when the draws "
+           "in flight on it are done", rs->src->name, why);
+  v = realloc(reg->old, (reg->n_old + 1) * sizeof(*v));
+  if (!v) {
+    /* Not freed then, and not lost: it is freed with the registry. */
+    log_warn("source '%s': out of memory retiring it", rs->src->name);
+    rs->retired = 0;
+    return;
+  }
+  reg->old = v;
+  reg->old[reg->n_old++] = rs;
+}
+
+static int
+named_fallback(const struct qrsd_conf *conf, const char *name)
+{
+  size_t i;
+
+  for (i = 0; i < conf->n_sources; i++)
+    if (!strcmp(conf->sources[i].fallback, name))
+      return 1;
+  return 0;
+}
+
+int
+registry_reload_commit(struct registry *reg, struct reg_reload *rl,
+                       const struct qrsd_conf *conf, char *err,
+                       size_t errlen)
+{
+  struct rsrc **old, **v, *rs;
+  size_t i, j, n_old;
+  char *fb;
+  int r;
+
+  v = calloc(conf->n_sources + 8, sizeof(*v));
+  if (!v) {
+    registry_reload_abort(rl);
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  old = reg->v;
+  n_old = reg->n;
+  reg->v = v;
+  reg->n = 0;
+  reg->cap = conf->n_sources + 8;
+  r = 0;
+  for (i = 0; i < conf->n_sources; i++) {
+    if (rl->s[i]) {
+      /* add() cannot fail here: the array has room, but its strdup may */
+      if (add(reg, rl->s[i], conf->sources[i].fallback, 0) < 0) {
+        source_free(rl->s[i]);
+        r = -ENOMEM;
+      }
+      rl->s[i] = NULL;
+      continue;
+    }
+    for (j = 0; j < n_old; j++)
+      if (old[j] && !old[j]->builtin &&
+          !strcmp(old[j]->src->name, conf->sources[i].name))
+        break;
+    if (j == n_old)
+      continue;                 /* not possible: reload_open opened it */
+    rs = old[j];
+    old[j] = NULL;
+    if (rl->quota[i] &&
+        rs->src->ops->set_quota(rs->src, &conf->sources[i]) < 0) {
+      snprintf(err, errlen, "source '%s': cannot change its quota limits",
+               rs->src->name);
+      r = -ENOMEM;
+    } else if (rl->quota[i]) {
+      log_info("source '%s': new quota limits, its use kept",
+               rs->src->name);
+    }
+    if (strcmp(rs->fallback, conf->sources[i].fallback)) {
+      fb = strdup(conf->sources[i].fallback);
+      if (fb) {
+        free(rs->fallback);
+        rs->fallback = fb;
+      } else {
+        r = -ENOMEM;
+      }
+    }
+    reg->v[reg->n++] = rs;
+  }
+  /* Built-in fallbacks stay while some fallback names them and no
+     declared source took their name. */
+  for (j = 0; j < n_old; j++) {
+    rs = old[j];
+    if (!rs)
+      continue;
+    if (rs->builtin && !find(reg, rs->src->name) &&
+        named_fallback(conf, rs->src->name) && reg->n < reg->cap)
+      reg->v[reg->n++] = rs;
+    else
+      retire(reg, rs, find(reg, rs->src->name) ? "replaced by the reload" :
+             "removed by the reload");
+  }
+  free(old);
+  registry_reload_abort(rl);
+  if (ensure_builtins(reg, err, errlen) < 0)
+    r = -ENOMEM;
+  reg->def = find(reg, conf->default_source);
+  if (!reg->def && reg->n)
+    reg->def = reg->v[0];     /* the loader makes default_source declared */
+  if (reg->observer)
+    reg->observer(reg->observer_ctx, 1);
+  if (r < 0 && err[0] == '\0')
+    snprintf(err, errlen, "out of memory");
   return r;
 }
 
@@ -334,6 +591,9 @@ registry_stop(struct registry *reg)
   for (i = 0; i < reg->n; i++)
     if (reg->v[i]->src->ops->stop)
       reg->v[i]->src->ops->stop(reg->v[i]->src);
+  for (i = 0; i < reg->n_old; i++)
+    if (reg->old[i]->src->ops->stop)
+      reg->old[i]->src->ops->stop(reg->old[i]->src);
 }
 
 void
@@ -343,12 +603,12 @@ registry_free(struct registry *reg)
 
   if (!reg)
     return;
-  for (i = 0; i < reg->n; i++) {
-    source_free(reg->v[i]->src);
-    free(reg->v[i]->fallback);
-    free(reg->v[i]);
-  }
+  for (i = 0; i < reg->n; i++)
+    rsrc_free(reg->v[i]);
+  for (i = 0; i < reg->n_old; i++)
+    rsrc_free(reg->old[i]);
   free(reg->v);
+  free(reg->old);
   free(reg);
 }
 
@@ -492,6 +752,16 @@ registry_health(const struct registry *reg, char *msg, size_t len)
   return REG_OK;
 }
 
+static void
+on_draw_done(struct source_draw *d)
+{
+  struct rsrc *rs = d->reg_rs;
+
+  d->done = d->reg_done;
+  d->done(d);
+  unref(rs);
+}
+
 int
 registry_draw(struct registry *reg, const char *name, struct source_draw *d)
 {
@@ -520,7 +790,18 @@ registry_draw(struct registry *reg, const char *name, struct source_draw *d)
       return r;
     }
   }
-  return rs->src->ops->draw(rs->src, d);
+  /* The source stays until the draw is done, also if a reload retires
+     it meanwhile. */
+  d->reg_done = d->done;
+  d->reg_rs = rs;
+  d->done = on_draw_done;
+  ref(rs);
+  r = rs->src->ops->draw(rs->src, d);
+  if (r < 0) {
+    d->done = d->reg_done;
+    unref(rs);
+  }
+  return r;
 }
 
 void
@@ -533,7 +814,7 @@ registry_set_observer(struct registry *reg, reg_observer_fn fn, void *ctx)
 const char *
 registry_last_used(const struct registry *reg)
 {
-  return reg->last_used ? reg->last_used : "";
+  return reg->last_used;
 }
 
 uint64_t
@@ -610,6 +891,7 @@ on_timer_closed(uv_handle_t *h)
 static void
 request_free(struct request *rq)
 {
+  unref(rq->asked);
   if (rq->timer_init)
     uv_close((uv_handle_t *)&rq->timer, on_timer_closed);
   else
@@ -628,7 +910,8 @@ finish(struct request *rq, struct reg_result *res)
     set_state(rq->reg, rq->failed[i],
               res->status == 0 ? REG_DEGRADED : REG_FAILED);
   if (res->status == 0)
-    rq->reg->last_used = res->served_by;
+    snprintf(rq->reg->last_used, sizeof(rq->reg->last_used), "%s",
+             res->served_by);
   res->n = rq->n;
   res->source = rq->asked->src->name;
   res->why = res->status < 0 ? rq->why : "";
@@ -667,6 +950,7 @@ leg_free(struct leg *leg)
     leg->owner->put(leg->owner);
   }
   free(leg->f.buf);
+  unref(leg->rs);
   free(leg);
 }
 
@@ -810,6 +1094,7 @@ try_leg(struct request *rq, struct rsrc *rs)
     leg->owner->get(leg->owner);
   }
   leg->rs = rs;
+  ref(rs);
   leg->rq = rq;
   leg->start_ns = now;
   leg->f.src = rs->src;
@@ -883,6 +1168,7 @@ registry_fetch_for(struct registry *reg, struct reg_owner *owner,
   rq->reg = reg;
   rq->owner = owner;
   rq->asked = rs;
+  ref(rs);
   rq->n = n;
   rq->nonce = nonce;
   rq->deadline_ns = deadline_ns;

@@ -123,13 +123,33 @@ int registry_new(uv_loop_t *loop, const struct qrsd_conf *conf,
 void registry_set_limits(struct registry *reg,
                          const struct reg_limits *limits);
 
-/* A reload changed fallbacks in conf (in place; conf_apply_live() only
-   names "error", declared sources and built-ins that exist): each
-   declared source takes its conf's fallback.  Requests in progress walk
+/* Each declared source takes its conf's fallback (registry_reload_commit()
+   does this too; conf's fallbacks name "error" or sources it has).  Requests in progress walk
    the new chain from their next leg.  0 or -ENOMEM (that source keeps
    its old fallback). */
 int registry_set_fallbacks(struct registry *reg,
                            const struct qrsd_conf *conf);
+
+/* A reload changes the sources (registry_reload_open(), then
+   conf_apply_live(), then registry_reload_commit()).  Open opens every
+   source of next that cur does not have or has with other keys (their
+   fallbacks aside), on the loop as startup does: 0 and *ret, or a
+   negative errno with err filled in (nothing changed then).  Commit
+   makes conf's sources (the applied configuration) the ones served:
+   those opened replace the old ones of the same name, those conf no
+   longer has are retired - a request for one gets -ENOENT at once, as
+   for an unknown source, while fetches and draws in flight on it finish
+   normally; it is closed when the last one is done.  Sources kept keep
+   their statistics, state and quota use.  0 or -ENOMEM (err says what
+   is missing).  Abort frees what open opened; accepts NULL. */
+struct reg_reload;
+int registry_reload_open(struct registry *reg, const struct qrsd_conf *cur,
+                         const struct qrsd_conf *next,
+                         struct reg_reload **ret, char *err, size_t errlen);
+int registry_reload_commit(struct registry *reg, struct reg_reload *rl,
+                           const struct qrsd_conf *conf, char *err,
+                           size_t errlen);
+void registry_reload_abort(struct reg_reload *rl);
 
 /* An operator disables (disabled 1) or enables a declared source.  A
    disabled source takes no new fetch or draw: a request for it, or a

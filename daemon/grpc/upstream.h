@@ -117,6 +117,10 @@ enum quota_verdict upstream_admit(struct upstream *u, size_t n);
    once on a worker thread (or after the write in flight). */
 void upstream_quota_reset(struct upstream *u);
 
+/* New quota limits (a reload), keeping the use counted: 0 or
+   quota_set_params()'s error. */
+int upstream_set_quota(struct upstream *u, const struct quota_params *p);
+
 /* The circuit is open inside its recovery window: a fetch would fail at
    once with -EAGAIN. */
 int upstream_blocking(const struct upstream *u);

@@ -560,6 +560,12 @@ upstream_quota_reset(struct upstream *u)
 }
 
 int
+upstream_set_quota(struct upstream *u, const struct quota_params *p)
+{
+  return quota_set_params(&u->quota, p);
+}
+
+int
 upstream_draws_unsupported(const struct upstream *u)
 {
   return u->draw_unimplemented_at &&

@@ -435,3 +435,33 @@ quota_verdict_name(enum quota_verdict v)
   }
   return "unknown";
 }
+
+int
+quota_set_params(struct quota *q, const struct quota_params *p)
+{
+  size_t oldcap, newcap, keep, i;
+  double *ring;
+
+  if (p->max_requests_per_minute > QUOTA_MAX_RPM)
+    return -EINVAL;
+  oldcap = (size_t)q->p.max_requests_per_minute;
+  newcap = (size_t)p->max_requests_per_minute;
+  if (newcap != oldcap) {
+    ring = NULL;
+    if (newcap) {
+      ring = calloc(newcap, sizeof(*ring));
+      if (!ring)
+        return -ENOMEM;
+    }
+    /* The newest admissions, oldest first. */
+    keep = q->ring_len < newcap ? q->ring_len : newcap;
+    for (i = 0; i < keep; i++)
+      ring[i] = q->ring[(q->ring_head + oldcap - keep + i) % oldcap];
+    free(q->ring);
+    q->ring = ring;
+    q->ring_len = keep;
+    q->ring_head = newcap ? keep % newcap : 0;
+  }
+  q->p = *p;
+  return 0;
+}

@@ -121,6 +121,11 @@ int quota_flush_due(struct quota *q, double now_mono, time_t now_real,
    the reset.  The refusal counters are kept. */
 void quota_reset(struct quota *q, time_t now_real);
 
+/* New limits (a reload), the use so far kept: the requests of the last
+   minute (as many as the new limit holds) and today's bytes.  0,
+   -EINVAL (above QUOTA_MAX_RPM) or -ENOMEM (the old limits stay). */
+int quota_set_params(struct quota *q, const struct quota_params *p);
+
 const char *quota_verdict_name(enum quota_verdict v);
 
 #endif

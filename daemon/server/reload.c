@@ -3,15 +3,20 @@
 
    The file is read, hashed and parsed, its groups resolved (getgrnam_r
    reads /etc/group) and its differences from the configuration in use
-   listed on a libuv worker thread: the loop only applies the result,
-   which is a swap of the live keys' values, a few derived limits and
-   the monitors, and answers.  Nothing changes the configuration in use
+   listed on a libuv worker thread (which also checks that a device
+   source added or changed names a readable path): the loop only applies
+   the result - it opens the sources added or changed (as startup does:
+   no open reads a device or waits for the network), swaps the live
+   keys' values and the sources, retires the sources removed or replaced
+   (registry_reload_commit()), sets a few derived limits and the
+   monitors, and answers.  Nothing changes the configuration in use
    while the worker reads it: there is one reload at a time, and the
    loop applies it only once the worker is done. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <qrs/error.h>
 
@@ -51,6 +56,33 @@ keep_override(char **next_value, const char *value)
   return 0;
 }
 
+/* A device source added or changed must name a device qrsd can read:
+   checked here, on the worker (the source itself opens the device on its
+   own thread, at its first fetch, and would only fail its draws). */
+static int
+check_devices(const struct qrsd_conf *cur, const struct qrsd_conf *next,
+              char *err, size_t errlen)
+{
+  const struct conf_source *a, *b;
+  size_t i;
+
+  for (i = 0; i < next->n_sources; i++) {
+    b = &next->sources[i];
+    if (b->type != CONF_SOURCE_DEVICE)
+      continue;
+    a = conf_find_source(cur, b->name);
+    if (a && conf_source_same(a, b, 0) == 1)
+      continue;
+    if (access(b->device_path, R_OK) < 0) {
+      snprintf(err, errlen, "%.200s:%d: sources.%s.path: cannot read "
+               "'%.200s': %s", next->file, b->line, b->name, b->device_path,
+               strerror(errno));
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
 /* On a worker thread. */
 static void
 reload_work(uv_work_t *w)
@@ -79,6 +111,9 @@ reload_work(uv_work_t *w)
     goto out;
   }
   r = conf_check_live(cur, j->next, j->err, sizeof(j->err));
+  if (r < 0)
+    goto out;
+  r = check_devices(cur, j->next, j->err, sizeof(j->err));
   if (r < 0)
     goto out;
   /* socket.group needs a restart: the one in use still counts.  The
@@ -175,21 +210,38 @@ static void
 apply(struct reload_job *j)
 {
   struct server *srv = j->srv;
+  struct reg_reload *rl;
   struct reg_limits lim;
   enum log_level level;
   uint32_t applied, restart;
   uint64_t t0, t1;
+  char err[512];
   size_t i;
   int revoke;
 
+  t0 = uv_hrtime();
+  /* The sources added or changed first: if one cannot open, nothing
+     changes and the old configuration keeps serving. */
+  err[0] = '\0';
+  if (registry_reload_open(srv->reg, srv->conf, j->next, &rl, err,
+                           sizeof(err)) < 0) {
+    srv->reloads_refused++;
+    log_err("reload refused: %s; %s (sha256 %.16s...) keeps serving",
+            err, srv->conf->file, srv->conf->hash);
+    reply_error(j, QRS_E_BAD_CONFIG, err);
+    return;
+  }
   applied = 0;
   restart = 0;
   for (i = 0; i < j->n_changes; i++) {
     applied += j->changes[i].live != 0;
     restart += j->changes[i].live == 0;
   }
-  t0 = uv_hrtime();
   conf_apply_live(srv->conf, j->next);
+  err[0] = '\0';
+  if (registry_reload_commit(srv->reg, rl, srv->conf, err, sizeof(err)) < 0)
+    log_warn("reload: %s changing the sources: qrsctl sources shows the "
+             "ones in use", err);
   revoke = srv->access.on != j->access.on || srv->access.gid != j->access.gid;
   srv->access = j->access;
   srv->admin = j->admin;

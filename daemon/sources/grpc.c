@@ -314,6 +314,21 @@ grpc_quota_reset(struct source *s, char *why, size_t whylen)
   return 0;
 }
 
+static int
+grpc_set_quota(struct source *s, const struct conf_source *cs)
+{
+  struct quota_params p;
+  struct gsrc *gs = s->priv;
+
+  if (!gs->up)
+    return -ECANCELED;
+  memset(&p, 0, sizeof(p));
+  p.max_bytes_per_request = cs->grpc.max_bytes_per_request;
+  p.max_requests_per_minute = cs->grpc.max_requests_per_minute;
+  p.max_bytes_per_day = cs->grpc.max_bytes_per_day;
+  return upstream_set_quota(gs->up, &p);
+}
+
 static void
 grpc_stop(struct source *s)
 {
@@ -373,4 +388,5 @@ const struct source_ops source_grpc_ops = {
   .describe = grpc_describe,
   .upstream_stats = grpc_upstream_stats,
   .quota_reset = grpc_quota_reset,
+  .set_quota = grpc_set_quota,
 };

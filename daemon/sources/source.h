@@ -131,6 +131,10 @@ struct source_draw {
   char purity_label[128], integrator[64], served_source_id[128];
   int echo;                     /* QrsIpc__Echo value */
   struct ts generated;
+
+  /* The registry's, while the draw runs (it holds the source). */
+  void (*reg_done)(struct source_draw *d);
+  void *reg_rs;
 };
 
 struct source_ops {
@@ -174,6 +178,10 @@ struct source_ops {
      0 (an operator's request), made durable as the quota's own writes
      are.  0, or a negative errno with a line in why. */
   int (*quota_reset)(struct source *s, char *why, size_t whylen);
+  /* Optional: a reload changed only the quota limits (and fallback) of
+     this source: take cs's limits, keeping the use counted.  0 or a
+     negative errno. */
+  int (*set_quota)(struct source *s, const struct conf_source *cs);
 };
 
 struct source {

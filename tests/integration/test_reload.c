@@ -6,6 +6,7 @@
    reloads happen all complete; the status file and STATUS carry the
    hash of the text in use.  (A peer that is not an admin: reload.sh.) */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #include "harness.h"
 #include "harness_client.h"
+#include "upserver.h"
 
 static struct daemon D;
 
@@ -357,37 +359,320 @@ Test(reload, fallbacks_change_live_when_their_target_exists)
   fallback_of(c, "b", fb, sizeof(fb));
   cr_assert_str_eq(fb, "a");
 
-  /* a -> system: no built-in system source runs yet: needs a restart;
-     a new source c: needs a restart too, and is not served. */
+  /* a -> system (a built-in system source starts) and a new source c:
+     both live. */
   write_conf("default_source: a\n"
              "sources: { a: { type: system, fallback: system }, "
              "b: { type: system, fallback: a }, c: { type: system } }\n");
   cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
   ch = change_of(rl, "sources.a.fallback");
   cr_assert_not_null(ch);
-  cr_assert_eq(ch->needs_restart, 1);
+  cr_assert_eq(ch->needs_restart, 0);
   ch = change_of(rl, "sources.c");
   cr_assert_not_null(ch);
-  cr_assert_eq(ch->needs_restart, 1);
+  cr_assert_eq(ch->needs_restart, 0);
   cr_assert_str_eq(ch->new_value, "added (system)");
   qrs_reload_free(rl);
   fallback_of(c, "a", fb, sizeof(fb));
-  cr_assert_str_eq(fb, "error");
+  cr_assert_str_eq(fb, "system");
 
-  /* a -> b live, but b -> c (c is new: needs a restart) keeps b -> a:
-     with the sources in use that is a cycle, so the reload is refused
-     naming the key, and nothing changes. */
+  /* c removed while b still falls back to it: an invalid configuration,
+     refused naming the key, and nothing changes. */
   write_conf("default_source: a\n"
              "sources: { a: { type: system, fallback: b }, "
-             "b: { type: system, fallback: c }, c: { type: system } }\n");
+             "b: { type: system, fallback: c } }\n");
   r = qrs_client_reload(c, &rl);
   cr_assert_eq(r, QRS_E_BAD_CONFIG, "reload: %s", qrs_strerror(r));
-  cr_assert(strstr(qrs_client_errmsg(c), "sources.a.fallback") &&
-            strstr(qrs_client_errmsg(c), "cycle"), "%s",
+  cr_assert(strstr(qrs_client_errmsg(c), "sources.b.fallback"), "%s",
             qrs_client_errmsg(c));
   fallback_of(c, "a", fb, sizeof(fb));
-  cr_assert_str_eq(fb, "error");
+  cr_assert_str_eq(fb, "system");
   fallback_of(c, "b", fb, sizeof(fb));
   cr_assert_str_eq(fb, "a");
   qrs_client_free(c);
+}
+
+static int
+draw_src(struct qrs_client *c, const char *source, struct qrs_draw *d)
+{
+  struct qrs_draw_request rq;
+
+  memset(&rq, 0, sizeof(rq));
+  rq.sample_count = 64;
+  rq.source = source;
+  return qrs_client_draw(c, &rq, d);
+}
+
+static void
+detail_of(struct qrs_client *c, const char *name, char *out, size_t len)
+{
+  struct qrs_sources *s;
+  size_t i;
+
+  out[0] = '\0';
+  cr_assert_eq(qrs_client_sources(c, &s), 0);
+  for (i = 0; i < s->n_sources; i++)
+    if (!strcmp(s->sources[i].name, name))
+      snprintf(out, len, "%s", s->sources[i].detail);
+  qrs_sources_free(s);
+}
+
+/* A client drawing from two sources while the main thread removes one. */
+struct drawer {
+  const char *sock;
+  volatile int stop;
+  volatile int phase;           /* 0 before the reload is asked for, 1
+                                   while it runs, 2 once its reply is in */
+  int a_fail, m_ok_after, m_fail_before, m_fail_after, m_err;
+  char m_why[256];
+};
+
+static void *
+drawer_main(void *arg)
+{
+  struct drawer *w = arg;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  int r, before, after;
+
+  c = connect_client(w->sock);
+  while (!w->stop) {
+    if (draw_src(c, "a", &d) != 0)
+      w->a_fail++;
+    after = w->phase == 2;
+    r = draw_src(c, "m", &d);
+    before = w->phase == 0;     /* still 0 after the reply: not asked yet */
+    if (r == 0 && after)
+      w->m_ok_after++;
+    if (r != 0 && before)
+      w->m_fail_before++;
+    if (r != 0 && after) {
+      w->m_fail_after++;
+      w->m_err = r;
+      snprintf(w->m_why, sizeof(w->m_why), "%s", qrs_client_errmsg(c));
+    }
+  }
+  qrs_client_free(c);
+  return NULL;
+}
+
+Test(reload, sources_added_changed_and_removed_live)
+{
+  const struct qrs_config_change *ch;
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  struct drawer w;
+  pthread_t t;
+  char before[256], after[256], unknown[256];
+  int r, unknown_err;
+
+  start("allow_test_sources: true\ndefault_source: a\n"
+        "sources: { a: { type: system } }\n");
+  c = connect_client(D.sock);
+  r = draw_src(c, "m", &d);
+  cr_assert_neq(r, 0, "m is not declared yet");
+
+  /* Added: opened and served. */
+  write_conf("allow_test_sources: true\ndefault_source: a\n"
+             "sources: { a: { type: system }, "
+             "m: { type: mock, seed: 1 } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.m");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 0);
+  cr_assert_eq(rl->needs_restart, 0);
+  qrs_reload_free(rl);
+  cr_assert_eq(draw_src(c, "m", &d), 0, "%s", qrs_client_errmsg(c));
+  cr_assert_str_eq(d.served_by, "m");
+  detail_of(c, "m", before, sizeof(before));
+
+  /* Changed: replaced by a new instance with the new setting. */
+  write_conf("allow_test_sources: true\ndefault_source: a\n"
+             "sources: { a: { type: system }, "
+             "m: { type: mock, seed: 7, mean_shift: 0.25 } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.m.mean_shift");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 0);
+  qrs_reload_free(rl);
+  detail_of(c, "m", after, sizeof(after));
+  cr_assert_str_neq(before, after, "the detail shows the new settings");
+  cr_assert(strstr(after, "0.25"), "%s", after);
+  cr_assert_eq(draw_src(c, "m", &d), 0, "%s", qrs_client_errmsg(c));
+
+  /* A bad new source: refused naming file:line:key; the old set serves. */
+  write_conf("allow_test_sources: true\ndefault_source: a\n"
+             "sources: { a: { type: system }, "
+             "m: { type: mock, seed: 7, mean_shift: 0.25 },\n"
+             "  d: { type: device, path: /nonexistent/qrng0 } }\n");
+  r = qrs_client_reload(c, &rl);
+  cr_assert_eq(r, QRS_E_BAD_CONFIG, "reload: %s", qrs_strerror(r));
+  cr_assert(strstr(qrs_client_errmsg(c), "qrsd.yaml:") &&
+            strstr(qrs_client_errmsg(c), "sources.d.path"), "%s",
+            qrs_client_errmsg(c));
+  cr_assert_eq(draw_src(c, "m", &d), 0, "%s", qrs_client_errmsg(c));
+  cr_assert_neq(draw_src(c, "d", &d), 0);
+
+  /* Removed while a client draws from it and from a: a never fails; m
+     fails, as an unknown source does, only once the reload is done. */
+  unknown_err = draw_src(c, "nope", &d);
+  snprintf(unknown, sizeof(unknown), "%s", qrs_client_errmsg(c));
+  memset(&w, 0, sizeof(w));
+  w.sock = D.sock;
+  cr_assert_eq(pthread_create(&t, NULL, drawer_main, &w), 0);
+  usleep(100000);
+  write_conf("allow_test_sources: true\ndefault_source: a\n"
+             "sources: { a: { type: system } }\n");
+  w.phase = 1;
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  w.phase = 2;
+  ch = change_of(rl, "sources.m");
+  cr_assert_not_null(ch);
+  cr_assert_str_eq(ch->new_value, "(removed)");
+  cr_assert_eq(ch->needs_restart, 0);
+  qrs_reload_free(rl);
+  usleep(200000);
+  w.stop = 1;
+  pthread_join(t, NULL);
+  cr_assert_eq(w.a_fail, 0, "draws from a never fail");
+  cr_assert_eq(w.m_fail_before, 0, "m served until the reload");
+  cr_assert_eq(w.m_ok_after, 0, "m serves nothing after the reload");
+  cr_assert_gt(w.m_fail_after, 0);
+  cr_assert_eq(w.m_err, unknown_err, "%s / %s", w.m_why, unknown);
+  cr_assert(strstr(w.m_why, "'m'") || strstr(w.m_why, "m"), "%s", w.m_why);
+  detail_of(c, "m", after, sizeof(after));
+  cr_assert_str_eq(after, "", "qrsctl sources no longer lists m");
+  assert_hash_in_use(c);
+  qrs_client_free(c);
+}
+
+static void
+quota_of(struct qrs_client *c, const char *name, uint64_t *used,
+         uint64_t *limit)
+{
+  struct qrs_sources *s;
+  size_t i;
+
+  *used = *limit = 0;
+  cr_assert_eq(qrs_client_sources(c, &s), 0);
+  for (i = 0; i < s->n_sources; i++)
+    if (!strcmp(s->sources[i].name, name)) {
+      *used = s->sources[i].quota_minute_requests;
+      *limit = s->sources[i].quota_minute_limit;
+    }
+  qrs_sources_free(s);
+}
+
+Test(reload, a_grpc_source_added_then_its_quota_changed_keeps_its_use)
+{
+  const struct qrs_config_change *ch;
+  struct upserver up;
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  char text[1024];
+  uint64_t used, limit, used2;
+  int i, r;
+
+  start("default_source: a\nsources: { a: { type: system } }\n");
+  upserver_start(&up, "127.0.0.1:0", NULL);
+  c = connect_client(D.sock);
+
+  snprintf(text, sizeof(text), "default_source: a\nsources:\n"
+           "  a: { type: system }\n"
+           "  q: { type: grpc, target: \"%s\", mode: unary, insecure: true, "
+           "quota: { max_requests_per_minute: 100 } }\n", up.addr);
+  write_conf(text);
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.q");
+  cr_assert_not_null(ch);
+  cr_assert_eq(ch->needs_restart, 0);
+  qrs_reload_free(rl);
+  for (i = 0; i < 5; i++)
+    cr_assert_eq(draw_src(c, "q", &d), 0, "%s", qrs_client_errmsg(c));
+  cr_assert_str_eq(d.served_by, "q");
+  quota_of(c, "q", &used, &limit);
+  cr_assert_eq(limit, 100);
+  cr_assert_geq(used, 5);
+
+  /* The limit below the use: kept running, its use counted, refused. */
+  snprintf(text, sizeof(text), "default_source: a\nsources:\n"
+           "  a: { type: system }\n"
+           "  q: { type: grpc, target: \"%s\", mode: unary, insecure: true, "
+           "quota: { max_requests_per_minute: 3 } }\n", up.addr);
+  write_conf(text);
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  ch = change_of(rl, "sources.q.quota.max_requests_per_minute");
+  cr_assert_not_null(ch, "the quota change is listed");
+  cr_assert_eq(ch->needs_restart, 0);
+  qrs_reload_free(rl);
+  quota_of(c, "q", &used2, &limit);
+  cr_assert_eq(limit, 3);
+  cr_assert_geq(used2, 3, "the use counted before the reload stays");
+  r = draw_src(c, "q", &d);
+  cr_assert_neq(r, 0, "over the new quota");
+  (void)used;
+  qrs_client_free(c);
+  upserver_stop(&up, 0);
+}
+
+struct one_draw {
+  const char *sock;
+  int r;
+  struct qrs_draw d;
+  char why[256];
+};
+
+static void *
+one_draw_main(void *arg)
+{
+  struct one_draw *o = arg;
+  struct qrs_client *c;
+
+  c = connect_client(o->sock);
+  o->r = draw_src(c, "s", &o->d);
+  snprintf(o->why, sizeof(o->why), "%s", qrs_client_errmsg(c));
+  qrs_client_free(c);
+  return NULL;
+}
+
+Test(reload, a_draw_in_flight_on_a_removed_source_completes)
+{
+  struct upserver up;
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  struct one_draw o;
+  pthread_t t;
+  char text[1024];
+
+  upserver_start(&up, "127.0.0.1:0", "--latency-ms", "400", NULL);
+  snprintf(text, sizeof(text), "default_source: a\nsources:\n"
+           "  a: { type: system }\n"
+           "  s: { type: grpc, target: \"%s\", mode: unary, insecure: true, "
+           "timeout_ms: 3000 }\n", up.addr);
+  start(text);
+  c = connect_client(D.sock);
+  cr_assert_eq(draw_src(c, "s", &d), 0, "%s", qrs_client_errmsg(c));
+  cr_assert_eq(draw_src(c, "s", &d), 0, "%s", qrs_client_errmsg(c));
+
+  memset(&o, 0, sizeof(o));
+  o.sock = D.sock;
+  cr_assert_eq(pthread_create(&t, NULL, one_draw_main, &o), 0);
+  usleep(150000);               /* the draw is at the server now */
+  write_conf("default_source: a\nsources: { a: { type: system } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  qrs_reload_free(rl);
+  cr_assert_neq(draw_src(c, "s", &d), 0, "s takes no new draw");
+  pthread_join(t, NULL);
+  cr_assert_eq(o.r, 0, "the draw in flight completes: %s", o.why);
+  cr_assert_str_eq(o.d.served_by, "s");
+  /* It was retired with the draw on it, and closed after. */
+  cr_assert(daemon_log_contains(&D, "closed when the draws in flight on it are done"));
+  cr_assert(daemon_log_contains(&D, "its last draw in flight is done"));
+  cr_assert_eq(draw_src(c, "a", &d), 0, "%s", qrs_client_errmsg(c));
+  qrs_client_free(c);
+  daemon_stop(&D);
+  upserver_stop(&up, 0);
 }

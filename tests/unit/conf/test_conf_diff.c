@@ -85,11 +85,11 @@ Test(conf_diff, each_key_is_listed_live_or_needing_a_restart)
   c = find(v, n, "sources.x");
   cr_assert_not_null(c);
   cr_assert_str_eq(c->new_value, "(removed)");
-  cr_assert_eq(c->live, 0);
+  cr_assert_eq(c->live, 1);
   c = find(v, n, "sources.y");
   cr_assert_not_null(c);
   cr_assert_str_eq(c->old_value, "(none)");
-  cr_assert_eq(c->live, 0);
+  cr_assert_eq(c->live, 1);
   cr_assert_eq(n, 7);
   free(v);
   cr_assert_str_neq(a->hash, b->hash);
@@ -97,7 +97,7 @@ Test(conf_diff, each_key_is_listed_live_or_needing_a_restart)
   conf_free(b);
 }
 
-Test(conf_diff, apply_takes_live_keys_only_and_keeps_pointers)
+Test(conf_diff, apply_takes_live_keys_and_sources_and_keeps_pointers)
 {
   struct qrsd_conf *a, *b;
   const char *path, *src;
@@ -110,7 +110,7 @@ Test(conf_diff, apply_takes_live_keys_only_and_keeps_pointers)
            "limits: { max_inflight_per_connection: 4 }\n"
            "access: { group: daemon }\n");
   path = a->socket_path;
-  src = a->sources[0].name;
+  src = b->sources[0].name;
   memcpy(hash, b->hash, sizeof(hash));
   conf_apply_live(a, b);
   conf_free(b);           /* it holds a's old values now */
@@ -118,7 +118,7 @@ Test(conf_diff, apply_takes_live_keys_only_and_keeps_pointers)
   cr_assert_str_eq(a->access_group, "daemon");
   cr_assert_eq(a->socket_path, path, "a restart key kept its pointer");
   cr_assert_str_eq(a->socket_path, "/tmp/a.sock");
-  cr_assert_eq(a->sources[0].name, src);
+  cr_assert_eq(a->sources[0].name, src, "the sources are next's");
   cr_assert_str_eq(a->hash, hash);
   conf_free(a);
 }
