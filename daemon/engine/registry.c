@@ -128,6 +128,65 @@ rsrc_free(struct rsrc *rs)
   free(rs);
 }
 
+/* A retired source with nothing in flight: stopped now, freed two loop
+   iterations later.  Its stop closes libuv handles inside it (a local
+   source's completion queue) whose close callbacks run in the loop's
+   closing phase; freeing it at once would leave them pointing into freed
+   memory.  A zero timer twice over runs after any closing phase that can
+   hold them. */
+struct deferred {
+  uv_timer_t t;
+  struct rsrc *rs;
+  int hops;
+};
+
+static void
+on_deferred_closed(uv_handle_t *h)
+{
+  free(h->data);
+}
+
+static void
+on_deferred(uv_timer_t *t)
+{
+  struct deferred *d = t->data;
+
+  if (++d->hops < 2) {
+    uv_timer_start(t, on_deferred, 0, 0);
+    return;
+  }
+  rsrc_free(d->rs);
+  uv_close((uv_handle_t *)t, on_deferred_closed);
+}
+
+static void
+close_retired(struct rsrc *rs)
+{
+  struct registry *reg = rs->reg;
+  struct deferred *d;
+  struct rsrc **v;
+
+  if (rs->src->ops->stop)
+    rs->src->ops->stop(rs->src);
+  d = calloc(1, sizeof(*d));
+  if (d && uv_timer_init(reg->loop, &d->t) == 0) {
+    d->rs = rs;
+    d->t.data = d;
+    uv_timer_start(&d->t, on_deferred, 0, 0);
+    return;
+  }
+  free(d);
+  /* out of memory: kept (stopped) and freed with the registry */
+  v = realloc(reg->old, (reg->n_old + 1) * sizeof(*v));
+  if (v) {
+    reg->old = v;
+    reg->old[reg->n_old++] = rs;
+  } else {
+    log_warn("source '%s': out of memory closing it: it is not freed",
+             rs->src->name);
+  }
+}
+
 static void
 ref(struct rsrc *rs)
 {
@@ -150,9 +209,7 @@ unref(struct rsrc *rs)
     }
   log_info("source '%s': its last draw in flight is done; closed",
            rs->src->name);
-  if (rs->src->ops->stop)
-    rs->src->ops->stop(rs->src);
-  rsrc_free(rs);
+  close_retired(rs);
 }
 
 static int
@@ -372,9 +429,7 @@ retire(struct registry *reg, struct rsrc *rs, const char *why)
   rs->retired = 1;
   if (!rs->refs) {
     log_info("source '%s' %s: closed", rs->src->name, why);
-    if (rs->src->ops->stop)
-      rs->src->ops->stop(rs->src);
-    rsrc_free(rs);
+    close_retired(rs);
     return;
   }
   log_info("source '%s' %s: takes no new draws; closed when the draws "

@@ -676,3 +676,49 @@ Test(reload, a_draw_in_flight_on_a_removed_source_completes)
   daemon_stop(&D);
   upserver_stop(&up, 0);
 }
+
+/* Local sources (a device node and a timing source: each a reader thread
+   and a completion queue on the loop) added, drawn from and removed by
+   reloads; qrsd keeps serving, and under ASan nothing of the removed
+   sources is touched after they are freed. */
+Test(reload, local_sources_removed_are_closed_cleanly)
+{
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  int i, r;
+
+  start("default_source: a\nsources: { a: { type: system } }\n");
+  c = connect_client(D.sock);
+  write_conf("default_source: a\n"
+             "sources: { a: { type: system },\n"
+             "  dev: { type: device, path: /dev/urandom },\n"
+             "  jit: { type: timing, conditioning: sha256 } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  qrs_reload_free(rl);
+  for (i = 0; i < 3; i++) {
+    r = draw_from(c, "dev", &d);
+    cr_assert_eq(r, 0, "dev: %s", qrs_client_errmsg(c));
+    cr_assert_str_eq(d.served_by, "dev");
+    r = draw_from(c, "jit", &d);
+    cr_assert_eq(r, 0, "jit: %s", qrs_client_errmsg(c));
+    cr_assert_str_eq(d.served_by, "jit");
+  }
+  write_conf("default_source: a\nsources: { a: { type: system } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  qrs_reload_free(rl);
+  cr_assert_eq(draw_from(c, "dev", &d), QRS_E_UNKNOWN_SOURCE);
+  cr_assert_eq(draw_from(c, "jit", &d), QRS_E_UNKNOWN_SOURCE);
+  /* the loop goes on past the closes: draws, and the same names again */
+  for (i = 0; i < 20; i++)
+    cr_assert_eq(draw_from(c, "a", &d), 0);
+  write_conf("default_source: a\n"
+             "sources: { a: { type: system },\n"
+             "  dev: { type: device, path: /dev/urandom } }\n");
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  qrs_reload_free(rl);
+  cr_assert_eq(draw_from(c, "dev", &d), 0, "%s", qrs_client_errmsg(c));
+  qrs_client_free(c);
+  r = daemon_stop(&D);
+  cr_assert_eq(r, 0, "qrsd exited %d", r);
+}
