@@ -132,6 +132,7 @@ struct job {
   _Atomic size_t *total;        /* concat: samples of all jobs so far */
   size_t need;                  /* concat: stop once *total reaches it */
   _Atomic size_t *ndone;        /* xor: jobs that count as done */
+  _Atomic size_t *nfull;        /* xor: jobs that delivered everything */
   size_t need_done;             /* xor: stop once *ndone reaches it */
   int required;                 /* xor: the read waits for this one */
   int pinned;                   /* xor, alone: never stops waiting */
@@ -155,8 +156,12 @@ enough(const struct job *j)
 {
   if (j->total)
     return atomic_load(j->total) >= j->need;
+  /* xor: once the jobs the read waits for are done, and one of them
+     delivered everything (when every required job fell behind, none
+     may have: the others go on until one does or the deadline) */
   if (j->ndone && !j->required)
-    return atomic_load(j->ndone) >= j->need_done;
+    return atomic_load(j->ndone) >= j->need_done &&
+      atomic_load(j->nfull) > 0;
   return 0;
 }
 
@@ -288,6 +293,8 @@ job_run(void *arg)
     j->got = 0;                 /* never used */
     goto out;
   }
+  if (j->nfull && j->got == j->want)
+    atomic_fetch_add(j->nfull, 1);
   if (j->got < j->want && enough(j))
     j->cut = 1;
 
@@ -353,7 +360,7 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
         char *detail, size_t dlen)
 {
   struct job *jobs;
-  _Atomic size_t total, ndone;
+  _Atomic size_t total, ndone, nfull;
   size_t i, k, nj, nreq, full, copied, take;
   int r, timeouts, healthfail;
 
@@ -362,6 +369,7 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
     return -ENOMEM;
   atomic_init(&total, 0);
   atomic_init(&ndone, 0);
+  atomic_init(&nfull, 0);
   r = 0;
   nj = 0;
   nreq = 0;
@@ -379,6 +387,7 @@ harvest(struct noise *nz, uint8_t *out, size_t n, uint64_t deadline,
       jobs[nj].need = n;
     } else {
       jobs[nj].ndone = &ndone;
+      jobs[nj].nfull = &nfull;
       jobs[nj].required = can_make_it(&nz->slot[i], n, deadline);
       nreq += (size_t)jobs[nj].required;
     }
