@@ -124,13 +124,15 @@ static const struct command commands[] = {
     "      Ask qrsd to re-read its configuration file (as SIGHUP and\n"
     "      'systemctl reload qrsd' do) and print the outcome: the file,\n"
     "      its SHA-256, and each key that changed as 'key: old -> new'.\n"
-    "      Limits, access.*, log.level and monitor.* change live; other\n"
-    "      keys (sockets, sources, amplifier, journal, paths) are marked\n"
-    "      'needs a restart' and keep their value until then.  An invalid\n"
-    "      file is refused with qrsd's 'file:line: key: why' and changes\n"
-    "      nothing (exit status 2).  Privileged: root, qrsd's user or a\n"
-    "      member of access.admin_group.  Open connections and requests\n"
-    "      in flight are not disturbed.\n",
+    "      Limits, access.*, log.level, monitor.*, default_source and the\n"
+    "      sources (added, removed, changed) change live; other keys\n"
+    "      (sockets, amplifier, journal, compat endpoint, paths) are\n"
+    "      marked 'needs a restart' and keep their value until then.  An\n"
+    "      invalid file is refused with qrsd's 'file:line: key: why' and\n"
+    "      changes nothing (exit status 2).  Privileged: root, qrsd's user\n"
+    "      or a member of access.admin_group.  Open connections and\n"
+    "      requests in flight are not disturbed.  qrsd.service's\n"
+    "      ExecReload runs it: systemctl reload waits for the outcome.\n",
     cmd_reload },
   { "source", "enable|disable NAME",
     "      Enable or disable the declared source NAME.  A disabled source\n"

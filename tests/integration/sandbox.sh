@@ -1,15 +1,19 @@
 #!/bin/sh
-# Usage: sandbox.sh QRSD QRSCTL
+# Usage: sandbox.sh QRSD QRSCTL UNIT
 # qrsd end to end as an unprivileged user (issue 23), the way qrsd.service
 # runs it: uid/gid 65534 with no supplementary groups, no capabilities
 # (bounding and inheritable sets empty), no_new_privs, UMask 0077, a
 # root-owned read-only configuration, and only its state and runtime
 # directories writable.  Each local source kind (system, device, timing,
 # noise) must serve through qrsctl; nothing may be written outside the
-# two directories; SIGTERM must end it with status 0.  Needs root (to drop
+# two directories; the unit's ExecReload (UNIT: qrsd.service), run as
+# systemd runs it (the same uid, its socket path substituted), must apply
+# a good configuration with status 0 and the diff, and refuse a broken
+# one with a non-zero status and the file:line: key, qrsd serving on;
+# SIGTERM must end it with status 0.  Needs root (to drop
 # to the other uid with setpriv); as anyone else it fails, saying so.
 set -u
-qrsd=$1 qrsctl=$2
+qrsd=$1 qrsctl=$2 unit=$3
 fail() { echo "sandbox: $*" >&2; [ -s "$T/qrsd.log" ] && sed 's/^/qrsd: /' "$T/qrsd.log" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "sandbox: must run as root (setpriv to uid 65534)" >&2; exit 1; }
 command -v setpriv >/dev/null || { echo "sandbox: setpriv (util-linux) not found" >&2; exit 1; }
@@ -61,6 +65,38 @@ done
 stray=$(find "$T" -newer "$T/marker" ! -path "$T/state*" ! -path "$T/run*" \
         ! -path "$T/qrsd.log" ! -path "$T" -print)
 [ -z "$stray" ] || fail "written outside state/run: $stray"
+# systemctl reload: the unit's ExecReload as systemd runs it (User=qrsd:
+# the daemon's uid; the unit's socket path replaced by this one's).
+reload=$(sed -n 's/^ExecReload=//p' "$unit")
+[ -n "$reload" ] || fail "no ExecReload= in $unit"
+case $reload in
+  *" reload") ;;
+  *) fail "ExecReload does not wait for the outcome: $reload" ;;
+esac
+reload=$(printf '%s\n' "$reload" | sed "s|/run/qrsd/qrsd.sock|$T/run/qrsd.sock|; s|^[^ ]*/qrsctl |$qrsctl |")
+cp "$T/etc/qrsd.yaml" "$T/orig.yaml"
+printf 'limits: { max_inflight_per_connection: 32 }\n' >> "$T/etc/qrsd.yaml"
+# shellcheck disable=SC2086
+out=$(setpriv --reuid=$U --regid=$U --clear-groups $reload 2>&1) ||
+  fail "ExecReload failed on a good configuration: $out"
+case $out in
+  *"limits.max_inflight_per_connection: "*" -> 32"*) echo "ExecReload applied: $(printf '%s' "$out" | tr '\n' ' ')" ;;
+  *) fail "ExecReload did not print the diff: $out" ;;
+esac
+cp "$T/etc/qrsd.yaml" "$T/good.yaml"
+cp "$T/orig.yaml" "$T/etc/qrsd.yaml"
+printf 'limits: { max_connections: 0 }\n' >> "$T/etc/qrsd.yaml"
+# shellcheck disable=SC2086
+if out=$(setpriv --reuid=$U --regid=$U --clear-groups $reload 2>&1); then
+  fail "ExecReload exited 0 on a refused configuration: $out"
+fi
+case $out in
+  *"qrsd.yaml:"*"limits.max_connections"*) echo "ExecReload refused: $out" ;;
+  *) fail "ExecReload's refusal does not name file:line: key: $out" ;;
+esac
+cp "$T/good.yaml" "$T/etc/qrsd.yaml"
+"$qrsctl" --socket "$T/run/qrsd.sock" bytes -n 16 --source system > /dev/null ||
+  fail "qrsd stopped serving after a refused reload"
 # The configuration stays read-only to it.
 setpriv --reuid=$U --regid=$U --clear-groups sh -c ": >> '$T/etc/qrsd.yaml'" 2>/dev/null &&
   fail "uid $U can write the configuration"
