@@ -149,6 +149,14 @@ aj_parse(struct aj_parser *p, const char *line, size_t len,
 }
 
 int
+aj_parse_only(struct aj_parser *p, const char *line, size_t len)
+{
+  simdjson::dom::element doc;
+
+  return p->dom.parse(line, len, false).get(doc) ? -1 : 0;
+}
+
+int
 aj_number(const char *s, const char *end, double *v)
 {
   std::from_chars_result r = std::from_chars(s, end, *v);

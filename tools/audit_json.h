@@ -61,6 +61,11 @@ void aj_parser_free(struct aj_parser *p);
 int aj_parse(struct aj_parser *p, const char *line, size_t len,
              struct aj_value v[AJ_N_MEMBERS], char *err, size_t errlen);
 
+/* Only simdjson's parse of the len bytes at line (padded as for
+   aj_parse()), nothing read from it: the floor of qrs-bench journal's
+   audit figure.  0, or -1 when it is not JSON. */
+int aj_parse_only(struct aj_parser *p, const char *line, size_t len);
+
 /* The number (strtod()'s value, correctly rounded) or the hexadecimal
    integer (no sign, no 0x) written in [s, end), all of it: 0, else -1.
    std::from_chars: several times strtod()/strtoull(), no locale. */
