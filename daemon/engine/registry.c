@@ -480,6 +480,14 @@ registry_reload_commit(struct registry *reg, struct reg_reload *rl,
   r = 0;
   for (i = 0; i < conf->n_sources; i++) {
     if (rl->s[i]) {
+      /* A source replaced: the new one takes the old one's quota use. */
+      for (j = 0; j < n_old; j++)
+        if (old[j] && !old[j]->builtin &&
+            old[j]->src->ops == rl->s[i]->ops && rl->s[i]->ops->take_use &&
+            !strcmp(old[j]->src->name, conf->sources[i].name)) {
+          rl->s[i]->ops->take_use(rl->s[i], old[j]->src);
+          break;
+        }
       /* add() cannot fail here: the array has room, but its strdup may */
       if (add(reg, rl->s[i], conf->sources[i].fallback, 0) < 0) {
         source_free(rl->s[i]);

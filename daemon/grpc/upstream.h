@@ -117,6 +117,10 @@ enum quota_verdict upstream_admit(struct upstream *u, size_t n);
    once on a worker thread (or after the write in flight). */
 void upstream_quota_reset(struct upstream *u);
 
+/* dst replaces src (a reload re-opened the source): dst takes src's quota
+   use (quota_take_use()) and writes it; src no longer writes its own. */
+void upstream_take_use(struct upstream *dst, struct upstream *src);
+
 /* New quota limits (a reload), keeping the use counted: 0 or
    quota_set_params()'s error. */
 int upstream_set_quota(struct upstream *u, const struct quota_params *p);

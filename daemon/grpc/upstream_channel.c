@@ -559,6 +559,17 @@ upstream_quota_reset(struct upstream *u)
   persist_log(u);
 }
 
+void
+upstream_take_use(struct upstream *dst, struct upstream *src)
+{
+  quota_take_use(&dst->quota, &src->quota, now_s());
+  /* src's count is dst's now, and dst writes it: src's last write at
+     its close would put back a smaller one */
+  src->quota_flushed = 1;
+  qwrite_start(dst);
+  persist_log(dst);
+}
+
 int
 upstream_set_quota(struct upstream *u, const struct quota_params *p)
 {

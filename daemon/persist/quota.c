@@ -436,6 +436,30 @@ quota_verdict_name(enum quota_verdict v)
   return "unknown";
 }
 
+void
+quota_take_use(struct quota *dst, const struct quota *src, double now_mono)
+{
+  size_t scap = (size_t)src->p.max_requests_per_minute;
+  size_t dcap = (size_t)dst->p.max_requests_per_minute;
+  size_t keep, i;
+
+  if (src->day == dst->day) {
+    if (src->day_bytes > dst->day_bytes)
+      dst->day_bytes = src->day_bytes;
+    dst->admitted |= src->admitted;
+  }
+  if (dcap == 0 || scap == 0)
+    return;
+  /* src's window holds what the file's did (src wrote it, or restored it
+     at its start) and what came after: it replaces dst's */
+  keep = src->ring_len < dcap ? src->ring_len : dcap;
+  for (i = 0; i < keep; i++)
+    dst->ring[i] = src->ring[(src->ring_head + scap - keep + i) % scap];
+  dst->ring_len = keep;
+  dst->ring_head = keep % dcap;
+  prune(dst, now_mono);
+}
+
 int
 quota_set_params(struct quota *q, const struct quota_params *p)
 {

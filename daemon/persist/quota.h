@@ -126,6 +126,13 @@ void quota_reset(struct quota *q, time_t now_real);
    -EINVAL (above QUOTA_MAX_RPM) or -ENOMEM (the old limits stay). */
 int quota_set_params(struct quota *q, const struct quota_params *p);
 
+/* dst replaces src (the same source opened again by a reload, its limits
+   dst's): dst takes src's use, exact where dst's came from the state
+   file: today's bytes (the larger count) and the admissions of the last
+   minute (the newest, as many as dst's limit holds). */
+void quota_take_use(struct quota *dst, const struct quota *src,
+                    double now_mono);
+
 const char *quota_verdict_name(enum quota_verdict v);
 
 #endif

@@ -330,6 +330,15 @@ grpc_set_quota(struct source *s, const struct conf_source *cs)
 }
 
 static void
+grpc_take_use(struct source *s, struct source *old)
+{
+  struct gsrc *gs = s->priv, *go = old->priv;
+
+  if (gs && gs->up && go && go->up)
+    upstream_take_use(gs->up, go->up);
+}
+
+static void
 grpc_stop(struct source *s)
 {
   struct gsrc *gs = s->priv;
@@ -389,4 +398,5 @@ const struct source_ops source_grpc_ops = {
   .upstream_stats = grpc_upstream_stats,
   .quota_reset = grpc_quota_reset,
   .set_quota = grpc_set_quota,
+  .take_use = grpc_take_use,
 };

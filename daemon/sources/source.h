@@ -182,6 +182,10 @@ struct source_ops {
      this source: take cs's limits, keeping the use counted.  0 or a
      negative errno. */
   int (*set_quota)(struct source *s, const struct conf_source *cs);
+  /* Optional: a reload replaced old (the same name, the same type, keys
+     changed) by s: s takes the provider quota use old counted, so that a
+     reload never lets the source past its provider's limits. */
+  void (*take_use)(struct source *s, struct source *old);
 };
 
 struct source {

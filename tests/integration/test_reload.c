@@ -617,6 +617,73 @@ Test(reload, a_grpc_source_added_then_its_quota_changed_keeps_its_use)
   upserver_stop(&up, 0);
 }
 
+static uint64_t
+day_bytes_of(struct qrs_client *c, const char *name)
+{
+  struct qrs_sources *s;
+  uint64_t b = 0;
+  size_t i;
+
+  cr_assert_eq(qrs_client_sources(c, &s), 0);
+  for (i = 0; i < s->n_sources; i++)
+    if (!strcmp(s->sources[i].name, name))
+      b = s->sources[i].quota_day_bytes;
+  qrs_sources_free(s);
+  return b;
+}
+
+/* A gRPC source whose keys change is replaced by a new instance: the new
+   one takes the old one's quota use (the minute's requests and the day's
+   bytes), so that the reload does not give the provider's quota a fresh
+   minute (it started from the state file, which holds the minute only as
+   of its last write). */
+Test(reload, a_replaced_grpc_source_takes_the_old_ones_quota_use)
+{
+  struct upserver up;
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  char text[1024];
+  uint64_t used, limit, day;
+  int i;
+
+  start("default_source: a\nsources: { a: { type: system } }\n");
+  upserver_start(&up, "127.0.0.1:0", NULL);
+  c = connect_client(D.sock);
+  for (i = 0; i < 2; i++) {
+    snprintf(text, sizeof(text), "default_source: a\nsources:\n"
+             "  a: { type: system }\n"
+             "  q: { type: grpc, target: \"%s\", mode: unary, "
+             "insecure: true, timeout_ms: %d,\n"
+             "       quota: { max_requests_per_minute: 3 } }\n", up.addr,
+             2000 + i);
+    write_conf(text);
+    cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+    qrs_reload_free(rl);
+    if (i == 1)
+      break;
+    for (int k = 0; k < 3; k++) {
+      cr_assert_eq(draw_src(c, "q", &d), 0, "draw %d: %s", k,
+                   qrs_client_errmsg(c));
+      cr_assert_str_eq(d.served_by, "q");
+    }
+    day = day_bytes_of(c, "q");
+    cr_assert_gt(day, 0);
+  }
+  cr_assert(daemon_log_contains(&D, "source 'q' replaced by the reload"),
+            "timeout_ms changed: the source is replaced");
+  quota_of(c, "q", &used, &limit);
+  cr_assert_eq(limit, 3);
+  cr_assert_eq(used, 3, "the replaced source's minute: %llu of 3 requests",
+               (unsigned long long)used);
+  cr_assert_geq(day_bytes_of(c, "q"), day, "the day's bytes went back");
+  cr_assert_neq(draw_src(c, "q", &d), 0, "the new instance let a 4th "
+                "request of the minute through");
+  cr_assert_eq(draw_src(c, "a", &d), 0, "%s", qrs_client_errmsg(c));
+  qrs_client_free(c);
+  upserver_stop(&up, 0);
+}
+
 struct one_draw {
   const char *sock;
   int r;

@@ -131,6 +131,39 @@ Test(quota, refuses_beyond_the_requests_per_minute_and_slides)
   quota_done(&q);
 }
 
+/* A reload replaced the source: the new quota takes the old one's use,
+   the newest requests of the minute as many as its limit holds, the
+   day's larger count; the minute slides on from their times. */
+Test(quota, a_replacement_takes_the_use)
+{
+  struct quota_params p5 = { 1000, 5, 0 }, p2 = { 1000, 2, 0 };
+  struct quota a, b, c;
+  int i;
+
+  open_unsaved(&a, &p5);
+  for (i = 0; i < 4; i++)
+    cr_assert_eq(quota_admit(&a, 100, 100.0 + i, T0), QUOTA_OK);
+  open_unsaved(&b, &p5);
+  quota_take_use(&b, &a, 110.0);
+  cr_assert_eq(quota_minute_requests(&b, 110.0), 4);
+  cr_assert_eq(quota_day_bytes(&b, T0), 400);
+  cr_assert_eq(quota_admit(&b, 100, 110.0, T0), QUOTA_OK);
+  cr_assert_eq(quota_admit(&b, 100, 110.0, T0), QUOTA_RPM);
+  /* the oldest taken (t = 100) leaves the window at t = 160 */
+  cr_assert_eq(quota_admit(&b, 100, 160.0, T0), QUOTA_OK);
+  /* a lower limit: the newest two (t = 102, 103) */
+  open_unsaved(&c, &p2);
+  c.day_bytes = 1000;            /* as read from a state file */
+  quota_take_use(&c, &a, 110.0);
+  cr_assert_eq(quota_minute_requests(&c, 110.0), 2);
+  cr_assert_eq(quota_day_bytes(&c, T0), 1000, "the larger count");
+  cr_assert_eq(quota_admit(&c, 100, 161.9, T0), QUOTA_RPM);
+  cr_assert_eq(quota_admit(&c, 100, 162.0, T0), QUOTA_OK);
+  quota_done(&a);
+  quota_done(&b);
+  quota_done(&c);
+}
+
 Test(quota, refuses_beyond_the_daily_bytes_and_rolls_over_at_midnight)
 {
   struct quota_params p = { 0, 0, 1000 };
