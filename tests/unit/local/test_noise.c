@@ -397,6 +397,24 @@ static const struct noise_mech slowing_mech = {
   .h = 0.5, .probe = slowing_probe, .harvest = slowing_harvest,
 };
 
+/* An xor noise of the nm mechanisms m with a timeout of ms, each
+   mechanism's rate measured by three reads of n bytes into out. */
+static struct noise *
+open_measured(const struct noise_mech **m, size_t nm, unsigned ms,
+              uint8_t *out, size_t n)
+{
+  struct noise *nz;
+  char err[256];
+  int k;
+
+  cr_assert_eq(noise_new(m, nm, COND_RAW, NOISE_XOR, ms,
+                         HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err)), 0,
+               "%s", err);
+  for (k = 0; k < 3; k++)
+    read_ok(nz, out, n);
+  return nz;
+}
+
 /* xor waits for a mechanism only while it can make the deadline: one whose
    rate was measured fast and then drops is no longer waited for in the
    middle of the read (it is cut, not failed), so the read ends with the
@@ -408,9 +426,7 @@ Test(noise, xor_stops_waiting_for_a_mechanism_that_slows_down)
   struct noise *nz;
   uint8_t *out;
   size_t n = 16384;
-  char err[256];
   uint64_t dt;
-  int k;
 
   if (skip_under_valgrind())
     return;
@@ -420,11 +436,7 @@ Test(noise, xor_stops_waiting_for_a_mechanism_that_slows_down)
   out = malloc(n);
   cr_assert_not_null(out);
   slowing = 0;
-  cr_assert_eq(noise_new(m, 2, COND_RAW, NOISE_XOR, 8000,
-                         HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err)), 0,
-               "%s", err);
-  for (k = 0; k < 3; k++)       /* both measured fast */
-    read_ok(nz, out, n);
+  nz = open_measured(m, 2, 8000, out, n);       /* both measured fast */
   cr_assert_eq(noise_snapshot(nz, before, 2), 2);
   slowing = 1;                  /* 16,384 samples now take 16 s > 8 s */
   dt = timed_read_ok(nz, out, n);
@@ -477,20 +489,14 @@ Test(noise, xor_read_goes_on_when_every_waited_for_mechanism_fell_behind)
   struct noise *nz;
   uint8_t *out;
   size_t n = 16384;
-  char err[256];
   uint64_t dt;
-  int k;
 
   if (skip_under_valgrind())
     return;
   m[0] = &stalling_mech;
   out = malloc(n);
   cr_assert_not_null(out);
-  cr_assert_eq(noise_new(m, 1, COND_RAW, NOISE_XOR, 3000,
-                         HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err)), 0,
-               "%s", err);
-  for (k = 0; k < 3; k++)       /* measured fast: the read waits for it */
-    read_ok(nz, out, n);
+  nz = open_measured(m, 1, 3000, out, n);  /* the read waits for it */
   stall_calls = 0;
   stall = 1;                    /* one piece, then a second's stall: at
                                    that rate 16,384 samples miss 3 s */
