@@ -217,6 +217,17 @@ source_fallback(char *buf, size_t size, const void *row)
   return out_safe(buf, size, si->fallback, sizeof(si->fallback));
 }
 
+/* "disabled" (an operator's), else its health. */
+static const char *
+source_health(char *buf, size_t size, const void *row)
+{
+  const struct qrs_source_info *si = row;
+
+  (void)buf;
+  (void)size;
+  return si->disabled ? "disabled" : si->healthy ? "healthy" : "UNHEALTHY";
+}
+
 static const char *
 source_detail(char *buf, size_t size, const void *row)
 {
@@ -236,8 +247,8 @@ static const struct ctl_field source_fields[] = {
     .flags = CTL_FIT },
   { SI("fallback", STR, fallback), .col = 5, .text = source_fallback,
     .head = "FALLBACK", .width = -1, .flags = CTL_FIT },
-  { SI("healthy", BOOL, healthy), .col = 4, .on = "healthy",
-    .unset = "UNHEALTHY", .head = "HEALTH", .width = -9 },
+  { SI("healthy", BOOL, healthy), .col = 4, .text = source_health,
+    .head = "HEALTH", .width = -9 },
   { SI("is_default", BOOL, is_default), .col = 1, .on = "*", .unset = " ",
     .head = " ", .width = 1 },
   JSON_ONLY(SI("production", BOOL, production)),

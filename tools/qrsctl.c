@@ -48,8 +48,9 @@ static const struct command commands[] = {
   { "health", "",
     "      Show the daemon's health and that of each source.  The exit\n"
     "      status says it too: 0 healthy, 1 degraded (serving, but some\n"
-    "      source is unhealthy), 2 failed (the default source cannot\n"
-    "      serve), unknown or unreachable.\n",
+    "      source is unhealthy, or disabled with no fallback), 2 failed\n"
+    "      (the default source cannot serve), unknown or unreachable.  A\n"
+    "      source an operator disabled shows HEALTH 'disabled'.\n",
     cmd_health },
   { "sources", "",
     "      List the configured entropy sources with their type, health,\n"
@@ -139,9 +140,10 @@ static const struct command commands[] = {
     "      takes no draws: requests for it (or a fallback chain through\n"
     "      it) go on to its fallback, labelled fallback, or fail with\n"
     "      'entropy unavailable' when it has none; fetches in progress\n"
-    "      finish.  'qrsctl sources' and metrics show it disabled.  It\n"
-    "      stays so until enabled again or qrsd restarts.  Privileged,\n"
-    "      like reload.\n",
+    "      finish.  'qrsctl sources' and metrics show it disabled;\n"
+    "      health stays 0 unless it has no fallback (then 1).  It stays\n"
+    "      so until enabled again or qrsd restarts.  Privileged, like\n"
+    "      reload.\n",
     cmd_source },
   { "quota", "reset NAME",
     "      Reset the provider quota use of source NAME (a grpc upstream):\n"

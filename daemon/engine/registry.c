@@ -811,7 +811,26 @@ registry_health(const struct registry *reg, char *msg, size_t len)
              reg->v[i]->last_failure);
     return REG_DEGRADED;
   }
-  snprintf(msg, len, "all %zu sources healthy", reg->n);
+  /* Disabled by an operator: not a fault while a fallback serves its
+     draws; without one, the draws naming it fail. */
+  for (i = 0; i < reg->n; i++)
+    if (reg->v[i]->disabled && !strcmp(reg->v[i]->fallback, "error")) {
+      snprintf(msg, len, "source '%s' is disabled by an operator and has "
+               "no fallback: draws from it fail", reg->v[i]->src->name);
+      return REG_DEGRADED;
+    }
+  for (i = 0, bad = 0; i < reg->n; i++)
+    bad += reg->v[i]->disabled != 0;
+  if (bad == 0) {
+    snprintf(msg, len, "all %zu sources healthy", reg->n);
+    return REG_OK;
+  }
+  for (i = 0; i < reg->n; i++)
+    if (reg->v[i]->disabled)
+      break;
+  snprintf(msg, len, "all %zu sources healthy; %zu disabled by an operator "
+           "(first: '%s'), their draws served by their fallbacks", reg->n,
+           bad, reg->v[i]->src->name);
   return REG_OK;
 }
 
@@ -918,21 +937,28 @@ set_state(struct registry *reg, struct rsrc *rs, enum reg_state st)
     reg->observer(reg->observer_ctx, 1);
 }
 
+/* Why rs did not serve rq, for the reply when no leg serves it. */
+static void
+note_why(struct request *rq, const struct rsrc *rs, const char *why)
+{
+  size_t len = strlen(rq->why);
+
+  snprintf(rq->why + len, sizeof(rq->why) - len, "%ssource '%s': %s",
+           len ? "; " : "", rs->src->name, why);
+}
+
 static void
 note_failure(struct request *rq, struct rsrc *rs, int status,
              const char *why)
 {
   struct ts now;
-  size_t len;
 
   ts_now(&now);
   snprintf(rs->last_failure, sizeof(rs->last_failure), "%s", why);
   rs->last_failure_ns = now.realtime_ns;
   if (rq->n_failed < sizeof(rq->failed) / sizeof(rq->failed[0]))
     rq->failed[rq->n_failed++] = rs;
-  len = strlen(rq->why);
-  snprintf(rq->why + len, sizeof(rq->why) - len, "%ssource '%s': %s",
-           len ? "; " : "", rs->src->name, why);
+  note_why(rq, rs, why);
   if (status == -ETIMEDOUT)
     rq->timed_out = 1;
   /* The first failure is the state transition's log line. */
@@ -1119,10 +1145,11 @@ try_leg(struct request *rq, struct rsrc *rs)
 
   reg = rq->reg;
   if (rs->disabled) {
+    /* not a failure: its health stays what it was */
     rs->refusals++;
     snprintf(why, sizeof(why), "disabled by an operator (qrsctl source "
              "enable %.64s)", rs->src->name);
-    note_failure(rq, rs, -EPERM, why);
+    note_why(rq, rs, why);
     next_leg(rq, rs);
     return;
   }

@@ -47,6 +47,16 @@ $q --json sources | grep -q '"name":"a"[^}]*"disabled":true' ||
 $q metrics | grep -q '^qrsd_source_disabled{source="a"} 1$' ||
   fail "metrics: no qrsd_source_disabled{source=\"a\"} 1"
 
+# Disabled with a fallback serving its draws: no fault (health 0), but
+# said: the HEALTH column and the message.
+out=$($q health) || fail "health not 0 with a disabled (fallback) source: $out"
+case $out in
+  *"State"*"healthy"*"1 disabled by an operator (first: 'a')"*) ;;
+  *) fail "health does not say a is disabled: $out" ;;
+esac
+printf '%s\n' "$out" | grep -q '^\* a .* disabled ' ||
+  fail "the HEALTH column does not say disabled: $out"
+
 $q source disable b > /dev/null || fail "root could not disable b"
 if out=$($q draw --source b 2>&1); then
   fail "a draw from disabled b (no fallback) was served: $out"
@@ -54,6 +64,13 @@ fi
 case $out in
   *"disabled by an operator"*) ;;
   *) fail "the refusal does not say b is disabled: $out" ;;
+esac
+# Disabled without a fallback: its draws fail, health is degraded (1).
+out=$($q health); rc=$?
+[ $rc -eq 1 ] || fail "health exit $rc (not 1) with b disabled and no fallback: $out"
+case $out in
+  *"source 'b' is disabled by an operator and has no fallback"*) ;;
+  *) fail "degraded health does not name b: $out" ;;
 esac
 $q source enable b > /dev/null || fail "root could not enable b"
 
