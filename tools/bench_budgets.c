@@ -9,6 +9,11 @@
    idle    the CPU time of every qrsd thread (/proc/PID/task/TID/schedstat,
            nanoseconds) over a period with no client, as a share of one
            core.  Budget: < 0.1 %.
+   reload  qrs_client_reload() on that qrsd, its file alternating between
+           the sources above and the same with a device source added and
+           a limit changed (each reload applies a source opened or
+           retired): the loop time of the apply step qrsd reports, and
+           the round trip.  Budget: <= 50 ms of loop time.
 
    The figures are printed with their budgets; the exit status is 0 when
    the run completed (met or not: a benchmark measures, it does not
@@ -36,6 +41,7 @@ struct opts {
   const char *config;           /* NULL: the local-sources config below */
   int starts;
   double idle_seconds;
+  int reloads;
 };
 
 static char tmpdir[64];
@@ -52,12 +58,14 @@ cleanup(void)
 /* The sources a GPU host has without network: the OS, a device node, the
    timing jitter of this CPU. */
 static int
-write_config(const char *path)
+write_config_v(const char *path, int variant)
 {
   FILE *f = fopen(path, "w");
 
   if (!f)
     return -1;
+  if (variant)
+    fprintf(f, "limits: { max_inflight_per_connection: 32 }\n");
   fprintf(f,
           "socket: { path: %s/qrsd.sock, mode: \"0600\", group: \"\" }\n"
           "state_dir: %s\n"
@@ -68,7 +76,60 @@ write_config(const char *path)
           "  dev: { type: device, path: /dev/urandom }\n"
           "  jitter: { type: timing, conditioning: sha256 }\n",
           tmpdir, tmpdir, tmpdir);
+  if (variant)
+    fprintf(f, "  extra: { type: device, path: /dev/urandom }\n");
   return fclose(f) == 0 ? 0 : -1;
+}
+
+static int
+write_config(const char *path)
+{
+  return write_config_v(path, 0);
+}
+
+/* n reloads of the running qrsd at sock, its file conf alternating (when
+   it is ours); the apply step's loop time and the round trip, in ms. */
+static int
+measure_reloads(const char *sock, const char *conf, int ours, int n,
+                double *apply_ms, double *trip_ms)
+{
+  struct qrs_client *c;
+  struct qrs_reload *rl;
+  int64_t t0;
+  int i, r;
+
+  r = qrs_client_new(sock, NULL, &c);
+  if (r != 0) {
+    fprintf(stderr, "qrs-bench budgets: cannot connect to %s\n", sock);
+    return -1;
+  }
+  for (i = 0; i < n; i++) {
+    if (ours && write_config_v(conf, (i + 1) % 2) < 0) {
+      perror(conf);
+      qrs_client_free(c);
+      return -1;
+    }
+    t0 = mono_now_ns();
+    r = qrs_client_reload(c, &rl);
+    trip_ms[i] = (double)(mono_now_ns() - t0) / 1e6;
+    if (r != 0) {
+      fprintf(stderr, "qrs-bench budgets: reload %d: %s\n", i + 1,
+              qrs_client_errmsg(c));
+      qrs_client_free(c);
+      return -1;
+    }
+    apply_ms[i] = (double)rl->apply_ns / 1e6;
+    if (ours && rl->applied == 0) {
+      fprintf(stderr, "qrs-bench budgets: reload %d applied nothing\n",
+              i + 1);
+      qrs_reload_free(rl);
+      qrs_client_free(c);
+      return -1;
+    }
+    qrs_reload_free(rl);
+  }
+  qrs_client_free(c);
+  return 0;
 }
 
 /* A datagram socket at path for sd_notify(); its fd. */
@@ -206,8 +267,11 @@ usage(FILE *f)
 "\n"
 "qrsd's operating budgets, measured on the real daemon and printed with\n"
 "their targets: the time from exec to READY=1 and to the first served\n"
-"draw (<= 100 ms, next to the floor of exec'ing /bin/true), and the\n"
-"idle CPU with no client (< 0.1 %% of a core).\n"
+"draw (<= 100 ms, next to the floor of exec'ing /bin/true), the idle\n"
+"CPU with no client (< 0.1 %% of a core), and the loop time of a reload\n"
+"(<= 50 ms; with the default configuration each reload adds or retires\n"
+"a device source and changes a limit; with --config the file is reloaded\n"
+"as it is).\n"
 "\n"
 "Options:\n"
 "      --qrsd PATH        the daemon to run (default: $QRSD, else\n"
@@ -216,24 +280,26 @@ usage(FILE *f)
 "                         sources only: system, /dev/urandom, timing)\n"
 "      --starts N         start-ups to measure (default 20)\n"
 "      --idle-seconds S   length of the idle measurement (default 60)\n"
+"      --reloads N        reloads to measure (default 20)\n"
 "  -h, --help             show this help and exit\n");
 }
 
 int
 bench_budgets(int argc, char **argv)
 {
-  struct opts o = { .starts = 20, .idle_seconds = 60 };
+  struct opts o = { .starts = 20, .idle_seconds = 60, .reloads = 20 };
   const struct cli_opt opts[] = {
     { .name = "qrsd", .type = CLI_OPT_STRING, .field = &o.qrsd },
     { .name = "config", .type = CLI_OPT_STRING, .field = &o.config },
     { .name = "starts", .type = CLI_OPT_INT, .field = &o.starts },
     { .name = "idle-seconds", .type = CLI_OPT_DOUBLE,
       .field = &o.idle_seconds },
+    { .name = "reloads", .type = CLI_OPT_INT, .field = &o.reloads },
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
     { 0 },
   };
   char conf[128], notify[128], sock[128];
-  double *ready, *served, *floor_ms, idle_pct, med;
+  double *ready, *served, *floor_ms, *apply_ms, *trip_ms, idle_pct, med;
   const char *bin;
   int64_t t0, c0, c1, w0, w1;
   int i, nfd, r;
@@ -241,7 +307,7 @@ bench_budgets(int argc, char **argv)
   r = bench_opts_parse(argc, argv, opts, usage);
   if (r >= 0)
     return r;
-  if (o.starts < 1 || o.idle_seconds <= 0) {
+  if (o.starts < 1 || o.idle_seconds <= 0 || o.reloads < 1) {
     fprintf(stderr, "qrs-bench budgets: bad option value\n");
     return 2;
   }
@@ -270,7 +336,9 @@ bench_budgets(int argc, char **argv)
   ready = calloc((size_t)o.starts, sizeof(double));
   served = calloc((size_t)o.starts, sizeof(double));
   floor_ms = calloc((size_t)o.starts, sizeof(double));
-  if (!ready || !served || !floor_ms) {
+  apply_ms = calloc((size_t)o.reloads, sizeof(double));
+  trip_ms = calloc((size_t)o.reloads, sizeof(double));
+  if (!ready || !served || !floor_ms || !apply_ms || !trip_ms) {
     fprintf(stderr, "qrs-bench budgets: out of memory\n");
     return 1;
   }
@@ -311,6 +379,11 @@ bench_budgets(int argc, char **argv)
   }
   idle_pct = 100.0 * (double)(c1 - c0) / (double)(w1 - w0);
 
+  /* Reloads: the same qrsd, after the idle period. */
+  if (measure_reloads(sock, conf, o.config == NULL, o.reloads, apply_ms,
+                      trip_ms) < 0)
+    return 1;
+
   printf("qrs-bench budgets: %s, config %s, %d start-ups\n", bin,
          o.config ? o.config : "local sources (system, /dev/urandom, timing)",
          o.starts);
@@ -326,6 +399,17 @@ bench_budgets(int argc, char **argv)
   printf("  idle CPU over %.0f s    %.4f %% of a core (%.1f ms)   "
          "(budget < 0.1 %%)\n", (double)(w1 - w0) / 1e9, idle_pct,
          (double)(c1 - c0) / 1e6);
+  med = bench_median(apply_ms, (size_t)o.reloads);
+  printf("  reload, loop time     median %7.3f ms   max %7.3f ms   "
+         "(budget <= 50 ms; %d reloads%s)\n", med, apply_ms[o.reloads - 1],
+         o.reloads, o.config ? "" : ", each a device source added or "
+         "retired and a limit changed");
+  med = bench_median(trip_ms, (size_t)o.reloads);
+  printf("  reload, round trip    median %7.3f ms   max %7.3f ms   (qrsctl "
+         "reload's wait: the file read and checked off the loop)\n", med,
+         trip_ms[o.reloads - 1]);
+  free(apply_ms);
+  free(trip_ms);
   free(ready);
   free(served);
   free(floor_ms);
