@@ -435,7 +435,10 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
     log_debug_draw(rq, r);
     return 0;
   }
-  if (journal_may_serve(rq->e->journal)) {
+  /* not journal_may_serve(): by now the writer may have drained the
+     queue that refused this draw, and the state be ok again; under the
+     policy stop the draw was not journalled and is not served */
+  if (journal_serves_unjournalled(rq->e->journal)) {
     r->unjournalled = 1;
     return 0;
   }

@@ -800,6 +800,12 @@ journal_may_serve(struct journal *j)
   return s == JOURNAL_OK || j->p.policy == JOURNAL_POLICY_LABEL;
 }
 
+int
+journal_serves_unjournalled(const struct journal *j)
+{
+  return j->p.policy == JOURNAL_POLICY_LABEL;
+}
+
 struct json_object *
 journal_status_json(struct journal *j)
 {

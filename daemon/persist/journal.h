@@ -144,6 +144,10 @@ uint64_t journal_hashed_inline(struct journal *j);
 /* May a draw be served now under the policy?  1 yes (journalled or
    labelled), 0 no (policy stop while the journal is failing). */
 int journal_may_serve(struct journal *j);
+/* A draw journal_submit*() refused: may it be served, labelled
+   "unjournalled"?  1 only under the policy label (whatever the state is
+   by now: the writer may have drained the queue since). */
+int journal_serves_unjournalled(const struct journal *j);
 const char *journal_state_name(enum journal_state s);
 
 /* The status file's "journal" object: state, error (strerror, when
