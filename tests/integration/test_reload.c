@@ -760,7 +760,11 @@ Test(reload, local_sources_removed_are_closed_cleanly)
   write_conf("default_source: a\n"
              "sources: { a: { type: system },\n"
              "  dev: { type: device, path: /dev/urandom },\n"
-             "  jit: { type: timing, conditioning: sha256 } }\n");
+             "  jit: { type: timing, conditioning: sha256, "
+             "timeout_ms: 20000 } }\n"
+             /* a new timing source's first harvest includes its start-up
+                test: seconds under TSan on 2 busy cores */
+             "limits: { request_timeout_ms: 20000 }\n");
   cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
   qrs_reload_free(rl);
   for (i = 0; i < 3; i++) {
