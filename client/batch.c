@@ -5,7 +5,12 @@
    from one atomic counter until none is left; the caller returns once
    every worker has left the batch, so nothing refers to the rows after
    the call.  Rows run the public single-row calls unchanged, so a batch
-   is B single calls by construction. */
+   is B single calls by construction, but for the order of the draws of
+   rows with a client: the caller begins them in row order, before the
+   rows (each row without a prefetch for this step) and after them (each
+   row's next prefetch), so that which bytes of a source reach which row
+   does not depend on the threads' timing (a seeded mock source gives
+   the same tokens on any pool). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -14,6 +19,8 @@
 #include <wchar.h>
 
 #include <qrs/batch.h>
+
+#include "sampling.h"
 
 struct qrs_pool {
   unsigned threads;
@@ -103,9 +110,9 @@ run_row(struct qrs_pool *p, size_t i)
   if (r->status < 0)
     return;                       /* rejected before the batch */
   if (r->client)
-    r->status = qrs_sampler_sample_token(r->sampler, r->client, row,
-                                         p->dtype, p->n, &r->token,
-                                         r->record);
+    r->status = qrs__sampler_sample_token(r->sampler, r->client, row,
+                                          p->dtype, p->n, 0, &r->token,
+                                          r->record);
   else if (r->draw)
     r->status = qrs_sampler_step(r->sampler, row, p->dtype, p->n, r->draw,
                                  r->flags, &r->token, r->record);
@@ -116,17 +123,25 @@ run_row(struct qrs_pool *p, size_t i)
     fill_one_hot((void *)row, p->dtype, p->n, r->token);
 }
 
+/* Rows are taken one ahead: while a thread samples its row, the float
+   pass brings the thread's next row into its cache (qrs__khint), so a
+   row of a batch is rarely read from memory by its own selection. */
 static void
 take_rows(struct qrs_pool *p)
 {
-  size_t i;
+  size_t i, next;
 
-  for (;;) {
-    i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
-    if (i >= p->nrows)
-      return;
+  i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+  while (i < p->nrows) {
+    next = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+    qrs__khint.next = next < p->nrows
+                          ? p->logits + next * p->stride * p->esize
+                          : NULL;
+    qrs__khint.bytes = p->n * p->esize;
     run_row(p, i);
+    i = next;
   }
+  qrs__khint.next = NULL;
 }
 
 static void *
@@ -297,6 +312,11 @@ run_batch(struct qrs_pool *p, const void *logits, int one_hot,
   p->rows = rows;
   p->nrows = nrows;
   p->next = 0;
+  /* this step's draws, in row order (a failed begin: the row draws
+     blocking) */
+  for (i = 0; i < nrows; i++)
+    if (rows[i].status >= 0 && rows[i].client)
+      (void)qrs__sampler_begin_draw(rows[i].sampler, rows[i].client);
   if (p->threads > 1 && nrows > 1) {
     pthread_mutex_lock(&p->lock);
     p->left = 0;
@@ -313,6 +333,10 @@ run_batch(struct qrs_pool *p, const void *logits, int one_hot,
   }
   p->rows = NULL;
   pthread_mutex_unlock(&p->run_lock);
+  /* the next step's prefetches, in row order */
+  for (i = 0; i < nrows; i++)
+    if (rows[i].status == 0 && rows[i].client)
+      (void)qrs_sampler_prefetch(rows[i].sampler, rows[i].client);
   bad = 0;
   for (i = 0; i < nrows; i++)
     bad += rows[i].status < 0;

@@ -24,6 +24,8 @@
 #include <cpuid.h>
 #endif
 
+__thread struct qrs__khint qrs__khint;
+
 /* 0: not decided yet, 1: SSE2, 2: AVX2. */
 static int kernel_level;
 

@@ -210,6 +210,18 @@ qrs__fpenv_leave(unsigned csr)
 #define QRS__FP_BLOCK 1024
 #define QRS__FP_NB 384
 
+/* The calling thread's hint to the float pass: the row it will read
+   next (qrs_sample_batch() sets it to the row a pool thread samples
+   after this one), of at least bytes bytes.  While the pass computes
+   this row's weights it asks the cache for the next row's bytes at the
+   same offsets, so that row's first read finds them in L2 instead of
+   memory.  Prefetches only: no result depends on it.  next NULL: none. */
+struct qrs__khint {
+  const char *next;
+  size_t bytes;
+};
+extern __thread struct qrs__khint qrs__khint;
+
 struct qrs__fpass {
   double z;                   /* sum of the float weights outside the
                                  head (d < dhead) */

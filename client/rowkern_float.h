@@ -155,15 +155,20 @@ static inline __attribute__((always_inline)) size_t
 KS(fgroups)(const void *data, size_t i, size_t full, vfl mv, vfl iv, vfl hv,
             vd *zd, vd *wd, uint32_t *hpos, float *hx, size_t nh, int dt,
             int clamp, int unit, int dense, const vfl *gmx, size_t ng,
-            int skip, vfl sk, vd *sd, size_t *nskip)
+            int skip, vfl sk, vd *sd, size_t *nskip, const char *pf,
+            size_t es)
 {
   vfl x, d, dc, e, zb, wb, lo;
   vk hm;
-  size_t j, g, gi;
+  size_t j, g, gi, k;
   unsigned mask;
 
   lo = KS(splatf)(FEXP_MIN);
   for (j = i, gi = 0; j < full; gi++) {
+    /* the next row's bytes of this group (qrs__khint), into L2 */
+    if (pf)
+      for (k = 0; k < 8 * KW * es; k += 64)
+        __builtin_prefetch(pf + (j - i) * es + k, 0, 2);
     zb = wb = KS(splatf)(0.0f);
     /* A group whose max (the block's first read) is not in the head
        needs no head test per vector (float d is monotone in x). */
@@ -228,8 +233,13 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   double z, w, extra, f, b;
   float m, bm, bmn, xf, df, ef, xmin, mfirst;
   int l, clamp, unit, dense, skip;
+  const char *pf;
+  size_t es;
 
   n = v->n;
+  es = dt == QRS_DTYPE_F32 ? 4 : dt == QRS_DTYPE_F64 ? 8 : 2;
+  pf = qrs__khint.next && qrs__khint.bytes >= n * es ? qrs__khint.next
+                                                      : NULL;
   nh = nstale = ngm = 0;
   extra = 0.0;
   zd = wd = sd = KS(splat)(0.0);
@@ -338,7 +348,8 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
     /* The flags as constants: one copy of the loop for each case. */
 #define FGROUPS(clamp_, unit_, dense_) \
   KS(fgroups)(v->data, i, full, mv, iv, hv, &zd, &wd, hpos, hx, nh, dt, \
-              clamp_, unit_, dense_, gmx, ng, skip, sk, &sd, &ret->nskip)
+              clamp_, unit_, dense_, gmx, ng, skip, sk, &sd, &ret->nskip, \
+              pf ? pf + i * es : NULL, es)
     if (dense)
       nh = unit ? FGROUPS(1, 1, 1) : FGROUPS(1, 0, 1);
     else if (clamp)

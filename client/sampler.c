@@ -44,6 +44,7 @@ struct qrs_sampler {
   uint32_t pf_ticket;
   uint64_t pf_step;
   int pf_active;
+  int pf_jit;                     /* begun after the logits (batch.c) */
   /* logging */
   FILE *log;
   int log_owned;
@@ -745,6 +746,31 @@ qrs_sampler_prefetch(struct qrs_sampler *s, struct qrs_client *c)
   s->pf_ticket = ticket;
   s->pf_step = s->step;
   s->pf_active = 1;
+  s->pf_jit = 0;
+  return 0;
+}
+
+int
+qrs__sampler_begin_draw(struct qrs_sampler *s, struct qrs_client *c)
+{
+  struct qrs_commitment cm;
+  struct qrs_draw_request req;
+  uint32_t ticket;
+  int r;
+
+  if (s->cfg.bypass ||
+      (s->pf_active && s->pf_step == s->step && s->pf_client == c))
+    return 0;
+  qrs_sampler_cancel_prefetch(s);
+  draw_request(s, &cm, &req);
+  r = qrs_client_draw_begin(c, &req, &ticket);
+  if (r < 0)
+    return r;
+  s->pf_client = c;
+  s->pf_ticket = ticket;
+  s->pf_step = s->step;
+  s->pf_active = 1;
+  s->pf_jit = 1;
   return 0;
 }
 
@@ -760,10 +786,10 @@ qrs_sampler_cancel_prefetch(struct qrs_sampler *s)
 }
 
 int
-qrs_sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
-                         const void *logits, enum qrs_dtype dtype, size_t n,
-                         uint32_t *ret_token,
-                         struct qrs_token_record *ret_record)
+qrs__sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
+                          const void *logits, enum qrs_dtype dtype, size_t n,
+                          int prefetch_next, uint32_t *ret_token,
+                          struct qrs_token_record *ret_record)
 {
   struct qrs_commitment cm;
   struct qrs_draw_request req;
@@ -783,7 +809,7 @@ qrs_sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
   if (s->pf_active && s->pf_client == c && s->pf_step == s->step) {
     s->pf_active = 0;
     r = qrs_client_draw_finish(c, s->pf_ticket, &draw);
-    if (r == 0)
+    if (r == 0 && !s->pf_jit)
       flags = QRS_STEP_PREFETCHED;
     else if (r == -ETIMEDOUT)
       /* The ticket stays open after a timeout: give it back, or its late
@@ -806,9 +832,19 @@ qrs_sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
     return r;
   /* The next token's draw now, so that it overlaps the next forward pass.
      A failure here is not this token's: the next token draws serially. */
-  if (s->cfg.entropy_prefetch)
+  if (prefetch_next && s->cfg.entropy_prefetch)
     (void)qrs_sampler_prefetch(s, c);
   return 0;
+}
+
+int
+qrs_sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
+                         const void *logits, enum qrs_dtype dtype, size_t n,
+                         uint32_t *ret_token,
+                         struct qrs_token_record *ret_record)
+{
+  return qrs__sampler_sample_token(s, c, logits, dtype, n, 1, ret_token,
+                                   ret_record);
 }
 
 /* Every element of the row of type t -inf (ninf), the token's 0. */

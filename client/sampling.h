@@ -89,6 +89,22 @@ void qrs__logits_dump_row(FILE *f, const void *logits, enum qrs_dtype dtype,
 /* The preset in effect (explicit, else environment) or NULL. */
 const char *qrs__config_preset(const struct qrs_sampler_config *cfg);
 
+/* For qrs_sample_batch() (batch.c), which begins the draws of a batch's
+   rows in row order from one thread, so that which bytes of a source
+   reach which row does not depend on the pool's timing:
+   qrs__sampler_begin_draw() begins this step's draw on c now (after the
+   logits exist: its record does not say prefetched) unless a prefetch
+   for this step is open on c (0, or the begin's error: then the step
+   draws blocking); qrs__sampler_sample_token() is
+   qrs_sampler_sample_token() that begins the next prefetch only when
+   prefetch_next is set. */
+int qrs__sampler_begin_draw(struct qrs_sampler *s, struct qrs_client *c);
+int qrs__sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
+                              const void *logits, enum qrs_dtype dtype,
+                              size_t n, int prefetch_next,
+                              uint32_t *ret_token,
+                              struct qrs_token_record *ret_record);
+
 /* What a draw sends for cfg (sampler.c): source, amplifier and
    sample_count when set above the default layer (else NULL / 0: qrsd's
    defaults), and the amplifier parameters likewise.  The strings point

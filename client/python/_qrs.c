@@ -1365,16 +1365,34 @@ static PyMethodDef pool_methods[] = {
   { NULL, NULL, 0, NULL },
 };
 
+static PyObject *
+pool_threads_get(PoolObject *self, void *closure)
+{
+  (void)closure;
+  if (!self->pool) {
+    PyErr_SetString(PyExc_RuntimeError, "Pool not initialised");
+    return NULL;
+  }
+  return PyLong_FromUnsignedLong(qrs_pool_threads(self->pool));
+}
+
+static PyGetSetDef pool_getset[] = {
+  { "threads", (getter)pool_threads_get, NULL,
+    "the pool's thread count, the caller included", NULL },
+  { NULL, NULL, NULL, NULL, NULL },
+};
+
 static PyTypeObject PoolType = {
   PyVarObject_HEAD_INIT(NULL, 0)
   .tp_name = "qrs._qrs.Pool",
   .tp_basicsize = sizeof(PoolObject),
   .tp_flags = Py_TPFLAGS_DEFAULT,
-  .tp_doc = "Pool(threads=1): threads for batch sampling",
+  .tp_doc = "Pool(threads=1): threads for batch sampling (0: one per online CPU)",
   .tp_new = PyType_GenericNew,
   .tp_init = (initproc)pool_init,
   .tp_dealloc = (destructor)pool_dealloc,
   .tp_methods = pool_methods,
+  .tp_getset = pool_getset,
 };
 
 /* ---- module functions ------------------------------------------------ */

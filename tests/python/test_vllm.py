@@ -194,3 +194,32 @@ def test_bad_input(qrsd: Daemon, monkeypatch) -> None:
     with pytest.raises(qrs.DaemonUnavailable):
         build_custom_logits_processors(None, req_states(), False, [FQCN])
     assert "torch" in sys.modules
+
+
+def test_threads(qrsd: Daemon, monkeypatch) -> None:
+    """The step's rows are sampled on QRS_THREADS threads (default: the
+    CPUs the process may use, at most 8); every row is still its own
+    libqrs step, the token its record's u selects."""
+    import os
+    monkeypatch.setenv("QRS_SOCKET", qrsd.sock)
+    monkeypatch.delenv("QRS_THREADS", raising=False)
+    (p,) = build_custom_logits_processors(None, req_states(), False, [FQCN])
+    assert p.pool.threads == max(1, min(len(os.sched_getaffinity(0)), 8))
+    monkeypatch.setenv("QRS_THREADS", "3")
+    (p,) = build_custom_logits_processors(None, req_states(), False, [FQCN])
+    assert p.pool.threads == 3
+    for i in range(6):
+        assert p.add_request(i, sp(qr_top_k=50) if i % 2 else sp())
+    p.apply_staged_writes()
+    for step in range(3):
+        x = rows(6, 10 + step)
+        before = x.clone()
+        p.apply(x, ctx([5, 4, 3, 2, 1, 0], [0] * 6))
+        for r in range(6):
+            slot = 5 - r
+            check_row(x[r], p.records(slot)[step], before[r],
+                      {"top_k": 50} if slot % 2 else {})
+    for bad in ("0", "257", "two"):
+        monkeypatch.setenv("QRS_THREADS", bad)
+        with pytest.raises(qrs.ConfigError, match="QRS_THREADS"):
+            build_custom_logits_processors(None, req_states(), False, [FQCN])

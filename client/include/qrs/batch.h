@@ -29,7 +29,14 @@
    (row_stride >= n, e.g. a padded vocabulary); the buffer is only read.
    Each row does exactly what the single-row call does (same tokens, same
    records, same sampler state afterwards), so a batch equals B calls of
-   qrs_sampler_sample_token() / _step() / _select_u() in any order.
+   qrs_sampler_sample_token() / _step() / _select_u() in any order.  Rows
+   with a client draw from qrsd in row order whatever the threads: the
+   caller begins each row's draw (unless a prefetch for this step is
+   open) before any row is sampled, and each row's next prefetch after
+   the last, so a source's bytes reach the same rows on any pool (a
+   seeded mock source gives the same tokens with 1 or 8 threads).  A
+   draw begun so is requested after the logits: its record does not say
+   prefetched.
 
    Threads: the pool's threads are the caller plus threads - 1 workers
    started by qrs_pool_new(); threads = 1 runs every row on the calling

@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from . import _qrs
+from .errors import ConfigError
+
+#: Default cap of a processor's batch pool (QRS_THREADS overrides it).
+MAX_DEFAULT_THREADS = 8
+
+
+def pool_threads() -> int:
+    """Threads of the processor's batch pool: $QRS_THREADS (1 .. 256), else
+    the CPUs this process may run on, at most MAX_DEFAULT_THREADS."""
+    text = os.environ.get("QRS_THREADS", "").strip()
+    if text:
+        try:
+            n = int(text)
+        except ValueError:
+            n = 0
+        if not 1 <= n <= 256:
+            raise ConfigError(-errno.EINVAL, f"QRS_THREADS={text!r}: expected"
+                              " a thread count from 1 to 256", "EINVAL")
+        return n
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_DEFAULT_THREADS))
+
 
 #: Keys of a config dict that are not fields.
 _PRESET_KEYS = ("preset", "qr_preset")

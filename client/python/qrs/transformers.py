@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from . import _qrs
-from ._config import make_config
+from ._config import make_config, pool_threads
 from .errors import error_for
 
 try:  # transformers is what this module is for, but keep the base light
@@ -47,6 +47,9 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
     client: a qrs.Client (default: a new one on $QRS_SOCKET).
     salt: bytes for reproducible commitments (row i uses
     ``row_salt(salt, i)``); None: a fresh random salt per sequence.
+    threads: threads sampling the batch's rows (None: $QRS_THREADS, else
+    the CPUs this process may run on, at most 8); the tokens do not
+    depend on it.
     keep_records: keep every token's record in ``records``.
     audit: for qrs-audit, a path with ``{row}`` in it: sequence i appends
     its full records (log_level full) to ``audit.format(row=i) +
@@ -56,7 +59,7 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
 
     def __init__(self, config: Mapping[str, Any] | _qrs.Config | None = None,
                  *, client: _qrs.Client | None = None,
-                 salt: bytes | None = None, threads: int = 1,
+                 salt: bytes | None = None, threads: int | None = None,
                  keep_records: bool = True,
                  audit: str | None = None) -> None:
         if isinstance(config, _qrs.Config):
@@ -76,7 +79,7 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         self.client = client if client is not None else _qrs.Client()
         self.salt = salt
         self.keep_records = keep_records
-        self._pool = _qrs.Pool(threads)
+        self._pool = _qrs.Pool(pool_threads() if threads is None else threads)
         self._samplers: list[_qrs.Sampler] = []
         self.records: list[list[dict[str, Any]]] = []
 

@@ -7,7 +7,9 @@ loads it for every model).  Per-request configuration comes from
 ``SamplingParams.extra_args`` with the reference's ``qr_*`` names
 (``{"qr_top_k": 40, "qr_temperature_strategy": "edt"}``), on top of the
 QR_* environment of the worker.  qrsd is reached at $QRS_SOCKET (else
-/run/qrsd/qrsd.sock), as the C client.
+/run/qrsd/qrsd.sock), as the C client.  The rows of a step are sampled on
+$QRS_THREADS threads (default: the CPUs this process may run on, at most
+8; 1 samples on vLLM's own thread).
 
 Each step, ``apply`` gathers the rows of the requests it owns (one
 device-to-host copy into a reused pinned buffer), samples them in one
@@ -34,7 +36,7 @@ from vllm.v1.worker.gpu.sample.logits_processor.interface import (
     LogitsContext, LogitsProcessor, LogitsProcRequestState)
 
 from . import _qrs
-from ._config import _text, make_config
+from ._config import _text, make_config, pool_threads
 from .errors import QrsError, error_for
 
 if TYPE_CHECKING:
@@ -137,7 +139,7 @@ class QRSLogitsProcessor(LogitsProcessor):
         self.max_num_reqs = int(req_states.max_num_reqs)
         self.client = _qrs.Client()
         self.base = make_config()
-        self.pool = _qrs.Pool(1)
+        self.pool = _qrs.Pool(pool_threads())
         self.keep_records = True
         # per slot: the sampler (None: declined or free) and records
         self._samplers: list[_qrs.Sampler | None] = [None] * self.max_num_reqs
@@ -149,8 +151,9 @@ class QRSLogitsProcessor(LogitsProcessor):
                                  pin_memory=pin)
         self._pin = pin
         log.info("qrs: V2 logits processor on %s (vocabulary %d, %d slots,"
-                 " qrsd at %s)", self.device, self.vocab_size,
-                 self.max_num_reqs, self.client.socket_path)
+                 " %d sampling threads, qrsd at %s)", self.device,
+                 self.vocab_size, self.max_num_reqs, self.pool.threads,
+                 self.client.socket_path)
 
     def add_request(self, req_idx: int,
                     sampling_params: SamplingParams) -> bool:
