@@ -14,9 +14,12 @@ on the same rows, sampler configuration and process, and their ratio:
               prefetched by the step before, as a C engine does it).
               Target: Python <= 1.05 x C + 3 us.
   vLLM apply  qrs.vllm.QRSLogitsProcessor.apply() on BATCH rows (default 64:
-              gather, one device-to-host copy, one libqrs batch call,
-              the scatter back; records kept) vs BATCH C calls of
-              qrs_sampler_sample_token() on the same rows.  Target <= 1.2 x.
+              gather, one device-to-host copy, one libqrs batch call on
+              the processor's pool (QRS_THREADS, default the CPUs this
+              process may use, at most 8: printed), the scatter back;
+              records kept) vs BATCH C calls of qrs_sampler_sample_token()
+              on the same rows, one after another on one thread.  Target
+              <= 1.2 x.
   qr-sampler  the reference's own Python pipeline (qr-sampler's
               SamplingPipeline.sample_token(), vendored in
               tools/third_party/qr-sampler) on the same BATCH rows each
@@ -265,7 +268,8 @@ def vllm_apply(qrs, np, client, sock: str, rows, batch: int,
     py = statistics.median(a for a, _ in res)
     c = statistics.median(b for _, b in res)
     ratio = statistics.median(a / b for a, b in res)
-    _line(f"vLLM apply, {batch} rows (vs {batch} C calls)", py, c, ratio,
+    _line(f"vLLM apply, {batch} rows, {p.pool.threads} thr (vs {batch} C "
+          "calls)", py, c, ratio,
           "<= 1.2x", ratio <= 1.2)
     f = statistics.median(fills)
     print(f"{'  a separate -inf fill of the rows (scale)':<44} {f:9.1f} "
