@@ -723,20 +723,21 @@ draw_request(const struct qrs_sampler *s, struct qrs_commitment *cm,
                           (uint32_t)s->cfg.draw_block_bytes : 0;
 }
 
-int
-qrs_sampler_prefetch(struct qrs_sampler *s, struct qrs_client *c)
+/* Begins this step's draw on c unless one is open there: a prefetch
+   (jit 0: only with entropy_prefetch), or a draw begun after the logits
+   (jit 1, qrs__sampler_begin_draw()). */
+static int
+begin_step_draw(struct qrs_sampler *s, struct qrs_client *c, int jit)
 {
   struct qrs_commitment cm;
   struct qrs_draw_request req;
   uint32_t ticket;
   int r;
 
-  if (!s || !c)
-    return -EINVAL;
   if (s->pf_active && s->pf_step == s->step && s->pf_client == c)
     return 0;
   qrs_sampler_cancel_prefetch(s);
-  if (!s->cfg.entropy_prefetch || s->cfg.bypass)
+  if (s->cfg.bypass || (!jit && !s->cfg.entropy_prefetch))
     return 0;
   draw_request(s, &cm, &req);
   r = qrs_client_draw_begin(c, &req, &ticket);
@@ -746,32 +747,22 @@ qrs_sampler_prefetch(struct qrs_sampler *s, struct qrs_client *c)
   s->pf_ticket = ticket;
   s->pf_step = s->step;
   s->pf_active = 1;
-  s->pf_jit = 0;
+  s->pf_jit = jit;
   return 0;
+}
+
+int
+qrs_sampler_prefetch(struct qrs_sampler *s, struct qrs_client *c)
+{
+  if (!s || !c)
+    return -EINVAL;
+  return begin_step_draw(s, c, 0);
 }
 
 int
 qrs__sampler_begin_draw(struct qrs_sampler *s, struct qrs_client *c)
 {
-  struct qrs_commitment cm;
-  struct qrs_draw_request req;
-  uint32_t ticket;
-  int r;
-
-  if (s->cfg.bypass ||
-      (s->pf_active && s->pf_step == s->step && s->pf_client == c))
-    return 0;
-  qrs_sampler_cancel_prefetch(s);
-  draw_request(s, &cm, &req);
-  r = qrs_client_draw_begin(c, &req, &ticket);
-  if (r < 0)
-    return r;
-  s->pf_client = c;
-  s->pf_ticket = ticket;
-  s->pf_step = s->step;
-  s->pf_active = 1;
-  s->pf_jit = 1;
-  return 0;
+  return begin_step_draw(s, c, 1);
 }
 
 void
