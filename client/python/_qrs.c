@@ -509,7 +509,7 @@ client_server_info(ClientObject *self, PyObject *unused)
   if (!client_ok(self))
     return NULL;
   qrs_client_get_server_info(self->c, &si);
-  return Py_BuildValue("{s:I,s:s,s:s,s:s,s:O,s:O,s:s}",
+  return Py_BuildValue("{s:I,s:s,s:s,s:s,s:O,s:O,s:s,s:I,s:I,s:I}",
                        "protocol_version", si.protocol_version,
                        "server_version", si.server_version,
                        "default_source", si.default_source,
@@ -518,7 +518,10 @@ client_server_info(ClientObject *self, PyObject *unused)
                        si.default_production ? Py_True : Py_False,
                        "test_sources_allowed",
                        si.test_sources_allowed ? Py_True : Py_False,
-                       "features", si.features);
+                       "features", si.features,
+                       "max_inflight", si.max_inflight,
+                       "default_sample_count", si.default_sample_count,
+                       "max_sample_count", si.max_sample_count);
 }
 
 static PyObject *
@@ -1222,15 +1225,18 @@ pool_dealloc(PoolObject *self)
 /* sample(logits[rows, vocab], samplers, client=None, u=None, dtype=None,
    records=False) -> (tokens, statuses, records or None): samplers[i]
    samples row i in one qrs_sample_batch() call; token -1 where the status
-   is not 0 (1: bypass, negative: the error code). */
+   is not 0 (1: bypass, negative: the error code).  client: one Client for
+   every row, or a sequence of one per row (an engine with more requests
+   than one connection's in-flight draws spreads them over several). */
 static PyObject *
 pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
 {
   static char *kwl[] = { "logits", "samplers", "client", "u", "dtype",
                          "records", "one_hot", NULL };
   PyObject *lobj, *sseq, *cobj = Py_None, *uobj = Py_None;
-  PyObject *fast = NULL, *ufast = NULL, *res = NULL;
+  PyObject *fast = NULL, *ufast = NULL, *cfast = NULL, *res = NULL;
   PyObject *toks = NULL, *stats = NULL, *recl = NULL, *item;
+  ClientObject *co;
   struct qrs_client *c = NULL;
   const char *dt = NULL;
   int want = 0, one_hot = 0, r;
@@ -1241,14 +1247,19 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
   if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOzpp", kwl, &lobj, &sseq,
                                    &cobj, &uobj, &dt, &want, &one_hot))
     return NULL;
-  if (cobj != Py_None) {
-    if (!PyObject_TypeCheck(cobj, &ClientType)) {
-      PyErr_SetString(PyExc_TypeError, "client must be a qrs.Client");
-      return NULL;
-    }
+  if (cobj != Py_None && PyObject_TypeCheck(cobj, &ClientType)) {
     if (!client_ok((ClientObject *)cobj))
       return NULL;
     c = ((ClientObject *)cobj)->c;
+  } else if (cobj != Py_None) {
+    if (!PyList_Check(cobj) && !PyTuple_Check(cobj)) {
+      PyErr_SetString(PyExc_TypeError, "client must be a qrs.Client or a "
+                      "list of them (one per row)");
+      return NULL;
+    }
+    cfast = PySequence_Fast(cobj, "client must be a sequence");
+    if (!cfast)
+      return NULL;
   } else if (uobj == Py_None) {
     PyErr_SetString(PyExc_ValueError, "pass a client or u values");
     return NULL;
@@ -1278,6 +1289,10 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
       goto out;
     }
   }
+  if (cfast && PySequence_Fast_GET_SIZE(cfast) != n) {
+    PyErr_SetString(PyExc_ValueError, "client and samplers differ in length");
+    goto out;
+  }
   if ((size_t)n > self->cap) {
     struct qrs_batch_row *nr;
     struct qrs_token_record *nrec;
@@ -1305,17 +1320,28 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
     so = (SamplerObject *)item;
     if (check_vocab(so, rw.ncols) < 0)
       goto out;
+    co = c ? (ClientObject *)cobj : NULL;
+    if (cfast) {
+      item = PySequence_Fast_GET_ITEM(cfast, i);
+      if (!PyObject_TypeCheck(item, &ClientType)) {
+        PyErr_Format(PyExc_TypeError, "client[%zd] is not a qrs.Client", i);
+        goto out;
+      }
+      co = (ClientObject *)item;
+      if (!client_ok(co))
+        goto out;
+    }
     memset(&self->rows[i], 0, sizeof(self->rows[i]));
     self->rows[i].sampler = so->s;
-    self->rows[i].client = c;
+    self->rows[i].client = co ? co->c : NULL;
     self->rows[i].record = want ? &self->recs[i] : NULL;
     if (ufast) {
       self->rows[i].u = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(ufast, i));
       if (self->rows[i].u == -1.0 && PyErr_Occurred())
         goto out;
     }
-    if (c)
-      sampler_hold_client(so, (ClientObject *)cobj);
+    if (co)
+      sampler_hold_client(so, co);
   }
   Py_BEGIN_ALLOW_THREADS
   if (one_hot)
@@ -1351,6 +1377,7 @@ out:
   Py_XDECREF(recl);
   Py_XDECREF(fast);
   Py_XDECREF(ufast);
+  Py_XDECREF(cfast);
   rows_release(&rw);
   return res;
 }
@@ -1360,6 +1387,7 @@ static PyMethodDef pool_methods[] = {
     METH_VARARGS | METH_KEYWORDS,
     "sample(logits, samplers, client=None, u=None, dtype=None, "
     "records=False, one_hot=False) -> (tokens, statuses, records); "
+    "client: a Client, or a list of one per row; "
     "one_hot: each sampled row is then written over in place, -inf but 0 "
     "at its token (qrs_sample_batch_one_hot())" },
   { NULL, NULL, 0, NULL },

@@ -186,6 +186,27 @@ def test_batch_equals_single_rows(client: qrs.Client, qrsd: Daemon) -> None:
     toks, stats, _ = pool.sample(torch.from_numpy(block), samplers,
                                  client=client)
     assert stats == [0] * 8 and all(0 <= t < 1000 for t in toks)
+    # a client per row (engines with more requests than a connection's
+    # in-flight draws): each row's draw on its own connection
+    other = qrs.Client(qrsd.sock)
+    per_row = [client if i % 2 else other for i in range(8)]
+    toks, stats, recs = pool.sample(block, samplers, client=per_row,
+                                    records=True)
+    assert stats == [0] * 8
+    # the call before prefetched every row on client: the rows moved to
+    # the other connection drew after the logits (not prefetched)
+    assert [r.get("entropy_prefetch_hit", False) for r in recs] == \
+        [bool(i % 2) for i in range(8)]
+    toks, stats, recs = pool.sample(block, samplers, client=per_row,
+                                    records=True)
+    assert stats == [0] * 8
+    assert all(r["entropy_prefetch_hit"] for r in recs), "prefetched by " \
+        "the call before, on the same connections"
+    with pytest.raises(ValueError, match="differ in length"):
+        pool.sample(block, samplers, client=per_row[:7])
+    with pytest.raises(TypeError, match=r"client\[3\]"):
+        pool.sample(block, samplers, client=per_row[:3] + [None] * 5)
+    other.close()
 
 
 def test_config_layers_and_env() -> None:

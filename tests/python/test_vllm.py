@@ -223,3 +223,28 @@ def test_threads(qrsd: Daemon, monkeypatch) -> None:
         monkeypatch.setenv("QRS_THREADS", bad)
         with pytest.raises(qrs.ConfigError, match="QRS_THREADS"):
             build_custom_logits_processors(None, req_states(), False, [FQCN])
+
+
+def test_more_slots_than_one_connection_holds(qrsd: Daemon,
+                                              monkeypatch) -> None:
+    """150 slots, qrsd's 64 open draws per connection: the processor
+    spreads the slots over 3 connections, so every slot's draw is
+    prefetched (one connection would leave 86 slots drawing serially)."""
+    monkeypatch.setenv("QRS_SOCKET", qrsd.sock)
+    n = 150
+    (p,) = build_custom_logits_processors(None, req_states(n), False, [FQCN])
+    assert p.client.server_info()["max_inflight"] == 64
+    assert len(p._clients) == 3
+    for i in range(n):
+        assert p.add_request(i, sp())
+    p.apply_staged_writes()
+    slots = list(range(n - 1, -1, -1))
+    for step in range(2):
+        x = rows(n, 20 + step)
+        before = x.clone()
+        p.apply(x, ctx(slots, [0] * n))
+        for r in (0, 1, 70, 149):
+            check_row(x[r], p.records(slots[r])[step], before[r], {})
+    assert all(p.records(i)[1]["entropy_prefetch_hit"] for i in range(n))
+    assert all(p.records(i)[0]["entropy_prefetch_hit"] for i in range(n)), \
+        "begun in add_request, on the slot's connection"

@@ -9,7 +9,10 @@ loads it for every model).  Per-request configuration comes from
 QR_* environment of the worker.  qrsd is reached at $QRS_SOCKET (else
 /run/qrsd/qrsd.sock), as the C client.  The rows of a step are sampled on
 $QRS_THREADS threads (default: the CPUs this process may run on, at most
-8; 1 samples on vLLM's own thread).
+8; 1 samples on vLLM's own thread).  Slots are spread over as many
+connections to qrsd as its in-flight limit per connection needs
+(max_inflight_per_connection, 64 by default: 4 connections for vLLM's
+256 sequences), so every slot's next draw can be prefetched.
 
 Each step, ``apply`` gathers the rows of the requests it owns (one
 device-to-host copy into a reused pinned buffer), samples them in one
@@ -138,6 +141,12 @@ class QRSLogitsProcessor(LogitsProcessor):
         self.device = req_states.device
         self.max_num_reqs = int(req_states.max_num_reqs)
         self.client = _qrs.Client()
+        # one connection holds max_inflight open draws (64 by default):
+        # enough connections that every slot's draw can be prefetched
+        per = int(self.client.server_info().get("max_inflight") or 64)
+        self._clients = [self.client] + [
+            _qrs.Client() for _ in range(1, -(-self.max_num_reqs // per))]
+        self._per_client = per
         self.base = make_config()
         self.pool = _qrs.Pool(pool_threads())
         self.keep_records = True
@@ -151,8 +160,9 @@ class QRSLogitsProcessor(LogitsProcessor):
                                  pin_memory=pin)
         self._pin = pin
         log.info("qrs: V2 logits processor on %s (vocabulary %d, %d slots,"
-                 " %d sampling threads, qrsd at %s)", self.device,
-                 self.vocab_size, self.max_num_reqs, self.pool.threads,
+                 " %d sampling threads, %d connections to qrsd at %s)",
+                 self.device, self.vocab_size, self.max_num_reqs,
+                 self.pool.threads, len(self._clients),
                  self.client.socket_path)
 
     def add_request(self, req_idx: int,
@@ -171,10 +181,14 @@ class QRSLogitsProcessor(LogitsProcessor):
         self._samplers[req_idx] = s
         self._hash[req_idx] = h
         try:
-            s.prefetch(self.client)
+            s.prefetch(self._client_of(req_idx))
         except QrsError as e:   # the first token draws again, blocking
             log.warning("qrs: prefetch for slot %d failed: %s", req_idx, e)
         return True
+
+    def _client_of(self, req_idx: int) -> _qrs.Client:
+        """The connection of slot req_idx's draws."""
+        return self._clients[req_idx // self._per_client]
 
     def records(self, req_idx: int) -> list[dict[str, Any]]:
         """The records of the request in slot req_idx (until it is
@@ -228,10 +242,12 @@ class QRSLogitsProcessor(LogitsProcessor):
             while end < len(owned) and owned[end][0] == owned[start][0]:
                 end += 1
             samplers = [self._samplers[s] for _, _, s in owned[start:end]]
+            clients = (self.client if len(self._clients) == 1 else
+                       [self._client_of(s) for _, _, s in owned[start:end]])
             # in place, each row becomes its one-hot right after its
             # selection, while it is in cache (no second pass)
             toks, stats, recs = self.pool.sample(
-                host[start:end], samplers, client=self.client,
+                host[start:end], samplers, client=clients,
                 records=self.keep_records, one_hot=in_place)
             for k, st in enumerate(stats):
                 if st < 0:
