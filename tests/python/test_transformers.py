@@ -181,3 +181,19 @@ def test_errors_are_typed(qrsd: Daemon) -> None:
     with pytest.raises(qrs.DaemonUnavailable):
         proc(ids, torch.zeros((2, 3)))
     assert np.isfinite(0.0)
+
+
+def test_batch_wider_than_one_connection(qrsd: Daemon) -> None:
+    """100 sequences, 64 open draws per connection: the processor opens a
+    second connection, so every sequence's next draw is prefetched; the
+    one-hot of each row is its record's token."""
+    proc = QRSLogitsProcessor({}, client=qrs.Client(qrsd.sock), salt=b"w")
+    ids = torch.zeros((100, 1), dtype=torch.long)
+    g = torch.Generator().manual_seed(3)
+    for step in range(2):
+        scores = torch.randn((100, 1000), generator=g) * 3
+        out = proc(ids, scores)
+        toks = out.argmax(dim=1).tolist()
+        assert [r[step]["token_id"] for r in proc.records] == toks
+    assert len(proc._clients) == 2
+    assert all(r[1]["entropy_prefetch_hit"] for r in proc.records)

@@ -1,4 +1,5 @@
-"""Sampler configurations from dicts, presets and QR_* variables."""
+"""Sampler configurations from dicts, presets and QR_* variables; the
+processors' shared settings (threads, connections)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,19 @@ def pool_threads() -> int:
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
     return max(1, min(cpus, MAX_DEFAULT_THREADS))
+
+
+def connections(first: _qrs.Client,
+                rows: int) -> tuple[list[_qrs.Client], int]:
+    """Connections to qrsd enough for rows requests to hold an open draw
+    each (a prefetch): first, then new ones to its socket, one per
+    max_inflight rows (qrsd's limits.max_inflight_per_connection, 64 by
+    default).  Returns them and the rows per connection: row i draws on
+    connection i // that."""
+    per = int(first.server_info().get("max_inflight") or 64)
+    more = [_qrs.Client(first.socket_path)
+            for _ in range(1, -(-rows // per))]
+    return [first] + more, per
 
 
 #: Keys of a config dict that are not fields.

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from . import _qrs
-from ._config import make_config, pool_threads
+from ._config import connections, make_config, pool_threads
 from .errors import error_for
 
 try:  # transformers is what this module is for, but keep the base light
@@ -82,6 +82,8 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         self._pool = _qrs.Pool(pool_threads() if threads is None else threads)
         self._samplers: list[_qrs.Sampler] = []
         self.records: list[list[dict[str, Any]]] = []
+        self._clients = [self.client]
+        self._per_client = 0       # set by the first batch
 
     def reset(self) -> None:
         """Forget the sequences: the next call starts new requests."""
@@ -90,6 +92,9 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
 
     def _start(self, batch: int, vocab: int) -> None:
         self._samplers = []
+        if batch > len(self._clients) * self._per_client:
+            # a prefetch open for every sequence
+            self._clients, self._per_client = connections(self.client, batch)
         for i in range(batch):
             s = _qrs.Sampler(self.config, vocab)
             if self.salt is not None:
@@ -123,8 +128,11 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         else:
             host = scores.cpu().float().contiguous()
             out = scores.clone()
+        clients = (self.client if len(self._clients) == 1 else
+                   [self._clients[i // self._per_client]
+                    for i in range(batch)])
         toks, stats, recs = self._pool.sample(
-            host, self._samplers, client=self.client,
+            host, self._samplers, client=clients,
             records=self.keep_records, one_hot=direct)
         for i, st in enumerate(stats):
             if st < 0:

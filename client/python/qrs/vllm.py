@@ -39,7 +39,7 @@ from vllm.v1.worker.gpu.sample.logits_processor.interface import (
     LogitsContext, LogitsProcessor, LogitsProcRequestState)
 
 from . import _qrs
-from ._config import _text, make_config, pool_threads
+from ._config import _text, connections, make_config, pool_threads
 from .errors import QrsError, error_for
 
 if TYPE_CHECKING:
@@ -141,12 +141,9 @@ class QRSLogitsProcessor(LogitsProcessor):
         self.device = req_states.device
         self.max_num_reqs = int(req_states.max_num_reqs)
         self.client = _qrs.Client()
-        # one connection holds max_inflight open draws (64 by default):
         # enough connections that every slot's draw can be prefetched
-        per = int(self.client.server_info().get("max_inflight") or 64)
-        self._clients = [self.client] + [
-            _qrs.Client() for _ in range(1, -(-self.max_num_reqs // per))]
-        self._per_client = per
+        self._clients, self._per_client = connections(self.client,
+                                                      self.max_num_reqs)
         self.base = make_config()
         self.pool = _qrs.Pool(pool_threads())
         self.keep_records = True
