@@ -50,22 +50,6 @@ struct qrs_pool {
   size_t sorted_cap;
 };
 
-static size_t
-elem_size(enum qrs_dtype dt)
-{
-  switch (dt) {
-  case QRS_DTYPE_F32:
-    return 4;
-  case QRS_DTYPE_F16:
-  case QRS_DTYPE_BF16:
-    return 2;
-  case QRS_DTYPE_F64:
-    return 8;
-  default:
-    return 0;
-  }
-}
-
 _Static_assert(sizeof(wchar_t) == 4, "wchar_t must be 32 bits");
 
 /* The row's n values -inf but 0 at token, in its dtype (IEEE bit
@@ -291,7 +275,7 @@ run_batch(struct qrs_pool *p, const void *logits, int one_hot,
   size_t i, es;
   int r, bad;
 
-  es = elem_size(dtype);
+  es = qrs__dtype_size(dtype);
   if (!p || !logits || (!rows && nrows) || n == 0 || row_stride < n ||
       es == 0 || (nrows && row_stride > SIZE_MAX / es / nrows))
     return -EINVAL;

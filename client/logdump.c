@@ -14,18 +14,6 @@
 
 #include "sampling.h"
 
-static size_t
-elem_size(enum qrs_dtype dtype)
-{
-  switch (dtype) {
-  case QRS_DTYPE_F32: return 4;
-  case QRS_DTYPE_F16:
-  case QRS_DTYPE_BF16: return 2;
-  case QRS_DTYPE_F64: return 8;
-  }
-  return 0;
-}
-
 static void
 put_u32(unsigned char *p, uint32_t v)
 {
@@ -132,5 +120,5 @@ qrs__logits_dump_row(FILE *f, const void *logits, enum qrs_dtype dtype,
   /* a failing write never fails the token; qrs-audit names the rows
      that are missing */
   if (fwrite(head, 1, sizeof head, f) == sizeof head)
-    (void)fwrite(logits, elem_size(dtype), n, f);
+    (void)fwrite(logits, qrs__dtype_size(dtype), n, f);
 }

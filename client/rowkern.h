@@ -210,6 +210,22 @@ qrs__fpenv_leave(unsigned csr)
 #define QRS__FP_BLOCK 1024
 #define QRS__FP_NB 384
 
+/* Bytes of one value of dtype dt (0: not a dtype). */
+static inline size_t
+qrs__dtype_size(enum qrs_dtype dt)
+{
+  switch (dt) {
+  case QRS_DTYPE_F32:
+    return 4;
+  case QRS_DTYPE_F16:
+  case QRS_DTYPE_BF16:
+    return 2;
+  case QRS_DTYPE_F64:
+    return 8;
+  }
+  return 0;
+}
+
 /* The calling thread's hint to the float pass: the row it will read
    next (qrs_sample_batch() sets it to the row a pool thread samples
    after this one), of at least bytes bytes.  While the pass computes

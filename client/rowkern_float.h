@@ -237,7 +237,7 @@ KS(fpass_impl)(const struct qrs__view *v, float m_in, float invt,
   size_t es;
 
   n = v->n;
-  es = dt == QRS_DTYPE_F32 ? 4 : dt == QRS_DTYPE_F64 ? 8 : 2;
+  es = qrs__dtype_size((enum qrs_dtype)dt);
   pf = qrs__khint.next && qrs__khint.bytes >= n * es ? qrs__khint.next
                                                       : NULL;
   nh = nstale = ngm = 0;

@@ -128,9 +128,8 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         else:
             host = scores.cpu().float().contiguous()
             out = scores.clone()
-        clients = (self.client if len(self._clients) == 1 else
-                   [self._clients[i // self._per_client]
-                    for i in range(batch)])
+        clients = [self._clients[i // self._per_client]
+                   for i in range(batch)]
         toks, stats, recs = self._pool.sample(
             host, self._samplers, client=clients,
             records=self.keep_records, one_hot=direct)

@@ -239,8 +239,7 @@ class QRSLogitsProcessor(LogitsProcessor):
             while end < len(owned) and owned[end][0] == owned[start][0]:
                 end += 1
             samplers = [self._samplers[s] for _, _, s in owned[start:end]]
-            clients = (self.client if len(self._clients) == 1 else
-                       [self._client_of(s) for _, _, s in owned[start:end]])
+            clients = [self._client_of(s) for _, _, s in owned[start:end]]
             # in place, each row becomes its one-hot right after its
             # selection, while it is in cache (no second pass)
             toks, stats, recs = self.pool.sample(
