@@ -24,6 +24,16 @@ if [ -d /run/systemd/system ]; then
   echo "systemd-pid1: this machine's PID 1 is systemd; a second one beside it could disturb it: not run" >&2
   exit 77
 fi
+# The namespace has its own empty /tmp and /var/tmp (systemd-tmpfiles
+# --boot empties them, so the host's may not be shared): a build tree
+# under either is out of its systemd's sight.
+for p in "$unitdir" "$sysusers" "$qrsctl"; do
+  case $p in
+  /tmp/*|/var/tmp/*)
+    echo "systemd-pid1: the build is under /tmp or /var/tmp ($p), which this test's namespace replaces with an empty tmpfs: not run; run the suite from a checkout elsewhere" >&2
+    exit 77 ;;
+  esac
+done
 for c in unshare nsenter /lib/systemd/systemd; do
   command -v "$c" >/dev/null || { echo "systemd-pid1: $c not found" >&2; exit 1; }
 done
