@@ -24,39 +24,82 @@ static const char *const names[AJ_N_MEMBERS] = {
   "config_hash",
 };
 
-/* The members by their names' length (a record has some 55 keys and we
-   want 18: most are turned away by their length alone). */
+/* The members in an open-addressed table hashed on a key's length and
+   first and last bytes (a record has some 55 keys and we want 18: most
+   land on an empty slot and are turned away without a comparison). */
 #define AJ_KEY_MAX 24
-static signed char by_len[AJ_KEY_MAX + 1][4];
+#define AJ_SLOTS 256
+static signed char slot[AJ_SLOTS];
+static unsigned char name_len[AJ_N_MEMBERS];
+
+static inline unsigned
+key_hash(const char *k, size_t n)
+{
+  return (unsigned)(n * 31 + (unsigned char)k[0] * 3 +
+                    (unsigned char)k[n - 1]) & (AJ_SLOTS - 1);
+}
 
 static void
 index_names(void)
 {
-  size_t i, l, k;
+  size_t i, h;
 
-  memset(by_len, -1, sizeof by_len);
+  memset(slot, -1, sizeof slot);
   for (i = 0; i < AJ_N_MEMBERS; i++) {
-    l = strlen(names[i]);
-    for (k = 0; by_len[l][k] >= 0; k++)
+    name_len[i] = (unsigned char)strlen(names[i]);
+    for (h = key_hash(names[i], name_len[i]); slot[h] >= 0;
+         h = (h + 1) & (AJ_SLOTS - 1))
       ;
-    by_len[l][k] = (signed char)i;
+    slot[h] = (signed char)i;
   }
 }
 
+/* Whether the n <= AJ_KEY_MAX bytes at a and b are equal: fixed-size
+   loads (a call to memcmp() for each key cost more than the compare). */
+static inline bool
+eq_short(const char *a, const char *b, size_t n)
+{
+  uint64_t x, y, u, v;
+
+  if (n >= 8) {
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    memcpy(&u, a + n - 8, 8);
+    memcpy(&v, b + n - 8, 8);
+    if (((x ^ y) | (u ^ v)) != 0)
+      return false;
+    if (n > 16) {
+      memcpy(&x, a + 8, 8);
+      memcpy(&y, b + 8, 8);
+      return x == y;
+    }
+    return true;
+  }
+  if (n >= 4) {
+    uint32_t p, q, r, t;
+
+    memcpy(&p, a, 4);
+    memcpy(&q, b, 4);
+    memcpy(&r, a + n - 4, 4);
+    memcpy(&t, b + n - 4, 4);
+    return ((p ^ q) | (r ^ t)) == 0;
+  }
+  return memcmp(a, b, n) == 0;
+}
+
 /* The member a key names, or -1. */
-static int
+static inline int
 member_of(std::string_view k)
 {
-  const signed char *c;
-  size_t i;
+  size_t n = k.size(), h;
+  int m;
 
-  if (k.size() > AJ_KEY_MAX || k.empty())
+  if (n > AJ_KEY_MAX || n == 0)
     return -1;
-  c = by_len[k.size()];
-  for (i = 0; i < 4 && c[i] >= 0; i++)
-    if (k[0] == names[c[i]][0] && k[k.size() - 1] == names[c[i]][k.size() - 1]
-        && memcmp(k.data(), names[c[i]], k.size()) == 0)
-      return c[i];
+  for (h = key_hash(k.data(), n); (m = slot[h]) >= 0;
+       h = (h + 1) & (AJ_SLOTS - 1))
+    if (name_len[m] == n && eq_short(k.data(), names[m], n))
+      return m;
   return -1;
 }
 

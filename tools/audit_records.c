@@ -426,24 +426,38 @@ struct jfield {
   const char *s, *e;
 };
 
-/* The n tab-separated fields of line into f: 0, or -1 when it has fewer
-   (the last runs to the line's end). */
+/* The n tab-separated fields of the len bytes at line into f: 0, or -1
+   when it has fewer (the last runs to the line's end).  Eight bytes at a
+   time, each tab found exactly by its zero byte in word ^ tabs (one
+   memchr() call per field was most of this). */
 static int
-split_fields(const char *line, struct jfield *f, int n)
+split_fields(const char *line, size_t len, struct jfield *f, int n)
 {
-  const char *t;
-  int i;
+  const uint64_t tabs = 0x0909090909090909ull, low7 = 0x7f7f7f7f7f7f7f7full;
+  uint64_t w, z;
+  size_t off, k;
+  int i = 0;
 
-  for (i = 0; i < n; i++) {
-    f[i].s = line;
-    t = strchr(line, '\t');
-    if (t == NULL) {
-      f[i].e = line + strlen(line);
-      return i == n - 1 ? 0 : -1;
+  f[0].s = line;
+  for (off = 0; off + 8 <= len && i < n - 1; off += 8) {
+    memcpy(&w, line + off, 8);
+    w ^= tabs;
+    z = ~(((w & low7) + low7) | w | low7);  /* 0x80 where a tab was */
+    while (z != 0 && i < n - 1) {
+      k = off + (size_t)__builtin_ctzll(z) / 8;
+      f[i].e = line + k;
+      f[++i].s = line + k + 1;
+      z &= z - 1;
     }
-    f[i].e = t;
-    line = t + 1;
   }
+  for (k = off; k < len && i < n - 1; k++)
+    if (line[k] == '\t') {
+      f[i].e = line + k;
+      f[++i].s = line + k + 1;
+    }
+  if (i < n - 1)
+    return -1;
+  f[i].e = line + len;
   return 0;
 }
 
@@ -481,7 +495,8 @@ fixed9_ns(const struct jfield *f, int64_t *ns)
 }
 
 static void
-match_entry(struct audit *a, const struct audit_record *r, const char *line)
+match_entry(struct audit *a, const struct audit_record *r, const char *line,
+            size_t len)
 {
   /* seq pid uid source amp amp_params nonce echo t_recv t_gen t_sent
      bytes_sha u fallback prev hash */
@@ -491,7 +506,7 @@ match_entry(struct audit *a, const struct audit_record *r, const char *line)
   uint64_t nonce;
   int i, fb, off;
 
-  if (split_fields(line, f, 16) != 0) {
+  if (split_fields(line, len, f, 16) != 0) {
     audit_failed(a, r->line, AUDIT_ENTRY_MISSING, "journal entry %" PRIu64
                  " has not 16 fields", r->seq);
     return;
@@ -535,7 +550,7 @@ match_entry(struct audit *a, const struct audit_record *r, const char *line)
 }
 
 static int
-on_entry(void *ctx, uint64_t seq, const char *line)
+on_entry(void *ctx, uint64_t seq, const char *line, size_t len)
 {
   struct jwalk *w = ctx;
   struct audit *a = w->a;
@@ -543,7 +558,7 @@ on_entry(void *ctx, uint64_t seq, const char *line)
   while (w->next < a->n_rec && a->rec[w->next].seq < seq)
     w->next++;                  /* seq 0 (none), or named twice */
   while (w->next < a->n_rec && a->rec[w->next].seq == seq) {
-    match_entry(a, &a->rec[w->next], line);
+    match_entry(a, &a->rec[w->next], line, len);
     w->next++;
   }
   return 0;

@@ -183,13 +183,14 @@ enum journal_fault {
 const char *journal_fault_name(enum journal_fault f);
 
 /* Walk dir's files from journal-000001.log on, recomputing every hash.
-   For each intact entry, cb (may be NULL) gets its line (NUL-ended,
-   without the newline) and its sequence; a non-zero return stops the
+   For each intact entry, cb (may be NULL) gets its sequence and its line
+   (len bytes, NUL-ended, without the newline); a non-zero return stops the
    walk with that value.  JOURNAL_INTACT with the number of entries and
    the head (last hash), or the first fault with err naming the file and
    line. */
 int journal_verify(const char *dir,
-                   int (*cb)(void *ctx, uint64_t seq, const char *line),
+                   int (*cb)(void *ctx, uint64_t seq, const char *line,
+                             size_t len),
                    void *ctx, uint64_t *ret_entries,
                    char head[JOURNAL_HEX_LEN + 1], char *err, size_t errlen);
 

@@ -127,15 +127,16 @@ static uint64_t status_seq;          /* the status file's journal seq */
 static char status_entry_hash[JOURNAL_HEX_LEN + 1];  /* that entry's */
 
 static int
-check_entry(void *ctx, uint64_t seq, const char *line)
+check_entry(void *ctx, uint64_t seq, const char *line, size_t len)
 {
   const char *f = line;
   unsigned k;
 
   (void)ctx;
+  cr_assert_eq(strlen(line), len, "the line's length is given");
   cr_assert_leq(seq, N_DRAWS + MAX_TAIL * WINDOW);
   if (seq == status_seq)
-    memcpy(status_entry_hash, line + strlen(line) - JOURNAL_HEX_LEN,
+    memcpy(status_entry_hash, line + len - JOURNAL_HEX_LEN,
            JOURNAL_HEX_LEN + 1);
   for (k = 0; k < 12; k++)
     f = strchr(f, '\t') + 1;
