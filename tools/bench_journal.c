@@ -33,6 +33,10 @@
 #endif
 #include "persist/journal.h"
 
+#ifdef QRS_BENCH_AUDIT_FLOOR
+#include <openssl/evp.h>
+#endif
+
 struct jopts {
   const char *qrsd;
   const char *audit;
@@ -43,6 +47,7 @@ struct jopts {
   uint32_t flush_ms;            /* UINT32_MAX: qrsd's default */
   const char *writer_cpu;       /* NULL: qrsd's default */
   uint32_t writer_nice;         /* UINT32_MAX: qrsd's default */
+  uint32_t hash_buffer;         /* UINT32_MAX: qrsd's default */
   uint32_t audit_entries;       /* 0: no qrs-audit figure */
   uint32_t audit_records;       /* records of it (<= audit_entries) */
   int pin;
@@ -78,6 +83,8 @@ write_conf(const char *path, const char *jdir, const struct jopts *o)
     fprintf(f, "  writer_cpu: \"%s\"\n", o->writer_cpu);
   if (o->writer_nice != UINT32_MAX)
     fprintf(f, "  writer_nice: %u\n", o->writer_nice);
+  if (o->hash_buffer != UINT32_MAX)
+    fprintf(f, "  hash_buffer: %u\n", o->hash_buffer);
   if (fclose(f) != 0) {
     perror(path);
     exit(1);
@@ -159,11 +166,12 @@ bench_draw_path(const struct jopts *o, const char *jdir)
          "(alternating rounds), journal in %s\n", o->samples,
          o->pin ? "client and both qrsd pinned to CPU 0" : "unpinned",
          o->rounds, o->per_round, jdir);
-  printf("  journal.flush_ms %s, writer_cpu %s, writer_nice %s (as given, "
-         "else qrsd's defaults)\n",
+  printf("  journal.flush_ms %s, writer_cpu %s, writer_nice %s, "
+         "hash_buffer %s (as given, else qrsd's defaults)\n",
          o->flush_ms == UINT32_MAX ? "default" : "set",
          o->writer_cpu ? o->writer_cpu : "default",
-         o->writer_nice == UINT32_MAX ? "default" : "set");
+         o->writer_nice == UINT32_MAX ? "default" : "set",
+         o->hash_buffer == UINT32_MAX ? "default" : "set");
   printf("draw latency (one client, blocking):\n");
   bench_print_lat("journal on", &lon);
   bench_print_lat("journal off", &loff);
@@ -357,6 +365,39 @@ bench_cpu_seconds(void)
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The whole file at path in memory, AJ_PADDING zero bytes after it
+   (*len its size), or NULL (said). */
+static char *
+slurp(const char *path, size_t *len)
+{
+  struct stat st;
+  size_t got = 0;
+  ssize_t r;
+  char *buf;
+  int fd;
+
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    perror(path);
+    if (fd >= 0)
+      close(fd);
+    return NULL;
+  }
+  buf = malloc((size_t)st.st_size + AJ_PADDING);
+  if (buf == NULL) {
+    fprintf(stderr, "qrs-bench: out of memory\n");
+    close(fd);
+    return NULL;
+  }
+  while (got < (size_t)st.st_size &&
+         (r = read(fd, buf + got, (size_t)st.st_size - got)) > 0)
+    got += (size_t)r;
+  close(fd);
+  memset(buf + got, 0, AJ_PADDING);
+  *len = got;
+  return buf;
+}
+
 /* The floor of the records figure: the records file read into memory,
    split at newlines and each line parsed by simdjson's DOM parser (what
    qrs-audit reads them with), nothing checked: the fastest honest way to
@@ -365,33 +406,18 @@ static double
 parse_floor(const char *path, uint32_t n)
 {
   struct aj_parser *p;
-  struct stat st;
   char *buf, *b, *e, *nl;
   double t0, t1;
   uint32_t lines = 0;
-  int fd;
-  ssize_t r;
-  size_t got = 0;
+  size_t got;
 
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    perror(path);
-    return -1;
-  }
-  buf = malloc((size_t)st.st_size + AJ_PADDING);
+  buf = slurp(path, &got);
   p = aj_parser_new();
   if (!buf || !p) {
-    fprintf(stderr, "qrs-bench: out of memory\n");
-    close(fd);
     free(buf);
     aj_parser_free(p);
     return -1;
   }
-  while (got < (size_t)st.st_size &&
-         (r = read(fd, buf + got, (size_t)st.st_size - got)) > 0)
-    got += (size_t)r;
-  close(fd);
-  memset(buf + got, 0, AJ_PADDING);
   t0 = bench_cpu_seconds();
   for (b = buf, e = buf + got; b < e; b = nl + 1) {
     nl = memchr(b, '\n', (size_t)(e - b));
@@ -407,6 +433,54 @@ parse_floor(const char *path, uint32_t n)
   if (lines != n) {
     fprintf(stderr, "qrs-bench: %s: %u of %u records parsed\n", path,
             lines, n);
+    return -1;
+  }
+  return t1 - t0;
+}
+
+/* The floor of the chain check: the journal file (write_journal() fits
+   it in one) in memory and each entry's text before its hash hashed with
+   SHA-256 by libcrypto (one context, as qrs-audit), nothing compared.
+   CPU seconds, or < 0. */
+static double
+chain_floor(const char *dir, uint32_t n)
+{
+  char path[256], *buf, *b, *e, *nl;
+  uint8_t h[JOURNAL_HASH_LEN];
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  EVP_MD *sha = EVP_MD_fetch(NULL, "SHA256", NULL);
+  uint32_t entries = 0;
+  double t0, t1;
+  size_t got;
+  int ok = 1;
+
+  snprintf(path, sizeof path, "%s/journal-000001.log", dir);
+  buf = slurp(path, &got);
+  if (!buf || !md || !sha) {
+    free(buf);
+    EVP_MD_CTX_free(md);
+    EVP_MD_free(sha);
+    return -1;
+  }
+  t0 = bench_cpu_seconds();
+  for (b = buf, e = buf + got; b < e && ok; b = nl + 1) {
+    nl = memchr(b, '\n', (size_t)(e - b));
+    if (nl == NULL)
+      nl = e;
+    if (*b == '#' || nl - b <= JOURNAL_HEX_LEN)
+      continue;
+    ok = EVP_DigestInit_ex(md, sha, NULL) &&
+         EVP_DigestUpdate(md, b, (size_t)(nl - b) - JOURNAL_HEX_LEN) &&
+         EVP_DigestFinal_ex(md, h, NULL);
+    entries++;
+  }
+  t1 = bench_cpu_seconds();
+  free(buf);
+  EVP_MD_CTX_free(md);
+  EVP_MD_free(sha);
+  if (!ok || entries != n) {
+    fprintf(stderr, "qrs-bench: %s: %u of %u entries hashed\n", path,
+            entries, n);
     return -1;
   }
   return t1 - t0;
@@ -442,19 +516,28 @@ bench_audit(const struct jopts *o)
   print_audit("--records --journal: records", o->audit_records, cpu, wall);
 #ifdef QRS_BENCH_AUDIT_FLOOR
   {
-    double f[3], m;
+    double f[3], g[3], m, c, mc = bench_median(cpu, 3);
     int pin = bench_pin(0);
 
     for (i = 0; i < 3; i++)
-      if ((f[i] = parse_floor(recs, o->audit_records)) < 0)
+      if ((f[i] = parse_floor(recs, o->audit_records)) < 0 ||
+          (g[i] = chain_floor(dir, o->audit_entries)) < 0)
         return 1;
     if (pin == 0)
       bench_unpin();
     m = bench_median(f, 3);
+    c = bench_median(g, 3) * o->audit_records / o->audit_entries;
     printf("  %-26s %.3f s CPU: %9.0f /s (floor: simdjson's DOM parse of "
-           "each record alone%s; qrs-audit at %.2fx of it)\n",
-           "records parsed only", m, o->audit_records / m,
-           pin == 0 ? ", CPU 0" : "", bench_median(cpu, 3) / m);
+           "each record alone%s)\n", "records parsed only", m,
+           o->audit_records / m, pin == 0 ? ", CPU 0" : "");
+    printf("  %-26s %.3f s CPU: %9.0f /s (floor: libcrypto's SHA-256 of "
+           "each entry's text alone)\n", "entries hashed only", c,
+           o->audit_records / c);
+    printf("  %-26s %.3f s CPU: %9.0f /s (the two floors together, the "
+           "most a reader of these records with simdjson and a checker of "
+           "this chain can reach here; qrs-audit at %.2fx of it, %.2fx of "
+           "the parse alone)\n", "floor of records+journal", m + c,
+           o->audit_records / (m + c), mc / (m + c), mc / m);
   }
 #endif
   return 0;
@@ -476,7 +559,11 @@ usage(FILE *f)
 "verifies it three times pinned to CPU 0, then qrs-audit --records\n"
 "--journal checks --audit-records libqrs full records (each the draw of\n"
 "one entry) against it three times; the median rates are printed against\n"
-"the target (>= 10^6/s on one core).\n"
+"the target (>= 10^6/s on one core).  With simdjson, their floors: each\n"
+"record parsed by simdjson's DOM parser alone, each entry's text hashed\n"
+"by libcrypto's SHA-256 alone (both from memory, on CPU 0), and the two\n"
+"together: the most any reader of these records and checker of this chain\n"
+"could reach here, with qrs-audit's ratio to it.\n"
 "\n"
 "Options:\n"
 "  --qrsd PATH           the qrsd to start (default: $QRSD, else\n"
@@ -497,6 +584,7 @@ usage(FILE *f)
 "                        cost, its SHA-256 of every draw's bytes included;\n"
 "                        \"\" leaves it to the scheduler)\n"
 "  --writer-nice N       journal.writer_nice (default: qrsd's)\n"
+"  --hash-buffer BYTES   journal.hash_buffer (default: qrsd's)\n"
 "  --audit-entries N     entries of the qrs-audit figure (default\n"
 "                        1000000, about 360 MB on disk; 0: skip it)\n"
 "  --audit-records N     libqrs full records of it, each the draw of one\n"
@@ -526,6 +614,8 @@ bench_journal(int argc, char **argv)
     { .name = "writer-cpu", .type = CLI_OPT_STRING, .field = &o.writer_cpu },
     { .name = "writer-nice", .type = CLI_OPT_U32,
       .field = &o.writer_nice },
+    { .name = "hash-buffer", .type = CLI_OPT_U32,
+      .field = &o.hash_buffer },
     { .name = "audit-entries", .type = CLI_OPT_U32,
       .field = &o.audit_entries },
     { .name = "audit-records", .type = CLI_OPT_U32,
@@ -543,6 +633,7 @@ bench_journal(int argc, char **argv)
   o.per_round = 2000;
   o.flush_ms = UINT32_MAX;
   o.writer_nice = UINT32_MAX;
+  o.hash_buffer = UINT32_MAX;
   o.audit_entries = 1000000;
   o.audit_records = UINT32_MAX;   /* one per entry */
   o.pin = 1;

@@ -144,6 +144,21 @@ check_mechanism(const struct noise_mech *m)
            m->name, tries + 1, detail);
     noise_free(nz);
   }
+  if (r != 0 && strstr(detail, "health tests")) {
+    /* three fresh sources in a row refused: on this host the mechanism
+       does not carry the min-entropy it claims (seen for sleep_jitter on
+       a 2-CPU AMD EPYC VM).  Refusing is then the right answer; what must
+       hold is that nothing was handed out and the source says why. */
+    cr_assert_eq(noise_snapshot(nz, &slot, 1), 1);
+    cr_assert_neq(slot.health.state, HEALTH_OK, "%s: refused (%s) but its "
+                  "health state is ok", m->name, detail);
+    printf("noise: %s: refused by its health tests on 3 fresh sources: this "
+           "host's samples do not hold the %.1f bits/sample it claims (raw "
+           "MCV %.3f); no bytes served (%s)\n", m->name, m->h, h, detail);
+    free(out);
+    noise_free(nz);
+    return;
+  }
   chi = chi_square(out, n);
   free(out);
   cr_assert_eq(r, 0, "%s: %s", m->name, detail);
@@ -522,14 +537,17 @@ Test(noise, vonneumann_conditioning_delivers_whole_requests)
 
 Test(noise, a_deadline_that_cannot_be_met_is_a_timeout)
 {
-  const char *names[] = { "sleep_jitter" };
+  const char *names[] = { "fsync_latency" };
   struct noise *nz;
   uint8_t *out;
   char err[256], detail[256];
   uint64_t t0;
   int r;
 
-  /* One sample per sleep: a megabyte cannot arrive within 20 ms. */
+  /* One sample per fsync (a few thousand a second): a megabyte cannot
+     arrive within 20 ms.  (Not sleep_jitter: on a host where its samples
+     fail their health tests, as they do on some VMs, the read ends with
+     that error before the deadline.) */
   out = malloc(1 << 20);
   cr_assert_not_null(out);
   cr_assert_eq(noise_new_named(names, 1, COND_RAW, NOISE_XOR, 20,
