@@ -114,16 +114,25 @@ journal_line_hash(const char *line, size_t len, uint8_t out[JOURNAL_HASH_LEN])
   EVP_Digest(line, len, out, &n, EVP_sha256(), NULL);
 }
 
+/* Hex digit pairs by byte value: two bytes per byte hashed, one load
+   each (journal_hex() runs for every entry written and verified). */
+static const char hex_pairs[513] =
+  "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+  "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+  "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+  "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+  "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+  "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+  "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+  "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+
 void
 journal_hex(const uint8_t *b, size_t n, char *out)
 {
-  static const char d[] = "0123456789abcdef";
   size_t i;
 
-  for (i = 0; i < n; i++) {
-    out[2 * i] = d[b[i] >> 4];
-    out[2 * i + 1] = d[b[i] & 15];
-  }
+  for (i = 0; i < n; i++)
+    memcpy(out + 2 * i, hex_pairs + 2 * b[i], 2);
   out[2 * n] = '\0';
 }
 
@@ -926,7 +935,9 @@ next_line(struct lines *lr, size_t *len, int *nl)
           *len = JOURNAL_LINE_MAX + 1;
         *nl = 0;
         lr->at += *len;
-        p[*len] = '\0';             /* buf has a byte past cap */
+        /* the byte after: past cap (buf has one more), or the rest of
+           an overlong line, which the caller refuses without reading */
+        p[*len] = '\0';
         return p;
       }
       *len = (size_t)(q - p);
@@ -991,21 +1002,6 @@ seq_fault(struct lines *lr, uint64_t s, uint64_t last)
   return JOURNAL_FAULT_DROPPED;
 }
 
-/* Hex digit pairs by byte value, for hashing's hex comparisons. */
-static char hex_pairs[256][2];
-
-static void
-hex_pairs_init(void)
-{
-  static const char d[] = "0123456789abcdef";
-  int i;
-
-  for (i = 0; i < 256; i++) {
-    hex_pairs[i][0] = d[i >> 4];
-    hex_pairs[i][1] = d[i & 15];
-  }
-}
-
 /* One file's entries; *prev and *seq carry the chain.  md: one digest
    context for every line (EVP_Digest() would set one up per line, a
    third of the time at these sizes). */
@@ -1019,7 +1015,7 @@ verify_file(struct lines *lr, const char *path, char *prev, uint64_t *seq,
   uint64_t s;
   size_t len, body;
   unsigned lineno = 1;
-  int i, r, nl;
+  int r, nl;
 
   line = next_line(lr, &len, &nl);
   if (line == NULL || !nl || strncmp(line, "# qrs-journal 1 ", 16) != 0 ||
@@ -1049,9 +1045,7 @@ verify_file(struct lines *lr, const char *path, char *prev, uint64_t *seq,
       snprintf(err, errlen, "%s:%u: SHA-256 failed", path, lineno);
       return JOURNAL_FAULT_IO;
     }
-    for (i = 0; i < JOURNAL_HASH_LEN; i++)
-      memcpy(hx + 2 * i, hex_pairs[h[i]], 2);
-    hx[JOURNAL_HEX_LEN] = '\0';
+    journal_hex(h, JOURNAL_HASH_LEN, hx);
     if (line[body - 1] != '\t' || memcmp(line + body, hx, JOURNAL_HEX_LEN)) {
       snprintf(err, errlen, "%s:%u: the entry's hash does not match its "
                "text", path, lineno);
@@ -1090,7 +1084,6 @@ journal_verify(const char *dir,
                void *ctx, uint64_t *ret_entries,
                char head[JOURNAL_HEX_LEN + 1], char *err, size_t errlen)
 {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
   char path[4096], prev[JOURNAL_HEX_LEN + 1];
   struct lines lr = { .fd = -1, .cap = LINES_BLOCK };
   uint64_t seq = 0;
@@ -1100,7 +1093,6 @@ journal_verify(const char *dir,
   EVP_MD_CTX *md = EVP_MD_CTX_new();
   EVP_MD *sha = EVP_MD_fetch(NULL, "SHA256", NULL);
 
-  pthread_once(&once, hex_pairs_init);
   strcpy(prev, ZERO_HEX);
   err[0] = '\0';
   lr.buf = malloc(lr.cap + 1);

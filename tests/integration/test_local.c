@@ -567,9 +567,21 @@ Test(local, timing_and_noise_serve_and_report_structured_statistics,
       continue;
     }
     avail++;
-    cr_assert(!strcmp(state, "ok") || !strcmp(state, "startup") ||
-              !strcmp(state, "untested"), "%s: state %s (%s)", name, state,
-              json_object_get_string(get(m, "last_error")));
+    /* failed only by its health tests: a mechanism whose samples on this
+       host do not hold the entropy it claims (sleep_jitter on a 2-CPU AMD
+       EPYC VM) is dropped from the xor and says why; the source served
+       from the others above */
+    if (!strcmp(state, "failed")) {
+      const char *why = json_object_get_string(get(m, "last_error"));
+
+      cr_assert(why && (strstr(why, "repetition count test") ||
+                        strstr(why, "adaptive proportion test")),
+                "%s: failed, not by its health tests (%s)", name, why);
+    } else {
+      cr_assert(!strcmp(state, "ok") || !strcmp(state, "startup") ||
+                !strcmp(state, "untested"), "%s: state %s (%s)", name,
+                state, json_object_get_string(get(m, "last_error")));
+    }
     /* (failures may count a start-up test cut off by a read's deadline
        on a loaded machine: not a health-test failure, state says so) */
     if (!strcmp(state, "ok")) {
