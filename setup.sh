@@ -170,7 +170,7 @@ run() {
   trap 'kill -INT $pid 2>/dev/null' INT
   local i
   for i in $(seq 100); do
-    "$BUILD_DIR/tools/qrsctl" --socket "$SOCK" health >/dev/null 2>&1 && break
+    "$BUILD_DIR/tools/qrsctl/qrsctl" --socket "$SOCK" health >/dev/null 2>&1 && break
     kill -0 $pid 2>/dev/null || { wait $pid; exit 1; }
     sleep 0.05
   done
@@ -178,14 +178,14 @@ run() {
 
 qrsd listens on $SOCK
 Query it from another terminal:
-  $BUILD_DIR/tools/qrsctl --socket $SOCK draw -n 5
-  $BUILD_DIR/tools/qrsctl --socket $SOCK status
-  $BUILD_DIR/tools/qrsctl --socket $SOCK --json draw
+  $BUILD_DIR/tools/qrsctl/qrsctl --socket $SOCK draw -n 5
+  $BUILD_DIR/tools/qrsctl/qrsctl --socket $SOCK status
+  $BUILD_DIR/tools/qrsctl/qrsctl --socket $SOCK --json draw
 Clients linking libqrs find it with: export QRS_SOCKET=$SOCK
 
 A draw, right now:
 EOF
-  "$BUILD_DIR/tools/qrsctl" --socket "$SOCK" draw
+  "$BUILD_DIR/tools/qrsctl/qrsctl" --socket "$SOCK" draw
   echo
   echo "qrsd is running in the foreground; press Ctrl-C to stop it."
   wait $pid || true
@@ -230,7 +230,7 @@ PY
     "$VENV/bin/pip" install -q -r "$dl/reqs.txt"
     rm -rf "$dl"
   fi
-  # qr-sampler, vendored (tools/third_party/qr-sampler/README.qrs.md), for
+  # qr-sampler, vendored (third_party/qr-sampler/README.qrs.md), for
   # the benchmark's comparison; installed from a copy (setuptools builds
   # in the tree it is given)
   local ref=0.0.0+g1fd2349
@@ -238,7 +238,7 @@ PY
         2>/dev/null)" != "$ref" ]; then
     say "Installing the vendored qr-sampler ($ref) into $VENV"
     local src; src=$(mktemp -d)
-    cp -r tools/third_party/qr-sampler "$src/"
+    cp -r third_party/qr-sampler "$src/"
     SETUPTOOLS_SCM_PRETEND_VERSION=$ref "$VENV/bin/pip" install -q \
       --disable-pip-version-check "$src/qr-sampler" 2>&1 |
       grep -v -e BuildBackendWarning -e "return '" || true

@@ -2,7 +2,7 @@
    row per key, each naming a member (by offset) and how it is written,
    instead of one json_object_object_add() call per key.  qrsd's status
    file (daemon/server/statuspub.c, daemon/persist/statusfile.c) and
-   qrsctl's --json output (tools/ctl_reply.c) describe their structs this
+   qrsctl's --json output (tools/qrsctl/ctl_reply.c) describe their structs this
    way, each with its own tables.
 
    A table is an array of struct jsonfield, written in order:

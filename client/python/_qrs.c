@@ -1496,7 +1496,7 @@ elem_size(enum qrs_dtype t)
 }
 
 /* _bench_c(logits[rows, vocab], samplers, client=None, u=None) ->
-   seconds: the C baseline of tools/pybench.py, timed in C with the GIL
+   seconds: the C baseline of tools/qrs-bench/pybench.py, timed in C with the GIL
    released: row i sampled by samplers[i], one libqrs call per row
    (qrs_sampler_sample_token() through client, else
    qrs_sampler_select_u() with u[i]), as a C engine calls it. */
@@ -1603,7 +1603,7 @@ static PyMethodDef module_methods[] = {
   { "_bench_c", (PyCFunction)(void (*)(void))py_bench_c,
     METH_VARARGS | METH_KEYWORDS,
     "_bench_c(logits, samplers, client=None, u=None) -> seconds: one C "
-    "libqrs call per row, timed in C (tools/pybench.py's baseline)" },
+    "libqrs call per row, timed in C (tools/qrs-bench/pybench.py's baseline)" },
   { "force_one_hot", py_force_one_hot, METH_VARARGS,
     "force_one_hot(row, token, dtype=None): row = -inf except row[token]=0" },
   { "strerror", py_strerror, METH_VARARGS,

@@ -23,7 +23,7 @@ it finds and exits 1 if there is any.
   doccheck.py grafana DASHBOARD METRICS_C
       every metric name in the dashboard's PromQL expressions is a
       family (or a family's _bucket/_sum/_count series) in METRICS_C,
-      the family table of "qrsctl metrics" (tools/ctl_metrics.c: a live
+      the family table of "qrsctl metrics" (tools/qrsctl/ctl_metrics.c: a live
       output lists only the families the running config has); every
       panel reads the ${datasource} variable; panel ids are unique.
 """
@@ -476,7 +476,7 @@ def check_help(page, argv):
 
 def check_dashboard(dash, metrics_c):
     """Every qrsd_* series the dashboard queries is a family qrsctl metrics
-    exports (tools/ctl_metrics.c's table), every panel reads the
+    exports (tools/qrsctl/ctl_metrics.c's table), every panel reads the
     dashboard's datasource variable, and panel ids are unique."""
     with open(dash) as f:
         d = json.load(f)

@@ -17,7 +17,7 @@
 #include <qrs/client.h>
 #include <qrs/error.h>
 
-#include "clientint.h"
+#include "ipc/clientint.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

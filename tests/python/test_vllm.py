@@ -3,7 +3,7 @@ scripted batch life cycle driving apply() with CPU tensors through a real
 qrsd.  No GPU here: RequestState (which pins memory through CUDA) is
 replaced by an object with the fields LogitsProcRequestState reads; the
 CUDA path (pinned buffer, stream sync) is exercised only by
-tools/vllm-gpu-smoke.sh."""
+tools/vllm/vllm-gpu-smoke.sh."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 #include <stdio.h>
 
 #include "cfgtext.h"
-#include "sampling.h"
+#include "sampling/sampling.h"
 
 void
 cfg_text(struct json_object *v, char *buf, size_t len)

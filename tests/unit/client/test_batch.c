@@ -1,4 +1,4 @@
-/* qrs_sample_batch() (client/batch.c): a batch over a pool of 1 or 2
+/* qrs_sample_batch() (client/sampling/batch.c): a batch over a pool of 1 or 2
    threads gives the same tokens, records and sampler states as B single
    calls (batch_check.c; CI also runs it under TSan as batch_tsan);
    errors are per row. */

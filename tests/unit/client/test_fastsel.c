@@ -1,4 +1,4 @@
-/* The float fast path of the selection (client/select.c) against the
+/* The float fast path of the selection (client/sampling/select.c) against the
    double path (the oracle): identical token, rank, candidate counts, and
    probability / CDF interval within the certified bound, on random
    (row, configuration, u) triples across row shapes, dtypes and stage
@@ -19,8 +19,8 @@
 
 #include <qrs/sampler.h>
 
-#include "moments.h"
-#include "select.h"
+#include "sampling/kernels/moments.h"
+#include "sampling/select.h"
 
 #define TESTRNG_SEED 0x243f6a8885a308d3ull
 #include "testrng.h"

@@ -1,4 +1,4 @@
-/* The row-entropy kernel (client/moments.c): its exp within its bound,
+/* The row-entropy kernel (client/sampling/kernels/moments.c): its exp within its bound,
    the same bits in both variants, H and VH within the certified bound of
    the double moment pass (the oracle), the scan equal to qrs__kscan();
    and at the sampler level, the strategies that derive the temperature
@@ -20,9 +20,9 @@
 
 #include <qrs/sampler.h>
 
-#include "moments.h"
-#include "rowkern.h"
-#include "select.h"
+#include "sampling/kernels/moments.h"
+#include "sampling/kernels/rowkern.h"
+#include "sampling/select.h"
 
 #define TESTRNG_SEED 0x452821e638d01377ull
 #include "testrng.h"

@@ -1,4 +1,4 @@
-/* Per-token records (client/record.c): JSON lines through json-c, the
+/* Per-token records (client/sampling/record.c): JSON lines through json-c, the
    sampler's log sinks, diagnostic mode and its summary. */
 #include <errno.h>
 #include <math.h>

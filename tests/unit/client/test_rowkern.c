@@ -1,4 +1,4 @@
-/* The vectorised row passes (client/rowkern.c), in both kernel variants,
+/* The vectorised row passes (client/sampling/kernels/rowkern.c), in both kernel variants,
    against plain loops over libm. */
 #include <float.h>
 #include <math.h>
@@ -8,7 +8,7 @@
 
 #include <criterion/criterion.h>
 
-#include "rowkern.h"
+#include "sampling/kernels/rowkern.h"
 
 #define TESTRNG_SEED 0x9e3779b97f4a7c15ull
 #include "testrng.h"

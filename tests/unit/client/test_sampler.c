@@ -1,5 +1,5 @@
-/* The sampler object and its configuration (client/sampler.c,
-   client/sconfig.c): config.json (presets, config hash, per-request
+/* The sampler object and its configuration (client/sampling/sampler.c,
+   client/sampling/sconfig.c): config.json (presets, config hash, per-request
    resolution, environment), pipeline.json (multi-token scenarios with
    scripted entropy), the commitment chain, and the per-token contract
    (no heap allocation, broken rows, bypass, one-hot). */
@@ -13,7 +13,7 @@
 
 #include <qrs/sampler.h>
 
-#include "sampling.h"
+#include "sampling/sampling.h"
 #include "nonce.h"
 #include "cfgtext.h"
 #include "vectors.h"

@@ -1,4 +1,4 @@
-/* Token selection (client/select.c): the reference's select.json, edge
+/* Token selection (client/sampling/select.c): the reference's select.json, edge
    cases, every stage order against a plain sort-everything
    implementation, and the frequencies of u-driven choices. */
 #include <math.h>
@@ -10,7 +10,7 @@
 
 #include <qrs/sampler.h>
 
-#include "select.h"
+#include "sampling/select.h"
 #include "vectors.h"
 
 /* ---- helpers ---- */

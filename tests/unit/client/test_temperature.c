@@ -1,4 +1,4 @@
-/* Temperature strategies (client/temperature.c) against temperature.json,
+/* Temperature strategies (client/sampling/temperature.c) against temperature.json,
    and the two strategies of qrs's own: entropy_throttle and
    mirostat_v2. */
 #include <errno.h>
@@ -10,7 +10,7 @@
 
 #include <qrs/sampler.h>
 
-#include "sampling.h"
+#include "sampling/sampling.h"
 #include "cfgtext.h"
 #include "vectors.h"
 

@@ -14,7 +14,7 @@
 
 #include <valgrind/valgrind.h>
 
-#include "rowkern.h"
+#include "sampling/kernels/rowkern.h"
 
 /* Shapes: 0-2 Zipf rows a (ln(n/2) - ln r) + N(0,1) (peaked, mid,
    broad), 3 flat, 4 quantised (many exact ties), 5 LM rows with -inf

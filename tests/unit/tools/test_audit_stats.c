@@ -1,4 +1,4 @@
-/* qrs-audit's statistics of a run (tools/audit_stats.c): the
+/* qrs-audit's statistics of a run (tools/qrs-audit/audit_stats.c): the
    Anderson-Darling distribution against its published critical values,
    the runs test on sequences with known runs, KS/AD/runs on uniform and
    skewed samples, the control arm's comparison and power, the per-source

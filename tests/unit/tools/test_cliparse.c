@@ -1,4 +1,4 @@
-/* The tools' option tables (tools/cliparse.c): each type stores what its
+/* The tools' option tables (tools/common/cliparse.c): each type stores what its
    row says, the marks, -h and DONE, bad options and values, and the
    getopt modes. */
 #include <getopt.h>

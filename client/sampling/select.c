@@ -12,7 +12,7 @@
 #include <qrs/error.h>
 
 #include "fthrottle.h"
-#include "moments.h"
+#include "kernels/moments.h"
 #include "select_int.h"
 
 int

@@ -23,7 +23,7 @@ on the same rows, sampler configuration and process, and their ratio:
               the binding adds to the C calls) and on its pool.
   qr-sampler  the reference's own Python pipeline (qr-sampler's
               SamplingPipeline.sample_token(), vendored in
-              tools/third_party/qr-sampler) on the same BATCH rows each
+              third_party/qr-sampler) on the same BATCH rows each
               step, vs apply.  Target >= 30 x.
 
 The C baseline is qrs._qrs._bench_c(): a loop of the libqrs calls, timed
@@ -319,7 +319,7 @@ def _qr_sampler_version() -> str:
 
 def _qr_sampler_pipeline(vocab: int):
     """qr-sampler's own Python pipeline (the reference; vendored in
-    tools/third_party/qr-sampler, installed by ./setup.sh python) with its
+    third_party/qr-sampler, installed by ./setup.sh python) with its
     defaults, which are libqrs's, and its in-process system entropy."""
     try:
         from qr_sampler import QRSamplerConfig, build_pipeline

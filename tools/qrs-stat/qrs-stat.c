@@ -35,7 +35,7 @@
 #include <qrs/error.h>
 
 #include "amp_exact.h"
-#include "clientint.h"
+#include "ipc/clientint.h"
 #include "cliparse.h"
 #include "engine/ampreq.h"
 #include "frame.h"

@@ -12,7 +12,7 @@
 
 #include <qrs/error.h>
 
-#include "moments.h"
+#include "kernels/moments.h"
 #include "select_int.h"
 
 /* Sort list entries [0, n) into selection order (logit descending,

@@ -24,8 +24,8 @@
 #include <qrs/batch.h>
 
 #include "bench.h"
-#include "rowkern.h"
-#include "select.h"
+#include "sampling/kernels/rowkern.h"
+#include "sampling/select.h"
 
 #define NROWS 4
 #define NU 64

@@ -9,7 +9,7 @@
 
 #include <qrs/error.h>
 
-#include "moments.h"
+#include "kernels/moments.h"
 #include "select_int.h"
 
 /* ---- the float fast path ----

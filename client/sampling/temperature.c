@@ -7,7 +7,7 @@
 
 #include <qrs/error.h>
 
-#include "moments.h"
+#include "kernels/moments.h"
 #include "sampling.h"
 
 /* The guardrail box of the dynamic strategies (spec 1). */

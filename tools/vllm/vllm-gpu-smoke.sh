@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# tools/vllm-gpu-smoke.sh: vLLM on a GPU sampling through qrs (issue 22).
+# tools/vllm/vllm-gpu-smoke.sh: vLLM on a GPU sampling through qrs (issue 22).
 #
-# Usage: tools/vllm-gpu-smoke.sh [--model NAME] [--port N] [--build DIR]
+# Usage: tools/vllm/vllm-gpu-smoke.sh [--model NAME] [--port N] [--build DIR]
 #                                [--socket PATH] [--timeout S]
 #
 # Serves a small model with `vllm serve MODEL --logits-processors
@@ -73,7 +73,7 @@ echo "vllm-gpu-smoke: GPU: $gpu"
   die "$PY cannot import vllm and qrs.vllm (pip install . in that venv)"
 VLLM=$(dirname "$PY")/vllm
 [ -x "$VLLM" ] || die "no vllm command beside $PY"
-QRSCTL=$BUILD/tools/qrsctl
+QRSCTL=$BUILD/tools/qrsctl/qrsctl
 [ -x "$QRSCTL" ] || die "no qrsctl at $QRSCTL (--build DIR; ninja -C DIR)"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/qrs-vllm-smoke.XXXXXX")

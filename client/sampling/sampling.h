@@ -9,7 +9,7 @@
 
 #include <qrs/sampler.h>
 
-#include "rowkern.h"
+#include "kernels/rowkern.h"
 #include "select.h"
 
 /* ---- configuration (sconfig.c) ---- */

@@ -139,7 +139,7 @@ usage(FILE *f)
 "\n"
 "A qrsd must be running, e.g. ./setup.sh run, or\n"
 "  build/daemon/qrsd --socket /tmp/qrsd.sock &\n"
-"  build/tools/" PROG " --socket /tmp/qrsd.sock\n", f);
+"  build/tools/llama/" PROG " --socket /tmp/qrsd.sock\n", f);
 }
 
 static void

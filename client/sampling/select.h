@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rowkern.h"
+#include "kernels/rowkern.h"
 
 enum qrs__order {
   QRS__ORDER_REFERENCE = 0,       /* T, top-k, softmax, min-p, top-p */

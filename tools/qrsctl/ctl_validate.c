@@ -18,7 +18,7 @@
 #define QRSD_PATH "/usr/local/sbin/qrsd"
 #endif
 
-/* The qrsd to run: $QRSD, else ../daemon/qrsd beside this executable
+/* The qrsd to run: $QRSD, else ../../daemon/qrsd from this executable
    (the build tree), else the installed one. */
 static const char *
 find_qrsd(char *buf, size_t size)
@@ -34,8 +34,8 @@ find_qrsd(char *buf, size_t size)
   if (n > 0) {
     buf[n] = '\0';
     slash = strrchr(buf, '/');
-    if (slash && (size_t)(slash - buf) + sizeof("/../daemon/qrsd") <= size) {
-      strcpy(slash, "/../daemon/qrsd");
+    if (slash && (size_t)(slash - buf) + sizeof("/../../daemon/qrsd") <= size) {
+      strcpy(slash, "/../../daemon/qrsd");
       if (access(buf, X_OK) == 0)
         return buf;
     }
