@@ -15,7 +15,7 @@ prefix=$(meson introspect "$build" --buildoptions |
   python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"][0])')
 root=$dest$prefix
 for f in sbin/qrsd bin/qrsctl include/qrs/qrs.h include/qrs/client.h \
-         include/qrs/error.h include/qrs/sampler.h etc/qrsd/qrsd.yaml \
+         include/qrs/error.h include/qrs/sampler.h include/qrs/dtype.h etc/qrsd/qrsd.yaml \
          lib/systemd/system/qrsd.service lib/systemd/system/qrsd.socket \
          lib/systemd/system/qrsd-metrics.service \
          lib/systemd/system/qrsd-metrics.timer \

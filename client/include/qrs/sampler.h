@@ -95,18 +95,11 @@
 
 #include <qrs/error.h>
 #include <qrs/client.h>
+#include <qrs/dtype.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Element type of a logits row. */
-enum qrs_dtype {
-  QRS_DTYPE_F32 = 0,
-  QRS_DTYPE_F16 = 1,              /* IEEE binary16 */
-  QRS_DTYPE_BF16 = 2,             /* bfloat16 */
-  QRS_DTYPE_F64 = 3,
-};
 
 /* ------------------------------------------------------------------ */
 /* Configuration                                                        */

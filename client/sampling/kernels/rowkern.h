@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <qrs/sampler.h>
+#include <qrs/dtype.h>
 
 struct qrs__view {
   const void *data;
