@@ -1,7 +1,8 @@
-/* Amplifiers (reference spec 8).  zscore_mean reproduces the reference's u
-   bit for bit: the byte sum is exact, the mean is one correctly rounded
-   division, and Phi uses the C library erf like CPython's math.erf.
-   Calibrations use numpy's pairwise summation for the same reason. */
+/* Amplifiers, those of qr-sampler's amplification/ package.  zscore_mean
+   reproduces the reference's u bit for bit: the byte sum is exact, the
+   mean is one correctly rounded division, and Phi uses the C library erf
+   like CPython's math.erf.  Calibrations use numpy's pairwise summation
+   for the same reason. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
-/* Amplifiers: N raw bytes -> one uniform u in (0,1) (reference spec 8).
+/* Amplifiers: N raw bytes -> one uniform u in (0,1), as qr-sampler's
+   amplifiers do (third_party/qr-sampler/src/qr_sampler/amplification/).
 
    zscore_mean, zscore_thought and ecdf reproduce the reference; exact
    (amp_exact.h) is qrs's own amplifier whose u is exactly uniform under
@@ -47,14 +48,15 @@ const char *amp_name(enum amp_type t);
 /* "zscore_mean, zscore_thought, ecdf, exact" */
 const char *amp_known_names(void);
 
-/* The reference's message for an error of amplifier t (spec 8, 16). */
+/* The reference's message for an error of amplifier t (the text its
+   amplifiers raise SignalAmplificationError with). */
 const char *amp_strerror(enum amp_type t, int err);
 
 /* Exact sum of n bytes. */
 uint64_t amp_byte_sum(const uint8_t *b, size_t n);
 
 /* Standard normal CDF through the C library erf, clamped to
-   [eps, 1 - eps] (spec 8.1 steps 5-6). */
+   [eps, 1 - eps], as ZScoreMeanAmplifier.amplify() does. */
 double amp_phi_clamped(double z, double eps);
 
 /* zscore_mean: M = sum/n, z = (M - mean) / (std / sqrt(n)),
@@ -67,8 +69,9 @@ int amp_zscore_mean(const struct amp_params *p, const uint8_t *b, size_t n,
 int amp_zscore_sum(const struct amp_params *p, uint64_t sum, size_t n,
                    struct amp_result *ret);
 
-/* zscore_thought's side accumulator (spec 8.3): exact byte sum and count
-   of every successful draw since the thought began. */
+/* zscore_thought's side accumulator (what the reference's
+   ZScoreThoughtAmplifier.thought_aggregate() sums): exact byte sum and
+   count of every successful draw since the thought began. */
 struct amp_thought {
   uint64_t sum;
   uint64_t count;
@@ -93,11 +96,12 @@ void amp_thought_aggregate(const struct amp_thought *t,
    array), so that calibrations match the reference to the last bit. */
 double amp_pairwise_sum(const double *a, size_t n);
 
-/* z-score baseline calibration (spec 8.2) from the byte means of count
+/* z-score baseline calibration, as the reference's
+   ZScoreMeanAmplifier.calibrate() does it, from the byte means of count
    blocks of sample_count bytes: *ret_mean = mean of the means, *ret_std =
    their ddof-1 standard deviation times sqrt(sample_count).  Returns 0, or
    AMP_E_ZERO_VARIANCE when that deviation is 0 (always for count == 1,
-   quirk Q6). */
+   which the reference refuses with the same zero-variance error). */
 int amp_zscore_calibrate(const double *block_means, size_t count,
                          uint32_t sample_count, double *ret_mean,
                          double *ret_std);
@@ -125,7 +129,8 @@ int amp_calib_lookup(struct amp_calib_cache *c, uint32_t sample_count,
 void amp_calib_store(struct amp_calib_cache *c, uint32_t sample_count,
                      uint32_t blocks, double mean, double std);
 
-/* ecdf (spec 8.4): the sorted byte means of the calibration blocks. */
+/* ecdf (ECDFAmplifier in the reference): the sorted byte means of the
+   calibration blocks. */
 struct amp_ecdf {
   double *means;            /* ascending; NULL: not calibrated */
   size_t n;

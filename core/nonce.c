@@ -1,4 +1,5 @@
-/* Commitment nonce (reference spec section 7). */
+/* Commitment nonce, as qr-sampler's derive_commit_nonce() derives it
+   (third_party/qr-sampler/src/qr_sampler/core/pipeline.py). */
 #include <string.h>
 
 #include <openssl/sha.h>

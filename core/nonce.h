@@ -1,4 +1,7 @@
-/* The commitment nonce of reference spec section 7. */
+/* The commitment nonce of a pipelined draw: it commits to the token chosen
+   before the draw, so a source that echoes it proves its bytes came after
+   that choice.  The derivation is qr-sampler's derive_commit_nonce()
+   (third_party/qr-sampler/src/qr_sampler/core/pipeline.py). */
 #ifndef QRS_CORE_NONCE_H
 #define QRS_CORE_NONCE_H
 
