@@ -1,7 +1,7 @@
-/* The roller: discrete decisions from draws (qrs/roller.h, reference spec
-   section 15).  The mappings from u reproduce the reference exactly:
-   fsum is Python's correctly rounded math.fsum, and the running sums are
-   sequential like the reference's. */
+/* The roller: discrete decisions from draws (qrs/roller.h; qr-sampler's
+   QthoughtRoller in its qthought.py).  The mappings from u reproduce the
+   reference exactly: fsum is Python's correctly rounded math.fsum, and the
+   running sums are sequential like the reference's. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -139,7 +139,8 @@ map_weighted(double u, const double *w, size_t n, double total)
     if (t < c)
       return (int64_t)i;
   }
-  return (int64_t)n - 1;                    /* quirk Q27 */
+  return (int64_t)n - 1;      /* rounding left t past the last sum: the
+                                 last option, as the reference's is */
 }
 
 int
@@ -363,7 +364,7 @@ copy_name(char *dst, const char *src)
   dst[n] = '\0';
 }
 
-/* One draw into a provenance record (spec 15.2). */
+/* One draw into a provenance record (the reference's ChoiceProvenance). */
 static int
 roll(struct qrs_roller *r, enum qrs_decision_kind kind,
      struct qrs_provenance *p)

@@ -170,7 +170,8 @@ void qrs__row_prepare(struct qrs__row *r, const void *data,
                       float *mb);
 
 /* Entropy (and varentropy) of the raw row, computed once per token.
-   -inf logits are masked (probability 0), unlike the reference (Q1). */
+   -inf logits are masked (probability 0), unlike the reference, whose
+   joint helper returns H = VH = 0 for a row with any -inf logit. */
 double qrs__row_h(struct qrs__row *r);
 void qrs__row_hvh(struct qrs__row *r, double *h, double *vh);
 

@@ -2,9 +2,10 @@
    truncation stages and a uniform u -> one token.
 
    Order of candidates: larger logit first; equal logits: higher token id
-   first (reference spec 1.2).  Every truncation keeps a prefix of that
-   order, so the whole pipeline is a series of prefix cuts followed by a
-   CDF search with u over the final prefix.  Nothing sorts the vocabulary:
+   first (the order the reference produced on every tied case of its
+   vectors).  Every truncation keeps a prefix of that order, so the whole
+   pipeline is a series of prefix cuts followed by a CDF search with u
+   over the final prefix.  Nothing sorts the vocabulary:
    cuts are logit thresholds (top-k, min-p, mirostat) or mass crossings
    (top-p, CDF, entropy throttle).  A crossing is found from the mass
    histogram of the pass that computed the normaliser (1/16 unit of

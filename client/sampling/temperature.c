@@ -1,5 +1,6 @@
-/* Temperature strategies (reference spec section 9) and two of qrs's own:
-   entropy_throttle and mirostat_v2, which pick the nucleus instead. */
+/* Temperature strategies (qr-sampler's temperature/ package) and two of
+   qrs's own: entropy_throttle and mirostat_v2, which pick the nucleus
+   instead. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,7 +11,8 @@
 #include "kernels/moments.h"
 #include "sampling.h"
 
-/* The guardrail box of the dynamic strategies (spec 1). */
+/* The guardrail box of the dynamic strategies (dynatemp's and belltemp's
+   _TEMP_CLAMP and _MIN_P_CLAMP in the reference). */
 #define T_LO 0.3
 #define T_HI 2.2
 #define MP_LO 0.0
@@ -572,7 +574,7 @@ compute(struct qrs__strategy *st, const struct qrs__cfgvals *cfg,
     h = qrs__row_h(r);
     hn = h / lnv;
     if (hn == 0.0 && cfg->edt_exponent < 0.0)
-      return -EDOM;   /* the reference raises: 0.0 ** negative (Q5) */
+      return -EDOM;   /* the reference raises: 0.0 ** negative */
     raw = cfg->edt_base_temp * pow(hn, cfg->edt_exponent);
     hn_result(res, fmax(cfg->edt_min_temp, fmin(cfg->edt_max_temp, raw)), h,
               hn, raw);

@@ -92,7 +92,7 @@ QRS_EXPORT void qrs_client_set_log_cb(struct qrs_client *c, qrs_log_cb cb,
 
 /* Copy the server's HELLO data (of the current connection; a reconnect
    renews it) into *ret_info, under the client's lock.  Returns 0 or
-   -EINVAL.  Safe while other threads use c.  Added in 0.1 (issue 11). */
+   -EINVAL.  Safe while other threads use c.  Added in 0.1. */
 QRS_EXPORT int qrs_client_get_server_info(const struct qrs_client *c,
                                           struct qrs_server_info *ret_info);
 
@@ -114,9 +114,11 @@ QRS_EXPORT const char *qrs_client_errmsg(const struct qrs_client *c);
 /* The socket path the client connects to.  Owned by the client. */
 QRS_EXPORT const char *qrs_client_socket_path(const struct qrs_client *c);
 
-/* The commitment of a draw (reference spec section 7): qrsd derives the
-   63-bit nonce from SHA-256(salt || u64le(step) || i64le(prev_token_id)).
-   Use prev_token_id -1 for the first token of a request. */
+/* The commitment of a draw: qrsd derives the 63-bit nonce from
+   SHA-256(salt || u64le(step) || i64le(prev_token_id)), as qr-sampler's
+   derive_commit_nonce() does, and a source that echoes it proves its bytes
+   came after the token it commits to.  Use prev_token_id -1 for the first
+   token of a request. */
 struct qrs_commitment {
   const uint8_t *salt;      /* may be NULL when salt_len is 0 */
   size_t salt_len;          /* at most 256 */
@@ -124,9 +126,9 @@ struct qrs_commitment {
   int64_t prev_token_id;
 };
 
-/* Amplifier parameters of one draw (reference spec 3.2).  Only the
-   fields whose QRS_AMP_* bit is in set are sent; the others take qrsd's
-   configured values.  qrsd checks them against its limits and answers
+/* Amplifier parameters of one draw, named as in qr-sampler's config.
+   Only the fields whose QRS_AMP_* bit is in set are sent; the others take
+   qrsd's configured values.  qrsd checks them against its limits and answers
    QRS_E_AMP_PARAMS when one is outside (see qrs_ipc.proto, Draw).
    Added in 0.1 (protocol additions Draw 20-24). */
 enum qrs_amp_field {
@@ -173,8 +175,9 @@ enum qrs_echo {
   QRS_ECHO_MISMATCH = 2,    /* the upstream answered another id */
 };
 
-/* The PurityService metadata of a server-integrated draw (reference spec
-   6.8).  has_meta is 0 when the draw had none. */
+/* The PurityService metadata of a server-integrated draw (the
+   DrawResponse fields of third_party/qr-sampler/src/qr_sampler/proto/
+   purity_service.proto).  has_meta is 0 when the draw had none. */
 struct qrs_draw_meta {
   double z;
   double coherence_z;
@@ -312,7 +315,7 @@ struct qrs_source_info {
   double timeout_ms;              /* adaptive call timeout now */
   uint64_t quota_minute_requests, quota_minute_limit;   /* limit 0: none */
   uint64_t quota_day_bytes, quota_day_limit;
-  /* Added in 0.1 (issue 7): the registry's state of the source and its
+  /* Added in 0.1: the registry's state of the source and its
      failures; and for a local source (local = 1: device, timing, noise)
      its health tests, measured capacity, min-entropy estimate and
      mechanisms. */
@@ -336,10 +339,10 @@ struct qrs_source_info {
   char combine[16];               /* noise: xor | concat; else "" */
   size_t n_mechanisms;            /* noise and timing sources */
   struct qrs_mechanism_info mechanisms[QRS_MECHANISMS_MAX];
-  /* Added in 0.1 (issue 23): a network upstream's P99 call latency, as
+  /* Added in 0.1: a network upstream's P99 call latency, as
      its circuit breaker tracks it. */
   double latency_p99_ms;
-  /* Added in 0.1 (issue 23): an operator disabled it
+  /* Added in 0.1: an operator disabled it
      (qrs_client_source_control()); it takes no draws. */
   int disabled;
 };
@@ -360,7 +363,7 @@ struct qrs_status {
   uint64_t errors;
   size_t n_sources;
   struct qrs_source_info *sources;  /* n_sources entries */
-  /* Added in 0.1 (issue 23): the draw latency (received to sent) as a
+  /* Added in 0.1: the draw latency (received to sent) as a
      histogram: count[i] draws took at most le_s[i] seconds and more than
      le_s[i - 1]; count[n_buckets] is past the last bound (+Inf). */
   size_t n_latency_buckets;

@@ -1,5 +1,6 @@
 /* libqrs roller: discrete decisions driven by entropy draws (the
-   reference's QthoughtRoller, spec section 15).
+   reference's QthoughtRoller, third_party/qr-sampler/src/qr_sampler/
+   qthought.py; docs/roller.md).
 
    A struct qrs_roller turns one fresh qrsd draw into one decision:
    qrs_roller_choose() picks one of k options, _choose_weighted() one of
@@ -16,8 +17,8 @@
    Thoughts: qrs_roller_begin_thought() opens a thought; every draw until
    the next drain is folded into it (draw_u and draw_index too).  For the
    zscore_thought amplifier, drain() attaches to each record the thought's
-   aggregate z-score (spec 8.3), computed from the exact byte sums of the
-   draws, so that many small decisions can be read as one signal.
+   aggregate z-score, computed from the exact byte sums of the draws, so
+   that many small decisions can be read as one signal.
 
    Example (a decision and its record; error handling shortened):
 
@@ -68,7 +69,8 @@ enum qrs_decision_kind {
    (static strings; "unknown" for a bad value). */
 QRS_EXPORT const char *qrs_decision_kind_name(enum qrs_decision_kind k);
 
-/* zscore_thought's aggregate over a thought's draws (spec 8.3). */
+/* zscore_thought's aggregate over a thought's draws (the reference's
+   ZScoreThoughtAmplifier.thought_aggregate()). */
 struct qrs_thought_aggregate {
   double sample_mean;       /* S / C */
   double z_score;           /* bias / sem */
@@ -85,7 +87,8 @@ struct qrs_provenance {
   double u;
   double z_score;
   double bias;              /* draw's byte mean - configured
-                               population_mean (quirk Q24) */
+                               population_mean, as the reference's is:
+                               not the calibrated baseline */
   char source[QRS_NAME_MAX];      /* the source that served the bytes */
   char amplifier[QRS_NAME_MAX];
   int is_fallback;
@@ -145,8 +148,8 @@ struct qrs_int_range {
   double weight;            /* finite, > 0 */
 };
 
-/* A value from the ranges: the range by weight, then uniformly inside it
-   (spec 15.3).  n >= 1. */
+/* A value from the ranges: the range by weight, then uniformly inside it,
+   as the reference's QthoughtRoller.bind_int() maps u.  n >= 1. */
 QRS_EXPORT int qrs_roller_bind_int(struct qrs_roller *r,
                                    const struct qrs_int_range *ranges,
                                    size_t n, struct qrs_provenance *ret);
@@ -181,8 +184,9 @@ QRS_EXPORT int qrs_roller_drain(struct qrs_roller *r,
 QRS_EXPORT size_t qrs_roller_pending(const struct qrs_roller *r);
 QRS_EXPORT uint64_t qrs_roller_dropped(const struct qrs_roller *r);
 
-/* The pure mappings from u (spec 15.3), for callers with their own u.
-   Same validation; 0 or -EINVAL. */
+/* The pure mappings from u (those of the reference's QthoughtRoller
+   decisions), for callers with their own u.  Same validation; 0 or
+   -EINVAL. */
 QRS_EXPORT int qrs_map_choose(double u, uint32_t k, int64_t *ret);
 QRS_EXPORT int qrs_map_choose_weighted(double u, const double *w, size_t n,
                                        int64_t *ret);

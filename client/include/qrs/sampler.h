@@ -30,7 +30,8 @@
                                  itself (replays, tests, other transports);
      qrs_sampler_select_u()      the same with only a u.
 
-   Selection (reference spec section 10): top-k -> softmax -> min-p ->
+   Selection (the reference's TokenSelector, third_party/qr-sampler/src/
+   qr_sampler/selection/selector.py): top-k -> softmax -> min-p ->
    top-p -> CDF search with u over the candidates in descending
    probability order (u near 0: the most probable token; u near 1: the
    least probable survivor).  T <= 0 is greedy.  Candidates with equal
@@ -46,7 +47,7 @@
 
    Differences from the reference, all deliberate:
    - Masked entropy.  The reference's joint entropy helper returns H = 0
-     and VH = 0 for any row with a -inf logit (quirk Q1), which feeds
+     and VH = 0 for any row with a -inf logit, which feeds
      hvh_drift, evdt_tt, gdt, belltemp, mix_temperatures, ring_buffer_ar
      and tt_exchange a zero entropy under grammar masks.  libqrs computes
      the entropy of the masked distribution everywhere (the value the
@@ -71,8 +72,8 @@
      QR_* variables naming them are ignored, setting them explicitly is
      QRS_E_CONFIG_FIELD.
    - preset_active in records shows the preset in effect, whether it came
-     from QR_PRESET or from the caller (the reference shows QR_PRESET only,
-     Q21).  config_hash follows the reference exactly (infrastructure
+     from QR_PRESET or from the caller (the reference shows QR_PRESET
+     only).  config_hash follows the reference exactly (infrastructure
      fields at their defaults), so equal configurations hash alike; a
      non-default qrs extension field is appended to the hashed JSON.
    - sample_mean is NaN when the draw did not report one (server draws);
@@ -105,7 +106,7 @@ extern "C" {
 /* Configuration                                                        */
 /* ------------------------------------------------------------------ */
 
-/* Field names are the reference's (spec 3.2), e.g. "top_k",
+/* Field names are the reference's (QRSamplerConfig), e.g. "top_k",
    "temperature_strategy", "hvh_lambda_ema"; qrs_sampler_field_name()
    lists them all.  Per-request reference fields:
 
@@ -262,7 +263,7 @@ QRS_EXPORT const char *qrs_sampler_field_name(size_t i);
 QRS_EXPORT const char *qrs_sampler_preset_name(size_t i);
 
 /* ------------------------------------------------------------------ */
-/* Per-token record (reference spec 13.1)                               */
+/* Per-token record (the reference's TokenSamplingRecord)               */
 /* ------------------------------------------------------------------ */
 
 /* Doubles that the reference may leave null are NaN here; tri-state
