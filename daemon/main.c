@@ -98,10 +98,10 @@ on_early_signal(int signum)
   early_signal = signum;
 }
 
-/* Signals from the first instruction (issue 26 item 4): until the loop's
-   handlers take over, SIGTERM and SIGINT are noted (without SA_RESTART,
-   so that a blocking call returns EINTR) and the start-up stops cleanly
-   at its next step; SIGHUP is ignored.  Unblocked too: a parent may have
+/* Signals from the first instruction: until the loop's handlers take
+   over, SIGTERM and SIGINT are noted (without SA_RESTART, so that a
+   blocking call returns EINTR) and the start-up stops cleanly at its next
+   step; SIGHUP is ignored.  Unblocked too: a parent may have
    left them blocked (then a pending one arrives here). */
 static void
 catch_early_signals(void)
@@ -171,7 +171,7 @@ on_stopped(struct server *s)
   (void)s;
   /* Closing the handles restores the default actions: block the signals
      first, so that one arriving in between waits, and is then ignored
-     instead of killing us while we finish cleanly (issue 11 item 11). */
+     instead of killing us while we finish cleanly. */
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
@@ -246,8 +246,7 @@ activated_fd(void)
 
 /* Descriptors the config needs: a connection each, those refused with
    BUSY, and some for sources, the journal and the listener.  Raise the
-   soft limit towards the hard one if needed; warn if it stays short
-   (issue 11 item 3). */
+   soft limit towards the hard one if needed; warn if it stays short. */
 static void
 check_nofile(const struct qrsd_conf *conf)
 {

@@ -111,7 +111,7 @@ check_fallbacks(struct parser *p, const struct qrsd_conf *conf)
 
 /* Test-only sources (and fallbacks to the built-in mock) need
    allow_test_sources: true, so that a mock cannot serve, under any name,
-   by accident (issue 11 item 6). */
+   by accident. */
 static int
 check_test_sources(struct parser *p, const struct qrsd_conf *conf)
 {

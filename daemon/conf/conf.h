@@ -39,7 +39,8 @@ struct conf_grpc {
   double timeout_ms;        /* cap of the adaptive call timeout */
   uint32_t retry_count;
   int check_echo;           /* a wrong echo fails the fetch */
-  int preprobe;             /* TCP pre-probe before attempts (spec 6.5) */
+  int preprobe;             /* TCP pre-probe before attempts
+                               (grpc/upstream_probe.c) */
   char *method, *stream_method, *draw_method, *draw_stream_method;
   uint64_t max_bytes_per_request, max_requests_per_minute,
            max_bytes_per_day;                          /* quota.*, 0: none */

@@ -113,8 +113,9 @@ struct key {
   double dmin, dmax;
   unsigned open;            /* KEY_DOUBLE: OPEN_MIN | OPEN_MAX */
   const char *const *choices;  /* KEY_STRING: allowed values, or NULL */
-  int live;                 /* a reload applies it (conf_reload.c); else
-                               it keeps its value until a restart */
+  int live;                 /* a reload applies it (conf_apply_live() in
+                               conf_diff.c); else it keeps its value
+                               until a restart */
 };
 
 /* A source type and its keys (into struct conf_source). */
