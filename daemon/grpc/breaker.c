@@ -66,7 +66,7 @@ upper_bound(const double *v, size_t n, double x)
 
 /* The window's samples are also kept sorted (one binary search and a
    memmove per sample, instead of sorting the window on every call): the
-   P99 is the spec's sorted[floor(len * 0.99)], the same value. */
+   P99 is the reference's sorted[floor(len * 0.99)], the same value. */
 void
 breaker_record_latency(struct breaker *b, double ms)
 {

@@ -1,5 +1,6 @@
-/* The adaptive circuit breaker of a network upstream (reference spec 6.4,
-   reproduced exactly; tests/vectors/breaker.json).
+/* The adaptive circuit breaker of a network upstream: qr-sampler's
+   AdaptiveCircuitBreaker (third_party/qr-sampler/src/qr_sampler/entropy/
+   qgrpc/breaker.py), reproduced exactly (tests/vectors/breaker.json).
 
    A rolling window of call latencies gives a P99; the call timeout is
    P99 x multiplier, kept within [min_timeout_ms, max_timeout_ms].  After

@@ -1,4 +1,4 @@
-/* Driving gRPC C-core from a libuv loop (toolchain.md section 4).
+/* Driving gRPC C-core from a libuv loop.
 
    gRPC exposes no file descriptor to poll, so one thread per bridge blocks
    in grpc_completion_queue_next().  When the loop is run by looplock_run()

@@ -6,7 +6,8 @@
    An upstream owns its channel (insecure or TLS, api key metadata), the
    bidi sessions of bidi_streaming mode, the adaptive circuit breaker and
    the provider quotas.  upstream_fetch() and upstream_draw() run the whole
-   reference machinery of one fetch (spec 6.6): circuit check (half-open
+   machinery of one fetch, as qr-sampler's
+   QuantumGrpcSource._fetch_with_recovery() does: circuit check (half-open
    trial recreates the channel), 1 + retry_count attempts each bounded by
    the breaker's timeout, reply validation (exact length, non-empty data; a
    draw's u finite and inside (0, 1); a non-zero echo equal to the
@@ -56,7 +57,7 @@ struct upstream_conf {
   uint32_t retry_count;
   int check_echo;                   /* a wrong non-zero echo fails; 0:
                                        served, labelled a mismatch */
-  int preprobe;                     /* TCP pre-probe (spec 6.5) */
+  int preprobe;                     /* TCP pre-probe (upstream_probe.c) */
   struct breaker_params breaker;
   struct quota_params quota;
   const char *state_dir;            /* for the daily quota, or NULL */

@@ -102,8 +102,8 @@ upstream__channel_ensure(struct upstream *u)
   return u->ch ? 0 : -ENOMEM;
 }
 
-/* Recreate the channel (toolchain.md: a 1.51 channel reconnects slowly
-   after the server restarts).  force: ignore the rate limit. */
+/* Recreate the channel (a gRPC 1.51 channel reconnects slowly after the
+   server restarts).  force: ignore the rate limit. */
 void
 upstream__channel_reset(struct upstream *u, int force)
 {
@@ -195,7 +195,8 @@ upstream__status_err(grpc_status_code st)
 }
 
 /* The server rejected the request itself: retrying or reconnecting does
-   not help (spec 6.6 step 4). */
+   not help.  The statuses of qr-sampler's _SERVER_SIDE_REJECTION_CODES
+   (entropy/qgrpc/source.py), and UNIMPLEMENTED. */
 int
 upstream__server_rejection(int status)
 {

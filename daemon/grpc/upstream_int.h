@@ -7,7 +7,7 @@
      server-streaming attempts; reply validation; breaker bookkeeping;
    - upstream_session.c: the bidi sessions of bidi_streaming mode, on which
      reqs queue in FIFO order;
-   - upstream_probe.c: the TCP pre-probe that gates an attempt (spec 6.5);
+   - upstream_probe.c: the TCP pre-probe that gates an attempt;
    - upstream_channel.c: the upstream's lifetime (new, free), its channel,
      calls and credentials, gRPC status to errno, the quota's persistence
      and the state for status.
@@ -214,7 +214,7 @@ void upstream__op_initial_md(struct upstream *u, grpc_op *op,
 /* A gRPC status as the negative errno of upstream.h (0 for OK). */
 int upstream__status_err(grpc_status_code st);
 /* The server rejected the request itself: retrying or reconnecting does
-   not help (spec 6.6 step 4). */
+   not help. */
 int upstream__server_rejection(int status);
 /* "gRPC status 14: ..." into buf. */
 void upstream__status_detail(char *buf, size_t len, grpc_status_code st,

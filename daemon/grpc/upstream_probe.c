@@ -1,5 +1,6 @@
-/* The TCP pre-probe of a gRPC upstream (spec 6.5; upstream_int.h says
-   what the other pieces are).
+/* The TCP pre-probe of a gRPC upstream, as qr-sampler's gRPC source has
+   one (entropy/qgrpc/preprobe.py; upstream_int.h says what the other
+   pieces are).
 
    Before an attempt, unless a fetch succeeded within the last 30 s: a
    connect() to the target with a 0.5 s timeout, so that an unreachable or

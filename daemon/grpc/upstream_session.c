@@ -475,9 +475,10 @@ session_open(struct upstream *u, enum upkind kind)
   u->live++;
   upstream__call_open(u, &s->gc, method, -1);
 
-  /* The metadata batch (toolchain.md: a call needs RECV_INITIAL_METADATA
-     or its messages never arrive); the messages follow in session_pump(),
-     the status batch says when the stream ends. */
+  /* The metadata batch (in gRPC C-core a call needs
+     RECV_INITIAL_METADATA or its messages never arrive); the messages
+     follow in session_pump(), the status batch says when the stream
+     ends. */
   memset(ops, 0, sizeof(ops));
   upstream__op_initial_md(u, &ops[0], &md);
   ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
