@@ -1,5 +1,5 @@
-/* Conditioning of raw noise samples (spec section 5.5, the OpenEntropy
-   modes):
+/* Conditioning of raw noise samples, the modes OpenEntropy offers (and
+   qr-sampler's oe_conditioning setting names):
 
    raw         the samples unchanged, one output byte per raw byte.
    vonneumann  pairwise bit debiasing: the bits of the raw bytes are taken

@@ -1,4 +1,4 @@
-/* The systemd watchdog (issue 23).  When the service manager asks for
+/* The systemd watchdog.  When the service manager asks for
    one (WatchdogSec=, seen through sd_watchdog_enabled()), a loop timer
    sends WATCHDOG=1 at a third of the interval, but only while
    - the loop runs (a stalled loop fires no timer: no ping), and

@@ -82,7 +82,7 @@ mock_open(struct source *s, const struct conf_source *cs, char *err,
     m->st[i] = splitmix64(&x);
   q = fabs(m->shift) / 127.5;
   /* In 64 bits: q just below 1 rounds to 2^32, which must stay "always"
-     and not wrap to 0 (issue 11 item 10). */
+     and not wrap to 0. */
   m->threshold = (uint64_t)llround(q * 4294967296.0);
   m->fill = m->shift > 0 ? 255 : 0;
   s->priv = m;

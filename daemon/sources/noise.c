@@ -1,9 +1,9 @@
 /* The noise and timing sources: the OpenEntropy-style harvester of local
-   noise mechanisms (noise.h), and CPU timing jitter around a memory-bound
-   workload (the same harvester over one mechanism).  Bytes are harvested
-   on the source's own thread after the request arrived; each mechanism's
-   raw samples pass its SP 800-90B health tests, and a failed mechanism is
-   re-tested before it contributes again. */
+   noise mechanisms (daemon/local/harvest.h), and CPU timing jitter around
+   a memory-bound workload (the same harvester over one mechanism).  Bytes
+   are harvested on the source's own thread after the request arrived;
+   each mechanism's raw samples pass its SP 800-90B health tests, and a
+   failed mechanism is re-tested before it contributes again. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* Entropy sources: one asynchronous interface behind which every kind of
-   source sits (system, mock; device, timing, noise, grpc to come).  One
-   file per type in daemon/sources/.  The registry
+   source sits (system, mock, device, timing, noise, grpc).  One file per
+   type in daemon/sources/ (timing and noise share noise.c).  The registry
    (daemon/engine/registry.h) is the only caller: it owns fallback,
    admission, health and statistics around the sources, and nothing else
    in qrsd touches a source.
