@@ -254,7 +254,7 @@ PY
 
 tests() {
   build
-  # the python suite (issue 22) too; QRS_PYTHON=0 skips the venv step
+  # the python suite too; QRS_PYTHON=0 skips the venv step
   if [ "${QRS_PYTHON:-1}" != 0 ]; then
     python_env
   fi

@@ -1,5 +1,5 @@
-/* qrs-audit's statistics of a run (issue 25): what the u values of a
-   run's draws say, next to the checks that they were served honestly.
+/* qrs-audit's statistics of a run: what the u values of a run's draws
+   say, next to the checks that they were served honestly.
 
    One run: the Kolmogorov-Smirnov and Anderson-Darling tests of u
    against Uniform(0, 1), the Wald-Wolfowitz runs test of u above and

@@ -1,5 +1,5 @@
 /* qrs-audit: verify a qrsd draw journal and libqrs per-token records
-   offline (issue 25).  The journal: every SHA-256 recomputed, the chain
+   offline.  The journal: every SHA-256 recomputed, the chain
    across rotated files, sequences.  The records (audit_records.c): u in
    its CDF interval, received <= generated <= sent, no journal entry named
    twice, and with --journal every draw an entry with the same u, source,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/vllm/vllm-gpu-smoke.sh: vLLM on a GPU sampling through qrs (issue 22).
+# tools/vllm/vllm-gpu-smoke.sh: vLLM on a GPU sampling through qrs.
 #
 # Usage: tools/vllm/vllm-gpu-smoke.sh [--model NAME] [--port N] [--build DIR]
 #                                [--socket PATH] [--timeout S]
