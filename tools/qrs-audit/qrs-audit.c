@@ -1,7 +1,7 @@
 /* qrs-audit: verify a qrsd draw journal and libqrs per-token records
-   offline.  The journal: every SHA-256 recomputed, the chain
-   across rotated files, sequences.  The records (audit_records.c): u in
-   its CDF interval, received <= generated <= sent, no journal entry named
+   offline.  The journal: every SHA-256 recomputed, the chain across
+   rotated files, sequences.  The records (audit_records.c): u in its CDF
+   interval, received <= generated <= sent, no journal entry named
    twice, and with --journal every draw an entry with the same u, source,
    fallback label, nonce and times.  The replays (audit_replay.c): with
    --salt the nonce chain, with --logits each token selected again.
