@@ -55,7 +55,7 @@ health_apt_cutoff(double alpha, double h, unsigned w)
      likely than alpha under the claimed H (claims below about 0.06 bits
      at W = 512, alpha = 2^-30): the standard's cutoff, not capped at w,
      which would fail a healthy source at P(X = w) per window (0.07% for
-     H = 0.02: syscall_latency on a KVM guest).  A stuck source is still
+     H = 0.02, syscall_latency's claim).  A stuck source is still
      caught by the repetition count test. */
   return m + 1;
 }

@@ -8,8 +8,8 @@
    the rest (protocol, echo, timestamps, api key, TLS) stays.
 
    One libuv loop runs everything; gRPC's completion queue reaches it
-   through daemon/gbridge.  Fault flags (--latency-ms, --error-rate, ...)
-   make it misbehave on purpose so that clients can be tested against
+   through daemon/grpc/gbridge.  Fault flags (--latency-ms, --error-rate,
+   ...) make it misbehave on purpose so that clients can be tested against
    every failure an upstream can show.  usage() is the manual. */
 #define _GNU_SOURCE
 #include <errno.h>

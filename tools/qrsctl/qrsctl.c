@@ -15,7 +15,7 @@
    Text for people by default, one JSON object per line with --json (built
    with json-c, never by hand).  Exit status 0 success or healthy, 1
    degraded (health only), 2 anything else.  The help text below and
-   tools/qrsctl.1 say the same thing; change them together.
+   tools/qrsctl/qrsctl.1 say the same thing; change them together.
 
    This file is the command line: the command table, the help, the
    options every command shares, and main().  ctl.h lists the others. */
