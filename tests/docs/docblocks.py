@@ -24,7 +24,7 @@ blocks from blocks() below.
 
 Every relative link of the documents ([text](path) or
 [text](path#anchor)) must name a file that exists and, with an anchor,
-a heading of that file.
+a heading of that file; README.md must link every docs/*.md.
 
 A block that cannot be checked as written says why in an HTML comment on
 the line before it:
@@ -148,6 +148,13 @@ def bad_links(root):
                     if frag not in heads:
                         bad.append(f"{rel}: link to {target}: no such "
                                    f"heading in {os.path.relpath(dest, root)}")
+    readme = os.path.join(root, "README.md")
+    linked = {os.path.normpath(os.path.join(root, t.partition("#")[0]))
+              for line in prose(readme) for t in LINK.findall(line)}
+    for path in documents(root)[1:]:
+        if os.path.normpath(path) not in linked:
+            bad.append(f"README.md: no link to {os.path.relpath(path, root)}"
+                       f" in its Documentation list")
     return bad, n
 
 
