@@ -1,5 +1,5 @@
 #!/bin/sh
-# Install into a scratch DESTDIR, check that everything the issue lists is
+# Install into a scratch DESTDIR, check that everything an install holds is
 # there, build the README's C example against the installed qrs.pc and run
 # it against the installed qrsd.
 set -eu

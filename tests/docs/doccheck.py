@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Checks that the manuals and the dashboard say what the code does
-(issue 23).  One subcommand per document; each prints every difference
-it finds and exits 1 if there is any.
+"""Checks that the manuals and the dashboard say what the code does.
+One subcommand per document; each prints every difference it finds and
+exits 1 if there is any.
 
   doccheck.py conf DUMP PAGE
       qrsd.yaml(5) against the config loader's tables, as printed by
