@@ -1,6 +1,7 @@
-"""qrs.vllm with vLLM 0.34.0's own V2 loader and SamplingParams, and a
-scripted batch life cycle driving apply() with CPU tensors through a real
-qrsd.  No GPU here: RequestState (which pins memory through CUDA) is
+"""qrs.vllm with vLLM 0.34.0's own V2 loader, SamplingParams and
+parallel state (a two-rank tensor-parallel group on gloo: tp_rank.py),
+and a scripted batch life cycle driving apply() with CPU tensors through
+a real qrsd.  No GPU here: RequestState (which pins memory through CUDA) is
 replaced by an object with the fields LogitsProcRequestState reads; the
 CUDA path (pinned buffer, stream sync) is exercised only by
 tools/vllm/vllm-gpu-smoke.sh."""
@@ -28,23 +29,6 @@ from conftest import Daemon
 FQCN = "qrs.vllm:QRSLogitsProcessor"
 V = 1000
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def entry_point(tmp_path: Path, monkeypatch):
-    """The package's entry point as pip installs it: a dist-info with the
-    entry_points.txt of pyproject.toml's [project.entry-points]."""
-    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    eps = meta["entry-points"]["vllm.logits_processors"]
-    d = tmp_path / "site" / f"qrs-{meta['version']}.dist-info"
-    d.mkdir(parents=True)
-    (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: qrs\n"
-                                f"Version: {meta['version']}\n")
-    (d / "entry_points.txt").write_text(
-        "[vllm.logits_processors]\n"
-        + "".join(f"{k} = {v}\n" for k, v in eps.items()))
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    return eps
 
 
 def req_states(max_reqs: int = 8) -> SimpleNamespace:
@@ -84,14 +68,121 @@ def check_row(out: torch.Tensor, rec: dict, before: torch.Tensor,
     assert s.select_u(before.contiguous(), rec["u_value"]) == tok
 
 
-def test_loader_entry_point_and_fqcn(qrsd: Daemon, entry_point,
-                                     monkeypatch) -> None:
+def _draws(sock: str) -> int:
+    c = qrs.Client(sock)
+    try:
+        return c.status()["draws"]
+    finally:
+        c.close()
+
+
+def test_loader_opt_in_by_the_flag_and_once(qrsd: Daemon,
+                                            monkeypatch) -> None:
+    """The package registers no entry point, so vLLM's loader builds no
+    qrs processor for a server that did not name the class (rows
+    untouched, no draw); named twice, the second instance stands aside:
+    one draw per row."""
     monkeypatch.setenv("QRS_SOCKET", qrsd.sock)
-    assert entry_point == {"qrs": FQCN}
-    procs = build_custom_logits_processors(None, req_states(), False, [FQCN])
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "vllm.logits_processors" not in meta.get("entry-points", {})
+    assert build_custom_logits_processors(None, req_states(), False, []) == []
+
+    before = _draws(qrsd.sock)
+    procs = build_custom_logits_processors(None, req_states(), False,
+                                           [FQCN, FQCN])
     assert [type(p) for p in procs] == [qrs.vllm.QRSLogitsProcessor] * 2
-    procs = build_custom_logits_processors(None, req_states(), False, [])
-    assert len(procs) == 1, "the entry point alone"
+    first, second = procs
+    assert not first.standing_aside and second.standing_aside
+    assert second.client is None and second.pool is None
+    # as vLLM's sampler does: every processor sees every request and row
+    for slot in range(3):
+        assert [p.add_request(slot, sp()) for p in procs] == [True, False]
+    x = rows(3, 30)
+    before_rows = x.clone()
+    c = ctx([2, 0, 1], [0, 0, 0])
+    for p in procs:
+        x = p.apply(x, c)
+    for r, slot in enumerate([2, 0, 1]):
+        (rec,) = first.records(slot)
+        check_row(x[r], rec, before_rows[r], {})
+        assert second.records(slot) == []
+    # 3 prefetches in add_request and 3 after the tokens, at most
+    assert 3 <= _draws(qrsd.sock) - before <= 6
+
+    # a fresh model runner (its own request state) samples again
+    (again,) = build_custom_logits_processors(None, req_states(), False,
+                                              [FQCN])
+    assert not again.standing_aside
+
+
+def test_no_device_sync_without_speculative_rows(qrsd: Daemon,
+                                                 monkeypatch) -> None:
+    """One row per request: ownership and order come from the host-side
+    idx_mapping_np; the device-side tensors are never read."""
+    monkeypatch.setenv("QRS_SOCKET", qrsd.sock)
+    (p,) = build_custom_logits_processors(None, req_states(), False, [FQCN])
+    for slot in range(3):
+        p.add_request(slot, sp())
+    x = rows(3, 31)
+    before = x.clone()
+    c = ctx([1, 2, 0], [0, 0, 0])
+    # device tensors that fail when read: apply must not touch them
+    poisoned = LogitsContext(
+        expanded_idx_mapping=torch.empty(0), idx_mapping=torch.empty(0),
+        idx_mapping_np=c.idx_mapping_np, expanded_local_pos=torch.empty(0),
+        input_ids=c.input_ids, pos=c.pos,
+        seq_lens_upper_bound_np=c.seq_lens_upper_bound_np)
+    p.apply(x, poisoned)
+    for r, slot in enumerate([1, 2, 0]):
+        check_row(x[r], p.records(slot)[0], before[r], {})
+
+
+def test_tensor_parallel_one_draw_per_token(qrsd: Daemon,
+                                            tmp_path: Path) -> None:
+    """Two ranks of a TP group (vLLM's parallel_state on gloo), the same
+    logits on both: rank 0 draws and selects, rank 1 never connects to
+    qrsd and writes rank 0's tokens; qrsd serves one draw per token."""
+    import json
+    import os
+    import socket
+    import subprocess
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "QRS_SOCKET": qrsd.sock, "QRS_THREADS": "1"}
+    before = _draws(qrsd.sock)
+    procs = [subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("tp_rank.py")),
+         str(r), str(port), str(tmp_path / f"rank{r}.json")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for r in (0, 1)]
+    for p in procs:
+        out, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, out[-4000:]
+    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text())
+              for r in (0, 1))
+    assert (r0["samples"], r0["group"], r0["connected"]) == (True, True, True)
+    assert (r1["samples"], r1["group"], r1["connected"]) == \
+        (False, True, False), "rank 1 holds no connection to qrsd"
+    assert r0["tokens"] == r1["tokens"], "the ranks agree on every token"
+    assert all(r0["untouched"]) and all(r1["untouched"]), "bypass rows"
+    steps, owned = len(r0["tokens"]), 5
+    served = _draws(qrsd.sock) - before
+    # one draw per token, plus each slot's prefetch of its next token
+    assert steps * owned <= served <= (steps + 1) * owned, served
+    assert all(r == [] for r in r1["records"].values())
+    slots = [5, 4, 3, 2, 1, 0]
+    for step in range(steps):
+        g = torch.Generator().manual_seed(100 + step)
+        x = torch.randn((len(slots), V), generator=g) * 3
+        for r, slot in enumerate(slots):
+            if slot == 3:
+                continue
+            rec = r0["records"][str(slot)][step]
+            assert rec["token_id"] == r0["tokens"][step][r]
+            s = qrs.Sampler(qrs.make_config({"top_k": 50}), V)
+            assert s.select_u(x[r].contiguous(), rec["u_value"]) == \
+                rec["token_id"]
 
 
 def test_validate_params(qrsd: Daemon, monkeypatch) -> None:

@@ -2,8 +2,9 @@
 
     vllm serve MODEL --logits-processors qrs.vllm:QRSLogitsProcessor
 
-(or installed: the entry point ``qrs`` of group ``vllm.logits_processors``
-loads it for every model).  Per-request configuration comes from
+The flag is the one way a server opts in: the package registers no
+entry point, so installing it changes nothing for a server that did not
+name the class.  Per-request configuration comes from
 ``SamplingParams.extra_args`` with the reference's ``qr_*`` names
 (``{"qr_top_k": 40, "qr_temperature_strategy": "edt"}``), on top of the
 QR_* environment of the worker.  qrsd is reached at $QRS_SOCKET (else
@@ -14,14 +15,30 @@ connections to qrsd as its in-flight limit per connection needs
 (max_inflight_per_connection, 64 by default: 4 connections for vLLM's
 256 sequences), so every slot's next draw can be prefetched.
 
-Each step, ``apply`` gathers the rows of the requests it owns (one
-device-to-host copy into a reused pinned buffer), samples them in one
-libqrs batch call per speculative position (one call without speculative
-decoding), and writes each sampled row back as -inf except 0 at the chosen
-id.  Rows of declined (bypass) requests are untouched.  Each request has a
-fresh libqrs sampler state and salt; its first draw is begun in
-``add_request`` and each next draw right after the token, so draws
-overlap the forward pass.  Records: ``records(req_idx)``.
+One draw per token on any parallel layout.  vLLM builds the processor on
+every rank, but only the last pipeline stage samples; under tensor
+parallelism every rank of that stage samples the whole batch and feeds
+its token back into its own next step, so the ranks must agree.  Rank 0
+of the tensor-parallel group draws and selects; the chosen ids travel to
+the other ranks over vLLM's own TP group (one small tensor per step: its
+device communicator on a GPU, gloo on the CPU), and every rank writes
+the same one-hot.  The other ranks never connect to qrsd.  With
+batch-sharded sampling each rank samples only its own rows and draws for
+them itself.  A second processor built for the same model runner (the
+class named twice) stands aside with one log line: never two draws for
+one row.
+
+Each step, ``apply`` finds the rows of the requests it owns from the
+host-side batch layout (``idx_mapping_np``: no device sync; only under
+speculative decoding is the device-side row layout copied to the host,
+once), gathers those rows (one device-to-host copy into a reused pinned
+buffer), samples them in one libqrs batch call per speculative position
+(one call without speculative decoding), and writes each sampled row
+back as -inf except 0 at the chosen id.  Rows of declined (bypass)
+requests are untouched.  Each request has a fresh libqrs sampler state
+and salt; its first draw is begun in ``add_request`` and each next draw
+right after the token, so draws overlap the forward pass.  Records:
+``records(req_idx)`` (on the rank that samples).
 
 Import-light like vLLM's interface module: torch is imported only by the
 worker-side methods; ``validate_params`` (the frontend) needs only the
@@ -29,9 +46,11 @@ libqrs extension and qrsd's source list."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +119,45 @@ def request_config(base: _qrs.Config, args: Mapping[str, Any]) -> _qrs.Config:
     return cfg
 
 
+def _batch_sharded(vllm_config: Any) -> bool:
+    """Whether vLLM samples this model batch-sharded across the TP ranks:
+    the model runner's own test (enable_batch_sharded_sampling and a model
+    class with compute_logits_local)."""
+    par = getattr(vllm_config, "parallel_config", None)
+    if not getattr(par, "enable_batch_sharded_sampling", False):
+        return False
+    from vllm.model_executor.model_loader.utils import get_model_cls
+    return hasattr(get_model_cls(vllm_config.model_config),
+                   "compute_logits_local")
+
+
+def parallel_role(vllm_config: Any) -> tuple[bool, Any]:
+    """(samples, group) of this process: whether it draws and selects,
+    and the tensor-parallel group whose other ranks receive its tokens
+    (None: no other rank needs them).
+
+    Outside vLLM's parallel state (one process) it samples.  A pipeline
+    stage other than the last never calls apply: it neither samples nor
+    connects.  With batch-sharded sampling every TP rank samples its own
+    rows.  Otherwise rank 0 of the TP group samples for the group."""
+    from vllm.distributed import parallel_state as ps
+
+    if not ps.model_parallel_is_initialized():
+        return True, None
+    if not ps.get_pp_group().is_last_rank:
+        return False, None
+    tp = ps.get_tp_group()
+    if tp.world_size == 1 or _batch_sharded(vllm_config):
+        return True, None
+    return tp.rank_in_group == 0, tp
+
+
+#: The sampling processor of each model runner (keyed by the id of the
+#: request state vLLM hands every processor it builds in one runner).
+_runners_lock = threading.Lock()
+_runners: dict[int, weakref.ref[QRSLogitsProcessor]] = {}
+
+
 class QRSLogitsProcessor(LogitsProcessor):
     """See the module docstring."""
 
@@ -140,35 +198,76 @@ class QRSLogitsProcessor(LogitsProcessor):
         self.vocab_size = int(req_states.vocab_size)
         self.device = req_states.device
         self.max_num_reqs = int(req_states.max_num_reqs)
-        self.client = _qrs.Client()
-        # enough connections that every slot's draw can be prefetched
-        self._clients, self._per_client = connections(self.client,
-                                                      self.max_num_reqs)
         self.base = make_config()
-        self.pool = _qrs.Pool(pool_threads())
         self.keep_records = True
-        # per slot: the sampler (None: declined or free) and records
+        # per slot: whether a request there is sampled by qrs (on every
+        # rank), its sampler and records (on the sampling rank only)
+        self._owned = [False] * self.max_num_reqs
         self._samplers: list[_qrs.Sampler | None] = [None] * self.max_num_reqs
         self._hash: list[str | None] = [None] * self.max_num_reqs
         self._records: list[list[dict[str, Any]]] = [
             [] for _ in range(self.max_num_reqs)]
+        self.standing_aside = self._claim_runner(req_states)
+        self.samples, self.group = parallel_role(vllm_config)
+        self.client: _qrs.Client | None = None
+        self._clients: list[_qrs.Client] = []
+        self._per_client = 1
+        self.pool: _qrs.Pool | None = None
+        if self.standing_aside:
+            return
         pin = torch.device(self.device).type == "cuda"
         self._host = torch.empty((0, self.vocab_size), dtype=torch.float32,
                                  pin_memory=pin)
         self._pin = pin
+        if not self.samples:
+            log.info("qrs: V2 logits processor on %s: %s", self.device,
+                     "rank %d of the tensor-parallel group, which writes the"
+                     " tokens of rank 0" % self.group.rank_in_group
+                     if self.group is not None else
+                     "a pipeline stage that does not sample")
+            return
+        self.client = _qrs.Client()
+        # enough connections that every slot's draw can be prefetched
+        self._clients, self._per_client = connections(self.client,
+                                                      self.max_num_reqs)
+        self.pool = _qrs.Pool(pool_threads())
         log.info("qrs: V2 logits processor on %s (vocabulary %d, %d slots,"
-                 " %d sampling threads, %d connections to qrsd at %s)",
+                 " %d sampling threads, %d connections to qrsd at %s%s)",
                  self.device, self.vocab_size, self.max_num_reqs,
                  self.pool.threads, len(self._clients),
-                 self.client.socket_path)
+                 self.client.socket_path,
+                 "; tokens sent to %d tensor-parallel ranks"
+                 % (self.group.world_size - 1) if self.group else "")
+
+    def _claim_runner(self, req_states: LogitsProcRequestState) -> bool:
+        """True (and one log line) when another live qrs processor already
+        samples for this model runner: vLLM builds one instance per name
+        it is given, so the class named twice would draw twice per row."""
+        key = id(req_states)
+        with _runners_lock:
+            ref = _runners.get(key)
+            other = ref() if ref is not None else None
+            if other is not None and other._req_states is req_states:
+                log.warning("qrs: a second QRSLogitsProcessor for the same "
+                            "model runner stands aside (the class was named "
+                            "more than once); the first one samples")
+                return True
+            self._req_states = req_states
+            _runners[key] = weakref.ref(self)
+            return False
 
     def add_request(self, req_idx: int,
                     sampling_params: SamplingParams) -> bool:
+        if self.standing_aside:
+            return False
         cfg = request_config(self.base, qr_args(sampling_params))
         self._records[req_idx] = []
-        if cfg.get("bypass") == "true":
+        self._owned[req_idx] = cfg.get("bypass") != "true"
+        if not self._owned[req_idx]:
             self._samplers[req_idx] = None
             return False
+        if not self.samples:
+            return True
         h = cfg.hash()
         s = self._samplers[req_idx]
         if s is not None and self._hash[req_idx] == h:
@@ -189,7 +288,7 @@ class QRSLogitsProcessor(LogitsProcessor):
 
     def records(self, req_idx: int) -> list[dict[str, Any]]:
         """The records of the request in slot req_idx (until it is
-        reused)."""
+        reused; empty on a rank that does not sample)."""
         return self._records[req_idx]
 
     def _buffer(self, n: int) -> torch.Tensor:
@@ -201,30 +300,42 @@ class QRSLogitsProcessor(LogitsProcessor):
                                      pin_memory=self._pin)
         return self._host[:n]
 
-    def apply(self, logits: torch.Tensor, ctx: LogitsContext) -> torch.Tensor:
+    def _owned_rows(self, logits: torch.Tensor,
+                    ctx: LogitsContext) -> list[tuple[int, int, int]]:
+        """(speculative position, row, slot) of each row this processor
+        samples, by position, then row: the order of the draws."""
         import torch
 
-        if logits.dim() != 2 or logits.shape[1] != self.vocab_size:
-            raise ValueError(f"qrs: logits {tuple(logits.shape)} do not match"
-                             f" the vocabulary {self.vocab_size}")
-        slots = ctx.expanded_idx_mapping.tolist()
-        local = ctx.expanded_local_pos.tolist()
-        # owned rows by speculative position, then row order
+        reqs = ctx.idx_mapping_np
+        if logits.shape[0] == len(reqs):
+            # one row per request, in batch order: the host-side mapping
+            # says it all (no device sync)
+            return [(0, r, int(s)) for r, s in enumerate(reqs.tolist())
+                    if self._owned[s]]
+        # speculative decoding: rows per request differ; the device-side
+        # row layout comes to the host in one copy (one sync)
+        both = torch.stack((ctx.expanded_idx_mapping.to(torch.int64),
+                            ctx.expanded_local_pos.to(torch.int64))).cpu()
+        slots, local = both.tolist()
         owned = [(local[r], r, slots[r]) for r in range(len(slots))
-                 if self._samplers[slots[r]] is not None]
-        if not owned:
-            return logits
+                 if self._owned[slots[r]]]
         owned.sort()
+        return owned
+
+    def _sample(self, logits: torch.Tensor,
+                owned: list[tuple[int, int, int]],
+                idx: torch.Tensor, idx_dev: torch.Tensor) -> tuple[list[int],
+                                                                   bool]:
+        """Draw and select the owned rows; returns their tokens and
+        whether the rows are already one-hot (sampled in place)."""
+        import torch
+
         rows = [r for _, r, _ in owned]
-        idx = torch.tensor(rows, dtype=torch.long)
-        idx_dev = idx.to(logits.device, non_blocking=True)
         in_place = False          # host is logits' own rows
         if logits.device.type != "cpu":
             host = self._buffer(len(rows))
-            src = logits.index_select(0, idx_dev)
-            host.copy_(src)       # the one device-to-host copy
-            if logits.device.type == "cuda":
-                torch.cuda.current_stream(logits.device).synchronize()
+            # the one device-to-host copy; it waits for the rows
+            host.copy_(logits.index_select(0, idx_dev))
         elif (rows == list(range(rows[0], rows[0] + len(rows)))
               and logits.is_contiguous() and logits.dtype == torch.float32):
             host = logits[rows[0]:rows[0] + len(rows)]  # in place, no copy
@@ -254,10 +365,49 @@ class QRSLogitsProcessor(LogitsProcessor):
                     self._records[owned[start + k][2]].append(rec)
             tokens.extend(toks)
             start = end
+        return tokens, in_place
+
+    def apply(self, logits: torch.Tensor, ctx: LogitsContext) -> torch.Tensor:
+        import torch
+
+        if self.standing_aside:
+            return logits
+        if logits.dim() != 2 or logits.shape[1] != self.vocab_size:
+            raise ValueError(f"qrs: logits {tuple(logits.shape)} do not match"
+                             f" the vocabulary {self.vocab_size}")
+        owned = self._owned_rows(logits, ctx)
+        if not owned or (not self.samples and self.group is None):
+            return logits
+        idx = torch.tensor([r for _, r, _ in owned], dtype=torch.long)
+        idx_dev = idx.to(logits.device, non_blocking=True)
+        in_place = False
+        if self.samples:
+            try:
+                tokens, in_place = self._sample(logits, owned, idx, idx_dev)
+            except Exception:
+                if self.group is not None:  # the other ranks wait for ids
+                    self.group.broadcast(torch.full(
+                        (len(owned),), -1, dtype=torch.long,
+                        device=logits.device), src=0)
+                raise
+            tok_dev = torch.tensor(tokens, dtype=torch.long).to(
+                logits.device, non_blocking=True)
+            if self.group is not None:
+                self.group.broadcast(tok_dev, src=0)
+        else:
+            tok_dev = torch.empty(len(owned), dtype=torch.long,
+                                  device=logits.device)
+            self.group.broadcast(tok_dev, src=0)
+            # ids of -1: rank 0 failed this step (and raised there)
+            if tok_dev.device.type == "cpu":
+                if bool((tok_dev < 0).any()):
+                    raise QrsError(-errno.EIO, "qrs: rank 0 of the tensor-"
+                                   "parallel group failed to sample this step",
+                                   "EIO")
+            else:                 # checked on the device: no host sync
+                torch._assert_async(tok_dev.min() >= 0)
         if in_place:
             return logits
-        tok_dev = torch.tensor(tokens, dtype=torch.long).to(
-            logits.device, non_blocking=True)
         logits.index_fill_(0, idx_dev, float("-inf"))
         logits[idx_dev, tok_dev] = 0.0   # the one scatter back
         return logits
