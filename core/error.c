@@ -39,6 +39,7 @@ static const struct {
   ERR(QRS_E_LOGITS,
       "Logits row has a NaN or +inf entry, or every entry is -inf"),
   ERR(QRS_E_NO_CANDIDATES, "No token with positive probability to select"),
+  ERR(QRS_E_U_RANGE, "Selection u is not a number in [0, 1]"),
 };
 
 #undef ERR

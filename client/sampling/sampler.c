@@ -517,6 +517,10 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
     return -EINVAL;
   if (s->cfg.bypass)
     return 1;
+  /* u is a probability mass: a NaN (which no comparison rejects in the
+     CDF search) or anything outside [0, 1] would still pick a token */
+  if (!(draw->u >= 0.0 && draw->u <= 1.0))
+    return QRS_E_U_RANGE;
   t0 = now_ns();
   need_h = (s->log && s->log_level > 0) || s->diag;
   /* A configured temperature (fixed, entropy throttle, mirostat) needs

@@ -448,9 +448,11 @@ QRS_EXPORT int qrs_sampler_set_logits_dump(struct qrs_sampler *s,
    draw->u, strategy feedback, record, log; then step += 1 and the
    selected token becomes the previous token of the next commitment.
    logits: n values of dtype (n <= the row capacity), read only.
+   draw->u must be a number in [0, 1] (qrsd's draws lie in (0, 1)).
    ret_token, ret_record may be NULL.  Returns 0, or 1 when the config
-   says bypass (nothing done, no token), QRS_E_LOGITS (NaN, +inf, all
-   -inf), QRS_E_NO_CANDIDATES, -EDOM (edt with a negative exponent on a
+   says bypass (nothing done, no token), QRS_E_U_RANGE (u NaN, infinite
+   or outside [0, 1]: nothing done), QRS_E_LOGITS (NaN, +inf, all -inf),
+   QRS_E_NO_CANDIDATES, -EDOM (edt with a negative exponent on a
    zero-entropy row, as the reference), -EINVAL.  On error the sampler's
    state is unchanged except for strategy state the reference also
    updates before selection (hvh_drift EMAs, coherence gate EMA). */

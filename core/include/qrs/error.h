@@ -46,6 +46,8 @@ enum qrs_error {
   QRS_E_CONFIG_VALUE = -1103,     /* sampler value wrong type / range */
   QRS_E_LOGITS = -1104,           /* NaN or +inf logit, or all -inf row */
   QRS_E_NO_CANDIDATES = -1105,    /* no token with positive probability */
+  QRS_E_U_RANGE = -1106,          /* a selection u that is NaN, infinite or
+                                     outside [0, 1] */
 };
 
 /* A static, NUL-terminated English description of err, which is a negative

@@ -728,6 +728,44 @@ Test(sampler, broken_rows_leave_the_chain_where_it_was)
   qrs_sampler_free(s);
 }
 
+Test(sampler, u_must_be_a_number_in_the_unit_interval)
+{
+  static const double bad[] = { NAN, INFINITY, -INFINITY, -0.5, 1.5,
+                                -1e-300, 1.0000000000000002 };
+  struct qrs_token_record rec;
+  struct qrs_commitment cm;
+  struct qrs_sampler *s;
+  struct qrs_draw d;
+  float row[4] = { 0.0f, 1.0f, 3.0f, 2.0f };
+  uint32_t tok;
+  size_t i;
+
+  cr_assert_eq(qrs_sampler_new(NULL, 4, &s), 0);
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    tok = 77;
+    cr_expect_eq(qrs_sampler_select_u(s, row, QRS_DTYPE_F32, 4, bad[i],
+                                      &tok, NULL),
+                 QRS_E_U_RANGE, "u %g", bad[i]);
+    cr_expect_eq(tok, 77, "no token for u %g", bad[i]);
+    memset(&d, 0, sizeof(d));
+    d.u = bad[i];
+    cr_expect_eq(qrs_sampler_step(s, row, QRS_DTYPE_F32, 4, &d, 0, &tok,
+                                  &rec),
+                 QRS_E_U_RANGE, "step, u %g", bad[i]);
+  }
+  qrs_sampler_next_commitment(s, &cm);
+  cr_expect_eq(cm.step, 0, "refused u leave the chain where it was");
+  cr_expect_str_eq(qrs_strerror_name(QRS_E_U_RANGE), "QRS_E_U_RANGE");
+  /* the interval's ends select: u 0 the most probable, 1 the last
+     survivor */
+  cr_expect_eq(qrs_sampler_select_u(s, row, QRS_DTYPE_F32, 4, 0.0, &tok,
+                                    NULL), 0);
+  cr_expect_eq(tok, 2);
+  cr_expect_eq(qrs_sampler_select_u(s, row, QRS_DTYPE_F32, 4, 1.0, &tok,
+                                    NULL), 0);
+  qrs_sampler_free(s);
+}
+
 Test(sampler, reserve_allows_padded_rows)
 {
   struct qrs_sampler_config *cfg;
