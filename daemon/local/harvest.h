@@ -14,7 +14,7 @@
    samples through its own SP 800-90B health tests (health.h); combines the
    mechanisms' samples; and conditions the result (condition.h).
 
-   Combination (documented in the README):
+   Combination (documented in docs/sources.md):
    xor     byte i of the raw stream is the XOR of sample i of every
            mechanism that delivered it; at least one mechanism must deliver
            all of them.  The read waits for the mechanisms whose measured
