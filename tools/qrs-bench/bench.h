@@ -135,4 +135,11 @@ void bench_kill(pid_t *pid, int sig);
 /* Remove the temporary folder dir and what is in it.  Returns 0 or -1. */
 int bench_rmdir(const char *dir);
 
+/* Make the temporary folder /tmp/qrs-bench-XXXXXX in dir (size bytes, at
+   least 22).  At exit stop runs (the caller's servers signalled and
+   reaped; NULL: none), then the folder and what is in it are removed.
+   SIGPIPE is ignored from then on: a server that went away is an error
+   the write reports.  Returns 0, or -1 after saying why. */
+int bench_tmpdir(char *dir, size_t size, void (*stop)(void));
+
 #endif

@@ -48,11 +48,9 @@ static char tmpdir[64];
 static pid_t qrsd_pid = -1;
 
 static void
-cleanup(void)
+stop_servers(void)
 {
   bench_kill(&qrsd_pid, SIGTERM);
-  if (tmpdir[0] && bench_rmdir(tmpdir) < 0)
-    fprintf(stderr, "qrs-bench: could not remove %s\n", tmpdir);
 }
 
 /* The sources a GPU host has without network: the OS, a device node, the
@@ -312,13 +310,8 @@ bench_budgets(int argc, char **argv)
     return 2;
   }
   bin = bench_find_qrsd(o.qrsd);
-  snprintf(tmpdir, sizeof(tmpdir), "/tmp/qrs-bench-XXXXXX");
-  if (!mkdtemp(tmpdir)) {
-    perror("mkdtemp");
+  if (bench_tmpdir(tmpdir, sizeof(tmpdir), stop_servers) < 0)
     return 1;
-  }
-  atexit(cleanup);
-  signal(SIGPIPE, SIG_IGN);
   snprintf(conf, sizeof(conf), "%s/qrsd.yaml", tmpdir);
   snprintf(notify, sizeof(notify), "%s/notify", tmpdir);
   snprintf(sock, sizeof(sock), "%s/qrsd.sock", tmpdir);

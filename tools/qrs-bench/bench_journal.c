@@ -57,12 +57,10 @@ static char tmpdir[64];
 static pid_t pid_on = -1, pid_off = -1;
 
 static void
-cleanup(void)
+stop_servers(void)
 {
   bench_kill(&pid_on, SIGTERM);
   bench_kill(&pid_off, SIGTERM);
-  if (tmpdir[0] && bench_rmdir(tmpdir) < 0)
-    fprintf(stderr, "qrs-bench: could not remove %s\n", tmpdir);
 }
 
 /* Write a qrsd configuration to path: the built-in default but for the
@@ -652,13 +650,8 @@ bench_journal(int argc, char **argv)
     fprintf(stderr, "qrs-bench journal: bad option value\n");
     return 2;
   }
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/qrs-bench-XXXXXX");
-  if (!mkdtemp(tmpdir)) {
-    perror("mkdtemp");
+  if (bench_tmpdir(tmpdir, sizeof tmpdir, stop_servers) < 0)
     return 1;
-  }
-  atexit(cleanup);
-  signal(SIGPIPE, SIG_IGN);
   if (o.dir) {
     snprintf(jdir, sizeof jdir, "%s", o.dir);
   } else {
