@@ -1,5 +1,5 @@
-/* qrs-bench budgets: qrsd's operating budgets (issue 23), measured on the
-   real daemon.
+/* qrs-bench budgets: qrsd's operating budgets, measured on the real
+   daemon.
 
    ready   exec of qrsd until it tells systemd READY=1 (sd_notify on a
            NOTIFY_SOCKET this program listens on) and until its first

@@ -1,5 +1,5 @@
-/* qrs-bench journal: what the draw journal (issue 25) costs on the draw
-   path, and how fast qrs-audit verifies a journal.
+/* qrs-bench journal: what the draw journal costs on the draw path, and
+   how fast qrs-audit verifies a journal.
 
    Two real qrsd run side by side from configurations that differ only in
    journal.dir (one journals to a folder, the other has no journal); one

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""pybench: what the qrs Python package adds on top of libqrs (issue 22).
+"""pybench: what the qrs Python package adds on top of libqrs.
 
 Usage: pybench.py [--build DIR] [--socket PATH] [-n VOCAB] [-t TOKENS]
                   [-r REPS] [-b BATCH] [-s STEPS]
