@@ -168,7 +168,7 @@ bench_find_qrsd(const char *opt)
     return opt;
   if (getenv("QRSD") && *getenv("QRSD"))
     return getenv("QRSD");
-  if (bench_sibling("../daemon/qrsd", path, sizeof(path)) &&
+  if (bench_sibling("../../daemon/qrsd", path, sizeof(path)) &&
       access(path, X_OK) == 0)
     return path;
   return "qrsd";

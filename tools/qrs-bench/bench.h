@@ -114,8 +114,9 @@ int bench_unpin(void);
    NULL when the program's path is unknown. */
 const char *bench_sibling(const char *rel, char *buf, size_t len);
 
-/* The qrsd binary to start: opt when set, else $QRSD, else ../daemon/qrsd
-   next to this program when it is there, else "qrsd" (from PATH). */
+/* The qrsd binary to start: opt when set, else $QRSD, else the build
+   tree's (../../daemon/qrsd from this program's folder) when it is
+   there, else "qrsd" (from PATH). */
 const char *bench_find_qrsd(const char *opt);
 
 /* Fork and exec bin on socket sock (with -c conf unless conf is NULL, and

@@ -273,7 +273,7 @@ usage(FILE *f)
 "\n"
 "Options:\n"
 "      --qrsd PATH        the daemon to run (default: $QRSD, else\n"
-"                         ../daemon/qrsd next to qrs-bench)\n"
+"                         the build tree's daemon/qrsd)\n"
 "      --config FILE      qrsd's configuration (default: one with local\n"
 "                         sources only: system, /dev/urandom, timing)\n"
 "      --starts N         start-ups to measure (default 20)\n"

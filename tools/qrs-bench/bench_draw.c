@@ -366,7 +366,7 @@ usage(FILE *f)
 "  --socket PATH     measure a running qrsd (default: start one from the\n"
 "                    build tree on a temporary socket)\n"
 "  --qrsd PATH       the qrsd binary to start (default: $QRSD, else\n"
-"                    ../daemon/qrsd next to qrs-bench)\n"
+"                    the build tree's daemon/qrsd)\n"
 "  --samples N       bytes per draw (default 10000)\n"
 "  --rounds N        alternating latency rounds (default 10)\n"
 "  --per-round N     round trips per round and side (default 2000)\n"

@@ -311,7 +311,7 @@ run_audit(const struct jopts *o, const char *dir, const char *records,
   int st;
 
   if (bin == NULL)
-    bin = bench_sibling("qrs-audit", path, sizeof path);
+    bin = bench_sibling("../qrs-audit/qrs-audit", path, sizeof path);
   if (bin == NULL)
     bin = "qrs-audit";
   fflush(stdout);
@@ -565,8 +565,8 @@ usage(FILE *f)
 "\n"
 "Options:\n"
 "  --qrsd PATH           the qrsd to start (default: $QRSD, else\n"
-"                        ../daemon/qrsd next to qrs-bench)\n"
-"  --audit PATH          the qrs-audit to run (default: next to qrs-bench)\n"
+"                        the build tree's daemon/qrsd)\n"
+"  --audit PATH          the qrs-audit to run (default: the build tree's)\n"
 "  --journal-dir DIR     where the journal on side writes (an empty\n"
 "                        folder; default: a temporary folder under /tmp)\n"
 "  --samples N           bytes per draw (default 10000)\n"
