@@ -217,13 +217,15 @@ qpy_rows_get(PyObject *obj, const char *dtype_hint, int want_2d,
   r->has_view = 1;
   if (buffer_dtype(v, dtype_hint, &r->dtype) < 0)
     return -1;
-  /* strides in bytes to strides in elements: a row stride that is not a
-     whole, non-negative number of elements is not a row */
+  /* The strides in elements for rows_shape(); one that is not a whole
+     number of elements becomes 0, which no check there takes for a
+     contiguous row.  A row stride that is negative or not a whole number
+     of elements is refused here: rows_shape() takes the row stride as it
+     comes. */
   for (i = 0; i < v->ndim && i < 2; i++) {
     shape[i] = (int64_t)v->shape[i];
-    strides[i] = (int64_t)(v->strides[i] / v->itemsize);
-    if (v->strides[i] % v->itemsize)
-      strides[i] = 0;           /* != 1: not contiguous */
+    strides[i] = v->strides[i] % v->itemsize
+                     ? 0 : (int64_t)(v->strides[i] / v->itemsize);
   }
   if (v->ndim == 2 && want_2d &&
       (v->strides[0] < 0 || v->strides[0] % v->itemsize)) {
