@@ -168,7 +168,7 @@ bench_find_qrsd(const char *opt)
     return opt;
   if (getenv("QRSD") && *getenv("QRSD"))
     return getenv("QRSD");
-  if (bench_sibling("../daemon/qrsd", path, sizeof(path)) &&
+  if (bench_sibling("../../daemon/qrsd", path, sizeof(path)) &&
       access(path, X_OK) == 0)
     return path;
   return "qrsd";
@@ -233,4 +233,29 @@ bench_rmdir(const char *dir)
 
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
   return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *tmpdir_made;
+
+static void
+tmpdir_remove(void)
+{
+  if (bench_rmdir(tmpdir_made) < 0)
+    fprintf(stderr, "qrs-bench: could not remove %s\n", tmpdir_made);
+}
+
+int
+bench_tmpdir(char *dir, size_t size, void (*stop)(void))
+{
+  snprintf(dir, size, "/tmp/qrs-bench-XXXXXX");
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    return -1;
+  }
+  tmpdir_made = dir;
+  atexit(tmpdir_remove);
+  if (stop)
+    atexit(stop);               /* the last registered runs first */
+  signal(SIGPIPE, SIG_IGN);
+  return 0;
 }

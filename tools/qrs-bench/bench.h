@@ -114,8 +114,9 @@ int bench_unpin(void);
    NULL when the program's path is unknown. */
 const char *bench_sibling(const char *rel, char *buf, size_t len);
 
-/* The qrsd binary to start: opt when set, else $QRSD, else ../daemon/qrsd
-   next to this program when it is there, else "qrsd" (from PATH). */
+/* The qrsd binary to start: opt when set, else $QRSD, else the build
+   tree's (../../daemon/qrsd from this program's folder) when it is
+   there, else "qrsd" (from PATH). */
 const char *bench_find_qrsd(const char *opt);
 
 /* Fork and exec bin on socket sock (with -c conf unless conf is NULL, and
@@ -134,5 +135,12 @@ void bench_kill(pid_t *pid, int sig);
 
 /* Remove the temporary folder dir and what is in it.  Returns 0 or -1. */
 int bench_rmdir(const char *dir);
+
+/* Make the temporary folder /tmp/qrs-bench-XXXXXX in dir (size bytes, at
+   least 22).  At exit stop runs (the caller's servers signalled and
+   reaped; NULL: none), then the folder and what is in it are removed.
+   SIGPIPE is ignored from then on: a server that went away is an error
+   the write reports.  Returns 0, or -1 after saying why. */
+int bench_tmpdir(char *dir, size_t size, void (*stop)(void));
 
 #endif

@@ -1,5 +1,5 @@
-/* qrs-bench budgets: qrsd's operating budgets (issue 23), measured on the
-   real daemon.
+/* qrs-bench budgets: qrsd's operating budgets, measured on the real
+   daemon.
 
    ready   exec of qrsd until it tells systemd READY=1 (sd_notify on a
            NOTIFY_SOCKET this program listens on) and until its first
@@ -48,11 +48,9 @@ static char tmpdir[64];
 static pid_t qrsd_pid = -1;
 
 static void
-cleanup(void)
+stop_servers(void)
 {
   bench_kill(&qrsd_pid, SIGTERM);
-  if (tmpdir[0] && bench_rmdir(tmpdir) < 0)
-    fprintf(stderr, "qrs-bench: could not remove %s\n", tmpdir);
 }
 
 /* The sources a GPU host has without network: the OS, a device node, the
@@ -275,7 +273,7 @@ usage(FILE *f)
 "\n"
 "Options:\n"
 "      --qrsd PATH        the daemon to run (default: $QRSD, else\n"
-"                         ../daemon/qrsd next to qrs-bench)\n"
+"                         the build tree's daemon/qrsd)\n"
 "      --config FILE      qrsd's configuration (default: one with local\n"
 "                         sources only: system, /dev/urandom, timing)\n"
 "      --starts N         start-ups to measure (default 20)\n"
@@ -312,13 +310,8 @@ bench_budgets(int argc, char **argv)
     return 2;
   }
   bin = bench_find_qrsd(o.qrsd);
-  snprintf(tmpdir, sizeof(tmpdir), "/tmp/qrs-bench-XXXXXX");
-  if (!mkdtemp(tmpdir)) {
-    perror("mkdtemp");
+  if (bench_tmpdir(tmpdir, sizeof(tmpdir), stop_servers) < 0)
     return 1;
-  }
-  atexit(cleanup);
-  signal(SIGPIPE, SIG_IGN);
   snprintf(conf, sizeof(conf), "%s/qrsd.yaml", tmpdir);
   snprintf(notify, sizeof(notify), "%s/notify", tmpdir);
   snprintf(sock, sizeof(sock), "%s/qrsd.sock", tmpdir);

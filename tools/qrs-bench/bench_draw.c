@@ -229,12 +229,10 @@ start_qrsd(const struct opts *o)
 }
 
 static void
-cleanup(void)
+stop_servers(void)
 {
   bench_kill(&qrsd_pid, SIGTERM);
   bench_kill(&floor_pid, SIGKILL);
-  if (tmpdir[0] && bench_rmdir(tmpdir) < 0)
-    fprintf(stderr, "qrs-bench: could not remove %s\n", tmpdir);
 }
 
 /* ---- latency -------------------------------------------------------- */
@@ -368,7 +366,7 @@ usage(FILE *f)
 "  --socket PATH     measure a running qrsd (default: start one from the\n"
 "                    build tree on a temporary socket)\n"
 "  --qrsd PATH       the qrsd binary to start (default: $QRSD, else\n"
-"                    ../daemon/qrsd next to qrs-bench)\n"
+"                    the build tree's daemon/qrsd)\n"
 "  --samples N       bytes per draw (default 10000)\n"
 "  --rounds N        alternating latency rounds (default 10)\n"
 "  --per-round N     round trips per round and side (default 2000)\n"
@@ -415,13 +413,8 @@ bench_draw(int argc, char **argv)
     return 2;
   }
 
-  snprintf(tmpdir, sizeof(tmpdir), "/tmp/qrs-bench-XXXXXX");
-  if (!mkdtemp(tmpdir)) {
-    perror("mkdtemp");
+  if (bench_tmpdir(tmpdir, sizeof(tmpdir), stop_servers) < 0)
     return 1;
-  }
-  atexit(cleanup);
-  signal(SIGPIPE, SIG_IGN);
   measure_frame_sizes(o.samples);
   start_floor(&o);
   if (o.socket && strlen(o.socket) >= sizeof(qrsd_sock)) {

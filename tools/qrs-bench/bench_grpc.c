@@ -465,8 +465,8 @@ gusage(FILE *f)
 "      --pin              qrsd and client on CPU 0, the server on CPU 1\n"
 "      --mode MODE        measure only this mode (unary, server_streaming,\n"
 "                         bidi_streaming)\n"
-"      --qrsd PATH        (default: ../daemon/qrsd next to qrs-bench)\n"
-"      --server PATH      (default: qrs-entropy-server next to qrs-bench)\n");
+"      --qrsd PATH        (default: the build tree's daemon/qrsd)\n"
+"      --server PATH      (default: the build tree's qrs-entropy-server)\n");
 }
 
 /* --mode: the index of the one mode to measure (int *field). */
@@ -526,9 +526,10 @@ bench_grpc(int argc, char **argv)
     gusage(stderr);
     return 2;
   }
-  o.qrsd = sibling(o.qrsd, "../daemon/qrsd", qrsd_path, sizeof(qrsd_path));
-  o.server = sibling(o.server, "qrs-entropy-server", server_path,
-                     sizeof(server_path));
+  o.qrsd = sibling(o.qrsd, "../../daemon/qrsd", qrsd_path,
+                   sizeof(qrsd_path));
+  o.server = sibling(o.server, "../qrs-entropy-server/qrs-entropy-server",
+                     server_path, sizeof(server_path));
   strcpy(dir, "/tmp/qrs-bench-grpc-XXXXXX");
   if (!mkdtemp(dir))
     return 1;

@@ -1,5 +1,5 @@
-/* qrs-bench journal: what the draw journal (issue 25) costs on the draw
-   path, and how fast qrs-audit verifies a journal.
+/* qrs-bench journal: what the draw journal costs on the draw path, and
+   how fast qrs-audit verifies a journal.
 
    Two real qrsd run side by side from configurations that differ only in
    journal.dir (one journals to a folder, the other has no journal); one
@@ -57,12 +57,10 @@ static char tmpdir[64];
 static pid_t pid_on = -1, pid_off = -1;
 
 static void
-cleanup(void)
+stop_servers(void)
 {
   bench_kill(&pid_on, SIGTERM);
   bench_kill(&pid_off, SIGTERM);
-  if (tmpdir[0] && bench_rmdir(tmpdir) < 0)
-    fprintf(stderr, "qrs-bench: could not remove %s\n", tmpdir);
 }
 
 /* Write a qrsd configuration to path: the built-in default but for the
@@ -313,7 +311,7 @@ run_audit(const struct jopts *o, const char *dir, const char *records,
   int st;
 
   if (bin == NULL)
-    bin = bench_sibling("qrs-audit", path, sizeof path);
+    bin = bench_sibling("../qrs-audit/qrs-audit", path, sizeof path);
   if (bin == NULL)
     bin = "qrs-audit";
   fflush(stdout);
@@ -567,8 +565,8 @@ usage(FILE *f)
 "\n"
 "Options:\n"
 "  --qrsd PATH           the qrsd to start (default: $QRSD, else\n"
-"                        ../daemon/qrsd next to qrs-bench)\n"
-"  --audit PATH          the qrs-audit to run (default: next to qrs-bench)\n"
+"                        the build tree's daemon/qrsd)\n"
+"  --audit PATH          the qrs-audit to run (default: the build tree's)\n"
 "  --journal-dir DIR     where the journal on side writes (an empty\n"
 "                        folder; default: a temporary folder under /tmp)\n"
 "  --samples N           bytes per draw (default 10000)\n"
@@ -652,13 +650,8 @@ bench_journal(int argc, char **argv)
     fprintf(stderr, "qrs-bench journal: bad option value\n");
     return 2;
   }
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/qrs-bench-XXXXXX");
-  if (!mkdtemp(tmpdir)) {
-    perror("mkdtemp");
+  if (bench_tmpdir(tmpdir, sizeof tmpdir, stop_servers) < 0)
     return 1;
-  }
-  atexit(cleanup);
-  signal(SIGPIPE, SIG_IGN);
   if (o.dir) {
     snprintf(jdir, sizeof jdir, "%s", o.dir);
   } else {

@@ -103,7 +103,7 @@ gauss(void)
   return sqrt(-2.0 * log(u1 + 1e-300)) * cos(2.0 * M_PI * u2);
 }
 
-/* Row shapes: the issue's Zipf rows a (ln(V/2) - ln r) + sigma N(0,1)
+/* Row shapes: Zipf rows a (ln(V/2) - ln r) + sigma N(0,1)
    over ranks r shuffled across token ids ("peaked", "mid", "broad"), the
    flat worst case 2 (ln(V/2 + 545) - ln(r + 545)) + 0.5 N(0,1), and an
    LM-like row of our own (12 - s ln r + 0.3 N(0,1), s from -s). */

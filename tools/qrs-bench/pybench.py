@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""pybench: what the qrs Python package adds on top of libqrs (issue 22).
+"""pybench: what the qrs Python package adds on top of libqrs.
 
 Usage: pybench.py [--build DIR] [--socket PATH] [-n VOCAB] [-t TOKENS]
                   [-r REPS] [-b BATCH] [-s STEPS]
@@ -60,7 +60,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 
 def _import_qrs(build: Path):

@@ -32,9 +32,24 @@ usage(FILE *f)
           "--help for its options.\n");
 }
 
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+} benchmarks[] = {
+  { "draw", bench_draw },
+  { "local", bench_local },
+  { "select", bench_select },
+  { "grpc", bench_grpc },
+  { "budgets", bench_budgets },
+  { "journal", bench_journal },
+  { "hub", bench_hub },
+};
+
 int
 main(int argc, char **argv)
 {
+  size_t i;
+
   if (argc < 2) {
     usage(stderr);
     return 2;
@@ -43,20 +58,9 @@ main(int argc, char **argv)
     usage(stdout);
     return 0;
   }
-  if (!strcmp(argv[1], "draw"))
-    return bench_draw(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "local"))
-    return bench_local(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "select"))
-    return bench_select(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "grpc"))
-    return bench_grpc(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "budgets"))
-    return bench_budgets(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "journal"))
-    return bench_journal(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "hub"))
-    return bench_hub(argc - 1, argv + 1);
+  for (i = 0; i < sizeof(benchmarks) / sizeof(benchmarks[0]); i++)
+    if (!strcmp(argv[1], benchmarks[i].name))
+      return benchmarks[i].run(argc - 1, argv + 1);
   fprintf(stderr, "qrs-bench: unknown benchmark '%s'\n", argv[1]);
   usage(stderr);
   return 2;

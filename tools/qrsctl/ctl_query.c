@@ -84,6 +84,18 @@ call_error(const struct qrs_client *c, const char *what, int r)
     fprintf(stderr, "qrsctl: %s: %s\n", what, qrs_strerror(r));
 }
 
+/* call_error() for a privileged request (reload, source control), and
+   who may make it when qrsd refused it. */
+static void
+admin_call_error(const struct qrs_client *c, const char *what, int r)
+{
+  call_error(c, what, r);
+  if (r == QRS_E_PERMISSION)
+    fprintf(stderr, "qrsctl: %s is privileged: run it as root, as "
+            "qrsd's user, or as a member of qrsd's access.admin_group\n",
+            what);
+}
+
 /* The commands without options of their own: one question each. */
 enum query {
   QUERY_STATUS,
@@ -300,11 +312,8 @@ cmd_reload(struct ctl *ctl, const struct command *cmd, int argc,
     return EXIT_ERROR;
   r = qrs_client_reload(c, &rl);
   if (r < 0) {
-    call_error(c, "reload", r);
-    if (r == QRS_E_PERMISSION)
-      fprintf(stderr, "qrsctl: reload is privileged: run it as root, as "
-              "qrsd's user, or as a member of qrsd's access.admin_group\n");
-    else if (r == QRS_E_BAD_CONFIG)
+    admin_call_error(c, "reload", r);
+    if (r == QRS_E_BAD_CONFIG)
       fprintf(stderr, "qrsctl: reload: nothing changed; qrsd keeps "
               "serving with the configuration in use\n");
   }
@@ -331,13 +340,8 @@ source_control(struct ctl *ctl, const char *what, const char *name,
   if (ctl_connect(ctl, &c) < 0)
     return EXIT_ERROR;
   r = qrs_client_source_control(c, name, action, &rc);
-  if (r < 0) {
-    call_error(c, what, r);
-    if (r == QRS_E_PERMISSION)
-      fprintf(stderr, "qrsctl: %s is privileged: run it as root, as "
-              "qrsd's user, or as a member of qrsd's access.admin_group\n",
-              what);
-  }
+  if (r < 0)
+    admin_call_error(c, what, r);
   qrs_client_free(c);
   if (r < 0)
     return EXIT_ERROR;
@@ -362,15 +366,21 @@ source_control(struct ctl *ctl, const char *what, const char *name,
   return out_done(out_json(o ? 0 : -ENOMEM, o) < 0 ? EXIT_ERROR : 0);
 }
 
-/* VERB NAME after the command's options: 0 and the verb's index in
-   verbs (NULL-terminated), or the exit status after saying what is
-   wrong. */
+/* The command's options, then VERB NAME: -1 to go on with the verb's
+   index in verbs (NULL-terminated) in *ret_verb and NAME at
+   argv[optind + 1], or the exit status (after --help, or after saying
+   what is wrong). */
 static int
-verb_and_name(const struct command *cmd, const char *const *verbs,
-              int argc, char **argv, int *ret_verb)
+verb_and_name(struct ctl *ctl, const struct command *cmd,
+              const char *const *verbs, int argc, char **argv,
+              int *ret_verb)
 {
-  int i;
+  const struct cli_opt opts[] = { CTL_COMMON_OPTS(ctl) };
+  int i, r;
 
+  r = ctl_parse_options(cmd, opts, argc, argv);
+  if (r >= 0)
+    return r;
   if (argc - optind != 2) {
     fprintf(stderr, "qrsctl: %s: %s\n", cmd->name, argc - optind < 2 ?
             "a verb and a source NAME are required" :
@@ -381,7 +391,7 @@ verb_and_name(const struct command *cmd, const char *const *verbs,
   for (i = 0; verbs[i]; i++)
     if (!strcmp(argv[optind], verbs[i])) {
       *ret_verb = i;
-      return 0;
+      return -1;
     }
   fprintf(stderr, "qrsctl: %s: unknown verb '%s'\n", cmd->name,
           argv[optind]);
@@ -394,14 +404,10 @@ cmd_source(struct ctl *ctl, const struct command *cmd, int argc,
            char **argv)
 {
   static const char *const verbs[] = { "enable", "disable", NULL };
-  const struct cli_opt opts[] = { CTL_COMMON_OPTS(ctl) };
   int r, v;
 
-  r = ctl_parse_options(cmd, opts, argc, argv);
+  r = verb_and_name(ctl, cmd, verbs, argc, argv, &v);
   if (r >= 0)
-    return r;
-  r = verb_and_name(cmd, verbs, argc, argv, &v);
-  if (r)
     return r;
   return source_control(ctl, v ? "source disable" : "source enable",
                         argv[optind + 1],
@@ -412,14 +418,10 @@ int
 cmd_quota(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 {
   static const char *const verbs[] = { "reset", NULL };
-  const struct cli_opt opts[] = { CTL_COMMON_OPTS(ctl) };
   int r, v;
 
-  r = ctl_parse_options(cmd, opts, argc, argv);
+  r = verb_and_name(ctl, cmd, verbs, argc, argv, &v);
   if (r >= 0)
-    return r;
-  r = verb_and_name(cmd, verbs, argc, argv, &v);
-  if (r)
     return r;
   return source_control(ctl, "quota reset", argv[optind + 1],
                         QRS_SOURCE_QUOTA_RESET);

@@ -65,9 +65,11 @@ def make_config(fields: Mapping[str, Any] | None = None, *,
 
     Layers as in libqrs: ``env`` (True: the process's QR_* variables;
     a mapping: those; False: none), then ``preset``, then ``fields``
-    (field names as in spec 3.2, e.g. ``{"top_k": 40}``; "preset" may be
-    one of them) and ``qr_args`` (reference-style ``qr_*`` keys; other
-    keys are ignored).  Raises ConfigError naming the field."""
+    (the reference qr-sampler's field names, as its config model
+    third_party/qr-sampler/src/qr_sampler/config/model.py and
+    field_names() list them, e.g. ``{"top_k": 40}``; "preset" may be one
+    of them) and ``qr_args`` (reference-style ``qr_*`` keys; other keys
+    are ignored).  Raises ConfigError naming the field."""
     cfg = _qrs.Config()
     if env is True:
         cfg.load_env()

@@ -1,0 +1,107 @@
+/* qrs._qrs, internal: what the extension's files share.  Not installed;
+   every name here is prefixed qpy_ (the extension may be linked with the
+   static libqrs, whose internal symbols are not prefixed qrs_). */
+#ifndef QRS_PY_QRS_H
+#define QRS_PY_QRS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <qrs/batch.h>
+#include <qrs/client.h>
+#include <qrs/sampler.h>
+
+/* ---- errors (_qrs.c) ------------------------------------------------- */
+
+/* Raise the exception for code r with detail (may be NULL or ""); returns
+   NULL for `return qpy_set_error(...)`. */
+PyObject *qpy_set_error(int r, const char *detail);
+
+/* ---- rows (_qrs_rows.c) ---------------------------------------------- */
+
+struct dl_managed;
+
+/* A row (or a 2-D block of rows) held for one call: qpy_rows_get() fills
+   it, qpy_rows_release() lets it go (also after a failed get). */
+struct rows {
+  const void *data;
+  enum qrs_dtype dtype;
+  size_t nrows, ncols, stride;    /* stride in elements */
+  Py_buffer view;
+  int has_view;
+  PyObject *capsule;
+  struct dl_managed *dl;
+};
+
+/* Get obj's rows in place (a buffer or __dlpack__), 1-D or 2-D as want_2d
+   says; dtype_hint (NULL or a name) reinterprets a 16-bit integer buffer
+   as f16/bf16 (numpy has no bfloat16). */
+int qpy_rows_get(PyObject *obj, const char *dtype_hint, int want_2d,
+                 struct rows *r);
+void qpy_rows_release(struct rows *r);
+/* Whether the rows are a read-only buffer (sets ValueError "<what> is
+   read-only" then). */
+int qpy_rows_readonly(const struct rows *r, const char *what);
+size_t qpy_elem_size(enum qrs_dtype t);
+
+/* ---- Client (_qrs_client.c) ------------------------------------------ */
+
+/* A sampler's prefetched draw is a ticket on the qrs_client it was begun
+   on, which libqrs cancels through that client (qrs_sampler_free, the
+   next step on another client): the qrs_client must outlive it.  So a
+   Sampler holds the Client of its prefetch (users counts them), and
+   close() with users left only marks the Client closed; the last
+   sampler to let go frees the qrs_client. */
+typedef struct {
+  PyObject_HEAD
+  struct qrs_client *c;
+  Py_ssize_t users;  /* Samplers whose prefetch may be on c */
+  int closed;        /* close() was called: c is freed when users is 0 */
+} ClientObject;
+
+extern PyTypeObject qpy_client_type;
+
+/* 1 if the client is open, else 0 with ValueError set. */
+int qpy_client_ok(ClientObject *self);
+
+/* ---- Config (_qrs_config.c) ------------------------------------------ */
+
+typedef struct {
+  PyObject_HEAD
+  struct qrs_sampler_config *cfg;
+} ConfigObject;
+
+extern PyTypeObject qpy_config_type;
+
+/* ---- Sampler (_qrs_sampler.c) ---------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD
+  struct qrs_sampler *s;
+  ClientObject *prefetch_client;  /* kept alive while a prefetch may be
+                                     outstanding on it */
+  size_t vocab;
+} SamplerObject;
+
+extern PyTypeObject qpy_sampler_type;
+
+/* The sampler is about to step or prefetch on co. */
+void qpy_sampler_hold_client(SamplerObject *self, ClientObject *co);
+/* fast[i] (a PySequence_Fast) as the Sampler of a row of ncols logits;
+   NULL with the error set if it is no Sampler or the row does not fit. */
+SamplerObject *qpy_sampler_item(PyObject *fast, Py_ssize_t i, size_t ncols);
+/* The token record as a dict. */
+PyObject *qpy_record_dict(const struct qrs_token_record *r);
+
+/* ---- Pool (_qrs_pool.c) ---------------------------------------------- */
+
+extern PyTypeObject qpy_pool_type;
+
+/* ---- the C baseline (_qrs_bench.c) ----------------------------------- */
+
+PyObject *qpy_bench_c(PyObject *self, PyObject *args, PyObject *kw);
+
+#endif

@@ -1,0 +1,285 @@
+/* qrs._qrs.Client: one connection to qrsd (qrs_client), its draws,
+   status, health and HELLO reply. */
+#include "_qrs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int
+client_init(ClientObject *self, PyObject *args, PyObject *kw)
+{
+  static char *kwl[] = { "path", "timeout_ms", "client_name",
+                         "no_reconnect", NULL };
+  const char *path = NULL, *name = "qrs-python";
+  struct qrs_client_options o;
+  int timeout = 0, norec = 0, r;
+
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|zizp", kwl, &path, &timeout,
+                                   &name, &norec))
+    return -1;
+  if (self->users > 0) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "the client has samplers prefetching on it");
+    return -1;
+  }
+  memset(&o, 0, sizeof(o));
+  o.client_name = name;
+  o.timeout_ms = timeout;
+  o.no_reconnect = norec;
+  qrs_client_free(self->c);
+  self->c = NULL;
+  self->closed = 0;
+  Py_BEGIN_ALLOW_THREADS
+  r = qrs_client_new(path, &o, &self->c);
+  Py_END_ALLOW_THREADS
+  if (r < 0) {
+    char msg[256];
+    snprintf(msg, sizeof(msg), "connecting to qrsd at %s",
+             path ? path : (getenv("QRS_SOCKET") ? getenv("QRS_SOCKET")
+                                                 : QRS_DEFAULT_SOCKET));
+    qpy_set_error(r, msg);
+    return -1;
+  }
+  return 0;
+}
+
+static void
+client_dealloc(ClientObject *self)
+{
+  qrs_client_free(self->c);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+int
+qpy_client_ok(ClientObject *self)
+{
+  if (!self->c || self->closed) {
+    PyErr_SetString(PyExc_ValueError, "the client is closed");
+    return 0;
+  }
+  return 1;
+}
+
+static PyObject *
+client_close(ClientObject *self, PyObject *unused)
+{
+  (void)unused;
+  self->closed = 1;
+  if (self->users == 0) {
+    qrs_client_free(self->c);
+    self->c = NULL;
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+draw_dict(const struct qrs_draw *d)
+{
+  return Py_BuildValue(
+      "{s:d,s:d,s:d,s:I,s:s,s:s,s:s,s:O,s:K,s:K,s:s,s:O}",
+      "u", d->u, "z", d->z, "sample_mean", d->sample_mean,
+      "sample_count", d->sample_count, "source", d->source,
+      "served_by", d->served_by, "amplifier", d->amplifier,
+      "fallback", d->fallback ? Py_True : Py_False,
+      "nonce", (unsigned long long)d->nonce,
+      "byte_sum", (unsigned long long)d->byte_sum,
+      "served_type", d->served_type,
+      "production", d->production ? Py_True : Py_False);
+}
+
+static PyObject *
+client_draw(ClientObject *self, PyObject *args, PyObject *kw)
+{
+  static char *kwl[] = { "source", "amplifier", "sample_count", "salt",
+                         "step", "prev_token", NULL };
+  const char *source = NULL, *amp = NULL;
+  unsigned int count = 0;
+  Py_buffer salt = { 0 };
+  unsigned long long step = 0;
+  long long prev = -1;
+  struct qrs_draw_request rq;
+  struct qrs_commitment cm;
+  struct qrs_draw d;
+  int r;
+
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzIy*KL", kwl, &source, &amp,
+                                   &count, &salt, &step, &prev))
+    return NULL;
+  if (!qpy_client_ok(self)) {
+    PyBuffer_Release(&salt);
+    return NULL;
+  }
+  memset(&rq, 0, sizeof(rq));
+  rq.source = source;
+  rq.amplifier = amp;
+  rq.sample_count = count;
+  if (salt.buf) {
+    cm.salt = salt.buf;
+    cm.salt_len = (size_t)salt.len;
+    cm.step = step;
+    cm.prev_token_id = prev;
+    rq.commitment = &cm;
+  }
+  Py_BEGIN_ALLOW_THREADS
+  r = qrs_client_draw(self->c, &rq, &d);
+  Py_END_ALLOW_THREADS
+  PyBuffer_Release(&salt);
+  if (r < 0)
+    return qpy_set_error(r, qrs_client_errmsg(self->c));
+  return draw_dict(&d);
+}
+
+static PyObject *
+source_list(const struct qrs_source_info *s, size_t n)
+{
+  PyObject *l, *o;
+  size_t i;
+
+  l = PyList_New((Py_ssize_t)n);
+  if (!l)
+    return NULL;
+  for (i = 0; i < n; i++) {
+    o = Py_BuildValue("{s:s,s:s,s:s,s:O,s:O,s:O,s:K,s:K,s:K,s:s,s:s}",
+                      "name", s[i].name, "type", s[i].type,
+                      "fallback", s[i].fallback,
+                      "healthy", s[i].healthy ? Py_True : Py_False,
+                      "is_default", s[i].is_default ? Py_True : Py_False,
+                      "production", s[i].production ? Py_True : Py_False,
+                      "draws", (unsigned long long)s[i].draws,
+                      "bytes", (unsigned long long)s[i].bytes,
+                      "failures", (unsigned long long)s[i].failures,
+                      "state", s[i].state, "detail", s[i].detail);
+    if (!o) {
+      Py_DECREF(l);
+      return NULL;
+    }
+    PyList_SET_ITEM(l, (Py_ssize_t)i, o);
+  }
+  return l;
+}
+
+static PyObject *
+client_status(ClientObject *self, PyObject *unused)
+{
+  struct qrs_status *st;
+  PyObject *src, *res;
+  int r;
+
+  (void)unused;
+  if (!qpy_client_ok(self))
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  r = qrs_client_status(self->c, &st);
+  Py_END_ALLOW_THREADS
+  if (r < 0)
+    return qpy_set_error(r, qrs_client_errmsg(self->c));
+  src = source_list(st->sources, st->n_sources);
+  res = src ? Py_BuildValue(
+                  "{s:s,s:I,s:I,s:K,s:s,s:s,s:I,s:K,s:K,s:K,s:K,s:N}",
+                  "server_version", st->server_version,
+                  "protocol_version", st->protocol_version, "pid", st->pid,
+                  "uptime_ms", (unsigned long long)st->uptime_ms,
+                  "socket_path", st->socket_path,
+                  "default_source", st->default_source,
+                  "connections", st->connections,
+                  "requests", (unsigned long long)st->requests,
+                  "draws", (unsigned long long)st->draws,
+                  "bytes", (unsigned long long)st->bytes,
+                  "errors", (unsigned long long)st->errors, "sources", src)
+            : NULL;
+  qrs_status_free(st);
+  return res;
+}
+
+static PyObject *
+client_health(ClientObject *self, PyObject *unused)
+{
+  struct qrs_health *h;
+  PyObject *src, *res;
+  int r;
+
+  (void)unused;
+  if (!qpy_client_ok(self))
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  r = qrs_client_health(self->c, &h);
+  Py_END_ALLOW_THREADS
+  if (r < 0)
+    return qpy_set_error(r, qrs_client_errmsg(self->c));
+  src = source_list(h->sources, h->n_sources);
+  res = src ? Py_BuildValue("{s:s,s:s,s:N}",
+                            "state", qrs_health_state_name(h->state),
+                            "message", h->message, "sources", src)
+            : NULL;
+  qrs_health_free(h);
+  return res;
+}
+
+static PyObject *
+client_server_info(ClientObject *self, PyObject *unused)
+{
+  struct qrs_server_info si;
+
+  (void)unused;
+  if (!qpy_client_ok(self))
+    return NULL;
+  qrs_client_get_server_info(self->c, &si);
+  return Py_BuildValue("{s:I,s:s,s:s,s:s,s:O,s:O,s:s,s:I,s:I,s:I}",
+                       "protocol_version", si.protocol_version,
+                       "server_version", si.server_version,
+                       "default_source", si.default_source,
+                       "default_source_type", si.default_source_type,
+                       "default_production",
+                       si.default_production ? Py_True : Py_False,
+                       "test_sources_allowed",
+                       si.test_sources_allowed ? Py_True : Py_False,
+                       "features", si.features,
+                       "max_inflight", si.max_inflight,
+                       "default_sample_count", si.default_sample_count,
+                       "max_sample_count", si.max_sample_count);
+}
+
+static PyObject *
+client_socket_path(ClientObject *self, void *unused)
+{
+  (void)unused;
+  if (!qpy_client_ok(self))
+    return NULL;
+  return PyUnicode_FromString(qrs_client_socket_path(self->c));
+}
+
+static PyMethodDef client_methods[] = {
+  { "draw", (PyCFunction)(void (*)(void))client_draw,
+    METH_VARARGS | METH_KEYWORDS,
+    "draw(source=None, amplifier=None, sample_count=0, salt=None, step=0, "
+    "prev_token=-1) -> dict: one amplified draw" },
+  { "status", (PyCFunction)client_status, METH_NOARGS,
+    "status() -> dict: qrsd's status" },
+  { "health", (PyCFunction)client_health, METH_NOARGS,
+    "health() -> dict: qrsd's health" },
+  { "server_info", (PyCFunction)client_server_info, METH_NOARGS,
+    "server_info() -> dict: the HELLO reply" },
+  { "close", (PyCFunction)client_close, METH_NOARGS, "close the connection" },
+  { NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef client_getset[] = {
+  { "socket_path", (getter)client_socket_path, NULL, "the socket path", NULL },
+  { NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject qpy_client_type = {
+  PyVarObject_HEAD_INIT(NULL, 0)
+  .tp_name = "qrs._qrs.Client",
+  .tp_basicsize = sizeof(ClientObject),
+  .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+  .tp_doc = "Client(path=None, timeout_ms=0, client_name='qrs-python', "
+            "no_reconnect=False): one connection to qrsd",
+  .tp_new = PyType_GenericNew,
+  .tp_init = (initproc)client_init,
+  .tp_dealloc = (destructor)client_dealloc,
+  .tp_methods = client_methods,
+  .tp_getset = client_getset,
+};
+

@@ -1,0 +1,376 @@
+/* qrs._qrs.Sampler: one request's sampling state (qrs_sampler), stepped
+   on one row of logits at a time. */
+#include "_qrs.h"
+
+/* Forget the prefetch (on its client, still alive) and let the client
+   go; a closed client with no other users is freed. */
+static void
+sampler_release_client(SamplerObject *self)
+{
+  ClientObject *co = self->prefetch_client;
+
+  if (!co)
+    return;
+  qrs_sampler_cancel_prefetch(self->s);
+  self->prefetch_client = NULL;
+  if (--co->users == 0 && co->closed) {
+    qrs_client_free(co->c);
+    co->c = NULL;
+  }
+  Py_DECREF(co);
+}
+
+void
+qpy_sampler_hold_client(SamplerObject *self, ClientObject *co)
+{
+  if (self->prefetch_client == co)
+    return;
+  sampler_release_client(self);
+  self->prefetch_client = (ClientObject *)Py_NewRef(co);
+  co->users++;
+}
+
+static int
+sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+  static char *kwl[] = { "config", "vocab_size", NULL };
+  PyObject *cfg = Py_None;
+  Py_ssize_t vocab;
+  int r;
+
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "On", kwl, &cfg, &vocab))
+    return -1;
+  if (cfg != Py_None && !PyObject_TypeCheck(cfg, &qpy_config_type)) {
+    PyErr_SetString(PyExc_TypeError, "config must be a qrs.Config or None");
+    return -1;
+  }
+  if (vocab <= 0) {
+    PyErr_SetString(PyExc_ValueError, "vocab_size must be positive");
+    return -1;
+  }
+  sampler_release_client(self);
+  qrs_sampler_free(self->s);
+  self->s = NULL;
+  r = qrs_sampler_new(cfg == Py_None ? NULL : ((ConfigObject *)cfg)->cfg,
+                      (size_t)vocab, &self->s);
+  if (r < 0) {
+    qpy_set_error(r, cfg == Py_None
+                     ? NULL
+                     : qrs_sampler_config_error(((ConfigObject *)cfg)->cfg));
+    return -1;
+  }
+  self->vocab = (size_t)vocab;
+  return 0;
+}
+
+static void
+sampler_dealloc(SamplerObject *self)
+{
+  /* the prefetch is cancelled on its client, which must be alive */
+  sampler_release_client(self);
+  qrs_sampler_free(self->s);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyObject *
+qpy_record_dict(const struct qrs_token_record *r)
+{
+  PyObject *d;
+
+#define NUM(v) PyFloat_FromDouble(v)
+  d = Py_BuildValue(
+      "{s:I,s:I,s:d,s:I,s:d,s:d,s:d,s:N,s:s,s:s,s:O,s:s,s:d,s:d,s:d,s:K,"
+      "s:K,s:s,s:O,s:d,s:d,s:d,s:O}",
+      "token_id", r->token_id, "token_rank", r->token_rank,
+      "token_prob", r->token_prob, "num_candidates", r->num_candidates,
+      "u_value", r->u_value, "z_score", r->z_score,
+      "temperature_used", r->temperature_used,
+      "shannon_entropy", NUM(r->shannon_entropy),
+      "temperature_strategy", r->temperature_strategy,
+      "entropy_source_used", r->entropy_source_used,
+      "entropy_is_fallback", r->entropy_is_fallback ? Py_True : Py_False,
+      "config_hash", r->config_hash,
+      "entropy_fetch_ms", r->entropy_fetch_ms,
+      "total_sampling_ms", r->total_sampling_ms,
+      "select_ms", r->select_ms,
+      "entropy_nonce", (unsigned long long)r->entropy_nonce,
+      "step", (unsigned long long)r->step,
+      "entropy_source_type", r->entropy_source_type,
+      "entropy_production", r->entropy_production ? Py_True : Py_False,
+      "cdf_lo", r->cdf_lo, "cdf_hi", r->cdf_hi,
+      "min_p_used", r->min_p_used,
+      "greedy", r->greedy ? Py_True : Py_False);
+#undef NUM
+  if (d && r->entropy_prefetch_hit >= 0) {
+    if (PyDict_SetItemString(d, "entropy_prefetch_hit",
+                             r->entropy_prefetch_hit ? Py_True
+                                                     : Py_False) < 0) {
+      Py_DECREF(d);
+      return NULL;
+    }
+  }
+  return d;
+}
+
+static int
+check_vocab(SamplerObject *self, size_t n)
+{
+  if (n > self->vocab) {
+    PyErr_Format(PyExc_ValueError,
+                 "row of %zu logits is longer than the sampler's vocabulary "
+                 "(%zu); call reserve() for padded rows", n, self->vocab);
+    return -1;
+  }
+  if (n == 0) {
+    PyErr_SetString(PyExc_ValueError, "empty logits row");
+    return -1;
+  }
+  return 0;
+}
+
+/* obj's one row, for this sampler's step: 0, or -1 with the error set
+   and nothing held. */
+static int
+sampler_row(SamplerObject *self, PyObject *obj, const char *dtype_hint,
+            struct rows *rw)
+{
+  if (qpy_rows_get(obj, dtype_hint, 0, rw) < 0 ||
+      check_vocab(self, rw->ncols) < 0) {
+    qpy_rows_release(rw);
+    return -1;
+  }
+  return 0;
+}
+
+SamplerObject *
+qpy_sampler_item(PyObject *fast, Py_ssize_t i, size_t ncols)
+{
+  PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+
+  if (!PyObject_TypeCheck(item, &qpy_sampler_type)) {
+    PyErr_Format(PyExc_TypeError, "samplers[%zd] is not a qrs.Sampler", i);
+    return NULL;
+  }
+  if (check_vocab((SamplerObject *)item, ncols) < 0)
+    return NULL;
+  return (SamplerObject *)item;
+}
+
+static PyObject *
+token_result(int r, uint32_t tok, const struct qrs_token_record *rec,
+             int want_rec, const char *detail)
+{
+  if (r < 0)
+    return qpy_set_error(r, detail);
+  if (r == 1)                     /* bypass */
+    Py_RETURN_NONE;
+  if (want_rec)
+    return Py_BuildValue("(IN)", tok, qpy_record_dict(rec));
+  return PyLong_FromUnsignedLong(tok);
+}
+
+static PyObject *
+sampler_sample_token(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+  static char *kwl[] = { "client", "logits", "dtype", "record", NULL };
+  PyObject *cobj, *lobj;
+  const char *dt = NULL;
+  int want = 0, r;
+  struct rows rw;
+  struct qrs_token_record rec;
+  uint32_t tok = 0;
+
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|zp", kwl, &qpy_client_type,
+                                   &cobj, &lobj, &dt, &want))
+    return NULL;
+  if (!qpy_client_ok((ClientObject *)cobj))
+    return NULL;
+  if (sampler_row(self, lobj, dt, &rw) < 0)
+    return NULL;
+  qpy_sampler_hold_client(self, (ClientObject *)cobj);
+  Py_BEGIN_ALLOW_THREADS
+  r = qrs_sampler_sample_token(self->s, ((ClientObject *)cobj)->c, rw.data,
+                               rw.dtype, rw.ncols, &tok,
+                               want ? &rec : NULL);
+  Py_END_ALLOW_THREADS
+  qpy_rows_release(&rw);
+  return token_result(r, tok, &rec, want,
+                      qrs_client_errmsg(((ClientObject *)cobj)->c));
+}
+
+static PyObject *
+sampler_select_u(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+  static char *kwl[] = { "logits", "u", "dtype", "record", NULL };
+  PyObject *lobj;
+  const char *dt = NULL;
+  double u;
+  int want = 0, r;
+  struct rows rw;
+  struct qrs_token_record rec;
+  uint32_t tok = 0;
+
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "Od|zp", kwl, &lobj, &u, &dt,
+                                   &want))
+    return NULL;
+  if (sampler_row(self, lobj, dt, &rw) < 0)
+    return NULL;
+  r = qrs_sampler_select_u(self->s, rw.data, rw.dtype, rw.ncols, u, &tok,
+                           want ? &rec : NULL);
+  qpy_rows_release(&rw);
+  return token_result(r, tok, &rec, want, NULL);
+}
+
+static PyObject *
+sampler_prefetch(SamplerObject *self, PyObject *args)
+{
+  PyObject *cobj;
+  int r;
+
+  if (!PyArg_ParseTuple(args, "O!", &qpy_client_type, &cobj))
+    return NULL;
+  if (!qpy_client_ok((ClientObject *)cobj))
+    return NULL;
+  qpy_sampler_hold_client(self, (ClientObject *)cobj);
+  r = qrs_sampler_prefetch(self->s, ((ClientObject *)cobj)->c);
+  if (r < 0)
+    return qpy_set_error(r, qrs_client_errmsg(((ClientObject *)cobj)->c));
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+sampler_set_salt(SamplerObject *self, PyObject *args)
+{
+  Py_buffer b;
+  int r;
+
+  if (!PyArg_ParseTuple(args, "y*", &b))
+    return NULL;
+  r = qrs_sampler_set_salt(self->s, b.buf, (size_t)b.len);
+  PyBuffer_Release(&b);
+  if (r < 0)
+    return qpy_set_error(r, "salt must be 1..256 bytes");
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+sampler_reset(SamplerObject *self, PyObject *unused)
+{
+  int r;
+
+  (void)unused;
+  r = qrs_sampler_reset(self->s);
+  if (r < 0)
+    return qpy_set_error(r, NULL);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+sampler_reserve(SamplerObject *self, PyObject *args)
+{
+  Py_ssize_t n;
+  int r;
+
+  if (!PyArg_ParseTuple(args, "n", &n))
+    return NULL;
+  if (n <= 0) {
+    PyErr_SetString(PyExc_ValueError, "reserve() needs a positive size");
+    return NULL;
+  }
+  r = qrs_sampler_reserve(self->s, (size_t)n);
+  if (r < 0)
+    return qpy_set_error(r, NULL);
+  if ((size_t)n > self->vocab)
+    self->vocab = (size_t)n;
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+sampler_set_log_path(SamplerObject *self, PyObject *args)
+{
+  const char *p;
+  int r;
+
+  if (!PyArg_ParseTuple(args, "s", &p))
+    return NULL;
+  r = qrs_sampler_set_log_path(self->s, p);
+  if (r < 0)
+    return qpy_set_error(r, p);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+sampler_set_logits_dump(SamplerObject *self, PyObject *args)
+{
+  const char *p;
+  int r;
+
+  if (!PyArg_ParseTuple(args, "z", &p))
+    return NULL;
+  r = qrs_sampler_set_logits_dump(self->s, p);
+  if (r < 0)
+    return qpy_set_error(r, p ? p : "closing the logits dump");
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+sampler_next_commitment(SamplerObject *self, PyObject *unused)
+{
+  struct qrs_commitment cm;
+
+  (void)unused;
+  qrs_sampler_next_commitment(self->s, &cm);
+  return Py_BuildValue("{s:y#,s:K,s:L}", "salt", (const char *)cm.salt,
+                       (Py_ssize_t)cm.salt_len, "step",
+                       (unsigned long long)cm.step, "prev_token",
+                       (long long)cm.prev_token_id);
+}
+
+static PyObject *
+sampler_cancel_prefetch(SamplerObject *self, PyObject *unused)
+{
+  (void)unused;
+  qrs_sampler_cancel_prefetch(self->s);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef sampler_methods[] = {
+  { "sample_token", (PyCFunction)(void (*)(void))sampler_sample_token,
+    METH_VARARGS | METH_KEYWORDS,
+    "sample_token(client, logits, dtype=None, record=False) -> token, "
+    "(token, record) or None (bypass)" },
+  { "select_u", (PyCFunction)(void (*)(void))sampler_select_u,
+    METH_VARARGS | METH_KEYWORDS,
+    "select_u(logits, u, dtype=None, record=False): the step with u only" },
+  { "prefetch", (PyCFunction)sampler_prefetch, METH_VARARGS,
+    "prefetch(client): begin the next token's draw" },
+  { "cancel_prefetch", (PyCFunction)sampler_cancel_prefetch, METH_NOARGS,
+    "forget an outstanding prefetched draw" },
+  { "set_salt", (PyCFunction)sampler_set_salt, METH_VARARGS,
+    "set_salt(bytes): the commitment salt (1..256 bytes)" },
+  { "reset", (PyCFunction)sampler_reset, METH_NOARGS,
+    "a new request: fresh state and salt, step 0" },
+  { "reserve", (PyCFunction)sampler_reserve, METH_VARARGS,
+    "reserve(n): allow rows up to n long" },
+  { "set_log_path", (PyCFunction)sampler_set_log_path, METH_VARARGS,
+    "set_log_path(path): append JSON records there" },
+  { "set_logits_dump", (PyCFunction)sampler_set_logits_dump, METH_VARARGS,
+    "set_logits_dump(path or None): write every selected token's logits "
+    "row there (qrs-audit --logits replays them); None closes it" },
+  { "next_commitment", (PyCFunction)sampler_next_commitment, METH_NOARGS,
+    "the commitment of the next draw" },
+  { NULL, NULL, 0, NULL },
+};
+
+PyTypeObject qpy_sampler_type = {
+  PyVarObject_HEAD_INIT(NULL, 0)
+  .tp_name = "qrs._qrs.Sampler",
+  .tp_basicsize = sizeof(SamplerObject),
+  .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+  .tp_doc = "Sampler(config, vocab_size): one request's sampling state",
+  .tp_new = PyType_GenericNew,
+  .tp_init = (initproc)sampler_init,
+  .tp_dealloc = (destructor)sampler_dealloc,
+  .tp_methods = sampler_methods,
+};
+
