@@ -40,9 +40,6 @@ sample(int n_tokens)
   char yaml[512];
   float row[VOCAB];
   uint32_t tok;
-  FILE *f;
-  size_t cap = 0;
-  ssize_t n;
   int t, r;
 
   cr_assert_geq(n_tokens, N_TAMPER);
@@ -72,15 +69,7 @@ sample(int n_tokens)
 
   lines = calloc(N_TAMPER, sizeof *lines);
   cr_assert_not_null(lines);
-  f = fopen(recs, "r");
-  cr_assert_not_null(f);
-  for (t = 0; t < N_TAMPER; t++) {
-    n = getline(&lines[t], &cap, f);
-    cap = 0;
-    cr_assert_gt(n, 1, "record line %d", t + 1);
-    lines[t][n - 1] = '\0';
-  }
-  fclose(f);
+  read_lines(recs, lines, N_TAMPER);
 }
 
 static void

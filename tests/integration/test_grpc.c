@@ -915,21 +915,12 @@ Test(grpc, the_compat_socket_gets_the_configured_mode_and_group)
    says so, rather than gRPC's bare "cannot listen" (issue 26 item 8). */
 Test(grpc, a_compat_socket_in_a_missing_directory_is_named)
 {
-  char yaml[512], want[256], out[4096], err[4096];
-  char *argv[6];
+  char yaml[512], want[256], err[4096];
 
   snprintf(yaml, sizeof(yaml), "state_dir: %s\nstatus_file: \"\"\n"
            "grpc_compat: { listen: \"unix:%s/nodir/compat.sock\", "
            "source: system }\n", D.dir, D.dir);
-  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, yaml);
-  argv[0] = getenv("QRSD_BIN");
-  argv[1] = "-c";
-  argv[2] = D.conf;
-  argv[3] = "-s";
-  argv[4] = D.sock;
-  argv[5] = NULL;
-  cr_assert_neq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 0,
+  cr_assert_neq(daemon_try_start(&D, yaml, err, sizeof(err)), 0,
                 "qrsd started: %s", err);
   snprintf(want, sizeof(want), "grpc_compat: cannot bind %s/nodir/"
            "compat.sock: directory %s/nodir does not exist", D.dir, D.dir);
