@@ -1,7 +1,7 @@
 #!/bin/sh
 # Usage: access-revoke.sh QRSD QRSCTL
 # A reload that changes access.group revokes the open connections of
-# peers it no longer allows (issue 23): uid 65534 in group "daemon" keeps
+# peers it no longer allows: uid 65534 in group "daemon" keeps
 # one connection drawing; a reload to access.group "audio" (not its
 # group) ends that connection: its draws in flight are answered, then
 # qrsctl fails saying it is not allowed, and qrsd logs access-revoked;

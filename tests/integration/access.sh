@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: access.sh QRSD QRSCTL
-# SO_PEERCRED access control (issue 23) with a real qrsd and real peers
+# SO_PEERCRED access control with a real qrsd and real peers
 # of other uids (setpriv): with access.group "daemon" and a socket
 # anyone may open (0666), uid 65534 is refused with PERMISSION_DENIED,
 # qrsctl saying so and exiting non-zero, and qrsd logging it; the same

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: hub.sh QRSD QRSCTL [--bench QRS_BENCH]
-# A hub qrsd and three node qrsd on loopback TLS (issue 24).  Everything is
+# A hub qrsd and three node qrsd on loopback TLS.  Everything is
 # real: certificates made here with openssl (a CA, the hub's certificate
 # for 127.0.0.1, an expired one, one from another CA), a hub serving its
 # source through grpc_compat with TLS and api keys, three nodes using it

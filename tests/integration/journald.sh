@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: journald.sh QRSD QRSCTL JOURNALD_PY
-# qrsd's structured journal entries (issue 23): with stderr on a journal
+# qrsd's structured journal entries: with stderr on a journal
 # stream (JOURNAL_STREAM, as systemd sets it) and a journald listening,
 # qrsd writes its log through sd_journal_send, with the fields an operator
 # filters on.  The journald here is journald.py, bound to the real

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: metrics.sh QRSD QRSCTL
-# `qrsctl metrics` against a real qrsd (issue 23): the output passes
+# `qrsctl metrics` against a real qrsd: the output passes
 # Prometheus' own parser and linter (promtool check metrics, Debian's
 # prometheus package) before and after draws, and its counters move by
 # exactly what was served: 5 draws and 64 bytes from the system source,

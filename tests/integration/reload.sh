@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: reload.sh QRSD QRSCTL
-# RELOAD is privileged (issue 23), checked with a real qrsd and real
+# RELOAD is privileged, checked with a real qrsd and real
 # peers of other uids (setpriv): with access.admin_group "" a peer that
 # may use the socket (uid 65534 in access.group "daemon") is refused
 # reload with PERMISSION_DENIED, qrsctl saying why and exiting non-zero,

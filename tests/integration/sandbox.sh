@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: sandbox.sh QRSD QRSCTL UNIT
-# qrsd end to end as an unprivileged user (issue 23), the way qrsd.service
+# qrsd end to end as an unprivileged user, the way qrsd.service
 # runs it: uid/gid 65534 with no supplementary groups, no capabilities
 # (bounding and inheritable sets empty), no_new_privs, UMask 0077, a
 # root-owned read-only configuration, and only its state and runtime

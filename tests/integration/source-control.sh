@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: source-control.sh QRSD QRSCTL
-# The privileged source verbs (issue 23) against a real qrsd: root
+# The privileged source verbs against a real qrsd: root
 # disables a source, whose draws then go to its fallback labelled (or,
 # without one, fail naming the operator's disable); sources --json and
 # metrics show it; quota reset of a source without a quota is a clear

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Usage: systemd-pid1.sh QRSCTL ENTROPY_SERVER UNITDIR SYSUSERS
 # qrsd.service and qrsd.socket (UNITDIR: the build's copies, ExecStart in
-# the build tree) run by a real systemd 252 as PID 1 (issue 23), in a
+# the build tree) run by a real systemd 252 as PID 1, in a
 # private PID and mount namespace of this test: its own /run, and a copy
 # of /etc so that systemd-sysusers makes the qrsd user and qrs group there
 # and nothing of the host's /etc changes.  Under the unit's whole sandbox

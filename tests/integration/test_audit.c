@@ -1,12 +1,12 @@
-/* Integration: qrs-audit --records against a real qrsd's draw journal
-   (issue 25).  A libqrs sampler draws 100,000 tokens through qrsd with
-   the journal on, writing full records; qrs-audit finds every record's
-   draw in the journal and passes the run.  Then one edit of the records
-   per check, each named precisely (check and line) with exit status 1:
-   u outside its CDF interval, a u changed inside it, times out of order,
-   a draw used by two records, a journal_seq past the journal, a record
-   without journal_seq, an unjournalled draw, a source, fallback label or
-   nonce changed, a time changed, a line that is not a record. */
+/* Integration: qrs-audit --records against a real qrsd's draw journal. A
+   libqrs sampler draws 100,000 tokens through qrsd with the journal on,
+   writing full records; qrs-audit finds every record's draw in the journal and
+   passes the run.  Then one edit of the records per check, each named precisely
+   (check and line) with exit status 1: u outside its CDF interval, a u changed
+   inside it, times out of order, a draw used by two records, a journal_seq
+   past the journal, a record without journal_seq, an unjournalled draw, a
+   source, fallback label or nonce changed, a time changed, a line that is not
+   a record. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,10 +1,9 @@
-/* Integration: the draw journal of a real qrsd (issue 25).  100,000
-   draws served through raw frames: every reply carries its journal
-   sequence, the journal on disk verifies (journal_verify(): every hash
-   recomputed, across rotated files) and holds each reply's u at its
-   sequence; a journal that cannot be written is never silent: under
-   on_error: stop draws are refused, under label they are served marked
-   unjournalled. */
+/* Integration: the draw journal of a real qrsd.  100,000 draws served through
+   raw frames: every reply carries its journal sequence, the journal on disk
+   verifies (journal_verify(): every hash recomputed, across rotated files) and
+   holds each reply's u at its sequence; a journal that cannot be written is
+   never silent: under on_error: stop draws are refused, under label they are
+   served marked unjournalled. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>

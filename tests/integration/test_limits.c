@@ -1,5 +1,5 @@
-/* Integration: qrsd against hostile clients and hard edges (issue 11,
-   items 1-11).  Each test here failed against the daemon before its fix. */
+/* Integration: qrsd against hostile clients and hard edges.  Each test
+   here failed against the daemon before its fix. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

@@ -1,10 +1,10 @@
-/* Live reload of a real qrsd's configuration (issue 23): qrsctl reload's
-   RELOAD and SIGHUP re-read the file; a limit changed takes effect on a
-   connection already open; an invalid file is refused, naming file,
-   line and key, and the old configuration keeps serving; keys that need
-   a restart keep their value and are reported so; draws in flight while
-   reloads happen all complete; the status file and STATUS carry the
-   hash of the text in use.  (A peer that is not an admin: reload.sh.) */
+/* Live reload of a real qrsd's configuration: qrsctl reload's RELOAD and
+   SIGHUP re-read the file; a limit changed takes effect on a connection
+   already open; an invalid file is refused, naming file, line and key, and the
+   old configuration keeps serving; keys that need a restart keep their value
+   and are reported so; draws in flight while reloads happen all complete; the
+   status file and STATUS carry the hash of the text in use.  (A peer that is
+   not an admin: reload.sh.) */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>

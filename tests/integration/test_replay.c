@@ -1,10 +1,10 @@
-/* Integration: qrs-audit's replays (issue 25) over a real qrsd.  Samplers
-   with a fixed salt draw through qrsd with commitments, writing full
-   records and a logits dump (qrs_sampler_set_logits_dump()); qrs-audit
-   --salt --logits derives every nonce from the salt and selects every
-   token again from its row and u: the run passes.  Then each tamper is
-   named with its line: a token changed, a row changed in the dump, a row
-   dropped from the dump, a config hash changed, the wrong salt. */
+/* Integration: qrs-audit's replays over a real qrsd.  Samplers with a fixed
+   salt draw through qrsd with commitments, writing full records and a logits
+   dump (qrs_sampler_set_logits_dump()); qrs-audit --salt --logits derives
+   every nonce from the salt and selects every token again from its row and u:
+   the run passes.  Then each tamper is named with its line: a token changed, a
+   row changed in the dump, a row dropped from the dump, a config hash changed,
+   the wrong salt. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>

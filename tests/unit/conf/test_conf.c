@@ -1185,7 +1185,7 @@ Test(conf, local_sources_parse_with_defaults_and_print_back)
   conf_free(c);
 }
 
-/* ---- Amplifiers and the monitor (issue 8) ------------------------------ */
+/* ---- Amplifiers and the monitor ---------------------------------------- */
 
 Test(conf, amplifier_and_monitor_defaults)
 {
@@ -1236,7 +1236,7 @@ Test(conf, amplifier_types_and_monitor_keys_load)
   conf_free(c);
 }
 
-/* ---- gRPC upstreams (issue 6) ------------------------------------------ */
+/* ---- gRPC upstreams ---------------------------------------------------- */
 
 Test(conf, grpc_source_gets_the_reference_defaults)
 {

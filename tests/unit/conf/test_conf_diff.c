@@ -1,8 +1,7 @@
-/* A reload's view of the configuration (conf_diff.c, issue 23): the
-   differences key by key with live or needs-restart; applying only the
-   live keys in place (pointers into the configuration in use stay
-   valid); the checks on the mix of new live values and kept ones; the
-   SHA-256 of the text read. */
+/* A reload's view of the configuration (conf_diff.c): the differences key by
+   key with live or needs-restart; applying only the live keys in place
+   (pointers into the configuration in use stay valid); the checks on the mix
+   of new live values and kept ones; the SHA-256 of the text read. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
