@@ -795,11 +795,10 @@ Test(grpc, server_draws_carry_the_upstream_metadata_or_fall_back)
   upserver_stop(&r, 0);
 }
 
-/* The compat endpoint serves only grpc_compat.source (it once served any): a
-   draw naming another source is refused with PERMISSION_DENIED naming it, by
-   GetDraw (c1) and StreamDraws (c3), and not one byte is drawn from that
-   source; "" and the configured name are served.  Its socket gets socket_mode's
-   default, 0660. */
+/* The compat endpoint serves only grpc_compat.source: a draw naming another
+   source is refused with PERMISSION_DENIED naming it, by GetDraw (c1) and
+   StreamDraws (c3), and not one byte is drawn from that source; "" and the
+   configured name are served.  Its socket gets socket_mode's default, 0660. */
 Test(grpc, the_compat_endpoint_serves_only_its_source)
 {
   struct qrs_client *c;
