@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: k8s.sh DIR QRSCTL
-# The Kubernetes manifests in DIR (deploy/k8s, issue 24), offline:
+# The Kubernetes manifests in DIR (deploy/k8s), offline:
 #   1. `kubectl kustomize DIR` renders them;
 #   2. kubernetes-validate --strict checks every rendered resource
 #      against the Kubernetes schemas it ships (an unknown field is an

@@ -67,6 +67,26 @@ read_text_file(const char *path, size_t max, size_t *ret_len)
 }
 
 void
+read_lines(const char *path, char **lines, int n)
+{
+  size_t cap;
+  ssize_t len;
+  FILE *f;
+  int i;
+
+  f = fopen(path, "r");
+  cr_assert_not_null(f, "cannot read %s", path);
+  for (i = 0; i < n; i++) {
+    lines[i] = NULL;
+    cap = 0;
+    len = getline(&lines[i], &cap, f);
+    cr_assert_gt(len, 1, "%s: line %d", path, i + 1);
+    lines[i][len - 1] = '\0';
+  }
+  fclose(f);
+}
+
+void
 daemon_prepare(struct daemon *d, const char *yaml)
 {
   memset(d, 0, sizeof(*d));
@@ -189,6 +209,26 @@ daemon_run(struct daemon *d, const char *yaml)
 {
   daemon_prepare(d, yaml);
   daemon_start(d, NULL);
+}
+
+int
+daemon_try_start(struct daemon *d, const char *yaml, char *err,
+                 size_t errlen)
+{
+  char out[4096];
+  char *argv[6];
+
+  if (yaml) {
+    snprintf(d->conf, sizeof(d->conf), "%s/qrsd.yaml", d->dir);
+    write_text_file(d->conf, yaml);
+  }
+  argv[0] = (char *)qrsd_bin();
+  argv[1] = (char *)"-c";
+  argv[2] = d->conf;
+  argv[3] = (char *)"--socket";
+  argv[4] = d->sock;
+  argv[5] = NULL;
+  return run_capture(argv, out, sizeof(out), err, errlen);
 }
 
 void

@@ -35,6 +35,18 @@ void daemon_start(struct daemon *d, ...);
 /* Prepare + start in one go. */
 void daemon_run(struct daemon *d, const char *yaml);
 
+/* For a configuration qrsd must refuse: write yaml (unless NULL) as d's
+   config file and run qrsd on it and d->sock in the foreground, its
+   stderr into err.  Returns its exit status once it exits (a qrsd that
+   starts serving does not, and the test times out). */
+int daemon_try_start(struct daemon *d, const char *yaml, char *err,
+                     size_t errlen);
+
+/* The first n lines of the file at path, without their newlines, in
+   lines[0..n-1] (each a new string: the caller frees them), or the test
+   fails. */
+void read_lines(const char *path, char **lines, int n);
+
 /* SIGTERM and wait; returns the exit status (or 128 + signal).  Asserts it
    stopped within 10 s. */
 int daemon_stop(struct daemon *d);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: hub.sh QRSD QRSCTL [--bench QRS_BENCH]
-# A hub qrsd and three node qrsd on loopback TLS (issue 24).  Everything is
+# A hub qrsd and three node qrsd on loopback TLS.  Everything is
 # real: certificates made here with openssl (a CA, the hub's certificate
 # for 127.0.0.1, an expired one, one from another CA), a hub serving its
 # source through grpc_compat with TLS and api keys, three nodes using it
@@ -40,26 +40,19 @@ fi
 PY=${QRS_PYTHON:-/usr/bin/python3}   # Debian's, with python3-grpcio
 CLIENTS=${QRS_HUB_CLIENTS:-16}
 DRAWS=${QRS_HUB_DRAWS:-6}
+. "$(dirname "$0")/lib.sh"
 for p in openssl "$PY"; do
-  command -v "$p" >/dev/null || { echo "hub: $p not found" >&2; exit 1; }
+  command -v "$p" >/dev/null || die "$p not found"
 done
 "$PY" -c 'import grpc' 2>/dev/null ||
-  { echo "hub: python3 grpc not found (Debian package python3-grpcio)" >&2; exit 1; }
-T=$(mktemp -d) || exit 1
-pids=
-cleanup() {
-  for p in $pids; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-  echo "hub: FAIL: $*" >&2
+  die "python3 grpc not found (Debian package python3-grpcio)"
+on_fail() {
   for f in "$T"/*.log; do
-    [ -s "$f" ] && tail -n 15 "$f" | sed "s|^|$(basename "$f"): |" >&2
+    [ -s "$f" ] && tail -n 15 "$f" | sed "s|^|$(basename "$f"): |"
   done
-  exit 1
 }
+# The clients' loops end once $T/stop exists (their nodes are gone).
+on_exit() { touch "$T/stop"; wait 2>/dev/null; }
 now_ms() { date +%s%3N; }
 T0=$(now_ms)
 step() { echo "hub: [$(( $(now_ms) - T0 )) ms] $*"; }
@@ -108,15 +101,7 @@ echo "not-a-key-of-this-hub" > "$K/wrong.key"
 free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
-ready() {  # ready PID WHAT COMMAND...: until COMMAND succeeds, 15 s at most
-  rp=$1 rw=$2 i=0
-  shift 2
-  until "$@"; do
-    kill -0 "$rp" 2>/dev/null || fail "$rw exited before it was ready"
-    i=$((i + 1)); [ $i -lt 300 ] || fail "$rw not ready after 15 s"
-    sleep 0.05
-  done
-}
+ready_tries=300   # ready(): 15 s
 
 # --- the hub's source, with --bench: an entropy server over TLS ---------------
 # Its upstream mode on the hub: QRS_HUB_SOURCE_MODE (default unary).
@@ -128,7 +113,7 @@ if [ -n "$bench" ]; then
     --tls-key "$C/hub.key" --api-key-file "$K/source.key" \
     > "$T/source.log" 2>&1 &
   SRCPID=$!
-  pids="$pids $SRCPID"
+  track $SRCPID
   ready $SRCPID "the entropy server" grep -q "listening on" "$T/source.log"
   HUBSRC=src
 fi
@@ -168,7 +153,7 @@ HUBPID=
 start_hub() {
   "$qrsd" -c "$T/hub/qrsd.yaml" >> "$T/hub.log" 2>&1 &
   HUBPID=$!
-  pids="$pids $HUBPID"
+  track $HUBPID
   ready $HUBPID hub grep -q "gRPC compat endpoint on 127.0.0.1:$PORT" "$T/hub.log"
 }
 hub_conf hub "$PORT" hub
@@ -182,14 +167,14 @@ if [ -n "$bench" ]; then
   HUBSRC=system hub_conf devhub "$DPORT" hub
   "$qrsd" -c "$T/devhub/qrsd.yaml" > "$T/devhub.log" 2>&1 &
   DEVPID=$!
-  pids="$pids $DEVPID"
+  track $DEVPID
   ready $DEVPID "the hub with a local source" \
     grep -q "gRPC compat endpoint on 127.0.0.1:$DPORT" "$T/devhub.log"
 fi
 start_hub
 "$qrsd" -c "$T/exphub/qrsd.yaml" > "$T/exphub.log" 2>&1 &
 EXPPID=$!
-pids="$pids $EXPPID"
+track $EXPPID
 ready $EXPPID "the hub with the expired certificate" \
   grep -q "gRPC compat endpoint on 127.0.0.1:$EPORT" "$T/exphub.log"
 step "hub on 127.0.0.1:$PORT (TLS, api keys)"
@@ -216,11 +201,8 @@ YAML
 }
 NODEPIDS=
 start_node() {
-  "$qrsd" -c "$T/$1/qrsd.yaml" > "$T/$1.log" 2>&1 &
-  p=$!
-  pids="$pids $p"
-  NODEPIDS="$NODEPIDS $p"
-  ready $p "$1" test -S "$T/$1/qrsd.sock"
+  start_qrsd "$T/$1.log" "$qrsd" -c "$T/$1/qrsd.yaml"
+  NODEPIDS="$NODEPIDS $pid"
 }
 for i in 1 2 3; do
   case $i in 1) m=unary ;; 2) m=server_streaming ;; 3) m=bidi_streaming ;; esac
@@ -329,6 +311,7 @@ start_clients kill "$KDRAWS" loop
 sleep 0.5
 kill -9 "$HUBPID"
 wait "$HUBPID" 2>/dev/null
+untrack "$HUBPID"
 step "hub killed (SIGKILL) mid-run"
 sleep 1
 start_hub
@@ -546,9 +529,6 @@ for n in node-1 node-2 node-3 tight spare flood wrong; do
 done
 # Every daemon stops cleanly on SIGTERM (under ASan: no leak, no error).
 for p in $HUBPID $EXPPID $NODEPIDS; do
-  kill -TERM "$p"
-  wait "$p"; rc=$?
-  [ $rc -eq 0 ] || fail "qrsd $p exited with status $rc on SIGTERM"
+  stop_qrsd "$p"
 done
-pids=
 echo "hub OK in $(( $(now_ms) - T0 )) ms"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: journald.sh QRSD QRSCTL JOURNALD_PY
-# qrsd's structured journal entries (issue 23): with stderr on a journal
+# qrsd's structured journal entries: with stderr on a journal
 # stream (JOURNAL_STREAM, as systemd sets it) and a journald listening,
 # qrsd writes its log through sd_journal_send, with the fields an operator
 # filters on.  The journald here is journald.py, bound to the real
@@ -14,7 +14,6 @@
 # entry carries the upstream's api key.  Needs root (unshare, setpriv).
 set -u
 qrsd=$1 qrsctl=$2 journald=$3
-[ "$(id -u)" = 0 ] || { echo "journald: must run as root (unshare)" >&2; exit 1; }
 # In a private mount namespace when the kernel lets us make one; else
 # (a container without CAP_SYS_ADMIN) on the host's path, which must then
 # be free: no journald runs there.
@@ -24,18 +23,11 @@ if [ -z "${QRS_JOURNALD_NS:-}" ]; then
   fi
   QRS_JOURNALD_NS=host
 fi
-T=$(mktemp -d) || exit 1
-pid= jpid=
+. "$(dirname "$0")/lib.sh"
+need_root unshare
 made=
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null
-  [ -n "$jpid" ] && kill "$jpid" 2>/dev/null
-  [ -n "$made" ] && rm -f /run/systemd/journal/socket
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fail() { echo "journald: $*" >&2; cat "$T/entries" >&2 2>/dev/null; exit 1; }
-chmod 0755 "$T"
+on_exit() { [ -z "$made" ] || rm -f /run/systemd/journal/socket; }
+on_fail() { cat "$T/entries" 2>/dev/null; }
 if [ "$QRS_JOURNALD_NS" = host ]; then
   [ ! -e /run/systemd/journal/socket ] ||
     fail "no mount namespace here and /run/systemd/journal/socket is taken"
@@ -46,41 +38,34 @@ fi
 mkdir -p /run/systemd/journal
 python3 "$journald" /run/systemd/journal/socket "$T/entries" &
 jpid=$!
-i=0
-while [ ! -S /run/systemd/journal/socket ]; do
-  i=$((i + 1)); [ $i -lt 100 ] || fail "journald.py did not start"; sleep 0.05
-done
+track "$jpid"
+wait_for 100 0.05 "journald.py did not start" test -S /run/systemd/journal/socket
 echo "sekrit-api-key-1234" > "$T/key"
 mkdir "$T/journal"
-cat > "$T/c.yaml" <<YAML
-socket: { path: $T/s.sock, mode: "0666", group: "" }
+write_conf <<YAML
 access: { group: daemon }
-state_dir: $T
-status_file: ""
 journal: { dir: $T/journal }
 sources:
   system: { type: system }
   up: { type: grpc, target: "unix:$T/none.sock", fallback: system,
         retry_count: 0, api_key_file: $T/key }
 YAML
+# qrsd's stderr is the journal stream: its start line goes to the journal
 : > "$T/stderr"
 JOURNAL_STREAM=$(stat -c %d:%i "$T/stderr") \
   "$qrsd" -v -c "$T/c.yaml" 2>> "$T/stderr" &
 pid=$!
-i=0
-while [ ! -S "$T/s.sock" ]; do
-  i=$((i + 1)); [ $i -lt 200 ] || fail "no socket"; sleep 0.05
-done
+track "$pid"
+ready "$pid" qrsd grep -q '"QRS_EVENT": "start"' "$T/entries"
 q() { "$qrsctl" --socket "$T/s.sock" "$@"; }
 q draw -n 3 --source system > /dev/null || fail "draw from system failed"
 q draw -n 2 --source up > /dev/null || fail "draw from up (fallback) failed"
 setpriv --reuid=65534 --regid=65534 --clear-groups "$qrsctl" \
   --socket "$T/s.sock" bytes -n 8 > /dev/null 2>&1 &&
   fail "uid 65534 was served despite access.group daemon"
-kill -TERM "$pid"; wait "$pid"; rc=$?; pid=
-[ $rc -eq 0 ] || fail "qrsd exited with $rc"
+stop_qrsd
 sleep 0.2
-kill "$jpid"; wait "$jpid" 2>/dev/null; jpid=
+kill "$jpid"; wait "$jpid" 2>/dev/null; untrack "$jpid"
 [ ! -s "$T/stderr" ] || fail "qrsd wrote to stderr with a journal: $(cat "$T/stderr")"
 python3 - "$T/entries" <<'PY' || fail "the entries lack what they should carry"
 import json, sys

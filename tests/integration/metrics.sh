@@ -1,33 +1,21 @@
 #!/bin/sh
 # Usage: metrics.sh QRSD QRSCTL
-# `qrsctl metrics` against a real qrsd (issue 23): the output passes
+# `qrsctl metrics` against a real qrsd: the output passes
 # Prometheus' own parser and linter (promtool check metrics, Debian's
 # prometheus package) before and after draws, and its counters move by
 # exactly what was served: 5 draws and 64 bytes from the system source,
 # 3 draws from the timing source.
 set -u
 qrsd=$1 qrsctl=$2
+. "$(dirname "$0")/lib.sh"
 command -v promtool >/dev/null ||
-  { echo "metrics: promtool not found (Debian package prometheus)" >&2; exit 1; }
-T=$(mktemp -d) || exit 1
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; [ -n "${tfpid:-}" ] && kill "$tfpid" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-fail() { echo "metrics: $*" >&2; exit 1; }
-cat > "$T/c.yaml" <<YAML
-socket: { path: $T/s.sock, mode: "0600", group: "" }
-state_dir: $T
-status_file: ""
+  die "promtool not found (Debian package prometheus)"
+write_conf 0600 <<YAML
 sources:
   system: { type: system }
   jitter: { type: timing, conditioning: sha256 }
 YAML
-"$qrsd" -c "$T/c.yaml" > "$T/log" 2>&1 &
-pid=$!
-i=0
-while [ ! -S "$T/s.sock" ]; do
-  i=$((i + 1)); [ $i -lt 200 ] || fail "no socket"; sleep 0.05
-done
+start_qrsd
 q() { "$qrsctl" --socket "$T/s.sock" "$@"; }
 check() {
   q metrics > "$T/$1.prom" || fail "qrsctl metrics failed"
@@ -87,15 +75,13 @@ out=$(promtool check metrics < "$tf" 2>&1) && [ -z "$out" ] ||
 d0=$(value "$tf" qrsd_draws_total)
 "$qrsctl" --socket "$T/s.sock" metrics --textfile "$tf" --interval 0.1 &
 tfpid=$!  # qrsctl itself (a function would run in a subshell)
+track "$tfpid"
 q draw -n 4 --source system > /dev/null || fail "draw failed"
-i=0
-until [ "$(value "$tf" qrsd_draws_total)" -eq $((d0 + 4)) ]; do
-  i=$((i + 1)); [ $i -lt 50 ] || fail "the textfile did not follow the draws"
-  sleep 0.1
-done
-kill "$tfpid"; wait "$tfpid" 2>/dev/null; tfpid=
+followed() { [ "$(value "$tf" qrsd_draws_total)" -eq $((d0 + 4)) ]; }
+wait_for 50 0.1 "the textfile did not follow the draws" followed
+kill "$tfpid"; wait "$tfpid" 2>/dev/null; untrack "$tfpid"
 q metrics --interval 1 > /dev/null 2>&1 && fail "--interval without --textfile accepted"
-kill -TERM "$pid"; wait "$pid"; pid=
+stop_qrsd
 q metrics --textfile "$tf" 2>/dev/null; rc=$?
 [ $rc -eq 2 ] || fail "metrics --textfile with qrsd gone exited $rc, want 2"
 [ ! -e "$tf" ] || fail "the textfile outlived qrsd"

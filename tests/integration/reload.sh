@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: reload.sh QRSD QRSCTL
-# RELOAD is privileged (issue 23), checked with a real qrsd and real
+# RELOAD is privileged, checked with a real qrsd and real
 # peers of other uids (setpriv): with access.admin_group "" a peer that
 # may use the socket (uid 65534 in access.group "daemon") is refused
 # reload with PERMISSION_DENIED, qrsctl saying why and exiting non-zero,
@@ -10,34 +10,20 @@
 # "key: old -> new".  Needs root.
 set -u
 qrsd=$1 qrsctl=$2
-[ "$(id -u)" = 0 ] || { echo "reload: must run as root (setpriv)" >&2; exit 1; }
-T=$(mktemp -d) || exit 1
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-fail() { echo "reload: $*" >&2; sed 's/^/qrsd: /' "$T/log" >&2; exit 1; }
-chmod 0755 "$T"
-G=$(getent group daemon | cut -d: -f3)
-[ -n "$G" ] || { echo "reload: no group 'daemon' on this system" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
+need_root setpriv
+G=$(gid daemon) || exit 1
 conf() {
-  cat > "$T/c.yaml" <<YAML
-socket: { path: $T/s.sock, mode: "0666", group: "" }
+  write_conf <<YAML
 access: { group: daemon, admin_group: "$1" }
 limits: { max_inflight_per_connection: $2 }
-state_dir: $T
-status_file: ""
 sources: { system: { type: system } }
 YAML
   chmod 0644 "$T/c.yaml"
 }
 as() { u=$1; shift; setpriv --reuid="$u" "$@"; }
 conf "" 64
-"$qrsd" -c "$T/c.yaml" > "$T/log" 2>&1 &
-pid=$!
-i=0
-while [ ! -S "$T/s.sock" ]; do
-  i=$((i + 1)); [ $i -lt 200 ] || fail "no socket"; sleep 0.05
-done
+start_qrsd
 q="$qrsctl --socket $T/s.sock"
 # A member of access.group may draw, but not reload.
 # shellcheck disable=SC2086
@@ -53,11 +39,8 @@ case $out in
   *) fail "qrsctl did not say why reload was refused: $out" ;;
 esac
 # qrsd may log the refusal just after its reply reached qrsctl: wait for it
-i=0
-until grep -q "uid 65534): RELOAD refused: uid 65534 is not root and not qrsd's user" "$T/log"; do
-  i=$((i + 1)); [ $i -lt 100 ] || fail "no log line for the refused reload"
-  sleep 0.02
-done
+wait_for 100 0.02 "no log line for the refused reload" grep -q \
+  "uid 65534): RELOAD refused: uid 65534 is not root and not qrsd's user" "$T/log"
 grep -q "reload of" "$T/log" && fail "a refused peer started a reload"
 # Root may; the diff names the key, old -> new.
 # shellcheck disable=SC2086
@@ -93,5 +76,5 @@ case $out in
 esac
 # shellcheck disable=SC2086
 $q draw > /dev/null || fail "qrsd stopped serving"
-kill -TERM "$pid"; wait "$pid"; pid=
+stop_qrsd
 echo "reload OK"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: sandbox.sh QRSD QRSCTL UNIT
-# qrsd end to end as an unprivileged user (issue 23), the way qrsd.service
+# qrsd end to end as an unprivileged user, the way qrsd.service
 # runs it: uid/gid 65534 with no supplementary groups, no capabilities
 # (bounding and inheritable sets empty), no_new_privs, UMask 0077, a
 # root-owned read-only configuration, and only its state and runtime
@@ -14,15 +14,10 @@
 # to the other uid with setpriv); as anyone else it fails, saying so.
 set -u
 qrsd=$1 qrsctl=$2 unit=$3
-fail() { echo "sandbox: $*" >&2; [ -s "$T/qrsd.log" ] && sed 's/^/qrsd: /' "$T/qrsd.log" >&2; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "sandbox: must run as root (setpriv to uid 65534)" >&2; exit 1; }
-command -v setpriv >/dev/null || { echo "sandbox: setpriv (util-linux) not found" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
+need_root "setpriv to uid 65534"
+command -v setpriv >/dev/null || die "setpriv (util-linux) not found"
 U=65534
-T=$(mktemp -d) || exit 1
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-chmod 0755 "$T"
 mkdir -m 0755 "$T/etc" && mkdir -m 0700 "$T/state" && mkdir -m 0755 "$T/run" &&
   chown "$U:$U" "$T/state" "$T/run" || exit 1
 cat > "$T/etc/qrsd.yaml" <<YAML
@@ -38,16 +33,10 @@ YAML
 chmod 0644 "$T/etc/qrsd.yaml"
 touch "$T/marker"
 sleep 1   # file times below are compared with the marker's
-(umask 0077; exec setpriv --reuid=$U --regid=$U --clear-groups \
-   --no-new-privs --inh-caps=-all --bounding-set=-all \
-   "$qrsd" -c "$T/etc/qrsd.yaml") > "$T/qrsd.log" 2>&1 &
-pid=$!
-i=0
-while [ ! -S "$T/run/qrsd.sock" ]; do
-  kill -0 "$pid" 2>/dev/null || fail "qrsd exited before listening"
-  i=$((i + 1)); [ $i -lt 200 ] || fail "no socket after 10 s"
-  sleep 0.05
-done
+start_qrsd "$T/log" sh -c 'umask 0077; exec "$@"' sh \
+  setpriv --reuid=$U --regid=$U --clear-groups \
+  --no-new-privs --inh-caps=-all --bounding-set=-all \
+  "$qrsd" -c "$T/etc/qrsd.yaml"
 # It really is the unprivileged user, with no capabilities.
 st=/proc/$pid/status
 grep -q "^Uid:[[:space:]]*$U[[:space:]]*$U[[:space:]]*$U[[:space:]]*$U\$" "$st" ||
@@ -63,7 +52,7 @@ for s in system dev jitter noise; do
 done
 # Nothing written outside the state and runtime directories.
 stray=$(find "$T" -newer "$T/marker" ! -path "$T/state*" ! -path "$T/run*" \
-        ! -path "$T/qrsd.log" ! -path "$T" -print)
+        ! -path "$T/log" ! -path "$T" -print)
 [ -z "$stray" ] || fail "written outside state/run: $stray"
 # systemctl reload: the unit's ExecReload as systemd runs it (User=qrsd:
 # the daemon's uid; the unit's socket path replaced by this one's).
@@ -100,10 +89,7 @@ cp "$T/good.yaml" "$T/etc/qrsd.yaml"
 # The configuration stays read-only to it.
 setpriv --reuid=$U --regid=$U --clear-groups sh -c ": >> '$T/etc/qrsd.yaml'" 2>/dev/null &&
   fail "uid $U can write the configuration"
-kill -TERM "$pid"
-wait "$pid"; rc=$?
-pid=
-[ $rc -eq 0 ] || fail "qrsd exited with status $rc on SIGTERM"
+stop_qrsd
 # Socket activation, as qrsd.socket does it: the socket is created by
 # root (systemd-socket-activate) and passed to the unprivileged qrsd.
 if command -v systemd-socket-activate >/dev/null; then
@@ -111,8 +97,9 @@ if command -v systemd-socket-activate >/dev/null; then
   (umask 0077; exec systemd-socket-activate -l "$T/act.sock" \
      setpriv --reuid=$U --regid=$U --clear-groups --no-new-privs \
      --inh-caps=-all --bounding-set=-all \
-     "$qrsd" -c "$T/etc/qrsd.yaml") > "$T/qrsd.log" 2>&1 &
+     "$qrsd" -c "$T/etc/qrsd.yaml") > "$T/log" 2>&1 &
   pid=$!
+  track "$pid"
   i=0
   while ! out=$("$qrsctl" --socket "$T/act.sock" bytes -n 16 --source system 2>&1); do
     i=$((i + 1)); [ $i -lt 100 ] || fail "socket activation: $out"
@@ -120,13 +107,10 @@ if command -v systemd-socket-activate >/dev/null; then
   done
   # The start-up line may reach the log after the first draw is served
   # (slow under the sanitizers): wait for it up to 5 s.
-  i=0
-  until grep -q "listening on.*systemd\|socket activation\|passed" "$T/qrsd.log"; do
-    i=$((i + 1)); [ $i -lt 50 ] || fail "qrsd did not say it uses the passed socket"
-    sleep 0.1
-  done
+  wait_for 50 0.1 "qrsd did not say it uses the passed socket" \
+    grep -q "listening on.*systemd\|socket activation\|passed" "$T/log"
   [ ! -e "$T/run/qrsd.sock" ] || fail "socket activated qrsd bound its own socket too"
-  kill -TERM "$pid"; wait "$pid"; pid=
+  stop_qrsd
   echo "socket activation OK under uid $U"
 else
   fail "systemd-socket-activate not found (package systemd)"

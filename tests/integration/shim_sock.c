@@ -1,4 +1,4 @@
-/* LD_PRELOAD shim for the socket-ownership tests (issue 11 item 8).
+/* LD_PRELOAD shim for the socket-ownership tests (test_limits.c).
 
    QRS_SHIM_SWAP_VICTIM=FILE: right after qrsd binds its socket, the
    socket file is replaced by a symlink to FILE - the race an attacker
@@ -10,8 +10,8 @@
    answers gid GID.
 
    QRS_SHIM_SIGNAL_IN_WINDOW=1: when the program sets SIGTERM to SIG_IGN,
-   a SIGTERM arrives just before - a second signal in the shutdown window
-   (issue 11 item 11). */
+   a SIGTERM arrives just before - a second signal in the shutdown
+   window. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: source-control.sh QRSD QRSCTL
-# The privileged source verbs (issue 23) against a real qrsd: root
+# The privileged source verbs against a real qrsd: root
 # disables a source, whose draws then go to its fallback labelled (or,
 # without one, fail naming the operator's disable); sources --json and
 # metrics show it; quota reset of a source without a quota is a clear
@@ -9,31 +9,17 @@
 # source.  Needs root (setpriv).
 set -u
 qrsd=$1 qrsctl=$2
-[ "$(id -u)" = 0 ] || { echo "source-control: must run as root" >&2; exit 1; }
-T=$(mktemp -d) || exit 1
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-fail() { echo "source-control: $*" >&2; sed 's/^/qrsd: /' "$T/log" >&2; exit 1; }
-chmod 0755 "$T"
-G=$(getent group daemon | cut -d: -f3)
-[ -n "$G" ] || { echo "source-control: no group 'daemon'" >&2; exit 1; }
-cat > "$T/c.yaml" <<YAML
-socket: { path: $T/s.sock, mode: "0666", group: "" }
+. "$(dirname "$0")/lib.sh"
+need_root setpriv
+G=$(gid daemon) || exit 1
+write_conf <<YAML
 access: { group: daemon }
-state_dir: $T
-status_file: ""
 default_source: a
 sources:
   a: { type: system, fallback: b }
   b: { type: system }
 YAML
-"$qrsd" -c "$T/c.yaml" > "$T/log" 2>&1 &
-pid=$!
-i=0
-while [ ! -S "$T/s.sock" ]; do
-  i=$((i + 1)); [ $i -lt 200 ] || fail "no socket"; sleep 0.05
-done
+start_qrsd
 q="$qrsctl --socket $T/s.sock"
 
 $q source disable a > "$T/out" 2>&1 || fail "root could not disable a: $(cat "$T/out")"
@@ -110,6 +96,5 @@ case $d in
   *'"served_by":"a"'*) ;;
   *) fail "enabled a does not serve: $d" ;;
 esac
-kill "$pid"; wait "$pid"; rc=$?; pid=
-[ $rc = 0 ] || fail "qrsd exited $rc on SIGTERM"
+stop_qrsd
 echo "source-control: ok"

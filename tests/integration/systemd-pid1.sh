@@ -1,7 +1,7 @@
 #!/bin/sh
 # Usage: systemd-pid1.sh QRSCTL ENTROPY_SERVER UNITDIR SYSUSERS
 # qrsd.service and qrsd.socket (UNITDIR: the build's copies, ExecStart in
-# the build tree) run by a real systemd 252 as PID 1 (issue 23), in a
+# the build tree) run by a real systemd 252 as PID 1, in a
 # private PID and mount namespace of this test: its own /run, and a copy
 # of /etc so that systemd-sysusers makes the qrsd user and qrs group there
 # and nothing of the host's /etc changes.  Under the unit's whole sandbox
@@ -16,7 +16,8 @@
 set -u
 qrsctl=$(readlink -f "$1") server=$(readlink -f "$2") unitdir=$(readlink -f "$3")
 sysusers=$(readlink -f "$4")
-[ "$(id -u)" = 0 ] || { echo "systemd-pid1: must run as root" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
+need_root namespaces
 # On a machine whose own PID 1 is systemd, a second systemd would share
 # its cgroup hierarchies: not done there (exit 77, meson's SKIP, saying
 # so).  The build machines of this project run no init of that kind.
@@ -35,15 +36,12 @@ for p in "$unitdir" "$sysusers" "$qrsctl"; do
   esac
 done
 for c in unshare nsenter /lib/systemd/systemd; do
-  command -v "$c" >/dev/null || { echo "systemd-pid1: $c not found" >&2; exit 1; }
+  command -v "$c" >/dev/null || die "$c not found"
 done
-T=$(mktemp -d) || exit 1
-chmod 0755 "$T"
 touch "$T/started"
-sdpid= srvpid= made_state=
-cleanup() {
+sdpid= made_state=
+on_exit() {
   [ -n "$sdpid" ] && kill -9 "$sdpid" 2>/dev/null
-  [ -n "$srvpid" ] && kill "$srvpid" 2>/dev/null
   # the namespace's mounts go with its last process; the cgroups its
   # systemd made (empty now) are removed
   sleep 0.2
@@ -52,26 +50,19 @@ cleanup() {
       \( -name '*.slice' -o -name '*.service' -o -name '*.scope' -o \
          -name '*.mount' -o -name '*.socket' \) -exec rmdir {} + 2>/dev/null
   [ -n "$made_state" ] && rmdir /var/lib/qrsd 2>/dev/null
-  rm -rf "$T"
 }
-trap cleanup EXIT
 in_ns() { nsenter -t "$sdpid" -m -p "$@"; }
-fail() {
-  echo "systemd-pid1: $*" >&2
+on_fail() {
   [ -n "$sdpid" ] && in_ns journalctl --no-pager -o short-monotonic -n 60 2>&1 |
-    sed 's/^/journal: /' >&2
-  exit 1
+    sed 's/^/journal: /'
 }
 
 # A gRPC upstream on loopback, outside the namespace (the network is the
 # host's: IPAddressAllow=localhost lets qrsd reach it).
 "$server" --listen 127.0.0.1:0 > "$T/server.out" 2>&1 &
-srvpid=$!
-i=0
-until addr=$(sed -n 's/^listening on //p' "$T/server.out") && [ -n "$addr" ]; do
-  i=$((i + 1)); [ $i -lt 100 ] || fail "the entropy server did not start"
-  sleep 0.1
-done
+track $!
+listening() { addr=$(sed -n 's/^listening on //p' "$T/server.out"); [ -n "$addr" ]; }
+wait_for 100 0.1 "the entropy server did not start" listening
 
 cp -a /etc "$T/etc"
 # What would act on the machine beyond the namespace (the kernel's
@@ -216,22 +207,17 @@ $q draw > /dev/null || fail "qrsd stopped serving after a refused reload"
 # The watchdog: the loop stalled for 6 s > WatchdogSec=2s; systemd kills
 # qrsd (SIGABRT) and Restart=on-failure starts a new one.
 in_ns kill -USR2 "$pid" || fail "cannot signal qrsd"
-i=0
-while :; do
+restarted() {
   new=$(in_ns systemctl show -P MainPID qrsd.service)
-  [ -n "$new" ] && [ "$new" != 0 ] && [ "$new" != "$pid" ] && break
-  i=$((i + 1)); [ $i -lt 150 ] || fail "systemd did not restart the stalled qrsd"
-  sleep 0.1
-done
+  [ -n "$new" ] && [ "$new" != 0 ] && [ "$new" != "$pid" ]
+}
+wait_for 150 0.1 "systemd did not restart the stalled qrsd" restarted
 in_ns journalctl --no-pager -u qrsd.service | grep -q -i "watchdog timeout" ||
   fail "no watchdog timeout in the journal"
 echo "watchdog: the stalled qrsd ($pid) was killed by systemd and restarted ($new)"
-i=0
 # shellcheck disable=SC2086
-until $q draw > /dev/null 2>&1; do
-  i=$((i + 1)); [ $i -lt 100 ] || fail "the restarted qrsd does not serve"
-  sleep 0.1
-done
+serves() { $q draw > /dev/null 2>&1; }
+wait_for 100 0.1 "the restarted qrsd does not serve" serves
 
 in_ns systemctl stop qrsd.service qrsd.socket || fail "systemctl stop failed"
 res=$(in_ns systemctl show -P Result qrsd.service)

@@ -1,12 +1,12 @@
-/* Integration: qrs-audit --records against a real qrsd's draw journal
-   (issue 25).  A libqrs sampler draws 100,000 tokens through qrsd with
-   the journal on, writing full records; qrs-audit finds every record's
-   draw in the journal and passes the run.  Then one edit of the records
-   per check, each named precisely (check and line) with exit status 1:
-   u outside its CDF interval, a u changed inside it, times out of order,
-   a draw used by two records, a journal_seq past the journal, a record
-   without journal_seq, an unjournalled draw, a source, fallback label or
-   nonce changed, a time changed, a line that is not a record. */
+/* Integration: qrs-audit --records against a real qrsd's draw journal. A
+   libqrs sampler draws 100,000 tokens through qrsd with the journal on,
+   writing full records; qrs-audit finds every record's draw in the journal and
+   passes the run.  Then one edit of the records per check, each named precisely
+   (check and line) with exit status 1: u outside its CDF interval, a u changed
+   inside it, times out of order, a draw used by two records, a journal_seq
+   past the journal, a record without journal_seq, an unjournalled draw, a
+   source, fallback label or nonce changed, a time changed, a line that is not
+   a record. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,9 +40,6 @@ sample(int n_tokens)
   char yaml[512];
   float row[VOCAB];
   uint32_t tok;
-  FILE *f;
-  size_t cap = 0;
-  ssize_t n;
   int t, r;
 
   cr_assert_geq(n_tokens, N_TAMPER);
@@ -72,15 +69,7 @@ sample(int n_tokens)
 
   lines = calloc(N_TAMPER, sizeof *lines);
   cr_assert_not_null(lines);
-  f = fopen(recs, "r");
-  cr_assert_not_null(f);
-  for (t = 0; t < N_TAMPER; t++) {
-    n = getline(&lines[t], &cap, f);
-    cap = 0;
-    cr_assert_gt(n, 1, "record line %d", t + 1);
-    lines[t][n - 1] = '\0';
-  }
-  fclose(f);
+  read_lines(recs, lines, N_TAMPER);
 }
 
 static void

@@ -65,7 +65,8 @@ Test(daemon, draw_round_trip, .init = start_default, .fini = stop_and_clean)
   cr_assert(fabs(d.sample_mean - (127.5 + d.z * 73.90027063 / 100.0))
             < 1e-6);
 
-  /* The commitment nonce of spec 7's example: empty salt, step 0, -1. */
+  /* The commitment nonce of tests/vectors/nonce.json's first case (the
+     reference's derive_commit_nonce()): empty salt, step 0, -1. */
   cr_assert_eq(draw_committed(c, NULL, 0, 0, 100, &d), 0);
   cr_assert_eq(d.nonce, 8681103821628823450ull);
   cr_assert_eq(d.sample_count, 100);
@@ -394,8 +395,8 @@ Test(daemon, errors_carry_the_daemons_message, .init = start_default,
   qrs_client_free(c);
 }
 
-/* Issue 11, item 20: each thread sees the message of its own call; a
-   reply stashed for another ticket keeps its message for that ticket. */
+/* Each thread sees the message of its own call; a reply stashed for another
+   ticket keeps its message for that ticket. */
 struct errmsg_job {
   struct qrs_client *c;
   int r;
@@ -676,7 +677,7 @@ Test(daemon, connection_limit_answers_busy, .fini = stop_and_clean)
   daemon_run(&D, "limits: { max_connections: 2 }\n");
   a = raw_connect_hello(D.sock);
   b = raw_connect_hello(D.sock);
-  /* The BUSY answers the HELLO, with its seq (issue 11 item 3). */
+  /* The BUSY answers the HELLO, with its seq. */
   raw_expect_hello_busy(D.sock, 41);
   raw_send_draw(a, 2, "", 100);
   raw_expect_reply(a, QRS_MSG_DRAW_REPLY, 2);

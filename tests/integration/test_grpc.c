@@ -1,12 +1,11 @@
-/* qrsd with gRPC upstreams (issue 6), real processes over real sockets:
-   qrsd <-> qrs-entropy-server over unix and loopback TCP in all three
-   modes with the echo verified on every draw; api key and TLS; an
-   upstream killed and restarted under "fallback: system" (labelled
-   fallback draws, breaker, status file, qrsctl health); fault flags seen
-   through qrsd; quotas, and the daily count across a qrsd restart; the
-   api key never shown.  The compat endpoint: C and Python clients, only
-   its own source served, its socket's mode and group, a missing
-   directory named (issue 26). */
+/* qrsd with gRPC upstreams, real processes over real sockets: qrsd <->
+   qrs-entropy-server over unix and loopback TCP in all three modes with the
+   echo verified on every draw; api key and TLS; an upstream killed and
+   restarted under "fallback: system" (labelled fallback draws, breaker, status
+   file, qrsctl health); fault flags seen through qrsd; quotas, and the daily
+   count across a qrsd restart; the api key never shown.  The compat endpoint: C
+   and Python clients, only its own source served, its socket's mode and group,
+   a missing directory named. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <grp.h>
@@ -796,11 +795,10 @@ Test(grpc, server_draws_carry_the_upstream_metadata_or_fall_back)
   upserver_stop(&r, 0);
 }
 
-/* The compat endpoint serves only grpc_compat.source (issue 26 item 2):
-   a draw naming another source is refused with PERMISSION_DENIED naming
-   it, by GetDraw (c1) and StreamDraws (c3), and not one byte is drawn
-   from that source; "" and the configured name are served.  Its socket
-   gets socket_mode's default, 0660. */
+/* The compat endpoint serves only grpc_compat.source: a draw naming another
+   source is refused with PERMISSION_DENIED naming it, by GetDraw (c1) and
+   StreamDraws (c3), and not one byte is drawn from that source; "" and the
+   configured name are served.  Its socket gets socket_mode's default, 0660. */
 Test(grpc, the_compat_endpoint_serves_only_its_source)
 {
   struct qrs_client *c;
@@ -889,7 +887,7 @@ other_group(char *name, size_t len)
 
 /* grpc_compat.socket_mode and socket_group give the compat socket its
    mode and group, as socket.mode and socket.group do the main socket's
-   (issue 26 item 2: it used to be created with the umask's). */
+   (it used to be created with the umask's). */
 Test(grpc, the_compat_socket_gets_the_configured_mode_and_group)
 {
   char path[128], group[64];
@@ -912,24 +910,15 @@ Test(grpc, the_compat_socket_gets_the_configured_mode_and_group)
 }
 
 /* A compat socket whose directory is missing: qrsd refuses to start and
-   says so, rather than gRPC's bare "cannot listen" (issue 26 item 8). */
+   says so, rather than gRPC's bare "cannot listen". */
 Test(grpc, a_compat_socket_in_a_missing_directory_is_named)
 {
-  char yaml[512], want[256], out[4096], err[4096];
-  char *argv[6];
+  char yaml[512], want[256], err[4096];
 
   snprintf(yaml, sizeof(yaml), "state_dir: %s\nstatus_file: \"\"\n"
            "grpc_compat: { listen: \"unix:%s/nodir/compat.sock\", "
            "source: system }\n", D.dir, D.dir);
-  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, yaml);
-  argv[0] = getenv("QRSD_BIN");
-  argv[1] = "-c";
-  argv[2] = D.conf;
-  argv[3] = "-s";
-  argv[4] = D.sock;
-  argv[5] = NULL;
-  cr_assert_neq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 0,
+  cr_assert_neq(daemon_try_start(&D, yaml, err, sizeof(err)), 0,
                 "qrsd started: %s", err);
   snprintf(want, sizeof(want), "grpc_compat: cannot bind %s/nodir/"
            "compat.sock: directory %s/nodir does not exist", D.dir, D.dir);

@@ -1,10 +1,9 @@
-/* Integration: the draw journal of a real qrsd (issue 25).  100,000
-   draws served through raw frames: every reply carries its journal
-   sequence, the journal on disk verifies (journal_verify(): every hash
-   recomputed, across rotated files) and holds each reply's u at its
-   sequence; a journal that cannot be written is never silent: under
-   on_error: stop draws are refused, under label they are served marked
-   unjournalled. */
+/* Integration: the draw journal of a real qrsd.  100,000 draws served through
+   raw frames: every reply carries its journal sequence, the journal on disk
+   verifies (journal_verify(): every hash recomputed, across rotated files) and
+   holds each reply's u at its sequence; a journal that cannot be written is
+   never silent: under on_error: stop draws are refused, under label they are
+   served marked unjournalled. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -390,20 +389,10 @@ Test(journal, unwritable_label_serves_unjournalled)
 
 Test(journal, unusable_dir_stops_startup)
 {
-  char yaml[256], out[4096], errb[4096];
-  const char *argv[6];
+  char yaml[256], errb[4096];
 
   daemon_prepare(&D, NULL);
   snprintf(yaml, sizeof yaml, "journal: { dir: \"%s/missing\" }\n", D.dir);
-  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, yaml);
-  argv[0] = getenv("QRSD_BIN");
-  argv[1] = "-c";
-  argv[2] = D.conf;
-  argv[3] = "--socket";
-  argv[4] = D.sock;
-  argv[5] = NULL;
-  cr_assert_neq(run_capture((char *const *)argv, out, sizeof out, errb,
-                            sizeof errb), 0);
+  cr_assert_neq(daemon_try_start(&D, yaml, errb, sizeof errb), 0);
   cr_assert(strstr(errb, "missing") != NULL, "stderr: %s", errb);
 }

@@ -1,5 +1,5 @@
-/* Integration: qrsd against hostile clients and hard edges (issue 11,
-   items 1-11).  Each test here failed against the daemon before its fix. */
+/* Integration: qrsd against hostile clients and hard edges.  Each test
+   here failed against the daemon before its fix. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -100,14 +100,12 @@ Test(limits, unprivileged_second_daemon_does_not_steal_the_socket,
 Test(limits, mock_posing_as_system_is_refused_without_allow_test_sources,
      .fini = stop_and_clean, .timeout = 30)
 {
-  char out[4096], err[4096];
-  char *argv[] = { (char *)getenv("QRSD_BIN"), (char *)"-c", D.conf,
-                   (char *)"--socket", D.sock, NULL };
+  char err[4096];
 
   daemon_prepare(&D, "default_source: system\n"
                      "sources:\n"
                      "  system: { type: mock, seed: 5 }\n");
-  cr_assert_eq(run_capture(argv, out, sizeof(out), err, sizeof(err)), 1,
+  cr_assert_eq(daemon_try_start(&D, NULL, err, sizeof(err)), 1,
                "qrsd must refuse to start: %s", err);
   cr_assert(strstr(err, "qrsd.yaml:3: sources.system: a mock source is for "
                    "tests only"), "%s", err);

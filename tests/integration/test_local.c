@@ -1,10 +1,9 @@
-/* The local sources (issue 7) through a real qrsd: a device source on a
-   FIFO that the test writes (served; writer gone -> labelled fallback;
-   writer back -> served again), four clients on one slow device, timing
-   and noise served to qrsctl and libqrs, and the structured per-source
-   statistics in `qrsctl sources --json`, its text and the status file.
-   Noise mechanisms this host lacks are reported unavailable and the test
-   prints why they did not run. */
+/* The local sources through a real qrsd: a device source on a FIFO that the
+   test writes (served; writer gone -> labelled fallback; writer back -> served
+   again), four clients on one slow device, timing and noise served to qrsctl
+   and libqrs, and the structured per-source statistics in `qrsctl sources
+   --json`, its text and the status file. Noise mechanisms this host lacks are
+   reported unavailable and the test prints why they did not run. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

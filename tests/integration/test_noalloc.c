@@ -1,6 +1,5 @@
-/* Issue 11, item 16: qrs_sampler_sample_token() against a real qrsd makes
-   no heap allocation per token (sampler.h's promise), the draw's reply
-   included.
+/* qrs_sampler_sample_token() against a real qrsd makes no heap allocation per
+   token (sampler.h's promise), the draw's reply included.
 
    The unit test's --wrap=malloc sees only the calls libqrs's own objects
    make; protobuf-c unpacks replies inside libprotobuf-c.so.  This program

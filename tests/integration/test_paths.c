@@ -1,11 +1,10 @@
-/* What qrsd finds at the paths it opens (issue 26 items 3 and 4), with a
-   real qrsd (and a real qrs-entropy-server for the quota): a FIFO that
-   replaces the status file at runtime stops nothing; a FIFO, a symbolic
-   link or /dev/null at the config, status or quota state path at
-   start-up is refused at once, naming the path; a regular file in /dev
-   is no device; a SIGTERM pending when qrsd starts stops it cleanly; a
-   small daily quota survives SIGKILL restarts, and a state file dated in
-   the future keeps its count. */
+/* What qrsd finds at the paths it opens, with a real qrsd (and a real
+   qrs-entropy-server for the quota): a FIFO that replaces the status file at
+   runtime stops nothing; a FIFO, a symbolic link or /dev/null at the config,
+   status or quota state path at start-up is refused at once, naming the path;
+   a regular file in /dev is no device; a SIGTERM pending when qrsd starts
+   stops it cleanly; a small daily quota survives SIGKILL restarts, and a state
+   file dated in the future keeps its count. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -141,11 +140,10 @@ expect_refused(const char *conf, const char *status, const char *path,
   }
 }
 
-/* Issue 26 item 4: after a FIFO replaced the status file, the loop sat
-   in a blocking open() of it: every draw and status timed out and
-   SIGTERM was ignored.  Now the loop never touches the file: draws and
-   status go on, the worker replaces the FIFO (and says so), SIGTERM
-   stops qrsd within a second. */
+/* Once, after a FIFO replaced the status file, the loop sat in a blocking
+   open() of it: every draw and status timed out and SIGTERM was ignored.  Now
+   the loop never touches the file: draws and status go on, the worker replaces
+   the FIFO (and says so), SIGTERM stops qrsd within a second. */
 Test(paths, a_fifo_at_the_status_path_at_runtime_stops_nothing)
 {
   char status[160], out[4096], err[1024];
@@ -280,11 +278,11 @@ day_bytes(void)
   return atoll(p);
 }
 
-/* Issue 26 item 3: the start-up reserved a 1 MiB block before any use,
-   so one SIGKILL left a 5000-byte quota "over" for the day and every
-   later run fell back with 0 bytes fetched.  Now each of three killed
-   runs still fetches from the upstream (its warm-up), and the count
-   grows by at most a block (19 bytes) per crash. */
+/* Once, the start-up reserved a 1 MiB block before any use, so one SIGKILL
+   left a 5000-byte quota "over" for the day and every later run fell back with
+   0 bytes fetched.  Now each of three killed runs still fetches from the
+   upstream (its warm-up), and the count grows by at most a block (19 bytes)
+   per crash. */
 Test(paths, sigkill_restarts_do_not_lock_a_small_quota_out)
 {
   char state[160];
@@ -315,9 +313,9 @@ Test(paths, sigkill_restarts_do_not_lock_a_small_quota_out)
   }
 }
 
-/* Issue 26 item 3: a state file dated after today (the clock went back)
-   was dropped, the count restarting at 0.  Its count is kept, with a
-   warning: 4995 of 5000 used leaves no room for the 8-byte warm-up. */
+/* Once, a state file dated after today (the clock went back) was dropped, the
+   count restarting at 0.  Its count is kept, with a warning: 4995 of 5000 used
+   leaves no room for the 8-byte warm-up. */
 Test(paths, a_future_dated_quota_state_keeps_its_count)
 {
   char state[160];

@@ -1,10 +1,10 @@
-/* Live reload of a real qrsd's configuration (issue 23): qrsctl reload's
-   RELOAD and SIGHUP re-read the file; a limit changed takes effect on a
-   connection already open; an invalid file is refused, naming file,
-   line and key, and the old configuration keeps serving; keys that need
-   a restart keep their value and are reported so; draws in flight while
-   reloads happen all complete; the status file and STATUS carry the
-   hash of the text in use.  (A peer that is not an admin: reload.sh.) */
+/* Live reload of a real qrsd's configuration: qrsctl reload's RELOAD and
+   SIGHUP re-read the file; a limit changed takes effect on a connection
+   already open; an invalid file is refused, naming file, line and key, and the
+   old configuration keeps serving; keys that need a restart keep their value
+   and are reported so; draws in flight while reloads happen all complete; the
+   status file and STATUS carry the hash of the text in use.  (A peer that is
+   not an admin: reload.sh.) */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -121,6 +121,47 @@ change_of(const struct qrs_reload *rl, const char *key)
   return NULL;
 }
 
+/* Writes text as the config file and reloads it through c, which must
+   succeed.  Returns the reload's answer: free it with qrs_reload_free(). */
+static struct qrs_reload *
+reload_to(struct qrs_client *c, const char *text)
+{
+  struct qrs_reload *rl;
+  int r;
+
+  write_conf(text);
+  r = qrs_client_reload(c, &rl);
+  cr_assert_eq(r, 0, "reload: %s (%s)", qrs_strerror(r),
+               qrs_client_errmsg(c));
+  return rl;
+}
+
+/* The reload changed key live (no restart needed); to want_new when that
+   is not NULL. */
+static void
+assert_live(const struct qrs_reload *rl, const char *key,
+            const char *want_new)
+{
+  const struct qrs_config_change *ch;
+
+  ch = change_of(rl, key);
+  cr_assert_not_null(ch, "the diff lists %s", key);
+  cr_assert_eq(ch->needs_restart, 0, "%s needs a restart", key);
+  if (want_new)
+    cr_assert_str_eq(ch->new_value, want_new, "%s", key);
+}
+
+/* reload_to() text, which changes key live. */
+static void
+reload_live(struct qrs_client *c, const char *text, const char *key)
+{
+  struct qrs_reload *rl;
+
+  rl = reload_to(c, text);
+  assert_live(rl, key, NULL);
+  qrs_reload_free(rl);
+}
+
 Test(reload, a_lower_limit_takes_effect_on_an_open_connection)
 {
   const struct qrs_config_change *ch;
@@ -134,15 +175,10 @@ Test(reload, a_lower_limit_takes_effect_on_an_open_connection)
   cr_assert_eq(draw_samples(c, 30000, &d), 0);
   assert_hash_in_use(c);
 
-  write_conf("limits: { max_sample_count: 20000 }\n");
-  r = qrs_client_reload(c, &rl);
-  cr_assert_eq(r, 0, "reload: %s (%s)", qrs_strerror(r),
-               qrs_client_errmsg(c));
+  rl = reload_to(c, "limits: { max_sample_count: 20000 }\n");
+  assert_live(rl, "limits.max_sample_count", "20000");
   ch = change_of(rl, "limits.max_sample_count");
-  cr_assert_not_null(ch, "the diff lists limits.max_sample_count");
   cr_assert_str_eq(ch->old_value, "40000");
-  cr_assert_str_eq(ch->new_value, "20000");
-  cr_assert_eq(ch->needs_restart, 0);
   cr_assert_eq(rl->applied, 1);
   cr_assert_eq(rl->needs_restart, 0);
   qrs_reload_free(rl);
@@ -208,9 +244,8 @@ Test(reload, keys_that_need_a_restart_keep_their_value)
 
   start("amplifier: { sample_count: 10000 }\n");
   c = connect_client(D.sock);
-  write_conf("amplifier: { sample_count: 5000 }\n"
-             "limits: { idle_timeout_ms: 123456 }\n");
-  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  rl = reload_to(c, "amplifier: { sample_count: 5000 }\n"
+                    "limits: { idle_timeout_ms: 123456 }\n");
   ch = change_of(rl, "amplifier.sample_count");
   cr_assert_not_null(ch);
   cr_assert_eq(ch->needs_restart, 1);
@@ -335,7 +370,6 @@ fallback_of(struct qrs_client *c, const char *name, char *out, size_t len)
 
 Test(reload, fallbacks_change_live_when_their_target_exists)
 {
-  const struct qrs_config_change *ch;
   struct qrs_reload *rl;
   struct qrs_client *c;
   char fb[64];
@@ -348,30 +382,20 @@ Test(reload, fallbacks_change_live_when_their_target_exists)
   cr_assert_str_eq(fb, "error");
 
   /* b -> a: a is declared, so it changes live. */
-  write_conf("default_source: a\n"
-             "sources: { a: { type: system }, "
-             "b: { type: system, fallback: a } }\n");
-  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
-  ch = change_of(rl, "sources.b.fallback");
-  cr_assert_not_null(ch);
-  cr_assert_eq(ch->needs_restart, 0);
-  qrs_reload_free(rl);
+  reload_live(c, "default_source: a\n"
+              "sources: { a: { type: system }, "
+              "b: { type: system, fallback: a } }\n", "sources.b.fallback");
   fallback_of(c, "b", fb, sizeof(fb));
   cr_assert_str_eq(fb, "a");
 
   /* a -> system (a built-in system source starts) and a new source c:
      both live. */
-  write_conf("default_source: a\n"
-             "sources: { a: { type: system, fallback: system }, "
-             "b: { type: system, fallback: a }, c: { type: system } }\n");
-  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
-  ch = change_of(rl, "sources.a.fallback");
-  cr_assert_not_null(ch);
-  cr_assert_eq(ch->needs_restart, 0);
-  ch = change_of(rl, "sources.c");
-  cr_assert_not_null(ch);
-  cr_assert_eq(ch->needs_restart, 0);
-  cr_assert_str_eq(ch->new_value, "added (system)");
+  rl = reload_to(c, "default_source: a\n"
+                    "sources: { a: { type: system, fallback: system }, "
+                    "b: { type: system, fallback: a }, "
+                    "c: { type: system } }\n");
+  assert_live(rl, "sources.a.fallback", NULL);
+  assert_live(rl, "sources.c", "added (system)");
   qrs_reload_free(rl);
   fallback_of(c, "a", fb, sizeof(fb));
   cr_assert_str_eq(fb, "system");
@@ -458,7 +482,6 @@ drawer_main(void *arg)
 
 Test(reload, sources_added_changed_and_removed_live)
 {
-  const struct qrs_config_change *ch;
   struct qrs_reload *rl;
   struct qrs_client *c;
   struct qrs_draw d;
@@ -474,13 +497,10 @@ Test(reload, sources_added_changed_and_removed_live)
   cr_assert_neq(r, 0, "m is not declared yet");
 
   /* Added: opened and served. */
-  write_conf("allow_test_sources: true\ndefault_source: a\n"
-             "sources: { a: { type: system }, "
-             "m: { type: mock, seed: 1 } }\n");
-  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
-  ch = change_of(rl, "sources.m");
-  cr_assert_not_null(ch);
-  cr_assert_eq(ch->needs_restart, 0);
+  rl = reload_to(c, "allow_test_sources: true\ndefault_source: a\n"
+                    "sources: { a: { type: system }, "
+                    "m: { type: mock, seed: 1 } }\n");
+  assert_live(rl, "sources.m", NULL);
   cr_assert_eq(rl->needs_restart, 0);
   qrs_reload_free(rl);
   cr_assert_eq(draw_src(c, "m", &d), 0, "%s", qrs_client_errmsg(c));
@@ -488,14 +508,10 @@ Test(reload, sources_added_changed_and_removed_live)
   detail_of(c, "m", before, sizeof(before));
 
   /* Changed: replaced by a new instance with the new setting. */
-  write_conf("allow_test_sources: true\ndefault_source: a\n"
-             "sources: { a: { type: system }, "
-             "m: { type: mock, seed: 7, mean_shift: 0.25 } }\n");
-  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
-  ch = change_of(rl, "sources.m.mean_shift");
-  cr_assert_not_null(ch);
-  cr_assert_eq(ch->needs_restart, 0);
-  qrs_reload_free(rl);
+  reload_live(c, "allow_test_sources: true\ndefault_source: a\n"
+              "sources: { a: { type: system }, "
+              "m: { type: mock, seed: 7, mean_shift: 0.25 } }\n",
+              "sources.m.mean_shift");
   detail_of(c, "m", after, sizeof(after));
   cr_assert_str_neq(before, after, "the detail shows the new settings");
   cr_assert(strstr(after, "0.25"), "%s", after);
@@ -527,10 +543,7 @@ Test(reload, sources_added_changed_and_removed_live)
   w.phase = 1;
   cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
   w.phase = 2;
-  ch = change_of(rl, "sources.m");
-  cr_assert_not_null(ch);
-  cr_assert_str_eq(ch->new_value, "(removed)");
-  cr_assert_eq(ch->needs_restart, 0);
+  assert_live(rl, "sources.m", "(removed)");
   qrs_reload_free(rl);
   usleep(200000);
   w.stop = 1;
@@ -564,14 +577,25 @@ quota_of(struct qrs_client *c, const char *name, uint64_t *used,
   qrs_sources_free(s);
 }
 
+/* Reloads to source a (system, the default) and a gRPC source q on addr
+   with a quota of rpm requests a minute: key must change live. */
+static void
+reload_q(struct qrs_client *c, const char *addr, int rpm, const char *key)
+{
+  char text[1024];
+
+  snprintf(text, sizeof(text), "default_source: a\nsources:\n"
+           "  a: { type: system }\n"
+           "  q: { type: grpc, target: \"%s\", mode: unary, insecure: true, "
+           "quota: { max_requests_per_minute: %d } }\n", addr, rpm);
+  reload_live(c, text, key);
+}
+
 Test(reload, a_grpc_source_added_then_its_quota_changed_keeps_its_use)
 {
-  const struct qrs_config_change *ch;
   struct upserver up;
-  struct qrs_reload *rl;
   struct qrs_client *c;
   struct qrs_draw d;
-  char text[1024];
   uint64_t used, limit, used2;
   int i, r;
 
@@ -579,16 +603,7 @@ Test(reload, a_grpc_source_added_then_its_quota_changed_keeps_its_use)
   upserver_start(&up, "127.0.0.1:0", NULL);
   c = connect_client(D.sock);
 
-  snprintf(text, sizeof(text), "default_source: a\nsources:\n"
-           "  a: { type: system }\n"
-           "  q: { type: grpc, target: \"%s\", mode: unary, insecure: true, "
-           "quota: { max_requests_per_minute: 100 } }\n", up.addr);
-  write_conf(text);
-  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
-  ch = change_of(rl, "sources.q");
-  cr_assert_not_null(ch);
-  cr_assert_eq(ch->needs_restart, 0);
-  qrs_reload_free(rl);
+  reload_q(c, up.addr, 100, "sources.q");
   for (i = 0; i < 5; i++)
     cr_assert_eq(draw_src(c, "q", &d), 0, "%s", qrs_client_errmsg(c));
   cr_assert_str_eq(d.served_by, "q");
@@ -597,16 +612,7 @@ Test(reload, a_grpc_source_added_then_its_quota_changed_keeps_its_use)
   cr_assert_geq(used, 5);
 
   /* The limit below the use: kept running, its use counted, refused. */
-  snprintf(text, sizeof(text), "default_source: a\nsources:\n"
-           "  a: { type: system }\n"
-           "  q: { type: grpc, target: \"%s\", mode: unary, insecure: true, "
-           "quota: { max_requests_per_minute: 3 } }\n", up.addr);
-  write_conf(text);
-  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
-  ch = change_of(rl, "sources.q.quota.max_requests_per_minute");
-  cr_assert_not_null(ch, "the quota change is listed");
-  cr_assert_eq(ch->needs_restart, 0);
-  qrs_reload_free(rl);
+  reload_q(c, up.addr, 3, "sources.q.quota.max_requests_per_minute");
   quota_of(c, "q", &used2, &limit);
   cr_assert_eq(limit, 3);
   cr_assert_geq(used2, 3, "the use counted before the reload stays");
@@ -657,8 +663,7 @@ Test(reload, a_replaced_grpc_source_takes_the_old_ones_quota_use)
              "insecure: true, timeout_ms: %d,\n"
              "       quota: { max_requests_per_minute: 3 } }\n", up.addr,
              2000 + i);
-    write_conf(text);
-    cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+    rl = reload_to(c, text);
     qrs_reload_free(rl);
     if (i == 1)
       break;
@@ -728,15 +733,15 @@ Test(reload, a_draw_in_flight_on_a_removed_source_completes)
   o.sock = D.sock;
   cr_assert_eq(pthread_create(&t, NULL, one_draw_main, &o), 0);
   usleep(150000);               /* the draw is at the server now */
-  write_conf("default_source: a\nsources: { a: { type: system } }\n");
-  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  rl = reload_to(c, "default_source: a\nsources: { a: { type: system } }\n");
   qrs_reload_free(rl);
   cr_assert_neq(draw_src(c, "s", &d), 0, "s takes no new draw");
   pthread_join(t, NULL);
   cr_assert_eq(o.r, 0, "the draw in flight completes: %s", o.why);
   cr_assert_str_eq(o.d.served_by, "s");
   /* It was retired with the draw on it, and closed after. */
-  cr_assert(daemon_log_contains(&D, "closed when the draws in flight on it are done"));
+  cr_assert(daemon_log_contains(&D, "closed when the draws in flight on it "
+                                "are done"));
   cr_assert(daemon_log_contains(&D, "its last draw in flight is done"));
   cr_assert_eq(draw_src(c, "a", &d), 0, "%s", qrs_client_errmsg(c));
   qrs_client_free(c);
@@ -757,15 +762,15 @@ Test(reload, local_sources_removed_are_closed_cleanly)
 
   start("default_source: a\nsources: { a: { type: system } }\n");
   c = connect_client(D.sock);
-  write_conf("default_source: a\n"
-             "sources: { a: { type: system },\n"
-             "  dev: { type: device, path: /dev/urandom },\n"
-             "  jit: { type: timing, conditioning: sha256, "
-             "timeout_ms: 20000 } }\n"
-             /* a new timing source's first harvest includes its start-up
-                test: seconds under TSan on 2 busy cores */
-             "limits: { request_timeout_ms: 20000 }\n");
-  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  rl = reload_to(c, "default_source: a\n"
+                    "sources: { a: { type: system },\n"
+                    "  dev: { type: device, path: /dev/urandom },\n"
+                    "  jit: { type: timing, conditioning: sha256, "
+                    "timeout_ms: 20000 } }\n"
+                    /* a new timing source's first harvest includes
+                       its start-up test: slow under TSan on a loaded
+                       machine */
+                    "limits: { request_timeout_ms: 20000 }\n");
   qrs_reload_free(rl);
   for (i = 0; i < 3; i++) {
     r = draw_from(c, "dev", &d);
@@ -775,18 +780,16 @@ Test(reload, local_sources_removed_are_closed_cleanly)
     cr_assert_eq(r, 0, "jit: %s", qrs_client_errmsg(c));
     cr_assert_str_eq(d.served_by, "jit");
   }
-  write_conf("default_source: a\nsources: { a: { type: system } }\n");
-  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  rl = reload_to(c, "default_source: a\nsources: { a: { type: system } }\n");
   qrs_reload_free(rl);
   cr_assert_eq(draw_from(c, "dev", &d), QRS_E_UNKNOWN_SOURCE);
   cr_assert_eq(draw_from(c, "jit", &d), QRS_E_UNKNOWN_SOURCE);
   /* the loop goes on past the closes: draws, and the same names again */
   for (i = 0; i < 20; i++)
     cr_assert_eq(draw_from(c, "a", &d), 0);
-  write_conf("default_source: a\n"
-             "sources: { a: { type: system },\n"
-             "  dev: { type: device, path: /dev/urandom } }\n");
-  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  rl = reload_to(c, "default_source: a\n"
+                    "sources: { a: { type: system },\n"
+                    "  dev: { type: device, path: /dev/urandom } }\n");
   qrs_reload_free(rl);
   cr_assert_eq(draw_from(c, "dev", &d), 0, "%s", qrs_client_errmsg(c));
   qrs_client_free(c);

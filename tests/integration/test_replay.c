@@ -1,10 +1,10 @@
-/* Integration: qrs-audit's replays (issue 25) over a real qrsd.  Samplers
-   with a fixed salt draw through qrsd with commitments, writing full
-   records and a logits dump (qrs_sampler_set_logits_dump()); qrs-audit
-   --salt --logits derives every nonce from the salt and selects every
-   token again from its row and u: the run passes.  Then each tamper is
-   named with its line: a token changed, a row changed in the dump, a row
-   dropped from the dump, a config hash changed, the wrong salt. */
+/* Integration: qrs-audit's replays over a real qrsd.  Samplers with a fixed
+   salt draw through qrsd with commitments, writing full records and a logits
+   dump (qrs_sampler_set_logits_dump()); qrs-audit --salt --logits derives
+   every nonce from the salt and selects every token again from its row and u:
+   the run passes.  Then each tamper is named with its line: a token changed, a
+   row changed in the dump, a row dropped from the dump, a config hash changed,
+   the wrong salt. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -41,9 +41,6 @@ run(void)
   struct qrs_client *c;
   struct qrs_sampler *s;
   float row[VOCAB];
-  size_t cap;
-  ssize_t n;
-  FILE *f;
   int t, r;
 
   daemon_prepare(&D, NULL);
@@ -70,15 +67,7 @@ run(void)
   qrs_client_free(c);
   cr_assert_eq(daemon_stop(&D), 0);
 
-  f = fopen(recs, "r");
-  cr_assert_not_null(f);
-  for (t = 0; t < N_TOKENS; t++) {
-    cap = 0;
-    n = getline(&lines[t], &cap, f);
-    cr_assert_gt(n, 1, "record line %d", t + 1);
-    lines[t][n - 1] = '\0';
-  }
-  fclose(f);
+  read_lines(recs, lines, N_TOKENS);
 }
 
 static void
@@ -140,6 +129,21 @@ first_failure(struct json_object *o, const char *check, int line)
                json_object_to_json_string(o));
 }
 
+/* qrs-audit on records r, logits l and salt fails (status 1), its first
+   failure check at line (1-based). */
+static void
+audit_fails(const char *r, const char *l, const char *salt,
+            const char *check, int line)
+{
+  struct json_object *o;
+  int st;
+
+  o = audit(r, l, salt, &st);
+  cr_assert_eq(st, 1, "%s", json_object_to_json_string(o));
+  first_failure(o, check, line);
+  json_object_put(o);
+}
+
 /* The records with line k (1-based) replaced by text. */
 static void
 write_records(const char *path, int k, const char *text)
@@ -184,47 +188,32 @@ Test(replay, the_run_passes)
 Test(replay, a_token_changed)
 {
   char path[200], tok[16], *l;
-  struct json_object *o;
-  int st;
 
   snprintf(path, sizeof path, "%s/t.jsonl", D.dir);
   snprintf(tok, sizeof tok, "%u", (tokens[41] + 1) % VOCAB);
   l = with_field(42, "token_id", tok);
   write_records(path, 42, l);
   free(l);
-  o = audit(path, dump, SALT_HEX, &st);
-  cr_assert_eq(st, 1);
   /* the nonce of line 43 follows from the true token, not the edited
      one: the chain names the edit too */
-  first_failure(o, "token-mismatch", 42);
-  json_object_put(o);
+  audit_fails(path, dump, SALT_HEX, "token-mismatch", 42);
 }
 
 Test(replay, the_wrong_salt)
 {
-  struct json_object *o;
-  int st;
-
-  o = audit(recs, dump, "00112233445566778899aabbccddee00", &st);
-  cr_assert_eq(st, 1);
-  first_failure(o, "nonce-chain", 1);
-  json_object_put(o);
+  audit_fails(recs, dump, "00112233445566778899aabbccddee00", "nonce-chain",
+              1);
 }
 
 Test(replay, a_config_hash_changed)
 {
   char path[200], *l;
-  struct json_object *o;
-  int st;
 
   snprintf(path, sizeof path, "%s/c.jsonl", D.dir);
   l = with_field(7, "config_hash", "0123456789abcdef");
   write_records(path, 7, l);
   free(l);
-  o = audit(path, dump, SALT_HEX, &st);
-  cr_assert_eq(st, 1);
-  first_failure(o, "config-mismatch", 7);
-  json_object_put(o);
+  audit_fails(path, dump, SALT_HEX, "config-mismatch", 7);
 }
 
 /* The dump's bytes, and the offset of row k's frame (0-based). */
@@ -269,8 +258,6 @@ Test(replay, a_row_changed_in_the_dump)
   unsigned char *b;
   size_t n, off, frame;
   float *row, ninf = -INFINITY;
-  struct json_object *o;
-  int st;
 
   /* row 99: the recorded token can no longer be selected */
   b = read_dump(&n, 99, &off, &frame);
@@ -279,10 +266,7 @@ Test(replay, a_row_changed_in_the_dump)
   snprintf(path, sizeof path, "%s/r.dump", D.dir);
   write_bytes(path, b, n);
   free(b);
-  o = audit(recs, path, SALT_HEX, &st);
-  cr_assert_eq(st, 1);
-  first_failure(o, "token-mismatch", 100);
-  json_object_put(o);
+  audit_fails(recs, path, SALT_HEX, "token-mismatch", 100);
 }
 
 Test(replay, a_row_dropped_from_the_dump)
@@ -290,18 +274,13 @@ Test(replay, a_row_dropped_from_the_dump)
   char path[200];
   unsigned char *b;
   size_t n, off, frame;
-  struct json_object *o;
-  int st;
 
   b = read_dump(&n, 20, &off, &frame);
   memmove(b + off, b + off + frame, n - off - frame);
   snprintf(path, sizeof path, "%s/d.dump", D.dir);
   write_bytes(path, b, n - frame);
   free(b);
-  o = audit(recs, path, SALT_HEX, &st);
-  cr_assert_eq(st, 1);
-  first_failure(o, "logits-missing", 22);
-  json_object_put(o);
+  audit_fails(recs, path, SALT_HEX, "logits-missing", 22);
 }
 
 Test(replay, not_a_dump)

@@ -153,12 +153,12 @@ stop_daemon_process(void)
   cr_assert_fail("qrsd did not stop");
 }
 
-/* Issue 11, item 13: a prefetch whose finish times out must give its
-   ticket back.  The daemon is stopped (SIGSTOP) so that the prefetched
-   draw and the serial retry both time out; its late reply then arrives
-   while the next token waits for its own draw.  Before the fix the slot
-   stayed DONE for ever, and after max_inflight such timeouts draw_begin
-   answered BUSY for the client's life: prefetch never worked again. */
+/* A prefetch whose finish times out must give its ticket back.  The daemon is
+   stopped (SIGSTOP) so that the prefetched draw and the serial retry both time
+   out; its late reply then arrives while the next token waits for its own
+   draw.  Before the fix the slot stayed DONE for ever, and after max_inflight
+   such timeouts draw_begin answered BUSY for the client's life: prefetch never
+   worked again. */
 Test(sampling, timed_out_prefetch_gives_its_ticket_back, .fini = stop)
 {
   struct qrs_client_options o;
@@ -207,8 +207,8 @@ Test(sampling, timed_out_prefetch_gives_its_ticket_back, .fini = stop)
   qrs_client_free(c);
 }
 
-/* Issue 11, item 18: a new salt drops the draw prefetched under the old
-   one, so the next token's draw is committed under the new salt. */
+/* A new salt drops the draw prefetched under the old one, so the next token's
+   draw is committed under the new salt. */
 Test(sampling, set_salt_drops_the_prefetched_draw, .init = start,
      .fini = stop)
 {

@@ -1,8 +1,8 @@
-/* The amplifiers through a real qrsd (issue 8): KS uniformity of 20,000 u
-   from the system source for zscore_mean (qrsd's sigma), calibrated ecdf
-   and exact; mean shifts of +-0.5 from mock sources detected in their
-   direction; the per-draw amplifier parameters and their typed errors;
-   and the live monitor's alarm in health, sources and the log.
+/* The amplifiers through a real qrsd: KS uniformity of 20,000 u from the
+   system source for zscore_mean (qrsd's sigma), calibrated ecdf and exact;
+   mean shifts of +-0.5 from mock sources detected in their direction; the
+   per-draw amplifier parameters and their typed errors; and the live monitor's
+   alarm in health, sources and the log.
 
    (ecdf is calibrated on the source it serves, so a daemon-calibrated
    ecdf has absorbed a constant bias by design; its shift detection, with

@@ -3,7 +3,7 @@
    loopback TCP, echo, draws, splitting, api key, TLS, every fault flag,
    and the circuit breaker across a server restart.  Then a real qrsd
    against a hostile upstream (upserver_hostile.c): repeated, extra and
-   unsolicited replies, no echo, constant bytes (issue 26). */
+   unsolicited replies, no echo, constant bytes. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -666,10 +666,11 @@ refused_port(char *addr, size_t len)
     close(fds[i]);
 }
 
-/* Spec 6.5: a black-holed upstream fails the attempt after the 0.5 s
-   connect probe, not after the call timeout, and for 5 s afterwards every
-   attempt fails at once without a new probe.  Without the probe the same
-   fetch runs into its call deadline. */
+/* The TCP pre-probe (as the reference's, third_party/qr-sampler
+   .../entropy/qgrpc/preprobe.py): a black-holed upstream fails the attempt
+   after the 0.5 s connect probe, not after the call timeout, and for 5 s
+   afterwards every attempt fails at once without a new probe.  Without the
+   probe the same fetch runs into its call deadline. */
 Test(upstream, preprobe_fails_a_black_holed_host_fast_then_backs_off)
 {
   struct upstream_conf c;
@@ -940,7 +941,7 @@ Test(upstream, python_grpc_calls_all_four_rpcs)
   upserver_stop(&s, 0);
 }
 
-/* ---- a real qrsd against a hostile upstream (issue 26) ---------------- */
+/* ---- a real qrsd against a hostile upstream ---------------------------- */
 
 /* These suites start the hostile server (a gRPC server in a child) before
    anything in this process touches gRPC: no grpc_init() in their init. */

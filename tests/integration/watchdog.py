@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Usage: watchdog.py QRSD
 
-The systemd watchdog (issue 23) with a real qrsd and a real notify socket
+The systemd watchdog with a real qrsd and a real notify socket
 (an AF_UNIX datagram socket in place of systemd's): with WATCHDOG_USEC
 300 ms, qrsd pings WATCHDOG=1 about every 100 ms after READY=1, with a
 STATUS= serving summary; when the loop is stalled for 1.5 s (test hook

@@ -1,6 +1,6 @@
-/* llama.cpp with libqrs (issue 10): qrs-generate and the qrs llama.cpp
-   sampler on a real (tiny, random-weight) Qwen2 GGUF model decoded by the
-   prebuilt llama.cpp, with draws from a real qrsd.
+/* llama.cpp with libqrs: qrs-generate and the qrs llama.cpp sampler on a real
+   (tiny, random-weight) Qwen2 GGUF model decoded by the prebuilt llama.cpp,
+   with draws from a real qrsd.
 
    $QRS_TEST_MODEL is the model tests/llama/make-test-model.py wrote,
    $QRS_GENERATE_BIN the qrs-generate program, $QRSD_BIN qrsd,

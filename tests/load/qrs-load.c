@@ -1,7 +1,7 @@
-/* qrs-load: 64 clients with 4 threads each draw from one real qrsd
-   through libqrs (issue 11), blocking and pipelined, reading the error
-   message and the server info as they go; qrsd restarts once in the
-   middle, so every client reconnects while its other threads use it.
+/* qrs-load: 64 clients with 4 threads each draw from one real qrsd through
+   libqrs, blocking and pipelined, reading the error message and the server
+   info as they go; qrsd restarts once in the middle, so every client
+   reconnects while its other threads use it.
 
    Every call must succeed or return a typed error (a QRS_E_* code or a
    negative errno), and every thread must get its draws (retrying after an

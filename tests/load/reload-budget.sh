@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: reload-budget.sh QRSD QRSCTL [SOURCES] [RELOADS]
-# The loop time of a live reload's apply step (issue 23 budget: <= 50 ms)
+# The loop time of a live reload's apply step (its budget: <= 50 ms)
 # with a real qrsd: SOURCES system sources (default 64), each with a
 # monitor window of 100000 (the largest), and RELOADS reloads (default
 # 40) that each change every live kind (limits, monitor.* on every

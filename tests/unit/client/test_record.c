@@ -302,7 +302,7 @@ Test(record, diagnostic_mode_keeps_records_and_summarises_them)
   qrs_sampler_free(s);
 }
 
-/* ---- issue 11, item 17: one write per line across threads ---- */
+/* ---- one write per line across threads ---- */
 
 #define REC_THREADS 4
 #define REC_LINES_MAX 4000

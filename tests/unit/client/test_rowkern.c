@@ -434,7 +434,7 @@ Test(rowkern, scan_with_entropy_equals_scan_then_mass)
   free(f);
 }
 
-/* ---- issue 11 item 15: masks at -DBL_MAX ---- */
+/* ---- masks at -DBL_MAX ---- */
 
 /* numpy's finfo(float64).min as a mask before the max: the running
    rescale of the one-pass entropy sums must not overflow (dl * dl). */
@@ -467,7 +467,7 @@ Test(rowkern, entropy_pass_survives_minus_dbl_max_masks)
   free(x);
 }
 
-/* ---- issue 11 item 12: denormals-are-zero / flush-to-zero ---- */
+/* ---- denormals-are-zero / flush-to-zero ---- */
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>

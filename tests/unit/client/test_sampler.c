@@ -379,7 +379,8 @@ Test(sampler, get_config_round_trips_every_field)
 
 /* ---- pipeline.json ---- */
 
-/* The reference zscore_mean amplifier (spec 8.1). */
+/* The reference zscore_mean amplifier (third_party/qr-sampler
+   .../amplification/zscore.py). */
 static double
 amplify(const uint8_t *b, size_t n, double *mean, double *z)
 {
@@ -395,7 +396,8 @@ amplify(const uint8_t *b, size_t n, double *mean, double *z)
   return u < 1e-10 ? 1e-10 : u > 1.0 - 1e-10 ? 1.0 - 1e-10 : u;
 }
 
-/* The commitment nonce (spec 7), as qrsd derives it. */
+/* The commitment nonce, as qrsd derives it (the reference's
+   derive_commit_nonce(), third_party/qr-sampler .../core/pipeline.py). */
 static uint64_t
 nonce_of(const struct qrs_commitment *c)
 {
@@ -979,8 +981,8 @@ Test(sampler, nucleus_strategies_need_the_reference_order)
   qrs_sampler_config_free(cfg);
 }
 
-/* Issue 11, item 19: coherence_gate's inner strategy is checked for the
-   stage order like the outer one. */
+/* coherence_gate's inner strategy is checked for the stage order like the
+   outer one. */
 Test(sampler, coherence_gate_inner_nucleus_strategy_needs_the_reference_order)
 {
   struct qrs_sampler_config *cfg;
@@ -1010,9 +1012,9 @@ Test(sampler, coherence_gate_inner_nucleus_strategy_needs_the_reference_order)
   }
 }
 
-/* Issue 11, item 14: NaN, infinities and absurd magnitudes in any double
-   field are QRS_E_CONFIG_VALUE naming the field, at validate and at
-   qrs_sampler_new (they became greedy selection silently). */
+/* NaN, infinities and absurd magnitudes in any double field are
+   QRS_E_CONFIG_VALUE naming the field, at validate and at qrs_sampler_new
+   (they became greedy selection silently). */
 Test(sampler, every_double_field_must_be_finite_and_sensible)
 {
   static const char *const bad[] = { "nan", "inf", "-inf", "1e300" };
@@ -1086,8 +1088,8 @@ Test(sampler, nan_temperatures_of_the_issue_are_refused)
   }
 }
 
-/* Issue 11, item 20: the config hash out of memory is -ENOMEM, never
-   success with "0000000000000000"; qrs_sampler_new fails with it. */
+/* The config hash out of memory is -ENOMEM, never success with
+   "0000000000000000"; qrs_sampler_new fails with it. */
 Test(sampler, config_hash_out_of_memory_is_an_error)
 {
   struct qrs_sampler_config *cfg;

@@ -801,7 +801,7 @@ Test(select, frequencies_of_uniform_u_match_the_distribution)
   cr_expect_lt(chi2_q(chi, K - 1), 1e-4);
 }
 
-/* ---- issue 11 items 12 and 14 ---- */
+/* ---- denormals and non-finite values ---- */
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <valgrind/valgrind.h>

@@ -1,8 +1,7 @@
-/* A reload's view of the configuration (conf_diff.c, issue 23): the
-   differences key by key with live or needs-restart; applying only the
-   live keys in place (pointers into the configuration in use stay
-   valid); the checks on the mix of new live values and kept ones; the
-   SHA-256 of the text read. */
+/* A reload's view of the configuration (conf_diff.c): the differences key by
+   key with live or needs-restart; applying only the live keys in place
+   (pointers into the configuration in use stay valid); the checks on the mix
+   of new live values and kept ones; the SHA-256 of the text read. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -37,6 +36,23 @@ find(const struct conf_change *v, size_t n, const char *key)
   return NULL;
 }
 
+/* key is among the n changes in v, live or not as live says, with these
+   old and new values (NULL: either not checked). */
+static void
+assert_change(const struct conf_change *v, size_t n, const char *key,
+              const char *old_value, const char *new_value, int live)
+{
+  const struct conf_change *c;
+
+  c = find(v, n, key);
+  cr_assert_not_null(c, "no change of %s", key);
+  if (old_value)
+    cr_assert_str_eq(c->old_value, old_value, "%s", key);
+  if (new_value)
+    cr_assert_str_eq(c->new_value, new_value, "%s", key);
+  cr_assert_eq(c->live, live, "%s", key);
+}
+
 Test(conf_diff, equal_configs_have_no_differences)
 {
   struct qrsd_conf *a, *b;
@@ -55,7 +71,6 @@ Test(conf_diff, equal_configs_have_no_differences)
 
 Test(conf_diff, each_key_is_listed_live_or_needing_a_restart)
 {
-  const struct conf_change *c;
   struct qrsd_conf *a, *b;
   struct conf_change *v;
   size_t n;
@@ -70,26 +85,13 @@ Test(conf_diff, each_key_is_listed_live_or_needing_a_restart)
            "access: { admin_group: root }\n"
            "sources: { system: { type: system }, y: { type: system } }\n");
   cr_assert_eq(conf_diff(a, b, &v, &n), 0);
-  c = find(v, n, "limits.max_inflight_per_connection");
-  cr_assert_not_null(c);
-  cr_assert_str_eq(c->old_value, "8");
-  cr_assert_str_eq(c->new_value, "4");
-  cr_assert_eq(c->live, 1);
-  c = find(v, n, "socket.path");
-  cr_assert_not_null(c);
-  cr_assert_str_eq(c->old_value, "\"/tmp/a.sock\"");
-  cr_assert_eq(c->live, 0);
-  cr_assert_eq(find(v, n, "monitor.window")->live, 1);
-  cr_assert_eq(find(v, n, "log.level")->live, 1);
-  cr_assert_eq(find(v, n, "access.admin_group")->live, 1);
-  c = find(v, n, "sources.x");
-  cr_assert_not_null(c);
-  cr_assert_str_eq(c->new_value, "(removed)");
-  cr_assert_eq(c->live, 1);
-  c = find(v, n, "sources.y");
-  cr_assert_not_null(c);
-  cr_assert_str_eq(c->old_value, "(none)");
-  cr_assert_eq(c->live, 1);
+  assert_change(v, n, "limits.max_inflight_per_connection", "8", "4", 1);
+  assert_change(v, n, "socket.path", "\"/tmp/a.sock\"", NULL, 0);
+  assert_change(v, n, "monitor.window", NULL, NULL, 1);
+  assert_change(v, n, "log.level", NULL, NULL, 1);
+  assert_change(v, n, "access.admin_group", NULL, NULL, 1);
+  assert_change(v, n, "sources.x", NULL, "(removed)", 1);
+  assert_change(v, n, "sources.y", "(none)", NULL, 1);
   cr_assert_eq(n, 7);
   free(v);
   cr_assert_str_neq(a->hash, b->hash);

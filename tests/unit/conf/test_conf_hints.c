@@ -1,7 +1,7 @@
-/* The config loader's hints (issue 26 item 8): a misspelled key, source
-   type or choice is reported with the nearest valid name ("did you mean
-   'system'?"), a source type with the list this build supports, and
-   nothing is suggested when no name is close. */
+/* The config loader's hints: a misspelled key, source type or choice is
+   reported with the nearest valid name ("did you mean 'system'?"), a source
+   type with the list this build supports, and nothing is suggested when no
+   name is close. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>

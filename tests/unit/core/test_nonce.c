@@ -1,4 +1,5 @@
-/* Commitment nonce against tests/vectors/nonce.json (reference spec 7). */
+/* Commitment nonce against tests/vectors/nonce.json (the reference's
+   derive_commit_nonce()). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -328,8 +328,9 @@ Test(noise, all_available_mechanisms_xor_and_concat)
 }
 
 /* xor with slow mechanisms: a read waits only for those whose measured
-   rate can make the deadline; fsync_latency (a few hundred samples a
-   second here) contributes what it harvested by then, and says so. */
+   rate can make the deadline; fsync_latency (an fsync a sample, far
+   slower than the others) contributes what it harvested by then, and
+   says so. */
 Test(noise, xor_does_not_wait_for_a_slow_mechanism)
 {
   const char *names[] = { "branch_timing", "fsync_latency", "dram_timing" };
@@ -346,9 +347,9 @@ Test(noise, xor_does_not_wait_for_a_slow_mechanism)
   out = malloc(n);
   cr_assert_not_null(out);
   nz = open_named(names, 3, COND_RAW, NOISE_XOR, 20000);
-  /* 16,384 fsyncs take 10 s or more here, against a 20 s timeout: a read
-     that waited for them would take that long (the behaviour before);
-     one that does not takes milliseconds.  fsync_latency would be
+  /* 16,384 fsyncs take seconds, against a 20 s timeout: a read that
+     waited for them would take that long (the behaviour before); one
+     that does not takes milliseconds.  fsync_latency would be
      waited for only if it measured above 1,700 samples/s, and then it
      would finish in under 10 s. */
   for (k = 0; k < 6; k++) {
@@ -377,7 +378,7 @@ Test(noise, xor_does_not_wait_for_a_slow_mechanism)
 
 /* A test fixture mechanism: clock readings, fast until `slowing` is set,
    then one sample per millisecond (a device that slows down under load,
-   as fsync_latency did on a busy CI machine). */
+   as fsync_latency can). */
 static volatile int slowing;
 
 static int
@@ -472,7 +473,7 @@ Test(noise, xor_stops_waiting_for_a_mechanism_that_slows_down)
 
 /* A fixture that stalls once: fast clock readings, but the second call
    after `stall` is set sleeps a second first (a device held up by a
-   busy machine, as the timing mechanisms are under TSan on 2 cores). */
+   busy machine, as the timing mechanisms can be under TSan). */
 static volatile int stall;
 static int stall_calls;
 

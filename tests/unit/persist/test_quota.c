@@ -275,10 +275,10 @@ Test(quota, reservations_are_handed_to_the_caller_to_write)
   quota_done(&q);
 }
 
-/* Issue 26 item 3: a start-up that reserved a 1 MiB block before any use
-   left a small quota "over" after one crash.  Now a run that fetched
-   nothing costs nothing, and one that did costs at most a block of
-   1/256 of the day (19 bytes of 5000), never beyond the allowance. */
+/* Once, a start-up that reserved a 1 MiB block before any use left a small
+   quota "over" after one crash.  Now a run that fetched nothing costs nothing,
+   and one that did costs at most a block of 1/256 of the day (19 bytes of
+   5000), never beyond the allowance. */
 Test(quota, a_crash_costs_a_small_quota_at_most_a_block)
 {
   struct quota_params p = { 0, 0, 5000 };
@@ -333,8 +333,8 @@ Test(quota, a_reservation_never_exceeds_the_allowance)
   quota_done(&q);
 }
 
-/* Issue 26 item 3: a state file dated after today (the clock went back)
-   was dropped, granting a fresh day.  Its count is kept (the larger). */
+/* Once, a state file dated after today (the clock went back) was dropped,
+   granting a fresh day.  Its count is kept (the larger). */
 Test(quota, a_state_file_dated_in_the_future_keeps_its_count)
 {
   struct quota_params p = { 0, 0, 5000 };
@@ -365,9 +365,8 @@ Test(quota, a_state_file_dated_in_the_future_keeps_its_count)
   quota_done(&q);
 }
 
-/* Issue 26 item 4: a FIFO at the state path held the start-up in open()
-   for ever.  A FIFO or a link is refused at once, the error naming the
-   file and what it is. */
+/* Once, a FIFO at the state path held the start-up in open() for ever.  A FIFO
+   or a link is refused at once, the error naming the file and what it is. */
 Test(quota, a_fifo_or_link_at_the_state_path_is_refused_at_once)
 {
   struct quota_params p = { 0, 0, 5000 };

@@ -1,6 +1,6 @@
 /* The EntropyService / PurityService codec against tests/vectors/wire.json
-   (reference spec 6.2), and against protoc-c's encoding of the project's
-   own .proto files, so that the two can never drift apart. */
+   (the reference's proto/wire.py), and against protoc-c's encoding of the
+   project's own .proto files, so that the two can never drift apart. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* Why qrsd's socket cannot be bound (daemon/server/sockfile.c, through
-   server_listen_path(); issue 26 item 8): a missing directory is named as
-   missing (libuv reports it as EACCES), a directory we may not write or
-   search names its owner and mode and who we are, and a directory that
-   explains nothing leaves the error as it was. */
+   server_listen_path()): a missing directory is named as missing (libuv
+   reports it as EACCES), a directory we may not write or search names its
+   owner and mode and who we are, and a directory that explains nothing leaves
+   the error as it was. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <grp.h>

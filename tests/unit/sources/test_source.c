@@ -61,8 +61,8 @@ Test(source, mock_mean_shift_moves_the_byte_mean)
   cr_assert(m > 124.5 - 0.2 && m < 124.5 + 0.2, "-3 shifted mean %f", m);
 }
 
-/* Issue 11 item 10: near the limit the replacement probability rounds to
-   2^32, which must not wrap to "never replace". */
+/* Near the limit the replacement probability rounds to 2^32, which must not
+   wrap to "never replace". */
 Test(source, mock_mean_shift_near_the_limit_does_not_wrap)
 {
   double m;
