@@ -618,8 +618,8 @@ parse_mechanisms(struct parser *p, const struct node *v, const char *path,
       return conf__fail_type(p, it, path, "a mechanism name");
     if (!noise_mech_find(it->text))
       return conf__fail(p, it->line, path, "unknown noise mechanism '%.*s' "
-                        "(see qrsctl sources --json, or README: local "
-                        "sources)", SHOW, it->text);
+                        "(see qrsctl sources --json, or qrsd.yaml(5), "
+                        "Type noise)", SHOW, it->text);
     for (i = 0; i < s->n_mechanisms; i++)
       if (!strcmp(s->mechanisms[i], it->text))
         return conf__fail(p, it->line, path, "mechanism '%.*s' listed twice",

@@ -799,7 +799,7 @@ Test(conf, bad_texts_are_rejected_naming_line_and_key)
       2, "sources.hw.chunk: value 0 out of range 1..1048576" },
     { "sources:\n  n: { type: noise, mechanisms: [warp] }\n",
       2, "sources.n.mechanisms: unknown noise mechanism 'warp' (see qrsctl "
-         "sources --json, or README: local sources)" },
+         "sources --json, or qrsd.yaml(5), Type noise)" },
     { "sources:\n  n: { type: noise, mechanisms: [rdrand, rdrand] }\n",
       2, "sources.n.mechanisms: mechanism 'rdrand' listed twice" },
     { "sources:\n  n: { type: noise, mechanisms: rdrand }\n",
