@@ -9,7 +9,6 @@
    limited before they get here (log_limited). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +27,7 @@
 #endif
 
 #include "base/log.h"
+#include "base/peer.h"
 #include "timestamp.h"
 
 #define QUEUE_LINES 512
@@ -294,28 +294,6 @@ log_flush(void)
   }
 }
 
-int
-log_who_ids(const char *who, unsigned *pid, unsigned *uid)
-{
-  const char *p = who ? strstr(who, "(pid ") : NULL;
-  unsigned long a, b;
-  char *end;
-
-  /* by hand, not sscanf(): this runs for every journalled draw, and
-     sscanf() was a tenth of the journal's cost on the draw path */
-  if (!p || p[5] < '0' || p[5] > '9')
-    return -1;
-  a = strtoul(p + 5, &end, 10);
-  if (strncmp(end, ", uid ", 6) != 0 || end[6] < '0' || end[6] > '9')
-    return -1;
-  b = strtoul(end + 6, &end, 10);
-  if (*end != ')' || a > UINT_MAX || b > UINT_MAX)
-    return -1;
-  *pid = (unsigned)a;
-  *uid = (unsigned)b;
-  return 0;
-}
-
 /* A field value on one line, without '=' troubles: journald takes any
    bytes after the first '=', but keep it printable. */
 static void
@@ -349,7 +327,11 @@ log_vmsg(enum log_level level, const struct log_fields *f, const char *fmt,
       now.text[n] = ' ';
   field_copy(now.event, f ? f->event : NULL);
   field_copy(now.source, f ? f->source : NULL);
-  now.has_client = f && log_who_ids(f->who, &now.pid, &now.uid) == 0;
+  now.has_client = f && f->peer && f->peer->has_cred;
+  if (now.has_client) {
+    now.pid = (unsigned)f->peer->pid;
+    now.uid = (unsigned)f->peer->uid;
+  }
   now.seq = f ? f->seq : 0;
 
   pthread_mutex_lock(&lock);

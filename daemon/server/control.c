@@ -89,7 +89,7 @@ control_handle(struct conn *c, uint32_t seq, const QrsIpc__SourceControl *m)
     return;
   }
   /* The registry's observer has republished the status file. */
-  log_info("%s: %s", c->name, msg);
+  log_info("%s: %s", c->peer.name, msg);
   r.source = (char *)name;
   r.action = m->action;
   r.disabled = is_disabled(srv, name);

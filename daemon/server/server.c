@@ -60,7 +60,8 @@ conns_of_uid(const struct server *srv, uid_t uid)
 
   n = 0;
   LIST_FOREACH(c, &srv->conns, link)
-    n += c->has_uid && c->uid == uid && !c->refused && !c->closing;
+    n += c->peer.has_cred && c->peer.uid == uid && !c->refused &&
+         !c->closing;
   return n;
 }
 
@@ -75,7 +76,7 @@ conn_refuse(struct conn *c, uint32_t max, const char *per)
   snprintf(c->refuse_msg, sizeof(c->refuse_msg), "qrsd serves at most %u "
            "connections%s", max, per);
   log_limited(&c->srv->rl_busy, LOG_LEVEL_WARN, "%s: refused: %u "
-              "connections%s is the limit", c->name, max, per);
+              "connections%s is the limit", c->peer.name, max, per);
 }
 
 /* c's peer is not in the access list (refuse_msg says why): its first
@@ -88,8 +89,8 @@ conn_deny(struct conn *c)
 
   log_limited_ev(&srv->rl_denied, LOG_LEVEL_WARN,
                  &(struct log_fields){ .event = "access-denied",
-                                       .who = c->name },
-                 "%s: access denied: %s", c->name, c->refuse_msg);
+                                       .peer = &c->peer },
+                 "%s: access denied: %s", c->peer.name, c->refuse_msg);
   srv->refused_total++;
   if (srv->n_refused >= REFUSED_SLACK) {
     conn_close(c);
@@ -134,7 +135,7 @@ on_connection(uv_stream_t *listener, int status)
   }
   c->srv = srv;
   c->refs = 1;
-  c->id = ++srv->next_conn_id;
+  peer_init(&c->peer, ++srv->next_conn_id);
   c->owner.get = owner_get;
   c->owner.put = owner_put;
   c->accepted_ns = mono_now_ns();
@@ -152,15 +153,11 @@ on_connection(uv_stream_t *listener, int status)
   LIST_INSERT_HEAD(&srv->conns, c, link);
   srv->n_conns++;
 
-  snprintf(c->name, sizeof(c->name), "conn %llu", (unsigned long long)c->id);
   len = sizeof(cred);
   if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0 &&
       getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-    snprintf(c->name, sizeof(c->name), "conn %llu (pid %d, uid %u)",
-             (unsigned long long)c->id, (int)cred.pid, (unsigned)cred.uid);
-    c->uid = cred.uid;
+    peer_set_cred(&c->peer, cred.pid, cred.uid);
     c->gid = cred.gid;
-    c->has_uid = 1;
     if (!access_peer_allowed(&srv->access, fd, cred.uid, cred.gid,
                              c->refuse_msg, sizeof(c->refuse_msg))) {
       conn_deny(c);
@@ -179,7 +176,7 @@ on_connection(uv_stream_t *listener, int status)
      applies.  Far over, we do not wait. */
   if (srv->n_refused >= REFUSED_SLACK) {
     log_limited(&srv->rl_busy, LOG_LEVEL_WARN, "%s: refused at once: "
-                "%u connections is the limit", c->name,
+                "%u connections is the limit", c->peer.name,
                 srv->conf->max_connections);
     srv->refused_total++;
     conn_close(c);
@@ -187,10 +184,10 @@ on_connection(uv_stream_t *listener, int status)
   }
   if (srv->n_conns - srv->n_refused > srv->conf->max_connections)
     conn_refuse(c, srv->conf->max_connections, "");
-  else if (c->has_uid && conns_of_uid(srv, c->uid) >
+  else if (c->peer.has_cred && conns_of_uid(srv, c->peer.uid) >
            srv->conf->max_connections_per_uid)
     conn_refuse(c, srv->conf->max_connections_per_uid, " per user");
-  log_debug("%s: connected", c->name);
+  log_debug("%s: connected", c->peer.name);
   conn_update_reading(c);
   return;
 
@@ -208,17 +205,17 @@ server_recheck_access(struct server *srv)
 
   for (c = LIST_FIRST(&srv->conns); c; c = next) {
     next = LIST_NEXT(c, link);
-    if (c->closing || c->refused || c->revoked || !c->has_uid ||
+    if (c->closing || c->refused || c->revoked || !c->peer.has_cred ||
         uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0)
       continue;
-    if (access_peer_allowed(&srv->access, fd, c->uid, c->gid,
+    if (access_peer_allowed(&srv->access, fd, c->peer.uid, c->gid,
                             c->refuse_msg, sizeof(c->refuse_msg)))
       continue;
     log_limited_ev(&srv->rl_denied, LOG_LEVEL_WARN,
                    &(struct log_fields){ .event = "access-revoked",
-                                         .who = c->name },
+                                         .peer = &c->peer },
                    "%s: access revoked by the reload: %s; closed once its "
-                   "%u request(s) in flight are answered", c->name,
+                   "%u request(s) in flight are answered", c->peer.name,
                    c->refuse_msg, c->inflight);
     srv->refused_total++;
     c->revoked = 1;
@@ -233,7 +230,7 @@ static void
 conn_expire(struct conn *c, const char *what, uint32_t ms)
 {
   log_limited(&c->srv->rl_deadline, LOG_LEVEL_INFO, "%s: %s within %u ms; "
-              "closing", c->name, what, ms);
+              "closing", c->peer.name, what, ms);
   conn_send_error(c, 0, QRS_E_TIMEOUT, "%s within %u ms; closing", what, ms);
   conn_close_after_flush(c);
 }
@@ -263,7 +260,7 @@ on_sweep(uv_timer_t *t)
     else if (conf->idle_timeout_ms && c->inflight == 0 && c->rlen == 0 &&
              c->wq_bytes == 0 &&
              now - c->active_ns > (int64_t)conf->idle_timeout_ms * 1000000) {
-      log_debug("%s: idle for %u ms; closing", c->name,
+      log_debug("%s: idle for %u ms; closing", c->peer.name,
                 conf->idle_timeout_ms);
       conn_close_after_flush(c);
     }
@@ -540,7 +537,7 @@ on_stop_timeout(uv_timer_t *t)
     next = LIST_NEXT(c, link);
     if (c->inflight)
       log_warn("%s: still %u request(s) in flight at shutdown; closing",
-               c->name, c->inflight);
+               c->peer.name, c->inflight);
     conn_close(c);
   }
 }
