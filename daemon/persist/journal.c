@@ -510,10 +510,43 @@ writer(void *arg)
   return NULL;
 }
 
+/* Tell the writer thread to write what is queued and end, and wait for
+   it. */
+static void
+writer_stop(struct journal *j)
+{
+  pthread_mutex_lock(&j->mu);
+  j->stopping = 1;
+  pthread_cond_signal(&j->wake);
+  pthread_mutex_unlock(&j->mu);
+  pthread_join(j->thread, NULL);
+}
+
+/* Close j's file and free j, with no writer thread running (never
+   started, or stopped); j may be half built by journal_open(). */
+static void
+journal_free(struct journal *j)
+{
+  if (j->fd >= 0)
+    close(j->fd);
+  pthread_mutex_destroy(&j->mu);
+  pthread_cond_destroy(&j->wake);
+  EVP_MD_CTX_free(j->w_md);
+  EVP_MD_CTX_free(j->sub_md);
+  EVP_MD_free(j->sha);
+  free(j->buf);
+  free(j->arena);
+  free(j->qb);
+  free(j->q);
+  free(j->p.dir);
+  free(j);
+}
+
 int
 journal_open(struct journal **ret, const struct journal_params *p,
              char *err, size_t errlen)
 {
+  pthread_condattr_t ca;
   struct journal *j;
   int r;
 
@@ -531,6 +564,11 @@ journal_open(struct journal **ret, const struct journal_params *p,
   j = calloc(1, sizeof *j);
   if (j == NULL)
     return -ENOMEM;
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&j->wake, &ca);
+  pthread_condattr_destroy(&ca);
   j->p = *p;
   j->fd = -1;
   j->p.dir = strdup(p->dir);
@@ -570,15 +608,6 @@ journal_open(struct journal **ret, const struct journal_params *p,
     j->wake_at = p->fsync_every;
   /* and at half the arena: it stays small (in cache) and rarely full */
   j->a_wake = p->bytes_buf / 2 > 0 ? p->bytes_buf / 2 : 1;
-  pthread_mutex_init(&j->mu, NULL);
-  {
-    pthread_condattr_t ca;
-
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&j->wake, &ca);
-    pthread_condattr_destroy(&ca);
-  }
   r = -pthread_create(&j->thread, NULL, writer, j);
   if (r == 0 && j->p.cpu >= 0) {
     cpu_set_t set;
@@ -589,35 +618,17 @@ journal_open(struct journal **ret, const struct journal_params *p,
     if (r != 0) {
       snprintf(err, errlen, "journal: writer thread on CPU %d: %s",
                j->p.cpu, strerror(-r));
-      pthread_mutex_lock(&j->mu);
-      j->stopping = 1;
-      pthread_cond_signal(&j->wake);
-      pthread_mutex_unlock(&j->mu);
-      pthread_join(j->thread, NULL);
-      pthread_mutex_destroy(&j->mu);
-      pthread_cond_destroy(&j->wake);
+      writer_stop(j);
       goto fail;
     }
   } else if (r != 0) {
     snprintf(err, errlen, "journal: thread: %s", strerror(-r));
-    pthread_mutex_destroy(&j->mu);
-    pthread_cond_destroy(&j->wake);
     goto fail;
   }
   *ret = j;
   return 0;
 fail:
-  if (j->fd >= 0)
-    close(j->fd);
-  EVP_MD_CTX_free(j->w_md);
-  EVP_MD_CTX_free(j->sub_md);
-  EVP_MD_free(j->sha);
-  free(j->buf);
-  free(j->arena);
-  free(j->qb);
-  free(j->q);
-  free(j->p.dir);
-  free(j);
+  journal_free(j);
   return r;
 }
 
@@ -626,27 +637,10 @@ journal_close(struct journal *j)
 {
   if (j == NULL)
     return;
-  pthread_mutex_lock(&j->mu);
-  j->stopping = 1;
-  pthread_cond_signal(&j->wake);
-  pthread_mutex_unlock(&j->mu);
-  pthread_join(j->thread, NULL);
-  if (j->fd >= 0) {
-    if (fsync(j->fd) != 0)
-      log_err("journal: fsync: %s", strerror(errno));
-    close(j->fd);
-  }
-  pthread_mutex_destroy(&j->mu);
-  pthread_cond_destroy(&j->wake);
-  EVP_MD_CTX_free(j->w_md);
-  EVP_MD_CTX_free(j->sub_md);
-  EVP_MD_free(j->sha);
-  free(j->buf);
-  free(j->arena);
-  free(j->qb);
-  free(j->q);
-  free(j->p.dir);
-  free(j);
+  writer_stop(j);
+  if (j->fd >= 0 && fsync(j->fd) != 0)
+    log_err("journal: fsync: %s", strerror(errno));
+  journal_free(j);
 }
 
 void
