@@ -26,6 +26,7 @@
 #include <systemd/sd-journal.h>
 #endif
 
+#include "base/fdio.h"
 #include "base/log.h"
 #include "base/peer.h"
 #include "timestamp.h"
@@ -171,8 +172,6 @@ emit(const struct line *l)
 {
   char stamp[32], buf[LINE_MAX_LEN + 96];
   struct tm tm;
-  size_t off;
-  ssize_t w;
   int n;
 
 #if HAVE_SYSTEMD
@@ -190,13 +189,7 @@ emit(const struct line *l)
     return;
   if ((size_t)n >= sizeof(buf))
     n = (int)sizeof(buf) - 1;
-  for (off = 0; off < (size_t)n; off += (size_t)w) {
-    w = write(STDERR_FILENO, buf + off, (size_t)n - off);
-    if (w < 0 && errno == EINTR)
-      w = 0;
-    else if (w <= 0)
-      return;
-  }
+  (void)fd_write_all(STDERR_FILENO, buf, (size_t)n);   /* nowhere to say */
 }
 
 static void *

@@ -20,6 +20,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "base/fdio.h"
 #include "base/log.h"
 #include "persist/journal.h"
 
@@ -286,24 +287,6 @@ bad:
   return -EINVAL;
 }
 
-static int
-write_all(int fd, const char *b, size_t n)
-{
-  ssize_t w;
-
-  while (n > 0) {
-    w = write(fd, b, n);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return -errno;
-    }
-    b += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* Open the next file (index + 1) with its header (writer thread, or
    journal_open() before it starts). */
 static int
@@ -326,7 +309,7 @@ open_next(struct journal *j, const char *prev_hex)
     return -errno;
   n = snprintf(hdr, sizeof hdr, "# qrs-journal 1 file=%u prev=%s\n",
                j->file_index + 1, prev_hex);
-  r = write_all(fd, hdr, (size_t)n);
+  r = fd_write_all(fd, hdr, (size_t)n);
   if (r == 0 && fsync(fd) != 0)
     r = -errno;
   if (r != 0) {
@@ -492,7 +475,7 @@ writer(void *arg)
     else if (j->file_bytes >= j->p.max_bytes)
       r = open_next(j, batch_prev);
     if (r == 0)
-      r = write_all(j->fd, j->buf, len);
+      r = fd_write_all(j->fd, j->buf, len);
     if (r == 0 && fsync(j->fd) != 0)
       r = -errno;
     if (r != 0) {
