@@ -1,4 +1,4 @@
-/* qrsd logging that never blocks the loop (issue 11 item 2).
+/* qrsd logging that never blocks the loop.
 
    log_msg() formats the line and puts it in a bounded queue; a writer
    thread takes it from there to the journal (sd_journal_send, when

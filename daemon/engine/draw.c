@@ -902,7 +902,9 @@ start_draw(struct req *rq)
 
 /* A server draw's answer: the upstream's u and metadata, or on failure
    sample_count bytes amplified here with zscore_mean, labelled as a
-   fallback (reference spec 8.5 / 6.8). */
+   fallback: a failed upstream costs the draw its label, never the draw
+   (as the reference's FallbackEntropySource, third_party/qr-sampler/
+   src/qr_sampler/entropy/fallback.py). */
 static void
 on_server_draw(struct source_draw *d)
 {

@@ -27,11 +27,11 @@
 #define ZERO_HEX \
   "0000000000000000000000000000000000000000000000000000000000000000"
 
-/* Bytes the writer hashes between two sched_yield()s: about 8 us of
-   SHA-256 here.  When the writer shares a CPU with the loop (a pinned
+/* Bytes the writer hashes between two sched_yield()s: a few microseconds
+   of SHA-256.  When the writer shares a CPU with the loop (a pinned
    qrsd), a draw that wakes the loop waits for at most that much of the
-   writer's work, not for a whole batch (16 entries of 10000 bytes between
-   yields cost the draw path 3x at p99; bench: qrs-bench journal). */
+   writer's work, not for a whole batch of entries, which would multiply
+   the draw path's tail latency (qrs-bench journal shows both). */
 #define JOURNAL_YIELD_BYTES (16u << 10)
 
 /* The hash arena's alignment: a cache line (arena_copy()). */
@@ -637,11 +637,11 @@ journal_hash_bytes(struct journal *j, const void *b, size_t n,
 /* n bytes from b into the arena at dst (ARENA_ALIGN-aligned).  The
    writer thread on another CPU reads them there for hashing, which leaves
    the arena's lines in that CPU's cache: the loop's ordinary stores into
-   them next time round then wait for each line to come back (10,000
-   bytes: 1.2-1.5 us against 0.2 us into lines of its own, measured on
-   the 2-CPU AMD EPYC here).  Streaming stores write past the caches, in
-   0.4 us whoever holds the lines, and leave the loop's cache to the draw
-   path; the fence orders them before the queue's unlock publishes the
+   them next time round then wait for each line to come back, several
+   times slower than stores into lines of its own (qrs-bench journal
+   --hash-buffer).  Streaming stores write past the caches, at one cost
+   whoever holds the lines, and leave the loop's cache to the draw path;
+   the fence orders them before the queue's unlock publishes the
    entry. */
 static void
 arena_copy(uint8_t *dst, const uint8_t *b, size_t n)

@@ -21,7 +21,7 @@
 
 /* A queued write.  The frame is packed straight into data, and what
    uv_try_write() did not take is written from there: a reply is copied
-   once, by the encoder (issue 11 item 4). */
+   once, by the encoder. */
 struct wreq {
   uv_write_t req;
   struct conn *conn;
@@ -312,7 +312,7 @@ conn_reserve(struct conn *c, size_t need)
   return 0;
 }
 
-/* The largest payload of each request type (issue 11 item 4): real
+/* The largest payload of each request type: real
    requests are far smaller, and the cap is checked on the header, before
    the payload is buffered or decoded.  A Draw is two names of at most 63
    bytes, a salt of at most 256 and a few numbers; Status, Health,

@@ -1,4 +1,4 @@
-/* An operator's requests about one source (issue 23): SOURCE_CONTROL
+/* An operator's requests about one source: SOURCE_CONTROL
    enables or disables it (registry_set_disabled()) or resets its quota
    (registry_quota_reset()).  dispatch.c has checked that the peer is an
    admin; everything here is bookkeeping on the loop, answered at once. */

@@ -98,10 +98,10 @@ on_reply(void *ctx, uint16_t type, const ProtobufCMessage *m)
 }
 
 /* Admit a request whose reply takes up to reply bytes and whose read
-   takes up to read bytes, or answer BUSY to its seq and return NULL
-   (issue 11 items 1 and 5): the reply must fit the connection's write
-   queue, everything must fit the memory budget, and the client's reads in
-   progress (also those abandoned at their deadline) must fit its share. */
+   takes up to read bytes, or answer BUSY to its seq and return NULL:
+   the reply must fit the connection's write queue, everything must fit
+   the memory budget, and the client's reads in progress (also those
+   abandoned at their deadline) must fit its share. */
 static struct pending *
 pending_new(struct conn *c, uint32_t seq, size_t reply, size_t read)
 {
@@ -143,8 +143,8 @@ pending_new(struct conn *c, uint32_t seq, size_t reply, size_t read)
   return p;
 }
 
-/* A privileged request (RELOAD, SOURCE_CONTROL): root, qrsd's own user or a member of
-   access.admin_group (issue 23); anyone else gets PERMISSION_DENIED
+/* A privileged request (RELOAD, SOURCE_CONTROL): root, qrsd's own user
+   or a member of access.admin_group; anyone else gets PERMISSION_DENIED
    saying why, and one rate-limited log line. */
 static int
 privileged(struct conn *c, uint32_t seq, uint16_t type)
@@ -241,8 +241,8 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
     return;
   }
   desc = qrs__msg_descriptor(h->type);
-  /* Decoding allocates from a fixed arena (issue 11 item 4): whatever a
-     peer packs into its 1 KiB, it cannot make us allocate more. */
+  /* Decoding allocates from a fixed arena: whatever a peer packs into
+     its 1 KiB, it cannot make us allocate more. */
   alloc.alloc = arena_alloc;
   alloc.free = arena_free;
   alloc.allocator_data = srv;

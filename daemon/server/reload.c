@@ -1,4 +1,4 @@
-/* Live reload of the configuration (issue 23): server_reload() in
+/* Live reload of the configuration: server_reload() in
    server.h says what it does.
 
    The file is read, hashed and parsed, its groups resolved (getgrnam_r

@@ -172,8 +172,8 @@ on_connection(uv_stream_t *listener, int status)
 
   /* Over a limit, the client's first request (its HELLO) is answered
      BUSY with that request's seq, so that it can say BUSY rather than
-     "connection lost" (issue 11 item 3); the HELLO deadline still
-     applies.  Far over, we do not wait. */
+     "connection lost"; the HELLO deadline still applies.  Far over, we
+     do not wait. */
   if (srv->n_refused >= REFUSED_SLACK) {
     log_limited(&srv->rl_busy, LOG_LEVEL_WARN, "%s: refused at once: "
                 "%u connections is the limit", c->peer.name,
@@ -235,7 +235,7 @@ conn_expire(struct conn *c, const char *what, uint32_t ms)
   conn_close_after_flush(c);
 }
 
-/* The HELLO, frame and idle deadlines (issue 11 item 3). */
+/* The HELLO, frame and idle deadlines. */
 static void
 on_sweep(uv_timer_t *t)
 {
@@ -313,7 +313,7 @@ start_listening(struct server *srv, char *err, size_t errlen)
 /* Does a live process accept connections on path?  0: no, the socket is
    stale (ECONNREFUSED, the only answer that proves it); 1: yes; a negative
    errno: we cannot tell (EACCES: it is not ours to judge), so the caller
-   must leave it alone (issue 11 item 7). */
+   must leave it alone. */
 static int
 socket_probe(const char *path)
 {
@@ -384,7 +384,7 @@ server_listen_path(struct server *srv, const char *path, char *err,
   uv_pipe_init(srv->loop, &srv->listener, 0);
   srv->listener_open = 1;
   /* The socket is born with its final mode: no chmod by path afterwards,
-     which would follow a symlink put in its place (issue 11 item 8). */
+     which would follow a symlink put in its place. */
   old_umask = umask(0777 & ~(mode_t)srv->conf->socket_mode);
   r = uv_pipe_bind(&srv->listener, path);
   umask(old_umask);
@@ -438,14 +438,15 @@ void
 server_limits_of(const struct qrsd_conf *conf, struct reg_limits *lim,
                  size_t *ret_read_max)
 {
-  /* getrandom() of 64 KiB takes well under 200 us: larger reads go to
-     the worker threads, which may hold this much at once. */
+  /* getrandom() of up to 64 KiB is short enough for the loop thread:
+     larger reads go to the worker threads, which may hold this much at
+     once. */
   lim->inline_max = 64 * 1024;
   lim->bytes_max = 64u * 1024 * 1024;
   if (lim->bytes_max < 4 * (size_t)conf->max_sample_count)
     lim->bytes_max = 4 * (size_t)conf->max_sample_count;
   /* One client's reads in progress: a quarter of the read budget, but at
-     least one read of the largest size (issue 11 item 5). */
+     least one read of the largest size. */
   *ret_read_max = lim->bytes_max / 4;
   if (*ret_read_max < conf->max_sample_count)
     *ret_read_max = conf->max_sample_count;
@@ -486,7 +487,7 @@ server_init(struct server *srv, uv_loop_t *loop,
      SourceInfo is under 1 KiB (its strings are bounded), plus, for a
      local source, its statistics and up to LOCAL_MECH_MAX mechanisms of
      under 512 bytes each (bounded strings too), so STATUS with every
-     source fits here (issue 11 item 9). */
+     source fits here. */
   srv->max_reply_bytes = 2048;
   for (i = 0; i < registry_count(srv->reg); i++) {
     srv->max_reply_bytes += 1024;
