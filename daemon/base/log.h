@@ -2,10 +2,11 @@
    systemd gave us a journal stream and journald listens, else to stderr
    with a timestamp.  In the journal, an event logged with log_ev() also
    carries the fields an operator filters on (journalctl QRS_EVENT=...):
-   QRS_EVENT=, SOURCE=, CLIENT_PID=, CLIENT_UID=, DRAW_SEQ=.  Never blocks the caller: lines go through a bounded
-   queue to a writer thread; when the sink stalls and the queue is full,
-   lines are dropped and counted ("N log messages dropped").  Events a
-   peer can repeat at will go through log_limited(). */
+   QRS_EVENT=, SOURCE=, CLIENT_PID=, CLIENT_UID=, DRAW_SEQ=.  Never
+   blocks the caller: lines go through a bounded queue to a writer
+   thread; when the sink stalls and the queue is full, lines are dropped
+   and counted ("N log messages dropped").  Events a peer can repeat at
+   will go through log_limited(). */
 #ifndef QRSD_LOG_H
 #define QRSD_LOG_H
 
