@@ -1,4 +1,4 @@
-/* qrsd logging that never blocks the loop (issue 11 item 2).
+/* qrsd logging that never blocks the loop.
 
    log_msg() formats the line and puts it in a bounded queue; a writer
    thread takes it from there to the journal (sd_journal_send, when
@@ -9,7 +9,6 @@
    limited before they get here (log_limited). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,7 +26,9 @@
 #include <systemd/sd-journal.h>
 #endif
 
+#include "base/fdio.h"
 #include "base/log.h"
+#include "base/peer.h"
 #include "timestamp.h"
 
 #define QUEUE_LINES 512
@@ -171,8 +172,6 @@ emit(const struct line *l)
 {
   char stamp[32], buf[LINE_MAX_LEN + 96];
   struct tm tm;
-  size_t off;
-  ssize_t w;
   int n;
 
 #if HAVE_SYSTEMD
@@ -190,13 +189,7 @@ emit(const struct line *l)
     return;
   if ((size_t)n >= sizeof(buf))
     n = (int)sizeof(buf) - 1;
-  for (off = 0; off < (size_t)n; off += (size_t)w) {
-    w = write(STDERR_FILENO, buf + off, (size_t)n - off);
-    if (w < 0 && errno == EINTR)
-      w = 0;
-    else if (w <= 0)
-      return;
-  }
+  (void)fd_write_all(STDERR_FILENO, buf, (size_t)n);   /* nowhere to say */
 }
 
 static void *
@@ -294,28 +287,6 @@ log_flush(void)
   }
 }
 
-int
-log_who_ids(const char *who, unsigned *pid, unsigned *uid)
-{
-  const char *p = who ? strstr(who, "(pid ") : NULL;
-  unsigned long a, b;
-  char *end;
-
-  /* by hand, not sscanf(): this runs for every journalled draw, and
-     sscanf() was a tenth of the journal's cost on the draw path */
-  if (!p || p[5] < '0' || p[5] > '9')
-    return -1;
-  a = strtoul(p + 5, &end, 10);
-  if (strncmp(end, ", uid ", 6) != 0 || end[6] < '0' || end[6] > '9')
-    return -1;
-  b = strtoul(end + 6, &end, 10);
-  if (*end != ')' || a > UINT_MAX || b > UINT_MAX)
-    return -1;
-  *pid = (unsigned)a;
-  *uid = (unsigned)b;
-  return 0;
-}
-
 /* A field value on one line, without '=' troubles: journald takes any
    bytes after the first '=', but keep it printable. */
 static void
@@ -349,7 +320,11 @@ log_vmsg(enum log_level level, const struct log_fields *f, const char *fmt,
       now.text[n] = ' ';
   field_copy(now.event, f ? f->event : NULL);
   field_copy(now.source, f ? f->source : NULL);
-  now.has_client = f && log_who_ids(f->who, &now.pid, &now.uid) == 0;
+  now.has_client = f && f->peer && f->peer->has_cred;
+  if (now.has_client) {
+    now.pid = (unsigned)f->peer->pid;
+    now.uid = (unsigned)f->peer->uid;
+  }
   now.seq = f ? f->seq : 0;
 
   pthread_mutex_lock(&lock);

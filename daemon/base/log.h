@@ -2,10 +2,11 @@
    systemd gave us a journal stream and journald listens, else to stderr
    with a timestamp.  In the journal, an event logged with log_ev() also
    carries the fields an operator filters on (journalctl QRS_EVENT=...):
-   QRS_EVENT=, SOURCE=, CLIENT_PID=, CLIENT_UID=, DRAW_SEQ=.  Never blocks the caller: lines go through a bounded
-   queue to a writer thread; when the sink stalls and the queue is full,
-   lines are dropped and counted ("N log messages dropped").  Events a
-   peer can repeat at will go through log_limited(). */
+   QRS_EVENT=, SOURCE=, CLIENT_PID=, CLIENT_UID=, DRAW_SEQ=.  Never
+   blocks the caller: lines go through a bounded queue to a writer
+   thread; when the sink stalls and the queue is full, lines are dropped
+   and counted ("N log messages dropped").  Events a peer can repeat at
+   will go through log_limited(). */
 #ifndef QRSD_LOG_H
 #define QRSD_LOG_H
 
@@ -32,19 +33,16 @@ void log_msg(enum log_level level, const char *fmt, ...)
 
 /* The journal fields of one event; zero-initialise and set what applies.
    event: a short fixed name (QRS_EVENT=), e.g. "source-degraded";
-   source: a source's name (SOURCE=); who: a client as the server names
-   it, "conn N (pid P, uid U)", from which CLIENT_PID= and CLIENT_UID=
-   are taken; seq: a draw's journal sequence (DRAW_SEQ=) when > 0. */
+   source: a source's name (SOURCE=); peer: the client (base/peer.h),
+   whose pid and uid, when known, give CLIENT_PID= and CLIENT_UID=; seq:
+   a draw's journal sequence (DRAW_SEQ=) when > 0. */
+struct peer;
 struct log_fields {
   const char *event;
   const char *source;
-  const char *who;
+  const struct peer *peer;
   uint64_t seq;
 };
-
-/* The pid and uid in a client name "... (pid P, uid U)"; 0 when found,
-   -1 (and both left alone) when who has none. */
-int log_who_ids(const char *who, unsigned *pid, unsigned *uid);
 
 void log_ev(enum log_level level, const struct log_fields *f,
             const char *fmt, ...)

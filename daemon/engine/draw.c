@@ -18,6 +18,7 @@
 #include "base/container.h"
 #include "base/log.h"
 #include "base/notify.h"
+#include "base/peer.h"
 #include "stats/monitor.h"
 #include "nonce.h"
 #include "persist/journal.h"
@@ -74,7 +75,7 @@ struct req {
   struct source_draw sd;        /* amplifier "server" */
   uint64_t nonce;
   struct ts received;
-  const char *who;
+  const struct peer *peer;
   struct reg_owner *owner;
   draw_reply_fn reply;
   void *ctx;
@@ -377,9 +378,9 @@ log_debug_draw(const struct req *rq, const QrsIpc__DrawReply *r)
     return;
   log_ev(LOG_LEVEL_DEBUG, &(struct log_fields){ .event = "draw",
                                                 .source = r->served_by,
-                                                .who = rq->who,
+                                                .peer = rq->peer,
                                                 .seq = r->journal_seq },
-         "%s: draw from '%s'%s, u %.17g, journal seq %llu", rq->who,
+         "%s: draw from '%s'%s, u %.17g, journal seq %llu", rq->peer->name,
          r->served_by, r->fallback ? " (fallback)" : "", r->u,
          (unsigned long long)r->journal_seq);
 }
@@ -394,7 +395,6 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
              size_t n)
 {
   struct journal_entry je;
-  unsigned pid = 0, uid = 0;
   int err;
 
   if (rq->e->journal == NULL) {
@@ -402,10 +402,8 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
     return 0;
   }
   memset(&je, 0, sizeof je);
-  /* who is "conn N (pid P, uid U)" (server.c) */
-  log_who_ids(rq->who, &pid, &uid);
-  je.pid = (int32_t)pid;
-  je.uid = uid;
+  je.pid = (int32_t)rq->peer->pid;
+  je.uid = (uint32_t)rq->peer->uid;
   str_copy(je.source, sizeof je.source, r->served_by);
   str_copy(je.amp, sizeof je.amp, r->amplifier);
   if (rq->e->jparams.text[0] == '\0' ||
@@ -473,7 +471,7 @@ send_draw_reply(struct req *rq, const struct reg_result *res)
   if (err < 0) {
     /* only if the calibration was dropped from its bounded cache between
        the preparation and the read */
-    log_warn("%s: %s draw could not be amplified: %s", rq->who,
+    log_warn("%s: %s draw could not be amplified: %s", rq->peer->name,
              amp_name(rq->amp.type), qrs_strerror(err));
     draw_reply_error(rq->reply, rq->ctx, err, "the %s calibration was "
                      "replaced while the draw was read; try again",
@@ -523,6 +521,32 @@ reply_bytes(struct req *rq, const struct reg_result *res)
   rq->reply(rq->ctx, QRS_MSG_BYTES_REPLY, &r.base);
 }
 
+/* rq's read failed or timed out (res->status -ETIMEDOUT): log it, limited,
+   and answer ENTROPY or TIMEOUT. */
+static void
+reply_fetch_failed(struct req *rq, const struct reg_result *res)
+{
+  int timed_out = res->status == -ETIMEDOUT;
+
+  log_limited_ev(&rq->e->fail_rl, LOG_LEVEL_WARN,
+                 &(struct log_fields){ .event = timed_out ? "fetch-timeout"
+                                                          : "fetch-failed",
+                                       .source = res->source,
+                                       .peer = rq->peer },
+                 "%s: %zu bytes from source '%s' %s: %s", rq->peer->name,
+                 res->n, res->source, timed_out ? "timed out" : "failed",
+                 res->why);
+  if (timed_out)
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_TIMEOUT, "source '%s' did "
+                     "not deliver %zu bytes within %u ms: %.300s",
+                     res->source, res->n, rq->e->conf->request_timeout_ms,
+                     res->why);
+  else
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_ENTROPY, "source '%s' could "
+                     "not deliver %zu bytes: %.300s", res->source, res->n,
+                     res->why);
+}
+
 /* The registry's answer for rq. */
 static void
 on_fetched(void *ctx, const struct reg_result *res)
@@ -535,27 +559,8 @@ on_fetched(void *ctx, const struct reg_result *res)
       send_draw_reply(rq, res);
     else
       reply_bytes(rq, res);
-  } else if (res->status == -ETIMEDOUT) {
-    log_limited_ev(&rq->e->fail_rl, LOG_LEVEL_WARN,
-                   &(struct log_fields){ .event = "fetch-timeout",
-                                         .source = res->source,
-                                         .who = rq->who },
-                   "%s: %zu bytes from source '%s' timed out: %s", rq->who,
-                   res->n, res->source, res->why);
-    draw_reply_error(rq->reply, rq->ctx, QRS_E_TIMEOUT, "source '%s' did "
-                     "not deliver %zu bytes within %u ms: %.300s",
-                     res->source, res->n, rq->e->conf->request_timeout_ms,
-                     res->why);
   } else {
-    log_limited_ev(&rq->e->fail_rl, LOG_LEVEL_WARN,
-                   &(struct log_fields){ .event = "fetch-failed",
-                                         .source = res->source,
-                                         .who = rq->who },
-                   "%s: %zu bytes from source '%s' failed: %s", rq->who,
-                   res->n, res->source, res->why);
-    draw_reply_error(rq->reply, rq->ctx, QRS_E_ENTROPY, "source '%s' could "
-                     "not deliver %zu bytes: %.300s", res->source, res->n,
-                     res->why);
+    reply_fetch_failed(rq, res);
   }
   req_free(rq);
 }
@@ -567,12 +572,12 @@ fetch(struct req *rq, const char *source, size_t n, int64_t deadline)
 {
   struct draw_engine *e;
   draw_reply_fn reply;
-  const char *who;
+  const struct peer *peer;
   void *ctx;
   int r;
 
   e = rq->e;
-  who = rq->who;
+  peer = rq->peer;
   reply = rq->reply;
   ctx = rq->ctx;
   r = registry_fetch_for(rq->e->reg, rq->owner, source, n, rq->nonce,
@@ -582,7 +587,7 @@ fetch(struct req *rq, const char *source, size_t n, int64_t deadline)
   req_free(rq);
   if (r == -EBUSY) {
     log_limited(&e->fail_rl, LOG_LEVEL_INFO, "%s: too many bytes of "
-                "reads in progress; answering BUSY", who);
+                "reads in progress; answering BUSY", peer->name);
     draw_reply_error(reply, ctx, QRS_E_BUSY, "qrsd is busy: too many large "
                      "reads in progress");
   } else if (r == -ENOENT) {
@@ -597,20 +602,20 @@ fetch(struct req *rq, const char *source, size_t n, int64_t deadline)
 /* A new request, or NULL after answering UNKNOWN_SOURCE / out of memory. */
 static struct req *
 req_new(struct draw_engine *e, enum job_kind kind, const char *source,
-        const struct ts *received, const char *who, struct reg_owner *owner,
-        draw_reply_fn reply, void *ctx)
+        const struct ts *received, const struct peer *peer,
+        struct reg_owner *owner, draw_reply_fn reply, void *ctx)
 {
   struct req *rq;
 
   if (!registry_has(e->reg, source)) {
-    log_info("%s: unknown source '%.64s'", who, source);
+    log_info("%s: unknown source '%.64s'", peer->name, source);
     draw_reply_error(reply, ctx, QRS_E_UNKNOWN_SOURCE,
                      "no source named '%.64s' is configured", source);
     return NULL;
   }
   rq = calloc(1, sizeof(*rq));
   if (!rq) {
-    log_err("%s: out of memory for a request", who);
+    log_err("%s: out of memory for a request", peer->name);
     draw_reply_error(reply, ctx, -ENOMEM, "out of memory");
     return NULL;
   }
@@ -618,7 +623,7 @@ req_new(struct draw_engine *e, enum job_kind kind, const char *source,
   rq->kind = kind;
   str_copy(rq->source, sizeof(rq->source), source);
   rq->received = *received;
-  rq->who = who;
+  rq->peer = peer;
   rq->owner = owner;
   rq->reply = reply;
   rq->ctx = ctx;
@@ -824,7 +829,7 @@ prep_join(struct req *rq, struct srcamp *sa, uint32_t blocks, int want_table)
       p->means = malloc((size_t)blocks * sizeof(double));
     if (!p || (blocks && !p->means)) {
       free(p);
-      log_err("%s: out of memory for a calibration", rq->who);
+      log_err("%s: out of memory for a calibration", rq->peer->name);
       draw_reply_error(rq->reply, rq->ctx, -ENOMEM, "out of memory");
       req_free(rq);
       return;
@@ -843,7 +848,7 @@ prep_join(struct req *rq, struct srcamp *sa, uint32_t blocks, int want_table)
     STAILQ_INSERT_TAIL(&p->waiters, rq, prep_link);
     if (blocks) {
       log_info("%s: calibrating %s on source '%s' (%u blocks of %u bytes)",
-               rq->who, amp_name(rq->amp.type), sa->name, blocks,
+               rq->peer->name, amp_name(rq->amp.type), sa->name, blocks,
                rq->amp.sample_count);
       prep_next_chunk(p);
     } else {
@@ -897,7 +902,9 @@ start_draw(struct req *rq)
 
 /* A server draw's answer: the upstream's u and metadata, or on failure
    sample_count bytes amplified here with zscore_mean, labelled as a
-   fallback (reference spec 8.5 / 6.8). */
+   fallback: a failed upstream costs the draw its label, never the draw
+   (as the reference's FallbackEntropySource, third_party/qr-sampler/
+   src/qr_sampler/entropy/fallback.py). */
 static void
 on_server_draw(struct source_draw *d)
 {
@@ -911,7 +918,7 @@ on_server_draw(struct source_draw *d)
   if (d->status < 0) {
     log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: server draw from "
                 "source '%s' failed (%s); amplifying %u bytes locally",
-                rq->who, rq->source, d->why, rq->amp.sample_count);
+                rq->peer->name, rq->source, d->why, rq->amp.sample_count);
     rq->amp.type = AMP_ZSCORE_MEAN;
     rq->forced_fallback = 1;
     start_draw(rq);
@@ -974,7 +981,7 @@ server_draw(struct req *rq, const QrsIpc__Draw *m)
 
 void
 draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
-            const struct ts *received, const char *who,
+            const struct ts *received, const struct peer *peer,
             struct reg_owner *owner, draw_reply_fn reply, void *ctx)
 {
   const QrsIpc__Commitment *cm;
@@ -982,12 +989,12 @@ draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
   char msg[256];
   int r;
 
-  rq = req_new(e, JOB_DRAW, m->source, received, who, owner, reply, ctx);
+  rq = req_new(e, JOB_DRAW, m->source, received, peer, owner, reply, ctx);
   if (!rq)
     return;
 
   if (m->sample_count == 0 || m->sample_count > e->conf->max_sample_count) {
-    log_info("%s: draw with sample_count %u refused (limit 1..%u)", who,
+    log_info("%s: draw with sample_count %u refused (limit 1..%u)", peer->name,
              m->sample_count, e->conf->max_sample_count);
     draw_reply_error(reply, ctx, QRS_E_SAMPLE_COUNT,
                      "sample_count %u is outside 1..%u", m->sample_count,
@@ -998,7 +1005,7 @@ draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
   r = ampreq_resolve(e->conf, m, m->sample_count, &rq->amp, msg,
                      sizeof(msg));
   if (r < 0) {
-    log_info("%s: draw refused: %s", who, msg);
+    log_info("%s: draw refused: %s", peer->name, msg);
     draw_reply_error(reply, ctx, r, "%s", msg);
     goto refused;
   }
@@ -1006,7 +1013,7 @@ draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
   cm = m->commitment;
   if (cm) {
     if (cm->salt.len > NONCE_MAX_SALT) {
-      log_info("%s: commitment salt of %zu bytes refused", who,
+      log_info("%s: commitment salt of %zu bytes refused", peer->name,
                cm->salt.len);
       draw_reply_error(reply, ctx, QRS_E_BAD_REQUEST,
                        "commitment salt of %zu bytes exceeds %d",
@@ -1029,17 +1036,17 @@ refused:
 
 void
 bytes_handle(struct draw_engine *e, const QrsIpc__Bytes *m,
-             const struct ts *received, const char *who,
+             const struct ts *received, const struct peer *peer,
              struct reg_owner *owner, draw_reply_fn reply, void *ctx)
 {
   struct req *rq;
 
-  rq = req_new(e, JOB_BYTES, m->source, received, who, owner, reply, ctx);
+  rq = req_new(e, JOB_BYTES, m->source, received, peer, owner, reply, ctx);
   if (!rq)
     return;
   if (m->count == 0 || m->count > e->max_bytes_per_request) {
-    log_info("%s: bytes request for %u bytes refused (limit 1..%u)", who,
-             m->count, e->max_bytes_per_request);
+    log_info("%s: bytes request for %u bytes refused (limit 1..%u)",
+             peer->name, m->count, e->max_bytes_per_request);
     draw_reply_error(reply, ctx, m->count ? QRS_E_TOO_LARGE
                                           : QRS_E_BAD_REQUEST,
                      "count %u is outside 1..%u", m->count,

@@ -6,10 +6,10 @@
    and the engine calls it exactly once with the reply message (DRAW_REPLY,
    BYTES_REPLY) or an ERROR - possibly before draw_handle()/bytes_handle()
    returns.  The message and everything it points to is valid during that
-   call only.  who (e.g. "conn 3 (pid 42, uid 1000)") names the client in
-   log lines; the caller keeps it valid until the reply.  owner (may be
-   NULL) accounts the client's reads in progress (registry.h).  Loop
-   thread only. */
+   call only.  peer (base/peer.h) is the client, named in log lines and
+   in the draw journal; the caller keeps it valid until the reply.  owner
+   (may be NULL) accounts the client's reads in progress (registry.h).
+   Loop thread only. */
 #ifndef QRSD_DRAW_H
 #define QRSD_DRAW_H
 
@@ -23,6 +23,8 @@
 #include "frame.h"
 #include "engine/registry.h"
 #include "timestamp.h"
+
+struct peer;
 
 struct draw_engine;
 
@@ -47,10 +49,10 @@ int draw_engine_reconfigure(struct draw_engine *e);
 uint32_t draw_max_bytes(const struct draw_engine *e);
 
 void draw_handle(struct draw_engine *e, const QrsIpc__Draw *req,
-                 const struct ts *received, const char *who,
+                 const struct ts *received, const struct peer *peer,
                  struct reg_owner *owner, draw_reply_fn reply, void *ctx);
 void bytes_handle(struct draw_engine *e, const QrsIpc__Bytes *req,
-                  const struct ts *received, const char *who,
+                  const struct ts *received, const struct peer *peer,
                   struct reg_owner *owner, draw_reply_fn reply, void *ctx);
 
 /* The live statistics of the u that source served (monitor.h), or NULL

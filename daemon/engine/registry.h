@@ -123,10 +123,10 @@ int registry_new(uv_loop_t *loop, const struct qrsd_conf *conf,
 void registry_set_limits(struct registry *reg,
                          const struct reg_limits *limits);
 
-/* Each declared source takes its conf's fallback (registry_reload_commit()
-   does this too; conf's fallbacks name "error" or sources it has).  Requests in progress walk
-   the new chain from their next leg.  0 or -ENOMEM (that source keeps
-   its old fallback). */
+/* Each declared source takes its conf's fallback
+   (registry_reload_commit() does this too; conf's fallbacks name "error"
+   or sources it has).  Requests in progress walk the new chain from their
+   next leg.  0 or -ENOMEM (that source keeps its old fallback). */
 int registry_set_fallbacks(struct registry *reg,
                            const struct qrsd_conf *conf);
 
@@ -193,10 +193,11 @@ int registry_fetch(struct registry *reg, const char *name, size_t n,
                    void *ctx);
 
 /* Who a fetch is for, so that a client's reads in progress - also those
-   abandoned at their deadline and still running - can be bounded
-   (issue 11 item 5).  The registry adds each leg's n to held and calls
-   get() when the leg starts, and subtracts it and calls put() when the
-   leg's buffer is freed, which may be long after done was called. */
+   abandoned at their deadline and still running - can be bounded (the
+   server gives each connection its share of the read budget).  The
+   registry adds each leg's n to held and calls get() when the leg
+   starts, and subtracts it and calls put() when the leg's buffer is
+   freed, which may be long after done was called. */
 struct reg_owner {
   size_t held;
   void (*get)(struct reg_owner *o);

@@ -9,29 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fdio.h"
 #include "persist/atomicfile.h"
 
 #define TMP_FLAGS (O_WRONLY | O_CREAT | O_EXCL | O_NONBLOCK | O_NOFOLLOW | \
                    O_CLOEXEC)
-
-static int
-write_all(int fd, const void *data, size_t len)
-{
-  const char *p = data;
-  ssize_t w;
-
-  while (len > 0) {
-    w = write(fd, p, len);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return -errno;
-    }
-    p += w;
-    len -= (size_t)w;
-  }
-  return 0;
-}
 
 static void
 sync_dir(const char *path)
@@ -71,7 +53,7 @@ atomicfile_write(const char *path, const void *data, size_t len,
     free(tmp);
     return r;
   }
-  r = write_all(fd, data, len);
+  r = fd_write_all(fd, data, len);
   if (r == 0 && durable && fsync(fd) < 0)
     r = -errno;
   if (close(fd) < 0 && r == 0)

@@ -20,17 +20,18 @@
 #include <emmintrin.h>
 #endif
 
+#include "base/fdio.h"
 #include "base/log.h"
 #include "persist/journal.h"
 
 #define ZERO_HEX \
   "0000000000000000000000000000000000000000000000000000000000000000"
 
-/* Bytes the writer hashes between two sched_yield()s: about 8 us of
-   SHA-256 here.  When the writer shares a CPU with the loop (a pinned
+/* Bytes the writer hashes between two sched_yield()s: a few microseconds
+   of SHA-256.  When the writer shares a CPU with the loop (a pinned
    qrsd), a draw that wakes the loop waits for at most that much of the
-   writer's work, not for a whole batch (16 entries of 10000 bytes between
-   yields cost the draw path 3x at p99; bench: qrs-bench journal). */
+   writer's work, not for a whole batch of entries, which would multiply
+   the draw path's tail latency (qrs-bench journal shows both). */
 #define JOURNAL_YIELD_BYTES (16u << 10)
 
 /* The hash arena's alignment: a cache line (arena_copy()). */
@@ -286,24 +287,6 @@ bad:
   return -EINVAL;
 }
 
-static int
-write_all(int fd, const char *b, size_t n)
-{
-  ssize_t w;
-
-  while (n > 0) {
-    w = write(fd, b, n);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return -errno;
-    }
-    b += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* Open the next file (index + 1) with its header (writer thread, or
    journal_open() before it starts). */
 static int
@@ -326,7 +309,7 @@ open_next(struct journal *j, const char *prev_hex)
     return -errno;
   n = snprintf(hdr, sizeof hdr, "# qrs-journal 1 file=%u prev=%s\n",
                j->file_index + 1, prev_hex);
-  r = write_all(fd, hdr, (size_t)n);
+  r = fd_write_all(fd, hdr, (size_t)n);
   if (r == 0 && fsync(fd) != 0)
     r = -errno;
   if (r != 0) {
@@ -492,7 +475,7 @@ writer(void *arg)
     else if (j->file_bytes >= j->p.max_bytes)
       r = open_next(j, batch_prev);
     if (r == 0)
-      r = write_all(j->fd, j->buf, len);
+      r = fd_write_all(j->fd, j->buf, len);
     if (r == 0 && fsync(j->fd) != 0)
       r = -errno;
     if (r != 0) {
@@ -510,10 +493,43 @@ writer(void *arg)
   return NULL;
 }
 
+/* Tell the writer thread to write what is queued and end, and wait for
+   it. */
+static void
+writer_stop(struct journal *j)
+{
+  pthread_mutex_lock(&j->mu);
+  j->stopping = 1;
+  pthread_cond_signal(&j->wake);
+  pthread_mutex_unlock(&j->mu);
+  pthread_join(j->thread, NULL);
+}
+
+/* Close j's file and free j, with no writer thread running (never
+   started, or stopped); j may be half built by journal_open(). */
+static void
+journal_free(struct journal *j)
+{
+  if (j->fd >= 0)
+    close(j->fd);
+  pthread_mutex_destroy(&j->mu);
+  pthread_cond_destroy(&j->wake);
+  EVP_MD_CTX_free(j->w_md);
+  EVP_MD_CTX_free(j->sub_md);
+  EVP_MD_free(j->sha);
+  free(j->buf);
+  free(j->arena);
+  free(j->qb);
+  free(j->q);
+  free(j->p.dir);
+  free(j);
+}
+
 int
 journal_open(struct journal **ret, const struct journal_params *p,
              char *err, size_t errlen)
 {
+  pthread_condattr_t ca;
   struct journal *j;
   int r;
 
@@ -531,6 +547,11 @@ journal_open(struct journal **ret, const struct journal_params *p,
   j = calloc(1, sizeof *j);
   if (j == NULL)
     return -ENOMEM;
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&j->wake, &ca);
+  pthread_condattr_destroy(&ca);
   j->p = *p;
   j->fd = -1;
   j->p.dir = strdup(p->dir);
@@ -570,15 +591,6 @@ journal_open(struct journal **ret, const struct journal_params *p,
     j->wake_at = p->fsync_every;
   /* and at half the arena: it stays small (in cache) and rarely full */
   j->a_wake = p->bytes_buf / 2 > 0 ? p->bytes_buf / 2 : 1;
-  pthread_mutex_init(&j->mu, NULL);
-  {
-    pthread_condattr_t ca;
-
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&j->wake, &ca);
-    pthread_condattr_destroy(&ca);
-  }
   r = -pthread_create(&j->thread, NULL, writer, j);
   if (r == 0 && j->p.cpu >= 0) {
     cpu_set_t set;
@@ -589,35 +601,17 @@ journal_open(struct journal **ret, const struct journal_params *p,
     if (r != 0) {
       snprintf(err, errlen, "journal: writer thread on CPU %d: %s",
                j->p.cpu, strerror(-r));
-      pthread_mutex_lock(&j->mu);
-      j->stopping = 1;
-      pthread_cond_signal(&j->wake);
-      pthread_mutex_unlock(&j->mu);
-      pthread_join(j->thread, NULL);
-      pthread_mutex_destroy(&j->mu);
-      pthread_cond_destroy(&j->wake);
+      writer_stop(j);
       goto fail;
     }
   } else if (r != 0) {
     snprintf(err, errlen, "journal: thread: %s", strerror(-r));
-    pthread_mutex_destroy(&j->mu);
-    pthread_cond_destroy(&j->wake);
     goto fail;
   }
   *ret = j;
   return 0;
 fail:
-  if (j->fd >= 0)
-    close(j->fd);
-  EVP_MD_CTX_free(j->w_md);
-  EVP_MD_CTX_free(j->sub_md);
-  EVP_MD_free(j->sha);
-  free(j->buf);
-  free(j->arena);
-  free(j->qb);
-  free(j->q);
-  free(j->p.dir);
-  free(j);
+  journal_free(j);
   return r;
 }
 
@@ -626,27 +620,10 @@ journal_close(struct journal *j)
 {
   if (j == NULL)
     return;
-  pthread_mutex_lock(&j->mu);
-  j->stopping = 1;
-  pthread_cond_signal(&j->wake);
-  pthread_mutex_unlock(&j->mu);
-  pthread_join(j->thread, NULL);
-  if (j->fd >= 0) {
-    if (fsync(j->fd) != 0)
-      log_err("journal: fsync: %s", strerror(errno));
-    close(j->fd);
-  }
-  pthread_mutex_destroy(&j->mu);
-  pthread_cond_destroy(&j->wake);
-  EVP_MD_CTX_free(j->w_md);
-  EVP_MD_CTX_free(j->sub_md);
-  EVP_MD_free(j->sha);
-  free(j->buf);
-  free(j->arena);
-  free(j->qb);
-  free(j->q);
-  free(j->p.dir);
-  free(j);
+  writer_stop(j);
+  if (j->fd >= 0 && fsync(j->fd) != 0)
+    log_err("journal: fsync: %s", strerror(errno));
+  journal_free(j);
 }
 
 void
@@ -660,11 +637,11 @@ journal_hash_bytes(struct journal *j, const void *b, size_t n,
 /* n bytes from b into the arena at dst (ARENA_ALIGN-aligned).  The
    writer thread on another CPU reads them there for hashing, which leaves
    the arena's lines in that CPU's cache: the loop's ordinary stores into
-   them next time round then wait for each line to come back (10,000
-   bytes: 1.2-1.5 us against 0.2 us into lines of its own, measured on
-   the 2-CPU AMD EPYC here).  Streaming stores write past the caches, in
-   0.4 us whoever holds the lines, and leave the loop's cache to the draw
-   path; the fence orders them before the queue's unlock publishes the
+   them next time round then wait for each line to come back, several
+   times slower than stores into lines of its own (qrs-bench journal
+   --hash-buffer).  Streaming stores write past the caches, at one cost
+   whoever holds the lines, and leave the loop's cache to the draw path;
+   the fence orders them before the queue's unlock publishes the
    entry. */
 static void
 arena_copy(uint8_t *dst, const uint8_t *b, size_t n)

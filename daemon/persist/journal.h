@@ -1,5 +1,5 @@
 /* The draw journal: an append-only, hash-chained file of every draw
-   served (issue 25).
+   served.
 
    Format (version 1), one text line per record, UTF-8 free (every field
    is ASCII; text fields have tabs, newlines and backslashes refused):

@@ -13,12 +13,13 @@
    must not hold up the loop): quota_persist_due() hands the text to the
    caller, which writes it on a worker thread and reports with
    quota_persist_done(); quota_flush_due() hands over the exact count the
-   same way (clean shutdown).  After a crash the count resumes from the reservation, so a
-   crash costs at most one block (1/256 of the day's allowance) and never
-   more than what was left of it; at most about 512 reservations are
-   written in a day of full use.  The count under-counts only if more
-   than half a block was admitted while a reservation write was still in
-   flight, or a crash comes within that write after UTC midnight.
+   same way (clean shutdown).  After a crash the count resumes from the
+   reservation, so a crash costs at most one block (1/256 of the day's
+   allowance) and never more than what was left of it; at most about 512
+   reservations are written in a day of full use.  The count under-counts
+   only if more than half a block was admitted while a reservation write
+   was still in flight, or a crash comes within that write after UTC
+   midnight.
    A state file dated after today (the clock went back) keeps its count
    for today, with a warning in the log, rather than granting a fresh
    day.

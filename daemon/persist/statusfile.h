@@ -1,4 +1,5 @@
-/* The cross-process status file (reference spec 14): one JSON object
+/* The cross-process status file (the reference's, third_party/
+   qr-sampler/src/qr_sampler/telemetry/status_file.py): one JSON object
    that other processes (an engine's health endpoint, monitoring) read
    without talking to qrsd.
 

@@ -1,4 +1,4 @@
-/* Who may use qrsd's socket (issue 23): peer credentials against the
+/* Who may use qrsd's socket: peer credentials against the
    access list.  Allowed: root, qrsd's own uid, and members (primary or
    supplementary, SO_PEERGROUPS) of one group. */
 #ifndef QRSD_SERVER_ACCESS_H

@@ -100,7 +100,7 @@ req_source(const struct compat *c, const struct gserve_req *r)
 
 /* Without api keys only grpc_compat.source is served: a client of this
    endpoint, local and unauthenticated, must not spend another source's
-   quota (issue 26 item 2).  With keys, each key's sources (by default
+   quota.  With keys, each key's sources (by default
    that one). */
 static int
 source_allowed(const struct compat *c, const struct gserve_req *r)

@@ -21,7 +21,7 @@
 
 /* A queued write.  The frame is packed straight into data, and what
    uv_try_write() did not take is written from there: a reply is copied
-   once, by the encoder (issue 11 item 4). */
+   once, by the encoder. */
 struct wreq {
   uv_write_t req;
   struct conn *conn;
@@ -62,7 +62,7 @@ on_conn_closed(uv_handle_t *h)
   srv->n_conns--;
   if (c->refused)
     srv->n_refused--;
-  log_debug("%s: closed", c->name);
+  log_debug("%s: closed", c->peer.name);
   conn_release(c);
   server_maybe_stopped(srv);
 }
@@ -149,7 +149,8 @@ on_write(uv_write_t *req, int status)
   free(w);
   if (status < 0 && status != UV_ECANCELED && !c->closing) {
     log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO,
-                "%s: write failed: %s; closing", c->name, uv_strerror(status));
+                "%s: write failed: %s; closing", c->peer.name,
+                uv_strerror(status));
     conn_close(c);
   }
   conn_update_reading(c);
@@ -175,7 +176,7 @@ conn_write(struct conn *c, struct wreq *w, size_t len)
   }
   if (n < 0 && n != UV_EAGAIN) {
     log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO,
-                "%s: write failed: %s; closing", c->name, uv_strerror(n));
+                "%s: write failed: %s; closing", c->peer.name, uv_strerror(n));
     free(w);
     conn_close(c);
     return;
@@ -210,8 +211,8 @@ conn_send(struct conn *c, uint16_t type, uint32_t seq,
   if (size - QRS_FRAME_HDR_SIZE > c->srv->max_reply_bytes) {
     /* Cannot happen with the bounds above; never send what the client
        was told it would not get. */
-    log_err("%s: %s reply of %zu bytes exceeds max_reply_bytes %u", c->name,
-            qrs__msg_name(type), size, c->srv->max_reply_bytes);
+    log_err("%s: %s reply of %zu bytes exceeds max_reply_bytes %u",
+            c->peer.name, qrs__msg_name(type), size, c->srv->max_reply_bytes);
     if (type != QRS_MSG_ERROR)
       conn_send_error(c, seq, QRS_E_INTERNAL, "the reply would exceed %u "
                       "bytes", c->srv->max_reply_bytes);
@@ -219,7 +220,7 @@ conn_send(struct conn *c, uint16_t type, uint32_t seq,
   }
   w = malloc(sizeof(*w) + size);
   if (!w) {
-    log_err("%s: out of memory encoding %s; closing", c->name,
+    log_err("%s: out of memory encoding %s; closing", c->peer.name,
             qrs__msg_name(type));
     conn_close(c);
     return;
@@ -311,7 +312,7 @@ conn_reserve(struct conn *c, size_t need)
   return 0;
 }
 
-/* The largest payload of each request type (issue 11 item 4): real
+/* The largest payload of each request type: real
    requests are far smaller, and the cap is checked on the header, before
    the payload is buffered or decoded.  A Draw is two names of at most 63
    bytes, a salt of at most 256 and a few numbers; Status, Health,
@@ -356,7 +357,7 @@ conn_process(struct conn *c)
     if (r == 0 && h.length > request_cap(h.type)) {
       log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN, "%s: %s request of %u "
                   "bytes exceeds the %u-byte limit of its type; closing",
-                  c->name, qrs__msg_name(h.type), h.length,
+                  c->peer.name, qrs__msg_name(h.type), h.length,
                   request_cap(h.type));
       conn_send_error(c, h.seq, QRS_E_TOO_LARGE, "%s payload of %u bytes "
                       "exceeds the limit of %u for its type",
@@ -366,7 +367,7 @@ conn_process(struct conn *c)
     }
     if (r == QRS_E_TOO_LARGE) {
       log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN, "%s: %s frame of %u "
-                  "bytes exceeds the %u-byte limit; closing", c->name,
+                  "bytes exceeds the %u-byte limit; closing", c->peer.name,
                   qrs__msg_name(h.type), h.length,
                   c->srv->conf->max_frame_bytes);
       conn_send_error(c, h.seq, QRS_E_TOO_LARGE,
@@ -377,7 +378,7 @@ conn_process(struct conn *c)
     }
     if (r < 0) {
       log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN, "%s: malformed frame "
-                  "header (magic 0x%02x%02x%02x%02x); closing", c->name,
+                  "header (magic 0x%02x%02x%02x%02x); closing", c->peer.name,
                   c->rbuf[off], c->rbuf[off + 1], c->rbuf[off + 2],
                   c->rbuf[off + 3]);
       conn_send_error(c, 0, QRS_E_PROTOCOL,
@@ -408,7 +409,7 @@ conn_process(struct conn *c)
   if (c->rlen >= QRS_FRAME_HDR_SIZE) {
     total = QRS_FRAME_HDR_SIZE + (size_t)h.length;
     if (conn_reserve(c, total) < 0) {
-      log_err("%s: out of memory for a %zu-byte frame; closing", c->name,
+      log_err("%s: out of memory for a %zu-byte frame; closing", c->peer.name,
               total);
       conn_close(c);
     }
@@ -436,13 +437,13 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
       if (c->rlen > 0 || c->inflight > 0)
         log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO,
                     "%s: client disconnected with %s%u request(s) in flight",
-                    c->name, c->rlen > 0 ? "a partial frame and " : "",
+                    c->peer.name, c->rlen > 0 ? "a partial frame and " : "",
                     c->inflight);
       else
-        log_debug("%s: client disconnected", c->name);
+        log_debug("%s: client disconnected", c->peer.name);
     } else {
       log_limited(&c->srv->rl_conn, LOG_LEVEL_INFO,
-                  "%s: read failed: %s; closing", c->name,
+                  "%s: read failed: %s; closing", c->peer.name,
                   uv_strerror((int)nread));
     }
     conn_close(c);

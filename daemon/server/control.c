@@ -1,4 +1,4 @@
-/* An operator's requests about one source (issue 23): SOURCE_CONTROL
+/* An operator's requests about one source: SOURCE_CONTROL
    enables or disables it (registry_set_disabled()) or resets its quota
    (registry_quota_reset()).  dispatch.c has checked that the peer is an
    admin; everything here is bookkeeping on the loop, answered at once. */
@@ -89,7 +89,7 @@ control_handle(struct conn *c, uint32_t seq, const QrsIpc__SourceControl *m)
     return;
   }
   /* The registry's observer has republished the status file. */
-  log_info("%s: %s", c->name, msg);
+  log_info("%s: %s", c->peer.name, msg);
   r.source = (char *)name;
   r.action = m->action;
   r.disabled = is_disabled(srv, name);

@@ -36,8 +36,8 @@ handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
   srv = c->srv;
   if (m->protocol_version != QRS_PROTO_VERSION) {
     log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN,
-                "%s: client speaks protocol %u, we speak %u; closing", c->name,
-                m->protocol_version, QRS_PROTO_VERSION);
+                "%s: client speaks protocol %u, we speak %u; closing",
+                c->peer.name, m->protocol_version, QRS_PROTO_VERSION);
     conn_send_error(c, seq, QRS_E_VERSION,
                     "qrsd %s speaks protocol version %u, not %u",
                     QRS_VERSION, QRS_PROTO_VERSION, m->protocol_version);
@@ -47,7 +47,7 @@ handle_hello(struct conn *c, uint32_t seq, const QrsIpc__Hello *m,
   free(c->client_name);
   c->client_name = strndup(m->client_name ? m->client_name : "", 64);
   c->hello_done = 1;
-  log_debug("%s: hello from '%s'", c->name,
+  log_debug("%s: hello from '%s'", c->peer.name,
             c->client_name ? c->client_name : "");
 
   r.protocol_version = QRS_PROTO_VERSION;
@@ -98,10 +98,10 @@ on_reply(void *ctx, uint16_t type, const ProtobufCMessage *m)
 }
 
 /* Admit a request whose reply takes up to reply bytes and whose read
-   takes up to read bytes, or answer BUSY to its seq and return NULL
-   (issue 11 items 1 and 5): the reply must fit the connection's write
-   queue, everything must fit the memory budget, and the client's reads in
-   progress (also those abandoned at their deadline) must fit its share. */
+   takes up to read bytes, or answer BUSY to its seq and return NULL:
+   the reply must fit the connection's write queue, everything must fit
+   the memory budget, and the client's reads in progress (also those
+   abandoned at their deadline) must fit its share. */
 static struct pending *
 pending_new(struct conn *c, uint32_t seq, size_t reply, size_t read)
 {
@@ -122,14 +122,14 @@ pending_new(struct conn *c, uint32_t seq, size_t reply, size_t read)
     why = "its reads in progress use its share of the read budget";
   if (why) {
     log_limited(&srv->rl_busy, LOG_LEVEL_INFO, "%s: answering BUSY: %s",
-                c->name, why);
+                c->peer.name, why);
     srv->busy_total++;
     conn_send_error(c, seq, QRS_E_BUSY, "qrsd is busy: %s", why);
     return NULL;
   }
   p = malloc(sizeof(*p));
   if (!p) {
-    log_err("%s: out of memory for a request", c->name);
+    log_err("%s: out of memory for a request", c->peer.name);
     conn_send_error(c, seq, -ENOMEM, "out of memory");
     return NULL;
   }
@@ -143,8 +143,8 @@ pending_new(struct conn *c, uint32_t seq, size_t reply, size_t read)
   return p;
 }
 
-/* A privileged request (RELOAD, SOURCE_CONTROL): root, qrsd's own user or a member of
-   access.admin_group (issue 23); anyone else gets PERMISSION_DENIED
+/* A privileged request (RELOAD, SOURCE_CONTROL): root, qrsd's own user
+   or a member of access.admin_group; anyone else gets PERMISSION_DENIED
    saying why, and one rate-limited log line. */
 static int
 privileged(struct conn *c, uint32_t seq, uint16_t type)
@@ -152,14 +152,14 @@ privileged(struct conn *c, uint32_t seq, uint16_t type)
   char why[160];
   uv_os_fd_t fd;
 
-  if (!c->has_uid || uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0)
+  if (!c->peer.has_cred || uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0)
     snprintf(why, sizeof(why), "qrsd cannot read the peer's credentials "
              "(SO_PEERCRED)");
-  else if (access_peer_admin(&c->srv->admin, fd, c->uid, c->gid, why,
+  else if (access_peer_admin(&c->srv->admin, fd, c->peer.uid, c->gid, why,
                              sizeof(why)))
     return 1;
   log_limited(&c->srv->rl_denied, LOG_LEVEL_WARN, "%s: %s refused: %s",
-              c->name, qrs__msg_name(type), why);
+              c->peer.name, qrs__msg_name(type), why);
   conn_send_error(c, seq, QRS_E_PERMISSION, "%s is a privileged request: "
                   "%s", qrs__msg_name(type), why);
   return 0;
@@ -223,7 +223,7 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
 
   if (!is_request_type(h->type)) {
     log_limited(&c->srv->rl_frame, LOG_LEVEL_INFO,
-                "%s: unsupported message type %u (%s)", c->name, h->type,
+                "%s: unsupported message type %u (%s)", c->peer.name, h->type,
                 qrs__msg_name(h->type));
     conn_send_error(c, h->seq, QRS_E_UNSUPPORTED,
                     "message type %u is not a request this qrsd serves",
@@ -232,7 +232,7 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
   }
   if (h->version != QRS_PROTO_VERSION && h->type != QRS_MSG_HELLO) {
     log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN,
-                "%s: frame of protocol version %u; closing", c->name,
+                "%s: frame of protocol version %u; closing", c->peer.name,
                 h->version);
     conn_send_error(c, h->seq, QRS_E_VERSION,
                     "frame of protocol version %u, qrsd speaks %u",
@@ -241,8 +241,8 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
     return;
   }
   desc = qrs__msg_descriptor(h->type);
-  /* Decoding allocates from a fixed arena (issue 11 item 4): whatever a
-     peer packs into its 1 KiB, it cannot make us allocate more. */
+  /* Decoding allocates from a fixed arena: whatever a peer packs into
+     its 1 KiB, it cannot make us allocate more. */
   alloc.alloc = arena_alloc;
   alloc.free = arena_free;
   alloc.allocator_data = srv;
@@ -251,7 +251,7 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
   if (!m) {
     log_limited(&c->srv->rl_frame, LOG_LEVEL_WARN,
                 "%s: %s payload of %u bytes does not decode; closing",
-                c->name, qrs__msg_name(h->type), h->length);
+                c->peer.name, qrs__msg_name(h->type), h->length);
     conn_send_error(c, h->seq, QRS_E_PROTOCOL,
                     "%s payload does not decode", qrs__msg_name(h->type));
     conn_close_after_flush(c);
@@ -263,7 +263,7 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
   }
   if (!c->hello_done) {
     log_limited(&c->srv->rl_frame, LOG_LEVEL_INFO,
-                "%s: %s before HELLO", c->name, qrs__msg_name(h->type));
+                "%s: %s before HELLO", c->peer.name, qrs__msg_name(h->type));
     conn_send_error(c, h->seq, QRS_E_HELLO_REQUIRED,
                     "send HELLO before %s", qrs__msg_name(h->type));
     goto out;
@@ -271,7 +271,7 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
   if (c->inflight >= srv->conf->max_inflight) {
     log_limited(&c->srv->rl_busy, LOG_LEVEL_INFO,
                 "%s: more than %u requests in flight; answering BUSY",
-                c->name, srv->conf->max_inflight);
+                c->peer.name, srv->conf->max_inflight);
     srv->busy_total++;
     conn_send_error(c, h->seq, QRS_E_BUSY,
                     "more than %u requests in flight on this connection",
@@ -286,7 +286,7 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
       n = 0;                    /* refused by the engine */
     p = pending_new(c, h->seq, DRAW_REPLY_MAX, n);
     if (p)
-      draw_handle(srv->draw, (QrsIpc__Draw *)m, &received, c->name,
+      draw_handle(srv->draw, (QrsIpc__Draw *)m, &received, &c->peer,
                   &c->owner, on_reply, p);
     break;
   case QRS_MSG_BYTES:
@@ -295,7 +295,7 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
       n = 0;
     p = pending_new(c, h->seq, QRS_FRAME_HDR_SIZE + 512 + n, n);
     if (p)
-      bytes_handle(srv->draw, (QrsIpc__Bytes *)m, &received, c->name,
+      bytes_handle(srv->draw, (QrsIpc__Bytes *)m, &received, &c->peer,
                    &c->owner, on_reply, p);
     break;
   case QRS_MSG_STATUS:

@@ -1,4 +1,4 @@
-/* Live reload of the configuration (issue 23): server_reload() in
+/* Live reload of the configuration: server_reload() in
    server.h says what it does.
 
    The file is read, hashed and parsed, its groups resolved (getgrnam_r
@@ -333,7 +333,7 @@ server_reload(struct server *srv, struct conn *c, uint32_t seq)
   j->seq = seq;
   j->work.data = j;
   log_info("reload of %s requested by %s", srv->conf->file,
-           c ? c->name : "SIGHUP");
+           c ? c->peer.name : "SIGHUP");
   r = uv_queue_work(srv->loop, &j->work, reload_work, reload_done);
   if (r < 0) {
     log_err("reload: cannot start: %s", uv_strerror(r));

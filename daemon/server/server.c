@@ -60,7 +60,8 @@ conns_of_uid(const struct server *srv, uid_t uid)
 
   n = 0;
   LIST_FOREACH(c, &srv->conns, link)
-    n += c->has_uid && c->uid == uid && !c->refused && !c->closing;
+    n += c->peer.has_cred && c->peer.uid == uid && !c->refused &&
+         !c->closing;
   return n;
 }
 
@@ -75,7 +76,7 @@ conn_refuse(struct conn *c, uint32_t max, const char *per)
   snprintf(c->refuse_msg, sizeof(c->refuse_msg), "qrsd serves at most %u "
            "connections%s", max, per);
   log_limited(&c->srv->rl_busy, LOG_LEVEL_WARN, "%s: refused: %u "
-              "connections%s is the limit", c->name, max, per);
+              "connections%s is the limit", c->peer.name, max, per);
 }
 
 /* c's peer is not in the access list (refuse_msg says why): its first
@@ -88,8 +89,8 @@ conn_deny(struct conn *c)
 
   log_limited_ev(&srv->rl_denied, LOG_LEVEL_WARN,
                  &(struct log_fields){ .event = "access-denied",
-                                       .who = c->name },
-                 "%s: access denied: %s", c->name, c->refuse_msg);
+                                       .peer = &c->peer },
+                 "%s: access denied: %s", c->peer.name, c->refuse_msg);
   srv->refused_total++;
   if (srv->n_refused >= REFUSED_SLACK) {
     conn_close(c);
@@ -134,7 +135,7 @@ on_connection(uv_stream_t *listener, int status)
   }
   c->srv = srv;
   c->refs = 1;
-  c->id = ++srv->next_conn_id;
+  peer_init(&c->peer, ++srv->next_conn_id);
   c->owner.get = owner_get;
   c->owner.put = owner_put;
   c->accepted_ns = mono_now_ns();
@@ -152,15 +153,11 @@ on_connection(uv_stream_t *listener, int status)
   LIST_INSERT_HEAD(&srv->conns, c, link);
   srv->n_conns++;
 
-  snprintf(c->name, sizeof(c->name), "conn %llu", (unsigned long long)c->id);
   len = sizeof(cred);
   if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0 &&
       getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-    snprintf(c->name, sizeof(c->name), "conn %llu (pid %d, uid %u)",
-             (unsigned long long)c->id, (int)cred.pid, (unsigned)cred.uid);
-    c->uid = cred.uid;
+    peer_set_cred(&c->peer, cred.pid, cred.uid);
     c->gid = cred.gid;
-    c->has_uid = 1;
     if (!access_peer_allowed(&srv->access, fd, cred.uid, cred.gid,
                              c->refuse_msg, sizeof(c->refuse_msg))) {
       conn_deny(c);
@@ -175,11 +172,11 @@ on_connection(uv_stream_t *listener, int status)
 
   /* Over a limit, the client's first request (its HELLO) is answered
      BUSY with that request's seq, so that it can say BUSY rather than
-     "connection lost" (issue 11 item 3); the HELLO deadline still
-     applies.  Far over, we do not wait. */
+     "connection lost"; the HELLO deadline still applies.  Far over, we
+     do not wait. */
   if (srv->n_refused >= REFUSED_SLACK) {
     log_limited(&srv->rl_busy, LOG_LEVEL_WARN, "%s: refused at once: "
-                "%u connections is the limit", c->name,
+                "%u connections is the limit", c->peer.name,
                 srv->conf->max_connections);
     srv->refused_total++;
     conn_close(c);
@@ -187,10 +184,10 @@ on_connection(uv_stream_t *listener, int status)
   }
   if (srv->n_conns - srv->n_refused > srv->conf->max_connections)
     conn_refuse(c, srv->conf->max_connections, "");
-  else if (c->has_uid && conns_of_uid(srv, c->uid) >
+  else if (c->peer.has_cred && conns_of_uid(srv, c->peer.uid) >
            srv->conf->max_connections_per_uid)
     conn_refuse(c, srv->conf->max_connections_per_uid, " per user");
-  log_debug("%s: connected", c->name);
+  log_debug("%s: connected", c->peer.name);
   conn_update_reading(c);
   return;
 
@@ -208,17 +205,17 @@ server_recheck_access(struct server *srv)
 
   for (c = LIST_FIRST(&srv->conns); c; c = next) {
     next = LIST_NEXT(c, link);
-    if (c->closing || c->refused || c->revoked || !c->has_uid ||
+    if (c->closing || c->refused || c->revoked || !c->peer.has_cred ||
         uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0)
       continue;
-    if (access_peer_allowed(&srv->access, fd, c->uid, c->gid,
+    if (access_peer_allowed(&srv->access, fd, c->peer.uid, c->gid,
                             c->refuse_msg, sizeof(c->refuse_msg)))
       continue;
     log_limited_ev(&srv->rl_denied, LOG_LEVEL_WARN,
                    &(struct log_fields){ .event = "access-revoked",
-                                         .who = c->name },
+                                         .peer = &c->peer },
                    "%s: access revoked by the reload: %s; closed once its "
-                   "%u request(s) in flight are answered", c->name,
+                   "%u request(s) in flight are answered", c->peer.name,
                    c->refuse_msg, c->inflight);
     srv->refused_total++;
     c->revoked = 1;
@@ -233,12 +230,12 @@ static void
 conn_expire(struct conn *c, const char *what, uint32_t ms)
 {
   log_limited(&c->srv->rl_deadline, LOG_LEVEL_INFO, "%s: %s within %u ms; "
-              "closing", c->name, what, ms);
+              "closing", c->peer.name, what, ms);
   conn_send_error(c, 0, QRS_E_TIMEOUT, "%s within %u ms; closing", what, ms);
   conn_close_after_flush(c);
 }
 
-/* The HELLO, frame and idle deadlines (issue 11 item 3). */
+/* The HELLO, frame and idle deadlines. */
 static void
 on_sweep(uv_timer_t *t)
 {
@@ -263,7 +260,7 @@ on_sweep(uv_timer_t *t)
     else if (conf->idle_timeout_ms && c->inflight == 0 && c->rlen == 0 &&
              c->wq_bytes == 0 &&
              now - c->active_ns > (int64_t)conf->idle_timeout_ms * 1000000) {
-      log_debug("%s: idle for %u ms; closing", c->name,
+      log_debug("%s: idle for %u ms; closing", c->peer.name,
                 conf->idle_timeout_ms);
       conn_close_after_flush(c);
     }
@@ -316,7 +313,7 @@ start_listening(struct server *srv, char *err, size_t errlen)
 /* Does a live process accept connections on path?  0: no, the socket is
    stale (ECONNREFUSED, the only answer that proves it); 1: yes; a negative
    errno: we cannot tell (EACCES: it is not ours to judge), so the caller
-   must leave it alone (issue 11 item 7). */
+   must leave it alone. */
 static int
 socket_probe(const char *path)
 {
@@ -387,7 +384,7 @@ server_listen_path(struct server *srv, const char *path, char *err,
   uv_pipe_init(srv->loop, &srv->listener, 0);
   srv->listener_open = 1;
   /* The socket is born with its final mode: no chmod by path afterwards,
-     which would follow a symlink put in its place (issue 11 item 8). */
+     which would follow a symlink put in its place. */
   old_umask = umask(0777 & ~(mode_t)srv->conf->socket_mode);
   r = uv_pipe_bind(&srv->listener, path);
   umask(old_umask);
@@ -441,14 +438,15 @@ void
 server_limits_of(const struct qrsd_conf *conf, struct reg_limits *lim,
                  size_t *ret_read_max)
 {
-  /* getrandom() of 64 KiB takes well under 200 us: larger reads go to
-     the worker threads, which may hold this much at once. */
+  /* getrandom() of up to 64 KiB is short enough for the loop thread:
+     larger reads go to the worker threads, which may hold this much at
+     once. */
   lim->inline_max = 64 * 1024;
   lim->bytes_max = 64u * 1024 * 1024;
   if (lim->bytes_max < 4 * (size_t)conf->max_sample_count)
     lim->bytes_max = 4 * (size_t)conf->max_sample_count;
   /* One client's reads in progress: a quarter of the read budget, but at
-     least one read of the largest size (issue 11 item 5). */
+     least one read of the largest size. */
   *ret_read_max = lim->bytes_max / 4;
   if (*ret_read_max < conf->max_sample_count)
     *ret_read_max = conf->max_sample_count;
@@ -489,7 +487,7 @@ server_init(struct server *srv, uv_loop_t *loop,
      SourceInfo is under 1 KiB (its strings are bounded), plus, for a
      local source, its statistics and up to LOCAL_MECH_MAX mechanisms of
      under 512 bytes each (bounded strings too), so STATUS with every
-     source fits here (issue 11 item 9). */
+     source fits here. */
   srv->max_reply_bytes = 2048;
   for (i = 0; i < registry_count(srv->reg); i++) {
     srv->max_reply_bytes += 1024;
@@ -540,7 +538,7 @@ on_stop_timeout(uv_timer_t *t)
     next = LIST_NEXT(c, link);
     if (c->inflight)
       log_warn("%s: still %u request(s) in flight at shutdown; closing",
-               c->name, c->inflight);
+               c->peer.name, c->inflight);
     conn_close(c);
   }
 }

@@ -92,7 +92,7 @@ struct server {
 int server_init(struct server *srv, uv_loop_t *loop,
                 struct qrsd_conf *conf, char *err, size_t errlen);
 
-/* Reload the configuration (issue 23): conf->file is read and parsed on
+/* Reload the configuration: conf->file is read and parsed on
    a worker thread, never on the loop; an invalid one is refused with its
    error (file:line: key: why) and the one in use keeps serving; else the
    keys flagged live are applied in place (limits, access lists, log

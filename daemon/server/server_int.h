@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/peer.h"
 #include "server/server.h"
 
 #define RBUF_INITIAL (16 * 1024)
@@ -32,8 +33,7 @@ struct conn {
   uv_pipe_t pipe;               /* handle.data points back here */
   struct server *srv;
   LIST_ENTRY(conn) link;        /* the server's conns */
-  uint64_t id;
-  char name[96];                /* "conn 3 (pid 42, uid 1000)" */
+  struct peer peer;             /* its number, pid and uid; its name */
 
   uint8_t *rbuf;
   size_t rlen;
@@ -54,9 +54,8 @@ struct conn {
                                    is in flight */
   char *client_name;
 
-  uid_t uid;
-  gid_t gid;                    /* primary group (SO_PEERCRED) */
-  int has_uid;
+  gid_t gid;                    /* primary group (SO_PEERCRED; with
+                                   peer.uid when peer.has_cred) */
   int refused;                  /* over a connection limit: the first
                                    frame is answered BUSY, then close */
   int refuse_err;               /* QRS_E_BUSY or QRS_E_PERMISSION */

@@ -16,7 +16,7 @@
 
 /* The group named name (NULL: the group gid), in *ret_buf (caller frees,
    also on failure; NULL: out of memory).  A group with many members
-   needs more than any fixed buffer: retry on ERANGE (issue 11 item 8). */
+   needs more than any fixed buffer: retry on ERANGE. */
 static struct group *
 group_get(const char *name, gid_t gid, struct group *gr, char **ret_buf)
 {

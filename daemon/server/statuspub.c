@@ -220,7 +220,8 @@ sp_done(uv_work_t *w, int status)
              uv_strerror(status));
   if (status < 0 || q->r < 0) {
     if (!sp->warned)
-      log_ev(LOG_LEVEL_WARN, &(struct log_fields){ .event = "status-file-error" },
+      log_ev(LOG_LEVEL_WARN,
+             &(struct log_fields){ .event = "status-file-error" },
              "cannot write the status file: %s", q->err);
     sp->warned = 1;
   } else {
@@ -344,7 +345,7 @@ publish(struct statuspub *sp, int force)
     json_object_put(srcs);
     return;
   }
-  /* a failing draw journal too (issue 25): never silent */
+  /* a failing draw journal too: never silent */
   if (h == REG_OK && sp->draw && draw_journal(sp->draw) &&
       journal_state(draw_journal(sp->draw), NULL) != JOURNAL_OK) {
     h = REG_DEGRADED;
