@@ -236,10 +236,10 @@ Test(select, reference_vectors_through_the_sampler)
   struct vec_iter it;
   uint32_t tok;
   double *x;
-  size_t n, ok;
+  size_t n, ok, refused;
   int r;
 
-  ok = 0;
+  ok = refused = 0;
   for (c = vec_first(&it, "select.json", "cases"); c; c = vec_next(&it)) {
     exp = vec_get(c, "expected");
     if (broken_row(vec_get(c, "logits")))
@@ -264,6 +264,17 @@ Test(select, reference_vectors_through_the_sampler)
     }
     cr_assert_eq(qrs_sampler_new(cfg, n, &s), 0);
     r = qrs_sampler_select_u(s, x, QRS_DTYPE_F64, n, p.u, &tok, &rec);
+    if (!(p.u >= 0.0 && p.u <= 1.0)) {
+      /* The reference selects with any u (NaN: the last survivor); the
+         selection above matches it, the sampler refuses such a u. */
+      cr_expect_eq(r, QRS_E_U_RANGE, "%s",
+                   json_object_get_string(vec_get(c, "name")));
+      refused++;
+      qrs_sampler_free(s);
+      qrs_sampler_config_free(cfg);
+      free(x);
+      continue;
+    }
     cr_assert_eq(r, 0, "%s", json_object_get_string(vec_get(c, "name")));
     cr_expect_eq(tok, jint(exp, "token_id"), "%s",
                  json_object_get_string(vec_get(c, "name")));
@@ -279,6 +290,7 @@ Test(select, reference_vectors_through_the_sampler)
     free(x);
   }
   cr_assert_geq(ok, 70);
+  cr_expect_eq(refused, 3, "u above 1, negative and NaN");
 }
 
 /* ---- edge cases ---- */
