@@ -42,10 +42,40 @@ pool_dealloc(PoolObject *self)
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* A record as the JSON line libqrs's log writes (level 2: every field),
+   without its newline; NULL with the error set. */
+static PyObject *
+record_json(const struct qrs_token_record *rec)
+{
+  PyObject *o = NULL;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f;
+  int r;
+
+  f = open_memstream(&buf, &len);
+  if (!f)
+    return PyErr_NoMemory();
+  r = qrs_token_record_write(rec, 2, f);
+  if (fclose(f) != 0 && r == 0)
+    r = -ENOMEM;
+  if (r < 0)
+    qpy_set_error(r, "writing a record");
+  else
+    o = PyUnicode_FromStringAndSize(buf, len && buf[len - 1] == '\n'
+                                             ? (Py_ssize_t)len - 1
+                                             : (Py_ssize_t)len);
+  free(buf);
+  return o;
+}
+
 /* sample(logits[rows, vocab], samplers, client=None, u=None, dtype=None,
    records=False) -> (tokens, statuses, records or None): samplers[i]
    samples row i in one qrs_sample_batch() call; token -1 where the status
-   is not 0 (1: bypass, negative: the error code).  client: one Client for
+   is not 0 (1: bypass, negative: the error code).  records: True, a dict
+   per row; "json", the row's record as the JSON line libqrs's log writes
+   (every field: journal_seq, the draw's times, the echo), as a str.
+   client: one Client for
    every row, or a sequence of one per row (an engine with more requests
    than one connection's in-flight draws spreads them over several). */
 static PyObject *
@@ -53,7 +83,7 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
 {
   static char *kwl[] = { "logits", "samplers", "client", "u", "dtype",
                          "records", "one_hot", NULL };
-  PyObject *lobj, *sseq, *cobj = Py_None, *uobj = Py_None;
+  PyObject *lobj, *sseq, *cobj = Py_None, *uobj = Py_None, *robj = NULL;
   PyObject *fast = NULL, *ufast = NULL, *cfast = NULL, *res = NULL;
   PyObject *toks = NULL, *stats = NULL, *recl = NULL, *item;
   ClientObject *co;
@@ -64,9 +94,21 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
   Py_ssize_t n, i;
 
   memset(&rw, 0, sizeof(rw));
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOzpp", kwl, &lobj, &sseq,
-                                   &cobj, &uobj, &dt, &want, &one_hot))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOzOp", kwl, &lobj, &sseq,
+                                   &cobj, &uobj, &dt, &robj, &one_hot))
     return NULL;
+  /* records: false, true (dicts) or "json" (want 2: lines) */
+  if (robj && PyUnicode_Check(robj)) {
+    if (PyUnicode_CompareWithASCIIString(robj, "json") != 0) {
+      PyErr_SetString(PyExc_ValueError, "records must be a bool or 'json'");
+      return NULL;
+    }
+    want = 2;
+  } else if (robj) {
+    want = PyObject_IsTrue(robj);
+    if (want < 0)
+      return NULL;
+  }
   if (cobj != Py_None && PyObject_TypeCheck(cobj, &qpy_client_type)) {
     if (!qpy_client_ok((ClientObject *)cobj))
       return NULL;
@@ -179,9 +221,12 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
                                      : PyLong_FromLong(-1));
     PyList_SET_ITEM(stats, i, PyLong_FromLong(st));
     if (want)
-      PyList_SET_ITEM(recl, i, st == 0 ? qpy_record_dict(&self->recs[i])
-                                       : Py_NewRef(Py_None));
+      PyList_SET_ITEM(recl, i, st != 0     ? Py_NewRef(Py_None)
+                               : want == 2 ? record_json(&self->recs[i])
+                                           : qpy_record_dict(&self->recs[i]));
   }
+  if (PyErr_Occurred())         /* a record or an int not made */
+    goto out;
   res = PyTuple_Pack(3, toks, stats, recl);
 out:
   Py_XDECREF(toks);

@@ -339,3 +339,82 @@ def test_more_slots_than_one_connection_holds(qrsd: Daemon,
     assert all(p.records(i)[1]["entropy_prefetch_hit"] for i in range(n))
     assert all(p.records(i)[0]["entropy_prefetch_hit"] for i in range(n)), \
         "begun in add_request, on the slot's connection"
+
+
+def test_records_dir_a_file_per_request_that_qrs_audit_verifies(
+        tmp_path: Path, monkeypatch) -> None:
+    """$QRS_RECORDS_DIR: each request's records in a file of its own
+    (named by qr_run_id), framed by a header and an end line written when
+    the slot is taken by the next request; qrs-audit verifies the file
+    against qrsd's journal, reports a file cut short as truncated, and
+    names an edited record."""
+    import json
+    import os
+    import subprocess
+
+    audit = os.environ.get("QRS_AUDIT_BIN", "")
+    assert os.access(audit, os.X_OK), f"QRS_AUDIT_BIN ({audit})"
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    d = Daemon(tmp_path, extra_yaml=f"journal: {{ dir: {journal} }}\n")
+    d.start()
+    try:
+        recdir = tmp_path / "records"
+        recdir.mkdir()
+        monkeypatch.setenv("QRS_SOCKET", d.sock)
+        monkeypatch.setenv("QRS_RECORDS_DIR", str(recdir))
+        check = build_custom_logits_processors_params_validator([FQCN])
+        check(sp(qr_run_id="exp-7.a"))
+        for bad in ("../x", ".hidden", "", "a/b", 12):
+            with pytest.raises(VLLMValidationError, match="qr_run_id"):
+                check(sp(qr_run_id=bad))
+        (p,) = build_custom_logits_processors(None, req_states(), False,
+                                              [FQCN])
+        assert p.add_request(0, sp(qr_run_id="exp-7.a", qr_top_k=20))
+        assert p.add_request(1, sp())
+        assert not p.add_request(2, sp(qr_bypass=True))
+        for step in range(3):
+            p.apply(rows(3, 40 + step), ctx([0, 1, 2], [0, 0, 0]))
+        first = p.records_file(0)
+        assert first == str(recdir / "exp-7.a.jsonl")
+        assert p.records_file(2) is None, "a declined request has none"
+        # the slot's next request (the same run id): the first file ends
+        assert p.add_request(0, sp(qr_run_id="exp-7.a"))
+        p.apply(rows(3, 50), ctx([0, 1, 2], [0, 0, 0]))
+        assert p.records_file(0) == str(recdir / "exp-7.a.1.jsonl")
+        p._writer.flush()
+        d.stop()                  # the journal written out
+        lines = Path(first).read_text().splitlines()
+        head, *recs, end = (json.loads(x) for x in lines)
+        assert head["qrs_records"] == 1 and head["run_id"] == "exp-7.a"
+        assert end == {"qrs_records_end": 3, "lost": 0}
+        assert [r["step"] for r in recs] == [0, 1, 2]
+        assert all(r["journal_seq"] for r in recs), "journalled draws"
+
+        def run_audit(path: Path) -> tuple[int, dict]:
+            r = subprocess.run([audit, "--json", "--records", str(path),
+                                "--journal", str(journal)],
+                               capture_output=True, text=True, check=False)
+            return r.returncode, json.loads(r.stdout)
+
+        rc, v = run_audit(Path(first))
+        assert rc == 0 and v["verdict"] == "intact", v
+        # still open (the process would die now): truncated, not intact
+        rc, v = run_audit(Path(p.records_file(1)))
+        assert rc == 1 and "records-truncated" in json.dumps(v), v
+        cut = tmp_path / "cut.jsonl"
+        cut.write_text("\n".join(lines[:-2]) + "\n")
+        rc, v = run_audit(cut)
+        assert rc == 1 and "records-truncated" in json.dumps(v), v
+        edited = [json.loads(x) for x in lines]
+        edited[2]["u_value"] = 0.5 if edited[2]["u_value"] != 0.5 else 0.25
+        bad = tmp_path / "edited.jsonl"
+        bad.write_text("\n".join(json.dumps(x) for x in edited) + "\n")
+        rc, v = run_audit(bad)
+        assert rc == 1 and "u-" in json.dumps(v), v
+        dropped = tmp_path / "dropped.jsonl"
+        dropped.write_text("\n".join(lines[:2] + lines[3:]) + "\n")
+        rc, v = run_audit(dropped)
+        assert rc == 1 and "records-lost" in json.dumps(v), v
+    finally:
+        d.stop()

@@ -33,6 +33,11 @@ enum audit_check {
   AUDIT_LOGITS_MISSING,         /* --logits: a step's row is not there */
   AUDIT_TOKEN_MISMATCH,         /* --logits: the row and u select another
                                    token */
+  AUDIT_RECORDS_TRUNCATED,      /* a framed records file without its
+                                   end line (the writer stopped) */
+  AUDIT_RECORDS_LOST,           /* the end line counts other records than
+                                   the file has, or records the writer
+                                   dropped */
   AUDIT_N_CHECKS,
 };
 const char *audit_check_name(enum audit_check c);
@@ -70,6 +75,10 @@ struct audit {
   uint64_t counts[AUDIT_N_CHECKS];
   struct audit_failure *fail;   /* the first AUDIT_FAILURES_KEPT */
   size_t n_fail;
+  /* a framed records file (a header line, the records, an end line) */
+  uint64_t frame_line;          /* the header's line; 0: not framed */
+  uint64_t frame_end_line;      /* the end line's; 0: none yet */
+  uint64_t frame_records;       /* records after the header */
   /* the journal cross-check */
   int journal_fault;            /* journal_verify()'s result */
   uint64_t entries;             /* intact journal entries */

@@ -32,6 +32,8 @@ static const char *const check_names[AUDIT_N_CHECKS] = {
   [AUDIT_CONFIG_MISMATCH] = "config-mismatch",
   [AUDIT_LOGITS_MISSING] = "logits-missing",
   [AUDIT_TOKEN_MISMATCH] = "token-mismatch",
+  [AUDIT_RECORDS_TRUNCATED] = "records-truncated",
+  [AUDIT_RECORDS_LOST] = "records-lost",
 };
 
 const char *
@@ -246,6 +248,78 @@ cmp_seq(const void *x, const void *y)
   return a->line < b->line ? -1 : a->line > b->line;
 }
 
+#define FRAME_HEAD "{\"qrs_records\": "
+#define FRAME_END "{\"qrs_records_end\": "
+
+/* The end line's two counts, "N, \"lost\": M}" at p; 0, or -1 when it is
+   not that. */
+static int
+frame_counts(const char *p, const char *end, uint64_t *ret_n,
+             uint64_t *ret_lost)
+{
+  static const char mid[] = ", \"lost\": ";
+  uint64_t v[2] = { 0, 0 };
+  int k, digits;
+
+  for (k = 0; k < 2; k++) {
+    for (digits = 0; p < end && *p >= '0' && *p <= '9'; p++, digits++) {
+      if (digits == 19)
+        return -1;
+      v[k] = v[k] * 10 + (uint64_t)(*p - '0');
+    }
+    if (digits == 0)
+      return -1;
+    if (k == 0) {
+      if ((size_t)(end - p) < sizeof(mid) - 1 ||
+          memcmp(p, mid, sizeof(mid) - 1) != 0)
+        return -1;
+      p += sizeof(mid) - 1;
+    }
+  }
+  if (end - p != 1 || *p != '}')
+    return -1;
+  *ret_n = v[0];
+  *ret_lost = v[1];
+  return 0;
+}
+
+/* A records file an engine's writer frames (qrs.vllm's $QRS_RECORDS_DIR:
+   a header line, the records, an end line with their count): 1 when line
+   is the header or the end line (checked here), 0 when it is neither. */
+static int
+frame_line(struct audit *a, const char *line, size_t len, uint64_t lineno)
+{
+  uint64_t n, lost;
+
+  if (len >= sizeof(FRAME_HEAD) - 1 &&
+      memcmp(line, FRAME_HEAD, sizeof(FRAME_HEAD) - 1) == 0) {
+    if (a->frame_line || a->n_rec)
+      audit_failed(a, lineno, AUDIT_MALFORMED, "a header line past the "
+                   "file's start (files put together?)");
+    else
+      a->frame_line = lineno;
+    return 1;
+  }
+  if (len < sizeof(FRAME_END) - 1 ||
+      memcmp(line, FRAME_END, sizeof(FRAME_END) - 1) != 0)
+    return 0;
+  if (!a->frame_line || a->frame_end_line) {
+    audit_failed(a, lineno, AUDIT_MALFORMED, "an end line %s",
+                 a->frame_end_line ? "after the end line" :
+                                     "without a header line");
+    return 1;
+  }
+  a->frame_end_line = lineno;
+  if (frame_counts(line + sizeof(FRAME_END) - 1, line + len, &n, &lost) < 0)
+    audit_failed(a, lineno, AUDIT_MALFORMED, "an end line that is not "
+                 "{\"qrs_records_end\": N, \"lost\": M}");
+  else if (n != a->frame_records || lost != 0)
+    audit_failed(a, lineno, AUDIT_RECORDS_LOST, "the writer counted %"
+                 PRIu64 " records and dropped %" PRIu64 "; the file has %"
+                 PRIu64, n, lost, a->frame_records);
+  return 1;
+}
+
 /* One line of the records (len bytes at line, AJ_PADDING more
    readable): checked and kept.  0, or -ENOMEM. */
 static int
@@ -265,6 +339,13 @@ record_line(struct audit *a, struct aj_parser *p, const char *line,
   if (len > AUDIT_LINE_MAX) {
     audit_failed(a, lineno, AUDIT_MALFORMED, "line of %zu bytes (at most %u)",
                  len, AUDIT_LINE_MAX);
+    return 0;
+  }
+  if (frame_line(a, line, len, lineno))
+    return 0;
+  if (a->frame_end_line) {
+    audit_failed(a, lineno, AUDIT_MALFORMED, "a record after the end line "
+                 "(line %" PRIu64 ")", a->frame_end_line);
     return 0;
   }
   k = aj_parse(p, line, len, v, why, sizeof why);
@@ -290,6 +371,8 @@ record_line(struct audit *a, struct aj_parser *p, const char *line,
     a->cap_rec = n;
   }
   a->rec[a->n_rec++] = r;
+  if (a->frame_line)
+    a->frame_records++;
   return 0;
 }
 
@@ -396,6 +479,10 @@ audit_records(struct audit *a, const char *path, char *err, size_t errlen)
              strerror(-e));
     goto out;
   }
+  if (a->frame_line && !a->frame_end_line)
+    audit_failed(a, lineno, AUDIT_RECORDS_TRUNCATED, "no end line after %"
+                 PRIu64 " records: the writer stopped before the request "
+                 "ended (the process died?)", a->frame_records);
   /* no journal entry named twice: sorted by seq, a reuse is adjacent
      (a run's records are mostly in seq order already: then no sort) */
   for (i = 1; i < a->n_rec && cmp_seq(&a->rec[i - 1], &a->rec[i]) < 0; i++)

@@ -38,7 +38,11 @@ back as -inf except 0 at the chosen id.  Rows of declined (bypass)
 requests are untouched.  Each request has a fresh libqrs sampler state
 and salt; its first draw is begun in ``add_request`` and each next draw
 right after the token, so draws overlap the forward pass.  Records:
-``records(req_idx)`` (on the rank that samples).
+``records(req_idx)`` (on the rank that samples), and with
+$QRS_RECORDS_DIR a file per request there (``qr_run_id`` names it; see
+qrs.records), written off the step by a thread of its own, which
+``qrs-audit --records FILE --journal DIR`` verifies against qrsd's
+journal.
 
 Import-light like vLLM's interface module: torch is imported only by the
 worker-side methods; ``validate_params`` (the frontend) needs only the
@@ -47,6 +51,7 @@ libqrs extension and qrsd's source list."""
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import threading
 import time
@@ -60,6 +65,7 @@ from vllm.v1.worker.gpu.sample.logits_processor.interface import (
 from . import _qrs
 from ._config import _text, connections, make_config, pool_threads
 from .errors import QrsError, error_for
+from .records import RecordsFile, RecordsWriter, check_run_id
 
 if TYPE_CHECKING:
     import torch
@@ -104,10 +110,16 @@ def qr_args(sampling_params: Any) -> dict[str, Any]:
             if isinstance(k, str) and k.startswith("qr_")}
 
 
+#: qr_* arguments of the processor itself, not sampler fields.
+ENGINE_ARGS = frozenset({"qr_run_id"})
+
+
 def request_config(base: _qrs.Config, args: Mapping[str, Any]) -> _qrs.Config:
     """base with a request's qr_* arguments; ValueError naming the key."""
     cfg = base.copy()
     for k, v in args.items():
+        if k in ENGINE_ARGS:
+            continue
         try:
             cfg.set_arg(k, _text(v))
         except QrsError as e:
@@ -179,6 +191,8 @@ class QRSLogitsProcessor(LogitsProcessor):
         except QrsError as e:
             raise ValueError(f"the worker's QR_* environment: {e}") from e
         cfg = request_config(base, args)
+        if "qr_run_id" in args:
+            check_run_id(args["qr_run_id"])
         if "qr_entropy_source_type" in args:
             src = cfg.get("entropy_source_type")
             try:
@@ -205,8 +219,11 @@ class QRSLogitsProcessor(LogitsProcessor):
         self._owned = [False] * self.max_num_reqs
         self._samplers: list[_qrs.Sampler | None] = [None] * self.max_num_reqs
         self._hash: list[str | None] = [None] * self.max_num_reqs
-        self._records: list[list[dict[str, Any]]] = [
-            [] for _ in range(self.max_num_reqs)]
+        # each record as libqrs's JSON line (every field)
+        self._records: list[list[str]] = [[] for _ in range(self.max_num_reqs)]
+        # $QRS_RECORDS_DIR: a file per request (on the sampling rank)
+        self._writer: RecordsWriter | None = None
+        self._files: list[RecordsFile | None] = [None] * self.max_num_reqs
         self.standing_aside = self._claim_runner(req_states)
         self.samples, self.group = parallel_role(vllm_config)
         self.client: _qrs.Client | None = None
@@ -231,6 +248,11 @@ class QRSLogitsProcessor(LogitsProcessor):
         self._clients, self._per_client = connections(self.client,
                                                       self.max_num_reqs)
         self.pool = _qrs.Pool(pool_threads())
+        self._writer = RecordsWriter.from_env("qrs.vllm")
+        if self._writer is not None:
+            # a graceful exit ends every open file; a crash leaves them
+            # without their end line (qrs-audit: records-truncated)
+            weakref.finalize(self, self._writer.close_all, self._files)
         log.info("qrs: V2 logits processor on %s (vocabulary %d, %d slots,"
                  " %d sampling threads, %d connections to qrsd at %s%s)",
                  self.device, self.vocab_size, self.max_num_reqs,
@@ -238,6 +260,8 @@ class QRSLogitsProcessor(LogitsProcessor):
                  self.client.socket_path,
                  "; tokens sent to %d tensor-parallel ranks"
                  % (self.group.world_size - 1) if self.group else "")
+        if self._writer is not None:
+            log.info("qrs: each request's records to %s", self._writer.directory)
 
     def _claim_runner(self, req_states: LogitsProcRequestState) -> bool:
         """True (and one log line) when another live qrs processor already
@@ -260,8 +284,12 @@ class QRSLogitsProcessor(LogitsProcessor):
                     sampling_params: SamplingParams) -> bool:
         if self.standing_aside:
             return False
-        cfg = request_config(self.base, qr_args(sampling_params))
+        args = qr_args(sampling_params)
+        cfg = request_config(self.base, args)
         self._records[req_idx] = []
+        if self._writer is not None and self._files[req_idx] is not None:
+            self._writer.close(self._files[req_idx])  # the last request's
+            self._files[req_idx] = None
         self._owned[req_idx] = cfg.get("bypass") != "true"
         if not self._owned[req_idx]:
             self._samplers[req_idx] = None
@@ -276,6 +304,10 @@ class QRSLogitsProcessor(LogitsProcessor):
             s = _qrs.Sampler(cfg, self.vocab_size)
         self._samplers[req_idx] = s
         self._hash[req_idx] = h
+        if self._writer is not None:
+            self._files[req_idx] = self._writer.open(
+                check_run_id(args["qr_run_id"]) if "qr_run_id" in args
+                else None)
         try:
             s.prefetch(self._client_of(req_idx))
         except QrsError as e:   # the first token draws again, blocking
@@ -288,8 +320,15 @@ class QRSLogitsProcessor(LogitsProcessor):
 
     def records(self, req_idx: int) -> list[dict[str, Any]]:
         """The records of the request in slot req_idx (until it is
-        reused; empty on a rank that does not sample)."""
-        return self._records[req_idx]
+        reused; empty on a rank that does not sample), each with every
+        field libqrs records (journal_seq, the draw's times, the echo)."""
+        return [json.loads(line) for line in self._records[req_idx]]
+
+    def records_file(self, req_idx: int) -> str | None:
+        """The path of the request's records file in $QRS_RECORDS_DIR
+        (once the writer made it), or None."""
+        f = self._files[req_idx]
+        return f.path if f is not None else None
 
     def _buffer(self, n: int) -> torch.Tensor:
         import torch
@@ -355,14 +394,18 @@ class QRSLogitsProcessor(LogitsProcessor):
             # selection, while it is in cache (no second pass)
             toks, stats, recs = self.pool.sample(
                 host[start:end], samplers, client=clients,
-                records=self.keep_records, one_hot=in_place)
+                records="json" if self.keep_records else False,
+                one_hot=in_place)
             for k, st in enumerate(stats):
                 if st < 0:
                     raise error_for(st, f"qrs: row {owned[start + k][1]} "
                                         f"(request slot {owned[start + k][2]})")
             if recs is not None:
                 for k, rec in enumerate(recs):
-                    self._records[owned[start + k][2]].append(rec)
+                    slot = owned[start + k][2]
+                    self._records[slot].append(rec)
+                    if self._files[slot] is not None:
+                        self._writer.append(self._files[slot], (rec,))
             tokens.extend(toks)
             start = end
         return tokens, in_place
