@@ -2,7 +2,7 @@
 """pybench: what the qrs Python package adds on top of libqrs.
 
 Usage: pybench.py [--build DIR] [--socket PATH] [-n VOCAB] [-t TOKENS]
-                  [-r REPS] [-b BATCH] [-s STEPS]
+                  [-r REPS] [-b BATCH] [-s STEPS] [--tp]
 
 Every figure is printed next to its C baseline measured in the same run
 on the same rows, sampler configuration and process, and their ratio:
@@ -21,6 +21,12 @@ on the same rows, sampler configuration and process, and their ratio:
               on the same rows, one after another on one thread.  Target
               <= 1.2 x.  Printed twice: the processor on one thread (what
               the binding adds to the C calls) and on its pool.
+  TP = 2      with --tp: two processes as one tensor-parallel group of
+              vLLM's own parallel_state over gloo, each applying the
+              processor to the same BATCH rows; rank 0 draws and selects
+              and sends the ids to rank 1.  Printed: rank 0's apply, and
+              the broadcast of a step's ids alone vs that apply.  Target
+              <= 5 %.
   qr-sampler  the reference's own Python pipeline (qr-sampler's
               SamplingPipeline.sample_token(), vendored in
               third_party/qr-sampler) on the same BATCH rows each
@@ -312,6 +318,106 @@ def vllm_apply(qrs, np, client, sock: str, rows, batch: int,
     return True
 
 
+def tp_rank(rank: int, port: int, vocab: int, batch: int,
+            steps: int) -> None:
+    """One rank of the --tp figure (run by tp_broadcast() in a process of
+    its own): prints its apply and broadcast times as JSON."""
+    import json
+
+    import numpy as np
+    import torch
+    from vllm import SamplingParams
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.distributed import parallel_state as ps
+    from vllm.platforms.cpu import CpuPlatform
+    from vllm.v1.worker.gpu.sample.logits_processor import (
+        LogitsContext, build_custom_logits_processors)
+
+    # vLLM's CPU platform asks for triton-cpu here; its groups need none
+    CpuPlatform.check_and_update_config = classmethod(lambda cls, c: None)
+    config = VllmConfig()
+    with set_current_vllm_config(config):
+        ps.init_distributed_environment(
+            world_size=2, rank=rank, local_rank=rank, backend="gloo",
+            distributed_init_method=f"tcp://127.0.0.1:{port}")
+        ps.initialize_model_parallel(tensor_model_parallel_size=2)
+        states = SimpleNamespace(device=torch.device("cpu"),
+                                 max_num_reqs=batch, vocab_size=vocab,
+                                 all_token_ids=None, prompt_len=None,
+                                 prefill_len=None, total_len=None)
+        (p,) = build_custom_logits_processors(
+            config, states, False, ["qrs.vllm:QRSLogitsProcessor"])
+        for i in range(batch):
+            p.add_request(i, SamplingParams(max_tokens=steps + 2))
+        idx = list(range(batch))
+        ctx = LogitsContext(
+            expanded_idx_mapping=torch.tensor(idx, dtype=torch.int32),
+            idx_mapping=torch.tensor(idx), idx_mapping_np=np.array(idx),
+            expanded_local_pos=torch.zeros(batch, dtype=torch.int32),
+            input_ids=torch.zeros(batch, dtype=torch.long),
+            pos=torch.zeros(batch, dtype=torch.long),
+            seq_lens_upper_bound_np=np.zeros(batch, dtype=np.int32))
+        template = torch.from_numpy(np.ascontiguousarray(
+            lm_rows(np, batch, vocab)))
+        group = ps.get_tp_group()
+        apply_s, bcast_s = [], []
+        for step in range(steps + 1):
+            x = template.clone()
+            group.barrier()
+            t0 = time.perf_counter()
+            p.apply(x, ctx)
+            t1 = time.perf_counter()
+            ids = torch.zeros(batch, dtype=torch.long)
+            group.barrier()
+            t2 = time.perf_counter()
+            group.broadcast(ids, src=0)
+            t3 = time.perf_counter()
+            if step:
+                apply_s.append(t1 - t0)
+                bcast_s.append(t3 - t2)
+            time.sleep(0.002)     # the forward pass
+        print(json.dumps({"rank": rank, "samples": p.samples,
+                          "apply": apply_s, "broadcast": bcast_s}))
+        ps.destroy_model_parallel()
+        ps.destroy_distributed_environment()
+
+
+def tp_broadcast(build: Path, sock: str, vocab: int, batch: int,
+                 steps: int) -> bool:
+    """--tp: the broadcast's added cost per step, vs one apply."""
+    import json
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "QRS_SOCKET": sock, "VLLM_TARGET_DEVICE": "cpu"}
+    procs = [subprocess.Popen(
+        [sys.executable, __file__, "--build", str(build), "--tp-rank",
+         f"{r}:{port}", "-n", str(vocab), "-b", str(batch), "-s",
+         str(steps)], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    out = []
+    for p in procs:
+        o, e = p.communicate(timeout=1800)
+        if p.returncode != 0:
+            print(f"TP = 2: not measured (rank exited {p.returncode}: "
+                  f"{e.strip().splitlines()[-1:]})")
+            return False
+        out.append(json.loads(o.strip().splitlines()[-1]))
+    r0 = out[0]
+    a = statistics.median(r0["apply"]) * 1e6
+    b = statistics.median(r0["broadcast"]) * 1e6
+    ratio = statistics.median(x / y for x, y in zip(r0["broadcast"],
+                                                    r0["apply"]))
+    print(f"{f'TP = 2 (gloo): apply on rank 0, {batch} rows':<44} {a:9.1f}")
+    print(f"{'  the ids broadcast alone (vs that apply)':<44} {b:9.1f} "
+          f"{'':>9} {'':>8} {ratio:7.3f}  {'<= 0.05':<15} "
+          f"{'ok' if ratio <= 0.05 else 'MISSED'}")
+    r1 = statistics.median(out[1]["apply"]) * 1e6
+    print(f"{'  apply on rank 1 (writes rank 0 ids)':<44} {r1:9.1f}")
+    return True
+
+
 def _qr_sampler_version() -> str:
     import qr_sampler
     return qr_sampler.__version__
@@ -351,7 +457,15 @@ def main() -> int:
                     help="rows per vLLM apply (default %(default)s)")
     ap.add_argument("-s", "--steps", type=int, default=15,
                     help="vLLM steps; medians (default %(default)s)")
+    ap.add_argument("--tp", action="store_true",
+                    help="also the TP = 2 broadcast figure (two processes)")
+    ap.add_argument("--tp-rank", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.tp_rank:                 # one rank of --tp, in its own process
+        _import_qrs(a.build)
+        rank, port = (int(v) for v in a.tp_rank.split(":"))
+        tp_rank(rank, port, a.vocab, a.batch, a.steps)
+        return 0
     if min(a.vocab, a.tokens, a.reps, a.batch, a.steps) < 1:
         ap.error("-n, -t, -r, -b and -s must be positive")
     try:
@@ -372,6 +486,9 @@ def main() -> int:
         print(f"{'(us)':<44}")
         per_token(qrs, np, client, rows, a.reps, a.tokens)
         measured = vllm_apply(qrs, np, client, sock, rows, a.batch, a.steps)
+        if a.tp:
+            measured = tp_broadcast(a.build, sock, a.vocab, a.batch,
+                                    a.steps) and measured
         print("C: qrs._qrs._bench_c(), one libqrs call per row timed in C "
               "(GIL released); Python: the\npackage's call timed with "
               "perf_counter around it; ratio: median of the "
