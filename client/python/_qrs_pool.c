@@ -9,6 +9,7 @@ typedef struct {
   struct qrs_pool *pool;
   struct qrs_batch_row *rows;
   struct qrs_token_record *recs;
+  struct qpy_conn **conns;        /* the rows' connections, for the call */
   size_t cap;
 } PoolObject;
 
@@ -39,7 +40,34 @@ pool_dealloc(PoolObject *self)
   qrs_pool_free(self->pool);
   PyMem_Free(self->rows);
   PyMem_Free(self->recs);
+  PyMem_Free(self->conns);
   Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Room for n rows in rows, recs and conns: 0, or -1 with the error set. */
+static int
+pool_reserve(PoolObject *self, size_t n)
+{
+  struct qrs_batch_row *nr;
+  struct qrs_token_record *nrec;
+  struct qpy_conn **nc;
+
+  if (n <= self->cap)
+    return 0;
+  nr = PyMem_Realloc(self->rows, n * sizeof(*nr));
+  if (nr)
+    self->rows = nr;
+  nrec = nr ? PyMem_Realloc(self->recs, n * sizeof(*nrec)) : NULL;
+  if (nrec)
+    self->recs = nrec;
+  nc = nrec ? PyMem_Realloc(self->conns, n * sizeof(*nc)) : NULL;
+  if (!nc) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  self->conns = nc;
+  self->cap = n;
+  return 0;
 }
 
 /* sample(logits[rows, vocab], samplers, client=None, u=None, dtype=None,
@@ -56,33 +84,32 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
   PyObject *lobj, *sseq, *cobj = Py_None, *uobj = Py_None;
   PyObject *fast = NULL, *ufast = NULL, *cfast = NULL, *res = NULL;
   PyObject *toks = NULL, *stats = NULL, *recl = NULL, *item;
-  ClientObject *co;
-  struct qrs_client *c = NULL;
+  struct qpy_conn *one = NULL, *conn;
   const char *dt = NULL;
   int want = 0, one_hot = 0, r;
   struct rows rw;
-  Py_ssize_t n, i;
+  Py_ssize_t n, i, nconns = 0;
 
   memset(&rw, 0, sizeof(rw));
   if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOzpp", kwl, &lobj, &sseq,
                                    &cobj, &uobj, &dt, &want, &one_hot))
     return NULL;
   if (cobj != Py_None && PyObject_TypeCheck(cobj, &qpy_client_type)) {
-    if (!qpy_client_ok((ClientObject *)cobj))
-      return NULL;
-    c = ((ClientObject *)cobj)->c;
+    one = qpy_client_conn((ClientObject *)cobj);
+    if (!one)
+      goto out;
   } else if (cobj != Py_None) {
     if (!PyList_Check(cobj) && !PyTuple_Check(cobj)) {
       PyErr_SetString(PyExc_TypeError, "client must be a qrs.Client or a "
                       "list of them (one per row)");
-      return NULL;
+      goto out;
     }
     cfast = PySequence_Fast(cobj, "client must be a sequence");
     if (!cfast)
-      return NULL;
+      goto out;
   } else if (uobj == Py_None) {
     PyErr_SetString(PyExc_ValueError, "pass a client or u values");
-    return NULL;
+    goto out;
   }
   if (qpy_rows_get(lobj, dt, 1, &rw) < 0)
     goto out;
@@ -111,49 +138,35 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
     PyErr_SetString(PyExc_ValueError, "client and samplers differ in length");
     goto out;
   }
-  if ((size_t)n > self->cap) {
-    struct qrs_batch_row *nr;
-    struct qrs_token_record *nrec;
-    nr = PyMem_Realloc(self->rows, (size_t)n * sizeof(*nr));
-    if (!nr) {
-      PyErr_NoMemory();
-      goto out;
-    }
-    self->rows = nr;
-    nrec = PyMem_Realloc(self->recs, (size_t)n * sizeof(*nrec));
-    if (!nrec) {
-      PyErr_NoMemory();
-      goto out;
-    }
-    self->recs = nrec;
-    self->cap = (size_t)n;
-  }
+  if (pool_reserve(self, (size_t)n) < 0)
+    goto out;
   for (i = 0; i < n; i++) {
     SamplerObject *so = qpy_sampler_item(fast, i, rw.ncols);
     if (!so)
       goto out;
-    co = c ? (ClientObject *)cobj : NULL;
+    conn = one;
     if (cfast) {
       item = PySequence_Fast_GET_ITEM(cfast, i);
       if (!PyObject_TypeCheck(item, &qpy_client_type)) {
         PyErr_Format(PyExc_TypeError, "client[%zd] is not a qrs.Client", i);
         goto out;
       }
-      co = (ClientObject *)item;
-      if (!qpy_client_ok(co))
+      conn = qpy_client_conn((ClientObject *)item);
+      if (!conn)
         goto out;
+      self->conns[nconns++] = conn;
     }
     memset(&self->rows[i], 0, sizeof(self->rows[i]));
     self->rows[i].sampler = so->s;
-    self->rows[i].client = co ? co->c : NULL;
+    self->rows[i].client = conn ? conn->c : NULL;
     self->rows[i].record = want ? &self->recs[i] : NULL;
     if (ufast) {
       self->rows[i].u = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(ufast, i));
       if (self->rows[i].u == -1.0 && PyErr_Occurred())
         goto out;
     }
-    if (co)
-      qpy_sampler_hold_client(so, co);
+    if (conn)
+      qpy_sampler_hold_conn(so, conn);
   }
   Py_BEGIN_ALLOW_THREADS
   if (one_hot)
@@ -191,6 +204,9 @@ out:
   Py_XDECREF(ufast);
   Py_XDECREF(cfast);
   qpy_rows_release(&rw);
+  while (nconns > 0)
+    qpy_conn_unref(self->conns[--nconns]);
+  qpy_conn_unref(one);
   return res;
 }
 

@@ -1,0 +1,101 @@
+"""A caller's misuse of the binding gets a typed error, never a crash.
+What could crash runs in a child, so that a crash fails its test instead
+of ending pytest."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conftest import Daemon
+
+
+def _child(code: str, *args: str) -> None:
+    """Run code in a child Python that must print "ok" and exit 0; freed
+    memory is filled with 0xa5 there, so a use after free trips on it."""
+    run = subprocess.run([sys.executable, "-c", code, *args],
+                         env={**os.environ, "MALLOC_PERTURB_": "165"},
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout == "ok\n", \
+        (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
+
+
+def test_close_and_reinit_during_calls_on_other_threads(qrsd: Daemon) -> None:
+    """Threads call every method that leaves the GIL with one Client
+    (draw, Sampler.sample_token, Pool.sample; status and health in rounds
+    of their own: libqrs reads a status reply after letting go of the
+    client's lock, so a draw meanwhile on the same client overwrites it)
+    while another closes it and another re-opens it with __init__(),
+    round after round: each call either completes or raises the "closed"
+    ValueError (the client was closed before it began)."""
+    code = r"""
+import random, sys, threading, time
+import numpy as np, qrs
+
+sock = sys.argv[1]
+row = np.zeros(100, dtype=np.float32)
+block = np.zeros((3, 100), dtype=np.float32)
+failures = []
+
+def calls(c, kind, stop):
+    samplers = [qrs.Sampler(None, 100) for _ in range(3)]
+    pool = qrs.Pool(2)
+    while not stop.is_set():
+        try:
+            if kind == 0:
+                c.draw()
+            elif kind == 1:
+                samplers[0].sample_token(c, row)
+            elif kind == 2:
+                _, stats, _ = pool.sample(block, samplers, client=c)
+                assert stats == [0, 0, 0], stats
+            elif kind == 3:
+                _, stats, _ = pool.sample(block, samplers, client=[c] * 3)
+                assert stats == [0, 0, 0], stats
+            else:
+                c.status()
+                c.health()
+        except ValueError as e:
+            if str(e) != "the client is closed":
+                failures.append(repr(e))
+            time.sleep(0.0002)
+        except BaseException as e:
+            failures.append(repr(e))
+
+def closer(c, stop):
+    while not stop.is_set():
+        time.sleep(random.random() * 0.005)
+        c.close()
+
+def reopener(c, stop):
+    while not stop.is_set():
+        time.sleep(random.random() * 0.001)
+        try:
+            c.__init__(sock)
+        except BaseException as e:
+            failures.append(repr(e))
+
+for rnd in range(30):
+    c = qrs.Client(sock)
+    stop = threading.Event()
+    ts = [threading.Thread(target=calls, args=(c, k, stop))
+          for k in ([4] if rnd % 3 == 2 else range(4))]
+    ts.append(threading.Thread(target=closer, args=(c, stop)))
+    ts.append(threading.Thread(target=reopener, args=(c, stop)))
+    for t in ts:
+        t.start()
+    time.sleep(0.1)
+    stop.set()
+    for t in ts:
+        t.join()
+    c.close()
+    try:
+        c.draw()
+        failures.append("drew on a closed client")
+    except ValueError as e:
+        assert str(e) == "the client is closed", e
+assert not failures, failures[:5]
+print("ok")
+"""
+    _child(code, qrsd.sock)
