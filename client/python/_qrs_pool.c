@@ -11,6 +11,7 @@ typedef struct {
   struct qrs_token_record *recs;
   struct qpy_conn **conns;        /* the rows' connections, for the call */
   size_t cap;
+  int busy;                       /* a sample() is using rows, recs, conns */
 } PoolObject;
 
 static int
@@ -75,7 +76,9 @@ pool_reserve(PoolObject *self, size_t n)
    samples row i in one qrs_sample_batch() call; token -1 where the status
    is not 0 (1: bypass, negative: the error code).  client: one Client for
    every row, or a sequence of one per row (an engine with more requests
-   than one connection's in-flight draws spreads them over several). */
+   than one connection's in-flight draws spreads them over several).  One
+   call at a time per Pool: another thread's call meanwhile raises
+   RuntimeError. */
 static PyObject *
 pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
 {
@@ -94,6 +97,14 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
   if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOzpp", kwl, &lobj, &sseq,
                                    &cobj, &uobj, &dt, &want, &one_hot))
     return NULL;
+  if (self->busy) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "the Pool is sampling on another thread");
+    return NULL;
+  }
+  /* until out: the calls below may run Python code (a __float__, a
+     sequence's items), and so another thread's sample() */
+  self->busy = 1;
   if (cobj != Py_None && PyObject_TypeCheck(cobj, &qpy_client_type)) {
     one = qpy_client_conn((ClientObject *)cobj);
     if (!one)
@@ -207,6 +218,7 @@ out:
   while (nconns > 0)
     qpy_conn_unref(self->conns[--nconns]);
   qpy_conn_unref(one);
+  self->busy = 0;
   return res;
 }
 

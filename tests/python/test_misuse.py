@@ -99,3 +99,41 @@ assert not failures, failures[:5]
 print("ok")
 """
     _child(code, qrsd.sock)
+
+
+def test_pool_shared_by_threads() -> None:
+    """Threads sampling batches of changing sizes on one Pool: a call
+    while another thread's is on the Pool raises RuntimeError (its row
+    table is the Pool's), the others sample every row."""
+    code = r"""
+import threading
+import numpy as np, qrs
+
+pool = qrs.Pool(2)
+failures = []
+busy = []
+
+def run(k):
+    for it in range(1000):
+        n = 1 + (it * 7 + k) % 16
+        block = np.zeros((n, 1000), dtype=np.float32)
+        samplers = [qrs.Sampler(None, 1000) for _ in range(n)]
+        try:
+            _, stats, _ = pool.sample(block, samplers, u=[0.5] * n)
+            assert stats == [0] * n, stats
+        except RuntimeError as e:
+            if "another thread" not in str(e):
+                failures.append(repr(e))
+            busy.append(k)
+        except BaseException as e:
+            failures.append(repr(e))
+
+ts = [threading.Thread(target=run, args=(k,)) for k in range(3)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+assert not failures, failures[:5]
+print("ok")
+"""
+    _child(code)
