@@ -101,6 +101,11 @@ void qpy_sampler_hold_conn(SamplerObject *self, struct qpy_conn *conn);
 /* fast[i] (a PySequence_Fast) as the Sampler of a row of ncols logits;
    NULL with the error set if it is no Sampler or the row does not fit. */
 SamplerObject *qpy_sampler_item(PyObject *fast, Py_ssize_t i, size_t ncols);
+/* obj as a selection u: 0, or -1 with the error set, URangeError
+   (QRS_E_U_RANGE) for NaN, infinite or outside [0, 1], also where
+   libqrs would not look at u (a bypass sampler); the error names u[i],
+   or u when i is negative. */
+int qpy_u_get(PyObject *obj, Py_ssize_t i, double *ret_u);
 /* The token record as a dict. */
 PyObject *qpy_record_dict(const struct qrs_token_record *r);
 

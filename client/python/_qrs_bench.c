@@ -71,11 +71,8 @@ qpy_bench_c(PyObject *self, PyObject *args, PyObject *kw)
     ss[i] = so->s;
     if (conn)
       qpy_sampler_hold_conn(so, conn);
-    else {
-      us[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(ufast, i));
-      if (us[i] == -1.0 && PyErr_Occurred())
-        goto out;
-    }
+    else if (qpy_u_get(PySequence_Fast_GET_ITEM(ufast, i), i, &us[i]) < 0)
+      goto out;
   }
   Py_BEGIN_ALLOW_THREADS
   clock_gettime(CLOCK_MONOTONIC, &t0);

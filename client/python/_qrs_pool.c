@@ -76,9 +76,10 @@ pool_reserve(PoolObject *self, size_t n)
    samples row i in one qrs_sample_batch() call; token -1 where the status
    is not 0 (1: bypass, negative: the error code).  client: one Client for
    every row, or a sequence of one per row (an engine with more requests
-   than one connection's in-flight draws spreads them over several).  One
-   call at a time per Pool: another thread's call meanwhile raises
-   RuntimeError. */
+   than one connection's in-flight draws spreads them over several).  A u
+   that is not a number in [0, 1] raises URangeError before any row is
+   sampled.  One call at a time per Pool: another thread's call meanwhile
+   raises RuntimeError. */
 static PyObject *
 pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
 {
@@ -171,11 +172,9 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
     self->rows[i].sampler = so->s;
     self->rows[i].client = conn ? conn->c : NULL;
     self->rows[i].record = want ? &self->recs[i] : NULL;
-    if (ufast) {
-      self->rows[i].u = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(ufast, i));
-      if (self->rows[i].u == -1.0 && PyErr_Occurred())
-        goto out;
-    }
+    if (ufast && qpy_u_get(PySequence_Fast_GET_ITEM(ufast, i), i,
+                           &self->rows[i].u) < 0)
+      goto out;
     if (conn)
       qpy_sampler_hold_conn(so, conn);
   }
@@ -228,6 +227,7 @@ static PyMethodDef pool_methods[] = {
     "sample(logits, samplers, client=None, u=None, dtype=None, "
     "records=False, one_hot=False) -> (tokens, statuses, records); "
     "client: a Client, or a list of one per row; "
+    "u: one per row, each in [0, 1]; "
     "one_hot: each sampled row is then written over in place, -inf but 0 "
     "at its token (qrs_sample_batch_one_hot())" },
   { NULL, NULL, 0, NULL },

@@ -2,6 +2,8 @@
    on one row of logits at a time. */
 #include "_qrs.h"
 
+#include <stdio.h>
+
 /* Forget the prefetch (on its connection, still open) and let the
    connection go; one its Client closed is freed with its last holder. */
 static void
@@ -151,6 +153,27 @@ qpy_sampler_item(PyObject *fast, Py_ssize_t i, size_t ncols)
   return (SamplerObject *)item;
 }
 
+int
+qpy_u_get(PyObject *obj, Py_ssize_t i, double *ret_u)
+{
+  char what[80];
+  double u;
+
+  u = PyFloat_AsDouble(obj);
+  if (u == -1.0 && PyErr_Occurred())
+    return -1;
+  if (!(u >= 0.0 && u <= 1.0)) {
+    if (i < 0)
+      snprintf(what, sizeof(what), "u = %g", u);
+    else
+      snprintf(what, sizeof(what), "u[%zd] = %g", i, u);
+    qpy_set_error(QRS_E_U_RANGE, what);
+    return -1;
+  }
+  *ret_u = u;
+  return 0;
+}
+
 static PyObject *
 token_result(int r, uint32_t tok, const struct qrs_token_record *rec,
              int want_rec, const char *detail)
@@ -202,7 +225,7 @@ static PyObject *
 sampler_select_u(SamplerObject *self, PyObject *args, PyObject *kw)
 {
   static char *kwl[] = { "logits", "u", "dtype", "record", NULL };
-  PyObject *lobj;
+  PyObject *lobj, *uobj;
   const char *dt = NULL;
   double u;
   int want = 0, r;
@@ -210,10 +233,10 @@ sampler_select_u(SamplerObject *self, PyObject *args, PyObject *kw)
   struct qrs_token_record rec;
   uint32_t tok = 0;
 
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "Od|zp", kwl, &lobj, &u, &dt,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|zp", kwl, &lobj, &uobj, &dt,
                                    &want))
     return NULL;
-  if (sampler_row(self, lobj, dt, &rw) < 0)
+  if (qpy_u_get(uobj, -1, &u) < 0 || sampler_row(self, lobj, dt, &rw) < 0)
     return NULL;
   r = qrs_sampler_select_u(self->s, rw.data, rw.dtype, rw.ncols, u, &tok,
                            want ? &rec : NULL);

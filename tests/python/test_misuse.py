@@ -4,11 +4,20 @@ of ending pytest."""
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
+import pytest
+import torch
+
+import qrs
 from conftest import Daemon
+
+BAD_U = [math.nan, math.inf, -math.inf, -0.5, 1.5]
 
 
 def _child(code: str, *args: str) -> None:
@@ -137,3 +146,33 @@ assert not failures, failures[:5]
 print("ok")
 """
     _child(code)
+
+
+def test_u_outside_0_1_is_a_typed_error() -> None:
+    """select_u and Pool.sample refuse a u that is NaN, infinite or
+    outside [0, 1] (URangeError, a ValueError), before the row is read:
+    even a bypass sampler refuses it; 0 and 1 select a token."""
+    row = np.linspace(0.0, -3.0, 100, dtype=np.float32)
+    block = np.stack([row, row])
+    s = qrs.Sampler(None, 100)
+    bypass = qrs.Sampler(qrs.make_config({"bypass": True}, env=False), 100)
+    pool = qrs.Pool(2)
+    for u in BAD_U:
+        for sampler in (s, bypass):
+            with pytest.raises(qrs.URangeError) as ei:
+                sampler.select_u(row, u)
+            assert isinstance(ei.value, ValueError)
+            assert ei.value.code == -1106 and ei.value.name == "QRS_E_U_RANGE"
+        with pytest.raises(qrs.URangeError, match=r"u\[1\]"):
+            pool.sample(block, [s, qrs.Sampler(None, 100)], u=[0.5, u])
+        with pytest.raises(qrs.URangeError):
+            pool.sample(block, [s, bypass], u=[u, 0.5], one_hot=True)
+        with pytest.raises(qrs.URangeError):
+            qrs._qrs._bench_c(block, [s, bypass], u=[0.5, u])
+    assert np.array_equal(block[0], row)          # nothing written
+    assert isinstance(qrs.errors.error_for(-1106), qrs.URangeError)
+    lo, hi = s.select_u(row, 0.0), s.select_u(row, 1.0)
+    assert 0 <= lo < hi < 100
+    toks, stats, _ = pool.sample(block, [s, qrs.Sampler(None, 100)],
+                                 u=[0.0, 1.0])
+    assert toks == [lo, hi] and stats == [0, 0]
