@@ -23,6 +23,7 @@ PyObject *qpy_set_error(int r, const char *detail);
 /* ---- rows (_qrs_rows.c) ---------------------------------------------- */
 
 struct dl_managed;
+struct dl_managed_versioned;
 
 /* A row (or a 2-D block of rows) held for one call: qpy_rows_get() fills
    it, qpy_rows_release() lets it go (also after a failed get). */
@@ -33,7 +34,8 @@ struct rows {
   Py_buffer view;
   int has_view;
   PyObject *capsule;
-  struct dl_managed *dl;
+  struct dl_managed *dl;          /* DLPack 0.x */
+  struct dl_managed_versioned *dlv;  /* DLPack 1.x */
 };
 
 /* Get obj's rows in place (a buffer or __dlpack__), 1-D or 2-D as want_2d
@@ -42,8 +44,10 @@ struct rows {
 int qpy_rows_get(PyObject *obj, const char *dtype_hint, int want_2d,
                  struct rows *r);
 void qpy_rows_release(struct rows *r);
-/* Whether the rows are a read-only buffer (sets ValueError "<what> is
-   read-only" then). */
+/* Whether the rows may not be written in place (sets ValueError "<what>
+   is read-only" then): a read-only buffer; a DLPack tensor its producer
+   marks read-only or copied, or whose memory this process may not write
+   (a file mapped read-only: torch has no read-only tensors). */
 int qpy_rows_readonly(const struct rows *r, const char *what);
 size_t qpy_elem_size(enum qrs_dtype t);
 

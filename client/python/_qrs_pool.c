@@ -125,8 +125,8 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
   }
   if (qpy_rows_get(lobj, dt, 1, &rw) < 0)
     goto out;
-  if (one_hot && qpy_rows_readonly(&rw, "one_hot writes the rows: the "
-                                    "logits buffer"))
+  if (one_hot && qpy_rows_readonly(&rw, "one_hot writes the logits in "
+                                    "place: their memory"))
     goto out;
   fast = PySequence_Fast(sseq, "samplers must be a sequence");
   if (!fast)
@@ -229,7 +229,8 @@ static PyMethodDef pool_methods[] = {
     "client: a Client, or a list of one per row; "
     "u: one per row, each in [0, 1]; "
     "one_hot: each sampled row is then written over in place, -inf but 0 "
-    "at its token (qrs_sample_batch_one_hot())" },
+    "at its token (qrs_sample_batch_one_hot()); read-only rows are "
+    "refused" },
   { NULL, NULL, 0, NULL },
 };
 

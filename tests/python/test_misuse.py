@@ -176,3 +176,68 @@ def test_u_outside_0_1_is_a_typed_error() -> None:
     toks, stats, _ = pool.sample(block, [s, qrs.Sampler(None, 100)],
                                  u=[0.0, 1.0])
     assert toks == [lo, hi] and stats == [0, 0]
+
+
+def test_one_hot_into_read_only_memory_is_refused(tmp_path: Path) -> None:
+    """one_hot=True (and force_one_hot) on a torch tensor over a file
+    mapped read-only (PROT_READ: a write would be SIGSEGV) is a
+    ValueError naming the read-only rows; over a copy-on-write mapping
+    (np.memmap mode "c") it is written, and the file is not."""
+    code = r"""
+import sys, warnings
+import numpy as np, torch, qrs
+
+path = sys.argv[1]
+rows = np.stack([np.linspace(0.0, -3.0, 100, dtype=np.float32)] * 2)
+rows.tofile(path)
+ro = np.memmap(path, dtype=np.float32, mode="r", shape=(2, 100))
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")      # torch: "not writable"
+    t = torch.from_numpy(ro)
+pool = qrs.Pool(2)
+samplers = [qrs.Sampler(None, 100) for _ in range(2)]
+for call in (lambda: pool.sample(t, samplers, u=[0.5, 0.5], one_hot=True),
+             lambda: qrs.force_one_hot(t[1], 3)):
+    try:
+        call()
+        sys.exit("wrote into read-only rows")
+    except ValueError as e:
+        assert "read-only" in str(e), e
+toks, stats, _ = pool.sample(t, samplers, u=[0.5, 0.5])   # reading is fine
+assert stats == [0, 0], stats
+cow = torch.from_numpy(np.memmap(path, dtype=np.float32, mode="c",
+                                 shape=(2, 100)))
+toks, stats, _ = pool.sample(cow, samplers, u=[0.5, 0.5], one_hot=True)
+assert stats == [0, 0] and float(cow[0, toks[0]]) == 0.0, (toks, stats)
+assert bool(torch.isneginf(cow[1, :toks[1]]).all())
+assert np.array_equal(np.fromfile(path, dtype=np.float32).reshape(2, 100),
+                      rows)
+print("ok")
+"""
+    _child(code, str(tmp_path / "rows.f32"))
+
+
+def test_read_only_dlpack_flag_is_refused() -> None:
+    """A DLPack 1.0 producer that marks its tensor read-only
+    (torch's __dlpack__(read_only=True)) gets no one-hot written."""
+
+    class ReadOnly:
+        def __init__(self, t: torch.Tensor) -> None:
+            self.t = t
+
+        def __dlpack__(self, **kw):
+            return self.t.__dlpack__(read_only=True, **kw)
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    t = torch.stack([torch.linspace(0.0, -3.0, 100)] * 2)
+    before = t.clone()
+    with pytest.raises(ValueError, match="read-only"):
+        qrs.Pool(1).sample(ReadOnly(t), [qrs.Sampler(None, 100)] * 2,
+                           u=[0.5, 0.5], one_hot=True)
+    assert torch.equal(t, before)
+    toks, stats, _ = qrs.Pool(1).sample(
+        ReadOnly(t), [qrs.Sampler(None, 100) for _ in range(2)],
+        u=[0.5, 0.5])
+    assert stats == [0, 0]
