@@ -16,6 +16,7 @@ qpy_bench_c(PyObject *self, PyObject *args, PyObject *kw)
   PyObject *fast = NULL, *ufast = NULL;
   struct qrs_sampler **ss = NULL;
   double *us = NULL;
+  struct qpy_conn *conn = NULL;
   struct qrs_client *c = NULL;
   struct rows rw;
   struct timespec t0, t1;
@@ -29,13 +30,14 @@ qpy_bench_c(PyObject *self, PyObject *args, PyObject *kw)
                                    &cobj, &uobj))
     return NULL;
   if (cobj != Py_None) {
-    if (!PyObject_TypeCheck(cobj, &qpy_client_type) ||
-        !qpy_client_ok((ClientObject *)cobj)) {
-      if (!PyErr_Occurred())
-        PyErr_SetString(PyExc_TypeError, "client must be a qrs.Client");
+    if (!PyObject_TypeCheck(cobj, &qpy_client_type)) {
+      PyErr_SetString(PyExc_TypeError, "client must be a qrs.Client");
       return NULL;
     }
-    c = ((ClientObject *)cobj)->c;
+    conn = qpy_client_conn((ClientObject *)cobj);
+    if (!conn)
+      return NULL;
+    c = conn->c;
   }
   if (qpy_rows_get(lobj, NULL, 1, &rw) < 0)
     goto out;
@@ -67,13 +69,10 @@ qpy_bench_c(PyObject *self, PyObject *args, PyObject *kw)
     if (!so)
       goto out;
     ss[i] = so->s;
-    if (c)
-      qpy_sampler_hold_client(so, (ClientObject *)cobj);
-    else {
-      us[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(ufast, i));
-      if (us[i] == -1.0 && PyErr_Occurred())
-        goto out;
-    }
+    if (conn)
+      qpy_sampler_hold_conn(so, conn);
+    else if (qpy_u_get(PySequence_Fast_GET_ITEM(ufast, i), i, &us[i]) < 0)
+      goto out;
   }
   Py_BEGIN_ALLOW_THREADS
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -99,6 +98,7 @@ out:
   Py_XDECREF(fast);
   Py_XDECREF(ufast);
   qpy_rows_release(&rw);
+  qpy_conn_unref(conn);
   return res;
 }
 

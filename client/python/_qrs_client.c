@@ -6,6 +6,46 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct qpy_conn *
+qpy_conn_ref(struct qpy_conn *conn)
+{
+  conn->refs++;
+  return conn;
+}
+
+void
+qpy_conn_unref(struct qpy_conn *conn)
+{
+  if (!conn || --conn->refs > 0)
+    return;
+  qrs_client_free(conn->c);
+  PyMem_Free(conn);
+}
+
+struct qpy_conn *
+qpy_client_conn(ClientObject *self)
+{
+  if (!self->conn) {
+    PyErr_SetString(PyExc_ValueError, "the client is closed");
+    return NULL;
+  }
+  return qpy_conn_ref(self->conn);
+}
+
+/* Make conn (NULL: none) the client's connection; the one it replaces
+   closes once nothing else holds it. */
+static void
+client_set_conn(ClientObject *self, struct qpy_conn *conn)
+{
+  struct qpy_conn *old = self->conn;
+
+  self->conn = conn;
+  qpy_conn_unref(old);
+}
+
+/* A new connection.  On an open client it replaces the old one once
+   connected, which then closes as close() closes it (calls in flight on
+   it finish); a failed reconnect leaves the client as it was. */
 static int
 client_init(ClientObject *self, PyObject *args, PyObject *kw)
 {
@@ -13,25 +53,19 @@ client_init(ClientObject *self, PyObject *args, PyObject *kw)
                          "no_reconnect", NULL };
   const char *path = NULL, *name = "qrs-python";
   struct qrs_client_options o;
+  struct qrs_client *c = NULL;
+  struct qpy_conn *conn;
   int timeout = 0, norec = 0, r;
 
   if (!PyArg_ParseTupleAndKeywords(args, kw, "|zizp", kwl, &path, &timeout,
                                    &name, &norec))
     return -1;
-  if (self->users > 0) {
-    PyErr_SetString(PyExc_RuntimeError,
-                    "the client has samplers prefetching on it");
-    return -1;
-  }
   memset(&o, 0, sizeof(o));
   o.client_name = name;
   o.timeout_ms = timeout;
   o.no_reconnect = norec;
-  qrs_client_free(self->c);
-  self->c = NULL;
-  self->closed = 0;
   Py_BEGIN_ALLOW_THREADS
-  r = qrs_client_new(path, &o, &self->c);
+  r = qrs_client_new(path, &o, &c);
   Py_END_ALLOW_THREADS
   if (r < 0) {
     char msg[256];
@@ -41,35 +75,30 @@ client_init(ClientObject *self, PyObject *args, PyObject *kw)
     qpy_set_error(r, msg);
     return -1;
   }
+  conn = PyMem_Malloc(sizeof(*conn));
+  if (!conn) {
+    qrs_client_free(c);
+    PyErr_NoMemory();
+    return -1;
+  }
+  conn->c = c;
+  conn->refs = 1;
+  client_set_conn(self, conn);
   return 0;
 }
 
 static void
 client_dealloc(ClientObject *self)
 {
-  qrs_client_free(self->c);
+  qpy_conn_unref(self->conn);
   Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-int
-qpy_client_ok(ClientObject *self)
-{
-  if (!self->c || self->closed) {
-    PyErr_SetString(PyExc_ValueError, "the client is closed");
-    return 0;
-  }
-  return 1;
 }
 
 static PyObject *
 client_close(ClientObject *self, PyObject *unused)
 {
   (void)unused;
-  self->closed = 1;
-  if (self->users == 0) {
-    qrs_client_free(self->c);
-    self->c = NULL;
-  }
+  client_set_conn(self, NULL);
   Py_RETURN_NONE;
 }
 
@@ -101,12 +130,15 @@ client_draw(ClientObject *self, PyObject *args, PyObject *kw)
   struct qrs_draw_request rq;
   struct qrs_commitment cm;
   struct qrs_draw d;
+  struct qpy_conn *conn;
+  PyObject *res;
   int r;
 
   if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzIy*KL", kwl, &source, &amp,
                                    &count, &salt, &step, &prev))
     return NULL;
-  if (!qpy_client_ok(self)) {
+  conn = qpy_client_conn(self);
+  if (!conn) {
     PyBuffer_Release(&salt);
     return NULL;
   }
@@ -122,12 +154,12 @@ client_draw(ClientObject *self, PyObject *args, PyObject *kw)
     rq.commitment = &cm;
   }
   Py_BEGIN_ALLOW_THREADS
-  r = qrs_client_draw(self->c, &rq, &d);
+  r = qrs_client_draw(conn->c, &rq, &d);
   Py_END_ALLOW_THREADS
   PyBuffer_Release(&salt);
-  if (r < 0)
-    return qpy_set_error(r, qrs_client_errmsg(self->c));
-  return draw_dict(&d);
+  res = r < 0 ? qpy_set_error(r, qrs_client_errmsg(conn->c)) : draw_dict(&d);
+  qpy_conn_unref(conn);
+  return res;
 }
 
 static PyObject *
@@ -163,17 +195,23 @@ static PyObject *
 client_status(ClientObject *self, PyObject *unused)
 {
   struct qrs_status *st;
+  struct qpy_conn *conn;
   PyObject *src, *res;
   int r;
 
   (void)unused;
-  if (!qpy_client_ok(self))
+  conn = qpy_client_conn(self);
+  if (!conn)
     return NULL;
   Py_BEGIN_ALLOW_THREADS
-  r = qrs_client_status(self->c, &st);
+  r = qrs_client_status(conn->c, &st);
   Py_END_ALLOW_THREADS
-  if (r < 0)
-    return qpy_set_error(r, qrs_client_errmsg(self->c));
+  if (r < 0) {
+    qpy_set_error(r, qrs_client_errmsg(conn->c));
+    qpy_conn_unref(conn);
+    return NULL;
+  }
+  qpy_conn_unref(conn);
   src = source_list(st->sources, st->n_sources);
   res = src ? Py_BuildValue(
                   "{s:s,s:I,s:I,s:K,s:s,s:s,s:I,s:K,s:K,s:K,s:K,s:N}",
@@ -196,17 +234,23 @@ static PyObject *
 client_health(ClientObject *self, PyObject *unused)
 {
   struct qrs_health *h;
+  struct qpy_conn *conn;
   PyObject *src, *res;
   int r;
 
   (void)unused;
-  if (!qpy_client_ok(self))
+  conn = qpy_client_conn(self);
+  if (!conn)
     return NULL;
   Py_BEGIN_ALLOW_THREADS
-  r = qrs_client_health(self->c, &h);
+  r = qrs_client_health(conn->c, &h);
   Py_END_ALLOW_THREADS
-  if (r < 0)
-    return qpy_set_error(r, qrs_client_errmsg(self->c));
+  if (r < 0) {
+    qpy_set_error(r, qrs_client_errmsg(conn->c));
+    qpy_conn_unref(conn);
+    return NULL;
+  }
+  qpy_conn_unref(conn);
   src = source_list(h->sources, h->n_sources);
   res = src ? Py_BuildValue("{s:s,s:s,s:N}",
                             "state", qrs_health_state_name(h->state),
@@ -220,33 +264,44 @@ static PyObject *
 client_server_info(ClientObject *self, PyObject *unused)
 {
   struct qrs_server_info si;
+  struct qpy_conn *conn;
+  PyObject *res;
 
   (void)unused;
-  if (!qpy_client_ok(self))
+  conn = qpy_client_conn(self);
+  if (!conn)
     return NULL;
-  qrs_client_get_server_info(self->c, &si);
-  return Py_BuildValue("{s:I,s:s,s:s,s:s,s:O,s:O,s:s,s:I,s:I,s:I}",
-                       "protocol_version", si.protocol_version,
-                       "server_version", si.server_version,
-                       "default_source", si.default_source,
-                       "default_source_type", si.default_source_type,
-                       "default_production",
-                       si.default_production ? Py_True : Py_False,
-                       "test_sources_allowed",
-                       si.test_sources_allowed ? Py_True : Py_False,
-                       "features", si.features,
-                       "max_inflight", si.max_inflight,
-                       "default_sample_count", si.default_sample_count,
-                       "max_sample_count", si.max_sample_count);
+  qrs_client_get_server_info(conn->c, &si);
+  res = Py_BuildValue("{s:I,s:s,s:s,s:s,s:O,s:O,s:s,s:I,s:I,s:I}",
+                      "protocol_version", si.protocol_version,
+                      "server_version", si.server_version,
+                      "default_source", si.default_source,
+                      "default_source_type", si.default_source_type,
+                      "default_production",
+                      si.default_production ? Py_True : Py_False,
+                      "test_sources_allowed",
+                      si.test_sources_allowed ? Py_True : Py_False,
+                      "features", si.features,
+                      "max_inflight", si.max_inflight,
+                      "default_sample_count", si.default_sample_count,
+                      "max_sample_count", si.max_sample_count);
+  qpy_conn_unref(conn);
+  return res;
 }
 
 static PyObject *
 client_socket_path(ClientObject *self, void *unused)
 {
+  struct qpy_conn *conn;
+  PyObject *res;
+
   (void)unused;
-  if (!qpy_client_ok(self))
+  conn = qpy_client_conn(self);
+  if (!conn)
     return NULL;
-  return PyUnicode_FromString(qrs_client_socket_path(self->c));
+  res = PyUnicode_FromString(qrs_client_socket_path(conn->c));
+  qpy_conn_unref(conn);
+  return res;
 }
 
 static PyMethodDef client_methods[] = {
@@ -260,7 +315,9 @@ static PyMethodDef client_methods[] = {
     "health() -> dict: qrsd's health" },
   { "server_info", (PyCFunction)client_server_info, METH_NOARGS,
     "server_info() -> dict: the HELLO reply" },
-  { "close", (PyCFunction)client_close, METH_NOARGS, "close the connection" },
+  { "close", (PyCFunction)client_close, METH_NOARGS,
+    "close the connection: later calls raise ValueError; calls in flight "
+    "on other threads finish first" },
   { NULL, NULL, 0, NULL },
 };
 

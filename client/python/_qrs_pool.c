@@ -9,7 +9,9 @@ typedef struct {
   struct qrs_pool *pool;
   struct qrs_batch_row *rows;
   struct qrs_token_record *recs;
+  struct qpy_conn **conns;        /* the rows' connections, for the call */
   size_t cap;
+  int busy;                       /* a sample() is using rows, recs, conns */
 } PoolObject;
 
 static int
@@ -39,6 +41,7 @@ pool_dealloc(PoolObject *self)
   qrs_pool_free(self->pool);
   PyMem_Free(self->rows);
   PyMem_Free(self->recs);
+  PyMem_Free(self->conns);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -69,6 +72,32 @@ record_json(const struct qrs_token_record *rec)
   return o;
 }
 
+/* Room for n rows in rows, recs and conns: 0, or -1 with the error set. */
+static int
+pool_reserve(PoolObject *self, size_t n)
+{
+  struct qrs_batch_row *nr;
+  struct qrs_token_record *nrec;
+  struct qpy_conn **nc;
+
+  if (n <= self->cap)
+    return 0;
+  nr = PyMem_Realloc(self->rows, n * sizeof(*nr));
+  if (nr)
+    self->rows = nr;
+  nrec = nr ? PyMem_Realloc(self->recs, n * sizeof(*nrec)) : NULL;
+  if (nrec)
+    self->recs = nrec;
+  nc = nrec ? PyMem_Realloc(self->conns, n * sizeof(*nc)) : NULL;
+  if (!nc) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  self->conns = nc;
+  self->cap = n;
+  return 0;
+}
+
 /* sample(logits[rows, vocab], samplers, client=None, u=None, dtype=None,
    records=False) -> (tokens, statuses, records or None): samplers[i]
    samples row i in one qrs_sample_batch() call; token -1 where the status
@@ -77,7 +106,10 @@ record_json(const struct qrs_token_record *rec)
    (every field: journal_seq, the draw's times, the echo), as a str.
    client: one Client for
    every row, or a sequence of one per row (an engine with more requests
-   than one connection's in-flight draws spreads them over several). */
+   than one connection's in-flight draws spreads them over several).  A u
+   that is not a number in [0, 1] raises URangeError before any row is
+   sampled.  One call at a time per Pool: another thread's call meanwhile
+   raises RuntimeError. */
 static PyObject *
 pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
 {
@@ -86,12 +118,11 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
   PyObject *lobj, *sseq, *cobj = Py_None, *uobj = Py_None, *robj = NULL;
   PyObject *fast = NULL, *ufast = NULL, *cfast = NULL, *res = NULL;
   PyObject *toks = NULL, *stats = NULL, *recl = NULL, *item;
-  ClientObject *co;
-  struct qrs_client *c = NULL;
+  struct qpy_conn *one = NULL, *conn;
   const char *dt = NULL;
   int want = 0, one_hot = 0, r;
   struct rows rw;
-  Py_ssize_t n, i;
+  Py_ssize_t n, i, nconns = 0;
 
   memset(&rw, 0, sizeof(rw));
   if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOzOp", kwl, &lobj, &sseq,
@@ -109,27 +140,35 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
     if (want < 0)
       return NULL;
   }
+  if (self->busy) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "the Pool is sampling on another thread");
+    return NULL;
+  }
+  /* until out: the calls below may run Python code (a __float__, a
+     sequence's items), and so another thread's sample() */
+  self->busy = 1;
   if (cobj != Py_None && PyObject_TypeCheck(cobj, &qpy_client_type)) {
-    if (!qpy_client_ok((ClientObject *)cobj))
-      return NULL;
-    c = ((ClientObject *)cobj)->c;
+    one = qpy_client_conn((ClientObject *)cobj);
+    if (!one)
+      goto out;
   } else if (cobj != Py_None) {
     if (!PyList_Check(cobj) && !PyTuple_Check(cobj)) {
       PyErr_SetString(PyExc_TypeError, "client must be a qrs.Client or a "
                       "list of them (one per row)");
-      return NULL;
+      goto out;
     }
     cfast = PySequence_Fast(cobj, "client must be a sequence");
     if (!cfast)
-      return NULL;
+      goto out;
   } else if (uobj == Py_None) {
     PyErr_SetString(PyExc_ValueError, "pass a client or u values");
-    return NULL;
+    goto out;
   }
   if (qpy_rows_get(lobj, dt, 1, &rw) < 0)
     goto out;
-  if (one_hot && qpy_rows_readonly(&rw, "one_hot writes the rows: the "
-                                    "logits buffer"))
+  if (one_hot && qpy_rows_readonly(&rw, "one_hot writes the logits in "
+                                    "place: their memory"))
     goto out;
   fast = PySequence_Fast(sseq, "samplers must be a sequence");
   if (!fast)
@@ -153,49 +192,33 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
     PyErr_SetString(PyExc_ValueError, "client and samplers differ in length");
     goto out;
   }
-  if ((size_t)n > self->cap) {
-    struct qrs_batch_row *nr;
-    struct qrs_token_record *nrec;
-    nr = PyMem_Realloc(self->rows, (size_t)n * sizeof(*nr));
-    if (!nr) {
-      PyErr_NoMemory();
-      goto out;
-    }
-    self->rows = nr;
-    nrec = PyMem_Realloc(self->recs, (size_t)n * sizeof(*nrec));
-    if (!nrec) {
-      PyErr_NoMemory();
-      goto out;
-    }
-    self->recs = nrec;
-    self->cap = (size_t)n;
-  }
+  if (pool_reserve(self, (size_t)n) < 0)
+    goto out;
   for (i = 0; i < n; i++) {
     SamplerObject *so = qpy_sampler_item(fast, i, rw.ncols);
     if (!so)
       goto out;
-    co = c ? (ClientObject *)cobj : NULL;
+    conn = one;
     if (cfast) {
       item = PySequence_Fast_GET_ITEM(cfast, i);
       if (!PyObject_TypeCheck(item, &qpy_client_type)) {
         PyErr_Format(PyExc_TypeError, "client[%zd] is not a qrs.Client", i);
         goto out;
       }
-      co = (ClientObject *)item;
-      if (!qpy_client_ok(co))
+      conn = qpy_client_conn((ClientObject *)item);
+      if (!conn)
         goto out;
+      self->conns[nconns++] = conn;
     }
     memset(&self->rows[i], 0, sizeof(self->rows[i]));
     self->rows[i].sampler = so->s;
-    self->rows[i].client = co ? co->c : NULL;
+    self->rows[i].client = conn ? conn->c : NULL;
     self->rows[i].record = want ? &self->recs[i] : NULL;
-    if (ufast) {
-      self->rows[i].u = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(ufast, i));
-      if (self->rows[i].u == -1.0 && PyErr_Occurred())
-        goto out;
-    }
-    if (co)
-      qpy_sampler_hold_client(so, co);
+    if (ufast && qpy_u_get(PySequence_Fast_GET_ITEM(ufast, i), i,
+                           &self->rows[i].u) < 0)
+      goto out;
+    if (conn)
+      qpy_sampler_hold_conn(so, conn);
   }
   Py_BEGIN_ALLOW_THREADS
   if (one_hot)
@@ -236,6 +259,10 @@ out:
   Py_XDECREF(ufast);
   Py_XDECREF(cfast);
   qpy_rows_release(&rw);
+  while (nconns > 0)
+    qpy_conn_unref(self->conns[--nconns]);
+  qpy_conn_unref(one);
+  self->busy = 0;
   return res;
 }
 
@@ -245,8 +272,10 @@ static PyMethodDef pool_methods[] = {
     "sample(logits, samplers, client=None, u=None, dtype=None, "
     "records=False, one_hot=False) -> (tokens, statuses, records); "
     "client: a Client, or a list of one per row; "
+    "u: one per row, each in [0, 1]; "
     "one_hot: each sampled row is then written over in place, -inf but 0 "
-    "at its token (qrs_sample_batch_one_hot())" },
+    "at its token (qrs_sample_batch_one_hot()); read-only rows are "
+    "refused" },
   { NULL, NULL, 0, NULL },
 };
 

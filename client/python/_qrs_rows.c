@@ -4,9 +4,18 @@
    tensors, f32/f16/bf16/f64).  Nothing is copied. */
 #include "_qrs.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-/* The DLPack ABI (dlpack.h, v0.8, unversioned capsule "dltensor"). */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23    /* Linux 5.14; older C headers lack it */
+#endif
+
+/* The DLPack ABI (dlpack.h): v0.8's unversioned capsule "dltensor", and
+   v1's "dltensor_versioned", whose flags say read-only or copied. */
 struct dl_device { int32_t device_type; int32_t device_id; };
 struct dl_dtype { uint8_t code; uint8_t bits; uint16_t lanes; };
 struct dl_tensor {
@@ -23,6 +32,15 @@ struct dl_managed {
   void *manager_ctx;
   void (*deleter)(struct dl_managed *);
 };
+struct dl_managed_versioned {
+  struct { uint32_t major, minor; } version;  /* this far in every major */
+  void *manager_ctx;
+  void (*deleter)(struct dl_managed_versioned *);
+  uint64_t flags;
+  struct dl_tensor t;
+};
+#define DL_FLAG_READ_ONLY 0x1
+#define DL_FLAG_IS_COPIED 0x2
 #define DL_CPU 1
 #define DL_CUDA_HOST 3
 #define DL_INT 0
@@ -41,14 +59,81 @@ qpy_rows_release(struct rows *r)
       r->dl->deleter(r->dl);
     r->dl = NULL;
   }
+  if (r->dlv) {
+    if (r->dlv->deleter)
+      r->dlv->deleter(r->dlv);
+    r->dlv = NULL;
+  }
   Py_CLEAR(r->capsule);
+}
+
+/* Whether the mappings in /proc/self/maps (in address order) cover
+   [lo, hi) with writable ones. */
+static int
+maps_writable(unsigned long lo, unsigned long hi)
+{
+  unsigned long a, b, at = lo;
+  char perms[5];
+  FILE *f;
+
+  f = fopen("/proc/self/maps", "re");
+  if (!f)
+    return 0;
+  while (at < hi &&
+         fscanf(f, "%lx-%lx %4s%*[^\n]", &a, &b, perms) == 3) {
+    if (a > at)
+      break;                      /* a hole */
+    if (b > at) {
+      if (perms[1] != 'w')
+        break;
+      at = b;
+    }
+  }
+  fclose(f);
+  return at >= hi;
+}
+
+/* Whether this process may write [p, p + len): a write to a page mapped
+   read-only (a file mapped so, as a torch tensor's memory) is SIGSEGV,
+   which no DLPack producer has to tell.  MADV_POPULATE_WRITE faults the
+   pages in writable, which the write would do anyway, or fails where a
+   write would fault; where it cannot tell (EINVAL: a kernel before 5.14,
+   a mapping it does not populate, and a read-only one), the mappings
+   tell. */
+static int
+mem_writable(const void *p, size_t len)
+{
+  unsigned long page, lo, hi;
+
+  if (len == 0)
+    return 1;
+  page = (unsigned long)sysconf(_SC_PAGESIZE);
+  lo = (unsigned long)p & ~(page - 1);
+  hi = ((unsigned long)p + len + page - 1) & ~(page - 1);
+  if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) == 0)
+    return 1;
+  return errno == EINVAL && maps_writable(lo, hi);
 }
 
 int
 qpy_rows_readonly(const struct rows *r, const char *what)
 {
-  if (!r->has_view || !r->view.readonly)
-    return 0;
+  size_t len;
+
+  if (r->has_view) {
+    if (!r->view.readonly)
+      return 0;
+  } else if (r->dlv && (r->dlv->flags & DL_FLAG_IS_COPIED)) {
+    PyErr_Format(PyExc_ValueError, "%s is a copy the DLPack producer "
+                 "made: a write would not reach the tensor", what);
+    return 1;
+  } else if (!r->dlv || !(r->dlv->flags & DL_FLAG_READ_ONLY)) {
+    len = r->nrows ? ((r->nrows - 1) * r->stride + r->ncols) *
+                         qpy_elem_size(r->dtype)
+                   : 0;
+    if (mem_writable(r->data, len))
+      return 0;
+  }
   PyErr_Format(PyExc_ValueError, "%s is read-only", what);
   return 1;
 }
@@ -113,23 +198,63 @@ noncontig:
   return -1;
 }
 
+/* obj.__dlpack__(max_version=(1, 0)), or obj.__dlpack__() from a
+   producer that takes no max_version. */
+static PyObject *
+dlpack_capsule(PyObject *obj)
+{
+  PyObject *fn, *noargs, *kw, *cap = NULL;
+
+  fn = PyObject_GetAttrString(obj, "__dlpack__");
+  if (!fn)
+    return NULL;
+  noargs = PyTuple_New(0);
+  kw = Py_BuildValue("{s:(ii)}", "max_version", 1, 0);
+  if (noargs && kw) {
+    cap = PyObject_Call(fn, noargs, kw);
+    if (!cap && PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();
+      cap = PyObject_CallNoArgs(fn);
+    }
+  }
+  Py_XDECREF(kw);
+  Py_XDECREF(noargs);
+  Py_DECREF(fn);
+  return cap;
+}
+
 static int
 rows_from_dlpack(PyObject *obj, struct rows *r, int want_2d)
 {
   struct dl_tensor *t;
 
-  r->capsule = PyObject_CallMethod(obj, "__dlpack__", NULL);
+  r->capsule = dlpack_capsule(obj);
   if (!r->capsule)
     return -1;
-  r->dl = PyCapsule_GetPointer(r->capsule, "dltensor");
-  if (!r->dl)
-    return -1;
-  /* consumed: the capsule's destructor must not free it again */
-  if (PyCapsule_SetName(r->capsule, "used_dltensor") < 0) {
-    r->dl = NULL;
-    return -1;
+  /* consumed once renamed: the capsule's destructor must not free it */
+  if (PyCapsule_IsValid(r->capsule, "dltensor_versioned")) {
+    r->dlv = PyCapsule_GetPointer(r->capsule, "dltensor_versioned");
+    if (PyCapsule_SetName(r->capsule, "used_dltensor_versioned") < 0) {
+      r->dlv = NULL;
+      return -1;
+    }
+    if (r->dlv->version.major != 1) {
+      PyErr_Format(PyExc_TypeError, "DLPack version %u.%u is not 1.x",
+                   (unsigned)r->dlv->version.major,
+                   (unsigned)r->dlv->version.minor);
+      return -1;
+    }
+    t = &r->dlv->t;
+  } else {
+    r->dl = PyCapsule_GetPointer(r->capsule, "dltensor");
+    if (!r->dl)
+      return -1;
+    if (PyCapsule_SetName(r->capsule, "used_dltensor") < 0) {
+      r->dl = NULL;
+      return -1;
+    }
+    t = &r->dl->t;
   }
-  t = &r->dl->t;
   if (t->device.device_type != DL_CPU &&
       t->device.device_type != DL_CUDA_HOST) {
     PyErr_SetString(PyExc_ValueError,

@@ -2,32 +2,29 @@
    on one row of logits at a time. */
 #include "_qrs.h"
 
-/* Forget the prefetch (on its client, still alive) and let the client
-   go; a closed client with no other users is freed. */
-static void
-sampler_release_client(SamplerObject *self)
-{
-  ClientObject *co = self->prefetch_client;
+#include <stdio.h>
 
-  if (!co)
+/* Forget the prefetch (on its connection, still open) and let the
+   connection go; one its Client closed is freed with its last holder. */
+static void
+sampler_release_conn(SamplerObject *self)
+{
+  struct qpy_conn *conn = self->prefetch_conn;
+
+  if (!conn)
     return;
   qrs_sampler_cancel_prefetch(self->s);
-  self->prefetch_client = NULL;
-  if (--co->users == 0 && co->closed) {
-    qrs_client_free(co->c);
-    co->c = NULL;
-  }
-  Py_DECREF(co);
+  self->prefetch_conn = NULL;
+  qpy_conn_unref(conn);
 }
 
 void
-qpy_sampler_hold_client(SamplerObject *self, ClientObject *co)
+qpy_sampler_hold_conn(SamplerObject *self, struct qpy_conn *conn)
 {
-  if (self->prefetch_client == co)
+  if (self->prefetch_conn == conn)
     return;
-  sampler_release_client(self);
-  self->prefetch_client = (ClientObject *)Py_NewRef(co);
-  co->users++;
+  sampler_release_conn(self);
+  self->prefetch_conn = qpy_conn_ref(conn);
 }
 
 static int
@@ -48,7 +45,7 @@ sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
     PyErr_SetString(PyExc_ValueError, "vocab_size must be positive");
     return -1;
   }
-  sampler_release_client(self);
+  sampler_release_conn(self);
   qrs_sampler_free(self->s);
   self->s = NULL;
   r = qrs_sampler_new(cfg == Py_None ? NULL : ((ConfigObject *)cfg)->cfg,
@@ -66,8 +63,8 @@ sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
 static void
 sampler_dealloc(SamplerObject *self)
 {
-  /* the prefetch is cancelled on its client, which must be alive */
-  sampler_release_client(self);
+  /* the prefetch is cancelled on its connection, which must be open */
+  sampler_release_conn(self);
   qrs_sampler_free(self->s);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -156,6 +153,27 @@ qpy_sampler_item(PyObject *fast, Py_ssize_t i, size_t ncols)
   return (SamplerObject *)item;
 }
 
+int
+qpy_u_get(PyObject *obj, Py_ssize_t i, double *ret_u)
+{
+  char what[80];
+  double u;
+
+  u = PyFloat_AsDouble(obj);
+  if (u == -1.0 && PyErr_Occurred())
+    return -1;
+  if (!(u >= 0.0 && u <= 1.0)) {
+    if (i < 0)
+      snprintf(what, sizeof(what), "u = %g", u);
+    else
+      snprintf(what, sizeof(what), "u[%zd] = %g", i, u);
+    qpy_set_error(QRS_E_U_RANGE, what);
+    return -1;
+  }
+  *ret_u = u;
+  return 0;
+}
+
 static PyObject *
 token_result(int r, uint32_t tok, const struct qrs_token_record *rec,
              int want_rec, const char *detail)
@@ -178,31 +196,36 @@ sampler_sample_token(SamplerObject *self, PyObject *args, PyObject *kw)
   int want = 0, r;
   struct rows rw;
   struct qrs_token_record rec;
+  struct qpy_conn *conn;
+  PyObject *res;
   uint32_t tok = 0;
 
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|zp", kwl, &qpy_client_type,
                                    &cobj, &lobj, &dt, &want))
     return NULL;
-  if (!qpy_client_ok((ClientObject *)cobj))
+  conn = qpy_client_conn((ClientObject *)cobj);
+  if (!conn)
     return NULL;
-  if (sampler_row(self, lobj, dt, &rw) < 0)
+  if (sampler_row(self, lobj, dt, &rw) < 0) {
+    qpy_conn_unref(conn);
     return NULL;
-  qpy_sampler_hold_client(self, (ClientObject *)cobj);
+  }
+  qpy_sampler_hold_conn(self, conn);
   Py_BEGIN_ALLOW_THREADS
-  r = qrs_sampler_sample_token(self->s, ((ClientObject *)cobj)->c, rw.data,
-                               rw.dtype, rw.ncols, &tok,
-                               want ? &rec : NULL);
+  r = qrs_sampler_sample_token(self->s, conn->c, rw.data, rw.dtype, rw.ncols,
+                               &tok, want ? &rec : NULL);
   Py_END_ALLOW_THREADS
   qpy_rows_release(&rw);
-  return token_result(r, tok, &rec, want,
-                      qrs_client_errmsg(((ClientObject *)cobj)->c));
+  res = token_result(r, tok, &rec, want, qrs_client_errmsg(conn->c));
+  qpy_conn_unref(conn);
+  return res;
 }
 
 static PyObject *
 sampler_select_u(SamplerObject *self, PyObject *args, PyObject *kw)
 {
   static char *kwl[] = { "logits", "u", "dtype", "record", NULL };
-  PyObject *lobj;
+  PyObject *lobj, *uobj;
   const char *dt = NULL;
   double u;
   int want = 0, r;
@@ -210,10 +233,10 @@ sampler_select_u(SamplerObject *self, PyObject *args, PyObject *kw)
   struct qrs_token_record rec;
   uint32_t tok = 0;
 
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "Od|zp", kwl, &lobj, &u, &dt,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|zp", kwl, &lobj, &uobj, &dt,
                                    &want))
     return NULL;
-  if (sampler_row(self, lobj, dt, &rw) < 0)
+  if (qpy_u_get(uobj, -1, &u) < 0 || sampler_row(self, lobj, dt, &rw) < 0)
     return NULL;
   r = qrs_sampler_select_u(self->s, rw.data, rw.dtype, rw.ncols, u, &tok,
                            want ? &rec : NULL);
@@ -224,17 +247,22 @@ sampler_select_u(SamplerObject *self, PyObject *args, PyObject *kw)
 static PyObject *
 sampler_prefetch(SamplerObject *self, PyObject *args)
 {
+  struct qpy_conn *conn;
   PyObject *cobj;
   int r;
 
   if (!PyArg_ParseTuple(args, "O!", &qpy_client_type, &cobj))
     return NULL;
-  if (!qpy_client_ok((ClientObject *)cobj))
+  conn = qpy_client_conn((ClientObject *)cobj);
+  if (!conn)
     return NULL;
-  qpy_sampler_hold_client(self, (ClientObject *)cobj);
-  r = qrs_sampler_prefetch(self->s, ((ClientObject *)cobj)->c);
+  qpy_sampler_hold_conn(self, conn);
+  r = qrs_sampler_prefetch(self->s, conn->c);
   if (r < 0)
-    return qpy_set_error(r, qrs_client_errmsg(((ClientObject *)cobj)->c));
+    qpy_set_error(r, qrs_client_errmsg(conn->c));
+  qpy_conn_unref(conn);
+  if (r < 0)
+    return NULL;
   Py_RETURN_NONE;
 }
 

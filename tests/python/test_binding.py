@@ -41,6 +41,12 @@ def _sampler_for(case: dict) -> qrs.Sampler:
     return qrs.Sampler(cfg, max(case["vocab_size"], 2))
 
 
+def _u_ok(case: dict) -> bool:
+    """Whether libqrs selects with the case's u: NaN or a u outside
+    [0, 1] is URangeError, where the reference still picks a token."""
+    return 0.0 <= float(case["u"]) <= 1.0
+
+
 def _broken(row: np.ndarray) -> bool:
     """A row the reference picks from but libqrs refuses (NaN, +inf,
     all -inf: QRS_E_LOGITS, documented in qrs/sampler.h)."""
@@ -53,12 +59,17 @@ def test_select_vectors_f64_f32(case: dict) -> None:
     """The tokens test_select.c checks: the reference's token on every
     select vector, for f64 rows and for f32 rows where the values are
     exact in float32; broken rows are LogitsError, a NaN top_p is
-    ConfigError (libqrs's documented deviations)."""
+    ConfigError, a u outside [0, 1] is URangeError (libqrs's documented
+    deviations)."""
     row = _logits(case)
     want = case["expected"]
     if math.isnan(float(case["top_p"])):
         with pytest.raises(qrs.ConfigError, match="top_p"):
             _sampler_for(case)
+        return
+    if not _u_ok(case):
+        with pytest.raises(qrs.URangeError):
+            _sampler_for(case).select_u(row, float(case["u"]))
         return
     for dtype in ("f64", "f32"):
         r = row.astype(np.float32) if dtype == "f32" else row
@@ -84,7 +95,7 @@ def test_select_vectors_half_rows(case: dict) -> None:
     dtype='bf16') give the token libqrs picks on the same values as f32:
     the row is read in place, converted exactly."""
     row = _logits(case)
-    if _broken(row) or math.isnan(float(case["top_p"])):
+    if _broken(row) or math.isnan(float(case["top_p"])) or not _u_ok(case):
         return
     for tdt, name in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
         t = torch.tensor(row, dtype=tdt)

@@ -24,7 +24,7 @@ from . import errors  # noqa: E402
 from ._config import field_names, make_config, preset_names  # noqa: E402
 from .errors import (  # noqa: E402
     BusyError, ConfigError, DaemonTimeout, DaemonUnavailable, EntropyError,
-    LogitsError, PermissionDenied, ProtocolError, QrsError)
+    LogitsError, PermissionDenied, ProtocolError, QrsError, URangeError)
 
 _qrs._set_raise(errors.raise_code)
 
@@ -38,6 +38,7 @@ libqrs_version: str = _qrs.libqrs_version
 __all__ = [
     "BusyError", "Client", "Config", "ConfigError", "DaemonTimeout",
     "DaemonUnavailable", "EntropyError", "LogitsError", "PermissionDenied",
-    "Pool", "ProtocolError", "QrsError", "Sampler", "errors", "field_names",
-    "force_one_hot", "libqrs_version", "make_config", "preset_names",
+    "Pool", "ProtocolError", "QrsError", "Sampler", "URangeError", "errors",
+    "field_names", "force_one_hot", "libqrs_version", "make_config",
+    "preset_names",
 ]

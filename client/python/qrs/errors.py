@@ -30,6 +30,12 @@ class LogitsError(QrsError, ValueError):
     """NaN or +inf logits, an all -inf row, or no candidate left."""
 
 
+class URangeError(QrsError, ValueError):
+    """A selection u that is NaN, infinite or outside [0, 1]
+    (QRS_E_U_RANGE): ``Sampler.select_u`` and ``Pool.sample(u=...)``
+    refuse it before sampling anything; 0 and 1 are accepted."""
+
+
 class EntropyError(QrsError):
     """qrsd could not serve the draw (source failed, unknown source,
     bad sample count or amplifier parameters)."""
@@ -67,6 +73,7 @@ for _c in (-1102, -1103):
     _BY_CODE[_c] = ConfigError
 for _c in (-1104, -1105):
     _BY_CODE[_c] = LogitsError
+_BY_CODE[-1106] = URangeError
 for _c in (-1005, -1006, -1007, -1012, -1020, -1021):
     _BY_CODE[_c] = EntropyError
 for _c in (-1100, -1013) + tuple(_errno_codes(
