@@ -3,7 +3,9 @@
    server_init() opens the registry, the draw engine, the status file and
    the compat endpoint; server_listen_path() or server_listen_fd() starts
    listening; every accepted connection gets its limits checked (over
-   one, its first request is answered BUSY) and then belongs to conn.c,
+   one, its first request is answered BUSY; the last
+   limits.reserved_admin_connections are kept for administrators) and
+   then belongs to conn.c,
    its requests to dispatch.c and report.c (server_int.h).  A sweep timer
    enforces the HELLO, frame and idle deadlines.  server_stop() answers
    what is in flight and closes everything before on_stopped runs.
@@ -102,6 +104,29 @@ conn_deny(struct conn *c)
   conn_update_reading(c);
 }
 
+/* May c's peer use a connection reserved for administration (root,
+   qrsd's own uid, access.admin_group)?  fd: its socket. */
+static int
+conn_is_admin(const struct conn *c, int fd)
+{
+  char why[160];
+
+  return c->peer.has_cred &&
+         access_peer_admin(&c->srv->admin, fd, c->peer.uid, c->gid, why,
+                           sizeof(why));
+}
+
+uint32_t
+server_open_connections(const struct qrsd_conf *conf)
+{
+  uint32_t reserve;
+
+  reserve = conf->reserved_admin_connections;
+  if (reserve > conf->max_connections / 2)
+    reserve = conf->max_connections / 2;
+  return conf->max_connections - reserve;
+}
+
 static void
 on_unlisted_closed(uv_handle_t *h)
 {
@@ -114,10 +139,12 @@ on_connection(uv_stream_t *listener, int status)
   struct server *srv;
   struct conn *c;
   struct ucred cred;
+  uint32_t served, open_max;
   socklen_t len;
   uv_os_fd_t fd;
 
   srv = listener->data;
+  fd = -1;
   if (status < 0) {
     log_limited(&srv->rl_conn, LOG_LEVEL_WARN,
                 "accept failed: %s", uv_strerror(status));
@@ -182,11 +209,22 @@ on_connection(uv_stream_t *listener, int status)
     conn_close(c);
     return;
   }
-  if (srv->n_conns - srv->n_refused > srv->conf->max_connections)
+  served = srv->n_conns - srv->n_refused;
+  open_max = server_open_connections(srv->conf);
+  if (served > srv->conf->max_connections)
     conn_refuse(c, srv->conf->max_connections, "");
+  else if (served > open_max && !conn_is_admin(c, fd))
+    conn_refuse(c, open_max, " for non-administrators "
+                "(limits.reserved_admin_connections)");
   else if (c->peer.has_cred && conns_of_uid(srv, c->peer.uid) >
            srv->conf->max_connections_per_uid)
     conn_refuse(c, srv->conf->max_connections_per_uid, " per user");
+  else if (served > open_max) {
+    c->in_reserve = 1;
+    log_limited(&srv->rl_busy, LOG_LEVEL_INFO, "%s: served on a connection "
+                "reserved for administration (%u of %u connections in use)",
+                c->peer.name, served, srv->conf->max_connections);
+  }
   log_debug("%s: connected", c->peer.name);
   conn_update_reading(c);
   return;

@@ -570,3 +570,88 @@ Test(limits, a_signal_in_the_shutdown_window_does_not_kill_the_daemon,
   assert_draw_works(D.sock);
   cr_assert_eq(daemon_stop(&D), 0, "killed by the second signal");
 }
+
+/* ---- administrators keep connections at max_connections --------------- */
+
+/* In a child running as uid 65534: connect and HELLO until a HELLO is
+   answered BUSY (at most 64 times); write to out how many were served
+   (one byte, 255 if no BUSY came), then hold them until hold is closed. */
+static void
+hold_as_nobody(const char *sock, int out, int hold)
+{
+  struct qrs_frame_hdr h;
+  uint8_t *p, served;
+  int fd, i;
+  char c;
+
+  if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+    _exit(2);
+  served = 255;
+  for (i = 0; i < 64; i++) {
+    fd = raw_connect(sock);
+    raw_send_hello(fd, 5);
+    if (raw_recv(fd, &h, &p) < 0)
+      _exit(3);
+    free(p);
+    if (h.type == QRS_MSG_ERROR) {
+      served = (uint8_t)i;
+      break;
+    }
+  }
+  if (write(out, &served, 1) != 1)
+    _exit(4);
+  while (read(hold, &c, 1) > 0)
+    ;
+  _exit(0);
+}
+
+Test(limits, administrators_are_served_when_clients_hold_every_connection,
+     .fini = stop_and_clean)
+{
+  char out[8192], err[4096];
+  int tochild[2], fromchild[2], fd, st;
+  uint8_t served;
+  pid_t pid;
+
+  if (geteuid() != 0)
+    cr_skip_test("needs root to hold connections as another user");
+  /* The default reserve: 4 of 8 are kept for administrators. */
+  daemon_run(&D, "socket: { mode: \"0666\", group: \"\" }\n"
+                 "limits: { max_connections: 8 }\n");
+  cr_assert_eq(chmod(D.dir, 0755), 0);
+  cr_assert_eq(pipe(tochild), 0);
+  cr_assert_eq(pipe(fromchild), 0);
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    close(tochild[1]);
+    close(fromchild[0]);
+    hold_as_nobody(D.sock, fromchild[1], tochild[0]);
+  }
+  close(tochild[0]);
+  close(fromchild[1]);
+  cr_assert_eq(read(fromchild[0], &served, 1), 1, "the holder failed");
+  /* An ordinary client got max_connections less the reserve. */
+  cr_expect_eq(served, 4, "uid 65534 was served %u connections of 8",
+               served);
+  /* Root still gets its health and status. */
+  cr_assert_eq(run_qrsctl(D.sock, out, sizeof(out), err, sizeof(err),
+                          "health", NULL), 0, "health: %s", err);
+  cr_assert_eq(run_qrsctl(D.sock, out, sizeof(out), err, sizeof(err),
+                          "status", NULL), 0, "status: %s", err);
+  cr_assert(daemon_log_contains(&D, "4 connections for non-administrators "
+                                "(limits.reserved_admin_connections) is "
+                                "the limit"));
+  /* A reserved connection serves no DRAW. */
+  fd = raw_connect_hello(D.sock);
+  raw_send_draw(fd, 9, "", 100);
+  cr_assert_eq(raw_expect_error(fd, QRS_E_BUSY), 9);
+  close(fd);
+  close(tochild[1]);
+  close(fromchild[0]);
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "holder status %d", st);
+  /* Once the clients left, root draws again. */
+  usleep(100000);
+  assert_draw_works(D.sock);
+}
