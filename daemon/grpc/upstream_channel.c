@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "base/names.h"
+#include "base/keyfile.h"
 #include "base/regfile.h"
 #include "grpc/upstream_int.h"
 #include "persist/atomicfile.h"
@@ -278,6 +279,22 @@ slurp(const char *path, size_t max, const char *what, char *err,
   return buf;
 }
 
+/* slurp() a private key: keyfile.h says which owners and modes do. */
+static char *
+slurp_private(const char *path, size_t max, const char *what, char *err,
+              size_t errlen)
+{
+  char msg[512];
+  char *buf;
+
+  if (keyfile_read(path, KEYFILE_PRIVATE, max, &buf, NULL, msg,
+                   sizeof(msg)) < 0) {
+    snprintf(err, errlen, "cannot use %s %s", what, msg);
+    return NULL;
+  }
+  return buf;
+}
+
 static int
 header_ok(const char *h)
 {
@@ -378,8 +395,9 @@ upstream_new(struct gbridge *br, const struct upstream_conf *c,
     if (c->cert_file && *c->cert_file) {
       u->cert_pem = slurp(c->cert_file, 1 << 20, "tls cert_file", err,
                           errlen);
-      u->key_pem = u->cert_pem ? slurp(c->key_file, 1 << 20,
-                                       "tls key_file", err, errlen) : NULL;
+      u->key_pem = u->cert_pem ? slurp_private(c->key_file, 1 << 20,
+                                               "tls key_file", err,
+                                               errlen) : NULL;
       if (!u->key_pem) {
         r = -EACCES;
         goto fail;

@@ -655,3 +655,99 @@ Test(limits, administrators_are_served_when_clients_hold_every_connection,
   usleep(100000);
   assert_draw_works(D.sock);
 }
+
+/* ---- key files others could change or read ----------------------------- */
+
+/* The compat endpoint on a unix socket with api_keys at keys (and, with
+   cert, TLS on a TCP port). */
+static void
+compat_yaml(char *yaml, size_t len, const char *keys, const char *cert,
+            const char *key)
+{
+  if (cert)
+    snprintf(yaml, len, "state_dir: %s\nstatus_file: \"\"\n"
+             "grpc_compat: { listen: \"127.0.0.1:0\", source: system, "
+             "api_keys: \"%s\", tls_cert: \"%s\", tls_key: \"%s\" }\n",
+             D.dir, keys, cert, key);
+  else
+    snprintf(yaml, len, "state_dir: %s\nstatus_file: \"\"\n"
+             "grpc_compat: { listen: \"unix:%s/compat.sock\", "
+             "source: system, api_keys: \"%s\" }\n", D.dir, D.dir, keys);
+}
+
+Test(limits, an_api_keys_file_others_may_write_stops_qrsd_naming_it,
+     .fini = stop_and_clean, .timeout = 30)
+{
+  char keys[128], yaml[1024], err[4096], want[256];
+
+  daemon_prepare(&D, NULL);
+  snprintf(keys, sizeof(keys), "%s/api_keys", D.dir);
+  write_text_file(keys, "alice 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7"
+                  "425e73043362938b9824\n");
+  cr_assert_eq(chmod(keys, 0666), 0);
+  compat_yaml(yaml, sizeof(yaml), keys, NULL, NULL);
+  cr_assert_neq(daemon_try_start(&D, yaml, err, sizeof(err)), 0,
+                "qrsd started with an api_keys file of mode 0666: %s", err);
+  snprintf(want, sizeof(want), "%s (owner uid %u, mode 0666) is writable "
+           "by group or others", keys, (unsigned)geteuid());
+  cr_assert_not_null(strstr(err, want), "'%s' lacks '%s'", err, want);
+  snprintf(want, sizeof(want), "chmod go-w %s", keys);
+  cr_assert_not_null(strstr(err, want), "'%s' lacks '%s'", err, want);
+}
+
+/* Kubernetes mounts a secret as a chain of links to a read-only file,
+   0444 and root's: the file of hashes is taken. */
+Test(limits, an_api_keys_file_behind_links_and_read_only_is_taken,
+     .fini = stop_and_clean, .timeout = 30)
+{
+  char data[128], keys[160], link[128], yaml[1024];
+
+  if (geteuid() != 0)
+    cr_skip_test("needs root for a root-owned file");
+  daemon_prepare(&D, NULL);
+  snprintf(data, sizeof(data), "%s/..2024_01_01", D.dir);
+  cr_assert_eq(mkdir(data, 0755), 0);
+  snprintf(keys, sizeof(keys), "%s/api_keys", data);
+  write_text_file(keys, "alice 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7"
+                  "425e73043362938b9824\n");
+  cr_assert_eq(chmod(keys, 0444), 0);
+  snprintf(link, sizeof(link), "%s/..data", D.dir);
+  cr_assert_eq(symlink("..2024_01_01", link), 0);
+  snprintf(link, sizeof(link), "%s/api_keys", D.dir);
+  cr_assert_eq(symlink("..data/api_keys", link), 0);
+  compat_yaml(yaml, sizeof(yaml), link, NULL, NULL);
+  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+  cr_assert_eq(daemon_stop(&D), 0);
+}
+
+Test(limits, a_tls_key_others_may_read_stops_qrsd_naming_it,
+     .fini = stop_and_clean, .timeout = 60)
+{
+  char keys[128], cert[128], key[128], cmd[512], yaml[1024], err[4096];
+  char want[256];
+
+  daemon_prepare(&D, NULL);
+  snprintf(keys, sizeof(keys), "%s/api_keys", D.dir);
+  write_text_file(keys, "alice 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7"
+                  "425e73043362938b9824\n");
+  snprintf(cert, sizeof(cert), "%s/tls.pem", D.dir);
+  snprintf(key, sizeof(key), "%s/tls.key", D.dir);
+  snprintf(cmd, sizeof(cmd), "openssl req -x509 -newkey rsa:2048 -nodes "
+           "-days 2 -subj /CN=localhost -keyout %s -out %s 2>/dev/null",
+           key, cert);
+  cr_assert_eq(system(cmd), 0, "openssl failed");
+  cr_assert_eq(chmod(key, 0644), 0);
+  compat_yaml(yaml, sizeof(yaml), keys, cert, key);
+  cr_assert_neq(daemon_try_start(&D, yaml, err, sizeof(err)), 0,
+                "qrsd started with a TLS key of mode 0644: %s", err);
+  snprintf(want, sizeof(want), "%s (owner uid %u, mode 0644) is a private "
+           "key that others may read: chmod", key, (unsigned)geteuid());
+  cr_assert_not_null(strstr(err, want), "'%s' lacks '%s'", err, want);
+  /* Readable by its owner (and, root's, by its group): taken. */
+  cr_assert_eq(chmod(key, geteuid() == 0 ? 0640 : 0600), 0);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+  cr_assert_eq(daemon_stop(&D), 0);
+}
