@@ -70,6 +70,7 @@ upstream__maybe_free(struct upstream *u)
   free(u->header);
   free(u->server_name);
   free(u);
+  grpc_shutdown();                    /* upstream_new()'s grpc_init() */
 }
 
 /* ---- channel ---------------------------------------------------------- */
@@ -321,6 +322,10 @@ upstream_new(struct gbridge *br, const struct upstream_conf *c,
   u = calloc(1, sizeof(*u));
   if (!u)
     return -ENOMEM;
+  /* gRPC itself stays up until the channel and the credentials are gone,
+     which may be after the bridge has closed and put its own reference
+     (a final quota write still in flight holds u at shutdown). */
+  grpc_init();
   LIST_INIT(&u->attempts);
   u->br = br;
   u->mode = c->mode;
