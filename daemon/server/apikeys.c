@@ -221,7 +221,7 @@ apikeys_load(uv_loop_t *loop, const char *path, const char *state_dir,
              struct apikeys **ret, char *err, size_t errlen)
 {
   struct apikeys *ks;
-  char *buf, *line, *save, why[300];
+  char *buf, *line, *save, why[600];
   size_t lineno = 0;
   int r;
 
