@@ -94,13 +94,13 @@ conn_deny(struct conn *c)
                                        .peer = &c->peer },
                  "%s: access denied: %s", c->peer.name, c->refuse_msg);
   srv->refused_total++;
-  if (srv->n_refused >= REFUSED_SLACK) {
+  c->refused = 1;                     /* not served, even while it closes */
+  srv->n_refused++;
+  if (srv->n_refused > REFUSED_SLACK) {
     conn_close(c);
     return;
   }
-  c->refused = 1;
   c->refuse_err = QRS_E_PERMISSION;
-  srv->n_refused++;
   conn_update_reading(c);
 }
 
@@ -141,6 +141,7 @@ on_connection(uv_stream_t *listener, int status)
   struct ucred cred;
   uint32_t served, open_max;
   socklen_t len;
+  int reserve;
   uv_os_fd_t fd;
 
   srv = listener->data;
@@ -201,29 +202,33 @@ on_connection(uv_stream_t *listener, int status)
      BUSY with that request's seq, so that it can say BUSY rather than
      "connection lost"; the HELLO deadline still applies.  Far over, we
      do not wait. */
-  if (srv->n_refused >= REFUSED_SLACK) {
+  served = srv->n_conns - srv->n_refused;
+  open_max = server_open_connections(srv->conf);
+  reserve = served > open_max && served <= srv->conf->max_connections &&
+            conn_is_admin(c, fd);     /* an operator during a flood too */
+  if (srv->n_refused >= REFUSED_SLACK && !reserve) {
     log_limited(&srv->rl_busy, LOG_LEVEL_WARN, "%s: refused at once: "
                 "%u connections is the limit", c->peer.name,
                 srv->conf->max_connections);
     srv->refused_total++;
+    c->refused = 1;                   /* not served while it closes */
+    srv->n_refused++;
     conn_close(c);
     return;
   }
-  served = srv->n_conns - srv->n_refused;
-  open_max = server_open_connections(srv->conf);
   if (served > srv->conf->max_connections)
     conn_refuse(c, srv->conf->max_connections, "");
-  else if (served > open_max && !conn_is_admin(c, fd))
+  else if (served > open_max && !reserve)
     conn_refuse(c, open_max, " for non-administrators "
                 "(limits.reserved_admin_connections)");
   else if (c->peer.has_cred && conns_of_uid(srv, c->peer.uid) >
            srv->conf->max_connections_per_uid)
     conn_refuse(c, srv->conf->max_connections_per_uid, " per user");
-  else if (served > open_max) {
+  else if (reserve) {
     c->in_reserve = 1;
-    log_limited(&srv->rl_busy, LOG_LEVEL_INFO, "%s: served on a connection "
-                "reserved for administration (%u of %u connections in use)",
-                c->peer.name, served, srv->conf->max_connections);
+    log_debug("%s: served on a connection reserved for administration "
+              "(%u of %u connections in use)", c->peer.name, served,
+              srv->conf->max_connections);
   }
   log_debug("%s: connected", c->peer.name);
   conn_update_reading(c);

@@ -574,8 +574,9 @@ Test(limits, a_signal_in_the_shutdown_window_does_not_kill_the_daemon,
 /* ---- administrators keep connections at max_connections --------------- */
 
 /* In a child running as uid 65534: connect and HELLO until a HELLO is
-   answered BUSY (at most 64 times); write to out how many were served
-   (one byte, 255 if no BUSY came), then hold them until hold is closed. */
+   answered BUSY (at most 64 times), then open 80 more connections that
+   never say HELLO; write to out how many were served (one byte, 255 if no
+   BUSY came), then hold them all until hold is closed. */
 static void
 hold_as_nobody(const char *sock, int out, int hold)
 {
@@ -598,6 +599,10 @@ hold_as_nobody(const char *sock, int out, int hold)
       break;
     }
   }
+  /* Then a flood: more connections than qrsd keeps to answer BUSY
+     (beyond them it closes new ones at once), never a HELLO. */
+  for (i = 0; i < 80; i++)
+    raw_connect(sock);
   if (write(out, &served, 1) != 1)
     _exit(4);
   while (read(hold, &c, 1) > 0)
