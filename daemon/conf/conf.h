@@ -113,6 +113,9 @@ struct qrsd_conf {
   uint32_t frame_timeout_ms;    /* a started frame must complete */
   uint32_t idle_timeout_ms;     /* 0: idle connections stay */
   uint32_t max_connections_per_uid;
+  uint32_t reserved_admin_connections;  /* of max_connections, kept for
+                                           root, qrsd's uid and
+                                           access.admin_group */
   uint64_t memory_budget;       /* queued replies + reads in progress */
   int allow_test_sources;   /* serve non-production (mock) sources */
   char *state_dir;          /* persisted state (daily quota counts) */

@@ -15,6 +15,7 @@
 
 #include "base/container.h"
 #include "base/log.h"
+#include "base/keyfile.h"
 #include "base/regfile.h"
 #include "grpc/gserve.h"
 
@@ -488,7 +489,9 @@ make_creds(const struct gserve_conf *c, char *err, size_t errlen)
   if (!c->tls_cert)
     return grpc_insecure_server_credentials_create();
   cert = read_pem(c->tls_cert, err, errlen);
-  key = cert ? read_pem(c->tls_key, err, errlen) : NULL;
+  if (cert && keyfile_read(c->tls_key, KEYFILE_PRIVATE, 1 << 20, &key, NULL,
+                           err, errlen) < 0)
+    key = NULL;
   if (key && c->tls_client_ca)
     ca = read_pem(c->tls_client_ca, err, errlen);
   if (cert && key && (ca || !c->tls_client_ca)) {

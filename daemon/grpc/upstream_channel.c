@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "base/names.h"
+#include "base/keyfile.h"
 #include "base/regfile.h"
 #include "grpc/upstream_int.h"
 #include "persist/atomicfile.h"
@@ -69,6 +70,7 @@ upstream__maybe_free(struct upstream *u)
   free(u->header);
   free(u->server_name);
   free(u);
+  grpc_shutdown();                    /* upstream_new()'s grpc_init() */
 }
 
 /* ---- channel ---------------------------------------------------------- */
@@ -278,6 +280,22 @@ slurp(const char *path, size_t max, const char *what, char *err,
   return buf;
 }
 
+/* slurp() a private key: keyfile.h says which owners and modes do. */
+static char *
+slurp_private(const char *path, size_t max, const char *what, char *err,
+              size_t errlen)
+{
+  char msg[512];
+  char *buf;
+
+  if (keyfile_read(path, KEYFILE_PRIVATE, max, &buf, NULL, msg,
+                   sizeof(msg)) < 0) {
+    snprintf(err, errlen, "cannot use %s %s", what, msg);
+    return NULL;
+  }
+  return buf;
+}
+
 static int
 header_ok(const char *h)
 {
@@ -304,6 +322,10 @@ upstream_new(struct gbridge *br, const struct upstream_conf *c,
   u = calloc(1, sizeof(*u));
   if (!u)
     return -ENOMEM;
+  /* gRPC itself stays up until the channel and the credentials are gone,
+     which may be after the bridge has closed and put its own reference
+     (a final quota write still in flight holds u at shutdown). */
+  grpc_init();
   LIST_INIT(&u->attempts);
   u->br = br;
   u->mode = c->mode;
@@ -378,8 +400,9 @@ upstream_new(struct gbridge *br, const struct upstream_conf *c,
     if (c->cert_file && *c->cert_file) {
       u->cert_pem = slurp(c->cert_file, 1 << 20, "tls cert_file", err,
                           errlen);
-      u->key_pem = u->cert_pem ? slurp(c->key_file, 1 << 20,
-                                       "tls key_file", err, errlen) : NULL;
+      u->key_pem = u->cert_pem ? slurp_private(c->key_file, 1 << 20,
+                                               "tls key_file", err,
+                                               errlen) : NULL;
       if (!u->key_pem) {
         r = -EACCES;
         goto fail;

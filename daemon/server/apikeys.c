@@ -10,6 +10,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "base/keyfile.h"
 #include "base/log.h"
 #include "base/regfile.h"
 #include "persist/atomicfile.h"
@@ -220,12 +221,12 @@ apikeys_load(uv_loop_t *loop, const char *path, const char *state_dir,
              struct apikeys **ret, char *err, size_t errlen)
 {
   struct apikeys *ks;
-  char *buf, *line, *save, why[300];
+  char *buf, *line, *save, why[600];
   size_t lineno = 0;
   int r;
 
   *ret = NULL;
-  r = regfile_read(path, REGFILE_FOLLOW, APIKEY_MAX_FILE, &buf, NULL, why,
+  r = keyfile_read(path, KEYFILE_HASHES, APIKEY_MAX_FILE, &buf, NULL, why,
                    sizeof(why));
   if (r < 0) {
     snprintf(err, errlen, "api_keys: %s", why);

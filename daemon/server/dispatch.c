@@ -6,7 +6,8 @@
    and BYTES handed to the draw engine once their reply fits the
    connection's write queue and the memory budget (else BUSY), STATUS,
    HEALTH and SOURCES to report.c, RELOAD (privileged) to reload.c,
-   SOURCE_CONTROL (privileged) to control.c. */
+   SOURCE_CONTROL (privileged) to control.c.  A connection taken from the
+   administrators' reserve gets BUSY for DRAW and BYTES. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -276,6 +277,18 @@ dispatch_frame(struct conn *c, const struct qrs_frame_hdr *h,
     conn_send_error(c, h->seq, QRS_E_BUSY,
                     "more than %u requests in flight on this connection",
                     srv->conf->max_inflight);
+    goto out;
+  }
+
+  if (c->in_reserve && (h->type == QRS_MSG_DRAW ||
+                        h->type == QRS_MSG_BYTES)) {
+    srv->busy_total++;
+    conn_send_error(c, h->seq, QRS_E_BUSY, "this connection is one of the "
+                    "%u reserved for administration "
+                    "(limits.reserved_admin_connections): no %s on it",
+                    srv->conf->max_connections -
+                    server_open_connections(srv->conf),
+                    qrs__msg_name(h->type));
     goto out;
   }
 

@@ -3,7 +3,9 @@
    server_init() opens the registry, the draw engine, the status file and
    the compat endpoint; server_listen_path() or server_listen_fd() starts
    listening; every accepted connection gets its limits checked (over
-   one, its first request is answered BUSY) and then belongs to conn.c,
+   one, its first request is answered BUSY; the last
+   limits.reserved_admin_connections are kept for administrators) and
+   then belongs to conn.c,
    its requests to dispatch.c and report.c (server_int.h).  A sweep timer
    enforces the HELLO, frame and idle deadlines.  server_stop() answers
    what is in flight and closes everything before on_stopped runs.
@@ -92,14 +94,37 @@ conn_deny(struct conn *c)
                                        .peer = &c->peer },
                  "%s: access denied: %s", c->peer.name, c->refuse_msg);
   srv->refused_total++;
-  if (srv->n_refused >= REFUSED_SLACK) {
+  c->refused = 1;                     /* not served, even while it closes */
+  srv->n_refused++;
+  if (srv->n_refused > REFUSED_SLACK) {
     conn_close(c);
     return;
   }
-  c->refused = 1;
   c->refuse_err = QRS_E_PERMISSION;
-  srv->n_refused++;
   conn_update_reading(c);
+}
+
+/* May c's peer use a connection reserved for administration (root,
+   qrsd's own uid, access.admin_group)?  fd: its socket. */
+static int
+conn_is_admin(const struct conn *c, int fd)
+{
+  char why[160];
+
+  return c->peer.has_cred &&
+         access_peer_admin(&c->srv->admin, fd, c->peer.uid, c->gid, why,
+                           sizeof(why));
+}
+
+uint32_t
+server_open_connections(const struct qrsd_conf *conf)
+{
+  uint32_t reserve;
+
+  reserve = conf->reserved_admin_connections;
+  if (reserve > conf->max_connections / 2)
+    reserve = conf->max_connections / 2;
+  return conf->max_connections - reserve;
 }
 
 static void
@@ -114,10 +139,13 @@ on_connection(uv_stream_t *listener, int status)
   struct server *srv;
   struct conn *c;
   struct ucred cred;
+  uint32_t served, open_max;
   socklen_t len;
+  int reserve;
   uv_os_fd_t fd;
 
   srv = listener->data;
+  fd = -1;
   if (status < 0) {
     log_limited(&srv->rl_conn, LOG_LEVEL_WARN,
                 "accept failed: %s", uv_strerror(status));
@@ -174,19 +202,34 @@ on_connection(uv_stream_t *listener, int status)
      BUSY with that request's seq, so that it can say BUSY rather than
      "connection lost"; the HELLO deadline still applies.  Far over, we
      do not wait. */
-  if (srv->n_refused >= REFUSED_SLACK) {
+  served = srv->n_conns - srv->n_refused;
+  open_max = server_open_connections(srv->conf);
+  reserve = served > open_max && served <= srv->conf->max_connections &&
+            conn_is_admin(c, fd);     /* an operator during a flood too */
+  if (srv->n_refused >= REFUSED_SLACK && !reserve) {
     log_limited(&srv->rl_busy, LOG_LEVEL_WARN, "%s: refused at once: "
                 "%u connections is the limit", c->peer.name,
                 srv->conf->max_connections);
     srv->refused_total++;
+    c->refused = 1;                   /* not served while it closes */
+    srv->n_refused++;
     conn_close(c);
     return;
   }
-  if (srv->n_conns - srv->n_refused > srv->conf->max_connections)
+  if (served > srv->conf->max_connections)
     conn_refuse(c, srv->conf->max_connections, "");
+  else if (served > open_max && !reserve)
+    conn_refuse(c, open_max, " for non-administrators "
+                "(limits.reserved_admin_connections)");
   else if (c->peer.has_cred && conns_of_uid(srv, c->peer.uid) >
            srv->conf->max_connections_per_uid)
     conn_refuse(c, srv->conf->max_connections_per_uid, " per user");
+  else if (reserve) {
+    c->in_reserve = 1;
+    log_debug("%s: served on a connection reserved for administration "
+              "(%u of %u connections in use)", c->peer.name, served,
+              srv->conf->max_connections);
+  }
   log_debug("%s: connected", c->peer.name);
   conn_update_reading(c);
   return;

@@ -59,6 +59,9 @@ struct conn {
   int refused;                  /* over a connection limit: the first
                                    frame is answered BUSY, then close */
   int refuse_err;               /* QRS_E_BUSY or QRS_E_PERMISSION */
+  int in_reserve;               /* an administrator's, accepted beyond
+                                   server_open_connections(): no DRAW
+                                   or BYTES on it */
   char refuse_msg[128];
   int64_t accepted_ns;          /* CLOCK_MONOTONIC */
   int64_t partial_ns;           /* an incomplete frame began; 0: none */
@@ -68,6 +71,10 @@ struct conn {
 };
 
 /* server.c */
+
+/* Connections anyone allowed may hold: limits.max_connections less
+   limits.reserved_admin_connections (at most half of it is reserved). */
+uint32_t server_open_connections(const struct qrsd_conf *conf);
 
 /* While stopping: call on_stopped once every connection and handle is
    closed. */

@@ -570,3 +570,189 @@ Test(limits, a_signal_in_the_shutdown_window_does_not_kill_the_daemon,
   assert_draw_works(D.sock);
   cr_assert_eq(daemon_stop(&D), 0, "killed by the second signal");
 }
+
+/* ---- administrators keep connections at max_connections --------------- */
+
+/* In a child running as uid 65534: connect and HELLO until a HELLO is
+   answered BUSY (at most 64 times), then open 80 more connections that
+   never say HELLO; write to out how many were served (one byte, 255 if no
+   BUSY came), then hold them all until hold is closed. */
+static void
+hold_as_nobody(const char *sock, int out, int hold)
+{
+  struct qrs_frame_hdr h;
+  uint8_t *p, served;
+  int fd, i;
+  char c;
+
+  if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+    _exit(2);
+  served = 255;
+  for (i = 0; i < 64; i++) {
+    fd = raw_connect(sock);
+    raw_send_hello(fd, 5);
+    if (raw_recv(fd, &h, &p) < 0)
+      _exit(3);
+    free(p);
+    if (h.type == QRS_MSG_ERROR) {
+      served = (uint8_t)i;
+      break;
+    }
+  }
+  /* Then a flood: more connections than qrsd keeps to answer BUSY
+     (beyond them it closes new ones at once), never a HELLO. */
+  for (i = 0; i < 80; i++)
+    raw_connect(sock);
+  if (write(out, &served, 1) != 1)
+    _exit(4);
+  while (read(hold, &c, 1) > 0)
+    ;
+  _exit(0);
+}
+
+Test(limits, administrators_are_served_when_clients_hold_every_connection,
+     .fini = stop_and_clean)
+{
+  char out[8192], err[4096];
+  int tochild[2], fromchild[2], fd, st;
+  uint8_t served;
+  pid_t pid;
+
+  if (geteuid() != 0)
+    cr_skip_test("needs root to hold connections as another user");
+  /* The default reserve: 4 of 8 are kept for administrators. */
+  daemon_run(&D, "socket: { mode: \"0666\", group: \"\" }\n"
+                 "limits: { max_connections: 8 }\n");
+  cr_assert_eq(chmod(D.dir, 0755), 0);
+  cr_assert_eq(pipe(tochild), 0);
+  cr_assert_eq(pipe(fromchild), 0);
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    close(tochild[1]);
+    close(fromchild[0]);
+    hold_as_nobody(D.sock, fromchild[1], tochild[0]);
+  }
+  close(tochild[0]);
+  close(fromchild[1]);
+  cr_assert_eq(read(fromchild[0], &served, 1), 1, "the holder failed");
+  /* An ordinary client got max_connections less the reserve. */
+  cr_expect_eq(served, 4, "uid 65534 was served %u connections of 8",
+               served);
+  /* Root still gets its health and status. */
+  cr_assert_eq(run_qrsctl(D.sock, out, sizeof(out), err, sizeof(err),
+                          "health", NULL), 0, "health: %s", err);
+  cr_assert_eq(run_qrsctl(D.sock, out, sizeof(out), err, sizeof(err),
+                          "status", NULL), 0, "status: %s", err);
+  cr_assert(daemon_log_contains(&D, "4 connections for non-administrators "
+                                "(limits.reserved_admin_connections) is "
+                                "the limit"));
+  /* A reserved connection serves no DRAW. */
+  fd = raw_connect_hello(D.sock);
+  raw_send_draw(fd, 9, "", 100);
+  cr_assert_eq(raw_expect_error(fd, QRS_E_BUSY), 9);
+  close(fd);
+  close(tochild[1]);
+  close(fromchild[0]);
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "holder status %d", st);
+  /* Once the clients left, root draws again. */
+  usleep(100000);
+  assert_draw_works(D.sock);
+}
+
+/* ---- key files others could change or read ----------------------------- */
+
+/* The compat endpoint on a unix socket with api_keys at keys (and, with
+   cert, TLS on a TCP port). */
+static void
+compat_yaml(char *yaml, size_t len, const char *keys, const char *cert,
+            const char *key)
+{
+  if (cert)
+    snprintf(yaml, len, "state_dir: %s\nstatus_file: \"\"\n"
+             "grpc_compat: { listen: \"127.0.0.1:0\", source: system, "
+             "api_keys: \"%s\", tls_cert: \"%s\", tls_key: \"%s\" }\n",
+             D.dir, keys, cert, key);
+  else
+    snprintf(yaml, len, "state_dir: %s\nstatus_file: \"\"\n"
+             "grpc_compat: { listen: \"unix:%s/compat.sock\", "
+             "source: system, api_keys: \"%s\" }\n", D.dir, D.dir, keys);
+}
+
+Test(limits, an_api_keys_file_others_may_write_stops_qrsd_naming_it,
+     .fini = stop_and_clean, .timeout = 30)
+{
+  char keys[128], yaml[1024], err[4096], want[256];
+
+  daemon_prepare(&D, NULL);
+  snprintf(keys, sizeof(keys), "%s/api_keys", D.dir);
+  write_text_file(keys, "alice 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7"
+                  "425e73043362938b9824\n");
+  cr_assert_eq(chmod(keys, 0666), 0);
+  compat_yaml(yaml, sizeof(yaml), keys, NULL, NULL);
+  cr_assert_neq(daemon_try_start(&D, yaml, err, sizeof(err)), 0,
+                "qrsd started with an api_keys file of mode 0666: %s", err);
+  snprintf(want, sizeof(want), "%s (owner uid %u, mode 0666) is writable "
+           "by group or others", keys, (unsigned)geteuid());
+  cr_assert_not_null(strstr(err, want), "'%s' lacks '%s'", err, want);
+  snprintf(want, sizeof(want), "chmod go-w %s", keys);
+  cr_assert_not_null(strstr(err, want), "'%s' lacks '%s'", err, want);
+}
+
+/* Kubernetes mounts a secret as a chain of links to a read-only file,
+   0444 and root's: the file of hashes is taken. */
+Test(limits, an_api_keys_file_behind_links_and_read_only_is_taken,
+     .fini = stop_and_clean, .timeout = 30)
+{
+  char data[128], keys[160], link[128], yaml[1024];
+
+  if (geteuid() != 0)
+    cr_skip_test("needs root for a root-owned file");
+  daemon_prepare(&D, NULL);
+  snprintf(data, sizeof(data), "%s/..2024_01_01", D.dir);
+  cr_assert_eq(mkdir(data, 0755), 0);
+  snprintf(keys, sizeof(keys), "%s/api_keys", data);
+  write_text_file(keys, "alice 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7"
+                  "425e73043362938b9824\n");
+  cr_assert_eq(chmod(keys, 0444), 0);
+  snprintf(link, sizeof(link), "%s/..data", D.dir);
+  cr_assert_eq(symlink("..2024_01_01", link), 0);
+  snprintf(link, sizeof(link), "%s/api_keys", D.dir);
+  cr_assert_eq(symlink("..data/api_keys", link), 0);
+  compat_yaml(yaml, sizeof(yaml), link, NULL, NULL);
+  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+  cr_assert_eq(daemon_stop(&D), 0);
+}
+
+Test(limits, a_tls_key_others_may_read_stops_qrsd_naming_it,
+     .fini = stop_and_clean, .timeout = 60)
+{
+  char keys[128], cert[128], key[128], cmd[512], yaml[1024], err[4096];
+  char want[256];
+
+  daemon_prepare(&D, NULL);
+  snprintf(keys, sizeof(keys), "%s/api_keys", D.dir);
+  write_text_file(keys, "alice 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7"
+                  "425e73043362938b9824\n");
+  snprintf(cert, sizeof(cert), "%s/tls.pem", D.dir);
+  snprintf(key, sizeof(key), "%s/tls.key", D.dir);
+  snprintf(cmd, sizeof(cmd), "openssl req -x509 -newkey rsa:2048 -nodes "
+           "-days 2 -subj /CN=localhost -keyout %s -out %s 2>/dev/null",
+           key, cert);
+  cr_assert_eq(system(cmd), 0, "openssl failed");
+  cr_assert_eq(chmod(key, 0644), 0);
+  compat_yaml(yaml, sizeof(yaml), keys, cert, key);
+  cr_assert_neq(daemon_try_start(&D, yaml, err, sizeof(err)), 0,
+                "qrsd started with a TLS key of mode 0644: %s", err);
+  snprintf(want, sizeof(want), "%s (owner uid %u, mode 0644) is a private "
+           "key that others may read: chmod", key, (unsigned)geteuid());
+  cr_assert_not_null(strstr(err, want), "'%s' lacks '%s'", err, want);
+  /* Readable by its owner (and, root's, by its group): taken. */
+  cr_assert_eq(chmod(key, geteuid() == 0 ? 0640 : 0600), 0);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+  cr_assert_eq(daemon_stop(&D), 0);
+}

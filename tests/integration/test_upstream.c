@@ -1302,3 +1302,80 @@ Test(hostile_up, zero_echo_on_a_unary_call_is_served_unverified)
   cr_assert_eq(g.r.echo, UPSTREAM_ECHO_NONE);
   hostile_close();
 }
+
+/* ---- gRPC outlives every upstream's channel at shutdown ---------------- */
+
+/* Work that holds a threadpool thread until gate is written to. */
+static int gate[2];
+
+static void
+hold_thread(uv_work_t *w)
+{
+  char c;
+
+  (void)w;
+  while (read(gate[0], &c, 1) < 0 && errno == EINTR)
+    ;
+}
+
+static void
+held_done(uv_work_t *w, int status)
+{
+  (void)status;
+  free(w);
+}
+
+/* qrsd's stop: the source frees its upstream, whose final quota write
+   (on the threadpool) holds it, then puts the shared bridge, whose close
+   ended gRPC (grpc_shutdown()) while the upstream's channel and
+   credentials were still to be released, at times a crash at SIGTERM.
+   gRPC must stay up until the upstream is gone. */
+Test(upstream_stop, grpc_stays_up_until_a_freed_upstream_is_gone,
+     .timeout = 30)
+{
+  struct upstream_conf c;
+  struct upstream *u;
+  struct gbridge *br;
+  uv_loop_t loop;
+  uv_work_t *w;
+  char dir[64], cmd[128], err[256];
+  const char *env;
+  int i, nthreads;
+
+  snprintf(dir, sizeof(dir), "/tmp/qrs-upstop-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  cr_assert_eq(uv_loop_init(&loop), 0);
+  br = gbridge_shared_get(&loop);
+  cr_assert_not_null(br);
+  conf_init(&c, "127.0.0.1:1", UPSTREAM_BIDI_STREAMING);
+  c.preprobe = 0;
+  c.state_dir = dir;                  /* a final quota write at the free */
+  cr_assert_eq(upstream_new(br, &c, &u, err, sizeof(err)), 0, "%s", err);
+  /* Every threadpool thread busy: the final write waits. */
+  cr_assert_eq(pipe(gate), 0);
+  env = getenv("UV_THREADPOOL_SIZE");
+  nthreads = env ? atoi(env) : 4;
+  for (i = 0; i < nthreads; i++) {
+    w = calloc(1, sizeof(*w));
+    cr_assert_not_null(w);
+    cr_assert_eq(uv_queue_work(&loop, w, hold_thread, held_done), 0);
+  }
+  upstream_free(u);
+  gbridge_shared_put();
+  /* The bridge closes within a few turns of the loop. */
+  for (i = 0; i < 50; i++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert(grpc_is_initialized(), "gRPC was shut down while a freed "
+              "upstream still held its channel and credentials");
+    usleep(10000);
+  }
+  for (i = 0; i < nthreads; i++)
+    cr_assert_eq(write(gate[1], "x", 1), 1);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_assert_not(grpc_is_initialized(), "the upstream kept gRPC up");
+  close(gate[0]);
+  close(gate[1]);
+  cr_assert_eq(uv_loop_close(&loop), 0);
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}

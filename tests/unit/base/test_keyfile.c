@@ -1,0 +1,190 @@
+/* keyfile: files of secrets are refused when someone besides root and
+   qrsd's user could change them (or, for a private key, read them), with
+   a message that names the file, its owner and mode, and the fix; a
+   symbolic link is followed to the file that is checked. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <criterion/criterion.h>
+
+#include "base/keyfile.h"
+#include "testutil.h"
+
+static char dir[64], path[128];
+
+static void
+mk(void)
+{
+  FILE *f;
+
+  test_tmpdir(dir, sizeof(dir), "qrs-keyfile");
+  snprintf(path, sizeof(path), "%s/secret", dir);
+  f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs("secret\n", f);
+  fclose(f);
+}
+
+static void
+rm(void)
+{
+  test_tmpdir_remove(dir);
+}
+
+TestSuite(keyfile, .init = mk, .fini = rm, .timeout = 10);
+
+/* keyfile_read() of path with mode: its result, err in err. */
+static int
+read_mode(mode_t mode, enum keyfile_kind kind, char *err, size_t errlen)
+{
+  char *buf = NULL;
+  int r;
+
+  cr_assert_eq(chmod(path, mode), 0);
+  err[0] = '\0';
+  r = keyfile_read(path, kind, 4096, &buf, NULL, err, errlen);
+  if (r == 0)
+    cr_assert_str_eq(buf, "secret\n");
+  free(buf);
+  return r;
+}
+
+Test(keyfile, api_keys_writable_by_others_are_refused_naming_file_mode_fix)
+{
+  char err[512], want[256];
+
+  cr_assert_eq(read_mode(0666, KEYFILE_HASHES, err, sizeof(err)), -EPERM);
+  cr_assert_not_null(strstr(err, path), "%s", err);
+  cr_assert_not_null(strstr(err, "mode 0666"), "%s", err);
+  snprintf(want, sizeof(want), "chmod go-w %s", path);
+  cr_assert_not_null(strstr(err, want), "%s", err);
+  cr_assert_eq(read_mode(0664, KEYFILE_HASHES, err, sizeof(err)), -EPERM);
+  cr_assert_not_null(strstr(err, "mode 0664"), "%s", err);
+}
+
+Test(keyfile, api_keys_readable_by_all_are_taken)
+{
+  char err[512];
+
+  cr_assert_eq(read_mode(0644, KEYFILE_HASHES, err, sizeof(err)), 0, "%s",
+               err);
+  cr_assert_eq(read_mode(0444, KEYFILE_HASHES, err, sizeof(err)), 0, "%s",
+               err);
+  cr_assert_eq(read_mode(0600, KEYFILE_HASHES, err, sizeof(err)), 0, "%s",
+               err);
+}
+
+Test(keyfile, private_key_readable_by_others_is_refused)
+{
+  char err[512];
+
+  cr_assert_eq(read_mode(0644, KEYFILE_PRIVATE, err, sizeof(err)), -EPERM);
+  cr_assert_not_null(strstr(err, path), "%s", err);
+  cr_assert_not_null(strstr(err, "mode 0644"), "%s", err);
+  cr_assert_not_null(strstr(err, "chmod"), "%s", err);
+  cr_assert_eq(read_mode(0604, KEYFILE_PRIVATE, err, sizeof(err)), -EPERM);
+  cr_assert_eq(read_mode(0660, KEYFILE_PRIVATE, err, sizeof(err)), -EPERM);
+  cr_assert_not_null(strstr(err, "change"), "%s", err);
+}
+
+Test(keyfile, private_key_of_owner_only_or_roots_group_is_taken)
+{
+  char err[512];
+
+  cr_assert_eq(read_mode(0600, KEYFILE_PRIVATE, err, sizeof(err)), 0, "%s",
+               err);
+  cr_assert_eq(read_mode(0400, KEYFILE_PRIVATE, err, sizeof(err)), 0, "%s",
+               err);
+  if (geteuid() != 0)
+    return;                     /* the group's read: root-owned only */
+  cr_assert_eq(read_mode(0640, KEYFILE_PRIVATE, err, sizeof(err)), 0, "%s",
+               err);
+  cr_assert_eq(read_mode(0440, KEYFILE_PRIVATE, err, sizeof(err)), 0, "%s",
+               err);
+}
+
+/* qrsd's own user (not root) may not share its private key with a
+   group; only a root-owned key may be 0640. */
+Test(keyfile, private_key_of_qrsds_user_is_for_it_alone)
+{
+  struct stat st;
+  char err[512];
+
+  memset(&st, 0, sizeof(st));
+  st.st_mode = S_IFREG | 0640;
+  st.st_uid = 998;
+  cr_assert_eq(keyfile_check("/k", &st, KEYFILE_PRIVATE, 998, err,
+                             sizeof(err)), -EPERM);
+  cr_assert_not_null(strstr(err, "chmod 0600 /k"), "%s", err);
+  st.st_mode = S_IFREG | 0600;
+  cr_assert_eq(keyfile_check("/k", &st, KEYFILE_PRIVATE, 998, err,
+                             sizeof(err)), 0);
+}
+
+Test(keyfile, a_file_of_another_user_is_refused_naming_the_owner)
+{
+  struct stat st;
+  char err[512];
+
+  memset(&st, 0, sizeof(st));
+  st.st_mode = S_IFREG | 0600;
+  st.st_uid = 1000;
+  cr_assert_eq(keyfile_check("/k", &st, KEYFILE_HASHES, 998, err,
+                             sizeof(err)), -EPERM);
+  cr_assert_not_null(strstr(err, "owned by uid 1000"), "%s", err);
+  cr_assert_not_null(strstr(err, "chown root /k"), "%s", err);
+  cr_assert_eq(keyfile_check("/k", &st, KEYFILE_PRIVATE, 998, err,
+                             sizeof(err)), -EPERM);
+  if (geteuid() != 0)
+    return;
+  cr_assert_eq(chown(path, 65534, 65534), 0);
+  cr_assert_eq(read_mode(0600, KEYFILE_HASHES, err, sizeof(err)), -EPERM);
+  cr_assert_not_null(strstr(err, "owned by uid 65534"), "%s", err);
+}
+
+/* Kubernetes mounts a secret as key -> ..data/key -> ..2024_01/key, a
+   read-only file of mode 0444 (or 0440) owned by root: the file at the
+   end of the chain is what is checked. */
+Test(keyfile, a_symlink_chain_to_a_root_owned_read_only_file_is_taken)
+{
+  char d1[160], d2[160], link1[200], link2[200], target[200], err[512];
+  char *buf = NULL;
+
+  if (geteuid() != 0)
+    cr_skip_test("needs root to own the file as root");
+  snprintf(d1, sizeof(d1), "%s/..2024_01_01", dir);
+  snprintf(d2, sizeof(d2), "%s/..data", dir);
+  cr_assert_eq(mkdir(d1, 0755), 0);
+  snprintf(target, sizeof(target), "%s/api_keys", d1);
+  cr_assert_eq(rename(path, target), 0);
+  cr_assert_eq(chmod(target, 0444), 0);
+  cr_assert_eq(symlink("..2024_01_01", d2), 0);
+  snprintf(link1, sizeof(link1), "%s/api_keys", dir);
+  cr_assert_eq(symlink("..data/api_keys", link1), 0);
+  cr_assert_eq(keyfile_read(link1, KEYFILE_HASHES, 4096, &buf, NULL, err,
+                            sizeof(err)), 0, "%s", err);
+  free(buf);
+  buf = NULL;
+  /* A private key mounted the same way, 0440. */
+  cr_assert_eq(chmod(target, 0440), 0);
+  cr_assert_eq(keyfile_read(link1, KEYFILE_PRIVATE, 4096, &buf, NULL, err,
+                            sizeof(err)), 0, "%s", err);
+  free(buf);
+  buf = NULL;
+  /* The link's own mode (0777) is not what counts, the file's is. */
+  cr_assert_eq(chmod(target, 0666), 0);
+  cr_assert_eq(keyfile_read(link1, KEYFILE_HASHES, 4096, &buf, NULL, err,
+                            sizeof(err)), -EPERM);
+  cr_assert_not_null(strstr(err, "mode 0666"), "%s", err);
+  cr_assert_null(buf);
+  /* A link into /tmp to a file anyone may write: refused. */
+  snprintf(link2, sizeof(link2), "%s/tmp-link", dir);
+  cr_assert_eq(symlink(target, link2), 0);
+  cr_assert_eq(keyfile_read(link2, KEYFILE_HASHES, 4096, &buf, NULL, err,
+                            sizeof(err)), -EPERM);
+  cr_assert_null(buf);
+}
