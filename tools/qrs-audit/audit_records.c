@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "audit.h"
+#include "audit_journal.h"
 #include "audit_json.h"
 #include "audit_stats.h"
 
@@ -565,8 +566,9 @@ on_entry(void *ctx, uint64_t seq, const char *line, size_t len)
 }
 
 void
-audit_journal(struct audit *a, const char *dir,
-              char head[JOURNAL_HEX_LEN + 1], char *err, size_t errlen)
+audit_journal(struct audit *a, const char *dir, int pruned,
+              struct audit_checkpoint *cps, size_t n,
+              struct audit_journal_result *res, char *err, size_t errlen)
 {
   struct jwalk w = { a, 0 };
   size_t i;
@@ -583,8 +585,9 @@ audit_journal(struct audit *a, const char *dir,
                    "draw is in no journal");
   }
   w.next = i;
-  a->journal_fault = journal_verify(dir, on_entry, &w, &a->entries, head,
-                                    err, errlen);
+  a->journal_fault = audit_journal_walk(dir, pruned, cps, n, on_entry, &w,
+                                       res, err, errlen);
+  a->entries = res->entries;
   for (i = w.next; i < a->n_rec; i++) {
     if (a->journal_fault != JOURNAL_INTACT) {
       a->unchecked++;           /* past the fault: not known */
