@@ -635,6 +635,10 @@ audit_journal(struct audit *a, const char *dir, int pruned,
   a->journal_fault = audit_journal_walk(dir, pruned, cps, n, on_entry, &w,
                                        res, err, errlen);
   a->entries = res->entries;
+  /* a pruned journal: the draws of the files deleted are not known */
+  for (i = 0; i < a->n_rec && res->first_file > 1; i++)
+    if (a->rec[i].seq != 0 && a->rec[i].seq < res->first_seq)
+      a->unchecked++;
   for (i = w.next; i < a->n_rec; i++) {
     if (a->journal_fault != JOURNAL_INTACT) {
       a->unchecked++;           /* past the fault: not known */

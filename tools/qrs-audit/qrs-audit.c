@@ -392,7 +392,7 @@ main(int argc, char **argv)
       printf(" (%.0f records/s)\n", rate(a.n_rec, rsecs));
       if (a.unchecked)
         printf("records: %" PRIu64 " not checked against the journal (past "
-               "its fault)\n", a.unchecked);
+               "its fault, or in files pruned)\n", a.unchecked);
       if (logits)
         printf("logits: %" PRIu64 " rows selected again from %s\n",
                logits_rows, logits);
