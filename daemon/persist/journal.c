@@ -1134,6 +1134,10 @@ checkpoint(struct journal *j, const char *forced)
 
   clock_gettime(CLOCK_MONOTONIC, &now);
   journal_head(j, head, &seq);
+  if (seq == 0 && forced) {
+    j->cp_file = j->file_index;     /* an empty journal: nothing yet */
+    j->cp_time = now.tv_sec > 0 ? now.tv_sec : 1;
+  }
   if (seq == 0 || (seq == j->cp_seq && !forced))
     return;
   if (forced)
