@@ -13,7 +13,7 @@
 # journal is on); PRIORITY= the level; nothing left on stderr; no
 # entry carries the upstream's api key; the draw journal's checkpoints
 # (QRS_EVENT=journal-checkpoint with QRS_JOURNAL_SEQ= and
-# QRS_JOURNAL_HEAD=, at open and at stop), against which qrs-audit
+# QRS_JOURNAL_HEAD=, at rotations and at stop), against which qrs-audit
 # --checkpoints passes the journal, and finds it cut when its last entry
 # is gone.  Needs root (unshare, setpriv).
 set -u
@@ -48,7 +48,7 @@ echo "sekrit-api-key-1234" > "$T/key"
 mkdir "$T/journal"
 write_conf <<YAML
 access: { group: daemon }
-journal: { dir: $T/journal }
+journal: { dir: $T/journal, max_bytes: 4096 }
 sources:
   system: { type: system }
   up: { type: grpc, target: "unix:$T/none.sock", fallback: system,
@@ -64,6 +64,10 @@ ready "$pid" qrsd grep -q '"QRS_EVENT": "start"' "$T/entries"
 q() { "$qrsctl" --socket "$T/s.sock" "$@"; }
 q draw -n 3 --source system > /dev/null || fail "draw from system failed"
 q draw -n 2 --source up > /dev/null || fail "draw from up (fallback) failed"
+# past a few rotations of 4 KiB files: a checkpoint at each
+for i in 1 2 3 4; do
+  q draw -n 10 --source system > /dev/null || fail "draws failed"
+done
 setpriv --reuid=65534 --regid=65534 --clear-groups "$qrsctl" \
   --socket "$T/s.sock" bytes -n 8 > /dev/null 2>&1 &&
   fail "uid 65534 was served despite access.group daemon"
@@ -103,6 +107,8 @@ if not [e for e in c if e.get("QRS_JOURNAL_SEQ", "").isdigit() and
         len(e.get("QRS_JOURNAL_HEAD", "")) == 64 and "close" in e["MESSAGE"]]:
     bad.append(f"no checkpoint at close with QRS_JOURNAL_SEQ= and "
                f"QRS_JOURNAL_HEAD=: {c}")
+if not [e for e in c if "rotation" in e["MESSAGE"]]:
+    bad.append(f"no checkpoint at a rotation: {c}")
 if bad:
     print("\n".join(bad), file=sys.stderr)
     sys.exit(1)
@@ -113,7 +119,9 @@ PY
 # last entry cut, short of the checkpoint at stop
 "$audit" --journal "$T/journal" --checkpoints "$T/entries" > "$T/audit" ||
   fail "qrs-audit against the checkpoints: $(cat "$T/audit")"
-grep -q "checkpoints passed" "$T/audit" || fail "no checkpoint passed"
+grep -q "journal intact: 4[5-9] entries" "$T/audit" && ls "$T/journal/journal-000002.log" > /dev/null &&
+  grep -q "[2-9] checkpoints passed" "$T/audit" ||
+  fail "not every checkpoint passed over 2 files: $(cat "$T/audit")"
 f=$(ls "$T/journal"/journal-*.log | tail -n 1)
 head -n -1 "$f" > "$T/cut" && cat "$T/cut" > "$f"
 "$audit" --journal "$T/journal" --checkpoints "$T/entries" > "$T/audit"
