@@ -85,13 +85,16 @@ expect 1 "checkpoint-mismatch" --journal "$T/rw" --json --checkpoint "12:$h12"
 grep -q '"verdict":"checkpoint-mismatch"' "$T/out" || fail "--json verdict"
 
 # the checkpoints read from the system journal's export (journalctl -o
-# export: KEY=value, a binary field, a blank line between entries; and
+# export: KEY=value, binary fields (one of 2 MiB, read past), a blank
+# line between entries; and
 # -o json, one object a line)
 python3 - "$T/export" "$T/export.json" 12 "$h12" 3 "$h3" <<'PY'
 import json, struct, sys
 exp, js, cps = sys.argv[1], sys.argv[2], sys.argv[3:]
 with open(exp, "wb") as f, open(js, "w") as g:
     f.write(b"__CURSOR=s=1\nMESSAGE=qrsd started\nPRIORITY=6\n\n")
+    big = b"\0" * (2 << 20)            # a binary field past the line limit
+    f.write(b"BLOB\n" + struct.pack("<Q", len(big)) + big + b"\n\n")
     g.write(json.dumps({"MESSAGE": "qrsd started"}) + "\n")
     for i in range(0, len(cps), 2):
         seq, head = cps[i], cps[i + 1]

@@ -147,6 +147,22 @@ cp_json(struct cp_entry *e, struct json_object *o)
   }
 }
 
+/* Read past n bytes of f (a pipe too): 0, or -1 at its end. */
+static int
+skip_bytes(FILE *f, uint64_t n)
+{
+  char b[4096];
+  size_t k;
+
+  while (n > 0) {
+    k = n < sizeof b ? (size_t)n : sizeof b;
+    if (fread(b, 1, k, f) != k)
+      return -1;
+    n -= k;
+  }
+  return 0;
+}
+
 int
 audit_checkpoints_read(const char *path, struct audit_checkpoint **cps,
                        size_t *n, size_t *cap, char *err, size_t errlen)
@@ -231,17 +247,17 @@ audit_checkpoints_read(const char *path, struct audit_checkpoint **cps,
       for (r = 7; r >= 0; r--)
         flen = flen << 8 | lenb[r];
       r = 0;
-      if (flen <= EXPORT_LINE_MAX) {
-        if (fread(buf + len + 1, 1, (size_t)flen, f) != (size_t)flen ||
-            fgetc(f) != '\n') {
+      /* kept (after its name, in the buffer) when it fits, else read
+         past: no field of ours is that long */
+      if (flen <= EXPORT_LINE_MAX - len) {
+        if (fread(buf + len + 1, 1, (size_t)flen, f) != (size_t)flen)
           r = -EINVAL;
-          snprintf(err, errlen, "%s:%" PRIu64 ": a binary field cut short",
-                   path, line);
-          break;
-        }
-        if (len + 1 + flen <= EXPORT_LINE_MAX)
+        else
           cp_field(&e, buf, len, buf + len + 1, (size_t)flen);
-      } else if (fseeko(f, (off_t)flen, SEEK_CUR) != 0 || fgetc(f) != '\n') {
+      } else if (skip_bytes(f, flen) != 0) {
+        r = -EINVAL;
+      }
+      if (r != 0 || fgetc(f) != '\n') {
         r = -EINVAL;
         snprintf(err, errlen, "%s:%" PRIu64 ": a binary field cut short",
                  path, line);
@@ -540,12 +556,16 @@ list_files(const char *dir, unsigned **ret)
   unsigned *v = NULL, *p, idx;
   size_t n = 0, cap = 0;
   DIR *dp;
+  int e;
 
   dp = opendir(dir);
   if (dp == NULL)
     return -errno;
-  errno = 0;
-  while ((d = readdir(dp)) != NULL) {
+  for (;;) {
+    errno = 0;
+    d = readdir(dp);
+    if (d == NULL)
+      break;
     if (file_index(d->d_name, &idx) != 0)
       continue;
     if (n == cap) {
@@ -564,6 +584,12 @@ list_files(const char *dir, unsigned **ret)
       cap = cap ? 2 * cap : 64;
     }
     v[n++] = idx;
+  }
+  if (errno != 0) {
+    e = errno;
+    free(v);
+    closedir(dp);
+    return -e;
   }
   closedir(dp);
   if (n > 0)
