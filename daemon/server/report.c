@@ -220,8 +220,9 @@ struct jinfo {
 static void
 journal_info(struct server *srv, struct jinfo *ji)
 {
-  struct journal *j = draw_journal(srv->draw);
+  struct journal *j;
 
+  j = draw_journal(srv->draw);
   memset(ji, 0, sizeof *ji);
   if (j == NULL)
     return;

@@ -66,8 +66,9 @@ parse_u64(const char *s, size_t len, uint64_t *v)
 int
 audit_checkpoint_parse(const char *s, struct audit_checkpoint *cp)
 {
-  const char *colon = strchr(s, ':');
+  const char *colon;
 
+  colon = strchr(s, ':');
   if (colon == NULL || parse_u64(s, (size_t)(colon - s), &cp->seq) != 0 ||
       !is_hex64(colon + 1, strlen(colon + 1)))
     return -EINVAL;
@@ -359,8 +360,9 @@ next_line(struct lines *lr, size_t *len, int *nl)
 static int
 entry_seq(const char *s, uint64_t *v)
 {
-  const char *tab = strchr(s, '\t');
+  const char *tab;
 
+  tab = strchr(s, '\t');
   return tab ? parse_u64(s, (size_t)(tab - s), v) : -1;
 }
 
@@ -613,8 +615,9 @@ audit_journal_walk(const char *dir, int pruned,
   long nf;
   size_t i;
   int r = JOURNAL_INTACT;
-  EVP_MD *sha = EVP_MD_fetch(NULL, "SHA256", NULL);
+  EVP_MD *sha;
 
+  sha = EVP_MD_fetch(NULL, "SHA256", NULL);
   memset(res, 0, sizeof *res);
   memset(&w, 0, sizeof w);
   strcpy(w.prev, ZERO_HEX);

@@ -345,8 +345,9 @@ static const char *
 status_journal(char *buf, size_t size, const void *row)
 {
   const struct qrs_status *st = row;
-  int stop = strcmp(st->journal_on_error, "stop") == 0;
+  int stop;
 
+  stop = strcmp(st->journal_on_error, "stop") == 0;
   if (st->journal_state[0] == '\0')
     return NULL;                  /* an older qrsd */
   if (strcmp(st->journal_state, "off") == 0)
