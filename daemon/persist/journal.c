@@ -1120,9 +1120,10 @@ out:
 /* A checkpoint in the system journal: the durable head (QRS_JOURNAL_SEQ=,
    QRS_JOURNAL_HEAD=), the chain's anchor outside its directory, which
    qrs-audit --checkpoints checks a run against.  Forced at open and
-   close (forced: why); else after a batch that began a new file (a rotation), or when
-   JOURNAL_CHECKPOINT_ENTRIES entries or JOURNAL_CHECKPOINT_SECS seconds
-   have passed since the last.  log_ev() queues it: no I/O here. */
+   close (forced: why); else after a batch that began a new file (a
+   rotation), or when JOURNAL_CHECKPOINT_ENTRIES entries or
+   JOURNAL_CHECKPOINT_SECS seconds have passed since the last.  log_ev()
+   queues it: no I/O here. */
 static void
 checkpoint(struct journal *j, const char *forced)
 {
