@@ -268,6 +268,14 @@ status_from_wire(void *o, const ProtobufCMessage *m,
   s->n_sources = sr->n_sources;
   qrs__copy_str(s->config_file, sizeof(s->config_file), sr->config_file);
   qrs__copy_str(s->config_hash, sizeof(s->config_hash), sr->config_hash);
+  qrs__copy_str(s->journal_state, sizeof(s->journal_state),
+                sr->journal_state);
+  qrs__copy_str(s->journal_error, sizeof(s->journal_error),
+                sr->journal_error);
+  qrs__copy_str(s->journal_on_error, sizeof(s->journal_on_error),
+                sr->journal_on_error);
+  s->journal_seq = sr->journal_seq;
+  qrs__copy_str(s->journal_head, sizeof(s->journal_head), sr->journal_head);
   *ret_v = sr->sources;
   *ret_n = sr->n_sources;
 }

@@ -45,6 +45,9 @@ struct line {
   int has_client;
   unsigned pid, uid;
   uint64_t seq;
+  int has_jhead;                    /* a journal checkpoint */
+  uint64_t jseq;
+  char jhead[65];
 };
 
 /* Set on the loop (start, reload), read by every thread that logs. */
@@ -139,8 +142,8 @@ level_name(enum log_level level)
 static void
 emit_journal(const struct line *l)
 {
-  char f[8][LINE_MAX_LEN + 16];
-  struct iovec iov[8];
+  char f[10][LINE_MAX_LEN + 16];
+  struct iovec iov[10];
   int n = 0, i;
 
   snprintf(f[n++], sizeof(f[0]), "MESSAGE=%s", l->text);
@@ -157,6 +160,11 @@ emit_journal(const struct line *l)
   if (l->seq)
     snprintf(f[n++], sizeof(f[0]), "DRAW_SEQ=%llu",
              (unsigned long long)l->seq);
+  if (l->has_jhead) {
+    snprintf(f[n++], sizeof(f[0]), "QRS_JOURNAL_SEQ=%llu",
+             (unsigned long long)l->jseq);
+    snprintf(f[n++], sizeof(f[0]), "QRS_JOURNAL_HEAD=%s", l->jhead);
+  }
   for (i = 0; i < n; i++) {
     iov[i].iov_base = f[i];
     iov[i].iov_len = strlen(f[i]);
@@ -326,6 +334,10 @@ log_vmsg(enum log_level level, const struct log_fields *f, const char *fmt,
     now.uid = (unsigned)f->peer->uid;
   }
   now.seq = f ? f->seq : 0;
+  now.has_jhead = f && f->journal_head;
+  now.jseq = now.has_jhead ? f->journal_seq : 0;
+  snprintf(now.jhead, sizeof(now.jhead), "%s",
+           now.has_jhead ? f->journal_head : "");
 
   pthread_mutex_lock(&lock);
   if (!started || stop) {
@@ -363,7 +375,8 @@ log_ev(enum log_level level, const struct log_fields *f, const char *fmt,
 {
   va_list ap;
 
-  if ((int)level > __atomic_load_n(&max_level, __ATOMIC_RELAXED))
+  if ((int)level > __atomic_load_n(&max_level, __ATOMIC_RELAXED) &&
+      !(f && f->journal_head))
     return;
   va_start(ap, fmt);
   log_vmsg(level, f, fmt, ap);

@@ -2,7 +2,8 @@
    systemd gave us a journal stream and journald listens, else to stderr
    with a timestamp.  In the journal, an event logged with log_ev() also
    carries the fields an operator filters on (journalctl QRS_EVENT=...):
-   QRS_EVENT=, SOURCE=, CLIENT_PID=, CLIENT_UID=, DRAW_SEQ=.  Never
+   QRS_EVENT=, SOURCE=, CLIENT_PID=, CLIENT_UID=, DRAW_SEQ=, and the
+   draw journal's checkpoints QRS_JOURNAL_SEQ=, QRS_JOURNAL_HEAD=.  Never
    blocks the caller: lines go through a bounded queue to a writer
    thread; when the sink stalls and the queue is full, lines are dropped
    and counted ("N log messages dropped").  Events a peer can repeat at
@@ -35,13 +36,18 @@ void log_msg(enum log_level level, const char *fmt, ...)
    event: a short fixed name (QRS_EVENT=), e.g. "source-degraded";
    source: a source's name (SOURCE=); peer: the client (base/peer.h),
    whose pid and uid, when known, give CLIENT_PID= and CLIENT_UID=; seq:
-   a draw's journal sequence (DRAW_SEQ=) when > 0. */
+   a draw's journal sequence (DRAW_SEQ=) when > 0; journal_head: a draw
+   journal checkpoint, the hash (64 hex) after entry journal_seq
+   (QRS_JOURNAL_HEAD=, QRS_JOURNAL_SEQ=): logged whatever the level, as
+   it anchors the journal outside its directory. */
 struct peer;
 struct log_fields {
   const char *event;
   const char *source;
   const struct peer *peer;
   uint64_t seq;
+  uint64_t journal_seq;
+  const char *journal_head;
 };
 
 void log_ev(enum log_level level, const struct log_fields *f,

@@ -79,7 +79,13 @@ struct journal {
   size_t buf_cap;
   EVP_MD_CTX *w_md;                 /* the line hashes */
   EVP_MD *sha;                      /* fetched once (both threads) */
+  /* the last checkpoint logged (writer thread; open and close) */
+  uint64_t cp_seq;
+  unsigned cp_file;
+  time_t cp_time;                   /* CLOCK_MONOTONIC seconds */
 };
+
+static void checkpoint(struct journal *j, const char *forced);
 
 void
 journal_params_default(struct journal_params *p)
@@ -489,6 +495,7 @@ writer(void *arg)
     if (j->state == JOURNAL_QUEUE_FULL)
       j->state = JOURNAL_OK;
     pthread_mutex_unlock(&j->mu);
+    checkpoint(j, NULL);
   }
   return NULL;
 }
@@ -584,6 +591,7 @@ journal_open(struct journal **ret, const struct journal_params *p,
   j->next_seq = j->last_seq + 1;
   memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
   j->head_seq = j->last_seq;
+  checkpoint(j, "open");
   /* a collecting writer is woken early at half the queue (or a full
      batch), so that a burst does not fill the queue while it waits */
   j->wake_at = p->queue_len / 2 > 0 ? p->queue_len / 2 : 1;
@@ -623,6 +631,7 @@ journal_close(struct journal *j)
   writer_stop(j);
   if (j->fd >= 0 && fsync(j->fd) != 0)
     log_err("journal: fsync: %s", strerror(errno));
+  checkpoint(j, "close");
   journal_free(j);
 }
 
@@ -1106,4 +1115,47 @@ out:
   if (head)
     memcpy(head, prev, JOURNAL_HEX_LEN + 1);
   return r;
+}
+
+/* A checkpoint in the system journal: the durable head (QRS_JOURNAL_SEQ=,
+   QRS_JOURNAL_HEAD=), the chain's anchor outside its directory, which
+   qrs-audit --checkpoints checks a run against.  Forced at open and
+   close (forced: why); else after a batch that began a new file (a
+   rotation), or when JOURNAL_CHECKPOINT_ENTRIES entries or
+   JOURNAL_CHECKPOINT_SECS seconds have passed since the last.  log_ev()
+   queues it: no I/O here. */
+static void
+checkpoint(struct journal *j, const char *forced)
+{
+  struct log_fields f = { .event = "journal-checkpoint" };
+  char head[JOURNAL_HEX_LEN + 1];
+  struct timespec now;
+  const char *why;
+  uint64_t seq;
+
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  journal_head(j, head, &seq);
+  if (seq == 0 && forced) {
+    j->cp_file = j->file_index;     /* an empty journal: nothing yet */
+    j->cp_time = now.tv_sec > 0 ? now.tv_sec : 1;
+  }
+  if (seq == 0 || (seq == j->cp_seq && !forced))
+    return;
+  if (forced)
+    why = forced;
+  else if (j->file_index != j->cp_file)
+    why = "rotation";
+  else if (seq - j->cp_seq >= JOURNAL_CHECKPOINT_ENTRIES)
+    why = "entries";
+  else if (now.tv_sec - j->cp_time >= JOURNAL_CHECKPOINT_SECS)
+    why = "interval";
+  else
+    return;
+  f.journal_seq = seq;
+  f.journal_head = head;
+  log_ev(LOG_LEVEL_INFO, &f, "journal checkpoint (%s): sequence %" PRIu64
+         ", head %s, file journal-%06u.log", why, seq, head, j->file_index);
+  j->cp_seq = seq;
+  j->cp_file = j->file_index;
+  j->cp_time = now.tv_sec > 0 ? now.tv_sec : 1;
 }

@@ -50,6 +50,11 @@
 #define JOURNAL_BYTES_BUF (2u << 20)   /* default bytes_buf */
 #define JOURNAL_BYTES_BUF_MAX (1u << 30)
 #define JOURNAL_NICE 0              /* default nice of the writer thread */
+/* A checkpoint (the head, to the system journal: QRS_JOURNAL_SEQ=,
+   QRS_JOURNAL_HEAD=) is logged at open, at each rotation, at close, and
+   while draws are written every so many entries or seconds. */
+#define JOURNAL_CHECKPOINT_ENTRIES 65536
+#define JOURNAL_CHECKPOINT_SECS 60
 
 enum journal_policy {
   JOURNAL_POLICY_STOP = 0,          /* refuse to serve unjournalled */

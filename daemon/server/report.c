@@ -3,15 +3,20 @@
    its health (a statistics alarm degrades a healthy daemon) and, in all
    three, the table of sources from the registry, with each local source's
    statistics and mechanisms and each served stream's monitor as of its
-   last check (no sort on the loop thread for a status request). */
+   last check (no sort on the loop thread for a status request).  The
+   draw journal's state and head are in STATUS, and a failing journal
+   degrades HEALTH (failed when it refuses draws). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "qrs-config.h"
 
+#include "engine/draw.h"
+#include "persist/journal.h"
 #include "sources/local.h"
 #include "stats/monitor.h"
 #include "server/server_int.h"
@@ -201,12 +206,39 @@ make_source_infos(struct conn *c, uint32_t seq, struct infos *in)
   return 0;
 }
 
+/* The draw journal's state, on_error and head (a mutex held briefly: no
+   I/O); state "off" without a journal. */
+struct jinfo {
+  enum journal_state st;
+  int err;
+  int on;
+  const char *on_error;
+  uint64_t seq;
+  char head[JOURNAL_HEX_LEN + 1];
+};
+
+static void
+journal_info(struct server *srv, struct jinfo *ji)
+{
+  struct journal *j;
+
+  j = draw_journal(srv->draw);
+  memset(ji, 0, sizeof *ji);
+  if (j == NULL)
+    return;
+  ji->on = 1;
+  ji->st = journal_state(j, &ji->err);
+  ji->on_error = journal_serves_unjournalled(j) ? "label" : "stop";
+  journal_head(j, ji->head, &ji->seq);
+}
+
 void
 report_status(struct conn *c, uint32_t seq)
 {
   QrsIpc__StatusReply r = QRS_IPC__STATUS_REPLY__INIT;
   struct server *srv;
   struct infos in;
+  struct jinfo ji;
   struct ts now;
 
   srv = c->srv;
@@ -238,6 +270,16 @@ report_status(struct conn *c, uint32_t seq)
   r.sources = in.p;
   r.config_file = srv->conf->file;
   r.config_hash = (char *)srv->conf->hash;
+  journal_info(srv, &ji);
+  r.journal_state = (char *)(ji.on ? journal_state_name(ji.st) : "off");
+  if (ji.on) {
+    if (ji.st == JOURNAL_WRITE_ERROR)
+      r.journal_error = strerror(ji.err);
+    r.journal_on_error = (char *)ji.on_error;
+    r.journal_seq = ji.seq;
+    if (ji.seq > 0)
+      r.journal_head = ji.head;
+  }
   conn_send(c, QRS_MSG_STATUS_REPLY, seq, &r.base);
   free_source_infos(&in);
 }
@@ -249,7 +291,8 @@ report_health(struct conn *c, uint32_t seq)
   const char *alarm_src, *alarm_reason;
   struct server *srv;
   struct infos in;
-  char msg[256];
+  struct jinfo ji;
+  char msg[256], was[256];
   int alarms;
 
   srv = c->srv;
@@ -273,6 +316,25 @@ report_health(struct conn *c, uint32_t seq)
     snprintf(msg, sizeof(msg), "statistics alarm on %d source%s; '%s': "
              "%.150s", alarms, alarms == 1 ? "" : "s", alarm_src,
              alarm_reason);
+  }
+  /* a failing draw journal: failed when draws are refused (on_error
+     stop), else degraded (served labelled unjournalled) */
+  journal_info(srv, &ji);
+  if (ji.on && ji.st != JOURNAL_OK) {
+    memcpy(was, msg, sizeof was);
+    snprintf(msg, sizeof(msg), "draw journal %s%s%s: draws %s%s%.100s",
+             journal_state_name(ji.st),
+             ji.st == JOURNAL_WRITE_ERROR ? " " : "",
+             ji.st == JOURNAL_WRITE_ERROR ? strerror(ji.err) : "",
+             strcmp(ji.on_error, "stop") == 0 ? "refused (journal.on_error "
+             "stop)" : "served unjournalled (journal.on_error label)",
+             was[0] && r.state != QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY ?
+             "; " : "",
+             r.state != QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY ? was : "");
+    if (strcmp(ji.on_error, "stop") == 0)
+      r.state = QRS_IPC__HEALTH_STATE__HEALTH_FAILED;
+    else if (r.state == QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY)
+      r.state = QRS_IPC__HEALTH_STATE__HEALTH_DEGRADED;
   }
   r.message = msg;
   r.n_sources = in.n;

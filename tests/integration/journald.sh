@@ -1,5 +1,5 @@
 #!/bin/sh
-# Usage: journald.sh QRSD QRSCTL JOURNALD_PY
+# Usage: journald.sh QRSD QRSCTL JOURNALD_PY QRS_AUDIT
 # qrsd's structured journal entries: with stderr on a journal
 # stream (JOURNAL_STREAM, as systemd sets it) and a journald listening,
 # qrsd writes its log through sd_journal_send, with the fields an operator
@@ -11,9 +11,13 @@
 # upstream as QRS_EVENT=source-degraded with SOURCE=; with -v, each served
 # draw as QRS_EVENT=draw with SOURCE=, CLIENT_UID= and DRAW_SEQ= (the
 # journal is on); PRIORITY= the level; nothing left on stderr; no
-# entry carries the upstream's api key.  Needs root (unshare, setpriv).
+# entry carries the upstream's api key; the draw journal's checkpoints
+# (QRS_EVENT=journal-checkpoint with QRS_JOURNAL_SEQ= and
+# QRS_JOURNAL_HEAD=, at rotations and at stop), against which qrs-audit
+# --checkpoints passes the journal, and finds it cut when its last entry
+# is gone.  Needs root (unshare, setpriv).
 set -u
-qrsd=$1 qrsctl=$2 journald=$3
+qrsd=$1 qrsctl=$2 journald=$3 audit=$4
 # In a private mount namespace when the kernel lets us make one; else
 # (a container without CAP_SYS_ADMIN) on the host's path, which must then
 # be free: no journald runs there.
@@ -44,7 +48,7 @@ echo "sekrit-api-key-1234" > "$T/key"
 mkdir "$T/journal"
 write_conf <<YAML
 access: { group: daemon }
-journal: { dir: $T/journal }
+journal: { dir: $T/journal, max_bytes: 4096 }
 sources:
   system: { type: system }
   up: { type: grpc, target: "unix:$T/none.sock", fallback: system,
@@ -60,6 +64,10 @@ ready "$pid" qrsd grep -q '"QRS_EVENT": "start"' "$T/entries"
 q() { "$qrsctl" --socket "$T/s.sock" "$@"; }
 q draw -n 3 --source system > /dev/null || fail "draw from system failed"
 q draw -n 2 --source up > /dev/null || fail "draw from up (fallback) failed"
+# past a few rotations of 4 KiB files: a checkpoint at each
+for i in 1 2 3 4; do
+  q draw -n 10 --source system > /dev/null || fail "draws failed"
+done
 setpriv --reuid=65534 --regid=65534 --clear-groups "$qrsctl" \
   --socket "$T/s.sock" bytes -n 8 > /dev/null 2>&1 &&
   fail "uid 65534 was served despite access.group daemon"
@@ -94,10 +102,29 @@ d = one("served draws", QRS_EVENT="draw", SOURCE="system", CLIENT_UID="0",
 seqs = sorted(int(e.get("DRAW_SEQ", "0")) for e in d)
 if len(seqs) < 5 or seqs[0] < 1 or len(set(seqs)) != len(seqs):
     bad.append(f"draw entries' DRAW_SEQ: {seqs} (want >= 5 distinct, >= 1)")
+c = one("journal checkpoint at stop", QRS_EVENT="journal-checkpoint")
+if not [e for e in c if e.get("QRS_JOURNAL_SEQ", "").isdigit() and
+        len(e.get("QRS_JOURNAL_HEAD", "")) == 64 and "close" in e["MESSAGE"]]:
+    bad.append(f"no checkpoint at close with QRS_JOURNAL_SEQ= and "
+               f"QRS_JOURNAL_HEAD=: {c}")
+if not [e for e in c if "rotation" in e["MESSAGE"]]:
+    bad.append(f"no checkpoint at a rotation: {c}")
 if bad:
     print("\n".join(bad), file=sys.stderr)
     sys.exit(1)
 ev = sorted({e["QRS_EVENT"] for e in q if "QRS_EVENT" in e})
 print(f"journald: {len(q)} entries from qrsd; events {', '.join(ev)}")
 PY
+# the journal checked against the checkpoints in the system journal; its
+# last entry cut, short of the checkpoint at stop
+"$audit" --journal "$T/journal" --checkpoints "$T/entries" > "$T/audit" ||
+  fail "qrs-audit against the checkpoints: $(cat "$T/audit")"
+grep -q "journal intact: 4[5-9] entries" "$T/audit" && ls "$T/journal/journal-000002.log" > /dev/null &&
+  grep -q "[2-9] checkpoints passed" "$T/audit" ||
+  fail "not every checkpoint passed over 2 files: $(cat "$T/audit")"
+f=$(ls "$T/journal"/journal-*.log | tail -n 1)
+head -n -1 "$f" > "$T/cut" && cat "$T/cut" > "$f"
+"$audit" --journal "$T/journal" --checkpoints "$T/entries" > "$T/audit"
+[ $? = 1 ] && grep -q "journal-truncated" "$T/audit" ||
+  fail "the cut journal passed the checkpoints: $(cat "$T/audit")"
 echo "journald OK"

@@ -80,7 +80,7 @@ struct audit {
   uint64_t frame_end_line;      /* the end line's; 0: none yet */
   uint64_t frame_records;       /* records after the header */
   /* the journal cross-check */
-  int journal_fault;            /* journal_verify()'s result */
+  int journal_fault;            /* audit_journal_walk()'s result */
   uint64_t entries;             /* intact journal entries */
   uint64_t unchecked;           /* records past a journal fault */
 };
@@ -93,10 +93,14 @@ int audit_records(struct audit *a, const char *path, char *err,
 
 /* Cross-check the records read against the journal in dir: every draw a
    journal entry with the same u, source, fallback label, nonce and
-   times.  The journal is verified on the way (a->journal_fault, head,
-   err as journal_verify() sets them). */
-void audit_journal(struct audit *a, const char *dir,
-                   char head[JOURNAL_HEX_LEN + 1], char *err,
+   times.  The journal is walked on the way (audit_journal.h: pruned and
+   the checkpoints cps as audit_journal_walk() takes them; a->journal_fault
+   its result, res and err as it sets them). */
+struct audit_checkpoint;
+struct audit_journal_result;
+void audit_journal(struct audit *a, const char *dir, int pruned,
+                   struct audit_checkpoint *cps, size_t n,
+                   struct audit_journal_result *res, char *err,
                    size_t errlen);
 
 /* --salt: every record's nonce is nonce_derive(salt, step, the token of

@@ -10,8 +10,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "audit.h"
+#include "audit_journal.h"
 #include "audit_json.h"
 #include "audit_stats.h"
 
@@ -187,10 +189,14 @@ check_one(struct audit *a, const struct aj_value *v, struct audit_record *r)
     double step, token;
     int ns, nt, nz, nm;
 
-    if (num_field(&v[AJ_STEP], &step, &ns) != 0 || ns || step < 0)
-      missing = "step";
-    else if (num_field(&v[AJ_TOKEN], &token, &nt) != 0 || nt)
-      missing = "token_id";
+    /* integers that fit what they are kept in (a cast out of range is
+       undefined) */
+    if (num_field(&v[AJ_STEP], &step, &ns) != 0 || ns ||
+        !(step >= 0 && step < 0x1p64) || step != floor(step))
+      missing = "step (an integer, 0 to 2^64 - 1)";
+    else if (num_field(&v[AJ_TOKEN], &token, &nt) != 0 || nt ||
+             !(token >= -0x1p63 && token < 0x1p63) || token != floor(token))
+      missing = "token_id (an integer, -2^63 to 2^63 - 1)";
     else if (int_field(&v[AJ_TIMESTAMP], &r->timestamp_ns, 0) != 0)
       missing = "timestamp_ns";
     else if (num_field(&v[AJ_Z], &r->z, &nz) != 0)
@@ -417,32 +423,74 @@ read_mapped(struct audit *a, struct aj_parser *p, int fd, size_t size,
   return e;
 }
 
-/* The lines of anything else (a pipe, a terminal). */
-static int
-read_stream(struct audit *a, struct aj_parser *p, FILE *f, uint64_t *lineno)
+static void
+overlong(struct audit *a, uint64_t lineno, uint64_t len)
 {
-  char *line = NULL, *padded;
-  size_t cap = 0;
-  ssize_t len;
-  int e = 0;
+  audit_failed(a, lineno, AUDIT_MALFORMED, "line of %" PRIu64 " bytes (at "
+               "most %u)", len, AUDIT_LINE_MAX);
+}
 
-  while (e == 0 && (len = getline(&line, &cap, f)) >= 0) {
-    ++*lineno;
-    if (cap < (size_t)len + AJ_PADDING) {
-      /* getline() takes the grown buffer as its own */
-      padded = realloc(line, (size_t)len + AJ_PADDING);
-      if (padded == NULL) {
-        e = -ENOMEM;
-        break;
+/* The lines of anything else (a pipe, a terminal), read in blocks into a
+   buffer of a bounded size: a line longer than AUDIT_LINE_MAX is counted
+   and refused as it streams past, never held whole. */
+static int
+read_stream(struct audit *a, struct aj_parser *p, int fd, uint64_t *lineno)
+{
+  size_t cap = 2 * (size_t)AUDIT_LINE_MAX + 2, at = 0, end = 0, len;
+  uint64_t skipped = 0;
+  int eof = 0, skipping = 0, e = 0;
+  char *buf, *nl;
+  ssize_t n;
+
+  buf = malloc(cap + AJ_PADDING);
+  if (buf == NULL)
+    return -ENOMEM;
+  while (e == 0) {
+    nl = memchr(buf + at, '\n', end - at);
+    if (nl != NULL) {
+      len = (size_t)(nl - (buf + at));
+      if (skipping) {
+        overlong(a, *lineno, skipped + len);
+        skipping = 0;
+      } else {
+        ++*lineno;
+        e = record_line(a, p, buf + at, len, *lineno);
       }
-      line = padded;
-      cap = (size_t)len + AJ_PADDING;
+      at += len + 1;
+      continue;
     }
-    e = record_line(a, p, line, (size_t)len, *lineno);
+    if (end - at > AUDIT_LINE_MAX) {
+      /* no newline within the limit: drop what is held, count the rest */
+      if (!skipping) {
+        ++*lineno;
+        skipping = 1;
+        skipped = 0;
+      }
+      skipped += end - at;
+      at = end = 0;
+    }
+    if (eof) {
+      if (skipping)
+        overlong(a, *lineno, skipped + (end - at));
+      else if (end > at)
+        e = record_line(a, p, buf + at, end - at, ++*lineno);
+      break;
+    }
+    memmove(buf, buf + at, end - at);
+    end -= at;
+    at = 0;
+    n = read(fd, buf + end, cap - end);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      e = -EIO;
+      break;
+    }
+    if (n == 0)
+      eof = 1;
+    end += (size_t)n;
   }
-  if (e == 0 && ferror(f))
-    e = -EIO;
-  free(line);
+  free(buf);
   return e;
 }
 
@@ -468,7 +516,7 @@ audit_records(struct audit *a, const char *path, char *err, size_t errlen)
   if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode))
     e = read_mapped(a, p, fileno(f), (size_t)st.st_size, &lineno);
   else
-    e = read_stream(a, p, f, &lineno);
+    e = read_stream(a, p, fileno(f), &lineno);
   if (e == -ENOMEM) {
     snprintf(err, errlen, "%s: out of memory at line %" PRIu64, path,
              lineno);
@@ -652,8 +700,9 @@ on_entry(void *ctx, uint64_t seq, const char *line, size_t len)
 }
 
 void
-audit_journal(struct audit *a, const char *dir,
-              char head[JOURNAL_HEX_LEN + 1], char *err, size_t errlen)
+audit_journal(struct audit *a, const char *dir, int pruned,
+              struct audit_checkpoint *cps, size_t n,
+              struct audit_journal_result *res, char *err, size_t errlen)
 {
   struct jwalk w = { a, 0 };
   size_t i;
@@ -670,8 +719,13 @@ audit_journal(struct audit *a, const char *dir,
                    "draw is in no journal");
   }
   w.next = i;
-  a->journal_fault = journal_verify(dir, on_entry, &w, &a->entries, head,
-                                    err, errlen);
+  a->journal_fault = audit_journal_walk(dir, pruned, cps, n, on_entry, &w,
+                                       res, err, errlen);
+  a->entries = res->entries;
+  /* a pruned journal: the draws of the files deleted are not known */
+  for (i = 0; i < a->n_rec && res->first_file > 1; i++)
+    if (a->rec[i].seq != 0 && a->rec[i].seq < res->first_seq)
+      a->unchecked++;
   for (i = w.next; i < a->n_rec; i++) {
     if (a->journal_fault != JOURNAL_INTACT) {
       a->unchecked++;           /* past the fault: not known */

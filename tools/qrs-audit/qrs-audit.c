@@ -19,6 +19,7 @@
 #include <json-c/json.h>
 
 #include "audit.h"
+#include "audit_journal.h"
 #include "audit_stats.h"
 #include "cliparse.h"
 #include "nonce.h"
@@ -34,6 +35,14 @@ usage(FILE *f)
 "per-token records offline.\n"
 "\n"
 "  -j, --journal DIR   the journal directory (journal-000001.log, ...)\n"
+"      --checkpoint SEQ:HEAD  a checkpoint qrsd logged (QRS_JOURNAL_SEQ=,\n"
+"                      QRS_JOURNAL_HEAD=): the chain must pass through HEAD\n"
+"                      at SEQ and the journal must reach SEQ (repeatable)\n"
+"      --checkpoints FILE  every checkpoint in a system-journal export\n"
+"                      (journalctl -o export, or -o json) (repeatable)\n"
+"      --pruned        the oldest files were deleted (retention): audit\n"
+"                      from the lowest file present, its header's prev the\n"
+"                      start of the chain\n"
 "  -r, --records FILE  libqrs full records, one JSON object a line (a\n"
 "                      sampler's log at log_level full, qrs-generate\n"
 "                      --records)\n"
@@ -59,9 +68,14 @@ usage(FILE *f)
 "\n"
 "The journal: every entry's SHA-256 is recomputed, each prev must be the\n"
 "hash before (across files: each header names the last hash of the file\n"
-"before) and sequences must run 1, 2, 3, ...  The first fault is named:\n"
-"entry-edited, entry-dropped, entries-reordered, draw-replayed,\n"
-"chain-broken, files-spliced, malformed-entry, unreadable.\n"
+"before), sequences must run 1, 2, 3, ... and the file indices must have\n"
+"no gap.  With checkpoints, the entry at each checkpoint's sequence must\n"
+"have its hash and the journal must reach the last one.  The first fault\n"
+"is named: entry-edited, entry-dropped, entries-reordered, draw-replayed,\n"
+"chain-broken, files-spliced, file-missing, journal-truncated,\n"
+"checkpoint-mismatch, malformed-entry, unreadable.  The chain alone\n"
+"proves the files consistent with themselves; only a checkpoint, kept\n"
+"outside the directory, catches a rewritten chain or a cut tail.\n"
 "\n"
 "The records, each: u inside its token's CDF interval (cdf_lo, cdf_hi]\n"
 "(u-outside-cdf); received <= generated <= sent (times-out-of-order); no\n"
@@ -74,6 +88,44 @@ usage(FILE *f)
 "FILE:LINE: check: detail.\n"
 "\n"
 "Exit status: 0 intact, 1 a fault found, 2 bad usage or unreadable input.\n");
+}
+
+/* The checkpoints of --checkpoint and --checkpoints. */
+static struct audit_checkpoint *cps;
+static size_t n_cps, cap_cps;
+
+static int
+opt_checkpoint(const struct cli_opt *o, const char *opt, const char *arg)
+{
+  struct audit_checkpoint cp;
+  char err[1024];
+  int r;
+
+  (void)o;
+  if (strcmp(opt, "--checkpoints") == 0) {
+    r = audit_checkpoints_read(arg, &cps, &n_cps, &cap_cps, err, sizeof err);
+    if (r < 0)
+      fprintf(stderr, "qrs-audit: --checkpoints: %s\n", err);
+    return r < 0 ? -1 : 0;
+  }
+  if (audit_checkpoint_parse(arg, &cp) != 0) {
+    fprintf(stderr, "qrs-audit: %s: '%s' is not SEQ:HEAD (HEAD: 64 "
+            "lowercase hex digits)\n", opt, arg);
+    return -1;
+  }
+  if (n_cps == cap_cps) {
+    struct audit_checkpoint *p;
+
+    p = realloc(cps, (cap_cps ? 2 * cap_cps : 16) * sizeof(*p));
+    if (p == NULL) {
+      fprintf(stderr, "qrs-audit: out of memory\n");
+      return -1;
+    }
+    cps = p;
+    cap_cps = cap_cps ? 2 * cap_cps : 16;
+  }
+  cps[n_cps++] = cp;
+  return 0;
 }
 
 static int
@@ -160,11 +212,14 @@ main(int argc, char **argv)
 {
   const char *dir = NULL, *records = NULL, *control = NULL, *report = NULL;
   const char *salt_hex = NULL, *logits = NULL;
-  int json = 0, max_fail = 100, stats = 0, r, rc, c;
+  int json = 0, max_fail = 100, stats = 0, pruned = 0, r, rc, c;
   const struct cli_opt opts[] = {
     { .name = "journal", .key = 'j', .type = CLI_OPT_STRING, .field = &dir },
     { .name = "records", .key = 'r', .type = CLI_OPT_STRING,
       .field = &records },
+    { .name = "checkpoint", .type = CLI_OPT_CALL, .call = opt_checkpoint },
+    { .name = "checkpoints", .type = CLI_OPT_CALL, .call = opt_checkpoint },
+    { .name = "pruned", .type = CLI_OPT_SET, .field = &pruned, .val = 1 },
     { .name = "json", .type = CLI_OPT_SET, .field = &json, .val = 1 },
     { .name = "stats", .type = CLI_OPT_SET, .field = &stats, .val = 1 },
     { .name = "control", .type = CLI_OPT_STRING, .field = &control },
@@ -182,6 +237,7 @@ main(int argc, char **argv)
   struct timespec t0, t1, t2;
   struct audit a;
   struct audit_stats st;
+  struct audit_journal_result jr;
   const char *verdict;
   uint64_t entries = 0, total, logits_rows = 0;
   uint8_t salt[NONCE_MAX_SALT];
@@ -190,8 +246,10 @@ main(int argc, char **argv)
   size_t i;
 
   r = cli_opts_parse(&cli, argc, argv);
-  if (r >= 0)
+  if (r >= 0) {
+    free(cps);
     return r;
+  }
   if ((dir == NULL && records == NULL) || optind != argc || max_fail < 0) {
     usage(stderr);
     return 2;
@@ -201,12 +259,18 @@ main(int argc, char **argv)
             "--logits need --records\n");
     return 2;
   }
+  if ((n_cps || pruned) && !dir) {
+    fprintf(stderr, "qrs-audit: --checkpoint, --checkpoints and --pruned "
+            "need --journal\n");
+    return 2;
+  }
   if (salt_hex && (cli_parse_hex("qrs-audit", "--salt", salt_hex, salt,
                                  sizeof salt, &salt_len) < 0 ||
                    salt_len == 0))
     return 2;
   stats |= control != NULL || report != NULL;
   memset(&a, 0, sizeof a);
+  memset(&jr, 0, sizeof jr);
   r = JOURNAL_INTACT;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   if (records && audit_records(&a, records, rerr, sizeof rerr) < 0) {
@@ -216,12 +280,14 @@ main(int argc, char **argv)
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (records && dir) {
-    audit_journal(&a, dir, head, err, sizeof err);
+    audit_journal(&a, dir, pruned, cps, n_cps, &jr, err, sizeof err);
     r = a.journal_fault;
-    entries = a.entries;
   } else if (dir) {
-    r = journal_verify(dir, NULL, NULL, &entries, head, err, sizeof err);
+    r = audit_journal_walk(dir, pruned, cps, n_cps, NULL, NULL, &jr, err,
+                           sizeof err);
   }
+  entries = jr.entries;
+  memcpy(head, jr.head, sizeof head);
   clock_gettime(CLOCK_MONOTONIC, &t2);
   if ((salt_hex && audit_nonce_chain(&a, salt, salt_len, rerr,
                                      sizeof rerr) < 0) ||
@@ -241,7 +307,7 @@ main(int argc, char **argv)
   if (a.n_fail)                 /* a.fail is NULL when none failed */
     qsort(a.fail, a.n_fail, sizeof *a.fail, cmp_fail);
   total = audit_total(&a);
-  verdict = r != JOURNAL_INTACT ? journal_fault_name(r) :
+  verdict = r != JOURNAL_INTACT ? audit_journal_fault_name(r) :
             total ? first_check(&a) : "intact";
 
   if (json) {
@@ -250,9 +316,23 @@ main(int argc, char **argv)
     if (dir) {
       json_object_object_add(o, "entries", json_object_new_uint64(entries));
       json_object_object_add(o, "head", json_object_new_string(head));
+      if (jr.entries) {
+        json_object_object_add(o, "first_seq",
+                               json_object_new_uint64(jr.first_seq));
+        json_object_object_add(o, "last_seq",
+                               json_object_new_uint64(jr.last_seq));
+      }
+      json_object_object_add(o, "first_file",
+                             json_object_new_uint64(jr.first_file));
+      json_object_object_add(o, "checkpoints_checked",
+                             json_object_new_uint64(jr.checkpoints_checked));
+      if (jr.checkpoints_before)
+        json_object_object_add(o, "checkpoints_before_first_entry",
+                               json_object_new_uint64(
+                                 jr.checkpoints_before));
       if (r != JOURNAL_INTACT) {
-        json_object_object_add(o, "journal_fault",
-                               json_object_new_string(journal_fault_name(r)));
+        json_object_object_add(o, "journal_fault", json_object_new_string(
+                               audit_journal_fault_name(r)));
         json_object_object_add(o, "detail", json_object_new_string(err));
       }
       json_object_object_add(o, "entries_per_second",
@@ -312,7 +392,7 @@ main(int argc, char **argv)
       printf(" (%.0f records/s)\n", rate(a.n_rec, rsecs));
       if (a.unchecked)
         printf("records: %" PRIu64 " not checked against the journal (past "
-               "its fault)\n", a.unchecked);
+               "its fault, or in files pruned)\n", a.unchecked);
       if (logits)
         printf("logits: %" PRIu64 " rows selected again from %s\n",
                logits_rows, logits);
@@ -322,14 +402,27 @@ main(int argc, char **argv)
     if (report)
       printf("plots: %s/u_hist.png, u_qq.png, u_time.png, latency.png "
              "(and .svg)\n", report);
-    if (dir && r == JOURNAL_INTACT)
+    if (dir && r == JOURNAL_INTACT) {
       printf("journal intact: %" PRIu64 " entries, head %s (%.0f entries/s)"
              "\n", entries, head, rate(entries, jsecs));
-    else if (dir)
+      if (jr.first_file > 1)
+        printf("journal: from journal-%06u.log (sequence %" PRIu64 " on); "
+               "the files before it are gone\n", jr.first_file,
+               jr.first_seq);
+      if (n_cps)
+        printf("journal: %zu checkpoints passed%s\n",
+               jr.checkpoints_checked, jr.checkpoints_before ?
+               " (those before the first entry not checked)" : "");
+      else
+        printf("journal: no checkpoint given: the chain proves the files "
+               "consistent, not complete or unrewritten\n");
+    } else if (dir) {
       printf("journal %s: %s (%" PRIu64 " entries intact before it)\n",
-             journal_fault_name(r), err, entries);
+             audit_journal_fault_name(r), err, entries);
+    }
   }
   rc = r == JOURNAL_FAULT_IO ? 2 : r != JOURNAL_INTACT || total ? 1 : 0;
   audit_free(&a);
+  free(cps);
   return rc;
 }

@@ -246,6 +246,24 @@ ctl_print_metrics(FILE *f, const struct qrs_status *st,
   scalar(f, "qrsd_memory_budget_bytes", "gauge", "The bound on "
          "qrsd_memory_used_bytes (limits.memory_budget_bytes).",
          st->memory_budget_bytes);
+  if (st->journal_state[0] && strcmp(st->journal_state, "off") != 0) {
+    scalar(f, "qrsd_journal_ok", "gauge", "1 while the draw journal "
+           "writes every draw, 0 while it fails (journal.on_error says "
+           "whether draws are refused or served unjournalled).",
+           strcmp(st->journal_state, "ok") == 0);
+    family(f, "qrsd_journal_info", "gauge", "The draw journal: its state, "
+           "on_error, and the head (the last entry durably written: its "
+           "sequence and chain hash, a qrs-audit checkpoint); always 1.");
+    fputs("qrsd_journal_info{state=\"", f);
+    put_label(f, st->journal_state);
+    fputs("\",on_error=\"", f);
+    put_label(f, st->journal_on_error);
+    fprintf(f, "\",seq=\"%llu\",head=\"", (unsigned long long)st->journal_seq);
+    put_label(f, st->journal_head);
+    fputs("\"} 1\n", f);
+    scalar(f, "qrsd_journal_sequence", "gauge", "The sequence of the last "
+           "draw journal entry durably written.", st->journal_seq);
+  }
   if (st->n_latency_buckets > 0) {
     uint64_t cum = 0;
 

@@ -339,6 +339,41 @@ status_sources(char *buf, size_t size, const void *row)
   return buf;
 }
 
+/* "ok (on_error stop)", "write-error: No space left on device
+   (on_error stop: draws refused)", "off" */
+static const char *
+status_journal(char *buf, size_t size, const void *row)
+{
+  const struct qrs_status *st = row;
+  int stop;
+
+  stop = strcmp(st->journal_on_error, "stop") == 0;
+  if (st->journal_state[0] == '\0')
+    return NULL;                  /* an older qrsd */
+  if (strcmp(st->journal_state, "off") == 0)
+    snprintf(buf, size, "off");
+  else if (strcmp(st->journal_state, "ok") == 0)
+    snprintf(buf, size, "ok (on_error %s)", st->journal_on_error);
+  else
+    snprintf(buf, size, "%s%s%s (on_error %s: draws %s)", st->journal_state,
+             st->journal_error[0] ? ": " : "", st->journal_error,
+             st->journal_on_error, stop ? "refused" :
+             "served unjournalled");
+  return buf;
+}
+
+/* "1234 e3b0c442..." (the head, whole: qrs-audit --checkpoint SEQ:HEAD) */
+static const char *
+status_journal_head(char *buf, size_t size, const void *row)
+{
+  const struct qrs_status *st = row;
+
+  if (st->journal_head[0] == '\0')
+    return NULL;
+  snprintf(buf, size, "%" PRIu64 ":%s", st->journal_seq, st->journal_head);
+  return buf;
+}
+
 static const struct ctl_field status_fields[] = {
   { ST("server_version", STR, server_version), .col = 1,
     .pre = "Server version  : ", .post = "\n" },
@@ -369,6 +404,14 @@ static const struct ctl_field status_fields[] = {
     .pre = "Config          : ", .post = "\n" },
   { ST("config_hash", STR, config_hash), .col = 14,
     .pre = "Config SHA-256  : ", .post = "\n" },
+  { ST("journal_state", STR, journal_state), .col = 15,
+    .pre = "Journal         : ", .post = "\n", .text = status_journal },
+  JSON_ONLY(ST("journal_error", STR, journal_error)),
+  JSON_ONLY(ST("journal_on_error", STR, journal_on_error)),
+  { ST("journal_seq", U64, journal_seq), .col = 16,
+    .pre = "Journal head    : ", .post = "\n", .text = status_journal_head,
+    .flags = CTL_OMIT },
+  JSON_ONLY(ST("journal_head", STR, journal_head)),
 };
 
 static const struct ctl_table status_table = CTL_TABLE(status_fields);
@@ -596,6 +639,21 @@ draw_test_source(char *buf, size_t size, const void *row)
   return out_safe(buf, size, dr->d.served_type, sizeof(dr->d.served_type));
 }
 
+/* "journal=SEQ", "unjournalled" (served while qrsd's journal failed,
+   journal.on_error label), or nothing (no journal). */
+static const char *
+draw_journal(char *buf, size_t size, const void *row)
+{
+  const struct draw_row *dr = row;
+
+  if (dr->d.unjournalled)
+    return "unjournalled";
+  if (dr->d.journal_seq == 0)
+    return NULL;
+  snprintf(buf, size, "journal=%" PRIu64, dr->d.journal_seq);
+  return buf;
+}
+
 /* One draw as a numbered line, chronyc style. */
 static const struct ctl_field draw_fields[] = {
   { DR("index", U64, index), .col = 1, .post = ":" },
@@ -617,6 +675,9 @@ static const struct ctl_field draw_fields[] = {
     .pre = " nonce=", .unset = "-" },
   { JSONFIELD_CUSTOM_ROW("echo_verified", add_echo), .col = 9,
     .pre = " echo=", .text = draw_echo },
+  { DR_F("journal_seq", U64, d.journal_seq, JSONFIELD_NULL_ZERO), .col = 12,
+    .pre = " ", .text = draw_journal },
+  JSON_ONLY(DR("unjournalled", BOOL, d.unjournalled)),
   JSON_ONLY(DR("t_received_ns", I64, d.received.realtime_ns)),
   JSON_ONLY(DR("t_generated_ns", I64, d.generated.realtime_ns)),
   JSON_ONLY(DR("t_sent_ns", I64, d.sent.realtime_ns)),

@@ -42,15 +42,18 @@
 
 static const struct command commands[] = {
   { "status", "",
-    "      Show the daemon's version, uptime, request counters and its\n"
-    "      sources.\n",
+    "      Show the daemon's version, uptime, request counters, its\n"
+    "      sources, and its draw journal: state and head SEQ:HASH (the\n"
+    "      last entry written, as qrs-audit --checkpoint takes it).\n",
     cmd_status },
   { "health", "",
     "      Show the daemon's health and that of each source.  The exit\n"
     "      status says it too: 0 healthy, 1 degraded (serving, but some\n"
-    "      source is unhealthy, or disabled with no fallback), 2 failed\n"
-    "      (the default source cannot serve), unknown or unreachable.  A\n"
-    "      source an operator disabled shows HEALTH 'disabled'.\n",
+    "      source is unhealthy, or disabled with no fallback, or the draw\n"
+    "      journal fails under on_error label), 2 failed (the default\n"
+    "      source cannot serve, or the draw journal fails under on_error\n"
+    "      stop), unknown or unreachable.  A source an operator disabled\n"
+    "      shows HEALTH 'disabled'.\n",
     cmd_health },
   { "sources", "",
     "      List the configured entropy sources with their type, health,\n"

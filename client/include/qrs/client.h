@@ -377,13 +377,27 @@ struct qrs_status {
   char config_file[256];            /* the configuration in use (0.1+) */
   char config_hash[65];             /* SHA-256 (hex) of its text, as
                                        last loaded; "" from an older qrsd */
+  /* Added in 0.1: the draw journal.  journal_state "off" (none
+     configured), "ok", "queue-full", "write-error" or "stopped" ("" from
+     an older qrsd); journal_error the write error's text while it fails
+     (else ""); journal_on_error "stop" (draws refused while it fails) or
+     "label" (served labelled unjournalled); journal_seq and journal_head
+     the last entry durably written and its SHA-256 chain hash (hex; 0 and
+     "" before the first), what qrs-audit --checkpoint takes. */
+  char journal_state[16];
+  char journal_error[128];
+  char journal_on_error[8];
+  uint64_t journal_seq;
+  char journal_head[65];
 };
 
 enum qrs_health_state {
   QRS_HEALTH_UNKNOWN = 0,
   QRS_HEALTH_HEALTHY = 1,
-  QRS_HEALTH_DEGRADED = 2,  /* serving, some source unhealthy */
-  QRS_HEALTH_FAILED = 3,    /* the default source cannot serve */
+  QRS_HEALTH_DEGRADED = 2,  /* serving, some source unhealthy (or the
+                               draw journal fails, draws labelled) */
+  QRS_HEALTH_FAILED = 3,    /* the default source cannot serve (or the
+                               draw journal fails, draws refused) */
 };
 
 struct qrs_health {
