@@ -1,4 +1,5 @@
 /* The gRPC compatibility endpoint; see compat.h. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "grpc/gserve.h"
 #include "base/log.h"
 #include "server/apikeys.h"
+#include "server/compat_gate.h"
 #include "server/sockfile.h"
 #include "server/statuspub.h"
 #include "timestamp.h"
@@ -23,6 +25,8 @@ struct compat {
   const struct qrsd_conf *conf;
   struct registry *reg;
   struct gserve *g;
+  struct gate *gate;                /* the listener, in front of g */
+  char *inner_path;                 /* g's private socket */
   struct apikeys *keys;             /* NULL: no keys required */
   struct statuspub *sp;             /* shows the keys' use */
   struct amp_params amp;
@@ -279,7 +283,15 @@ static void
 compat_free(struct compat *c)
 {
   apikeys_free(c->keys);
+  free(c->inner_path);
   free(c);
+}
+
+static void
+on_stopped(void *arg)
+{
+  compat_free(arg);
+  gbridge_shared_put();
 }
 
 int
@@ -288,10 +300,11 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
              struct compat **ret, char *err, size_t errlen)
 {
   struct gserve_conf gc;
+  struct gate_conf gt;
   struct gserve_backend be;
   struct gbridge *br;
   struct compat *c;
-  char why[300], dir_why[300];
+  char why[300], dir_why[300], inner[120];
   const char *path;
   mode_t old_umask;
   int r, port;
@@ -329,9 +342,28 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
     snprintf(err, errlen, "grpc_compat: cannot start gRPC");
     return -ENOMEM;
   }
+  /* gRPC listens only on a private socket (mode 0600, in state_dir);
+     the gate listens on grpc_compat.listen and relays what it admits
+     (compat_gate.h says why). */
+  if (asprintf(&c->inner_path, "%s/compat-grpc.sock", conf->state_dir) < 0) {
+    c->inner_path = NULL;
+    r = -ENOMEM;
+    snprintf(err, errlen, "grpc_compat: out of memory");
+    goto fail;
+  }
+  if (strlen(c->inner_path) >= 108) {
+    r = -ENAMETOOLONG;
+    snprintf(err, errlen, "grpc_compat: state_dir '%s' is too long for "
+             "its private socket (%s, at most 107 bytes)", conf->state_dir,
+             c->inner_path);
+    goto fail;
+  }
   memset(&gc, 0, sizeof(gc));
-  gc.listen = conf->compat_listen;
+  snprintf(inner, sizeof(inner), "unix:%s", c->inner_path);
+  gc.listen = inner;
   gc.api_key_header = conf->compat_api_key_header;
+  gc.handshake_timeout_ms = (int)conf->compat_handshake_timeout_ms;
+  gc.idle_timeout_ms = (int)conf->compat_idle_timeout_ms;
   if (*conf->compat_tls_cert) {
     gc.tls_cert = conf->compat_tls_cert;
     gc.tls_key = conf->compat_tls_key;
@@ -343,28 +375,33 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
   be.request = on_request;
   be.call_begin = on_call_begin;
   be.call_end = on_call_end;
-  old_umask = 0;
-  path = strncmp(conf->compat_listen, "unix:", 5) == 0 ?
-         conf->compat_listen + 5 : NULL;
-  /* A unix socket is born with its final mode, as the main socket is
-     (server.c): gRPC binds it here, and a chmod by path afterwards would
-     follow a symlink put in its place. */
-  if (path)
-    old_umask = umask(0777 & ~(mode_t)conf->compat_socket_mode);
-  r = gserve_start(br, &gc, &be, &c->g, &port, why, sizeof(why));
-  if (path)
-    umask(old_umask);
+  old_umask = umask(0177);
+  r = gserve_start(br, &gc, &be, &c->g, NULL, why, sizeof(why));
+  umask(old_umask);
   if (r < 0) {
-    /* gRPC gives no errno: the directory may say what went wrong. */
-    if (path && sockfile_dir_problem(path, dir_why, sizeof(dir_why)))
-      snprintf(err, errlen, "grpc_compat: cannot bind %s: %s", path,
-               dir_why);
+    if (sockfile_dir_problem(c->inner_path, dir_why, sizeof(dir_why)))
+      snprintf(err, errlen, "grpc_compat: cannot bind %s: %s",
+               c->inner_path, dir_why);
     else
       snprintf(err, errlen, "grpc_compat: %s", why);
-    gbridge_shared_put();
-    compat_free(c);
+    goto fail;
+  }
+  memset(&gt, 0, sizeof(gt));
+  gt.listen = conf->compat_listen;
+  gt.inner_path = c->inner_path;
+  gt.socket_mode = conf->compat_socket_mode;
+  gt.max_conns = conf->compat_max_connections;
+  gt.max_per_peer = conf->compat_max_per_peer;
+  /* what the main socket may need: as main.c's check of RLIMIT_NOFILE */
+  gt.fd_reserve = conf->max_connections + 128 + (unsigned)conf->n_sources;
+  r = gate_start(loop, &gt, &c->gate, &port, why, sizeof(why));
+  if (r < 0) {
+    snprintf(err, errlen, "grpc_compat: %s", why);
+    gserve_stop(c->g, on_stopped, c);
     return r;
   }
+  path = strncmp(conf->compat_listen, "unix:", 5) == 0 ?
+         conf->compat_listen + 5 : NULL;
   if (path)
     sockfile_apply_group(path, conf->compat_socket_group);
   if (c->keys && sp) {
@@ -384,13 +421,17 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
              c->keys ? ", api keys" : "");
   *ret = c;
   return 0;
+
+fail:
+  gbridge_shared_put();
+  compat_free(c);
+  return r;
 }
 
-static void
-on_stopped(void *arg)
+int
+compat_degraded(const struct compat *c, char *why, size_t whylen)
 {
-  compat_free(arg);
-  gbridge_shared_put();
+  return c ? gate_degraded(c->gate, why, whylen) : 0;
 }
 
 void
@@ -402,5 +443,7 @@ compat_stop(struct compat *c)
     c->sp->extra_json = NULL;
     c->sp->extra_ctx = NULL;
   }
+  gate_stop(c->gate);
+  c->gate = NULL;
   gserve_stop(c->g, on_stopped, c);
 }

@@ -32,6 +32,10 @@ int compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
                  struct compat **ret, char *err,
                  size_t errlen);
 
+/* Can the endpoint take a connection now?  0 (or off), or 1 with why
+   filled in (compat_gate.h: gate_degraded()). */
+int compat_degraded(const struct compat *c, char *why, size_t whylen);
+
 /* Stop serving; the object is freed once its last call is gone.  Accepts
    NULL.  Call before the registry stops. */
 void compat_stop(struct compat *c);

@@ -14,6 +14,7 @@
 
 #include "sources/local.h"
 #include "stats/monitor.h"
+#include "server/compat.h"
 #include "server/server_int.h"
 
 /* Upper bounds of the draw-latency buckets in seconds (Prometheus'
@@ -274,6 +275,10 @@ report_health(struct conn *c, uint32_t seq)
              "%.150s", alarms, alarms == 1 ? "" : "s", alarm_src,
              alarm_reason);
   }
+  /* so does a compat endpoint that cannot take a connection */
+  if (r.state == QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY &&
+      compat_degraded(srv->compat, msg, sizeof(msg)))
+    r.state = QRS_IPC__HEALTH_STATE__HEALTH_DEGRADED;
   r.message = msg;
   r.n_sources = in.n;
   r.sources = in.p;
