@@ -65,6 +65,9 @@ struct gate {
   union stream lis;
   int is_unix;
   char *inner_path;
+  char *path;                       /* a unix listener's, to remove */
+  dev_t dev;
+  ino_t ino;
   unsigned max_conns, max_per_peer;
   int fd_limit;                     /* refuse a descriptor numbered >= */
   struct gconn *head;
@@ -85,6 +88,7 @@ maybe_free(struct gate *g)
   if (!g->stopping || g->lis_open || g->n_handles > 0)
     return;
   free(g->inner_path);
+  free(g->path);
   free(g);
 }
 
@@ -439,6 +443,11 @@ bind_unix(struct gate *g, const char *path, unsigned mode, char *err,
     snprintf(err, errlen, "cannot bind %s: %s", path, why);
     return r;
   }
+  if (lstat(path, &st) == 0) {
+    g->dev = st.st_dev;
+    g->ino = st.st_ino;
+    g->path = strdup(path);
+  }
   return 0;
 
 fail:
@@ -586,10 +595,15 @@ void
 gate_stop(struct gate *g)
 {
   struct gconn *c;
+  struct stat st;
 
   if (!g || g->stopping)
     return;
   g->stopping = 1;
+  /* the socket file, unless another has taken its place */
+  if (g->path && lstat(g->path, &st) == 0 && st.st_dev == g->dev &&
+      st.st_ino == g->ino)
+    unlink(g->path);
   for (c = g->head; c; c = c->next)
     conn_close(c);
   uv_close(&g->lis.h, on_lis_closed);
