@@ -143,7 +143,12 @@ def silent_connections(port, ca_file, handshake_ms):
     ctx.check_hostname = False
     ctx.set_alpn_protocols(["h2"])
     raw = socket.create_connection(("127.0.0.1", port), timeout=2)
-    tls = ctx.wrap_socket(raw)
+    try:
+        tls = ctx.wrap_socket(raw)
+    except OSError as e:
+        raw.close()
+        check(False, "TLS handshake with the endpoint: %s" % e)
+        return
     try:
         dt = closed_within(tls, limit)
         check(dt is not None, "a TLS connection without an HTTP/2 preface "
