@@ -435,6 +435,12 @@ compat_degraded(const struct compat *c, char *why, size_t whylen)
 }
 
 void
+compat_figures(const struct compat *c, struct gate_stats *st)
+{
+  gate_stats(c ? c->gate : NULL, st);
+}
+
+void
 compat_stop(struct compat *c)
 {
   if (!c)

@@ -562,9 +562,10 @@ gate_start(uv_loop_t *loop, const struct gate_conf *conf, struct gate **ret,
       return -EMFILE;
     }
     log_warn("grpc_compat.max_connections %u: RLIMIT_NOFILE %llu leaves "
-             "room for about %ld (each takes three descriptors; %u are "
-             "kept for the main socket and the sources)", g->max_conns,
+             "room for %ld, the bound now (each takes three descriptors; "
+             "%u are kept for the main socket and the sources)", g->max_conns,
              (unsigned long long)rl.rlim_cur, room, conf->fd_reserve);
+    g->max_conns = (unsigned)room;
   }
   g->is_unix = strncmp(conf->listen, "unix:", 5) == 0;
   if (g->is_unix)

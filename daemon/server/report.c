@@ -207,6 +207,7 @@ report_status(struct conn *c, uint32_t seq)
 {
   QrsIpc__StatusReply r = QRS_IPC__STATUS_REPLY__INIT;
   struct server *srv;
+  struct gate_stats cf;
   struct infos in;
   struct ts now;
 
@@ -235,6 +236,12 @@ report_status(struct conn *c, uint32_t seq)
   r.memory_used_bytes = srv->mem_queued + srv->mem_reserved +
                         registry_bytes_held(srv->reg);
   r.memory_budget_bytes = srv->conf->memory_budget;
+  compat_figures(srv->compat, &cf);
+  r.compat_connections = cf.conns;
+  r.compat_max_connections = cf.max_conns;
+  r.compat_connections_refused = cf.refused_full + cf.refused_peer +
+                                 cf.refused_fds;
+  r.compat_relay_bytes = cf.relay_bytes;
   r.n_sources = in.n;
   r.sources = in.p;
   r.config_file = srv->conf->file;

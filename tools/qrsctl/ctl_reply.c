@@ -369,6 +369,12 @@ static const struct ctl_field status_fields[] = {
     .pre = "Config          : ", .post = "\n" },
   { ST("config_hash", STR, config_hash), .col = 14,
     .pre = "Config SHA-256  : ", .post = "\n" },
+  { ST("compat_connections", U64, compat_connections), .col = 15,
+    .pre = "gRPC compat     : ", .post = " connections" },
+  { ST("compat_max_connections", U64, compat_max_connections), .col = 16,
+    .pre = " (bound ", .post = "" },
+  { ST("compat_connections_refused", U64, compat_connections_refused),
+    .col = 17, .pre = ", ", .post = " refused)\n" },
 };
 
 static const struct ctl_table status_table = CTL_TABLE(status_fields);

@@ -377,6 +377,12 @@ struct qrs_status {
   char config_file[256];            /* the configuration in use (0.1+) */
   char config_hash[65];             /* SHA-256 (hex) of its text, as
                                        last loaded; "" from an older qrsd */
+  /* Added in 0.1: the gRPC compat endpoint (0 when off): connections
+     open, their bound, those refused, relay buffers held. */
+  uint64_t compat_connections;
+  uint64_t compat_max_connections;
+  uint64_t compat_connections_refused;
+  uint64_t compat_relay_bytes;
 };
 
 enum qrs_health_state {
