@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <grpc/grpc.h>
@@ -270,6 +272,45 @@ status_json(void *ctx)
   return apikeys_status_json(c->keys);
 }
 
+/* The directory of the private socket at path: made (mode 0700) or, if
+   there, a directory of ours, not a link, given mode 0700.  0, or a
+   negative errno with why filled in. */
+static int
+private_dir(const char *path, char *why, size_t whylen)
+{
+  char dir[128];
+  struct stat st;
+  char *slash;
+  int fd, r;
+
+  snprintf(dir, sizeof(dir), "%s", path);
+  slash = strrchr(dir, '/');
+  if (slash)
+    *slash = '\0';
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+    r = -errno;
+    snprintf(why, whylen, "cannot make %s: %s", dir, strerror(errno));
+    return r;
+  }
+  fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    r = -errno;
+    snprintf(why, whylen, "cannot open %s: %s", dir, strerror(errno));
+    return r;
+  }
+  r = 0;
+  if (fstat(fd, &st) < 0 || st.st_uid != geteuid()) {
+    r = -EPERM;
+    snprintf(why, whylen, "%s is not qrsd's own directory", dir);
+  } else if ((st.st_mode & 0777) != 0700 && fchmod(fd, 0700) < 0) {
+    r = -errno;
+    snprintf(why, whylen, "cannot make %s private: %s", dir,
+             strerror(errno));
+  }
+  close(fd);
+  return r;
+}
+
 static int
 header_ok(const char *h)
 {
@@ -304,9 +345,8 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
   struct gserve_backend be;
   struct gbridge *br;
   struct compat *c;
-  char why[300], dir_why[300], inner[120];
+  char why[300], dir_why[300], inner[140];
   const char *path;
-  mode_t old_umask;
   int r, port;
 
   *ret = NULL;
@@ -342,10 +382,11 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
     snprintf(err, errlen, "grpc_compat: cannot start gRPC");
     return -ENOMEM;
   }
-  /* gRPC listens only on a private socket (mode 0600, in state_dir);
-     the gate listens on grpc_compat.listen and relays what it admits
-     (compat_gate.h says why). */
-  if (asprintf(&c->inner_path, "%s/compat-grpc.sock", conf->state_dir) < 0) {
+  /* gRPC listens only on a private socket, in a directory of state_dir
+     that only qrsd's user may enter; the gate listens on
+     grpc_compat.listen and relays what it admits (compat_gate.h says
+     why). */
+  if (asprintf(&c->inner_path, "%s/compat-grpc/sock", conf->state_dir) < 0) {
     c->inner_path = NULL;
     r = -ENOMEM;
     snprintf(err, errlen, "grpc_compat: out of memory");
@@ -356,6 +397,11 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
     snprintf(err, errlen, "grpc_compat: state_dir '%s' is too long for "
              "its private socket (%s, at most 107 bytes)", conf->state_dir,
              c->inner_path);
+    goto fail;
+  }
+  r = private_dir(c->inner_path, why, sizeof(why));
+  if (r < 0) {
+    snprintf(err, errlen, "grpc_compat: %s", why);
     goto fail;
   }
   memset(&gc, 0, sizeof(gc));
@@ -375,9 +421,7 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
   be.request = on_request;
   be.call_begin = on_call_begin;
   be.call_end = on_call_end;
-  old_umask = umask(0177);
   r = gserve_start(br, &gc, &be, &c->g, NULL, why, sizeof(why));
-  umask(old_umask);
   if (r < 0) {
     if (sockfile_dir_problem(c->inner_path, dir_why, sizeof(dir_why)))
       snprintf(err, errlen, "grpc_compat: cannot bind %s: %s",

@@ -74,7 +74,7 @@ struct gate {
   size_t n_conns, n_handles;
   uint64_t accepted, refused_full, refused_peer, refused_fds, relay_failed;
   int64_t last_room_ns, last_fail_ns;
-  struct log_ratelimit rl_full, rl_fail;
+  struct log_ratelimit rl_full, rl_peer, rl_fail;
   int stopping, lis_open;
   union stream drain;               /* takes one when out of memory */
   int drain_busy;
@@ -356,7 +356,7 @@ on_connection(uv_stream_t *lis, int status)
     conn_close(c);
     return;
   }
-  if (fd >= g->fd_limit) {
+  if (fd + 2 >= g->fd_limit) {       /* the relay's end, gRPC's end */
     g->refused_fds++;
     room_refused(g, "descriptors kept in reserve");
     conn_close(c);
@@ -373,6 +373,9 @@ on_connection(uv_stream_t *lis, int status)
   peer_of(c, fd);
   if (peer_conns(g, &c->peer) >= g->max_per_peer) {
     g->refused_peer++;
+    log_limited(&g->rl_peer, LOG_LEVEL_WARN, "gRPC compat: connection "
+                "refused: grpc_compat.max_connections_per_peer %u reached "
+                "by one peer", g->max_per_peer);
     conn_close(c);
     return;
   }
