@@ -7,7 +7,10 @@
 # health says degraded while the endpoint is full, a keyed call is
 # answered within a second of the flood's end, and connections that stay
 # silent (after TLS, or before it) are closed after the handshake
-# timeout.  Then qrsd must still stop cleanly.
+# timeout.  Then qrsd must still stop cleanly.  Then the same endpoint on
+# a unix socket: a uid over max_connections_per_peer is refused, the
+# refusals are counted in status, and a call is answered once the flood
+# ends.
 set -u
 qrsd=$1 qrsctl=$2 flood=$3
 PY=${QRS_PYTHON:-/usr/bin/python3}   # Debian's, with python3-grpcio
@@ -58,4 +61,20 @@ timeout 60 "$PY" "$flood" "$PORT" "$C/ca.pem" "$C/client.key" "$qrsctl" \
 "$qrsctl" -s "$T/s.sock" draw > /dev/null || fail "no draw after the flood"
 ! grep -qF "$(cat "$C/client.key")" "$T/log" || fail "the api key is in the log"
 stop_qrsd
+
+# The same endpoint on a unix socket, without TLS or keys: one uid may
+# hold max_connections_per_peer connections, the rest are closed at once.
+write_conf <<YAML
+sources: { system: { type: system } }
+grpc_compat:
+  listen: "unix:$T/compat.sock"
+  source: system
+  socket_group: ""
+  max_connections_per_peer: 8
+YAML
+start_qrsd "$T/log"
+timeout 60 "$PY" "$flood" "unix:$T/compat.sock" "$qrsctl" "$T/s.sock" 8 ||
+  fail "the unix flood's checks failed"
+stop_qrsd
+[ ! -e "$T/compat.sock" ] || fail "the compat socket is left after qrsd stopped"
 echo "compat-flood: ok"

@@ -3,6 +3,7 @@
 starts qrsd with a low RLIMIT_NOFILE).
 
 usage: compat_flood.py PORT CA_FILE KEY_FILE QRSCTL SOCKET HANDSHAKE_MS
+       compat_flood.py unix:PATH QRSCTL SOCKET PER_PEER
 
   1. Plain TCP connections are opened to 127.0.0.1:PORT (at most 600, for
      at most 3 s) and held: more than the endpoint may hold.  Meanwhile
@@ -13,6 +14,11 @@ usage: compat_flood.py PORT CA_FILE KEY_FILE QRSCTL SOCKET HANDSHAKE_MS
   3. A connection that finished its TLS handshake but sends nothing, and
      one that sends nothing at all, must be closed by qrsd within
      HANDSHAKE_MS + 2 s.
+
+With unix:PATH (a compat unix socket, max_connections_per_peer PER_PEER):
+4 x PER_PEER connections from this uid, of which all but PER_PEER must be
+closed at once, as `qrsctl status` must count them; once they are
+closed an unkeyed GetEntropy must be answered within a second.
 
 Everything is bounded in count and time.  Exit status 0 when every check
 passed; each failure is printed on stderr."""
@@ -168,7 +174,76 @@ def silent_connections(port, ca_file, handshake_ms):
         s.close()
 
 
+def status(qrsctl, sock):
+    r = subprocess.run([qrsctl, "-s", sock, "-t", "2000", "--json", "status"],
+                       capture_output=True, text=True, timeout=10)
+    try:
+        return json.loads(r.stdout.splitlines()[0])
+    except (ValueError, IndexError):
+        return {}
+
+
+def unix_flood(path, qrsctl, sock, per_peer):
+    held = []
+    try:
+        for _ in range(4 * per_peer):
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(1.0)
+            s.connect(path)
+            held.append(s)
+        time.sleep(0.5)
+        closed = 0
+        for s in held:
+            s.setblocking(False)
+            try:
+                if s.recv(1) == b"":
+                    closed += 1
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed += 1
+        st = status(qrsctl, sock)
+        print("unix flood: %d of %d closed at once; status: %s connections, "
+              "%s refused, bound %s" % (closed, len(held),
+                                        st.get("compat_connections"),
+                                        st.get("compat_connections_refused"),
+                                        st.get("compat_max_connections")))
+        check(closed == 3 * per_peer, "unix flood: %d closed at once, not "
+              "%d" % (closed, 3 * per_peer))
+        check(st.get("compat_connections") == per_peer,
+              "status: compat_connections %s, not %d" %
+              (st.get("compat_connections"), per_peer))
+        check(st.get("compat_connections_refused", 0) >= 3 * per_peer,
+              "status: compat_connections_refused %s" %
+              st.get("compat_connections_refused"))
+        r = subprocess.run([qrsctl, "-s", sock, "-t", "2000", "draw"],
+                           capture_output=True, text=True, timeout=10)
+        check(r.returncode == 0, "a local draw during the unix flood: %s" %
+              r.stderr.strip())
+    finally:
+        for s in held:
+            s.close()
+    t0 = time.monotonic()
+    ch = grpc.insecure_channel("unix:" + path)
+    try:
+        reply = ch.unary_unary("/qr_entropy.EntropyService/GetEntropy")(
+            b"\x08\x20\x10\x07", timeout=1.0)
+        check(len(reply) > 32, "unix call: a %d-byte reply" % len(reply))
+        print("call after the unix flood: answered in %.3f s" %
+              (time.monotonic() - t0))
+    except grpc.RpcError as e:
+        check(False, "call after the unix flood: %s %s" % (e.code(),
+                                                          e.details()))
+    finally:
+        ch.close()
+
+
 def main():
+    if sys.argv[1].startswith("unix:"):
+        unix_flood(sys.argv[1][5:], sys.argv[2], sys.argv[3],
+                   int(sys.argv[4]))
+        print("compat flood: %d failures" % len(failures))
+        sys.exit(1 if failures else 0)
     port = int(sys.argv[1])
     with open(sys.argv[2], "rb") as f:
         ca = f.read()
