@@ -240,7 +240,7 @@ on_inner_connected(uv_connect_t *req, int status)
 }
 
 /* The peer of an accepted connection: its IP address, or for a unix
-   socket its uid.  0 or -1 (unknown: counted as one peer). */
+   socket its uid.  Peers that cannot be told count as one. */
 static void
 peer_of(struct gconn *c, int fd)
 {
