@@ -490,6 +490,10 @@ bind_tcp(struct gate *g, const char *listen, int *ret_port, char *err,
   port = colon + 1;
   memset(&hints, 0, sizeof(hints));
   hints.ai_socktype = SOCK_STREAM;
+  /* One listener, on the first address: localhost is 127.0.0.1 (gRPC
+     bound ::1 too; every client of it falls back to 127.0.0.1). */
+  if (strcmp(host, "localhost") == 0)
+    hints.ai_family = AF_INET;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   r = getaddrinfo(host, port, &hints, &ai);
   if (r != 0) {

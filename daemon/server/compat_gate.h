@@ -37,8 +37,9 @@
 struct gate;
 
 struct gate_conf {
-  const char *listen;               /* unix:PATH or HOST:PORT (numeric, or
-                                       localhost) */
+  const char *listen;               /* unix:PATH or HOST:PORT (a name:
+                                       its first address; localhost:
+                                       127.0.0.1) */
   const char *inner_path;           /* gRPC's private socket */
   unsigned socket_mode;             /* a unix listener's mode */
   unsigned max_conns;               /* in all */
