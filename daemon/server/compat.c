@@ -28,7 +28,13 @@ struct compat {
   struct registry *reg;
   struct gserve *g;
   struct gate *gate;                /* the listener, in front of g */
-  char *inner_path;                 /* g's private socket */
+  char *inner_path;                 /* g's private socket: DIR/sockN */
+  unsigned gen;                     /* N, 0 or 1: gRPC started again */
+  struct gbridge *br;
+  struct gserve_conf gc;            /* to start gRPC again */
+  struct gserve_backend be;
+  char inner_url[140];              /* gc.listen: unix:inner_path */
+  int servers;                      /* gserve objects not yet freed */
   struct apikeys *keys;             /* NULL: no keys required */
   struct statuspub *sp;             /* shows the keys' use */
   struct amp_params amp;
@@ -328,11 +334,63 @@ compat_free(struct compat *c)
   free(c);
 }
 
+/* A gserve is gone: the last one frees c (compat_stop has run). */
 static void
 on_stopped(void *arg)
 {
-  compat_free(arg);
+  struct compat *c = arg;
+
+  if (--c->servers > 0)
+    return;
+  compat_free(c);
   gbridge_shared_put();
+}
+
+/* gRPC's private socket for generation gen: DIR/sock0 or DIR/sock1 (a
+   gRPC server being stopped may remove its own path late). */
+static void
+set_inner(struct compat *c)
+{
+  char *slash = strrchr(c->inner_path, '/');
+
+  slash[5] = (char)('0' + c->gen);  /* "/sockN" */
+  snprintf(c->inner_url, sizeof(c->inner_url), "unix:%s", c->inner_path);
+}
+
+/* The gate saw gRPC accept nothing (after an accept error gRPC 1.51
+   drops its listener for good): start a new gRPC server on the other
+   path, relay new connections there, and stop the old one. */
+static void
+on_stall(void *ctx)
+{
+  struct compat *c = ctx;
+  struct gserve *g;
+  char why[300];
+  int r;
+
+  if (c->servers > 1)
+    return;                         /* the last restart is still ending */
+  c->gen ^= 1;
+  set_inner(c);
+  r = gserve_start(c->br, &c->gc, &c->be, &g, NULL, why, sizeof(why));
+  if (r == 0) {
+    r = gate_set_inner(c->gate, c->inner_path);
+    if (r < 0) {
+      gserve_stop(g, NULL, NULL);
+      snprintf(why, sizeof(why), "out of memory");
+    }
+  }
+  if (r < 0) {
+    log_err("gRPC compat: cannot start gRPC again on %s: %s", c->inner_path,
+            why);
+    c->gen ^= 1;
+    set_inner(c);
+    return;
+  }
+  log_warn("gRPC compat: gRPC started again on %s", c->inner_path);
+  c->servers++;
+  gserve_stop(c->g, on_stopped, c);
+  c->g = g;
 }
 
 int
@@ -345,7 +403,7 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
   struct gserve_backend be;
   struct gbridge *br;
   struct compat *c;
-  char why[300], dir_why[300], inner[140];
+  char why[300], dir_why[300];
   const char *path;
   int r, port;
 
@@ -386,7 +444,7 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
      that only qrsd's user may enter; the gate listens on
      grpc_compat.listen and relays what it admits (compat_gate.h says
      why). */
-  if (asprintf(&c->inner_path, "%s/compat-grpc/sock", conf->state_dir) < 0) {
+  if (asprintf(&c->inner_path, "%s/compat-grpc/sock0", conf->state_dir) < 0) {
     c->inner_path = NULL;
     r = -ENOMEM;
     snprintf(err, errlen, "grpc_compat: out of memory");
@@ -405,8 +463,8 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
     goto fail;
   }
   memset(&gc, 0, sizeof(gc));
-  snprintf(inner, sizeof(inner), "unix:%s", c->inner_path);
-  gc.listen = inner;
+  set_inner(c);
+  gc.listen = c->inner_url;
   gc.api_key_header = conf->compat_api_key_header;
   gc.handshake_timeout_ms = (int)conf->compat_handshake_timeout_ms;
   gc.idle_timeout_ms = (int)conf->compat_idle_timeout_ms;
@@ -421,6 +479,9 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
   be.request = on_request;
   be.call_begin = on_call_begin;
   be.call_end = on_call_end;
+  c->br = br;
+  c->gc = gc;
+  c->be = be;
   r = gserve_start(br, &gc, &be, &c->g, NULL, why, sizeof(why));
   if (r < 0) {
     if (sockfile_dir_problem(c->inner_path, dir_why, sizeof(dir_why)))
@@ -438,6 +499,10 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
   gt.max_per_peer = conf->compat_max_per_peer;
   /* what the main socket may need: as main.c's check of RLIMIT_NOFILE */
   gt.fd_reserve = conf->max_connections + 128 + (unsigned)conf->n_sources;
+  gt.stall_ms = conf->compat_handshake_timeout_ms;
+  gt.on_stall = on_stall;
+  gt.ctx = c;
+  c->servers = 1;
   r = gate_start(loop, &gt, &c->gate, &port, why, sizeof(why));
   if (r < 0) {
     snprintf(err, errlen, "grpc_compat: %s", why);

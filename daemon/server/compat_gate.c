@@ -58,6 +58,8 @@ struct gconn {
   int closing;
   int handles;                      /* open handles, for the last close */
   int listed;                       /* counted in g->conns */
+  int64_t opened_ns;
+  uint64_t up_bytes, down_bytes;
 };
 
 struct gate {
@@ -78,6 +80,18 @@ struct gate {
   int stopping, lis_open;
   union stream drain;               /* takes one when out of memory */
   int drain_busy;
+  uv_timer_t sweep;                 /* every second: stalled relays */
+  int sweep_open;
+  int64_t stall_ns;
+  void (*on_stall)(void *ctx);
+  void *ctx;
+  uint64_t stalls;
+  uv_pipe_t probe;                  /* is gRPC accepting? */
+  uv_connect_t probe_c;
+  uv_write_t probe_w;
+  char probe_buf[64];
+  int probe_open, probing;
+  int64_t probe_ns;
 };
 
 static void conn_close(struct gconn *c);
@@ -85,7 +99,8 @@ static void conn_close(struct gconn *c);
 static void
 maybe_free(struct gate *g)
 {
-  if (!g->stopping || g->lis_open || g->n_handles > 0)
+  if (!g->stopping || g->lis_open || g->sweep_open || g->probe_open ||
+      g->n_handles > 0)
     return;
   free(g->inner_path);
   free(g->path);
@@ -123,12 +138,17 @@ on_conn_closed(uv_handle_t *h)
   maybe_free(g);
 }
 
+static void probe_start(struct gate *g);
+static int suspect(const struct gconn *c, int64_t now);
+
 static void
 conn_close(struct gconn *c)
 {
   if (c->closing)
     return;
   c->closing = 1;
+  if (c->listed && suspect(c, mono_now_ns()))
+    probe_start(c->g);
   uv_close(&c->out.h, on_conn_closed);
   if (c->in_open)
     uv_close((uv_handle_t *)&c->in, on_conn_closed);
@@ -206,6 +226,8 @@ on_read_out(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
   struct gconn *c = s->data;
 
+  if (n > 0)
+    c->up_bytes += (uint64_t)n;
   relay(c, s, (uv_stream_t *)&c->in, &c->up, n, on_up_written);
 }
 
@@ -214,6 +236,8 @@ on_read_in(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
   struct gconn *c = s->data;
 
+  if (n > 0)
+    c->down_bytes += (uint64_t)n;
   relay(c, s, &c->out.s, &c->down, n, on_down_written);
 }
 
@@ -386,10 +410,152 @@ on_connection(uv_stream_t *lis, int status)
   g->head = c;
   g->n_conns++;
   g->accepted++;
+  c->opened_ns = mono_now_ns();
   uv_pipe_init(g->loop, &c->in, 0);
   c->in_open = 1;
   c->handles++;
   uv_pipe_connect(&c->connect, &c->in, g->inner_path, on_inner_connected);
+}
+
+static void
+on_sweep_closed(uv_handle_t *h)
+{
+  struct gate *g = h->data;
+
+  g->sweep_open = 0;
+  maybe_free(g);
+}
+
+static void
+on_probe_closed(uv_handle_t *h)
+{
+  struct gate *g = h->data;
+
+  g->probe_open = 0;
+  maybe_free(g);
+}
+
+static void
+probe_end(struct gate *g)
+{
+  if (g->probe_open && !uv_is_closing((uv_handle_t *)&g->probe))
+    uv_close((uv_handle_t *)&g->probe, on_probe_closed);
+  g->probing = 0;
+}
+
+static void
+alloc_probe(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+  struct gate *g = h->data;
+
+  *buf = uv_buf_init(g->probe_buf, sizeof(g->probe_buf));
+}
+
+/* Anything from gRPC, or its closing the probe: it accepts. */
+static void
+on_probe_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+  struct gate *g = s->data;
+
+  if (n != 0)
+    probe_end(g);
+}
+
+static void
+on_probe_written(uv_write_t *w, int status)
+{
+}
+
+static void
+on_probe_connected(uv_connect_t *req, int status)
+{
+  struct gate *g = req->data;
+  uv_buf_t b;
+
+  if (!g->probing)
+    return;
+  if (status < 0) {
+    probe_end(g);                   /* counted as a failed relay already */
+    return;
+  }
+  /* One byte: gRPC answers at once, or waits for the rest of a TLS
+     ClientHello and closes at its handshake timeout. */
+  b = uv_buf_init((char *)"P", 1);
+  if (uv_read_start((uv_stream_t *)&g->probe, alloc_probe,
+                    on_probe_read) < 0 ||
+      uv_write(&g->probe_w, (uv_stream_t *)&g->probe, &b, 1,
+               on_probe_written) < 0)
+    probe_end(g);
+}
+
+/* Is gRPC accepting?  A relay whose client sent something and had nothing
+   back for a second says it may not be (gRPC 1.51 drops its listener for
+   good after an accept error).  The gate's own connection tells: gRPC
+   answers it or closes it within its handshake timeout. */
+static void
+probe_start(struct gate *g)
+{
+  if (g->probing || g->probe_open || g->stopping)
+    return;
+  if (uv_pipe_init(g->loop, &g->probe, 0) < 0)
+    return;
+  g->probe.data = g;
+  g->probe_open = 1;
+  g->probing = 1;
+  g->probe_ns = mono_now_ns();
+  g->probe_c.data = g;
+  uv_pipe_connect(&g->probe_c, &g->probe, g->inner_path, on_probe_connected);
+}
+
+static int
+suspect(const struct gconn *c, int64_t now)
+{
+  return c->up_bytes > 0 && c->down_bytes == 0 &&
+         now - c->opened_ns >= 1000000000;
+}
+
+/* Every second: a relay that has had nothing from gRPC well past gRPC's
+   handshake timeout is closed (gRPC never accepted it); a probe that has
+   had no answer as long means gRPC is not accepting, and the owner is
+   told to start it again. */
+static void
+on_sweep(uv_timer_t *t)
+{
+  struct gate *g = t->data;
+  struct gconn *c, *next;
+  int64_t now = mono_now_ns();
+
+  for (c = g->head; c; c = next) {
+    next = c->next;
+    if (c->closing || c->down_bytes > 0)
+      continue;
+    if (suspect(c, now))
+      probe_start(g);
+    if (now - c->opened_ns >= g->stall_ns)
+      conn_close(c);
+  }
+  if (!g->probing || now - g->probe_ns < g->stall_ns)
+    return;
+  probe_end(g);
+  g->stalls++;
+  g->last_fail_ns = now;
+  log_limited(&g->rl_fail, LOG_LEVEL_ERR, "gRPC compat: gRPC has not "
+              "answered a connection in %lld ms: it is not accepting; "
+              "starting it again", (long long)(g->stall_ns / 1000000));
+  if (g->on_stall)
+    g->on_stall(g->ctx);
+}
+
+int
+gate_set_inner(struct gate *g, const char *path)
+{
+  char *p = strdup(path);
+
+  if (!p)
+    return -ENOMEM;
+  free(g->inner_path);
+  g->inner_path = p;
+  return 0;
 }
 
 /* Descriptors open now, about: the lowest free one. */
@@ -551,6 +717,9 @@ gate_start(uv_loop_t *loop, const struct gate_conf *conf, struct gate **ret,
     free(g);
     return -ENOMEM;
   }
+  g->stall_ns = ((int64_t)conf->stall_ms + 2000) * 1000000;
+  g->on_stall = conf->on_stall;
+  g->ctx = conf->ctx;
   g->fd_limit = 1 << 30;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
       rl.rlim_cur < (rlim_t)g->fd_limit)
@@ -585,6 +754,13 @@ gate_start(uv_loop_t *loop, const struct gate_conf *conf, struct gate **ret,
       snprintf(err, errlen, "cannot listen on '%s': %s", conf->listen,
                uv_strerror(r));
   }
+  if (r == 0) {
+    uv_timer_init(loop, &g->sweep);
+    g->sweep.data = g;
+    g->sweep_open = 1;
+    uv_timer_start(&g->sweep, on_sweep, 1000, 1000);
+    uv_unref((uv_handle_t *)&g->sweep);
+  }
   if (r < 0) {
     g->stopping = 1;
     if (g->lis_open)
@@ -615,6 +791,8 @@ gate_stop(struct gate *g)
   for (c = g->head; c; c = c->next)
     conn_close(c);
   uv_close(&g->lis.h, on_lis_closed);
+  uv_close((uv_handle_t *)&g->sweep, on_sweep_closed);
+  probe_end(g);
 }
 
 void
@@ -658,6 +836,11 @@ gate_degraded(const struct gate *g, char *why, size_t whylen)
   if (g->last_room_ns && now - g->last_room_ns < DEGRADED_NS) {
     snprintf(why, whylen, "gRPC compat endpoint: refusing connections "
              "for lack of room (%zu open)", g->n_conns);
+    return 1;
+  }
+  if (g->probing && now - g->probe_ns >= 1000000000) {
+    snprintf(why, whylen, "gRPC compat endpoint: gRPC has not answered "
+             "for %lld ms", (long long)((now - g->probe_ns) / 1000000));
     return 1;
   }
   if (g->last_fail_ns && now - g->last_fail_ns < DEGRADED_NS) {

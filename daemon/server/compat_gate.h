@@ -24,6 +24,12 @@
 
    The handshake and idle timeouts are gRPC's (server channel args, see
    gserve_conf): gRPC closes its end, and the relay closes the client's.
+   A relay that has had nothing from gRPC 2 s past the handshake timeout
+   is closed all the same.  gRPC drops its listener for good after an
+   accept error: when a client had no answer, the gate probes gRPC's
+   socket with a connection of its own (a client cannot fake the
+   outcome), and when gRPC neither answers nor closes it in that time,
+   the owner starts gRPC again.
    A relay holds two 8 KiB buffers and reads a side only while the other
    has written what it sent last: bounded memory, backpressure both ways. */
 #ifndef QRSD_COMPAT_GATE_H
@@ -45,6 +51,14 @@ struct gate_conf {
   unsigned max_conns;               /* in all */
   unsigned max_per_peer;
   unsigned fd_reserve;              /* descriptors kept for the rest */
+  /* gRPC's handshake timeout: a relay with nothing from gRPC 2 s after
+     it is closed.  When a relay's client sent something and had nothing
+     back for a second, the gate probes gRPC's socket itself; a probe
+     without an answer as long means gRPC is not accepting, and on_stall
+     (may be NULL) is called. */
+  unsigned stall_ms;
+  void (*on_stall)(void *ctx);
+  void *ctx;
 };
 
 struct gate_stats {
@@ -63,6 +77,10 @@ struct gate_stats {
    only (it may stat and unlink a stale socket file). */
 int gate_start(uv_loop_t *loop, const struct gate_conf *conf,
                struct gate **ret, int *ret_port, char *err, size_t errlen);
+
+/* Relay new connections to path from now on (gRPC started again).  0 or
+   -ENOMEM. */
+int gate_set_inner(struct gate *g, const char *path);
 
 /* Stop listening and close every relayed connection; the gate is freed
    once its handles are closed.  Accepts NULL. */

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Usage: compat-flood.sh QRSD QRSCTL FLOOD_PY
+# Usage: compat-flood.sh QRSD QRSCTL FLOOD_PY SHIM_ACCEPT
 # A connection flood on the gRPC compat endpoint (TLS, api keys, on
 # 127.0.0.1) of a qrsd run with RLIMIT_NOFILE 256, so that a few hundred
 # connections would exhaust its descriptors.  compat_flood.py floods it
@@ -10,9 +10,11 @@
 # timeout.  Then qrsd must still stop cleanly.  Then the same endpoint on
 # a unix socket: a uid over max_connections_per_peer is refused, the
 # refusals are counted in status, and a call is answered once the flood
-# ends.
+# ends.  Last, gRPC's own accept4() fails once with EMFILE (an LD_PRELOAD
+# shim): gRPC drops its listener for good, and qrsd must notice and start
+# gRPC again.
 set -u
-qrsd=$1 qrsctl=$2 flood=$3
+qrsd=$1 qrsctl=$2 flood=$3 shim=$4
 PY=${QRS_PYTHON:-/usr/bin/python3}   # Debian's, with python3-grpcio
 . "$(dirname "$0")/lib.sh"
 command -v openssl >/dev/null || die "openssl not found"
@@ -77,4 +79,20 @@ timeout 60 "$PY" "$flood" "unix:$T/compat.sock" "$qrsctl" "$T/s.sock" 8 ||
   fail "the unix flood's checks failed"
 stop_qrsd
 [ ! -e "$T/compat.sock" ] || fail "the compat socket is left after qrsd stopped"
+
+write_conf <<YAML
+sources: { system: { type: system } }
+grpc_compat:
+  listen: "unix:$T/compat.sock"
+  source: system
+  socket_group: ""
+  handshake_timeout_ms: 1000
+YAML
+start_qrsd "$T/log" env LD_PRELOAD="$shim" \
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+  QRS_SHIM_ACCEPT_EMFILE="$T/accept-fails" "$qrsd" -c "$T/c.yaml"
+timeout 60 "$PY" "$flood" --restart "unix:$T/compat.sock" "$T/accept-fails" \
+  1000 || fail "gRPC was not started again after its accept error"
+grep -q "gRPC started again" "$T/log" || fail "no 'gRPC started again' in the log"
+stop_qrsd
 echo "compat-flood: ok"

@@ -4,6 +4,7 @@ starts qrsd with a low RLIMIT_NOFILE).
 
 usage: compat_flood.py PORT CA_FILE KEY_FILE QRSCTL SOCKET HANDSHAKE_MS
        compat_flood.py unix:PATH QRSCTL SOCKET PER_PEER
+       compat_flood.py --restart unix:PATH TRIGGER HANDSHAKE_MS
 
   1. Plain TCP connections are opened to 127.0.0.1:PORT (at most 600, for
      at most 3 s) and held: more than the endpoint may hold.  Meanwhile
@@ -19,6 +20,11 @@ With unix:PATH (a compat unix socket, max_connections_per_peer PER_PEER):
 4 x PER_PEER connections from this uid, of which all but PER_PEER must be
 closed at once, as `qrsctl status` must count them; once they are
 closed an unkeyed GetEntropy must be answered within a second.
+
+With --restart (qrsd runs with shim_accept.c, which fails gRPC's next
+accept4() with EMFILE once TRIGGER exists): a call answered, then TRIGGER
+made, a call that gRPC never accepts, and within HANDSHAKE_MS + 8 s a call
+answered again (qrsd started gRPC again).
 
 Everything is bounded in count and time.  Exit status 0 when every check
 passed; each failure is printed on stderr."""
@@ -238,7 +244,41 @@ def unix_flood(path, qrsctl, sock, per_peer):
         ch.close()
 
 
+def call(addr, timeout):
+    ch = grpc.insecure_channel(addr)
+    try:
+        reply = ch.unary_unary("/qr_entropy.EntropyService/GetEntropy")(
+            b"\x08\x20\x10\x07", timeout=timeout)
+        return len(reply) > 32
+    except grpc.RpcError:
+        return False
+    finally:
+        ch.close()
+
+
+def restart(addr, trigger, handshake_ms):
+    check(call(addr, 2.0), "the first call was not answered")
+    open(trigger, "w").close()
+    t0 = time.monotonic()
+    check(not call(addr, 1.5), "a call was answered although gRPC's "
+          "accept4() failed")
+    ok = False
+    while time.monotonic() - t0 < handshake_ms / 1000.0 + 8.0:
+        if call(addr, 0.5):
+            ok = True
+            break
+        time.sleep(0.2)
+    dt = time.monotonic() - t0
+    check(ok, "no call answered %.1f s after gRPC's accept error" % dt)
+    if ok:
+        print("gRPC's accept error: a call answered again after %.1f s" % dt)
+
+
 def main():
+    if sys.argv[1] == "--restart":
+        restart(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        print("compat flood: %d failures" % len(failures))
+        sys.exit(1 if failures else 0)
     if sys.argv[1].startswith("unix:"):
         unix_flood(sys.argv[1][5:], sys.argv[2], sys.argv[3],
                    int(sys.argv[4]))
