@@ -1,8 +1,9 @@
 /* The gRPC compat endpoint's front door: qrsd's own listener on
    grpc_compat.listen (a TCP address or a unix socket), on the libuv loop,
    in front of gRPC, which listens only on a private unix socket (in a
-   directory of state_dir only qrsd's user may enter).  Each admitted connection is relayed byte for byte
-   (TLS included: the handshake is gRPC's, end to end) to that socket.
+   directory of state_dir only qrsd's user may enter).  Each admitted
+   connection is relayed byte for byte (TLS included: the handshake is
+   gRPC's, end to end) to that socket.
 
    Why not gRPC's own listener: gRPC C-core 1.51 owns its accept loop,
    bounds nothing, and after one EMFILE from accept4() drops the port for
