@@ -265,6 +265,10 @@ status_from_wire(void *o, const ProtobufCMessage *m,
   s->busy_replies = sr->busy_replies;
   s->memory_used_bytes = sr->memory_used_bytes;
   s->memory_budget_bytes = sr->memory_budget_bytes;
+  s->compat_connections = sr->compat_connections;
+  s->compat_max_connections = sr->compat_max_connections;
+  s->compat_connections_refused = sr->compat_connections_refused;
+  s->compat_relay_bytes = sr->compat_relay_bytes;
   s->n_sources = sr->n_sources;
   qrs__copy_str(s->config_file, sizeof(s->config_file), sr->config_file);
   qrs__copy_str(s->config_hash, sizeof(s->config_hash), sr->config_hash);

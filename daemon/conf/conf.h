@@ -129,6 +129,10 @@ struct qrsd_conf {
   char *compat_tls_client_ca;   /* grpc_compat.tls_client_ca; "" = no mTLS */
   char *compat_api_keys;        /* grpc_compat.api_keys (key file); "" = none */
   char *compat_api_key_header;  /* grpc_compat.api_key_header */
+  uint32_t compat_max_connections;      /* grpc_compat.max_connections */
+  uint32_t compat_max_per_peer;  /* grpc_compat.max_connections_per_peer */
+  uint32_t compat_handshake_timeout_ms; /* grpc_compat.handshake_timeout_ms */
+  uint32_t compat_idle_timeout_ms;      /* grpc_compat.idle_timeout_ms */
   char *journal_dir;            /* journal.dir; "" = no journal */
   uint64_t journal_max_bytes;   /* journal.max_bytes (rotation) */
   uint32_t journal_queue;       /* journal.queue */

@@ -168,6 +168,16 @@ static const struct key compat_keys[] = {
     .umin = 0, .umax = 4000 },
   { .name = "api_key_header", .kind = KEY_STRING,
     .offset = C_OFF(compat_api_key_header), .umin = 1, .umax = 100 },
+  { .name = "max_connections", .kind = KEY_U32,
+    .offset = C_OFF(compat_max_connections), .umin = 1, .umax = 65536 },
+  { .name = "max_connections_per_peer", .kind = KEY_U32,
+    .offset = C_OFF(compat_max_per_peer), .umin = 1, .umax = 65536 },
+  { .name = "handshake_timeout_ms", .kind = KEY_U32,
+    .offset = C_OFF(compat_handshake_timeout_ms), .umin = 100,
+    .umax = 600000 },
+  { .name = "idle_timeout_ms", .kind = KEY_U32,
+    .offset = C_OFF(compat_idle_timeout_ms), .umin = 1000,
+    .umax = 86400000 },
   { .name = NULL }
 };
 

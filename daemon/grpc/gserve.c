@@ -518,7 +518,7 @@ gserve_start(struct gbridge *br, const struct gserve_conf *conf,
 {
   struct gserve *g;
   grpc_server_credentials *creds;
-  grpc_arg arg;
+  grpc_arg arg[3];
   grpc_channel_args args;
   int k, port;
 
@@ -553,11 +553,24 @@ gserve_start(struct gbridge *br, const struct gserve_conf *conf,
     return -EINVAL;
   }
   /* Requests are a few bytes: refuse anything large before decoding. */
-  arg.type = GRPC_ARG_INTEGER;
-  arg.key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  arg.value.integer = 64 * 1024;
+  memset(arg, 0, sizeof(arg));
+  arg[0].type = GRPC_ARG_INTEGER;
+  arg[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+  arg[0].value.integer = 64 * 1024;
   args.num_args = 1;
-  args.args = &arg;
+  if (conf->handshake_timeout_ms > 0) {
+    arg[args.num_args].type = GRPC_ARG_INTEGER;
+    arg[args.num_args].key = (char *)GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
+    arg[args.num_args].value.integer = conf->handshake_timeout_ms;
+    args.num_args++;
+  }
+  if (conf->idle_timeout_ms > 0) {
+    arg[args.num_args].type = GRPC_ARG_INTEGER;
+    arg[args.num_args].key = (char *)GRPC_ARG_MAX_CONNECTION_IDLE_MS;
+    arg[args.num_args].value.integer = conf->idle_timeout_ms;
+    args.num_args++;
+  }
+  args.args = arg;
   g->server = grpc_server_create(&args, NULL);
   grpc_server_register_completion_queue(g->server, br->cq, NULL);
   for (k = 0; k < K_OTHER; k++) {

@@ -30,6 +30,12 @@ struct gserve_conf {
   const char *api_key_header;       /* default "api-key" */
   int refuse_purity;                /* PurityService gets UNIMPLEMENTED */
   int verbose;                      /* log every non-OK status */
+  /* A connection must finish its TLS handshake and send its HTTP/2
+     preface and SETTINGS within handshake_timeout_ms, and is closed
+     (GOAWAY) after idle_timeout_ms without a call.  0: gRPC's defaults
+     (120 s; never). */
+  int handshake_timeout_ms;
+  int idle_timeout_ms;
 };
 
 /* One request awaiting its answer.  The backend answers it exactly once

@@ -1,10 +1,13 @@
 /* The gRPC compatibility endpoint; see compat.h. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <grpc/grpc.h>
@@ -15,6 +18,7 @@
 #include "grpc/gserve.h"
 #include "base/log.h"
 #include "server/apikeys.h"
+#include "server/compat_gate.h"
 #include "server/sockfile.h"
 #include "server/statuspub.h"
 #include "timestamp.h"
@@ -23,6 +27,14 @@ struct compat {
   const struct qrsd_conf *conf;
   struct registry *reg;
   struct gserve *g;
+  struct gate *gate;                /* the listener, in front of g */
+  char *inner_path;                 /* g's private socket: DIR/sockN */
+  unsigned gen;                     /* N, 0 or 1: gRPC started again */
+  struct gbridge *br;
+  struct gserve_conf gc;            /* to start gRPC again */
+  struct gserve_backend be;
+  char inner_url[140];              /* gc.listen: unix:inner_path */
+  int servers;                      /* gserve objects not yet freed */
   struct apikeys *keys;             /* NULL: no keys required */
   struct statuspub *sp;             /* shows the keys' use */
   struct amp_params amp;
@@ -266,6 +278,45 @@ status_json(void *ctx)
   return apikeys_status_json(c->keys);
 }
 
+/* The directory of the private socket at path: made (mode 0700) or, if
+   there, a directory of ours, not a link, given mode 0700.  0, or a
+   negative errno with why filled in. */
+static int
+private_dir(const char *path, char *why, size_t whylen)
+{
+  char dir[128];
+  struct stat st;
+  char *slash;
+  int fd, r;
+
+  snprintf(dir, sizeof(dir), "%s", path);
+  slash = strrchr(dir, '/');
+  if (slash)
+    *slash = '\0';
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+    r = -errno;
+    snprintf(why, whylen, "cannot make %s: %s", dir, strerror(errno));
+    return r;
+  }
+  fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    r = -errno;
+    snprintf(why, whylen, "cannot open %s: %s", dir, strerror(errno));
+    return r;
+  }
+  r = 0;
+  if (fstat(fd, &st) < 0 || st.st_uid != geteuid()) {
+    r = -EPERM;
+    snprintf(why, whylen, "%s is not qrsd's own directory", dir);
+  } else if ((st.st_mode & 0777) != 0700 && fchmod(fd, 0700) < 0) {
+    r = -errno;
+    snprintf(why, whylen, "cannot make %s private: %s", dir,
+             strerror(errno));
+  }
+  close(fd);
+  return r;
+}
+
 static int
 header_ok(const char *h)
 {
@@ -279,7 +330,67 @@ static void
 compat_free(struct compat *c)
 {
   apikeys_free(c->keys);
+  free(c->inner_path);
   free(c);
+}
+
+/* A gserve is gone: the last one frees c (compat_stop has run). */
+static void
+on_stopped(void *arg)
+{
+  struct compat *c = arg;
+
+  if (--c->servers > 0)
+    return;
+  compat_free(c);
+  gbridge_shared_put();
+}
+
+/* gRPC's private socket for generation gen: DIR/sock0 or DIR/sock1 (a
+   gRPC server being stopped may remove its own path late). */
+static void
+set_inner(struct compat *c)
+{
+  char *slash = strrchr(c->inner_path, '/');
+
+  slash[5] = (char)('0' + c->gen);  /* "/sockN" */
+  snprintf(c->inner_url, sizeof(c->inner_url), "unix:%s", c->inner_path);
+}
+
+/* The gate saw gRPC accept nothing (after an accept error gRPC 1.51
+   drops its listener for good): start a new gRPC server on the other
+   path, relay new connections there, and stop the old one. */
+static void
+on_stall(void *ctx)
+{
+  struct compat *c = ctx;
+  struct gserve *g;
+  char why[300];
+  int r;
+
+  if (c->servers > 1)
+    return;                         /* the last restart is still ending */
+  c->gen ^= 1;
+  set_inner(c);
+  r = gserve_start(c->br, &c->gc, &c->be, &g, NULL, why, sizeof(why));
+  if (r == 0) {
+    r = gate_set_inner(c->gate, c->inner_path);
+    if (r < 0) {
+      gserve_stop(g, NULL, NULL);
+      snprintf(why, sizeof(why), "out of memory");
+    }
+  }
+  if (r < 0) {
+    log_err("gRPC compat: cannot start gRPC again on %s: %s", c->inner_path,
+            why);
+    c->gen ^= 1;
+    set_inner(c);
+    return;
+  }
+  log_warn("gRPC compat: gRPC started again on %s", c->inner_path);
+  c->servers++;
+  gserve_stop(c->g, on_stopped, c);
+  c->g = g;
 }
 
 int
@@ -288,12 +399,12 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
              struct compat **ret, char *err, size_t errlen)
 {
   struct gserve_conf gc;
+  struct gate_conf gt;
   struct gserve_backend be;
   struct gbridge *br;
   struct compat *c;
   char why[300], dir_why[300];
   const char *path;
-  mode_t old_umask;
   int r, port;
 
   *ret = NULL;
@@ -329,9 +440,34 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
     snprintf(err, errlen, "grpc_compat: cannot start gRPC");
     return -ENOMEM;
   }
+  /* gRPC listens only on a private socket, in a directory of state_dir
+     that only qrsd's user may enter; the gate listens on
+     grpc_compat.listen and relays what it admits (compat_gate.h says
+     why). */
+  if (asprintf(&c->inner_path, "%s/compat-grpc/sock0", conf->state_dir) < 0) {
+    c->inner_path = NULL;
+    r = -ENOMEM;
+    snprintf(err, errlen, "grpc_compat: out of memory");
+    goto fail;
+  }
+  if (strlen(c->inner_path) >= 108) {
+    r = -ENAMETOOLONG;
+    snprintf(err, errlen, "grpc_compat: state_dir '%s' is too long for "
+             "its private socket (%s, at most 107 bytes)", conf->state_dir,
+             c->inner_path);
+    goto fail;
+  }
+  r = private_dir(c->inner_path, why, sizeof(why));
+  if (r < 0) {
+    snprintf(err, errlen, "grpc_compat: %s", why);
+    goto fail;
+  }
   memset(&gc, 0, sizeof(gc));
-  gc.listen = conf->compat_listen;
+  set_inner(c);
+  gc.listen = c->inner_url;
   gc.api_key_header = conf->compat_api_key_header;
+  gc.handshake_timeout_ms = (int)conf->compat_handshake_timeout_ms;
+  gc.idle_timeout_ms = (int)conf->compat_idle_timeout_ms;
   if (*conf->compat_tls_cert) {
     gc.tls_cert = conf->compat_tls_cert;
     gc.tls_key = conf->compat_tls_key;
@@ -343,28 +479,38 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
   be.request = on_request;
   be.call_begin = on_call_begin;
   be.call_end = on_call_end;
-  old_umask = 0;
-  path = strncmp(conf->compat_listen, "unix:", 5) == 0 ?
-         conf->compat_listen + 5 : NULL;
-  /* A unix socket is born with its final mode, as the main socket is
-     (server.c): gRPC binds it here, and a chmod by path afterwards would
-     follow a symlink put in its place. */
-  if (path)
-    old_umask = umask(0777 & ~(mode_t)conf->compat_socket_mode);
-  r = gserve_start(br, &gc, &be, &c->g, &port, why, sizeof(why));
-  if (path)
-    umask(old_umask);
+  c->br = br;
+  c->gc = gc;
+  c->be = be;
+  r = gserve_start(br, &gc, &be, &c->g, NULL, why, sizeof(why));
   if (r < 0) {
-    /* gRPC gives no errno: the directory may say what went wrong. */
-    if (path && sockfile_dir_problem(path, dir_why, sizeof(dir_why)))
-      snprintf(err, errlen, "grpc_compat: cannot bind %s: %s", path,
-               dir_why);
+    if (sockfile_dir_problem(c->inner_path, dir_why, sizeof(dir_why)))
+      snprintf(err, errlen, "grpc_compat: cannot bind %s: %s",
+               c->inner_path, dir_why);
     else
       snprintf(err, errlen, "grpc_compat: %s", why);
-    gbridge_shared_put();
-    compat_free(c);
+    goto fail;
+  }
+  memset(&gt, 0, sizeof(gt));
+  gt.listen = conf->compat_listen;
+  gt.inner_path = c->inner_path;
+  gt.socket_mode = conf->compat_socket_mode;
+  gt.max_conns = conf->compat_max_connections;
+  gt.max_per_peer = conf->compat_max_per_peer;
+  /* what the main socket may need: as main.c's check of RLIMIT_NOFILE */
+  gt.fd_reserve = conf->max_connections + 128 + (unsigned)conf->n_sources;
+  gt.stall_ms = conf->compat_handshake_timeout_ms;
+  gt.on_stall = on_stall;
+  gt.ctx = c;
+  c->servers = 1;
+  r = gate_start(loop, &gt, &c->gate, &port, why, sizeof(why));
+  if (r < 0) {
+    snprintf(err, errlen, "grpc_compat: %s", why);
+    gserve_stop(c->g, on_stopped, c);
     return r;
   }
+  path = strncmp(conf->compat_listen, "unix:", 5) == 0 ?
+         conf->compat_listen + 5 : NULL;
   if (path)
     sockfile_apply_group(path, conf->compat_socket_group);
   if (c->keys && sp) {
@@ -384,13 +530,23 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
              c->keys ? ", api keys" : "");
   *ret = c;
   return 0;
+
+fail:
+  gbridge_shared_put();
+  compat_free(c);
+  return r;
 }
 
-static void
-on_stopped(void *arg)
+int
+compat_degraded(const struct compat *c, char *why, size_t whylen)
 {
-  compat_free(arg);
-  gbridge_shared_put();
+  return c ? gate_degraded(c->gate, why, whylen) : 0;
+}
+
+void
+compat_figures(const struct compat *c, struct gate_stats *st)
+{
+  gate_stats(c ? c->gate : NULL, st);
 }
 
 void
@@ -402,5 +558,7 @@ compat_stop(struct compat *c)
     c->sp->extra_json = NULL;
     c->sp->extra_ctx = NULL;
   }
+  gate_stop(c->gate);
+  c->gate = NULL;
   gserve_stop(c->g, on_stopped, c);
 }

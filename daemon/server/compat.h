@@ -21,6 +21,7 @@
 
 #include "conf/conf.h"
 #include "engine/registry.h"
+#include "server/compat_gate.h"
 #include "server/statuspub.h"
 
 struct compat;
@@ -31,6 +32,13 @@ int compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
                  struct registry *reg, struct statuspub *sp,
                  struct compat **ret, char *err,
                  size_t errlen);
+
+/* Can the endpoint take a connection now?  0 (or off), or 1 with why
+   filled in (compat_gate.h: gate_degraded()). */
+int compat_degraded(const struct compat *c, char *why, size_t whylen);
+
+/* The endpoint's figures (all 0 when c is NULL). */
+void compat_figures(const struct compat *c, struct gate_stats *st);
 
 /* Stop serving; the object is freed once its last call is gone.  Accepts
    NULL.  Call before the registry stops. */

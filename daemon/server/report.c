@@ -19,6 +19,7 @@
 #include "persist/journal.h"
 #include "sources/local.h"
 #include "stats/monitor.h"
+#include "server/compat.h"
 #include "server/server_int.h"
 
 /* Upper bounds of the draw-latency buckets in seconds (Prometheus'
@@ -237,6 +238,7 @@ report_status(struct conn *c, uint32_t seq)
 {
   QrsIpc__StatusReply r = QRS_IPC__STATUS_REPLY__INIT;
   struct server *srv;
+  struct gate_stats cf;
   struct infos in;
   struct jinfo ji;
   struct ts now;
@@ -266,6 +268,12 @@ report_status(struct conn *c, uint32_t seq)
   r.memory_used_bytes = srv->mem_queued + srv->mem_reserved +
                         registry_bytes_held(srv->reg);
   r.memory_budget_bytes = srv->conf->memory_budget;
+  compat_figures(srv->compat, &cf);
+  r.compat_connections = cf.conns;
+  r.compat_max_connections = cf.max_conns;
+  r.compat_connections_refused = cf.refused_full + cf.refused_peer +
+                                 cf.refused_fds;
+  r.compat_relay_bytes = cf.relay_bytes;
   r.n_sources = in.n;
   r.sources = in.p;
   r.config_file = srv->conf->file;
@@ -336,6 +344,10 @@ report_health(struct conn *c, uint32_t seq)
     else if (r.state == QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY)
       r.state = QRS_IPC__HEALTH_STATE__HEALTH_DEGRADED;
   }
+  /* so does a compat endpoint that cannot take a connection */
+  if (r.state == QRS_IPC__HEALTH_STATE__HEALTH_HEALTHY &&
+      compat_degraded(srv->compat, msg, sizeof(msg)))
+    r.state = QRS_IPC__HEALTH_STATE__HEALTH_DEGRADED;
   r.message = msg;
   r.n_sources = in.n;
   r.sources = in.p;

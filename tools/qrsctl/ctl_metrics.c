@@ -264,6 +264,17 @@ ctl_print_metrics(FILE *f, const struct qrs_status *st,
     scalar(f, "qrsd_journal_sequence", "gauge", "The sequence of the last "
            "draw journal entry durably written.", st->journal_seq);
   }
+  scalar(f, "qrsd_compat_connections", "gauge", "Connections open on the "
+         "gRPC compat endpoint.", st->compat_connections);
+  scalar(f, "qrsd_compat_max_connections", "gauge", "The bound on "
+         "qrsd_compat_connections in effect.", st->compat_max_connections);
+  scalar(f, "qrsd_compat_connections_refused_total", "counter",
+         "Connections the gRPC compat endpoint closed at once: over a "
+         "bound, or no descriptor to spare.",
+         st->compat_connections_refused);
+  scalar(f, "qrsd_compat_relay_bytes", "gauge", "Memory the gRPC compat "
+         "endpoint's relay holds (gRPC's own is not known).",
+         st->compat_relay_bytes);
   if (st->n_latency_buckets > 0) {
     uint64_t cum = 0;
 

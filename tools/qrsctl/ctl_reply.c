@@ -412,6 +412,12 @@ static const struct ctl_field status_fields[] = {
     .pre = "Journal head    : ", .post = "\n", .text = status_journal_head,
     .flags = CTL_OMIT },
   JSON_ONLY(ST("journal_head", STR, journal_head)),
+  { ST("compat_connections", U64, compat_connections), .col = 17,
+    .pre = "gRPC compat     : ", .post = " connections" },
+  { ST("compat_max_connections", U64, compat_max_connections), .col = 18,
+    .pre = " (bound ", .post = "" },
+  { ST("compat_connections_refused", U64, compat_connections_refused),
+    .col = 19, .pre = ", ", .post = " refused)\n" },
 };
 
 static const struct ctl_table status_table = CTL_TABLE(status_fields);

@@ -389,6 +389,12 @@ struct qrs_status {
   char journal_on_error[8];
   uint64_t journal_seq;
   char journal_head[65];
+  /* Added in 0.1: the gRPC compat endpoint (0 when off): connections
+     open, their bound, those refused, relay buffers held. */
+  uint64_t compat_connections;
+  uint64_t compat_max_connections;
+  uint64_t compat_connections_refused;
+  uint64_t compat_relay_bytes;
 };
 
 enum qrs_health_state {
