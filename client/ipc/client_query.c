@@ -193,12 +193,15 @@ query_run(struct qrs_client *c, const struct query *q, void *ret)
 
   if (!c || !ret)
     return -EINVAL;
+  /* The reply lives in the client's arena, which the next call on any
+     thread reuses: it is read and released under the lock. */
   pthread_mutex_lock(&c->lock);
   r = qrs__client_call(c, q->type, &empty.base, q->want, &reply);
   qrs__client_keep_errmsg(c);
-  pthread_mutex_unlock(&c->lock);
-  if (r < 0)
+  if (r < 0) {
+    pthread_mutex_unlock(&c->lock);
     return r;
+  }
   table = NULL;
   o = calloc(1, q->size);
   if (o) {
@@ -206,6 +209,7 @@ query_run(struct qrs_client *c, const struct query *q, void *ret)
     table = sources_from_wire(v, n);
   }
   qrs__client_release(c, reply);
+  pthread_mutex_unlock(&c->lock);
   if (!table) {
     free(o);
     return -ENOMEM;
@@ -430,11 +434,14 @@ qrs_client_reload(struct qrs_client *c, struct qrs_reload **ret)
   rc = qrs__client_call(c, QRS_MSG_RELOAD, &m.base, QRS_MSG_RELOAD_REPLY,
                         &reply);
   qrs__client_keep_errmsg(c);
-  pthread_mutex_unlock(&c->lock);
-  if (rc < 0)
+  if (rc < 0) {
+    pthread_mutex_unlock(&c->lock);
     return rc;
+  }
+  /* read and released under the lock, as query_run() does */
   r = reload_from_wire((const QrsIpc__ReloadReply *)reply);
   qrs__client_release(c, reply);
+  pthread_mutex_unlock(&c->lock);
   if (!r)
     return -ENOMEM;
   *ret = r;
@@ -470,9 +477,11 @@ qrs_client_source_control(struct qrs_client *c, const char *source,
   rc = qrs__client_call(c, QRS_MSG_SOURCE_CONTROL, &m.base,
                         QRS_MSG_SOURCE_CONTROL_REPLY, &reply);
   qrs__client_keep_errmsg(c);
-  pthread_mutex_unlock(&c->lock);
-  if (rc < 0)
+  if (rc < 0) {
+    pthread_mutex_unlock(&c->lock);
     return rc;
+  }
+  /* read and released under the lock, as query_run() does */
   r = (const QrsIpc__SourceControlReply *)reply;
   memset(ret, 0, sizeof(*ret));
   qrs__copy_str(ret->source, sizeof(ret->source), r->source);
@@ -480,6 +489,7 @@ qrs_client_source_control(struct qrs_client *c, const char *source,
   ret->changed = r->changed;
   ret->disabled = r->disabled;
   qrs__client_release(c, reply);
+  pthread_mutex_unlock(&c->lock);
   return 0;
 }
 

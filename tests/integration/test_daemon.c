@@ -436,6 +436,58 @@ Test(daemon, errmsg_is_the_calling_threads, .init = start_default,
   qrs_client_free(c);
 }
 
+struct query_job {
+  struct qrs_client *c;
+  int rounds, bad;
+};
+
+static void *
+status_thread(void *arg)
+{
+  struct query_job *j = arg;
+  struct qrs_status *st;
+  struct qrs_health *h;
+  int i;
+
+  for (i = 0; i < j->rounds; i++) {
+    if (qrs_client_status(j->c, &st) != 0 || st->n_sources < 1 ||
+        strcmp(st->default_source, "system") != 0)
+      j->bad++;
+    else
+      qrs_status_free(st);
+    if (qrs_client_health(j->c, &h) != 0 || h->n_sources < 1)
+      j->bad++;
+    else
+      qrs_health_free(h);
+  }
+  return NULL;
+}
+
+/* The replies of status and health are read out of the client's arena,
+   which a draw on another thread reuses: they must be read under the
+   client's lock (they were not: a draw meanwhile overwrote them). */
+Test(daemon, queries_and_draws_share_a_client_across_threads,
+     .init = start_default, .fini = stop_and_clean)
+{
+  struct query_job j = { 0 };
+  struct qrs_client *c;
+  struct qrs_draw d;
+  pthread_t t;
+  int i, bad = 0;
+
+  c = connect_client(D.sock);
+  j.c = c;
+  j.rounds = 300;
+  cr_assert_eq(pthread_create(&t, NULL, status_thread, &j), 0);
+  for (i = 0; i < 1200; i++)
+    if (qrs_client_draw(c, NULL, &d) != 0 || !(d.u > 0.0 && d.u < 1.0))
+      bad++;
+  pthread_join(t, NULL);
+  cr_expect_eq(bad, 0, "%d draws failed", bad);
+  cr_expect_eq(j.bad, 0, "%d queries failed or read another reply", j.bad);
+  qrs_client_free(c);
+}
+
 Test(daemon, a_stashed_error_keeps_its_message_for_its_ticket,
      .init = start_default, .fini = stop_and_clean)
 {
