@@ -466,25 +466,42 @@ status_thread(void *arg)
 /* The replies of status and health are read out of the client's arena,
    which a draw on another thread reuses: they must be read under the
    client's lock (they were not: a draw meanwhile overwrote them). */
+static void *
+draw_thread(void *arg)
+{
+  struct query_job *j = arg;
+  struct qrs_draw d;
+  int i;
+
+  for (i = 0; i < j->rounds; i++)
+    if (qrs_client_draw(j->c, NULL, &d) != 0 || !(d.u > 0.0 && d.u < 1.0))
+      j->bad++;
+  return NULL;
+}
+
 Test(daemon, queries_and_draws_share_a_client_across_threads,
      .init = start_default, .fini = stop_and_clean)
 {
-  struct query_job j = { 0 };
+  struct query_job q = { 0 }, dj[3];
   struct qrs_client *c;
-  struct qrs_draw d;
-  pthread_t t;
-  int i, bad = 0;
+  pthread_t t, dt[3];
+  int i;
 
   c = connect_client(D.sock);
-  j.c = c;
-  j.rounds = 300;
-  cr_assert_eq(pthread_create(&t, NULL, status_thread, &j), 0);
-  for (i = 0; i < 1200; i++)
-    if (qrs_client_draw(c, NULL, &d) != 0 || !(d.u > 0.0 && d.u < 1.0))
-      bad++;
+  q.c = c;
+  q.rounds = 1500;
+  for (i = 0; i < 3; i++) {
+    dj[i] = q;
+    dj[i].rounds = 2000;
+    cr_assert_eq(pthread_create(&dt[i], NULL, draw_thread, &dj[i]), 0);
+  }
+  cr_assert_eq(pthread_create(&t, NULL, status_thread, &q), 0);
   pthread_join(t, NULL);
-  cr_expect_eq(bad, 0, "%d draws failed", bad);
-  cr_expect_eq(j.bad, 0, "%d queries failed or read another reply", j.bad);
+  for (i = 0; i < 3; i++) {
+    pthread_join(dt[i], NULL);
+    cr_expect_eq(dj[i].bad, 0, "%d draws failed", dj[i].bad);
+  }
+  cr_expect_eq(q.bad, 0, "%d queries failed or read another reply", q.bad);
   qrs_client_free(c);
 }
 
