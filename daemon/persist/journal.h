@@ -42,7 +42,8 @@
 
 #define JOURNAL_HASH_LEN 32
 #define JOURNAL_HEX_LEN 64
-#define JOURNAL_NAME_MAX 32         /* source, amp, fallback (with NUL) */
+#define JOURNAL_NAME_MAX 64         /* source, amp, fallback (with NUL):
+                                       the config's 63 characters */
 #define JOURNAL_PARAMS_MAX 96       /* amplifier parameters (with NUL) */
 #define JOURNAL_LINE_MAX 768        /* one formatted entry */
 #define JOURNAL_QUEUE_MAX 65536
@@ -50,6 +51,10 @@
 #define JOURNAL_BYTES_BUF (2u << 20)   /* default bytes_buf */
 #define JOURNAL_BYTES_BUF_MAX (1u << 30)
 #define JOURNAL_NICE 0              /* default nice of the writer thread */
+#define JOURNAL_GAP_TAG "#gap"      /* a gap record's first field */
+#define JOURNAL_GAP_RESTART "restart"
+#define JOURNAL_GAP_WRITE_ERROR "write-error"
+#define JOURNAL_SEQ_FILE "journal.seq"  /* the sequence reservation */
 
 enum journal_policy {
   JOURNAL_POLICY_STOP = 0,          /* refuse to serve unjournalled */
@@ -185,13 +190,29 @@ const char *journal_fault_name(enum journal_fault f);
 /* Walk dir's files from journal-000001.log on, recomputing every hash.
    For each intact entry, cb (may be NULL) gets its sequence and its line
    (len bytes, NUL-ended, without the newline); a non-zero return stops the
-   walk with that value.  JOURNAL_INTACT with the number of entries and
-   the head (last hash), or the first fault with err naming the file and
-   line. */
+   walk with that value.  JOURNAL_INTACT with the last sequence (the
+   number of entries when no gap record skips any) and the head (last
+   hash), or the first fault with err naming the file and line.  Gap
+   records are checked and skipped (journal_verify_gaps() reports them). */
 int journal_verify(const char *dir,
                    int (*cb)(void *ctx, uint64_t seq, const char *line,
                              size_t len),
                    void *ctx, uint64_t *ret_entries,
                    char head[JOURNAL_HEX_LEN + 1], char *err, size_t errlen);
+
+/* A gap record: sequence numbers first..last are in no entry, for the
+   reason given (JOURNAL_GAP_RESTART: reserved by a qrsd that stopped
+   without closing the journal, draws served with some of them lost in
+   its flush window; JOURNAL_GAP_WRITE_ERROR: served, and lost to a write
+   error).  A non-zero return stops the walk with that value. */
+typedef int (*journal_gap_cb)(void *ctx, uint64_t first, uint64_t last,
+                              const char *reason);
+/* journal_verify() with gap (may be NULL) called for each gap record. */
+int journal_verify_gaps(const char *dir,
+                        int (*cb)(void *ctx, uint64_t seq, const char *line,
+                                  size_t len),
+                        journal_gap_cb gap, void *ctx, uint64_t *ret_entries,
+                        char head[JOURNAL_HEX_LEN + 1], char *err,
+                        size_t errlen);
 
 #endif

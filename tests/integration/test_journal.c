@@ -351,8 +351,8 @@ Test(journal, unwritable_stop_refuses)
   code = draws_until_error(fd, &un);
   cr_assert_eq(code, QRS_E_INTERNAL, "refused with %d", code);
   cr_assert_eq(un, 0);
-  cr_assert(daemon_log_contains(&D, "journal: No such file or directory; "
-                                "draws are refused"));
+  cr_assert(daemon_log_contains(&D, "No such file or directory; draws are "
+                                "refused"));
   close(fd);
   daemon_stop(&D);
 }

@@ -386,7 +386,9 @@ Test(journal, tamper_splice)
   small_run(path, sizeof path);
   save(path);
   test_tmpdir(other, sizeof other, "qrs-journal2");
-  snprintf(cmd, sizeof cmd, "mv %s/journal-000001.log %s/", dir, other);
+  /* a second journal: its own files and sequence reservation */
+  snprintf(cmd, sizeof cmd, "mv %s/journal-000001.log %s/journal.seq %s/",
+           dir, dir, other);
   cr_assert_eq(system(cmd), 0);
   j = open_j(1u << 20, JOURNAL_POLICY_STOP);
   submit_all(j, 0, 5);
