@@ -662,7 +662,7 @@ collect_source(void *ctx, uint64_t seq, const char *line, size_t len)
    last one stay two names. */
 Test(journal, names_of_63_characters)
 {
-  char name[2][JOURNAL_NAME_MAX], err[512];
+  char name[2][64], err[512];
   struct journal *j = open_j(1u << 20, JOURNAL_POLICY_STOP);
   struct journal_entry e;
   int i;
@@ -673,8 +673,8 @@ Test(journal, names_of_63_characters)
     name[i][63] = '\0';
     entry(&e, (unsigned)i);
     cr_assert_lt(strlen(name[i]), sizeof e.source, "63 characters fit");
-    memcpy(e.source, name[i], sizeof name[i]);
-    memcpy(e.fallback, name[i], sizeof name[i]);
+    memcpy(e.source, name[i], strlen(name[i]) + 1);
+    memcpy(e.fallback, name[i], strlen(name[i]) + 1);
     cr_assert_eq(journal_submit(j, &e), 0);
   }
   journal_close(j);
