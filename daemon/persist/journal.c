@@ -713,7 +713,9 @@ fail(struct journal *j, int r)
   pthread_mutex_unlock(&j->mu);
   if (was)
     return;
-  file_path(j, j->file_index, path, sizeof path);
+  /* open_next() failed: the file it could not create */
+  file_path(j, j->fd < 0 && j->file_bytes >= j->p.max_bytes ?
+            j->file_index + 1 : j->file_index, path, sizeof path);
   if (last >= first)
     log_err("journal %s: %s; draws are %s until it can be written again "
             "(tried every %u ms); entries %" PRIu64 "..%" PRIu64 " are lost "

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include <criterion/criterion.h>
@@ -395,4 +397,147 @@ Test(journal, unusable_dir_stops_startup)
   snprintf(yaml, sizeof yaml, "journal: { dir: \"%s/missing\" }\n", D.dir);
   cr_assert_neq(daemon_try_start(&D, yaml, errb, sizeof errb), 0);
   cr_assert(strstr(errb, "missing") != NULL, "stderr: %s", errb);
+}
+
+/* The disk fills: a 64 KiB tmpfs in this test's own mount namespace
+   (root), most of it taken by a filler file.  Pipelined draws under
+   on_error: label run into the full disk; the entries lost are logged by
+   their range, draws are labelled unjournalled meanwhile, and once the
+   filler is removed the journal is written again on its own: a gap record
+   names the lost range, no torn line stays, every reply's sequence is an
+   entry or in the gap, and qrsd starts again on the journal. */
+static uint64_t dfull_gap[2];
+static uint8_t dfull_on_disk[4096];
+
+static int
+dfull_gap_cb(void *ctx, uint64_t first, uint64_t last, const char *reason)
+{
+  (void)ctx;
+  cr_assert_str_eq(reason, JOURNAL_GAP_WRITE_ERROR);
+  cr_assert_eq(dfull_gap[0], 0, "one gap");
+  dfull_gap[0] = first;
+  dfull_gap[1] = last;
+  return 0;
+}
+
+static int
+dfull_entry_cb(void *ctx, uint64_t seq, const char *line, size_t len)
+{
+  (void)ctx;
+  (void)line;
+  (void)len;
+  if (seq < sizeof dfull_on_disk)
+    dfull_on_disk[seq] = 1;
+  return 0;
+}
+
+static void
+umount_and_clean(void)
+{
+  if (jdir[0])
+    umount2(jdir, MNT_DETACH);
+  daemon_cleanup(&D);
+}
+
+Test(journal, disk_full_recovers_and_records_the_loss,
+     .fini = umount_and_clean)
+{
+  char yaml[512], filler[256], err[512], head[JOURNAL_HEX_LEN + 1];
+  static uint64_t seqs[800];
+  QrsIpc__DrawReply *r;
+  uint64_t n = 0;
+  int fd, i, k, code, un = 0, journalled = 0;
+  FILE *fp;
+
+  if (geteuid() != 0)
+    cr_skip_test("needs root (a tmpfs in a mount namespace of its own)");
+  daemon_prepare(&D, NULL);
+  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
+  cr_assert_eq(mkdir(jdir, 0700), 0);
+  cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));
+  cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+  cr_assert_eq(mount("tmpfs", jdir, "tmpfs", MS_NOSUID | MS_NODEV,
+                     "size=64k,mode=0700"), 0, "%s", strerror(errno));
+  snprintf(filler, sizeof filler, "%s/filler", jdir);
+  fp = fopen(filler, "w");
+  cr_assert_not_null(fp);
+  for (i = 0; i < 40 * 1024; i++)
+    fputc('x', fp);
+  cr_assert_eq(fclose(fp), 0);
+  snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\", on_error: label }\n",
+           jdir);
+  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+
+  fd = raw_connect_hello(D.sock);
+  for (i = 0; i < 400; i += 20) {
+    for (k = 0; k < 20; k++)
+      raw_send_draw(fd, (uint32_t)(i + k + 2), NULL, 16);
+    for (k = 0; k < 20; k++) {
+      r = recv_draw(fd, &code);
+      cr_assert_eq(code, 0, "draw %d: %d", i + k, code);
+      if (r->unjournalled)
+        un++;
+      else
+        seqs[journalled++] = r->journal_seq;
+      qrs_ipc__draw_reply__free_unpacked(r, NULL);
+    }
+  }
+  cr_assert(daemon_log_contains(&D, "No space left on device; draws are "
+                                "served labelled"), "the failure is logged");
+  cr_assert(daemon_log_contains(&D, "are lost (served, not written)"),
+            "the entries lost are named");
+  /* the draws answered before the writer met the full disk carry a
+     sequence; those after it are labelled */
+  for (i = 0; i < 200 && un == 0; i++) {
+    raw_send_draw(fd, (uint32_t)(500 + i), NULL, 16);
+    r = recv_draw(fd, &code);
+    cr_assert_eq(code, 0);
+    if (r->unjournalled)
+      un++;
+    else if (journalled < 780)
+      seqs[journalled++] = r->journal_seq;
+    qrs_ipc__draw_reply__free_unpacked(r, NULL);
+    usleep(10000);
+  }
+  cr_assert_gt(un, 0, "draws after the failure are labelled");
+
+  cr_assert_eq(unlink(filler), 0);
+  cr_assert(daemon_log_contains(&D, "written again; the lost entries"),
+            "the journal recovers on its own");
+  for (i = 0; i < 20; i++) {
+    raw_send_draw(fd, (uint32_t)(1000 + i), NULL, 16);
+    r = recv_draw(fd, &code);
+    cr_assert_eq(code, 0);
+    cr_assert_eq(r->unjournalled, 0, "journalled again");
+    cr_assert_lt(journalled, 800);
+    seqs[journalled++] = r->journal_seq;
+    qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  }
+  close(fd);
+  daemon_stop(&D);
+
+  cr_assert_eq(journal_verify_gaps(jdir, dfull_entry_cb, dfull_gap_cb, NULL,
+                                   &n, head, err, sizeof err),
+               JOURNAL_INTACT, "%s", err);
+  cr_assert_gt(dfull_gap[0], 0, "a gap record names the loss");
+  for (i = 0; i < journalled; i++)
+    cr_assert(seqs[i] < sizeof dfull_on_disk &&
+              (dfull_on_disk[seqs[i]] ||
+               (seqs[i] >= dfull_gap[0] && seqs[i] <= dfull_gap[1])),
+              "seq %llu is neither an entry nor in the gap %llu..%llu",
+              (unsigned long long)seqs[i], (unsigned long long)dfull_gap[0],
+              (unsigned long long)dfull_gap[1]);
+
+  /* and qrsd starts on it again */
+  daemon_start(&D, NULL);
+  fd = raw_connect_hello(D.sock);
+  raw_send_draw(fd, 2, NULL, 16);
+  r = recv_draw(fd, &code);
+  cr_assert_eq(code, 0);
+  cr_assert_gt(r->journal_seq, n);
+  qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  close(fd);
+  daemon_stop(&D);
 }
