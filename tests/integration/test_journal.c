@@ -12,7 +12,9 @@
 #include <sched.h>
 #include <unistd.h>
 #include <sys/mount.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <criterion/criterion.h>
 #include <json-c/json.h>
@@ -531,6 +533,8 @@ Test(journal, disk_full_recovers_and_records_the_loss,
               (unsigned long long)dfull_gap[1]);
 
   /* and qrsd starts on it again */
+  close(D.notify_fd);
+  D.notify_fd = -1;
   daemon_start(&D, NULL);
   fd = raw_connect_hello(D.sock);
   raw_send_draw(fd, 2, NULL, 16);
@@ -540,4 +544,75 @@ Test(journal, disk_full_recovers_and_records_the_loss,
   qrs_ipc__draw_reply__free_unpacked(r, NULL);
   close(fd);
   daemon_stop(&D);
+}
+
+/* SIGKILL inside the flush window (a second: the draws answered are not
+   durable yet): after the restart no sequence number answered before is
+   answered again, and a gap record covers every number that may have
+   been. */
+static uint64_t kill_gap[2];
+
+static int
+kill_gap_cb(void *ctx, uint64_t first, uint64_t last, const char *reason)
+{
+  (void)ctx;
+  cr_assert_str_eq(reason, JOURNAL_GAP_RESTART);
+  cr_assert_eq(kill_gap[0], 0, "one gap");
+  kill_gap[0] = first;
+  kill_gap[1] = last;
+  return 0;
+}
+
+Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
+{
+  char yaml[512], err[512];
+  QrsIpc__DrawReply *r;
+  uint64_t max = 0, n = 0;
+  int fd, i, k, code, st;
+
+  daemon_prepare(&D, NULL);
+  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
+  cr_assert_eq(mkdir(jdir, 0700), 0);
+  snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\", flush_ms: 1000, "
+           "batch: 65536, queue: 65536 }\n", jdir);
+  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+  fd = raw_connect_hello(D.sock);
+  for (i = 0; i < 300; i += 30) {
+    for (k = 0; k < 30; k++)
+      raw_send_draw(fd, (uint32_t)(i + k + 2), NULL, 16);
+    for (k = 0; k < 30; k++) {
+      r = recv_draw(fd, &code);
+      cr_assert_eq(code, 0);
+      cr_assert_gt(r->journal_seq, max);
+      max = r->journal_seq;
+      qrs_ipc__draw_reply__free_unpacked(r, NULL);
+    }
+  }
+  kill(D.pid, SIGKILL);
+  cr_assert_eq(waitpid(D.pid, &st, 0), D.pid);
+  D.pid = -1;
+  close(fd);
+  close(D.notify_fd);
+  D.notify_fd = -1;
+
+  daemon_start(&D, NULL);
+  cr_assert(daemon_log_contains(&D, "qrsd stopped without closing the "
+                                "journal"));
+  fd = raw_connect_hello(D.sock);
+  raw_send_draw(fd, 1000, NULL, 16);
+  r = recv_draw(fd, &code);
+  cr_assert_eq(code, 0);
+  cr_assert_gt(r->journal_seq, max, "seq %llu answered twice",
+               (unsigned long long)r->journal_seq);
+  qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  close(fd);
+  cr_assert_eq(daemon_stop(&D), 0);
+  cr_assert_eq(journal_verify_gaps(jdir, NULL, kill_gap_cb, NULL, &n, NULL,
+                                   err, sizeof err), JOURNAL_INTACT, "%s",
+               err);
+  cr_assert_gt(kill_gap[0], 0, "the crash window is recorded");
+  cr_assert_geq(kill_gap[1], max, "every number answered is in the journal "
+                "or in the gap");
 }
