@@ -560,7 +560,7 @@ read_reserved(struct journal *j, uint64_t *ret, char *err, size_t errlen)
     return -EINVAL;
   }
   *ret = strtoull(f + 9, &end, 10);
-  if (*end != '\n') {
+  if (*end != '\n' || *ret > UINT64_MAX / 2) {
     snprintf(err, errlen, "journal %s: reserved= does not parse", path);
     return -EINVAL;
   }
@@ -1329,6 +1329,15 @@ journal_head(struct journal *j, char hex[JOURNAL_HEX_LEN + 1],
   pthread_mutex_unlock(&j->mu);
 }
 
+void
+journal_lost(struct journal *j, uint64_t *ret_first, uint64_t *ret_last)
+{
+  pthread_mutex_lock(&j->mu);
+  *ret_first = j->lost_first;
+  *ret_last = j->lost_last;
+  pthread_mutex_unlock(&j->mu);
+}
+
 uint64_t
 journal_hashed_inline(struct journal *j)
 {
@@ -1360,7 +1369,7 @@ journal_status_json(struct journal *j)
   struct json_object *o = json_object_new_object();
   char head[JOURNAL_HEX_LEN + 1];
   enum journal_state st;
-  uint64_t seq;
+  uint64_t seq, first, last;
   int err;
 
   if (o == NULL)
@@ -1376,6 +1385,11 @@ journal_status_json(struct journal *j)
                          "label"));
   json_object_object_add(o, "head", json_object_new_string(head));
   json_object_object_add(o, "seq", json_object_new_uint64(seq));
+  journal_lost(j, &first, &last);
+  if (first != 0) {
+    json_object_object_add(o, "lost_first", json_object_new_uint64(first));
+    json_object_object_add(o, "lost_last", json_object_new_uint64(last));
+  }
   json_object_object_add(o, "hashed_inline",
                          json_object_new_uint64(journal_hashed_inline(j)));
   return o;

@@ -9,15 +9,24 @@
      <echo 0|1>\t<t_recv>\t<t_gen>\t<t_sent>\t<sha256 of bytes, hex>\t
      <u>\t<fallback>\t<prev hex>\t<hash hex>\n                 (entry)
 
+     #gap\t<first>\t<last>\t<reason>\t<prev hex>\t<hash hex>\n  (gap)
+
+   A gap record says that sequence numbers first..last are in no entry
+   (JOURNAL_GAP_*: why); it is hashed and chained like an entry.  Numbers
+   are reserved durably in blocks in <dir>/journal.seq before they are
+   handed out, so that a start after a crash resumes past every number
+   that may have been answered (and records those not written as a gap);
+   a clean close cuts the reservation back to the last entry.
+
    Times are CLOCK_REALTIME seconds with 9 decimals, u is %.17g (it
    round-trips exactly).  hash = SHA-256 over the entry line from its
    first byte up to and including the tab before the hash; prev is the
-   previous entry's hash (64 zeros for the first entry ever), so the
+   previous record's hash (64 zeros for the first entry ever), so the
    chain runs across files: file <dir>/journal-<index 6 digits>.log is
    rotated when it reaches max_bytes (checked between batches, so a file
    may pass it by one batch), and the next file's header names
    the last hash of the one before.  Sequences start at 1 and grow by
-   one per entry, also across files.
+   one per entry, also across files, except where a gap record skips.
 
    Threads: journal_submit() is called from the loop thread and never
    does file I/O: it copies the entry into a bounded queue (queue_len
@@ -32,7 +41,10 @@
    the status file lags by as much.  A full queue or a write error is not
    silent: journal_state() says which, the entry is not journalled, and
    the caller applies the configured policy (stop serving, or serve the
-   draw labelled "unjournalled"). */
+   draw labelled "unjournalled").  After a write error the batch is cut
+   off the file again, the entries queued are dropped (lost: logged by
+   range, journal_lost()), and the writer tries again every second; once
+   it writes, a gap record names the lost range and the state is ok. */
 #ifndef QRSD_JOURNAL_H
 #define QRSD_JOURNAL_H
 
@@ -142,6 +154,11 @@ void journal_hash_bytes(struct journal *j, const void *b, size_t n,
 enum journal_state journal_state(struct journal *j, int *ret_errno);
 void journal_head(struct journal *j, char hex[JOURNAL_HEX_LEN + 1],
                   uint64_t *ret_seq);
+/* While a write error lasts: the sequence numbers of the entries it
+   lost, first..last (served, not written; first 0: none).  Once the
+   writer can write again they are a gap record and this is 0 again. */
+void journal_lost(struct journal *j, uint64_t *ret_first,
+                  uint64_t *ret_last);
 /* How many draws journal_submit_bytes() hashed on the calling thread
    because the arena had no room (bytes_buf too small for the rate, or
    the writer behind). */
@@ -156,8 +173,9 @@ int journal_serves_unjournalled(const struct journal *j);
 const char *journal_state_name(enum journal_state s);
 
 /* The status file's "journal" object: state, error (strerror, when
-   failing), policy, head (hash of the last durable entry) and seq (its
-   sequence); NULL without memory. */
+   failing), policy, head (hash of the last durable entry), seq (its
+   sequence) and, while entries are lost, lost_first and lost_last; NULL
+   without memory. */
 struct json_object;
 struct json_object *journal_status_json(struct journal *j);
 
