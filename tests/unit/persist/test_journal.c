@@ -762,3 +762,56 @@ Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
   cr_assert_eq(gap_last + 1, e.seq);
   cr_assert_str_eq(gap_reason, JOURNAL_GAP_RESTART);
 }
+
+/* The directory comes back: the writer, trying every second, writes
+   again on its own, first a gap record for the entries it lost. */
+Test(journal, write_error_recovers_when_writable_again)
+{
+  struct journal *j = open_j(4096, JOURNAL_POLICY_STOP);
+  struct journal_entry e;
+  uint64_t first = 0, last = 0, seq = 0, lost;
+  char cmd[128], path[256], *text, *nl;
+  unsigned idx;
+  int i, r = 0;
+
+  submit_all(j, 0, 100);
+  journal_close(j);
+  idx = newest(NULL);
+  j = open_j(4096, JOURNAL_POLICY_STOP);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+  for (i = 0; i < 5000 && r != -EIO; i++) {
+    entry(&e, 100 + (unsigned)i);
+    r = journal_submit(j, &e);
+    if (r == -EAGAIN)
+      test_sleep_ms(1);
+  }
+  cr_assert_eq(r, -EIO);
+  journal_lost(j, &first, &last);
+  /* the open file (unlinked) may take a few batches before a rotation
+     fails */
+  cr_assert_gt(first, 100, "lost from the first entry not durable");
+  cr_assert_geq(last, first);
+  lost = first;
+  cr_assert_eq(mkdir(dir, 0700), 0);
+  for (i = 0; i < 300 && journal_state(j, NULL) != JOURNAL_OK; i++)
+    test_sleep_ms(10);
+  cr_assert_eq(journal_state(j, NULL), JOURNAL_OK, "written again");
+  journal_lost(j, &first, &seq);
+  cr_assert_eq(first, 0);
+  entry(&e, 0);
+  cr_assert_eq(journal_submit(j, &e), 0);
+  cr_assert_eq(e.seq, last + 1, "the sequence goes on after the gap");
+  journal_close(j);
+  /* the old files went with the directory: the new one begins with the
+     header, then the gap */
+  snprintf(path, sizeof path, "%s/journal-%06u.log", dir, idx + 1);
+  text = test_read_file(path);
+  nl = strchr(text, '\n');
+  cr_assert_not_null(nl);
+  snprintf(cmd, sizeof cmd, JOURNAL_GAP_TAG "\t%llu\t%llu\t"
+           JOURNAL_GAP_WRITE_ERROR "\t", (unsigned long long)lost,
+           (unsigned long long)last);
+  cr_assert_eq(strncmp(nl + 1, cmd, strlen(cmd)), 0, "%s", text);
+  free(text);
+}
