@@ -381,7 +381,8 @@ last_line(struct journal *j, unsigned index, int repair, uint64_t *seq,
           char hash[JOURNAL_HEX_LEN + 1], uint64_t *size, char *err,
           size_t errlen)
 {
-  char path[4096], tail[2 * JOURNAL_LINE_MAX + 1], *line, *nl;
+  /* a torn line and the complete one before it, with its newline */
+  char path[4096], tail[3 * JOURNAL_LINE_MAX + 1], *line, *nl;
   struct stat st;
   ssize_t n;
   off_t off;
@@ -424,8 +425,12 @@ last_line(struct journal *j, unsigned index, int repair, uint64_t *seq,
     goto out;
   }
   if (nl != tail + n - 1) {
-    if (!repair) {
-      snprintf(err, errlen, "journal %s: torn last line", path);
+    if (!repair || tail + n - 1 - nl > JOURNAL_LINE_MAX) {
+      snprintf(err, errlen, "journal %s: %zd bytes after its last line "
+               "(from offset %lld): %s; check it with qrs-audit", path,
+               tail + n - 1 - nl, (long long)(off + (nl + 1 - tail)),
+               repair ? "more than an entry, not a torn one" :
+               "a torn line in a file before the newest");
       r = -EINVAL;
       goto out;
     }

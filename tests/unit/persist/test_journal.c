@@ -815,3 +815,28 @@ Test(journal, write_error_recovers_when_writable_again)
   cr_assert_eq(strncmp(nl + 1, cmd, strlen(cmd)), 0, "%s", text);
   free(text);
 }
+
+/* More bytes after the last line than any entry has is not a torn
+   entry: the start is refused, naming the file and the byte range. */
+Test(journal, garbage_tail_refused_with_its_range)
+{
+  char path[256], err[512] = "", want[400];
+  struct journal *j = NULL;
+  struct stat st;
+  FILE *fp;
+  int i;
+
+  small_run(path, sizeof path);
+  save(path);
+  cr_assert_eq(stat(path, &st), 0);
+  fp = fopen(path, "a");
+  cr_assert_not_null(fp);
+  for (i = 0; i < 2000; i++)
+    fputc('x', fp);
+  fclose(fp);
+  cr_assert_lt(open_p(&j, 1u << 20, 0, err, sizeof err), 0);
+  cr_assert_null(j);
+  snprintf(want, sizeof want, "%s: 2000 bytes after its last line (from "
+           "offset %lld)", path, (long long)st.st_size);
+  cr_assert_not_null(strstr(err, want), "%s", err);
+}
