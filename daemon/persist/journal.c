@@ -340,20 +340,24 @@ parse_last(char *line, uint64_t *seq, char hash[JOURNAL_HEX_LEN + 1])
   return 0;
 }
 
-/* A torn last line (a crash or a full disk mid-write): its bytes, from
-   off + nl + 1 to the end, are appended to <path>.torn and cut off the
-   file.  0 or a negative errno with err set. */
+/* A torn last line (a crash or a full disk mid-write): its n bytes
+   torn, at offset at up to the end, are appended to <path>.torn (fsync'd)
+   and then cut off the file.  0 or a negative errno with err set. */
 static int
 set_torn_aside(int fd, const char *path, const char *torn, size_t n,
                off_t at, char *err, size_t errlen)
 {
   char aside[4200];
-  int afd, r = 0;
+  int afd, r;
 
   snprintf(aside, sizeof aside, "%s.torn", path);
   afd = open(aside, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
              O_NONBLOCK, 0640);
-  if (afd < 0 || fd_write_all(afd, torn, n) != 0 || fsync(afd) != 0)
+  if (afd < 0)
+    r = -errno;
+  else
+    r = fd_write_all(afd, torn, n);
+  if (r == 0 && fsync(afd) != 0)
     r = -errno;
   if (afd >= 0)
     close(afd);
