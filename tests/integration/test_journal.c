@@ -3,7 +3,9 @@
    verifies (journal_verify(): every hash recomputed, across rotated files) and
    holds each reply's u at its sequence; a journal that cannot be written is
    never silent: under on_error: stop draws are refused, under label they are
-   served marked unjournalled. */
+   served marked unjournalled; a full disk (a small tmpfs) loses a logged
+   range, recorded as a gap once the writer writes again on its own; a
+   SIGKILL in the flush window answers no sequence number twice. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,10 @@
 /* The draw journal: entries written in order with their sequence, the
    SHA-256 chain recomputed line by line and across rotated files, the
    chain resumed by a second open, refused text fields, and a failing
-   journal reported (never silent) with the policy applied. */
+   journal reported (never silent) with the policy applied, then written
+   again on its own; what a crash or a full disk leaves (torn and
+   header-only files), FIFOs and stray names at start; no sequence number
+   handed out twice across a SIGKILL. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
