@@ -618,3 +618,62 @@ Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
   cr_assert_geq(kill_gap[1], max, "every number answered is in the journal "
                 "or in the gap");
 }
+
+/* Two sources whose 63-character names differ in the last character
+   stay two names in the journal. */
+static char long_names[2][64];
+static int long_matched;
+
+static int
+long_name_cb(void *ctx, uint64_t seq, const char *line, size_t len)
+{
+  const char *f = line;
+  int k;
+
+  (void)ctx;
+  (void)len;
+  for (k = 0; k < 3; k++)
+    f = strchr(f, '\t') + 1;
+  cr_assert_leq(seq, 2);
+  cr_assert_eq(strncmp(f, long_names[seq - 1], 63), 0, "entry %llu: %.70s",
+               (unsigned long long)seq, f);
+  cr_assert_eq(f[63], '\t');
+  long_matched++;
+  return 0;
+}
+
+Test(journal, source_names_of_63_characters)
+{
+  char yaml[1024], err[512];
+  QrsIpc__DrawReply *r;
+  int fd, i, code;
+
+  for (i = 0; i < 2; i++) {
+    memset(long_names[i], 'q', 62);
+    long_names[i][62] = (char)('a' + i);
+    long_names[i][63] = '\0';
+  }
+  daemon_prepare(&D, NULL);
+  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
+  cr_assert_eq(mkdir(jdir, 0700), 0);
+  snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\" }\n"
+           "default_source: %s\nsources:\n"
+           "  %s: { type: system }\n  %s: { type: system }\n", jdir,
+           long_names[0], long_names[0], long_names[1]);
+  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+  fd = raw_connect_hello(D.sock);
+  for (i = 0; i < 2; i++) {
+    raw_send_draw(fd, (uint32_t)(i + 2), long_names[i], 16);
+    r = recv_draw(fd, &code);
+    cr_assert_eq(code, 0);
+    cr_assert_str_eq(r->served_by, long_names[i]);
+    qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  }
+  close(fd);
+  cr_assert_eq(daemon_stop(&D), 0);
+  cr_assert_eq(journal_verify(jdir, long_name_cb, NULL, NULL, NULL, err,
+                              sizeof err), JOURNAL_INTACT, "%s", err);
+  cr_assert_eq(long_matched, 2);
+}
