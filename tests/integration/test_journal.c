@@ -677,3 +677,51 @@ Test(journal, source_names_of_63_characters)
                               sizeof err), JOURNAL_INTACT, "%s", err);
   cr_assert_eq(long_matched, 2);
 }
+
+/* A FIFO where the journal file should be refuses the start at once,
+   naming it; stray names beside the journal files do not stop it. */
+Test(journal, fifo_refuses_start, .timeout = 30)
+{
+  char yaml[512], errb[4096], path[256];
+
+  daemon_prepare(&D, NULL);
+  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
+  cr_assert_eq(mkdir(jdir, 0700), 0);
+  snprintf(path, sizeof path, "%s/journal-000001.log", jdir);
+  cr_assert_eq(mkfifo(path, 0600), 0);
+  snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\" }\n", jdir);
+  cr_assert_neq(daemon_try_start(&D, yaml, errb, sizeof errb), 0);
+  cr_assert_not_null(strstr(errb, path), "stderr: %s", errb);
+  cr_assert_not_null(strstr(errb, "not a regular file"), "stderr: %s", errb);
+}
+
+Test(journal, stray_names_do_not_stop_start)
+{
+  char yaml[512], path[256];
+  static const char *const stray[] = { "journal-000007",
+                                       "journal-000001.log.gz" };
+  QrsIpc__DrawReply *r;
+  int fd, code;
+  size_t i;
+
+  daemon_prepare(&D, NULL);
+  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
+  cr_assert_eq(mkdir(jdir, 0700), 0);
+  for (i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s/%s", jdir, stray[i]);
+    write_text_file(path, "x\n");
+  }
+  snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\" }\n", jdir);
+  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+  cr_assert(daemon_log_contains(&D, "journal-000007 is not a journal file"));
+  fd = raw_connect_hello(D.sock);
+  raw_send_draw(fd, 2, NULL, 16);
+  r = recv_draw(fd, &code);
+  cr_assert_eq(code, 0);
+  cr_assert_eq(r->journal_seq, 1);
+  qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  close(fd);
+  cr_assert_eq(daemon_stop(&D), 0);
+}
