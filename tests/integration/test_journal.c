@@ -725,3 +725,83 @@ Test(journal, stray_names_do_not_stop_start)
   close(fd);
   cr_assert_eq(daemon_stop(&D), 0);
 }
+
+/* What a crash leaves at the end of the newest file does not keep qrsd
+   from starting: a torn last line is set aside in <file>.torn, a file
+   holding only its header (a rotation, then a stop) is resumed. */
+static uint64_t
+draw_one(void)
+{
+  QrsIpc__DrawReply *r;
+  uint64_t seq;
+  int fd, code;
+
+  fd = raw_connect_hello(D.sock);
+  raw_send_draw(fd, 2, NULL, 16);
+  r = recv_draw(fd, &code);
+  cr_assert_eq(code, 0);
+  cr_assert_eq(r->unjournalled, 0);
+  seq = r->journal_seq;
+  qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  close(fd);
+  return seq;
+}
+
+static unsigned
+newest_file(char *path, size_t len)
+{
+  unsigned idx;
+
+  for (idx = 1;; idx++) {
+    snprintf(path, len, "%s/journal-%06u.log", jdir, idx);
+    if (access(path, F_OK) != 0)
+      break;
+  }
+  snprintf(path, len, "%s/journal-%06u.log", jdir, idx - 1);
+  return idx - 1;
+}
+
+Test(journal, torn_and_header_only_files_restart)
+{
+  char path[256], aside[300], hdr[256], head[JOURNAL_HEX_LEN + 1];
+  char err[512];
+  uint64_t seq = 0, n;
+  unsigned idx;
+  int i;
+  FILE *fp;
+
+  run(4096, "stop");
+  for (i = 0; i < 40; i++)
+    cr_assert_eq(draw_one(), ++seq);
+  cr_assert_eq(daemon_stop(&D), 0);
+  close(D.notify_fd);
+  D.notify_fd = -1;
+
+  newest_file(path, sizeof path);
+  fp = fopen(path, "a");
+  cr_assert_not_null(fp);
+  fputs("41\t1234\t0\tsys", fp);
+  fclose(fp);
+  daemon_start(&D, NULL);
+  cr_assert(daemon_log_contains(&D, "its last line was torn"));
+  cr_assert_eq(draw_one(), ++seq);
+  snprintf(aside, sizeof aside, "%s.torn", path);
+  cr_assert_eq(access(aside, F_OK), 0, "the torn bytes are kept");
+  cr_assert_eq(daemon_stop(&D), 0);
+  close(D.notify_fd);
+  D.notify_fd = -1;
+
+  cr_assert_eq(journal_verify(jdir, NULL, NULL, &n, head, err, sizeof err),
+               JOURNAL_INTACT, "%s", err);
+  idx = newest_file(path, sizeof path);
+  snprintf(path, sizeof path, "%s/journal-%06u.log", jdir, idx + 1);
+  snprintf(hdr, sizeof hdr, "# qrs-journal 1 file=%u prev=%s\n", idx + 1,
+           head);
+  write_text_file(path, hdr);
+  daemon_start(&D, NULL);
+  cr_assert_eq(draw_one(), ++seq);
+  cr_assert_eq(daemon_stop(&D), 0);
+  cr_assert_eq(journal_verify(jdir, NULL, NULL, &n, NULL, err, sizeof err),
+               JOURNAL_INTACT, "%s", err);
+  cr_assert_eq(n, seq);
+}
