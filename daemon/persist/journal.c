@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 
 #include "base/fdio.h"
 #include "base/log.h"
+#include "persist/atomicfile.h"
 #include "persist/journal.h"
 
 #define ZERO_HEX \
@@ -33,6 +35,12 @@
    writer's work, not for a whole batch of entries, which would multiply
    the draw path's tail latency (qrs-bench journal shows both). */
 #define JOURNAL_YIELD_BYTES (16u << 10)
+
+/* How often a failed writer tries again (recover()). */
+#define JOURNAL_RETRY_MS 1000
+
+/* Stray names in the directory logged at a start, at most. */
+#define JOURNAL_STRAY_LOG 8
 
 /* The hash arena's alignment: a cache line (arena_copy()). */
 #define ARENA_ALIGN 64
@@ -64,12 +72,16 @@ struct journal {
   /* submitting thread only: the bytes hash */
   EVP_MD_CTX *sub_md;
   uint64_t next_seq;
+  uint64_t reserved;                /* durably reserved: next_seq may
+                                       reach it, not pass it */
+  uint64_t lost_first, lost_last;   /* served, not written (0: none) */
   int stopping;
   enum journal_state state;
   int err;
   char head_hex[JOURNAL_HEX_LEN + 1];   /* durable head */
   uint64_t head_seq;
-  /* writer thread only */
+  /* writer thread only (block: set at open) */
+  uint64_t block;                   /* sequence numbers reserved at once */
   int fd;
   unsigned file_index;
   uint64_t file_bytes;
@@ -209,92 +221,385 @@ file_path(const struct journal *j, unsigned index, char *out, size_t len)
   snprintf(out, len, "%s/journal-%06u.log", j->p.dir, index);
 }
 
-/* The newest file's index (0 when none) and, from its last entry line
-   (or its header), the chain head and the last sequence. */
+/* A gap record for first..last with prev (hex) into buf
+   (JOURNAL_LINE_MAX), setting hash (binary); its length. */
 static int
-resume(struct journal *j, char *err, size_t errlen)
+format_gap(uint64_t first, uint64_t last, const char *reason,
+           const char *prev_hex, char *buf, uint8_t hash[JOURNAL_HASH_LEN])
 {
-  DIR *d = opendir(j->p.dir);
-  struct dirent *de;
-  unsigned best = 0, idx;
-  char path[4096], tail[2 * JOURNAL_LINE_MAX + 1], *line, *end, *f;
-  struct stat st;
-  ssize_t n;
-  off_t off;
-  int fd, i;
+  int n;
 
-  if (d == NULL) {
-    snprintf(err, errlen, "journal directory %s: %s", j->p.dir,
-             strerror(errno));
-    return -errno;
-  }
-  while ((de = readdir(d)) != NULL)
-    if (sscanf(de->d_name, "journal-%6u.log", &idx) == 1 && idx > best)
-      best = idx;
-  closedir(d);
-  strcpy(j->prev_hex, ZERO_HEX);
-  j->last_seq = 0;
-  j->file_index = best;
-  if (best == 0)
+  n = snprintf(buf, JOURNAL_LINE_MAX, JOURNAL_GAP_TAG "\t%" PRIu64 "\t%"
+               PRIu64 "\t%s\t%s\t", first, last, reason, prev_hex);
+  journal_line_hash(buf, (size_t)n, hash);
+  journal_hex(hash, JOURNAL_HASH_LEN, buf + n);
+  buf[n + JOURNAL_HEX_LEN] = '\n';
+  buf[n + JOURNAL_HEX_LEN + 1] = '\0';
+  return n + JOURNAL_HEX_LEN + 1;
+}
+
+/* Is name exactly journal-<6 digits>.log (index >= 1)?  1 with *idx. */
+static int
+journal_file_name(const char *name, unsigned *idx)
+{
+  unsigned v = 0;
+  int i;
+
+  if (strncmp(name, "journal-", 8) != 0)
     return 0;
-  file_path(j, best, path, sizeof path);
-  fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    snprintf(err, errlen, "journal %s: %s", path,
-             fd < 0 ? strerror(errno) : "not a regular file");
-    if (fd >= 0)
-      close(fd);
+  for (i = 8; i < 14; i++) {
+    if (name[i] < '0' || name[i] > '9')
+      return 0;
+    v = 10 * v + (unsigned)(name[i] - '0');
+  }
+  if (strcmp(name + 14, ".log") != 0 || v == 0)
+    return 0;
+  *idx = v;
+  return 1;
+}
+
+/* What the journal itself keeps next to its files: the reservation
+   (and its temp file) and torn tails set aside. */
+static int
+own_name(const char *name)
+{
+  size_t n = strlen(name);
+
+  return strncmp(name, JOURNAL_SEQ_FILE, strlen(JOURNAL_SEQ_FILE)) == 0 ||
+         (n > 5 && strcmp(name + n - 5, ".torn") == 0 &&
+          strncmp(name, "journal-", 8) == 0);
+}
+
+/* Open path without following a link or blocking on a FIFO, and refuse
+   what is not a regular file; the fd, or a negative errno with err set. */
+static int
+open_regular(const char *path, int flags, struct stat *st, char *err,
+             size_t errlen)
+{
+  int fd, r;
+
+  fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    r = -errno;
+    snprintf(err, errlen, "journal %s: %s", path, strerror(errno));
+    return r;
+  }
+  if (fstat(fd, st) != 0) {
+    r = -errno;
+    snprintf(err, errlen, "journal %s: %s", path, strerror(errno));
+    close(fd);
+    return r;
+  }
+  if (!S_ISREG(st->st_mode)) {
+    snprintf(err, errlen, "journal %s: not a regular file (remove or "
+             "rename it)", path);
+    close(fd);
     return -EINVAL;
   }
-  off = st.st_size > (off_t)(sizeof tail - 1) ?
-        st.st_size - (off_t)(sizeof tail - 1) : 0;
-  n = pread(fd, tail, sizeof tail - 1, off);
-  close(fd);
-  if (n <= 0 || tail[n - 1] != '\n') {
-    snprintf(err, errlen, "journal %s: empty or truncated last line "
-             "(check it with qrs-audit)", path);
-    return -EINVAL;
+  /* later writes may block (a regular file never does, but say so) */
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    r = -errno;
+    snprintf(err, errlen, "journal %s: %s", path, strerror(errno));
+    close(fd);
+    return r;
   }
-  tail[n - 1] = '\0';
-  line = strrchr(tail, '\n');
-  line = line ? line + 1 : tail;
-  if (line[0] == '#') {
+  return fd;
+}
+
+/* The last line of a file (entry, gap or header): 0 with *seq and hash
+   (its hash; a header gives its prev and no sequence: 1), -1 when it does
+   not parse.  line is NUL-ended, without its newline. */
+static int
+parse_last(char *line, uint64_t *seq, char hash[JOURNAL_HEX_LEN + 1])
+{
+  char *f, *end;
+  int i, fields;
+
+  if (strncmp(line, "# qrs-journal 1 ", 16) == 0) {
     f = strstr(line, "prev=");
     if (f == NULL || strlen(f + 5) != JOURNAL_HEX_LEN)
-      goto bad;
-    strcpy(j->prev_hex, f + 5);
-    /* an empty file: its sequence came from the file before; resumed as
-       0 only if it is the first file */
-    j->file_bytes = (uint64_t)st.st_size;
-    if (best > 1) {
-      snprintf(err, errlen, "journal %s has only a header: remove it to "
-               "resume from the file before", path);
-      return -EINVAL;
-    }
-    return 0;
+      return -1;
+    strcpy(hash, f + 5);
+    return 1;
   }
-  j->last_seq = strtoull(line, &end, 10);
+  if (strncmp(line, JOURNAL_GAP_TAG "\t", sizeof JOURNAL_GAP_TAG) == 0) {
+    f = strchr(line + sizeof JOURNAL_GAP_TAG, '\t');
+    if (f == NULL)
+      return -1;
+    *seq = strtoull(f + 1, &end, 10);
+    fields = 5;
+  } else {
+    *seq = strtoull(line, &end, 10);
+    fields = 15;
+  }
   if (end == line || *end != '\t')
-    goto bad;
+    return -1;
   f = line;
-  for (i = 0; i < 15 && f != NULL; i++) {
+  for (i = 0; i < fields && f != NULL; i++) {
     f = strchr(f, '\t');
     if (f)
       f++;
   }
   if (f == NULL || strlen(f) != JOURNAL_HEX_LEN)
-    goto bad;
-  strcpy(j->prev_hex, f);
-  j->file_bytes = (uint64_t)st.st_size;
+    return -1;
+  strcpy(hash, f);
   return 0;
-bad:
-  snprintf(err, errlen, "journal %s: last line does not parse "
-           "(check it with qrs-audit)", path);
-  return -EINVAL;
+}
+
+/* A torn last line (a crash or a full disk mid-write): its n bytes
+   torn, at offset at up to the end, are appended to <path>.torn (fsync'd)
+   and then cut off the file.  0 or a negative errno with err set. */
+static int
+set_torn_aside(int fd, const char *path, const char *torn, size_t n,
+               off_t at, char *err, size_t errlen)
+{
+  char aside[4200];
+  int afd, r;
+
+  snprintf(aside, sizeof aside, "%s.torn", path);
+  afd = open(aside, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+             O_NONBLOCK, 0640);
+  if (afd < 0)
+    r = -errno;
+  else
+    r = fd_write_all(afd, torn, n);
+  if (r == 0 && fsync(afd) != 0)
+    r = -errno;
+  if (afd >= 0)
+    close(afd);
+  if (r == 0 && (ftruncate(fd, at) != 0 || fsync(fd) != 0))
+    r = -errno;
+  if (r != 0) {
+    snprintf(err, errlen, "journal %s: its last line is torn (bytes %lld.."
+             "%lld) and could not be set aside in %s: %s", path,
+             (long long)at, (long long)at + (long long)n - 1, aside,
+             strerror(-r));
+    return r;
+  }
+  log_warn("journal %s: its last line was torn (bytes %lld..%lld, no "
+           "newline): set aside in %s and cut off", path, (long long)at,
+           (long long)at + (long long)n - 1, aside);
+  return 0;
+}
+
+/* The last line of file index: 0 entry or gap (*seq, hash), 1 header
+   (hash: its prev), 2 the file holds no complete line (nothing to resume
+   from: removed when repair is set), or a negative errno with err set.
+   With repair, a torn last line is set aside first. */
+static int
+last_line(struct journal *j, unsigned index, int repair, uint64_t *seq,
+          char hash[JOURNAL_HEX_LEN + 1], uint64_t *size, char *err,
+          size_t errlen)
+{
+  /* a torn line and the complete one before it, with its newline */
+  char path[4096], tail[3 * JOURNAL_LINE_MAX + 1], *line, *nl;
+  struct stat st;
+  ssize_t n;
+  off_t off;
+  int fd, r;
+
+  file_path(j, index, path, sizeof path);
+  fd = open_regular(path, repair ? O_RDWR : O_RDONLY, &st, err, errlen);
+  if (fd < 0)
+    return fd;
+  off = st.st_size > (off_t)(sizeof tail - 1) ?
+        st.st_size - (off_t)(sizeof tail - 1) : 0;
+  n = pread(fd, tail, sizeof tail - 1, off);
+  if (n < 0 || (off_t)n != st.st_size - off) {
+    snprintf(err, errlen, "journal %s: %s", path,
+             n < 0 ? strerror(errno) : "short read");
+    r = -EIO;
+    goto out;
+  }
+  nl = n > 0 ? memrchr(tail, '\n', (size_t)n) : NULL;
+  if (n == 0 || nl == NULL) {
+    if (off > 0 || !repair) {
+      snprintf(err, errlen, "journal %s: no line ends in its last %zd "
+               "bytes (from offset %lld): not a torn entry; check it with "
+               "qrs-audit", path, n, (long long)off);
+      r = -EINVAL;
+      goto out;
+    }
+    /* not even a header: a crash between creating it and its header */
+    r = n > 0 ? set_torn_aside(fd, path, tail, (size_t)n, 0, err, errlen) :
+        0;
+    if (r == 0 && unlink(path) != 0) {
+      r = -errno;
+      snprintf(err, errlen, "journal %s: %s", path, strerror(errno));
+    }
+    if (r == 0) {
+      log_warn("journal %s: no complete line (a start cut short): removed",
+               path);
+      r = 2;
+    }
+    goto out;
+  }
+  if (nl != tail + n - 1) {
+    if (!repair || tail + n - 1 - nl > JOURNAL_LINE_MAX) {
+      snprintf(err, errlen, "journal %s: %zd bytes after its last line "
+               "(from offset %lld): %s; check it with qrs-audit", path,
+               tail + n - 1 - nl, (long long)(off + (nl + 1 - tail)),
+               repair ? "more than an entry, not a torn one" :
+               "a torn line in a file before the newest");
+      r = -EINVAL;
+      goto out;
+    }
+    r = set_torn_aside(fd, path, nl + 1, (size_t)(tail + n - 1 - nl),
+                       off + (nl + 1 - tail), err, errlen);
+    if (r != 0)
+      goto out;
+    n = nl + 1 - tail;
+  }
+  tail[n - 1] = '\0';
+  line = memrchr(tail, '\n', (size_t)n - 1);
+  line = line ? line + 1 : tail;
+  if (line == tail && off > 0) {
+    snprintf(err, errlen, "journal %s: last line longer than any entry "
+             "(check it with qrs-audit)", path);
+    r = -EINVAL;
+    goto out;
+  }
+  r = parse_last(line, seq, hash);
+  if (r < 0) {
+    snprintf(err, errlen, "journal %s: last line does not parse "
+             "(check it with qrs-audit)", path);
+    r = -EINVAL;
+    goto out;
+  }
+  *size = (uint64_t)(off + n);
+out:
+  close(fd);
+  return r;
+}
+
+/* The newest file's index (0 when none) and the chain head and the last
+   sequence, from its last line: a torn one is set aside first, a file
+   with no line is removed, and a file with only a header (stopped after
+   a rotation, before its first entry) resumes from the file before. */
+static int
+resume(struct journal *j, char *err, size_t errlen)
+{
+  DIR *d;
+  struct dirent *de;
+  unsigned best = 0, idx, stray = 0;
+  char hash[JOURNAL_HEX_LEN + 1];
+  uint64_t seq = 0, size = 0, osize;
+  int r;
+
+  d = opendir(j->p.dir);
+  if (d == NULL) {
+    r = -errno;
+    snprintf(err, errlen, "journal directory %s: %s", j->p.dir,
+             strerror(errno));
+    return r;
+  }
+  while ((de = readdir(d)) != NULL) {
+    if (journal_file_name(de->d_name, &idx)) {
+      if (idx > best)
+        best = idx;
+    } else if (de->d_name[0] != '.' && !own_name(de->d_name) &&
+               stray++ < JOURNAL_STRAY_LOG) {
+      log_warn("journal: %s/%s is not a journal file (journal-NNNNNN.log): "
+               "ignored", j->p.dir, de->d_name);
+    }
+  }
+  closedir(d);
+  if (stray > JOURNAL_STRAY_LOG)
+    log_warn("journal: %u more names in %s ignored", stray -
+             JOURNAL_STRAY_LOG, j->p.dir);
+  strcpy(j->prev_hex, ZERO_HEX);
+  j->last_seq = 0;
+  for (;;) {
+    j->file_index = best;
+    if (best == 0)
+      return 0;
+    r = last_line(j, best, 1, &seq, hash, &size, err, errlen);
+    if (r != 2)
+      break;
+    best--;
+  }
+  if (r < 0)
+    return r;
+  strcpy(j->prev_hex, hash);
+  j->file_bytes = size;
+  if (r == 0) {
+    j->last_seq = seq;
+    return 0;
+  }
+  /* only a header: the sequence is the last of an earlier file */
+  for (idx = best - 1; idx > 0; idx--) {
+    r = last_line(j, idx, 0, &seq, hash, &osize, err, errlen);
+    if (r < 0)
+      return r;
+    if (r == 0) {
+      j->last_seq = seq;
+      break;
+    }
+  }
+  return 0;
+}
+
+static int
+seq_path(const struct journal *j, char *out, size_t len)
+{
+  return snprintf(out, len, "%s/" JOURNAL_SEQ_FILE, j->p.dir) >= (int)len ?
+         -ENAMETOOLONG : 0;
+}
+
+/* The reservation: every sequence number up to it may have been handed
+   out.  0 when there is none; a negative errno with err set. */
+static int
+read_reserved(struct journal *j, uint64_t *ret, char *err, size_t errlen)
+{
+  char path[4096], buf[128], *f, *end;
+  struct stat st;
+  ssize_t n;
+  int fd;
+
+  *ret = 0;
+  if (seq_path(j, path, sizeof path) != 0)
+    return -ENAMETOOLONG;
+  if (access(path, F_OK) != 0 && errno == ENOENT)
+    return 0;
+  fd = open_regular(path, O_RDONLY, &st, err, errlen);
+  if (fd < 0)
+    return fd;
+  n = pread(fd, buf, sizeof buf - 1, 0);
+  close(fd);
+  buf[n > 0 ? n : 0] = '\0';
+  f = strstr(buf, "reserved=");
+  if (n <= 0 || strncmp(buf, "qrs-journal-seq 1 ", 18) != 0 || f == NULL) {
+    snprintf(err, errlen, "journal %s: not a qrs-journal-seq 1 file (it "
+             "holds the sequence numbers reserved; remove it only if the "
+             "journal's last entry is the last draw served)", path);
+    return -EINVAL;
+  }
+  *ret = strtoull(f + 9, &end, 10);
+  if (*end != '\n' || *ret > UINT64_MAX / 2) {
+    snprintf(err, errlen, "journal %s: reserved= does not parse", path);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+/* Reserve every sequence number up to upto, durably, before any is
+   handed out; 0 or a negative errno. */
+static int
+write_reserved(struct journal *j, uint64_t upto)
+{
+  char path[4096], buf[128];
+  int n;
+
+  if (seq_path(j, path, sizeof path) != 0)
+    return -ENAMETOOLONG;
+  n = snprintf(buf, sizeof buf, "qrs-journal-seq 1 reserved=%" PRIu64 "\n",
+               upto);
+  return atomicfile_write(path, buf, (size_t)n, 1);
 }
 
 /* Open the next file (index + 1) with its header (writer thread, or
-   journal_open() before it starts). */
+   journal_open() before it starts).  A file that could not get its
+   header is removed. */
 static int
 open_next(struct journal *j, const char *prev_hex)
 {
@@ -320,6 +625,7 @@ open_next(struct journal *j, const char *prev_hex)
     r = -errno;
   if (r != 0) {
     close(fd);
+    unlink(path);
     return r;
   }
   j->fd = fd;
@@ -340,17 +646,176 @@ open_current(struct journal *j, const char *prev_hex)
   return j->fd < 0 ? -errno : 0;
 }
 
+/* Append len bytes of buf (whole lines) to the current file, rotating
+   first when it is full, and fsync: 0, or a negative errno with the
+   file cut back to its durable size (no torn line stays). */
+static int
+append(struct journal *j, const char *buf, size_t len, const char *prev_hex)
+{
+  int r = 0;
+
+  if (j->fd < 0)
+    r = open_current(j, prev_hex);
+  else if (j->file_bytes >= j->p.max_bytes)
+    r = open_next(j, prev_hex);
+  if (r == 0)
+    r = fd_write_all(j->fd, buf, len);
+  if (r == 0 && fsync(j->fd) != 0)
+    r = -errno;
+  if (r == 0) {
+    j->file_bytes += len;
+    return 0;
+  }
+  /* the space a torn batch took comes back now; if this fails too,
+     recover() cuts it before writing anything else */
+  if (j->fd >= 0 && ftruncate(j->fd, (off_t)j->file_bytes) == 0)
+    (void)fsync(j->fd);
+  return r;
+}
+
+/* Keep at least half a block of sequence numbers reserved ahead of the
+   ones handed out (writer thread); 0 or a negative errno. */
+static int
+reserve_ahead(struct journal *j)
+{
+  uint64_t handed, upto;
+  int r;
+
+  pthread_mutex_lock(&j->mu);
+  handed = j->next_seq - 1;
+  upto = j->reserved;
+  pthread_mutex_unlock(&j->mu);
+  if (upto - handed >= j->block / 2)
+    return 0;
+  upto = handed + j->block;
+  r = write_reserved(j, upto);
+  if (r != 0)
+    return r;
+  pthread_mutex_lock(&j->mu);
+  j->reserved = upto;
+  pthread_mutex_unlock(&j->mu);
+  return 0;
+}
+
+/* A write failed (r): every entry handed out and not durable is lost
+   (the batch that failed, and what is queued behind it: dropped, not
+   written after the failure); draws are refused or labelled until
+   recover() succeeds. */
 static void
 fail(struct journal *j, int r)
 {
+  char path[4096];
+  uint64_t first, last;
+  int was;
+
   pthread_mutex_lock(&j->mu);
-  if (j->state != JOURNAL_WRITE_ERROR)
-    log_err("journal: %s; draws are %s", strerror(-r),
-            j->p.policy == JOURNAL_POLICY_STOP ? "refused" :
-            "served labelled \"unjournalled\"");
+  first = j->head_seq + 1;
+  last = j->next_seq - 1;
+  j->q_head = (j->q_head + j->q_len) % j->p.queue_len;
+  j->q_len = 0;
+  j->a_used = 0;
+  j->a_tail = 0;
+  was = j->state == JOURNAL_WRITE_ERROR;
   j->state = JOURNAL_WRITE_ERROR;
   j->err = -r;
+  memcpy(j->prev_hex, j->head_hex, sizeof j->prev_hex);
+  j->last_seq = j->head_seq;
+  if (last >= first) {
+    if (j->lost_first == 0)
+      j->lost_first = first;
+    j->lost_last = last;
+  }
   pthread_mutex_unlock(&j->mu);
+  if (was)
+    return;
+  /* open_next() failed: the file it could not create */
+  file_path(j, j->fd < 0 && j->file_bytes >= j->p.max_bytes ?
+            j->file_index + 1 : j->file_index, path, sizeof path);
+  if (last >= first)
+    log_err("journal %s: %s; draws are %s until it can be written again "
+            "(tried every %u ms); entries %" PRIu64 "..%" PRIu64 " are lost "
+            "(served, not written)", path, strerror(-r),
+            j->p.policy == JOURNAL_POLICY_STOP ? "refused" :
+            "served labelled \"unjournalled\"", JOURNAL_RETRY_MS, first,
+            last);
+  else
+    log_err("journal %s: %s; draws are %s until it can be written again "
+            "(tried every %u ms)", path, strerror(-r),
+            j->p.policy == JOURNAL_POLICY_STOP ? "refused" :
+            "served labelled \"unjournalled\"", JOURNAL_RETRY_MS);
+}
+
+/* After a failure: the sequence reservation renewed, then a gap record
+   for the entries lost, durably; 0 (the journal takes draws again) or a
+   negative errno. */
+static int
+recover(struct journal *j)
+{
+  char line[JOURNAL_LINE_MAX], path[4096];
+  uint8_t hash[JOURNAL_HASH_LEN];
+  uint64_t first, last;
+  int n, r;
+
+  if (j->fd >= 0 && (ftruncate(j->fd, (off_t)j->file_bytes) != 0 ||
+                     fsync(j->fd) != 0))
+    return -errno;
+  r = reserve_ahead(j);
+  if (r != 0)
+    return r;
+  pthread_mutex_lock(&j->mu);
+  first = j->lost_first;
+  last = j->lost_last;
+  pthread_mutex_unlock(&j->mu);
+  if (first != 0) {
+    n = format_gap(first, last, JOURNAL_GAP_WRITE_ERROR, j->prev_hex, line,
+                   hash);
+    r = append(j, line, (size_t)n, j->prev_hex);
+    if (r != 0)
+      return r;
+    journal_hex(hash, JOURNAL_HASH_LEN, j->prev_hex);
+    j->last_seq = last;
+  }
+  pthread_mutex_lock(&j->mu);
+  memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
+  j->head_seq = j->last_seq;
+  j->lost_first = j->lost_last = 0;
+  j->state = JOURNAL_OK;
+  j->err = 0;
+  pthread_mutex_unlock(&j->mu);
+  file_path(j, j->file_index, path, sizeof path);
+  if (first != 0)
+    log_warn("journal %s: written again; the lost entries %" PRIu64 "..%"
+             PRIu64 " are recorded as a gap", path, first, last);
+  else
+    log_warn("journal %s: written again", path);
+  return 0;
+}
+
+/* The writer in the failed state: recover() every JOURNAL_RETRY_MS
+   until it succeeds or the journal closes (one last try).  0 when the
+   journal takes draws again, -1 when it closes. */
+static int
+retry(struct journal *j)
+{
+  struct timespec dl;
+  int stopping;
+
+  pthread_mutex_lock(&j->mu);
+  clock_gettime(CLOCK_MONOTONIC, &dl);
+  dl.tv_sec += JOURNAL_RETRY_MS / 1000;
+  dl.tv_nsec += (long)(JOURNAL_RETRY_MS % 1000) * 1000000L;
+  if (dl.tv_nsec >= 1000000000L) {
+    dl.tv_sec++;
+    dl.tv_nsec -= 1000000000L;
+  }
+  while (!j->stopping)
+    if (pthread_cond_timedwait(&j->wake, &j->mu, &dl) == ETIMEDOUT)
+      break;
+  stopping = j->stopping;
+  pthread_mutex_unlock(&j->mu);
+  if (recover(j) == 0)
+    return 0;
+  return stopping ? -1 : 0;
 }
 
 /* The writer waits for entries: untimed while the queue is empty (idle
@@ -417,7 +882,10 @@ hash_sliced(struct journal *j, const uint8_t *b, size_t n, size_t *since,
    what fits the buffer), format it from the ring slots without the lock
    (journal_submit() only fills the slots after the queued ones), write it
    in one write() and fsync; entries submitted meanwhile make the next
-   batch. */
+   batch.  A failed write loses the entries not durable (fail()), and
+   the writer tries again every JOURNAL_RETRY_MS (retry()).  On close,
+   with every entry written, the reservation is cut back to the last
+   sequence: the next start records no gap. */
 static void *
 writer(void *arg)
 {
@@ -425,7 +893,7 @@ writer(void *arg)
   uint8_t hash[JOURNAL_HASH_LEN];
   char batch_prev[JOURNAL_HEX_LEN + 1];
   size_t len, batch, take, head, i, max, span, since_yield = 0;
-  int n, r;
+  int n, r, failed;
 
   /* below the loop thread when they share a CPU (per-thread nice: the
      writer's own tid) */
@@ -437,13 +905,32 @@ writer(void *arg)
   if (max > j->p.fsync_every)
     max = j->p.fsync_every;
   for (;;) {
+    pthread_mutex_lock(&j->mu);
+    failed = j->state == JOURNAL_WRITE_ERROR;
+    pthread_mutex_unlock(&j->mu);
+    if (failed) {
+      if (retry(j) != 0)
+        break;
+      continue;
+    }
+    r = reserve_ahead(j);
+    if (r != 0) {
+      fail(j, r);
+      continue;
+    }
     memcpy(batch_prev, j->prev_hex, sizeof batch_prev);
     pthread_mutex_lock(&j->mu);
     take = wait_batch(j);
     head = j->q_head;
     pthread_mutex_unlock(&j->mu);
-    if (take == 0)
+    if (take == 0) {
+      /* closing with everything written: no number past the last one
+         was handed out */
+      if (write_reserved(j, j->last_seq) != 0)
+        log_warn("journal: could not record the last sequence; the next "
+                 "start records a gap after %" PRIu64, j->last_seq);
       break;
+    }
     if (take > max)
       take = max;
     len = 0;
@@ -475,20 +962,11 @@ writer(void *arg)
     pthread_mutex_unlock(&j->mu);
     if (batch == 0)
       continue;
-    r = 0;
-    if (j->fd < 0)
-      r = open_current(j, batch_prev);
-    else if (j->file_bytes >= j->p.max_bytes)
-      r = open_next(j, batch_prev);
-    if (r == 0)
-      r = fd_write_all(j->fd, j->buf, len);
-    if (r == 0 && fsync(j->fd) != 0)
-      r = -errno;
+    r = append(j, j->buf, len, batch_prev);
     if (r != 0) {
       fail(j, r);
       continue;
     }
-    j->file_bytes += len;
     pthread_mutex_lock(&j->mu);
     memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
     j->head_seq = j->last_seq;
@@ -532,12 +1010,41 @@ journal_free(struct journal *j)
   free(j);
 }
 
+/* The sequence numbers last_seq + 1 .. reserved were reserved by a qrsd
+   that stopped without closing the journal (a crash, SIGKILL): draws
+   served with some of them may not have been written (the flush
+   window).  None is handed out again: a gap record says which. */
+static int
+restart_gap(struct journal *j, uint64_t reserved)
+{
+  char line[JOURNAL_LINE_MAX], path[4096];
+  uint8_t hash[JOURNAL_HASH_LEN];
+  uint64_t first = j->last_seq + 1;
+  int n, r;
+
+  n = format_gap(first, reserved, JOURNAL_GAP_RESTART, j->prev_hex, line,
+                 hash);
+  r = append(j, line, (size_t)n, j->prev_hex);
+  if (r != 0)
+    return r;
+  journal_hex(hash, JOURNAL_HASH_LEN, j->prev_hex);
+  j->last_seq = reserved;
+  file_path(j, j->file_index, path, sizeof path);
+  log_warn("journal %s: qrsd stopped without closing the journal; "
+           "sequence numbers %" PRIu64 "..%" PRIu64 " were reserved and "
+           "are not in it (draws served with some of them were lost): "
+           "recorded as a gap, never handed out again", path, first,
+           reserved);
+  return 0;
+}
+
 int
 journal_open(struct journal **ret, const struct journal_params *p,
              char *err, size_t errlen)
 {
   pthread_condattr_t ca;
   struct journal *j;
+  uint64_t reserved;
   int r;
 
   *ret = NULL;
@@ -583,12 +1090,23 @@ journal_open(struct journal **ret, const struct journal_params *p,
   r = resume(j, err, errlen);
   if (r != 0)
     goto fail;
+  r = read_reserved(j, &reserved, err, errlen);
+  if (r != 0)
+    goto fail;
   r = open_current(j, j->prev_hex);
+  if (r == 0 && reserved > j->last_seq)
+    r = restart_gap(j, reserved);
+  j->block = 8 * (uint64_t)p->queue_len;
+  if (j->block < 4096)
+    j->block = 4096;
+  j->next_seq = j->last_seq + 1;
+  j->reserved = j->last_seq;
+  if (r == 0)
+    r = reserve_ahead(j);
   if (r != 0) {
     snprintf(err, errlen, "journal in %s: %s", j->p.dir, strerror(-r));
     goto fail;
   }
-  j->next_seq = j->last_seq + 1;
   memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
   j->head_seq = j->last_seq;
   checkpoint(j, "open");
@@ -734,6 +1252,16 @@ submit(struct journal *j, struct journal_entry *e, const void *b, size_t n)
                "refused" : "served labelled \"unjournalled\"");
     j->state = JOURNAL_QUEUE_FULL;
     r = -EAGAIN;
+  } else if (j->next_seq > j->reserved) {
+    /* the writer renews the reservation long before; it is behind */
+    if (j->state != JOURNAL_QUEUE_FULL)
+      log_warn("journal: no sequence number reserved past %" PRIu64 "; "
+               "draws are %s", j->reserved, j->p.policy ==
+               JOURNAL_POLICY_STOP ? "refused" : "served labelled "
+               "\"unjournalled\"");
+    j->state = JOURNAL_QUEUE_FULL;
+    pthread_cond_signal(&j->wake);
+    r = -EAGAIN;
   } else if (b != NULL && !arena_reserve(j, n, &sb.off, &sb.span)) {
     r = -ENOSPC;
   } else {
@@ -819,6 +1347,15 @@ journal_head(struct journal *j, char hex[JOURNAL_HEX_LEN + 1],
   pthread_mutex_unlock(&j->mu);
 }
 
+void
+journal_lost(struct journal *j, uint64_t *ret_first, uint64_t *ret_last)
+{
+  pthread_mutex_lock(&j->mu);
+  *ret_first = j->lost_first;
+  *ret_last = j->lost_last;
+  pthread_mutex_unlock(&j->mu);
+}
+
 uint64_t
 journal_hashed_inline(struct journal *j)
 {
@@ -850,7 +1387,7 @@ journal_status_json(struct journal *j)
   struct json_object *o = json_object_new_object();
   char head[JOURNAL_HEX_LEN + 1];
   enum journal_state st;
-  uint64_t seq;
+  uint64_t seq, first, last;
   int err;
 
   if (o == NULL)
@@ -866,255 +1403,14 @@ journal_status_json(struct journal *j)
                          "label"));
   json_object_object_add(o, "head", json_object_new_string(head));
   json_object_object_add(o, "seq", json_object_new_uint64(seq));
+  journal_lost(j, &first, &last);
+  if (first != 0) {
+    json_object_object_add(o, "lost_first", json_object_new_uint64(first));
+    json_object_object_add(o, "lost_last", json_object_new_uint64(last));
+  }
   json_object_object_add(o, "hashed_inline",
                          json_object_new_uint64(journal_hashed_inline(j)));
   return o;
-}
-
-const char *
-journal_fault_name(enum journal_fault f)
-{
-  switch (f) {
-  case JOURNAL_INTACT: return "intact";
-  case JOURNAL_FAULT_IO: return "unreadable";
-  case JOURNAL_FAULT_PARSE: return "malformed-entry";
-  case JOURNAL_FAULT_HASH: return "entry-edited";
-  case JOURNAL_FAULT_DROPPED: return "entry-dropped";
-  case JOURNAL_FAULT_REORDERED: return "entries-reordered";
-  case JOURNAL_FAULT_REPLAYED: return "draw-replayed";
-  case JOURNAL_FAULT_CHAIN: return "chain-broken";
-  case JOURNAL_FAULT_SPLICE: return "files-spliced";
-  }
-  return "?";
-}
-
-/* A journal file's lines, read in large blocks into a buffer of our
-   own (a line is ended in place: no copy per line, no strlen()). */
-struct lines {
-  int fd;
-  char *buf;
-  size_t cap, at, end;              /* unread bytes: [at, end) */
-  int eof, err;                     /* err: an errno */
-};
-
-#define LINES_BLOCK (1u << 20)
-
-/* The next line without its newline (NUL-ended, *len its length), or
-   NULL at the end (lr->err set on a read error).  A line that has no
-   newline within JOURNAL_LINE_MAX + 1 bytes (truncated or overlong) is
-   returned as it is with *nl 0. */
-static char *
-next_line(struct lines *lr, size_t *len, int *nl)
-{
-  char *p, *q;
-  ssize_t n;
-
-  for (;;) {
-    p = lr->buf + lr->at;
-    q = memchr(p, '\n', lr->end - lr->at);
-    if (q != NULL || lr->eof || lr->end - lr->at > JOURNAL_LINE_MAX) {
-      if (q == NULL || (size_t)(q - p) > JOURNAL_LINE_MAX) {
-        if (lr->at == lr->end)
-          return NULL;
-        *len = lr->end - lr->at;
-        if (*len > JOURNAL_LINE_MAX + 1)
-          *len = JOURNAL_LINE_MAX + 1;
-        *nl = 0;
-        lr->at += *len;
-        /* the byte after: past cap (buf has one more), or the rest of
-           an overlong line, which the caller refuses without reading */
-        p[*len] = '\0';
-        return p;
-      }
-      *len = (size_t)(q - p);
-      *nl = 1;
-      *q = '\0';
-      lr->at += *len + 1;
-      return p;
-    }
-    /* keep the partial line, read more behind it */
-    memmove(lr->buf, p, lr->end - lr->at);
-    lr->end -= lr->at;
-    lr->at = 0;
-    do
-      n = read(lr->fd, lr->buf + lr->end, lr->cap - lr->end);
-    while (n < 0 && errno == EINTR);
-    if (n < 0) {
-      lr->err = errno;
-      return NULL;
-    }
-    if (n == 0)
-      lr->eof = 1;
-    lr->end += (size_t)n;
-  }
-}
-
-/* The decimal sequence number that starts s and ends at a tab: 0, or -1. */
-static int
-entry_seq(const char *s, uint64_t *v)
-{
-  uint64_t x = 0;
-  const char *p;
-
-  for (p = s; *p >= '0' && *p <= '9'; p++) {
-    if (x > (UINT64_MAX - 9) / 10)
-      return -1;
-    x = 10 * x + (uint64_t)(*p - '0');
-  }
-  if (p == s || *p != '\t')
-    return -1;
-  *v = x;
-  return 0;
-}
-
-/* Sequence s where last + 1 was due: the same draw again, an earlier one
-   (moved), or a later one: moved if the next line holds the one due,
-   dropped otherwise. */
-static int
-seq_fault(struct lines *lr, uint64_t s, uint64_t last)
-{
-  const char *line;
-  uint64_t next;
-  size_t len;
-  int nl;
-
-  if (s == last)
-    return JOURNAL_FAULT_REPLAYED;
-  if (s < last)
-    return JOURNAL_FAULT_REORDERED;
-  line = next_line(lr, &len, &nl);
-  if (line && entry_seq(line, &next) == 0 && next == last + 1)
-    return JOURNAL_FAULT_REORDERED;
-  return JOURNAL_FAULT_DROPPED;
-}
-
-/* One file's entries; *prev and *seq carry the chain.  md: one digest
-   context for every line (EVP_Digest() would set one up per line, a
-   third of the time at these sizes). */
-static int
-verify_file(struct lines *lr, const char *path, char *prev, uint64_t *seq,
-            int (*cb)(void *, uint64_t, const char *, size_t), void *ctx,
-            EVP_MD_CTX *md, const EVP_MD *sha, char *err, size_t errlen)
-{
-  char *line, hx[JOURNAL_HEX_LEN + 1], *f;
-  uint8_t h[JOURNAL_HASH_LEN];
-  uint64_t s;
-  size_t len, body;
-  unsigned lineno = 1;
-  int r, nl;
-
-  line = next_line(lr, &len, &nl);
-  if (line == NULL || !nl || strncmp(line, "# qrs-journal 1 ", 16) != 0 ||
-      (f = strstr(line, "prev=")) == NULL ||
-      strlen(f + 5) != JOURNAL_HEX_LEN) {
-    if (lr->err)
-      goto io;
-    snprintf(err, errlen, "%s:1: not a qrs-journal 1 header", path);
-    return JOURNAL_FAULT_PARSE;
-  }
-  if (memcmp(f + 5, prev, JOURNAL_HEX_LEN) != 0) {
-    snprintf(err, errlen, "%s:1: the header's prev is not the last hash "
-             "of the file before", path);
-    return JOURNAL_FAULT_SPLICE;
-  }
-  while ((line = next_line(lr, &len, &nl)) != NULL) {
-    lineno++;
-    if (len < 2 * JOURNAL_HEX_LEN + 2 || !nl) {
-      snprintf(err, errlen, "%s:%u: truncated or overlong entry", path,
-               lineno);
-      return JOURNAL_FAULT_PARSE;
-    }
-    body = len - JOURNAL_HEX_LEN;
-    if (!EVP_DigestInit_ex(md, sha, NULL) ||
-        !EVP_DigestUpdate(md, line, body) ||
-        !EVP_DigestFinal_ex(md, h, NULL)) {
-      snprintf(err, errlen, "%s:%u: SHA-256 failed", path, lineno);
-      return JOURNAL_FAULT_IO;
-    }
-    journal_hex(h, JOURNAL_HASH_LEN, hx);
-    if (line[body - 1] != '\t' || memcmp(line + body, hx, JOURNAL_HEX_LEN)) {
-      snprintf(err, errlen, "%s:%u: the entry's hash does not match its "
-               "text", path, lineno);
-      return JOURNAL_FAULT_HASH;
-    }
-    if (entry_seq(line, &s) != 0) {
-      snprintf(err, errlen, "%s:%u: no sequence", path, lineno);
-      return JOURNAL_FAULT_PARSE;
-    }
-    if (s != *seq + 1) {
-      snprintf(err, errlen, "%s:%u: sequence %" PRIu64 " after %" PRIu64,
-               path, lineno, s, *seq);
-      return seq_fault(lr, s, *seq);
-    }
-    if (memcmp(line + body - 1 - JOURNAL_HEX_LEN, prev, JOURNAL_HEX_LEN)) {
-      snprintf(err, errlen, "%s:%u: prev is not the hash of the entry "
-               "before", path, lineno);
-      return JOURNAL_FAULT_CHAIN;
-    }
-    *seq = s;
-    memcpy(prev, hx, JOURNAL_HEX_LEN + 1);
-    if (cb && (r = cb(ctx, s, line, len)) != 0)
-      return r;
-  }
-  if (!lr->err)
-    return JOURNAL_INTACT;
-io:
-  snprintf(err, errlen, "%s: %s", path, strerror(lr->err));
-  return JOURNAL_FAULT_IO;
-}
-
-int
-journal_verify(const char *dir,
-               int (*cb)(void *ctx, uint64_t seq, const char *line,
-                         size_t len),
-               void *ctx, uint64_t *ret_entries,
-               char head[JOURNAL_HEX_LEN + 1], char *err, size_t errlen)
-{
-  char path[4096], prev[JOURNAL_HEX_LEN + 1];
-  struct lines lr = { .fd = -1, .cap = LINES_BLOCK };
-  uint64_t seq = 0;
-  unsigned idx;
-  int r = JOURNAL_INTACT;
-
-  EVP_MD_CTX *md = EVP_MD_CTX_new();
-  EVP_MD *sha = EVP_MD_fetch(NULL, "SHA256", NULL);
-
-  strcpy(prev, ZERO_HEX);
-  err[0] = '\0';
-  lr.buf = malloc(lr.cap + 1);
-  if (md == NULL || sha == NULL || lr.buf == NULL) {
-    snprintf(err, errlen, lr.buf ? "SHA-256 unavailable (libcrypto)" :
-             "out of memory");
-    r = JOURNAL_FAULT_IO;
-    goto out;
-  }
-  for (idx = 1;; idx++) {
-    snprintf(path, sizeof path, "%s/journal-%06u.log", dir, idx);
-    lr.fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (lr.fd < 0) {
-      if (errno == ENOENT && idx > 1)
-        break;
-      snprintf(err, errlen, "%s: %s", path, strerror(errno));
-      r = JOURNAL_FAULT_IO;
-      break;
-    }
-    (void)posix_fadvise(lr.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    lr.at = lr.end = 0;
-    lr.eof = lr.err = 0;
-    r = verify_file(&lr, path, prev, &seq, cb, ctx, md, sha, err, errlen);
-    close(lr.fd);
-    if (r != JOURNAL_INTACT)
-      break;
-  }
-out:
-  free(lr.buf);
-  EVP_MD_CTX_free(md);
-  EVP_MD_free(sha);
-  if (ret_entries)
-    *ret_entries = seq;
-  if (head)
-    memcpy(head, prev, JOURNAL_HEX_LEN + 1);
-  return r;
 }
 
 /* A checkpoint in the system journal: the durable head (QRS_JOURNAL_SEQ=,

@@ -9,15 +9,24 @@
      <echo 0|1>\t<t_recv>\t<t_gen>\t<t_sent>\t<sha256 of bytes, hex>\t
      <u>\t<fallback>\t<prev hex>\t<hash hex>\n                 (entry)
 
+     #gap\t<first>\t<last>\t<reason>\t<prev hex>\t<hash hex>\n  (gap)
+
+   A gap record says that sequence numbers first..last are in no entry
+   (JOURNAL_GAP_*: why); it is hashed and chained like an entry.  Numbers
+   are reserved durably in blocks in <dir>/journal.seq before they are
+   handed out, so that a start after a crash resumes past every number
+   that may have been answered (and records those not written as a gap);
+   a clean close cuts the reservation back to the last entry.
+
    Times are CLOCK_REALTIME seconds with 9 decimals, u is %.17g (it
    round-trips exactly).  hash = SHA-256 over the entry line from its
    first byte up to and including the tab before the hash; prev is the
-   previous entry's hash (64 zeros for the first entry ever), so the
+   previous record's hash (64 zeros for the first entry ever), so the
    chain runs across files: file <dir>/journal-<index 6 digits>.log is
    rotated when it reaches max_bytes (checked between batches, so a file
    may pass it by one batch), and the next file's header names
    the last hash of the one before.  Sequences start at 1 and grow by
-   one per entry, also across files.
+   one per entry, also across files, except where a gap record skips.
 
    Threads: journal_submit() is called from the loop thread and never
    does file I/O: it copies the entry into a bounded queue (queue_len
@@ -32,7 +41,10 @@
    the status file lags by as much.  A full queue or a write error is not
    silent: journal_state() says which, the entry is not journalled, and
    the caller applies the configured policy (stop serving, or serve the
-   draw labelled "unjournalled"). */
+   draw labelled "unjournalled").  After a write error the batch is cut
+   off the file again, the entries queued are dropped (lost: logged by
+   range, journal_lost()), and the writer tries again every second; once
+   it writes, a gap record names the lost range and the state is ok. */
 #ifndef QRSD_JOURNAL_H
 #define QRSD_JOURNAL_H
 
@@ -42,7 +54,8 @@
 
 #define JOURNAL_HASH_LEN 32
 #define JOURNAL_HEX_LEN 64
-#define JOURNAL_NAME_MAX 32         /* source, amp, fallback (with NUL) */
+#define JOURNAL_NAME_MAX 64         /* source, amp, fallback (with NUL):
+                                       the config's 63 characters */
 #define JOURNAL_PARAMS_MAX 96       /* amplifier parameters (with NUL) */
 #define JOURNAL_LINE_MAX 768        /* one formatted entry */
 #define JOURNAL_QUEUE_MAX 65536
@@ -55,6 +68,10 @@
    while draws are written every so many entries or seconds. */
 #define JOURNAL_CHECKPOINT_ENTRIES 65536
 #define JOURNAL_CHECKPOINT_SECS 60
+#define JOURNAL_GAP_TAG "#gap"      /* a gap record's first field */
+#define JOURNAL_GAP_RESTART "restart"
+#define JOURNAL_GAP_WRITE_ERROR "write-error"
+#define JOURNAL_SEQ_FILE "journal.seq"  /* the sequence reservation */
 
 enum journal_policy {
   JOURNAL_POLICY_STOP = 0,          /* refuse to serve unjournalled */
@@ -142,6 +159,11 @@ void journal_hash_bytes(struct journal *j, const void *b, size_t n,
 enum journal_state journal_state(struct journal *j, int *ret_errno);
 void journal_head(struct journal *j, char hex[JOURNAL_HEX_LEN + 1],
                   uint64_t *ret_seq);
+/* While a write error lasts: the sequence numbers of the entries it
+   lost, first..last (served, not written; first 0: none).  Once the
+   writer can write again they are a gap record and this is 0 again. */
+void journal_lost(struct journal *j, uint64_t *ret_first,
+                  uint64_t *ret_last);
 /* How many draws journal_submit_bytes() hashed on the calling thread
    because the arena had no room (bytes_buf too small for the rate, or
    the writer behind). */
@@ -156,8 +178,9 @@ int journal_serves_unjournalled(const struct journal *j);
 const char *journal_state_name(enum journal_state s);
 
 /* The status file's "journal" object: state, error (strerror, when
-   failing), policy, head (hash of the last durable entry) and seq (its
-   sequence); NULL without memory. */
+   failing), policy, head (hash of the last durable entry), seq (its
+   sequence) and, while entries are lost, lost_first and lost_last; NULL
+   without memory. */
 struct json_object;
 struct json_object *journal_status_json(struct journal *j);
 
@@ -190,13 +213,29 @@ const char *journal_fault_name(enum journal_fault f);
 /* Walk dir's files from journal-000001.log on, recomputing every hash.
    For each intact entry, cb (may be NULL) gets its sequence and its line
    (len bytes, NUL-ended, without the newline); a non-zero return stops the
-   walk with that value.  JOURNAL_INTACT with the number of entries and
-   the head (last hash), or the first fault with err naming the file and
-   line. */
+   walk with that value.  JOURNAL_INTACT with the last sequence (the
+   number of entries when no gap record skips any) and the head (last
+   hash), or the first fault with err naming the file and line.  Gap
+   records are checked and skipped (journal_verify_gaps() reports them). */
 int journal_verify(const char *dir,
                    int (*cb)(void *ctx, uint64_t seq, const char *line,
                              size_t len),
                    void *ctx, uint64_t *ret_entries,
                    char head[JOURNAL_HEX_LEN + 1], char *err, size_t errlen);
+
+/* A gap record: sequence numbers first..last are in no entry, for the
+   reason given (JOURNAL_GAP_RESTART: reserved by a qrsd that stopped
+   without closing the journal, draws served with some of them lost in
+   its flush window; JOURNAL_GAP_WRITE_ERROR: served, and lost to a write
+   error).  A non-zero return stops the walk with that value. */
+typedef int (*journal_gap_cb)(void *ctx, uint64_t first, uint64_t last,
+                              const char *reason);
+/* journal_verify() with gap (may be NULL) called for each gap record. */
+int journal_verify_gaps(const char *dir,
+                        int (*cb)(void *ctx, uint64_t seq, const char *line,
+                                  size_t len),
+                        journal_gap_cb gap, void *ctx, uint64_t *ret_entries,
+                        char head[JOURNAL_HEX_LEN + 1], char *err,
+                        size_t errlen);
 
 #endif

@@ -3,14 +3,20 @@
    verifies (journal_verify(): every hash recomputed, across rotated files) and
    holds each reply's u at its sequence; a journal that cannot be written is
    never silent: under on_error: stop draws are refused, under label they are
-   served marked unjournalled. */
+   served marked unjournalled; a full disk (a small tmpfs) loses a logged
+   range, recorded as a gap once the writer writes again on its own; a
+   SIGKILL in the flush window answers no sequence number twice. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
+#include <sys/mount.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <criterion/criterion.h>
 #include <json-c/json.h>
@@ -351,8 +357,8 @@ Test(journal, unwritable_stop_refuses)
   code = draws_until_error(fd, &un);
   cr_assert_eq(code, QRS_E_INTERNAL, "refused with %d", code);
   cr_assert_eq(un, 0);
-  cr_assert(daemon_log_contains(&D, "journal: No such file or directory; "
-                                "draws are refused"));
+  cr_assert(daemon_log_contains(&D, "No such file or directory; draws are "
+                                "refused"));
   close(fd);
   daemon_stop(&D);
 }
@@ -395,4 +401,407 @@ Test(journal, unusable_dir_stops_startup)
   snprintf(yaml, sizeof yaml, "journal: { dir: \"%s/missing\" }\n", D.dir);
   cr_assert_neq(daemon_try_start(&D, yaml, errb, sizeof errb), 0);
   cr_assert(strstr(errb, "missing") != NULL, "stderr: %s", errb);
+}
+
+/* The disk fills: a 64 KiB tmpfs in this test's own mount namespace
+   (root), most of it taken by a filler file.  Pipelined draws under
+   on_error: label run into the full disk; the entries lost are logged by
+   their range, draws are labelled unjournalled meanwhile, and once the
+   filler is removed the journal is written again on its own: a gap record
+   names the lost range, no torn line stays, every reply's sequence is an
+   entry or in the gap, and qrsd starts again on the journal. */
+static uint64_t dfull_gap[2];
+static uint8_t dfull_on_disk[4096];
+
+static int
+dfull_gap_cb(void *ctx, uint64_t first, uint64_t last, const char *reason)
+{
+  (void)ctx;
+  cr_assert_str_eq(reason, JOURNAL_GAP_WRITE_ERROR);
+  cr_assert_eq(dfull_gap[0], 0, "one gap");
+  dfull_gap[0] = first;
+  dfull_gap[1] = last;
+  return 0;
+}
+
+static int
+dfull_entry_cb(void *ctx, uint64_t seq, const char *line, size_t len)
+{
+  (void)ctx;
+  (void)line;
+  (void)len;
+  if (seq < sizeof dfull_on_disk)
+    dfull_on_disk[seq] = 1;
+  return 0;
+}
+
+static void
+umount_and_clean(void)
+{
+  if (jdir[0])
+    umount2(jdir, MNT_DETACH);
+  daemon_cleanup(&D);
+}
+
+Test(journal, disk_full_recovers_and_records_the_loss,
+     .fini = umount_and_clean)
+{
+  char yaml[512], filler[256], err[512], head[JOURNAL_HEX_LEN + 1];
+  static uint64_t seqs[800];
+  QrsIpc__DrawReply *r;
+  uint64_t n = 0;
+  int fd, i, k, code, un = 0, journalled = 0;
+  FILE *fp;
+
+  if (geteuid() != 0)
+    cr_skip_test("needs root (a tmpfs in a mount namespace of its own)");
+  daemon_prepare(&D, NULL);
+  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
+  cr_assert_eq(mkdir(jdir, 0700), 0);
+  cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));
+  cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+  cr_assert_eq(mount("tmpfs", jdir, "tmpfs", MS_NOSUID | MS_NODEV,
+                     "size=64k,mode=0700"), 0, "%s", strerror(errno));
+  snprintf(filler, sizeof filler, "%s/filler", jdir);
+  fp = fopen(filler, "w");
+  cr_assert_not_null(fp);
+  for (i = 0; i < 40 * 1024; i++)
+    fputc('x', fp);
+  cr_assert_eq(fclose(fp), 0);
+  snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\", on_error: label }\n",
+           jdir);
+  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+
+  fd = raw_connect_hello(D.sock);
+  for (i = 0; i < 400; i += 20) {
+    for (k = 0; k < 20; k++)
+      raw_send_draw(fd, (uint32_t)(i + k + 2), NULL, 16);
+    for (k = 0; k < 20; k++) {
+      r = recv_draw(fd, &code);
+      cr_assert_eq(code, 0, "draw %d: %d", i + k, code);
+      if (r->unjournalled)
+        un++;
+      else
+        seqs[journalled++] = r->journal_seq;
+      qrs_ipc__draw_reply__free_unpacked(r, NULL);
+    }
+  }
+  cr_assert(daemon_log_contains(&D, "No space left on device; draws are "
+                                "served labelled"), "the failure is logged");
+  cr_assert(daemon_log_contains(&D, "are lost (served, not written)"),
+            "the entries lost are named");
+  /* the draws answered before the writer met the full disk carry a
+     sequence; those after it are labelled */
+  for (i = 0; i < 200 && un == 0; i++) {
+    raw_send_draw(fd, (uint32_t)(500 + i), NULL, 16);
+    r = recv_draw(fd, &code);
+    cr_assert_eq(code, 0);
+    if (r->unjournalled)
+      un++;
+    else if (journalled < 780)
+      seqs[journalled++] = r->journal_seq;
+    qrs_ipc__draw_reply__free_unpacked(r, NULL);
+    usleep(10000);
+  }
+  cr_assert_gt(un, 0, "draws after the failure are labelled");
+
+  cr_assert_eq(unlink(filler), 0);
+  cr_assert(daemon_log_contains(&D, "written again; the lost entries"),
+            "the journal recovers on its own");
+  for (i = 0; i < 20; i++) {
+    raw_send_draw(fd, (uint32_t)(1000 + i), NULL, 16);
+    r = recv_draw(fd, &code);
+    cr_assert_eq(code, 0);
+    cr_assert_eq(r->unjournalled, 0, "journalled again");
+    cr_assert_lt(journalled, 800);
+    seqs[journalled++] = r->journal_seq;
+    qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  }
+  close(fd);
+  daemon_stop(&D);
+
+  cr_assert_eq(journal_verify_gaps(jdir, dfull_entry_cb, dfull_gap_cb, NULL,
+                                   &n, head, err, sizeof err),
+               JOURNAL_INTACT, "%s", err);
+  cr_assert_gt(dfull_gap[0], 0, "a gap record names the loss");
+  for (i = 0; i < journalled; i++)
+    cr_assert(seqs[i] < sizeof dfull_on_disk &&
+              (dfull_on_disk[seqs[i]] ||
+               (seqs[i] >= dfull_gap[0] && seqs[i] <= dfull_gap[1])),
+              "seq %llu is neither an entry nor in the gap %llu..%llu",
+              (unsigned long long)seqs[i], (unsigned long long)dfull_gap[0],
+              (unsigned long long)dfull_gap[1]);
+
+  /* and qrsd starts on it again */
+  close(D.notify_fd);
+  D.notify_fd = -1;
+  daemon_start(&D, NULL);
+  fd = raw_connect_hello(D.sock);
+  raw_send_draw(fd, 2, NULL, 16);
+  r = recv_draw(fd, &code);
+  cr_assert_eq(code, 0);
+  cr_assert_gt(r->journal_seq, n);
+  qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  close(fd);
+  daemon_stop(&D);
+}
+
+/* SIGKILL inside the flush window (a second: the draws answered are not
+   durable yet): after the restart no sequence number answered before is
+   answered again, and a gap record covers every number that may have
+   been. */
+static uint64_t kill_gap[2];
+
+static int
+kill_gap_cb(void *ctx, uint64_t first, uint64_t last, const char *reason)
+{
+  (void)ctx;
+  cr_assert_str_eq(reason, JOURNAL_GAP_RESTART);
+  cr_assert_eq(kill_gap[0], 0, "one gap");
+  kill_gap[0] = first;
+  kill_gap[1] = last;
+  return 0;
+}
+
+Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
+{
+  char yaml[512], err[512];
+  QrsIpc__DrawReply *r;
+  uint64_t max = 0, n = 0;
+  int fd, i, k, code, st;
+
+  daemon_prepare(&D, NULL);
+  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
+  cr_assert_eq(mkdir(jdir, 0700), 0);
+  snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\", flush_ms: 1000, "
+           "batch: 65536, queue: 65536 }\n", jdir);
+  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+  fd = raw_connect_hello(D.sock);
+  for (i = 0; i < 300; i += 30) {
+    for (k = 0; k < 30; k++)
+      raw_send_draw(fd, (uint32_t)(i + k + 2), NULL, 16);
+    for (k = 0; k < 30; k++) {
+      r = recv_draw(fd, &code);
+      cr_assert_eq(code, 0);
+      cr_assert_gt(r->journal_seq, max);
+      max = r->journal_seq;
+      qrs_ipc__draw_reply__free_unpacked(r, NULL);
+    }
+  }
+  kill(D.pid, SIGKILL);
+  cr_assert_eq(waitpid(D.pid, &st, 0), D.pid);
+  D.pid = -1;
+  close(fd);
+  close(D.notify_fd);
+  D.notify_fd = -1;
+
+  daemon_start(&D, NULL);
+  cr_assert(daemon_log_contains(&D, "qrsd stopped without closing the "
+                                "journal"));
+  fd = raw_connect_hello(D.sock);
+  raw_send_draw(fd, 1000, NULL, 16);
+  r = recv_draw(fd, &code);
+  cr_assert_eq(code, 0);
+  cr_assert_gt(r->journal_seq, max, "seq %llu answered twice",
+               (unsigned long long)r->journal_seq);
+  qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  close(fd);
+  cr_assert_eq(daemon_stop(&D), 0);
+  cr_assert_eq(journal_verify_gaps(jdir, NULL, kill_gap_cb, NULL, &n, NULL,
+                                   err, sizeof err), JOURNAL_INTACT, "%s",
+               err);
+  cr_assert_gt(kill_gap[0], 0, "the crash window is recorded");
+  cr_assert_geq(kill_gap[1], max, "every number answered is in the journal "
+                "or in the gap");
+}
+
+/* Two sources whose 63-character names differ in the last character
+   stay two names in the journal. */
+static char long_names[2][64];
+static int long_matched;
+
+static int
+long_name_cb(void *ctx, uint64_t seq, const char *line, size_t len)
+{
+  const char *f = line;
+  int k;
+
+  (void)ctx;
+  (void)len;
+  for (k = 0; k < 3; k++)
+    f = strchr(f, '\t') + 1;
+  cr_assert_leq(seq, 2);
+  cr_assert_eq(strncmp(f, long_names[seq - 1], 63), 0, "entry %llu: %.70s",
+               (unsigned long long)seq, f);
+  cr_assert_eq(f[63], '\t');
+  long_matched++;
+  return 0;
+}
+
+Test(journal, source_names_of_63_characters)
+{
+  char yaml[1024], err[512];
+  QrsIpc__DrawReply *r;
+  int fd, i, code;
+
+  for (i = 0; i < 2; i++) {
+    memset(long_names[i], 'q', 62);
+    long_names[i][62] = (char)('a' + i);
+    long_names[i][63] = '\0';
+  }
+  daemon_prepare(&D, NULL);
+  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
+  cr_assert_eq(mkdir(jdir, 0700), 0);
+  snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\" }\n"
+           "default_source: %s\nsources:\n"
+           "  %s: { type: system }\n  %s: { type: system }\n", jdir,
+           long_names[0], long_names[0], long_names[1]);
+  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+  fd = raw_connect_hello(D.sock);
+  for (i = 0; i < 2; i++) {
+    raw_send_draw(fd, (uint32_t)(i + 2), long_names[i], 16);
+    r = recv_draw(fd, &code);
+    cr_assert_eq(code, 0);
+    cr_assert_str_eq(r->served_by, long_names[i]);
+    qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  }
+  close(fd);
+  cr_assert_eq(daemon_stop(&D), 0);
+  cr_assert_eq(journal_verify(jdir, long_name_cb, NULL, NULL, NULL, err,
+                              sizeof err), JOURNAL_INTACT, "%s", err);
+  cr_assert_eq(long_matched, 2);
+}
+
+/* A FIFO where the journal file should be refuses the start at once,
+   naming it; stray names beside the journal files do not stop it. */
+Test(journal, fifo_refuses_start, .timeout = 30)
+{
+  char yaml[512], errb[4096], path[256];
+
+  daemon_prepare(&D, NULL);
+  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
+  cr_assert_eq(mkdir(jdir, 0700), 0);
+  snprintf(path, sizeof path, "%s/journal-000001.log", jdir);
+  cr_assert_eq(mkfifo(path, 0600), 0);
+  snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\" }\n", jdir);
+  cr_assert_neq(daemon_try_start(&D, yaml, errb, sizeof errb), 0);
+  cr_assert_not_null(strstr(errb, path), "stderr: %s", errb);
+  cr_assert_not_null(strstr(errb, "not a regular file"), "stderr: %s", errb);
+}
+
+Test(journal, stray_names_do_not_stop_start)
+{
+  char yaml[512], path[256];
+  static const char *const stray[] = { "journal-000007",
+                                       "journal-000001.log.gz" };
+  QrsIpc__DrawReply *r;
+  int fd, code;
+  size_t i;
+
+  daemon_prepare(&D, NULL);
+  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
+  cr_assert_eq(mkdir(jdir, 0700), 0);
+  for (i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s/%s", jdir, stray[i]);
+    write_text_file(path, "x\n");
+  }
+  snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\" }\n", jdir);
+  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
+  write_text_file(D.conf, yaml);
+  daemon_start(&D, NULL);
+  cr_assert(daemon_log_contains(&D, "journal-000007 is not a journal file"));
+  fd = raw_connect_hello(D.sock);
+  raw_send_draw(fd, 2, NULL, 16);
+  r = recv_draw(fd, &code);
+  cr_assert_eq(code, 0);
+  cr_assert_eq(r->journal_seq, 1);
+  qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  close(fd);
+  cr_assert_eq(daemon_stop(&D), 0);
+}
+
+/* What a crash leaves at the end of the newest file does not keep qrsd
+   from starting: a torn last line is set aside in <file>.torn, a file
+   holding only its header (a rotation, then a stop) is resumed. */
+static uint64_t
+draw_one(void)
+{
+  QrsIpc__DrawReply *r;
+  uint64_t seq;
+  int fd, code;
+
+  fd = raw_connect_hello(D.sock);
+  raw_send_draw(fd, 2, NULL, 16);
+  r = recv_draw(fd, &code);
+  cr_assert_eq(code, 0);
+  cr_assert_eq(r->unjournalled, 0);
+  seq = r->journal_seq;
+  qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  close(fd);
+  return seq;
+}
+
+static unsigned
+newest_file(char *path, size_t len)
+{
+  unsigned idx;
+
+  for (idx = 1;; idx++) {
+    snprintf(path, len, "%s/journal-%06u.log", jdir, idx);
+    if (access(path, F_OK) != 0)
+      break;
+  }
+  snprintf(path, len, "%s/journal-%06u.log", jdir, idx - 1);
+  return idx - 1;
+}
+
+Test(journal, torn_and_header_only_files_restart)
+{
+  char path[256], aside[300], hdr[256], head[JOURNAL_HEX_LEN + 1];
+  char err[512];
+  uint64_t seq = 0, n;
+  unsigned idx;
+  int i;
+  FILE *fp;
+
+  run(4096, "stop");
+  for (i = 0; i < 40; i++)
+    cr_assert_eq(draw_one(), ++seq);
+  cr_assert_eq(daemon_stop(&D), 0);
+  close(D.notify_fd);
+  D.notify_fd = -1;
+
+  newest_file(path, sizeof path);
+  fp = fopen(path, "a");
+  cr_assert_not_null(fp);
+  fputs("41\t1234\t0\tsys", fp);
+  fclose(fp);
+  daemon_start(&D, NULL);
+  cr_assert(daemon_log_contains(&D, "its last line was torn"));
+  cr_assert_eq(draw_one(), ++seq);
+  snprintf(aside, sizeof aside, "%s.torn", path);
+  cr_assert_eq(access(aside, F_OK), 0, "the torn bytes are kept");
+  cr_assert_eq(daemon_stop(&D), 0);
+  close(D.notify_fd);
+  D.notify_fd = -1;
+
+  cr_assert_eq(journal_verify(jdir, NULL, NULL, &n, head, err, sizeof err),
+               JOURNAL_INTACT, "%s", err);
+  idx = newest_file(path, sizeof path);
+  snprintf(path, sizeof path, "%s/journal-%06u.log", jdir, idx + 1);
+  snprintf(hdr, sizeof hdr, "# qrs-journal 1 file=%u prev=%s\n", idx + 1,
+           head);
+  write_text_file(path, hdr);
+  daemon_start(&D, NULL);
+  cr_assert_eq(draw_one(), ++seq);
+  cr_assert_eq(daemon_stop(&D), 0);
+  cr_assert_eq(journal_verify(jdir, NULL, NULL, &n, NULL, err, sizeof err),
+               JOURNAL_INTACT, "%s", err);
+  cr_assert_eq(n, seq);
 }

@@ -1,13 +1,18 @@
 /* The draw journal: entries written in order with their sequence, the
    SHA-256 chain recomputed line by line and across rotated files, the
    chain resumed by a second open, refused text fields, and a failing
-   journal reported (never silent) with the policy applied. */
+   journal reported (never silent) with the policy applied, then written
+   again on its own; what a crash or a full disk leaves (torn and
+   header-only files), FIFOs and stray names at start; no sequence number
+   handed out twice across a SIGKILL. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <criterion/criterion.h>
 #include <openssl/evp.h>
@@ -386,7 +391,9 @@ Test(journal, tamper_splice)
   small_run(path, sizeof path);
   save(path);
   test_tmpdir(other, sizeof other, "qrs-journal2");
-  snprintf(cmd, sizeof cmd, "mv %s/journal-000001.log %s/", dir, other);
+  /* a second journal: its own files and sequence reservation */
+  snprintf(cmd, sizeof cmd, "mv %s/journal-000001.log %s/journal.seq %s/",
+           dir, dir, other);
   cr_assert_eq(system(cmd), 0);
   j = open_j(1u << 20, JOURNAL_POLICY_STOP);
   submit_all(j, 0, 5);
@@ -493,4 +500,346 @@ Test(journal, bytes_hashed_by_writer_through_a_bounded_arena)
     journal_hex(want, JOURNAL_HASH_LEN, hex);
     cr_assert_str_eq(bytes_hex[i + 1], hex, "entry %u's bytes hash", i + 1);
   }
+}
+
+/* Restarts: what a crash, a full disk or a stray name leaves behind must
+   not keep the journal from resuming, and no sequence number is handed
+   out twice. */
+
+static void
+write_file(const char *path, const char *text)
+{
+  FILE *fp = fopen(path, "w");
+
+  cr_assert_not_null(fp, "%s", path);
+  fputs(text, fp);
+  fclose(fp);
+}
+
+/* A small file's text (NUL-ended; free it). */
+static char *
+test_read_file(const char *path)
+{
+  char *b = calloc(1, 4096);
+  FILE *fp = fopen(path, "r");
+  size_t n;
+
+  cr_assert_not_null(fp, "%s", path);
+  n = fread(b, 1, 4095, fp);
+  b[n] = '\0';
+  fclose(fp);
+  return b;
+}
+
+static int
+open_p(struct journal **j, uint64_t max_bytes, unsigned flush_ms, char *err,
+       size_t errlen)
+{
+  struct journal_params p;
+
+  journal_params_default(&p);
+  p.dir = dir;
+  p.max_bytes = max_bytes;
+  /* batches of 8, unless entries wait out a flush window */
+  p.fsync_every = flush_ms ? 4096 : 8;
+  p.flush_ms = flush_ms;
+  return journal_open(j, &p, err, errlen);
+}
+
+/* The newest file's index and its last hash. */
+static unsigned
+newest(char hash[JOURNAL_HEX_LEN + 1])
+{
+  char path[256], err[512];
+  unsigned idx;
+  uint64_t n;
+
+  cr_assert_eq(journal_verify(dir, NULL, NULL, &n, hash, err, sizeof err),
+               JOURNAL_INTACT, "%s", err);
+  for (idx = 1;; idx++) {
+    snprintf(path, sizeof path, "%s/journal-%06u.log", dir, idx);
+    if (access(path, F_OK) != 0)
+      return idx - 1;
+  }
+}
+
+/* A rotation wrote the next file's header, and qrsd stopped (or was
+   killed) before the first entry went into it. */
+Test(journal, header_only_file_resumes)
+{
+  char hash[JOURNAL_HEX_LEN + 1], path[256], hdr[256];
+  struct journal *j = open_j(4096, JOURNAL_POLICY_STOP);
+  unsigned idx;
+
+  submit_all(j, 0, 100);
+  journal_close(j);
+  idx = newest(hash);
+  snprintf(path, sizeof path, "%s/journal-%06u.log", dir, idx + 1);
+  snprintf(hdr, sizeof hdr, "# qrs-journal 1 file=%u prev=%s\n", idx + 1,
+           hash);
+  write_file(path, hdr);
+  j = open_j(4096, JOURNAL_POLICY_STOP);
+  submit_all(j, 100, 50);
+  journal_close(j);
+  cr_assert_eq(verify(NULL, NULL), 150);
+}
+
+/* The last entry cut short by a crash or a full disk: set aside in
+   <file>.torn, cut off, and the journal goes on from the entry before. */
+Test(journal, torn_last_line_set_aside)
+{
+  static const char torn[] = "21\t1020\t7\tqrng\txor\tk=4\t12345";
+  char path[256], aside[300], *text;
+  struct journal *j;
+  FILE *fp;
+
+  small_run(path, sizeof path);
+  save(path);
+  fp = fopen(path, "a");
+  cr_assert_not_null(fp);
+  fputs(torn, fp);
+  fclose(fp);
+  j = open_j(1u << 20, JOURNAL_POLICY_STOP);
+  submit_all(j, 20, 10);
+  journal_close(j);
+  cr_assert_eq(verify(NULL, NULL), 30);
+  snprintf(aside, sizeof aside, "%s.torn", path);
+  text = test_read_file(aside);
+  cr_assert_str_eq(text, torn, "the torn bytes are kept aside");
+  free(text);
+}
+
+/* A FIFO where the newest file should be: refused at once, named. */
+Test(journal, fifo_refused, .timeout = 10)
+{
+  char path[256], err[512] = "";
+  struct journal *j = NULL;
+
+  snprintf(path, sizeof path, "%s/journal-000001.log", dir);
+  cr_assert_eq(mkfifo(path, 0600), 0);
+  cr_assert_lt(open_p(&j, 1u << 20, 0, err, sizeof err), 0);
+  cr_assert_null(j);
+  cr_assert_not_null(strstr(err, path), "%s", err);
+  cr_assert_not_null(strstr(err, "not a regular file"), "%s", err);
+}
+
+/* Names that are not exactly journal-NNNNNN.log are not journal files. */
+Test(journal, stray_names_ignored)
+{
+  static const char *const stray[] = {
+    "journal-000007", "journal-000001.log.gz", "journal-000009.log.tmp",
+    "journal-00001.log", "journal-0000010.log", "notes.txt",
+  };
+  char path[256];
+  struct journal *j;
+  size_t i;
+
+  small_run(path, sizeof path);
+  save(path);
+  for (i = 0; i < sizeof stray / sizeof stray[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, stray[i]);
+    write_file(path, "x\n");
+  }
+  j = open_j(1u << 20, JOURNAL_POLICY_STOP);
+  submit_all(j, 20, 5);
+  journal_close(j);
+  cr_assert_eq(verify(NULL, NULL), 25);
+}
+
+static char long_seen[2][JOURNAL_NAME_MAX];
+
+static int
+collect_source(void *ctx, uint64_t seq, const char *line, size_t len)
+{
+  const char *f = strchr(strchr(strchr(line, '\t') + 1, '\t') + 1, '\t') + 1;
+
+  (void)ctx;
+  (void)len;
+  cr_assert_leq(seq, 2);
+  snprintf(long_seen[seq - 1], sizeof long_seen[0], "%.*s",
+           (int)(strchr(f, '\t') - f), f);
+  return 0;
+}
+
+/* Source names of the config's 63 characters that differ only in the
+   last one stay two names. */
+Test(journal, names_of_63_characters)
+{
+  char name[2][64], err[512];
+  struct journal *j = open_j(1u << 20, JOURNAL_POLICY_STOP);
+  struct journal_entry e;
+  int i;
+
+  for (i = 0; i < 2; i++) {
+    memset(name[i], 'a', 62);
+    name[i][62] = (char)('0' + i);
+    name[i][63] = '\0';
+    entry(&e, (unsigned)i);
+    cr_assert_lt(strlen(name[i]), sizeof e.source, "63 characters fit");
+    memcpy(e.source, name[i], strlen(name[i]) + 1);
+    memcpy(e.fallback, name[i], strlen(name[i]) + 1);
+    cr_assert_eq(journal_submit(j, &e), 0);
+  }
+  journal_close(j);
+  cr_assert_eq(journal_verify(dir, collect_source, NULL, NULL, NULL, err,
+                              sizeof err), JOURNAL_INTACT, "%s", err);
+  cr_assert_str_eq(long_seen[0], name[0]);
+  cr_assert_str_eq(long_seen[1], name[1]);
+}
+
+static uint64_t gap_first, gap_last;
+static char gap_reason[32];
+
+static int
+on_gap(void *ctx, uint64_t first, uint64_t last, const char *reason)
+{
+  (void)ctx;
+  cr_assert_eq(gap_first, 0, "one gap");
+  gap_first = first;
+  gap_last = last;
+  snprintf(gap_reason, sizeof gap_reason, "%s", reason);
+  return 0;
+}
+
+/* SIGKILL inside the flush window: the draws handed a sequence number
+   and not yet written are lost, but their numbers are never handed out
+   again, and a gap record says which numbers may have been served. */
+Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
+{
+  char err[512] = "", hd[JOURNAL_HEX_LEN + 1];
+  struct journal *j;
+  struct journal_entry e;
+  uint64_t handed = 0, n = 0, head = 0;
+  int fds[2], st, i;
+  pid_t pid;
+
+  cr_assert_eq(pipe(fds), 0);
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    /* 10 durable entries, then 200 in a flush window of a second */
+    if (open_p(&j, 1u << 20, 0, err, sizeof err) != 0)
+      _exit(2);
+    for (i = 0; i < 10; i++) {
+      entry(&e, (unsigned)i);
+      if (journal_submit(j, &e) != 0)
+        _exit(3);
+    }
+    for (i = 0; i < 2000 && head != 10; i++) {
+      test_sleep_ms(5);
+      journal_head(j, hd, &head);
+    }
+    journal_close(j);
+    if (open_p(&j, 1u << 20, 1000, err, sizeof err) != 0)
+      _exit(4);
+    for (i = 10; i < 210; i++) {
+      entry(&e, (unsigned)i);
+      if (journal_submit(j, &e) != 0)
+        _exit(5);
+    }
+    if (write(fds[1], &e.seq, sizeof e.seq) != sizeof e.seq)
+      _exit(6);
+    pause();
+    _exit(0);
+  }
+  close(fds[1]);
+  cr_assert_eq(read(fds[0], &handed, sizeof handed), sizeof handed);
+  close(fds[0]);
+  kill(pid, SIGKILL);
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_assert(WIFSIGNALED(st), "status %d", st);
+  cr_assert_eq(handed, 210);
+
+  cr_assert_eq(open_p(&j, 1u << 20, 0, err, sizeof err), 0, "%s", err);
+  entry(&e, 210);
+  cr_assert_eq(journal_submit(j, &e), 0);
+  cr_assert_gt(e.seq, handed, "seq %llu handed out again",
+               (unsigned long long)e.seq);
+  journal_close(j);
+  cr_assert_eq(journal_verify_gaps(dir, NULL, on_gap, NULL, &n, NULL, err,
+                                   sizeof err), JOURNAL_INTACT, "%s", err);
+  cr_assert_eq(n, e.seq, "the last sequence");
+  cr_assert_eq(gap_first, 11, "the gap starts after the last durable: %llu",
+               (unsigned long long)gap_first);
+  cr_assert_geq(gap_last, handed, "it covers every number handed out");
+  cr_assert_eq(gap_last + 1, e.seq);
+  cr_assert_str_eq(gap_reason, JOURNAL_GAP_RESTART);
+}
+
+/* The directory comes back: the writer, trying every second, writes
+   again on its own, first a gap record for the entries it lost. */
+Test(journal, write_error_recovers_when_writable_again)
+{
+  struct journal *j = open_j(4096, JOURNAL_POLICY_STOP);
+  struct journal_entry e;
+  uint64_t first = 0, last = 0, seq = 0, lost;
+  char cmd[128], path[256], *text, *nl;
+  unsigned idx;
+  int i, r = 0;
+
+  submit_all(j, 0, 100);
+  journal_close(j);
+  idx = newest(NULL);
+  j = open_j(4096, JOURNAL_POLICY_STOP);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+  for (i = 0; i < 5000 && r != -EIO; i++) {
+    entry(&e, 100 + (unsigned)i);
+    r = journal_submit(j, &e);
+    if (r == -EAGAIN)
+      test_sleep_ms(1);
+  }
+  cr_assert_eq(r, -EIO);
+  journal_lost(j, &first, &last);
+  /* the open file (unlinked) may take a few batches before a rotation
+     fails */
+  cr_assert_gt(first, 100, "lost from the first entry not durable");
+  cr_assert_geq(last, first);
+  lost = first;
+  cr_assert_eq(mkdir(dir, 0700), 0);
+  for (i = 0; i < 300 && journal_state(j, NULL) != JOURNAL_OK; i++)
+    test_sleep_ms(10);
+  cr_assert_eq(journal_state(j, NULL), JOURNAL_OK, "written again");
+  journal_lost(j, &first, &seq);
+  cr_assert_eq(first, 0);
+  entry(&e, 0);
+  cr_assert_eq(journal_submit(j, &e), 0);
+  cr_assert_eq(e.seq, last + 1, "the sequence goes on after the gap");
+  journal_close(j);
+  /* the old files went with the directory: the new one begins with the
+     header, then the gap */
+  snprintf(path, sizeof path, "%s/journal-%06u.log", dir, idx + 1);
+  text = test_read_file(path);
+  nl = strchr(text, '\n');
+  cr_assert_not_null(nl);
+  snprintf(cmd, sizeof cmd, JOURNAL_GAP_TAG "\t%llu\t%llu\t"
+           JOURNAL_GAP_WRITE_ERROR "\t", (unsigned long long)lost,
+           (unsigned long long)last);
+  cr_assert_eq(strncmp(nl + 1, cmd, strlen(cmd)), 0, "%s", text);
+  free(text);
+}
+
+/* More bytes after the last line than any entry has is not a torn
+   entry: the start is refused, naming the file and the byte range. */
+Test(journal, garbage_tail_refused_with_its_range)
+{
+  char path[256], err[512] = "", want[400];
+  struct journal *j = NULL;
+  struct stat st;
+  FILE *fp;
+  int i;
+
+  small_run(path, sizeof path);
+  save(path);
+  cr_assert_eq(stat(path, &st), 0);
+  fp = fopen(path, "a");
+  cr_assert_not_null(fp);
+  for (i = 0; i < 2000; i++)
+    fputc('x', fp);
+  fclose(fp);
+  cr_assert_lt(open_p(&j, 1u << 20, 0, err, sizeof err), 0);
+  cr_assert_null(j);
+  snprintf(want, sizeof want, "%s: 2000 bytes after its last line (from "
+           "offset %lld)", path, (long long)st.st_size);
+  cr_assert_not_null(strstr(err, want), "%s", err);
 }
