@@ -230,6 +230,13 @@ int journal_verify(const char *dir,
    error).  A non-zero return stops the walk with that value. */
 typedef int (*journal_gap_cb)(void *ctx, uint64_t first, uint64_t last,
                               const char *reason);
+/* The fields of a gap record, line (len bytes, its hash last, as read):
+   first..last, the reason (reason_len bytes) and the prev hash's hex,
+   pointing into line.  0, or -1 when it is not a well-formed one. */
+int journal_gap_fields(const char *line, size_t len, uint64_t *first,
+                       uint64_t *last, const char **reason,
+                       size_t *reason_len, const char **prev);
+
 /* journal_verify() with gap (may be NULL) called for each gap record. */
 int journal_verify_gaps(const char *dir,
                         int (*cb)(void *ctx, uint64_t seq, const char *line,

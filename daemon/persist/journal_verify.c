@@ -138,6 +138,34 @@ seq_fault(struct lines *lr, uint64_t s, uint64_t last)
 /* One file's entries; *prev and *seq carry the chain.  md: one digest
    context for every line (EVP_Digest() would set one up per line, a
    third of the time at these sizes). */
+int
+journal_gap_fields(const char *line, size_t len, uint64_t *first,
+                   uint64_t *last, const char **reason, size_t *reason_len,
+                   const char **prev)
+{
+  const char *f, *tab;
+  char *end;
+
+  if (len < sizeof JOURNAL_GAP_TAG + 2 * JOURNAL_HEX_LEN + 2 ||
+      memcmp(line, JOURNAL_GAP_TAG "\t", sizeof JOURNAL_GAP_TAG) != 0)
+    return -1;
+  f = line + sizeof JOURNAL_GAP_TAG;
+  *first = strtoull(f, &end, 10);
+  if (end == f || *end != '\t')
+    return -1;
+  f = end + 1;
+  *last = strtoull(f, &end, 10);
+  if (end == f || *end != '\t' || *last < *first)
+    return -1;
+  *reason = end + 1;
+  tab = memchr(*reason, '\t', len - (size_t)(*reason - line));
+  if (tab == NULL || tab - line != (ptrdiff_t)(len - 2 * JOURNAL_HEX_LEN - 2))
+    return -1;
+  *reason_len = (size_t)(tab - *reason);
+  *prev = tab + 1;
+  return 0;
+}
+
 /* A gap record (its hash checked already; hx is it): it must take the
    sequence on where it stands, and chain. */
 static int
@@ -145,26 +173,18 @@ verify_gap(char *line, size_t len, const char *path, unsigned lineno,
            char *prev, const char *hx, uint64_t *seq, journal_gap_cb gap,
            void *ctx, char *err, size_t errlen)
 {
-  char *f = line + sizeof JOURNAL_GAP_TAG, *end, *reason;
+  const char *reason, *p;
   uint64_t first, last;
+  size_t rlen;
 
-  first = strtoull(f, &end, 10);
-  if (end == f || *end != '\t')
-    goto bad;
-  f = end + 1;
-  last = strtoull(f, &end, 10);
-  if (end == f || *end != '\t' || last < first)
-    goto bad;
-  reason = end + 1;
-  end = strchr(reason, '\t');
-  if (end == NULL || end - line != (ptrdiff_t)(len - 2 * JOURNAL_HEX_LEN - 2))
+  if (journal_gap_fields(line, len, &first, &last, &reason, &rlen, &p) < 0)
     goto bad;
   if (first != *seq + 1) {
     snprintf(err, errlen, "%s:%u: gap from %" PRIu64 " after %" PRIu64,
              path, lineno, first, *seq);
     return first <= *seq ? JOURNAL_FAULT_REORDERED : JOURNAL_FAULT_DROPPED;
   }
-  if (memcmp(end + 1, prev, JOURNAL_HEX_LEN)) {
+  if (memcmp(p, prev, JOURNAL_HEX_LEN)) {
     snprintf(err, errlen, "%s:%u: prev is not the hash of the entry "
              "before", path, lineno);
     return JOURNAL_FAULT_CHAIN;
@@ -172,7 +192,7 @@ verify_gap(char *line, size_t len, const char *path, unsigned lineno,
   *seq = last;
   memcpy(prev, hx, JOURNAL_HEX_LEN + 1);
   if (gap) {
-    *end = '\0';
+    line[reason - line + rlen] = '\0';
     return gap(ctx, first, last, reason);
   }
   return JOURNAL_INTACT;

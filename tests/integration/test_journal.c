@@ -617,6 +617,9 @@ Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
   cr_assert_gt(kill_gap[0], 0, "the crash window is recorded");
   cr_assert_geq(kill_gap[1], max, "every number answered is in the journal "
                 "or in the gap");
+  /* qrs-audit walks the gap record: intact, the gap counted */
+  audit_expect(0, "\"verdict\":\"intact\"");
+  audit_expect(0, "\"gaps\":1,");
 }
 
 /* Two sources whose 63-character names differ in the last character

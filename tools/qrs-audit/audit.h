@@ -22,6 +22,8 @@ enum audit_check {
   AUDIT_NOT_JOURNALLED,         /* a draw without journal_seq */
   AUDIT_UNJOURNALLED,           /* served labelled unjournalled */
   AUDIT_ENTRY_MISSING,          /* journal_seq names no journal entry */
+  AUDIT_ENTRY_IN_GAP,           /* journal_seq is in a gap record's range
+                                   (a crash window, a write error) */
   AUDIT_U_MISMATCH,             /* the entry's u is not the record's */
   AUDIT_SOURCE_MISMATCH,        /* the entry's source is not the record's */
   AUDIT_FALLBACK_MISMATCH,      /* fallback label disagrees */

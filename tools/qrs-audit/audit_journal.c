@@ -375,6 +375,7 @@ struct walk {
   struct audit_checkpoint *cps;
   size_t n, next;                   /* checkpoints, the next to pass */
   struct audit_journal_result *res;
+  journal_gap_cb gap;               /* may be NULL */
   EVP_MD_CTX *md;
   const EVP_MD *sha;
 };
@@ -402,6 +403,50 @@ pass_checkpoints(struct walk *w, uint64_t s, const char *hex,
     w->res->checkpoints_checked++;
   }
   return 0;
+}
+
+/* A gap record (its hash hx checked): the numbers first..last, in no
+   entry, take the sequence on where it stands (qrsd wrote it after a
+   restart past its reservation, or after a write error), and it chains
+   like an entry; the records of those numbers go to w->gap. */
+static int
+walk_gap(struct walk *w, char *line, size_t len, const char *hx,
+         const char *path, unsigned lineno, void *ctx, char *err,
+         size_t errlen)
+{
+  const char *reason, *prev;
+  uint64_t first, last;
+  size_t rlen;
+  int r;
+
+  if (journal_gap_fields(line, len, &first, &last, &reason, &rlen,
+                         &prev) < 0) {
+    snprintf(err, errlen, "%s:%u: malformed gap record", path, lineno);
+    return JOURNAL_FAULT_PARSE;
+  }
+  if (!w->seq_known) {
+    w->seq = first - 1;
+    w->seq_known = 1;
+  }
+  if (first != w->seq + 1) {
+    snprintf(err, errlen, "%s:%u: gap from %" PRIu64 " after %" PRIu64,
+             path, lineno, first, w->seq);
+    return first <= w->seq ? JOURNAL_FAULT_REORDERED : JOURNAL_FAULT_DROPPED;
+  }
+  if (memcmp(prev, w->prev, JOURNAL_HEX_LEN) != 0) {
+    snprintf(err, errlen, "%s:%u: prev is not the hash of the entry "
+             "before", path, lineno);
+    return JOURNAL_FAULT_CHAIN;
+  }
+  r = pass_checkpoints(w, last, hx, path, lineno, err, errlen);
+  if (r != 0)
+    return r;
+  w->seq = last;
+  memcpy(w->prev, hx, JOURNAL_HEX_LEN + 1);
+  w->res->gaps++;
+  w->res->gap_numbers += last - first + 1;
+  line[reason - line + rlen] = '\0';
+  return w->gap ? w->gap(ctx, first, last, reason) : 0;
 }
 
 static int
@@ -465,6 +510,12 @@ walk_file(struct walk *w, struct lines *lr, const char *path, unsigned idx,
       snprintf(err, errlen, "%s:%u: the entry's hash does not match its "
                "text", path, lineno);
       return JOURNAL_FAULT_HASH;
+    }
+    if (strncmp(line, JOURNAL_GAP_TAG "\t", sizeof JOURNAL_GAP_TAG) == 0) {
+      r = walk_gap(w, line, len, hx, path, lineno, ctx, err, errlen);
+      if (r != 0)
+        return r;
+      continue;
     }
     if (entry_seq(line, &s) != 0) {
       snprintf(err, errlen, "%s:%u: no sequence", path, lineno);
@@ -605,7 +656,8 @@ audit_journal_walk(const char *dir, int pruned,
                    struct audit_checkpoint *cps, size_t n,
                    int (*cb)(void *ctx, uint64_t seq, const char *line,
                              size_t len),
-                   void *ctx, struct audit_journal_result *res,
+                   journal_gap_cb gap, void *ctx,
+                   struct audit_journal_result *res,
                    char *err, size_t errlen)
 {
   struct lines lr = { .fd = -1, .cap = LINES_BLOCK };
@@ -624,6 +676,7 @@ audit_journal_walk(const char *dir, int pruned,
   w.cps = cps;
   w.n = n;
   w.res = res;
+  w.gap = gap;
   w.sha = sha;
   w.md = EVP_MD_CTX_new();
   err[0] = '\0';

@@ -50,6 +50,8 @@ struct audit_journal_result {
   size_t checkpoints_checked;       /* checkpoints the walk passed */
   size_t checkpoints_before;        /* before the first entry: unchecked */
   char head[JOURNAL_HEX_LEN + 1];   /* the last intact hash */
+  uint64_t gaps;                    /* gap records walked */
+  uint64_t gap_numbers;             /* the sequence numbers they name */
 };
 
 /* Walk dir's journal files.  From journal-000001.log, unless pruned: then
@@ -57,13 +59,15 @@ struct audit_journal_result {
    start (a checkpoint at the sequence before its first entry anchors
    it).  cps (n, any order; sorted here) are checked on the way: the
    entry at each checkpoint's sequence must have its hash, and the
-   journal must reach the last one.  cb as journal_verify()'s.  Returns
+   journal must reach the last one.  cb as journal_verify()'s; gap (may
+   be NULL) for each gap record (journal_verify_gaps()'s).  Returns
    JOURNAL_INTACT or the first fault (err: the file, line and what). */
 int audit_journal_walk(const char *dir, int pruned,
                        struct audit_checkpoint *cps, size_t n,
                        int (*cb)(void *ctx, uint64_t seq, const char *line,
                                  size_t len),
-                       void *ctx, struct audit_journal_result *res,
+                       journal_gap_cb gap, void *ctx,
+                       struct audit_journal_result *res,
                        char *err, size_t errlen);
 
 #endif

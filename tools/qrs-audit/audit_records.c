@@ -25,6 +25,7 @@ static const char *const check_names[AUDIT_N_CHECKS] = {
   [AUDIT_NOT_JOURNALLED] = "draw-not-journalled",
   [AUDIT_UNJOURNALLED] = "draw-unjournalled",
   [AUDIT_ENTRY_MISSING] = "entry-missing",
+  [AUDIT_ENTRY_IN_GAP] = "draw-in-gap",
   [AUDIT_U_MISMATCH] = "u-mismatch",
   [AUDIT_SOURCE_MISMATCH] = "source-mismatch",
   [AUDIT_FALLBACK_MISMATCH] = "fallback-mismatch",
@@ -684,6 +685,27 @@ match_entry(struct audit *a, const struct audit_record *r, const char *line,
 #undef FIELD
 }
 
+/* The records whose draws are in a gap of the journal: named, with why
+   the journal has no entry for them. */
+static int
+on_gap(void *ctx, uint64_t first, uint64_t last, const char *reason)
+{
+  struct jwalk *w = ctx;
+  struct audit *a = w->a;
+
+  while (w->next < a->n_rec && a->rec[w->next].seq < first)
+    w->next++;
+  for (; w->next < a->n_rec && a->rec[w->next].seq <= last; w->next++)
+    audit_failed(a, a->rec[w->next].line, AUDIT_ENTRY_IN_GAP,
+                 "journal_seq %" PRIu64 " is in the journal's gap %" PRIu64
+                 "..%" PRIu64 " (%s): %s", a->rec[w->next].seq, first, last,
+                 reason, strcmp(reason, JOURNAL_GAP_RESTART) == 0 ?
+                 "served in the flush window of a qrsd that stopped "
+                 "without closing its journal" :
+                 "served, and lost to a write error");
+  return 0;
+}
+
 static int
 on_entry(void *ctx, uint64_t seq, const char *line, size_t len)
 {
@@ -719,8 +741,8 @@ audit_journal(struct audit *a, const char *dir, int pruned,
                    "draw is in no journal");
   }
   w.next = i;
-  a->journal_fault = audit_journal_walk(dir, pruned, cps, n, on_entry, &w,
-                                       res, err, errlen);
+  a->journal_fault = audit_journal_walk(dir, pruned, cps, n, on_entry,
+                                       on_gap, &w, res, err, errlen);
   a->entries = res->entries;
   /* a pruned journal: the draws of the files deleted are not known */
   for (i = 0; i < a->n_rec && res->first_file > 1; i++)

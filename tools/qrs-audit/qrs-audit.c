@@ -283,8 +283,8 @@ main(int argc, char **argv)
     audit_journal(&a, dir, pruned, cps, n_cps, &jr, err, sizeof err);
     r = a.journal_fault;
   } else if (dir) {
-    r = audit_journal_walk(dir, pruned, cps, n_cps, NULL, NULL, &jr, err,
-                           sizeof err);
+    r = audit_journal_walk(dir, pruned, cps, n_cps, NULL, NULL, NULL, &jr,
+                           err, sizeof err);
   }
   entries = jr.entries;
   memcpy(head, jr.head, sizeof head);
@@ -326,6 +326,10 @@ main(int argc, char **argv)
                              json_object_new_uint64(jr.first_file));
       json_object_object_add(o, "checkpoints_checked",
                              json_object_new_uint64(jr.checkpoints_checked));
+      /* numbers handed out whose entries were never written */
+      json_object_object_add(o, "gaps", json_object_new_uint64(jr.gaps));
+      json_object_object_add(o, "gap_numbers",
+                             json_object_new_uint64(jr.gap_numbers));
       if (jr.checkpoints_before)
         json_object_object_add(o, "checkpoints_before_first_entry",
                                json_object_new_uint64(
@@ -405,6 +409,10 @@ main(int argc, char **argv)
     if (dir && r == JOURNAL_INTACT) {
       printf("journal intact: %" PRIu64 " entries, head %s (%.0f entries/s)"
              "\n", entries, head, rate(entries, jsecs));
+      if (jr.gaps)
+        printf("journal: %" PRIu64 " gap records: %" PRIu64 " numbers handed "
+               "out whose entries were never written (a crash window, a "
+               "write error)\n", jr.gaps, jr.gap_numbers);
       if (jr.first_file > 1)
         printf("journal: from journal-%06u.log (sequence %" PRIu64 " on); "
                "the files before it are gone\n", jr.first_file,
