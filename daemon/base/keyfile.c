@@ -51,10 +51,7 @@ keyfile_read(const char *path, enum keyfile_kind kind, size_t max,
              char **ret_buf, size_t *ret_len, char *err, size_t errlen)
 {
   struct stat st;
-  char *buf = NULL;
-  size_t len = 0;
-  ssize_t n;
-  int fd, r = 0;
+  int fd, r;
 
   fd = regfile_open(path, REGFILE_FOLLOW, err, errlen);
   if (fd < 0)
@@ -62,46 +59,14 @@ keyfile_read(const char *path, enum keyfile_kind kind, size_t max,
   if (fstat(fd, &st) < 0) {
     r = -errno;
     snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    goto done;
+    close(fd);
+    return r;
   }
   r = keyfile_check(path, &st, kind, geteuid(), err, errlen);
-  if (r < 0)
-    goto done;
-  buf = malloc(max + 2);
-  if (!buf) {
-    r = -ENOMEM;
-    snprintf(err, errlen, "%s: out of memory", path);
-    goto done;
+  if (r < 0) {
+    close(fd);
+    return r;
   }
-  for (;;) {
-    n = read(fd, buf + len, max + 1 - len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      r = -errno;
-      snprintf(err, errlen, "%s: %s", path, strerror(errno));
-      goto done;
-    }
-    if (n == 0)
-      break;
-    len += (size_t)n;
-    if (len > max) {
-      r = -EFBIG;
-      snprintf(err, errlen, "%s: larger than %zu bytes", path, max);
-      goto done;
-    }
-  }
-  buf[len] = '\0';
-  *ret_buf = buf;
-  buf = NULL;
-  if (ret_len)
-    *ret_len = len;
-
-done:
-  if (buf) {
-    explicit_bzero(buf, len);
-    free(buf);
-  }
-  close(fd);
-  return r;
+  /* the descriptor checked is the one read: no swap in between */
+  return regfile_read_fd(fd, path, max, ret_buf, ret_len, err, errlen);
 }

@@ -97,17 +97,14 @@ regfile_open(const char *path, int flags, char *err, size_t errlen)
 }
 
 int
-regfile_read(const char *path, int flags, size_t max, char **ret_buf,
-             size_t *ret_len, char *err, size_t errlen)
+regfile_read_fd(int fd, const char *path, size_t max, char **ret_buf,
+                size_t *ret_len, char *err, size_t errlen)
 {
   char *buf = NULL;
   size_t len = 0;
   ssize_t n;
-  int fd, r = 0;
+  int r = 0;
 
-  fd = regfile_open(path, flags, err, errlen);
-  if (fd < 0)
-    return fd;
   buf = malloc(max + 2);
   if (!buf) {
     r = -ENOMEM;
@@ -140,7 +137,22 @@ regfile_read(const char *path, int flags, size_t max, char **ret_buf,
     *ret_len = len;
 
 done:
+  if (buf) {
+    explicit_bzero(buf, len);   /* it may hold a secret (keyfile.c) */
+    free(buf);
+  }
   close(fd);
-  free(buf);
   return r;
+}
+
+int
+regfile_read(const char *path, int flags, size_t max, char **ret_buf,
+             size_t *ret_len, char *err, size_t errlen)
+{
+  int fd;
+
+  fd = regfile_open(path, flags, err, errlen);
+  if (fd < 0)
+    return fd;
+  return regfile_read_fd(fd, path, max, ret_buf, ret_len, err, errlen);
 }

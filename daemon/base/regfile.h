@@ -35,6 +35,12 @@ int regfile_open(const char *path, int flags, char *err, size_t errlen);
 int regfile_read(const char *path, int flags, size_t max, char **ret_buf,
                  size_t *ret_len, char *err, size_t errlen);
 
+/* regfile_read() of a descriptor regfile_open() gave for path (path
+   only names it in err); fd is closed, whatever the outcome.  A buffer
+   not handed back is zeroed before it is freed (a key file's). */
+int regfile_read_fd(int fd, const char *path, size_t max, char **ret_buf,
+                    size_t *ret_len, char *err, size_t errlen);
+
 /* Check what is at path, without opening it: 0 when nothing is there
    (-ENOENT is not an error here) or a regular file, else as
    regfile_open() (for a path qrsd will create or replace). */
