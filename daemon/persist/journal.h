@@ -230,6 +230,37 @@ int journal_verify(const char *dir,
    error).  A non-zero return stops the walk with that value. */
 typedef int (*journal_gap_cb)(void *ctx, uint64_t first, uint64_t last,
                               const char *reason);
+/* A journal file's lines, read in large blocks into a buffer of the
+   reader's own (a line is ended in place: no copy per line, no
+   strlen()).  The caller opens fd and allocates buf with cap + 1 bytes
+   (cap: JOURNAL_LINES_BLOCK), at, end, eof and err 0. */
+struct journal_lines {
+  int fd;
+  char *buf;
+  size_t cap, at, end;              /* unread bytes: [at, end) */
+  int eof, err;                     /* err: an errno */
+};
+
+#define JOURNAL_LINES_BLOCK (1u << 20)
+
+/* The next line without its newline (NUL-ended, *len its length), or
+   NULL at the end (lr->err set on a read error).  A line that has no
+   newline within JOURNAL_LINE_MAX + 1 bytes (truncated or overlong) is
+   returned as it is with *nl 0. */
+char *journal_lines_next(struct journal_lines *lr, size_t *len, int *nl);
+
+/* One line of a journal file as read (nl: it ended in a newline): its
+   hash (the last field, over the text before it) checked, in hx.
+   JOURNAL_INTACT, JOURNAL_FAULT_PARSE (truncated or overlong),
+   JOURNAL_FAULT_HASH or JOURNAL_FAULT_IO (libcrypto), err naming path
+   and lineno. */
+struct evp_md_ctx_st;
+struct evp_md_st;
+int journal_line_check(const char *line, size_t len, int nl,
+                      struct evp_md_ctx_st *md, const struct evp_md_st *sha,
+                      char hx[JOURNAL_HEX_LEN + 1], const char *path,
+                      unsigned lineno, char *err, size_t errlen);
+
 /* The fields of a gap record, line (len bytes, its hash last, as read):
    first..last, the reason (reason_len bytes) and the prev hash's hex,
    pointing into line.  0, or -1 when it is not a well-formed one. */

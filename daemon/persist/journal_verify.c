@@ -35,23 +35,38 @@ journal_fault_name(enum journal_fault f)
   return "?";
 }
 
-/* A journal file's lines, read in large blocks into a buffer of our
-   own (a line is ended in place: no copy per line, no strlen()). */
-struct lines {
-  int fd;
-  char *buf;
-  size_t cap, at, end;              /* unread bytes: [at, end) */
-  int eof, err;                     /* err: an errno */
-};
+int
+journal_line_check(const char *line, size_t len, int nl, EVP_MD_CTX *md,
+                  const EVP_MD *sha, char hx[JOURNAL_HEX_LEN + 1],
+                  const char *path, unsigned lineno, char *err,
+                  size_t errlen)
+{
+  uint8_t h[JOURNAL_HASH_LEN];
+  size_t body;
 
-#define LINES_BLOCK (1u << 20)
+  if (len < 2 * JOURNAL_HEX_LEN + 2 || !nl) {
+    snprintf(err, errlen, "%s:%u: truncated or overlong entry", path,
+             lineno);
+    return JOURNAL_FAULT_PARSE;
+  }
+  body = len - JOURNAL_HEX_LEN;
+  if (!EVP_DigestInit_ex(md, sha, NULL) ||
+      !EVP_DigestUpdate(md, line, body) ||
+      !EVP_DigestFinal_ex(md, h, NULL)) {
+    snprintf(err, errlen, "%s:%u: SHA-256 failed", path, lineno);
+    return JOURNAL_FAULT_IO;
+  }
+  journal_hex(h, JOURNAL_HASH_LEN, hx);
+  if (line[body - 1] != '\t' || memcmp(line + body, hx, JOURNAL_HEX_LEN)) {
+    snprintf(err, errlen, "%s:%u: the entry's hash does not match its "
+             "text", path, lineno);
+    return JOURNAL_FAULT_HASH;
+  }
+  return JOURNAL_INTACT;
+}
 
-/* The next line without its newline (NUL-ended, *len its length), or
-   NULL at the end (lr->err set on a read error).  A line that has no
-   newline within JOURNAL_LINE_MAX + 1 bytes (truncated or overlong) is
-   returned as it is with *nl 0. */
-static char *
-next_line(struct lines *lr, size_t *len, int *nl)
+char *
+journal_lines_next(struct journal_lines *lr, size_t *len, int *nl)
 {
   char *p, *q;
   ssize_t n;
@@ -118,7 +133,7 @@ entry_seq(const char *s, uint64_t *v)
    (moved), or a later one: moved if the next line holds the one due,
    dropped otherwise. */
 static int
-seq_fault(struct lines *lr, uint64_t s, uint64_t last)
+seq_fault(struct journal_lines *lr, uint64_t s, uint64_t last)
 {
   const char *line;
   uint64_t next;
@@ -129,7 +144,7 @@ seq_fault(struct lines *lr, uint64_t s, uint64_t last)
     return JOURNAL_FAULT_REPLAYED;
   if (s < last)
     return JOURNAL_FAULT_REORDERED;
-  line = next_line(lr, &len, &nl);
+  line = journal_lines_next(lr, &len, &nl);
   if (line && entry_seq(line, &next) == 0 && next == last + 1)
     return JOURNAL_FAULT_REORDERED;
   return JOURNAL_FAULT_DROPPED;
@@ -202,19 +217,18 @@ bad:
 }
 
 static int
-verify_file(struct lines *lr, const char *path, char *prev, uint64_t *seq,
+verify_file(struct journal_lines *lr, const char *path, char *prev, uint64_t *seq,
             int (*cb)(void *, uint64_t, const char *, size_t),
             journal_gap_cb gap, void *ctx, EVP_MD_CTX *md, const EVP_MD *sha,
             char *err, size_t errlen)
 {
   char *line, hx[JOURNAL_HEX_LEN + 1], *f;
-  uint8_t h[JOURNAL_HASH_LEN];
   uint64_t s;
   size_t len, body;
   unsigned lineno = 1;
   int r, nl;
 
-  line = next_line(lr, &len, &nl);
+  line = journal_lines_next(lr, &len, &nl);
   if (line == NULL || !nl || strncmp(line, "# qrs-journal 1 ", 16) != 0 ||
       (f = strstr(line, "prev=")) == NULL ||
       strlen(f + 5) != JOURNAL_HEX_LEN) {
@@ -228,26 +242,13 @@ verify_file(struct lines *lr, const char *path, char *prev, uint64_t *seq,
              "of the file before", path);
     return JOURNAL_FAULT_SPLICE;
   }
-  while ((line = next_line(lr, &len, &nl)) != NULL) {
+  while ((line = journal_lines_next(lr, &len, &nl)) != NULL) {
     lineno++;
-    if (len < 2 * JOURNAL_HEX_LEN + 2 || !nl) {
-      snprintf(err, errlen, "%s:%u: truncated or overlong entry", path,
-               lineno);
-      return JOURNAL_FAULT_PARSE;
-    }
+    r = journal_line_check(line, len, nl, md, sha, hx, path, lineno, err,
+                          errlen);
+    if (r != JOURNAL_INTACT)
+      return r;
     body = len - JOURNAL_HEX_LEN;
-    if (!EVP_DigestInit_ex(md, sha, NULL) ||
-        !EVP_DigestUpdate(md, line, body) ||
-        !EVP_DigestFinal_ex(md, h, NULL)) {
-      snprintf(err, errlen, "%s:%u: SHA-256 failed", path, lineno);
-      return JOURNAL_FAULT_IO;
-    }
-    journal_hex(h, JOURNAL_HASH_LEN, hx);
-    if (line[body - 1] != '\t' || memcmp(line + body, hx, JOURNAL_HEX_LEN)) {
-      snprintf(err, errlen, "%s:%u: the entry's hash does not match its "
-               "text", path, lineno);
-      return JOURNAL_FAULT_HASH;
-    }
     if (strncmp(line, JOURNAL_GAP_TAG "\t", sizeof JOURNAL_GAP_TAG) == 0) {
       r = verify_gap(line, len, path, lineno, prev, hx, seq, gap, ctx, err,
                      errlen);
@@ -301,7 +302,7 @@ journal_verify_gaps(const char *dir,
                     size_t errlen)
 {
   char path[4096], prev[JOURNAL_HEX_LEN + 1];
-  struct lines lr = { .fd = -1, .cap = LINES_BLOCK };
+  struct journal_lines lr = { .fd = -1, .cap = JOURNAL_LINES_BLOCK };
   struct stat st;
   uint64_t seq = 0;
   unsigned idx;

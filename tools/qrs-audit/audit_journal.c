@@ -300,62 +300,6 @@ audit_checkpoints_read(const char *path, struct audit_checkpoint **cps,
   return r;
 }
 
-/* A journal file's lines, read in blocks into a buffer of our own. */
-struct lines {
-  int fd;
-  char *buf;
-  size_t cap, at, end;              /* unread bytes: [at, end) */
-  int eof, err;
-};
-
-#define LINES_BLOCK (1u << 20)
-
-/* The next line without its newline (NUL-ended), or NULL at the end
-   (lr->err set on a read error).  A line without a newline within
-   JOURNAL_LINE_MAX + 1 bytes comes back as it is with *nl 0. */
-static char *
-next_line(struct lines *lr, size_t *len, int *nl)
-{
-  char *p, *q;
-  ssize_t n;
-
-  for (;;) {
-    p = lr->buf + lr->at;
-    q = memchr(p, '\n', lr->end - lr->at);
-    if (q != NULL || lr->eof || lr->end - lr->at > JOURNAL_LINE_MAX) {
-      if (q == NULL || (size_t)(q - p) > JOURNAL_LINE_MAX) {
-        if (lr->at == lr->end)
-          return NULL;
-        *len = lr->end - lr->at;
-        if (*len > JOURNAL_LINE_MAX + 1)
-          *len = JOURNAL_LINE_MAX + 1;
-        *nl = 0;
-        lr->at += *len;
-        p[*len] = '\0';
-        return p;
-      }
-      *len = (size_t)(q - p);
-      *nl = 1;
-      *q = '\0';
-      lr->at += *len + 1;
-      return p;
-    }
-    memmove(lr->buf, p, lr->end - lr->at);
-    lr->end -= lr->at;
-    lr->at = 0;
-    do
-      n = read(lr->fd, lr->buf + lr->end, lr->cap - lr->end);
-    while (n < 0 && errno == EINTR);
-    if (n < 0) {
-      lr->err = errno;
-      return NULL;
-    }
-    if (n == 0)
-      lr->eof = 1;
-    lr->end += (size_t)n;
-  }
-}
-
 /* The decimal sequence that starts s and ends at a tab: 0, or -1. */
 static int
 entry_seq(const char *s, uint64_t *v)
@@ -450,18 +394,17 @@ walk_gap(struct walk *w, char *line, size_t len, const char *hx,
 }
 
 static int
-walk_file(struct walk *w, struct lines *lr, const char *path, unsigned idx,
+walk_file(struct walk *w, struct journal_lines *lr, const char *path, unsigned idx,
           int first, int (*cb)(void *, uint64_t, const char *, size_t),
           void *ctx, char *err, size_t errlen)
 {
   char *line, hx[JOURNAL_HEX_LEN + 1], *f;
-  uint8_t h[JOURNAL_HASH_LEN];
   unsigned lineno = 1, hidx;
   uint64_t s;
   size_t len, body;
   int r, nl;
 
-  line = next_line(lr, &len, &nl);
+  line = journal_lines_next(lr, &len, &nl);
   if (line == NULL || !nl || sscanf(line, "# qrs-journal 1 file=%u ",
                                     &hidx) != 1 ||
       (f = strstr(line, " prev=")) == NULL ||
@@ -491,26 +434,13 @@ walk_file(struct walk *w, struct lines *lr, const char *path, unsigned idx,
              "of the file before", path);
     return JOURNAL_FAULT_SPLICE;
   }
-  while ((line = next_line(lr, &len, &nl)) != NULL) {
+  while ((line = journal_lines_next(lr, &len, &nl)) != NULL) {
     lineno++;
-    if (len < 2 * JOURNAL_HEX_LEN + 2 || !nl) {
-      snprintf(err, errlen, "%s:%u: truncated or overlong entry", path,
-               lineno);
-      return JOURNAL_FAULT_PARSE;
-    }
+    r = journal_line_check(line, len, nl, w->md, w->sha, hx, path, lineno,
+                          err, errlen);
+    if (r != JOURNAL_INTACT)
+      return r;
     body = len - JOURNAL_HEX_LEN;
-    if (!EVP_DigestInit_ex(w->md, w->sha, NULL) ||
-        !EVP_DigestUpdate(w->md, line, body) ||
-        !EVP_DigestFinal_ex(w->md, h, NULL)) {
-      snprintf(err, errlen, "%s:%u: SHA-256 failed", path, lineno);
-      return JOURNAL_FAULT_IO;
-    }
-    journal_hex(h, JOURNAL_HASH_LEN, hx);
-    if (line[body - 1] != '\t' || memcmp(line + body, hx, JOURNAL_HEX_LEN)) {
-      snprintf(err, errlen, "%s:%u: the entry's hash does not match its "
-               "text", path, lineno);
-      return JOURNAL_FAULT_HASH;
-    }
     if (strncmp(line, JOURNAL_GAP_TAG "\t", sizeof JOURNAL_GAP_TAG) == 0) {
       r = walk_gap(w, line, len, hx, path, lineno, ctx, err, errlen);
       if (r != 0)
@@ -660,7 +590,7 @@ audit_journal_walk(const char *dir, int pruned,
                    struct audit_journal_result *res,
                    char *err, size_t errlen)
 {
-  struct lines lr = { .fd = -1, .cap = LINES_BLOCK };
+  struct journal_lines lr = { .fd = -1, .cap = JOURNAL_LINES_BLOCK };
   struct walk w;
   char path[4096];
   unsigned *files = NULL;
