@@ -18,9 +18,10 @@ on the same rows, sampler configuration and process, and their ratio:
               the processor's pool (QRS_THREADS, default the CPUs this
               process may use, at most 8: printed), the scatter back;
               records kept) vs BATCH C calls of qrs_sampler_sample_token()
-              on the same rows, one after another on one thread.  Target
-              <= 1.2 x.  Printed twice: the processor on one thread (what
-              the binding adds to the C calls) and on its pool.
+              on the same rows, one after another on one thread.  Printed
+              twice: the processor on one thread (what the binding adds to
+              the C calls; target <= 1.2 x) and on its pool (target
+              <= 1.0 x).
   TP = 2      with --tp: two processes as one tensor-parallel group of
               vLLM's own parallel_state over gloo, each applying the
               processor to the same BATCH rows; rank 0 draws and selects
@@ -97,7 +98,10 @@ class Qrsd:
         conf = self.dir / "qrsd.yaml"
         conf.write_text("allow_test_sources: true\ndefault_source: mock\n"
                         "status_file: \"\"\nstate_dir: " + str(self.dir) +
-                        "\nsources:\n  mock: { type: mock, seed: 7 }\n")
+                        "\nsources:\n  mock: { type: mock, seed: 7 }\n"
+                        # the C baseline's one client holds every row's
+                        # prefetched draw (-b up to 1024)
+                        "limits: { max_inflight_per_connection: 1024 }\n")
         self.log = open(self.dir / "qrsd.log", "wb")
         self.proc = subprocess.Popen(
             [str(binary), "--socket", self.sock, "-c", str(conf)],
@@ -292,12 +296,14 @@ def vllm_apply(qrs, np, client, sock: str, rows, batch: int,
         # draws arrive meanwhile); here a pause of the same order
         time.sleep(0.002)
     assert len(p.records(0)) == steps + 1
-    for q, r in ((p1, res1), (p, res)):
+    # one thread: what the binding adds to the C calls; the pool: what a
+    # server sees, which must not be slower than the C calls in a row
+    for q, r, target in ((p1, res1, 1.2), (p, res, 1.0)):
         a = statistics.median(v for v, _ in r)
         c = statistics.median(w for _, w in r)
         ratio = statistics.median(v / w for v, w in r)
         _line(f"vLLM apply, {batch} rows, {q.pool.threads} thr (vs {batch} "
-              "C calls)", a, c, ratio, "<= 1.2x", ratio <= 1.2)
+              "C calls)", a, c, ratio, f"<= {target}x", ratio <= target)
     py = statistics.median(v for v, _ in res)
     c = statistics.median(w for _, w in res)
     f = statistics.median(fills)

@@ -219,8 +219,9 @@ class QRSLogitsProcessor(LogitsProcessor):
         self._owned = [False] * self.max_num_reqs
         self._samplers: list[_qrs.Sampler | None] = [None] * self.max_num_reqs
         self._hash: list[str | None] = [None] * self.max_num_reqs
-        # each record as libqrs's JSON line (every field)
-        self._records: list[list[str]] = [[] for _ in range(self.max_num_reqs)]
+        # each record: a dict, or libqrs's full JSON line when a records
+        # file is written
+        self._records: list[list[Any]] = [[] for _ in range(self.max_num_reqs)]
         # $QRS_RECORDS_DIR: a file per request (on the sampling rank)
         self._writer: RecordsWriter | None = None
         self._files: list[RecordsFile | None] = [None] * self.max_num_reqs
@@ -320,9 +321,11 @@ class QRSLogitsProcessor(LogitsProcessor):
 
     def records(self, req_idx: int) -> list[dict[str, Any]]:
         """The records of the request in slot req_idx (until it is
-        reused; empty on a rank that does not sample), each with every
-        field libqrs records (journal_seq, the draw's times, the echo)."""
-        return [json.loads(line) for line in self._records[req_idx]]
+        reused; empty on a rank that does not sample); with
+        $QRS_RECORDS_DIR each has every field libqrs records (journal_seq,
+        the draw's times, the echo), as its file does."""
+        return [json.loads(r) if isinstance(r, str) else r
+                for r in self._records[req_idx]]
 
     def records_file(self, req_idx: int) -> str | None:
         """The path of the request's records file in $QRS_RECORDS_DIR
@@ -392,9 +395,12 @@ class QRSLogitsProcessor(LogitsProcessor):
             clients = [self._client_of(s) for _, _, s in owned[start:end]]
             # in place, each row becomes its one-hot right after its
             # selection, while it is in cache (no second pass)
+            # the records file takes libqrs's full JSON line; in memory a
+            # dict per row is cheaper to make on the step
             toks, stats, recs = self.pool.sample(
                 host[start:end], samplers, client=clients,
-                records="json" if self.keep_records else False,
+                records=("json" if self._writer is not None else True)
+                if self.keep_records else False,
                 one_hot=in_place)
             for k, st in enumerate(stats):
                 if st < 0:
