@@ -375,14 +375,15 @@ def test_records_dir_a_file_per_request_that_qrs_audit_verifies(
         assert not p.add_request(2, sp(qr_bypass=True))
         for step in range(3):
             p.apply(rows(3, 40 + step), ctx([0, 1, 2], [0, 0, 0]))
+        p.flush_records()         # the writer thread made the files
         first = p.records_file(0)
         assert first == str(recdir / "exp-7.a.jsonl")
         assert p.records_file(2) is None, "a declined request has none"
         # the slot's next request (the same run id): the first file ends
         assert p.add_request(0, sp(qr_run_id="exp-7.a"))
         p.apply(rows(3, 50), ctx([0, 1, 2], [0, 0, 0]))
+        p.flush_records()
         assert p.records_file(0) == str(recdir / "exp-7.a.1.jsonl")
-        p._writer.flush()
         d.stop()                  # the journal written out
         lines = Path(first).read_text().splitlines()
         head, *recs, end = (json.loads(x) for x in lines)

@@ -327,9 +327,15 @@ class QRSLogitsProcessor(LogitsProcessor):
         return [json.loads(r) if isinstance(r, str) else r
                 for r in self._records[req_idx]]
 
+    def flush_records(self) -> None:
+        """Wait until the records queued so far are in their files."""
+        if self._writer is not None:
+            self._writer.flush()
+
     def records_file(self, req_idx: int) -> str | None:
         """The path of the request's records file in $QRS_RECORDS_DIR
-        (once the writer made it), or None."""
+        (None until the writer made it: flush_records() waits), or
+        None."""
         f = self._files[req_idx]
         return f.path if f is not None else None
 
