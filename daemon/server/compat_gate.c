@@ -576,51 +576,12 @@ static int
 bind_unix(struct gate *g, const char *path, unsigned mode, char *err,
           size_t errlen)
 {
-  struct sockaddr_un sa;
-  struct stat st;
-  mode_t old_umask;
-  char why[300];
   int r;
 
-  if (strlen(path) >= sizeof(sa.sun_path)) {
-    snprintf(err, errlen, "socket path '%s' is longer than %zu bytes",
-             path, sizeof(sa.sun_path) - 1);
-    return -ENAMETOOLONG;
-  }
-  /* A socket left by a qrsd that is gone is replaced (gRPC did so too);
-     anything else at the path is not touched. */
-  if (lstat(path, &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      snprintf(err, errlen, "cannot bind %s: it exists and is not a "
-               "socket", path);
-      return -EEXIST;
-    }
-    unlink(path);
-  }
-  r = uv_pipe_init(g->loop, &g->lis.pipe, 0);
-  if (r < 0)
-    goto fail;
-  g->lis_open = 1;
-  /* Born with its final mode: no chmod by path afterwards. */
-  old_umask = umask(0777 & ~(mode_t)mode);
-  r = uv_pipe_bind(&g->lis.pipe, path);
-  umask(old_umask);
-  if (r < 0) {
-    if ((r != UV_EACCES && r != UV_ENOENT && r != UV_ENOTDIR) ||
-        !sockfile_dir_problem(path, why, sizeof(why)))
-      snprintf(why, sizeof(why), "%s", uv_strerror(r));
-    snprintf(err, errlen, "cannot bind %s: %s", path, why);
-    return r;
-  }
-  if (lstat(path, &st) == 0) {
-    g->dev = st.st_dev;
-    g->ino = st.st_ino;
+  r = sockfile_bind(g->loop, &g->lis.pipe, &g->lis_open, path, mode,
+                    &g->dev, &g->ino, err, errlen);
+  if (r == 0)
     g->path = strdup(path);
-  }
-  return 0;
-
-fail:
-  snprintf(err, errlen, "cannot bind %s: %s", path, uv_strerror(r));
   return r;
 }
 

@@ -353,97 +353,22 @@ start_listening(struct server *srv, char *err, size_t errlen)
   return 0;
 }
 
-/* Does a live process accept connections on path?  0: no, the socket is
-   stale (ECONNREFUSED, the only answer that proves it); 1: yes; a negative
-   errno: we cannot tell (EACCES: it is not ours to judge), so the caller
-   must leave it alone. */
-static int
-socket_probe(const char *path)
-{
-  struct sockaddr_un sa;
-  int fd, r;
-
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -errno;
-  memset(&sa, 0, sizeof(sa));
-  sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-  r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-  if (r < 0)
-    r = errno == ECONNREFUSED ? 0 : -errno;
-  else
-    r = 1;
-  close(fd);
-  return r;
-}
-
 int
 server_listen_path(struct server *srv, const char *path, char *err,
                    size_t errlen)
 {
-  struct sockaddr_un sa;
-  struct stat st;
-  mode_t old_umask;
-  char why[300];
   int r;
 
-  if (strlen(path) >= sizeof(sa.sun_path)) {
-    snprintf(err, errlen, "socket path '%s' is longer than %zu bytes",
-             path, sizeof(sa.sun_path) - 1);
-    return -ENAMETOOLONG;
-  }
   free(srv->socket_path);
   srv->socket_path = strdup(path);
   if (!srv->socket_path)
     return -ENOMEM;
-
-  if (lstat(path, &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      snprintf(err, errlen, "%s exists and is not a socket; not touching "
-               "it", path);
-      return -EEXIST;
-    }
-    r = socket_probe(path);
-    if (r > 0) {
-      snprintf(err, errlen, "another daemon is already listening on %s",
-               path);
-      return -EADDRINUSE;
-    }
-    if (r < 0) {
-      snprintf(err, errlen, "cannot tell whether a daemon listens on %s "
-               "(connect: %s); not touching it", path, strerror(-r));
-      return r;
-    }
-    log_info("removing stale socket %s", path);
-    if (unlink(path) < 0 && errno != ENOENT) {
-      r = -errno;
-      snprintf(err, errlen, "cannot remove stale socket %s: %s", path,
-               strerror(errno));
-      return r;
-    }
-  }
-
-  uv_pipe_init(srv->loop, &srv->listener, 0);
-  srv->listener_open = 1;
-  /* The socket is born with its final mode: no chmod by path afterwards,
-     which would follow a symlink put in its place. */
-  old_umask = umask(0777 & ~(mode_t)srv->conf->socket_mode);
-  r = uv_pipe_bind(&srv->listener, path);
-  umask(old_umask);
-  if (r < 0) {
-    /* libuv says EACCES for a missing directory too: ask the directory. */
-    if ((r != UV_EACCES && r != UV_ENOENT && r != UV_ENOTDIR) ||
-        !sockfile_dir_problem(path, why, sizeof(why)))
-      snprintf(why, sizeof(why), "%s", uv_strerror(r));
-    snprintf(err, errlen, "cannot bind %s: %s", path, why);
+  r = sockfile_bind(srv->loop, &srv->listener, &srv->listener_open, path,
+                    srv->conf->socket_mode, &srv->sock_dev, &srv->sock_ino,
+                    err, errlen);
+  if (r < 0)
     return r;
-  }
   srv->own_socket = 1;
-  if (lstat(path, &st) == 0) {
-    srv->sock_dev = st.st_dev;
-    srv->sock_ino = st.st_ino;
-  }
   sockfile_apply_group(path, srv->conf->socket_group);
   return start_listening(srv, err, errlen);
 }

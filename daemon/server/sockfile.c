@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include "base/log.h"
 #include "server/sockfile.h"
@@ -176,4 +178,95 @@ sockfile_dir_problem(const char *path, char *buf, size_t len)
     return 1;
   }
   return dir_denied(dir, W_OK | X_OK, buf, len);
+}
+
+/* Whether a daemon listens on the socket at path: 1 yes, 0 no (connect()
+   was refused: the socket is stale), or a negative errno: we cannot tell
+   (EACCES: it is not ours to judge), so the caller must leave it alone. */
+static int
+socket_probe(const char *path)
+{
+  struct sockaddr_un sa;
+  int fd, r;
+
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  memset(&sa, 0, sizeof(sa));
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+  r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+  if (r < 0)
+    r = errno == ECONNREFUSED ? 0 : -errno;
+  else
+    r = 1;
+  close(fd);
+  return r;
+}
+
+int
+sockfile_bind(uv_loop_t *loop, uv_pipe_t *pipe, int *pipe_open,
+              const char *path, unsigned mode, dev_t *dev, ino_t *ino,
+              char *err, size_t errlen)
+{
+  struct sockaddr_un sa;
+  struct stat st;
+  mode_t old_umask;
+  char why[300];
+  int r;
+
+  if (strlen(path) >= sizeof(sa.sun_path)) {
+    snprintf(err, errlen, "socket path '%s' is longer than %zu bytes",
+             path, sizeof(sa.sun_path) - 1);
+    return -ENAMETOOLONG;
+  }
+  if (lstat(path, &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      snprintf(err, errlen, "%s exists and is not a socket; not touching "
+               "it", path);
+      return -EEXIST;
+    }
+    r = socket_probe(path);
+    if (r > 0) {
+      snprintf(err, errlen, "another daemon is already listening on %s",
+               path);
+      return -EADDRINUSE;
+    }
+    if (r < 0) {
+      snprintf(err, errlen, "cannot tell whether a daemon listens on %s "
+               "(connect: %s); not touching it", path, strerror(-r));
+      return r;
+    }
+    log_info("removing stale socket %s", path);
+    if (unlink(path) < 0 && errno != ENOENT) {
+      r = -errno;
+      snprintf(err, errlen, "cannot remove stale socket %s: %s", path,
+               strerror(errno));
+      return r;
+    }
+  }
+  r = uv_pipe_init(loop, pipe, 0);
+  if (r < 0) {
+    snprintf(err, errlen, "cannot bind %s: %s", path, uv_strerror(r));
+    return r;
+  }
+  *pipe_open = 1;
+  /* The socket is born with its final mode: no chmod by path afterwards,
+     which would follow a symlink put in its place. */
+  old_umask = umask(0777 & ~(mode_t)mode);
+  r = uv_pipe_bind(pipe, path);
+  umask(old_umask);
+  if (r < 0) {
+    /* libuv says EACCES for a missing directory too: ask the directory. */
+    if ((r != UV_EACCES && r != UV_ENOENT && r != UV_ENOTDIR) ||
+        !sockfile_dir_problem(path, why, sizeof(why)))
+      snprintf(why, sizeof(why), "%s", uv_strerror(r));
+    snprintf(err, errlen, "cannot bind %s: %s", path, why);
+    return r;
+  }
+  if (lstat(path, &st) == 0) {
+    *dev = st.st_dev;
+    *ino = st.st_ino;
+  }
+  return 0;
 }
