@@ -201,13 +201,30 @@ def per_token(qrs, np, client, rows, reps: int, tokens: int) -> None:
         _line(name, py, c, ratio, "<= 1.05x + 3 us", over <= 3.0)
 
 
+def batch_ctx(batch: int):
+    """vLLM's layout of a step of batch requests, one row each, slot i in
+    row i."""
+    import numpy as np
+    import torch
+    from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext
+
+    idx = list(range(batch))
+    return LogitsContext(
+        expanded_idx_mapping=torch.tensor(idx, dtype=torch.int32),
+        idx_mapping=torch.tensor(idx), idx_mapping_np=np.array(idx),
+        expanded_local_pos=torch.zeros(batch, dtype=torch.int32),
+        input_ids=torch.zeros(batch, dtype=torch.long),
+        pos=torch.zeros(batch, dtype=torch.long),
+        seq_lens_upper_bound_np=np.zeros(batch, dtype=np.int32))
+
+
 def vllm_apply(qrs, np, client, sock: str, rows, batch: int,
                steps: int) -> bool:
     try:
         import torch
         from vllm import SamplingParams
         from vllm.v1.worker.gpu.sample.logits_processor import (
-            LogitsContext, build_custom_logits_processors)
+            build_custom_logits_processors)
     except ImportError as e:
         print(f"vLLM apply: not measured (no torch/vllm here: {e})")
         return False
@@ -234,14 +251,7 @@ def vllm_apply(qrs, np, client, sock: str, rows, batch: int,
         for i in range(batch):
             assert q.add_request(i, SamplingParams(max_tokens=steps + 2))
         q.apply_staged_writes()
-    idx = list(range(batch))
-    ctx = LogitsContext(
-        expanded_idx_mapping=torch.tensor(idx, dtype=torch.int32),
-        idx_mapping=torch.tensor(idx), idx_mapping_np=np.array(idx),
-        expanded_local_pos=torch.zeros(batch, dtype=torch.int32),
-        input_ids=torch.zeros(batch, dtype=torch.long),
-        pos=torch.zeros(batch, dtype=torch.long),
-        seq_lens_upper_bound_np=np.zeros(batch, dtype=np.int32))
+    ctx = batch_ctx(batch)
     src = np.ascontiguousarray(rows[np.arange(batch) % len(rows)])
     template = torch.from_numpy(src.copy())
     base = type(p)._default()
@@ -337,7 +347,7 @@ def tp_rank(rank: int, port: int, vocab: int, batch: int,
     from vllm.distributed import parallel_state as ps
     from vllm.platforms.cpu import CpuPlatform
     from vllm.v1.worker.gpu.sample.logits_processor import (
-        LogitsContext, build_custom_logits_processors)
+        build_custom_logits_processors)
 
     # vLLM's CPU platform asks for triton-cpu here; its groups need none
     CpuPlatform.check_and_update_config = classmethod(lambda cls, c: None)
@@ -355,14 +365,7 @@ def tp_rank(rank: int, port: int, vocab: int, batch: int,
             config, states, False, ["qrs.vllm:QRSLogitsProcessor"])
         for i in range(batch):
             p.add_request(i, SamplingParams(max_tokens=steps + 2))
-        idx = list(range(batch))
-        ctx = LogitsContext(
-            expanded_idx_mapping=torch.tensor(idx, dtype=torch.int32),
-            idx_mapping=torch.tensor(idx), idx_mapping_np=np.array(idx),
-            expanded_local_pos=torch.zeros(batch, dtype=torch.int32),
-            input_ids=torch.zeros(batch, dtype=torch.long),
-            pos=torch.zeros(batch, dtype=torch.long),
-            seq_lens_upper_bound_np=np.zeros(batch, dtype=np.int32))
+        ctx = batch_ctx(batch)
         template = torch.from_numpy(np.ascontiguousarray(
             lm_rows(np, batch, vocab)))
         group = ps.get_tp_group()
