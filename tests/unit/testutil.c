@@ -61,6 +61,16 @@ test_tmpdir_remove(const char *dir)
 }
 
 void
+test_write_file(const char *path, const char *text)
+{
+  FILE *fp = fopen(path, "w");
+
+  cr_assert_not_null(fp, "%s", path);
+  fputs(text, fp);
+  fclose(fp);
+}
+
+void
 test_sleep_ms(unsigned ms)
 {
   struct timespec ts;

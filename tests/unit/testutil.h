@@ -1,6 +1,6 @@
 /* Fixtures shared by the unit tests (testutil.c; libc and criterion
    only): a FIFO in a temporary directory that the test writes, standing
-   in for a device, and temporary directories. */
+   in for a device, temporary directories and the files in them. */
 #ifndef QRS_TESTUTIL_H
 #define QRS_TESTUTIL_H
 
@@ -33,6 +33,9 @@ void test_tmpdir(char *dir, size_t len, const char *prefix);
 
 /* rm -rf dir (a test_tmpdir()). */
 void test_tmpdir_remove(const char *dir);
+
+/* Create (or truncate) path holding text; fails the test on error. */
+void test_write_file(const char *path, const char *text);
 
 void test_sleep_ms(unsigned ms);
 

@@ -19,14 +19,9 @@ static char dir[64], path[128];
 static void
 mk(void)
 {
-  FILE *f;
-
   test_tmpdir(dir, sizeof(dir), "qrs-keyfile");
   snprintf(path, sizeof(path), "%s/secret", dir);
-  f = fopen(path, "w");
-  cr_assert_not_null(f);
-  fputs("secret\n", f);
-  fclose(f);
+  test_write_file(path, "secret\n");
 }
 
 static void

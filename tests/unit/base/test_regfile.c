@@ -18,15 +18,10 @@ static char dir[64], path[128], link_path[128];
 static void
 mk(void)
 {
-  FILE *f;
-
   test_tmpdir(dir, sizeof(dir), "qrs-regfile");
   snprintf(path, sizeof(path), "%s/file", dir);
   snprintf(link_path, sizeof(link_path), "%s/link", dir);
-  f = fopen(path, "w");
-  cr_assert_not_null(f);
-  fputs("hello", f);
-  fclose(f);
+  test_write_file(path, "hello");
 }
 
 static void

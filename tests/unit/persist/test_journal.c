@@ -506,16 +506,6 @@ Test(journal, bytes_hashed_by_writer_through_a_bounded_arena)
    not keep the journal from resuming, and no sequence number is handed
    out twice. */
 
-static void
-write_file(const char *path, const char *text)
-{
-  FILE *fp = fopen(path, "w");
-
-  cr_assert_not_null(fp, "%s", path);
-  fputs(text, fp);
-  fclose(fp);
-}
-
 /* A small file's text (NUL-ended; free it). */
 static char *
 test_read_file(const char *path)
@@ -577,7 +567,7 @@ Test(journal, header_only_file_resumes)
   snprintf(path, sizeof path, "%s/journal-%06u.log", dir, idx + 1);
   snprintf(hdr, sizeof hdr, "# qrs-journal 1 file=%u prev=%s\n", idx + 1,
            hash);
-  write_file(path, hdr);
+  test_write_file(path, hdr);
   j = open_j(4096, JOURNAL_POLICY_STOP);
   submit_all(j, 100, 50);
   journal_close(j);
@@ -638,7 +628,7 @@ Test(journal, stray_names_ignored)
   save(path);
   for (i = 0; i < sizeof stray / sizeof stray[0]; i++) {
     snprintf(path, sizeof path, "%s/%s", dir, stray[i]);
-    write_file(path, "x\n");
+    test_write_file(path, "x\n");
   }
   j = open_j(1u << 20, JOURNAL_POLICY_STOP);
   submit_all(j, 20, 5);
