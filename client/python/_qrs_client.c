@@ -191,27 +191,49 @@ source_list(const struct qrs_source_info *s, size_t n)
   return l;
 }
 
+/* Run fetch(c, ret) on the client's connection without the GIL (fetch
+   stores a reply that the caller frees in *ret).  Returns 0, or -1 with
+   the Python error set. */
+static int
+client_fetch(ClientObject *self, int (*fetch)(struct qrs_client *, void *),
+             void *ret)
+{
+  struct qpy_conn *conn;
+  int r;
+
+  conn = qpy_client_conn(self);
+  if (!conn)
+    return -1;
+  Py_BEGIN_ALLOW_THREADS
+  r = fetch(conn->c, ret);
+  Py_END_ALLOW_THREADS
+  if (r < 0)
+    qpy_set_error(r, qrs_client_errmsg(conn->c));
+  qpy_conn_unref(conn);
+  return r < 0 ? -1 : 0;
+}
+
+static int
+fetch_status(struct qrs_client *c, void *ret)
+{
+  return qrs_client_status(c, ret);
+}
+
+static int
+fetch_health(struct qrs_client *c, void *ret)
+{
+  return qrs_client_health(c, ret);
+}
+
 static PyObject *
 client_status(ClientObject *self, PyObject *unused)
 {
   struct qrs_status *st;
-  struct qpy_conn *conn;
   PyObject *src, *res;
-  int r;
 
   (void)unused;
-  conn = qpy_client_conn(self);
-  if (!conn)
+  if (client_fetch(self, fetch_status, &st) < 0)
     return NULL;
-  Py_BEGIN_ALLOW_THREADS
-  r = qrs_client_status(conn->c, &st);
-  Py_END_ALLOW_THREADS
-  if (r < 0) {
-    qpy_set_error(r, qrs_client_errmsg(conn->c));
-    qpy_conn_unref(conn);
-    return NULL;
-  }
-  qpy_conn_unref(conn);
   src = source_list(st->sources, st->n_sources);
   res = src ? Py_BuildValue(
                   "{s:s,s:I,s:I,s:K,s:s,s:s,s:I,s:K,s:K,s:K,s:K,s:N}",
@@ -234,23 +256,11 @@ static PyObject *
 client_health(ClientObject *self, PyObject *unused)
 {
   struct qrs_health *h;
-  struct qpy_conn *conn;
   PyObject *src, *res;
-  int r;
 
   (void)unused;
-  conn = qpy_client_conn(self);
-  if (!conn)
+  if (client_fetch(self, fetch_health, &h) < 0)
     return NULL;
-  Py_BEGIN_ALLOW_THREADS
-  r = qrs_client_health(conn->c, &h);
-  Py_END_ALLOW_THREADS
-  if (r < 0) {
-    qpy_set_error(r, qrs_client_errmsg(conn->c));
-    qpy_conn_unref(conn);
-    return NULL;
-  }
-  qpy_conn_unref(conn);
   src = source_list(h->sources, h->n_sources);
   res = src ? Py_BuildValue("{s:s,s:s,s:N}",
                             "state", qrs_health_state_name(h->state),
