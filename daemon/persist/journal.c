@@ -745,16 +745,34 @@ fail(struct journal *j, int r)
             "served labelled \"unjournalled\"", JOURNAL_RETRY_MS);
 }
 
+/* Append a gap record for first..last (reason: a JOURNAL_GAP_*) and
+   move the chain past it: 0, or append()'s negative errno. */
+static int
+append_gap(struct journal *j, uint64_t first, uint64_t last,
+           const char *reason)
+{
+  char line[JOURNAL_LINE_MAX];
+  uint8_t hash[JOURNAL_HASH_LEN];
+  int n, r;
+
+  n = format_gap(first, last, reason, j->prev_hex, line, hash);
+  r = append(j, line, (size_t)n, j->prev_hex);
+  if (r != 0)
+    return r;
+  journal_hex(hash, JOURNAL_HASH_LEN, j->prev_hex);
+  j->last_seq = last;
+  return 0;
+}
+
 /* After a failure: the sequence reservation renewed, then a gap record
    for the entries lost, durably; 0 (the journal takes draws again) or a
    negative errno. */
 static int
 recover(struct journal *j)
 {
-  char line[JOURNAL_LINE_MAX], path[4096];
-  uint8_t hash[JOURNAL_HASH_LEN];
+  char path[4096];
   uint64_t first, last;
-  int n, r;
+  int r;
 
   if (j->fd >= 0 && (ftruncate(j->fd, (off_t)j->file_bytes) != 0 ||
                      fsync(j->fd) != 0))
@@ -767,13 +785,9 @@ recover(struct journal *j)
   last = j->lost_last;
   pthread_mutex_unlock(&j->mu);
   if (first != 0) {
-    n = format_gap(first, last, JOURNAL_GAP_WRITE_ERROR, j->prev_hex, line,
-                   hash);
-    r = append(j, line, (size_t)n, j->prev_hex);
+    r = append_gap(j, first, last, JOURNAL_GAP_WRITE_ERROR);
     if (r != 0)
       return r;
-    journal_hex(hash, JOURNAL_HASH_LEN, j->prev_hex);
-    j->last_seq = last;
   }
   pthread_mutex_lock(&j->mu);
   memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
@@ -1017,18 +1031,13 @@ journal_free(struct journal *j)
 static int
 restart_gap(struct journal *j, uint64_t reserved)
 {
-  char line[JOURNAL_LINE_MAX], path[4096];
-  uint8_t hash[JOURNAL_HASH_LEN];
+  char path[4096];
   uint64_t first = j->last_seq + 1;
-  int n, r;
+  int r;
 
-  n = format_gap(first, reserved, JOURNAL_GAP_RESTART, j->prev_hex, line,
-                 hash);
-  r = append(j, line, (size_t)n, j->prev_hex);
+  r = append_gap(j, first, reserved, JOURNAL_GAP_RESTART);
   if (r != 0)
     return r;
-  journal_hex(hash, JOURNAL_HASH_LEN, j->prev_hex);
-  j->last_seq = reserved;
   file_path(j, j->file_index, path, sizeof path);
   log_warn("journal %s: qrsd stopped without closing the journal; "
            "sequence numbers %" PRIu64 "..%" PRIu64 " were reserved and "
