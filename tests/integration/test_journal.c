@@ -49,8 +49,7 @@ run_q(uint64_t max_bytes, const char *on_error, unsigned queue)
            "queue: %u, batch: 4096, on_error: %s }\n"
            "status_file: \"%s/status.json\"\n", jdir,
            (unsigned long long)max_bytes, queue, on_error, D.dir);
-  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, yaml);
+  daemon_write_conf(&D, yaml);
   daemon_start(&D, NULL);
 }
 
@@ -403,6 +402,25 @@ Test(journal, unusable_dir_stops_startup)
   cr_assert(strstr(errb, "missing") != NULL, "stderr: %s", errb);
 }
 
+/* The one gap record a test expects: its reason (a JOURNAL_GAP_*), and
+   the range journal_verify_gaps() finds, through one_gap_cb(). */
+struct one_gap {
+  const char *reason;
+  uint64_t first, last;
+};
+
+static int
+one_gap_cb(void *ctx, uint64_t first, uint64_t last, const char *reason)
+{
+  struct one_gap *g = ctx;
+
+  cr_assert_str_eq(reason, g->reason);
+  cr_assert_eq(g->first, 0, "one gap");
+  g->first = first;
+  g->last = last;
+  return 0;
+}
+
 /* The disk fills: a 64 KiB tmpfs in this test's own mount namespace
    (root), most of it taken by a filler file.  Pipelined draws under
    on_error: label run into the full disk; the entries lost are logged by
@@ -410,19 +428,8 @@ Test(journal, unusable_dir_stops_startup)
    filler is removed the journal is written again on its own: a gap record
    names the lost range, no torn line stays, every reply's sequence is an
    entry or in the gap, and qrsd starts again on the journal. */
-static uint64_t dfull_gap[2];
+static struct one_gap dfull_gap = { JOURNAL_GAP_WRITE_ERROR, 0, 0 };
 static uint8_t dfull_on_disk[4096];
-
-static int
-dfull_gap_cb(void *ctx, uint64_t first, uint64_t last, const char *reason)
-{
-  (void)ctx;
-  cr_assert_str_eq(reason, JOURNAL_GAP_WRITE_ERROR);
-  cr_assert_eq(dfull_gap[0], 0, "one gap");
-  dfull_gap[0] = first;
-  dfull_gap[1] = last;
-  return 0;
-}
 
 static int
 dfull_entry_cb(void *ctx, uint64_t seq, const char *line, size_t len)
@@ -470,8 +477,7 @@ Test(journal, disk_full_recovers_and_records_the_loss,
   cr_assert_eq(fclose(fp), 0);
   snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\", on_error: label }\n",
            jdir);
-  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, yaml);
+  daemon_write_conf(&D, yaml);
   daemon_start(&D, NULL);
 
   fd = raw_connect_hello(D.sock);
@@ -522,17 +528,18 @@ Test(journal, disk_full_recovers_and_records_the_loss,
   close(fd);
   daemon_stop(&D);
 
-  cr_assert_eq(journal_verify_gaps(jdir, dfull_entry_cb, dfull_gap_cb, NULL,
-                                   &n, head, err, sizeof err),
+  cr_assert_eq(journal_verify_gaps(jdir, dfull_entry_cb, one_gap_cb,
+                                   &dfull_gap, &n, head, err, sizeof err),
                JOURNAL_INTACT, "%s", err);
-  cr_assert_gt(dfull_gap[0], 0, "a gap record names the loss");
+  cr_assert_gt(dfull_gap.first, 0, "a gap record names the loss");
   for (i = 0; i < journalled; i++)
     cr_assert(seqs[i] < sizeof dfull_on_disk &&
               (dfull_on_disk[seqs[i]] ||
-               (seqs[i] >= dfull_gap[0] && seqs[i] <= dfull_gap[1])),
+               (seqs[i] >= dfull_gap.first && seqs[i] <= dfull_gap.last)),
               "seq %llu is neither an entry nor in the gap %llu..%llu",
-              (unsigned long long)seqs[i], (unsigned long long)dfull_gap[0],
-              (unsigned long long)dfull_gap[1]);
+              (unsigned long long)seqs[i],
+              (unsigned long long)dfull_gap.first,
+              (unsigned long long)dfull_gap.last);
 
   /* and qrsd starts on it again */
   close(D.notify_fd);
@@ -552,18 +559,7 @@ Test(journal, disk_full_recovers_and_records_the_loss,
    durable yet): after the restart no sequence number answered before is
    answered again, and a gap record covers every number that may have
    been. */
-static uint64_t kill_gap[2];
-
-static int
-kill_gap_cb(void *ctx, uint64_t first, uint64_t last, const char *reason)
-{
-  (void)ctx;
-  cr_assert_str_eq(reason, JOURNAL_GAP_RESTART);
-  cr_assert_eq(kill_gap[0], 0, "one gap");
-  kill_gap[0] = first;
-  kill_gap[1] = last;
-  return 0;
-}
+static struct one_gap kill_gap = { JOURNAL_GAP_RESTART, 0, 0 };
 
 Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
 {
@@ -577,8 +573,7 @@ Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
   cr_assert_eq(mkdir(jdir, 0700), 0);
   snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\", flush_ms: 1000, "
            "batch: 65536, queue: 65536 }\n", jdir);
-  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, yaml);
+  daemon_write_conf(&D, yaml);
   daemon_start(&D, NULL);
   fd = raw_connect_hello(D.sock);
   for (i = 0; i < 300; i += 30) {
@@ -611,12 +606,12 @@ Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
   qrs_ipc__draw_reply__free_unpacked(r, NULL);
   close(fd);
   cr_assert_eq(daemon_stop(&D), 0);
-  cr_assert_eq(journal_verify_gaps(jdir, NULL, kill_gap_cb, NULL, &n, NULL,
-                                   err, sizeof err), JOURNAL_INTACT, "%s",
-               err);
-  cr_assert_gt(kill_gap[0], 0, "the crash window is recorded");
-  cr_assert_geq(kill_gap[1], max, "every number answered is in the journal "
-                "or in the gap");
+  cr_assert_eq(journal_verify_gaps(jdir, NULL, one_gap_cb, &kill_gap, &n,
+                                   NULL, err, sizeof err), JOURNAL_INTACT,
+               "%s", err);
+  cr_assert_gt(kill_gap.first, 0, "the crash window is recorded");
+  cr_assert_geq(kill_gap.last, max, "every number answered is in the "
+                "journal or in the gap");
   /* qrs-audit walks the gap record: intact, the gap counted */
   audit_expect(0, "\"verdict\":\"intact\"");
   audit_expect(0, "\"gaps\":1,");
@@ -663,8 +658,7 @@ Test(journal, source_names_of_63_characters)
            "default_source: %s\nsources:\n"
            "  %s: { type: system }\n  %s: { type: system }\n", jdir,
            long_names[0], long_names[0], long_names[1]);
-  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, yaml);
+  daemon_write_conf(&D, yaml);
   daemon_start(&D, NULL);
   fd = raw_connect_hello(D.sock);
   for (i = 0; i < 2; i++) {
@@ -715,8 +709,7 @@ Test(journal, stray_names_do_not_stop_start)
     write_text_file(path, "x\n");
   }
   snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\" }\n", jdir);
-  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, yaml);
+  daemon_write_conf(&D, yaml);
   daemon_start(&D, NULL);
   cr_assert(daemon_log_contains(&D, "journal-000007 is not a journal file"));
   fd = raw_connect_hello(D.sock);
