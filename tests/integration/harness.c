@@ -97,10 +97,15 @@ daemon_prepare(struct daemon *d, const char *yaml)
   snprintf(d->sock, sizeof(d->sock), "%s/qrsd.sock", d->dir);
   snprintf(d->log, sizeof(d->log), "%s/qrsd.log", d->dir);
   snprintf(d->notify, sizeof(d->notify), "%s/notify", d->dir);
-  if (yaml) {
-    snprintf(d->conf, sizeof(d->conf), "%s/qrsd.yaml", d->dir);
-    write_text_file(d->conf, yaml);
-  }
+  if (yaml)
+    daemon_write_conf(d, yaml);
+}
+
+void
+daemon_write_conf(struct daemon *d, const char *yaml)
+{
+  snprintf(d->conf, sizeof(d->conf), "%s/qrsd.yaml", d->dir);
+  write_text_file(d->conf, yaml);
 }
 
 static int64_t
@@ -218,10 +223,8 @@ daemon_try_start(struct daemon *d, const char *yaml, char *err,
   char out[4096];
   char *argv[6];
 
-  if (yaml) {
-    snprintf(d->conf, sizeof(d->conf), "%s/qrsd.yaml", d->dir);
-    write_text_file(d->conf, yaml);
-  }
+  if (yaml)
+    daemon_write_conf(d, yaml);
   argv[0] = (char *)qrsd_bin();
   argv[1] = (char *)"-c";
   argv[2] = d->conf;

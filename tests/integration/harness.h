@@ -27,6 +27,10 @@ struct daemon {
    config file qrsd.yaml there; does not start anything. */
 void daemon_prepare(struct daemon *d, const char *yaml);
 
+/* Write yaml as d's config file, qrsd.yaml in d->dir (for a config that
+   names paths in d->dir: after daemon_prepare()). */
+void daemon_write_conf(struct daemon *d, const char *yaml);
+
 /* Start qrsd on d->sock (with -c d->conf if set) plus extra args (NULL
    terminated), and wait for READY=1 on NOTIFY_SOCKET.  Fails the test if it
    does not come within 10 s. */

@@ -50,8 +50,7 @@ sample(int n_tokens)
   cr_assert_eq(mkdir(jdir, 0700), 0);
   snprintf(yaml, sizeof yaml, "journal:\n  dir: \"%s\"\n  queue: 65536\n",
            jdir);
-  snprintf(D.conf, sizeof D.conf, "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, yaml);
+  daemon_write_conf(&D, yaml);
   daemon_start(&D, NULL);
 
   c = connect_client(D.sock);

@@ -51,8 +51,7 @@ start_qrsd(const char *fmt, ...)
   va_end(ap);
   snprintf(full, sizeof(full), "state_dir: %s\nstatus_file: %s/status.json\n"
            "%s", D.dir, D.dir, yaml);
-  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, full);
+  daemon_write_conf(&D, full);
   daemon_start(&D, NULL);
 }
 

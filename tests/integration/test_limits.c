@@ -721,8 +721,7 @@ Test(limits, an_api_keys_file_behind_links_and_read_only_is_taken,
   snprintf(link, sizeof(link), "%s/api_keys", D.dir);
   cr_assert_eq(symlink("..data/api_keys", link), 0);
   compat_yaml(yaml, sizeof(yaml), link, NULL, NULL);
-  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, yaml);
+  daemon_write_conf(&D, yaml);
   daemon_start(&D, NULL);
   cr_assert_eq(daemon_stop(&D), 0);
 }

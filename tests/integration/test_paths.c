@@ -54,8 +54,7 @@ config(const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(yaml, sizeof(yaml), fmt, ap);
   va_end(ap);
-  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, yaml);
+  daemon_write_conf(&D, yaml);
 }
 
 /* Start qrsd on D's socket with args (NULL-terminated; no NOTIFY_SOCKET,

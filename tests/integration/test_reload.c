@@ -43,14 +43,13 @@ write_conf(const char *extra)
 
   snprintf(text, sizeof(text), "status_file: %s/status.json\n%s", D.dir,
            extra);
-  write_text_file(D.conf, text);
+  daemon_write_conf(&D, text);
 }
 
 static void
 start(const char *extra)
 {
   daemon_prepare(&D, NULL);
-  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
   write_conf(extra);
   daemon_start(&D, NULL);
 }

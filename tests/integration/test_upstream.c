@@ -978,8 +978,7 @@ hostile_qrsd(enum upserver_hostile mode, const char *extra)
            "  q: { type: grpc, target: \"%s\", fallback: system, "
            "retry_count: 0, timeout_ms: %d, %s }\n",
            D.dir, H.addr, 2000 * test_time_scale(), extra);
-  snprintf(D.conf, sizeof(D.conf), "%s/qrsd.yaml", D.dir);
-  write_text_file(D.conf, yaml);
+  daemon_write_conf(&D, yaml);
   daemon_start(&D, NULL);
 }
 
