@@ -64,30 +64,29 @@ timeout 60 "$PY" "$flood" "$PORT" "$C/ca.pem" "$C/client.key" "$qrsctl" \
 ! grep -qF "$(cat "$C/client.key")" "$T/log" || fail "the api key is in the log"
 stop_qrsd
 
-# The same endpoint on a unix socket, without TLS or keys: one uid may
-# hold max_connections_per_peer connections, the rest are closed at once.
-write_conf <<YAML
+# The same endpoint on a unix socket, without TLS or keys, with the
+# grpc_compat setting in $1.
+write_unix_conf() {
+  write_conf <<YAML
 sources: { system: { type: system } }
 grpc_compat:
   listen: "unix:$T/compat.sock"
   source: system
   socket_group: ""
-  max_connections_per_peer: 8
+  $1
 YAML
+}
+
+# One uid may hold max_connections_per_peer connections, the rest are
+# closed at once.
+write_unix_conf "max_connections_per_peer: 8"
 start_qrsd "$T/log"
 timeout 60 "$PY" "$flood" "unix:$T/compat.sock" "$qrsctl" "$T/s.sock" 8 ||
   fail "the unix flood's checks failed"
 stop_qrsd
 [ ! -e "$T/compat.sock" ] || fail "the compat socket is left after qrsd stopped"
 
-write_conf <<YAML
-sources: { system: { type: system } }
-grpc_compat:
-  listen: "unix:$T/compat.sock"
-  source: system
-  socket_group: ""
-  handshake_timeout_ms: 1000
-YAML
+write_unix_conf "handshake_timeout_ms: 1000"
 start_qrsd "$T/log" env LD_PRELOAD="$shim" \
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
   QRS_SHIM_ACCEPT_EMFILE="$T/accept-fails" "$qrsd" -c "$T/c.yaml"
