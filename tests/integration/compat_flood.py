@@ -38,16 +38,10 @@ import time
 
 import grpc
 
+from grpc_client import check, failures
+
 FLOOD_MAX = 600
 FLOOD_S = 3.0
-
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what, file=sys.stderr)
 
 
 def local_draws(qrsctl, sock, stop, out):
@@ -149,6 +143,18 @@ def closed_within(s, limit):
     return None
 
 
+def expect_closed(s, limit, what, label):
+    """Check that the peer closes s (what: the failure's words for it,
+    label: the log's) within limit seconds; close s."""
+    try:
+        dt = closed_within(s, limit)
+        check(dt is not None, "%s is still open after %.1f s" % (what, limit))
+        if dt is not None:
+            print("%s: closed after %.2f s" % (label, dt))
+    finally:
+        s.close()
+
+
 def silent_connections(port, ca_file, handshake_ms):
     limit = handshake_ms / 1000.0 + 2.0
     ctx = ssl.create_default_context(cafile=ca_file)
@@ -161,23 +167,10 @@ def silent_connections(port, ca_file, handshake_ms):
         raw.close()
         check(False, "TLS handshake with the endpoint: %s" % e)
         return
-    try:
-        dt = closed_within(tls, limit)
-        check(dt is not None, "a TLS connection without an HTTP/2 preface "
-              "is still open after %.1f s" % limit)
-        if dt is not None:
-            print("TLS without a preface: closed after %.2f s" % dt)
-    finally:
-        tls.close()
+    expect_closed(tls, limit, "a TLS connection without an HTTP/2 preface",
+                  "TLS without a preface")
     s = socket.create_connection(("127.0.0.1", port), timeout=2)
-    try:
-        dt = closed_within(s, limit)
-        check(dt is not None, "a silent TCP connection is still open after "
-              "%.1f s" % limit)
-        if dt is not None:
-            print("silent TCP: closed after %.2f s" % dt)
-    finally:
-        s.close()
+    expect_closed(s, limit, "a silent TCP connection", "silent TCP")
 
 
 def status(qrsctl, sock):
