@@ -57,13 +57,22 @@ def local_draws(qrsctl, sock, stop, out):
         time.sleep(0.05)
 
 
-def health(qrsctl, sock):
-    r = subprocess.run([qrsctl, "-s", sock, "-t", "2000", "--json", "health"],
+def qrsctl_json(qrsctl, sock, what):
+    """qrsctl --json WHAT: its first line parsed (None without one), and
+    its stderr."""
+    r = subprocess.run([qrsctl, "-s", sock, "-t", "2000", "--json", what],
                        capture_output=True, text=True, timeout=10)
     try:
-        return json.loads(r.stdout.splitlines()[0])
+        return json.loads(r.stdout.splitlines()[0]), r.stderr
     except (ValueError, IndexError):
-        return {"state": "no answer: " + r.stderr.strip()[-200:]}
+        return None, r.stderr
+
+
+def health(qrsctl, sock):
+    h, err = qrsctl_json(qrsctl, sock, "health")
+    if h is None:
+        return {"state": "no answer: " + err.strip()[-200:]}
+    return h
 
 
 def flood(port, qrsctl, sock):
@@ -174,12 +183,8 @@ def silent_connections(port, ca_file, handshake_ms):
 
 
 def status(qrsctl, sock):
-    r = subprocess.run([qrsctl, "-s", sock, "-t", "2000", "--json", "status"],
-                       capture_output=True, text=True, timeout=10)
-    try:
-        return json.loads(r.stdout.splitlines()[0])
-    except (ValueError, IndexError):
-        return {}
+    st, _ = qrsctl_json(qrsctl, sock, "status")
+    return {} if st is None else st
 
 
 def unix_flood(path, qrsctl, sock, per_peer):
