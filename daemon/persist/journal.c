@@ -780,10 +780,7 @@ recover(struct journal *j)
   r = reserve_ahead(j);
   if (r != 0)
     return r;
-  pthread_mutex_lock(&j->mu);
-  first = j->lost_first;
-  last = j->lost_last;
-  pthread_mutex_unlock(&j->mu);
+  journal_lost(j, &first, &last);
   if (first != 0) {
     r = append_gap(j, first, last, JOURNAL_GAP_WRITE_ERROR);
     if (r != 0)
