@@ -249,6 +249,15 @@ struct journal_lines {
    returned as it is with *nl 0. */
 char *journal_lines_next(struct journal_lines *lr, size_t *len, int *nl);
 
+/* Open path into lr (its buffer kept) and read it from the start: 0, or
+   open(2)'s negative errno.  The caller closes lr->fd. */
+int journal_lines_open(struct journal_lines *lr, const char *path);
+
+/* Once journal_lines_next() returned NULL: JOURNAL_INTACT at the end of
+   the file, or JOURNAL_FAULT_IO with path and the read error in err. */
+int journal_lines_end(const struct journal_lines *lr, const char *path,
+                      char *err, size_t errlen);
+
 /* One line of a journal file as read (nl: it ended in a newline): its
    hash (the last field, over the text before it) checked, in hx.
    JOURNAL_INTACT, JOURNAL_FAULT_PARSE (truncated or overlong),

@@ -111,6 +111,28 @@ journal_lines_next(struct journal_lines *lr, size_t *len, int *nl)
   }
 }
 
+int
+journal_lines_open(struct journal_lines *lr, const char *path)
+{
+  lr->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (lr->fd < 0)
+    return -errno;
+  (void)posix_fadvise(lr->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  lr->at = lr->end = 0;
+  lr->eof = lr->err = 0;
+  return 0;
+}
+
+int
+journal_lines_end(const struct journal_lines *lr, const char *path,
+                  char *err, size_t errlen)
+{
+  if (!lr->err)
+    return JOURNAL_INTACT;
+  snprintf(err, errlen, "%s: %s", path, strerror(lr->err));
+  return JOURNAL_FAULT_IO;
+}
+
 /* The decimal sequence number that starts s and ends at a tab: 0, or -1. */
 static int
 entry_seq(const char *s, uint64_t *v)
@@ -233,7 +255,7 @@ verify_file(struct journal_lines *lr, const char *path, char *prev, uint64_t *se
       (f = strstr(line, "prev=")) == NULL ||
       strlen(f + 5) != JOURNAL_HEX_LEN) {
     if (lr->err)
-      goto io;
+      return journal_lines_end(lr, path, err, errlen);
     snprintf(err, errlen, "%s:1: not a qrs-journal 1 header", path);
     return JOURNAL_FAULT_PARSE;
   }
@@ -275,11 +297,7 @@ verify_file(struct journal_lines *lr, const char *path, char *prev, uint64_t *se
     if (cb && (r = cb(ctx, s, line, len)) != 0)
       return r;
   }
-  if (!lr->err)
-    return JOURNAL_INTACT;
-io:
-  snprintf(err, errlen, "%s: %s", path, strerror(lr->err));
-  return JOURNAL_FAULT_IO;
+  return journal_lines_end(lr, path, err, errlen);
 }
 
 int
@@ -306,7 +324,7 @@ journal_verify_gaps(const char *dir,
   struct stat st;
   uint64_t seq = 0;
   unsigned idx;
-  int r = JOURNAL_INTACT;
+  int r = JOURNAL_INTACT, e;
 
   EVP_MD_CTX *md = EVP_MD_CTX_new();
   EVP_MD *sha = EVP_MD_fetch(NULL, "SHA256", NULL);
@@ -322,11 +340,11 @@ journal_verify_gaps(const char *dir,
   }
   for (idx = 1;; idx++) {
     snprintf(path, sizeof path, "%s/journal-%06u.log", dir, idx);
-    lr.fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (lr.fd < 0) {
-      if (errno == ENOENT && idx > 1)
+    e = journal_lines_open(&lr, path);
+    if (e < 0) {
+      if (e == -ENOENT && idx > 1)
         break;
-      snprintf(err, errlen, "%s: %s", path, strerror(errno));
+      snprintf(err, errlen, "%s: %s", path, strerror(-e));
       r = JOURNAL_FAULT_IO;
       break;
     }
@@ -336,9 +354,6 @@ journal_verify_gaps(const char *dir,
       r = JOURNAL_FAULT_IO;
       break;
     }
-    (void)posix_fadvise(lr.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    lr.at = lr.end = 0;
-    lr.eof = lr.err = 0;
     r = verify_file(&lr, path, prev, &seq, cb, gap, ctx, md, sha, err,
                     errlen);
     close(lr.fd);

@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -410,7 +409,7 @@ walk_file(struct walk *w, struct journal_lines *lr, const char *path, unsigned i
       (f = strstr(line, " prev=")) == NULL ||
       !is_hex64(f + 6, strlen(f + 6))) {
     if (lr->err)
-      goto io;
+      return journal_lines_end(lr, path, err, errlen);
     snprintf(err, errlen, "%s:1: not a qrs-journal 1 header", path);
     return JOURNAL_FAULT_PARSE;
   }
@@ -486,11 +485,7 @@ walk_file(struct walk *w, struct journal_lines *lr, const char *path, unsigned i
     if (cb && (r = cb(ctx, s, line, len)) != 0)
       return r;
   }
-  if (!lr->err)
-    return JOURNAL_INTACT;
-io:
-  snprintf(err, errlen, "%s: %s", path, strerror(lr->err));
-  return JOURNAL_FAULT_IO;
+  return journal_lines_end(lr, path, err, errlen);
 }
 
 /* "journal-<at least 6 digits>.log", as the writer names them: 0 with
@@ -648,15 +643,12 @@ audit_journal_walk(const char *dir, int pruned,
       goto out;
     }
     snprintf(path, sizeof path, "%s/journal-%06u.log", dir, files[i]);
-    lr.fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (lr.fd < 0) {
-      snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    r = journal_lines_open(&lr, path);
+    if (r < 0) {
+      snprintf(err, errlen, "%s: %s", path, strerror(-r));
       r = JOURNAL_FAULT_IO;
       goto out;
     }
-    (void)posix_fadvise(lr.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    lr.at = lr.end = 0;
-    lr.eof = lr.err = 0;
     r = walk_file(&w, &lr, path, files[i], i == 0, cb, ctx, err, errlen);
     close(lr.fd);
     res->last_file = files[i];
