@@ -37,14 +37,21 @@ stop_and_clean(void)
 
 TestSuite(journal, .fini = stop_and_clean, .timeout = 240);
 
+/* daemon_prepare() D, with an empty journal directory in it: jdir. */
+static void
+prepare_jdir(void)
+{
+  daemon_prepare(&D, NULL);
+  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
+  cr_assert_eq(mkdir(jdir, 0700), 0);
+}
+
 static void
 run_q(uint64_t max_bytes, const char *on_error, unsigned queue)
 {
   char yaml[512];
 
-  daemon_prepare(&D, NULL);
-  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
-  cr_assert_eq(mkdir(jdir, 0700), 0);
+  prepare_jdir();
   snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\", max_bytes: %llu, "
            "queue: %u, batch: 4096, on_error: %s }\n"
            "status_file: \"%s/status.json\"\n", jdir,
@@ -462,9 +469,7 @@ Test(journal, disk_full_recovers_and_records_the_loss,
 
   if (geteuid() != 0)
     cr_skip_test("needs root (a tmpfs in a mount namespace of its own)");
-  daemon_prepare(&D, NULL);
-  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
-  cr_assert_eq(mkdir(jdir, 0700), 0);
+  prepare_jdir();
   cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));
   cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
   cr_assert_eq(mount("tmpfs", jdir, "tmpfs", MS_NOSUID | MS_NODEV,
@@ -568,9 +573,7 @@ Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
   uint64_t max = 0, n = 0;
   int fd, i, k, code, st;
 
-  daemon_prepare(&D, NULL);
-  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
-  cr_assert_eq(mkdir(jdir, 0700), 0);
+  prepare_jdir();
   snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\", flush_ms: 1000, "
            "batch: 65536, queue: 65536 }\n", jdir);
   daemon_write_conf(&D, yaml);
@@ -651,9 +654,7 @@ Test(journal, source_names_of_63_characters)
     long_names[i][62] = (char)('a' + i);
     long_names[i][63] = '\0';
   }
-  daemon_prepare(&D, NULL);
-  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
-  cr_assert_eq(mkdir(jdir, 0700), 0);
+  prepare_jdir();
   snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\" }\n"
            "default_source: %s\nsources:\n"
            "  %s: { type: system }\n  %s: { type: system }\n", jdir,
@@ -681,9 +682,7 @@ Test(journal, fifo_refuses_start, .timeout = 30)
 {
   char yaml[512], errb[4096], path[256];
 
-  daemon_prepare(&D, NULL);
-  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
-  cr_assert_eq(mkdir(jdir, 0700), 0);
+  prepare_jdir();
   snprintf(path, sizeof path, "%s/journal-000001.log", jdir);
   cr_assert_eq(mkfifo(path, 0600), 0);
   snprintf(yaml, sizeof yaml, "journal: { dir: \"%s\" }\n", jdir);
@@ -701,9 +700,7 @@ Test(journal, stray_names_do_not_stop_start)
   int fd, code;
   size_t i;
 
-  daemon_prepare(&D, NULL);
-  snprintf(jdir, sizeof jdir, "%s/journal", D.dir);
-  cr_assert_eq(mkdir(jdir, 0700), 0);
+  prepare_jdir();
   for (i = 0; i < 2; i++) {
     snprintf(path, sizeof path, "%s/%s", jdir, stray[i]);
     write_text_file(path, "x\n");
