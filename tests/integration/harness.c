@@ -253,7 +253,9 @@ daemon_stop(struct daemon *d)
   if (d->pid <= 0)
     return -1;
   kill(d->pid, SIGTERM);
-  end = now_ms() + 10000;
+  /* 10 s, stretched for a sanitizer's qrsd (gRPC's shutdown under
+     ThreadSanitizer) */
+  end = now_ms() + 10000 * test_time_scale();
   for (;;) {
     r = waitpid(d->pid, &st, WNOHANG);
     if (r == d->pid)
@@ -261,7 +263,8 @@ daemon_stop(struct daemon *d)
     if (now_ms() > end) {
       kill(d->pid, SIGKILL);
       waitpid(d->pid, &st, 0);
-      cr_assert_fail("qrsd did not stop within 10 s of SIGTERM");
+      cr_assert_fail("qrsd did not stop within %d s of SIGTERM",
+                     10 * test_time_scale());
     }
     usleep(5000);
   }
