@@ -270,6 +270,8 @@ class QRSLogitsProcessor(LogitsProcessor):
         it is given, so the class named twice would draw twice per row."""
         key = id(req_states)
         with _runners_lock:
+            for k in [k for k, r in _runners.items() if r() is None]:
+                del _runners[k]       # processors gone: their runners too
             ref = _runners.get(key)
             other = ref() if ref is not None else None
             if other is not None and other._req_states is req_states:
