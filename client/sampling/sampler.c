@@ -284,6 +284,88 @@ qrs_sampler_reset(struct qrs_sampler *s)
   return 0;
 }
 
+/* The head of a saved state; the strategy's state follows it. */
+struct state_head {
+  char magic[8];
+  uint32_t version;
+  int32_t strategy_kind;
+  char config_hash[17];
+  uint64_t vocab_size;
+  uint64_t size;
+  uint64_t step;
+  int64_t prev_token;
+};
+
+#define STATE_MAGIC "QRSSTATE"
+#define STATE_VERSION 1
+
+size_t
+qrs_sampler_state_size(const struct qrs_sampler *s)
+{
+  return s ? sizeof(struct state_head) + qrs__strategy_state_size(&s->st)
+           : 0;
+}
+
+int
+qrs_sampler_save_state(const struct qrs_sampler *s, void *buf, size_t len)
+{
+  struct state_head h;
+  size_t size;
+
+  if (!s || !buf)
+    return -EINVAL;
+  size = qrs_sampler_state_size(s);
+  if (len < size)
+    return -ENOBUFS;
+  memset(&h, 0, sizeof(h));
+  memcpy(h.magic, STATE_MAGIC, sizeof(h.magic));
+  h.version = STATE_VERSION;
+  h.strategy_kind = s->strategy_kind;
+  memcpy(h.config_hash, s->config_hash, sizeof(h.config_hash));
+  h.vocab_size = s->vocab_size;
+  h.size = size;
+  h.step = s->step;
+  h.prev_token = s->prev_token;
+  memcpy(buf, &h, sizeof(h));
+  qrs__strategy_save(&s->st, (unsigned char *)buf + sizeof(h));
+  return 0;
+}
+
+int
+qrs_sampler_restore_state(struct qrs_sampler *s, const void *buf,
+                          size_t len)
+{
+  struct state_head h;
+
+  if (!s || !buf || len != qrs_sampler_state_size(s))
+    return -EINVAL;
+  memcpy(&h, buf, sizeof(h));
+  if (memcmp(h.magic, STATE_MAGIC, sizeof(h.magic)) != 0 ||
+      h.version != STATE_VERSION || h.strategy_kind != s->strategy_kind ||
+      memcmp(h.config_hash, s->config_hash, sizeof(h.config_hash)) != 0 ||
+      h.vocab_size != s->vocab_size || h.size != len ||
+      h.prev_token < -1 || h.prev_token >= (int64_t)s->cap ||
+      (h.step == 0) != (h.prev_token == -1))
+    return -EINVAL;
+  if (qrs__strategy_restore(&s->st, (const unsigned char *)buf + sizeof(h)) <
+      0)
+    return -EINVAL;
+  qrs_sampler_cancel_prefetch(s);
+  s->step = h.step;
+  s->prev_token = h.prev_token;
+  return 0;
+}
+
+int
+qrs_sampler_set_previous_token(struct qrs_sampler *s, uint32_t token)
+{
+  if (!s || s->step == 0 || token >= s->cap)
+    return -EINVAL;
+  qrs_sampler_cancel_prefetch(s);
+  s->prev_token = token;
+  return 0;
+}
+
 int
 qrs_sampler_set_salt(struct qrs_sampler *s, const uint8_t *salt, size_t len)
 {

@@ -249,6 +249,15 @@ int qrs__strategy_reads_row(const struct qrs__strategy *st);
 /* Back to the state of a new request. */
 void qrs__strategy_reset(struct qrs__strategy *st,
                          const struct qrs__cfgvals *cfg);
+/* The per-request state a token changes (EMAs, controllers, the
+   coherence gate, ring_buffer_ar's ring, the inner strategy's), as
+   qrs__strategy_state_size() bytes: saved and restored into a strategy
+   built with the same configuration.  _restore: 0, or -EINVAL (ring
+   indices or flags out of range: nothing restored at this level; an
+   inner strategy found bad leaves the outer unchanged). */
+size_t qrs__strategy_state_size(const struct qrs__strategy *st);
+void qrs__strategy_save(const struct qrs__strategy *st, unsigned char *buf);
+int qrs__strategy_restore(struct qrs__strategy *st, const unsigned char *buf);
 /* One token.  need_h: the caller wants H even if the strategy does not.
    Returns 0, -EDOM (edt: 0 raised to a negative exponent), QRS_E_LOGITS. */
 int qrs__strategy_compute(struct qrs__strategy *st,

@@ -291,6 +291,82 @@ qrs__strategy_reset(struct qrs__strategy *st, const struct qrs__cfgvals *cfg)
     qrs__strategy_reset(st->inner, cfg);
 }
 
+/* The state a token changes, as saved: the scalars, then the ring's
+   ring_cap ids, then the inner strategy's state. */
+struct strategy_saved {
+  int first;
+  int have_meta;
+  double h_ema, vh_ema, b_ema, thr_p, mu;
+  struct qrs_draw_meta meta;
+  size_t ring_len, ring_head;
+};
+
+size_t
+qrs__strategy_state_size(const struct qrs__strategy *st)
+{
+  return sizeof(struct strategy_saved) + st->ring_cap * sizeof(*st->ring) +
+         (st->inner ? qrs__strategy_state_size(st->inner) : 0);
+}
+
+void
+qrs__strategy_save(const struct qrs__strategy *st, unsigned char *buf)
+{
+  struct strategy_saved sv;
+
+  memset(&sv, 0, sizeof(sv));
+  sv.first = st->first;
+  sv.have_meta = st->have_meta;
+  sv.h_ema = st->h_ema;
+  sv.vh_ema = st->vh_ema;
+  sv.b_ema = st->b_ema;
+  sv.thr_p = st->thr_p;
+  sv.mu = st->mu;
+  sv.meta = st->meta;
+  sv.ring_len = st->ring_len;
+  sv.ring_head = st->ring_head;
+  memcpy(buf, &sv, sizeof(sv));
+  buf += sizeof(sv);
+  if (st->ring_cap) {
+    memcpy(buf, st->ring, st->ring_cap * sizeof(*st->ring));
+    buf += st->ring_cap * sizeof(*st->ring);
+  }
+  if (st->inner)
+    qrs__strategy_save(st->inner, buf);
+}
+
+int
+qrs__strategy_restore(struct qrs__strategy *st, const unsigned char *buf)
+{
+  struct strategy_saved sv;
+  const unsigned char *inner;
+
+  memcpy(&sv, buf, sizeof(sv));
+  /* checked before anything changes: the ring's indices stay in it */
+  if ((sv.first != 0 && sv.first != 1) ||
+      (sv.have_meta != 0 && sv.have_meta != 1) ||
+      sv.ring_len > st->ring_cap ||
+      (st->ring_cap ? sv.ring_head >= st->ring_cap : sv.ring_head != 0))
+    return -EINVAL;
+  inner = buf + sizeof(sv) + st->ring_cap * sizeof(*st->ring);
+  if (st->inner && qrs__strategy_restore(st->inner, inner) < 0)
+    return -EINVAL;
+  buf += sizeof(sv);
+  st->first = sv.first;
+  st->have_meta = sv.have_meta;
+  st->h_ema = sv.h_ema;
+  st->vh_ema = sv.vh_ema;
+  st->b_ema = sv.b_ema;
+  st->thr_p = sv.thr_p;
+  st->mu = sv.mu;
+  st->meta = sv.meta;
+  st->ring_len = sv.ring_len;
+  st->ring_head = sv.ring_head;
+  if (st->ring_cap) {
+    memcpy(st->ring, buf, st->ring_cap * sizeof(*st->ring));
+  }
+  return 0;
+}
+
 /* Element (i, j) of the embedding table. */
 static double
 emb_at(const struct qrs__strategy *st, size_t i, size_t j)

@@ -377,6 +377,33 @@ QRS_EXPORT int qrs_sampler_reserve(struct qrs_sampler *s, size_t max_row);
    getrandom()'s error. */
 QRS_EXPORT int qrs_sampler_reset(struct qrs_sampler *s);
 
+/* A request's state at a token boundary, to resume from when tokens the
+   sampler selected were not used (speculative decoding's rejected
+   drafts: restore the state saved after the last token that was).  The
+   state is the step, the previous token of the next commitment and the
+   temperature strategy's per-request state (EMAs, controllers, the
+   coherence gate, ring_buffer_ar's ring); not the salt, the
+   configuration or the diagnostic records.  It is
+   qrs_sampler_state_size() bytes, the same for every state of one
+   sampler; _save writes them to buf (len at least that: else -ENOBUFS),
+   _restore takes bytes saved from a sampler with the same configuration
+   and vocabulary (else -EINVAL, nothing changed) and cancels an
+   outstanding prefetch (it was committed under the state left).  The
+   bytes are for this libqrs in this process (native byte order and
+   layout), not a file format.  Returns 0 or the error. */
+QRS_EXPORT size_t qrs_sampler_state_size(const struct qrs_sampler *s);
+QRS_EXPORT int qrs_sampler_save_state(const struct qrs_sampler *s, void *buf,
+                                      size_t len);
+QRS_EXPORT int qrs_sampler_restore_state(struct qrs_sampler *s,
+                                         const void *buf, size_t len);
+
+/* The token that was used in place of the one the sampler selected last
+   (a token forced after selection): the next commitment names it as the
+   previous token; an outstanding prefetch is cancelled.  Returns 0, or
+   -EINVAL (no token selected yet: step 0). */
+QRS_EXPORT int qrs_sampler_set_previous_token(struct qrs_sampler *s,
+                                              uint32_t token);
+
 /* Use this salt (1..256 bytes) for the commitments from now on (replay,
    tests); an outstanding prefetch (committed under the old salt) is
    cancelled.  Returns 0 or -EINVAL. */

@@ -1136,3 +1136,164 @@ Test(sampler, config_hash_out_of_memory_is_an_error)
   }
   qrs_sampler_config_free(cfg);
 }
+
+/* Rows that differ per token, so that the strategies' state moves. */
+static void
+fill_row(float *row, size_t n, unsigned k)
+{
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    row[i] = (float)((i * 7 + k * 3) % 11) * 0.4f - (float)(k % 3);
+}
+
+Test(sampler, restored_state_resumes_as_if_the_drafts_never_were)
+{
+  static const char *const strategies[] = {
+    "fixed", "edt", "hvh_drift", "coherence_gate", "tt_exchange", "evdt_tt",
+    "gdt", "dynatemp", "belltemp", "mix_temperatures", "ring_buffer_ar",
+    "entropy_throttle", "mirostat_v2",
+  };
+  static const uint8_t salt[4] = { 1, 2, 3, 4 };
+  static const double u[6] = { 0.31, 0.77, 0.05, 0.93, 0.5, 0.66 };
+  struct qrs_sampler_config *cfg;
+  struct qrs_sampler *a, *b;
+  struct qrs_token_record ra, rb;
+  struct qrs_commitment ca, cb;
+  unsigned char *saved;
+  size_t i, size;
+  float row[12];
+  unsigned k;
+
+  for (i = 0; i < sizeof(strategies) / sizeof(strategies[0]); i++) {
+    cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+    cr_assert_eq(qrs_sampler_config_set(cfg, "temperature_strategy",
+                                        strategies[i]),
+                 0);
+    cr_assert_eq(qrs_sampler_new(cfg, 12, &a), 0, "%s", strategies[i]);
+    cr_assert_eq(qrs_sampler_new(cfg, 12, &b), 0);
+    cr_assert_eq(qrs_sampler_set_salt(a, salt, sizeof(salt)), 0);
+    cr_assert_eq(qrs_sampler_set_salt(b, salt, sizeof(salt)), 0);
+    size = qrs_sampler_state_size(a);
+    cr_assert_eq(size, qrs_sampler_state_size(b));
+    saved = malloc(size);
+    cr_assert_not_null(saved);
+    /* a: two tokens, its state saved, two drafts, the state restored */
+    for (k = 0; k < 2; k++) {
+      fill_row(row, 12, k);
+      cr_assert_eq(qrs_sampler_select_u(a, row, QRS_DTYPE_F32, 12, u[k],
+                                        NULL, NULL),
+                   0);
+      cr_assert_eq(qrs_sampler_select_u(b, row, QRS_DTYPE_F32, 12, u[k],
+                                        NULL, NULL),
+                   0);
+    }
+    cr_assert_eq(qrs_sampler_save_state(a, saved, size), 0);
+    for (k = 10; k < 12; k++) {
+      fill_row(row, 12, k);
+      cr_assert_eq(qrs_sampler_select_u(a, row, QRS_DTYPE_F32, 12, u[k - 8],
+                                        NULL, NULL),
+                   0);
+    }
+    qrs_sampler_next_commitment(a, &ca);
+    cr_expect_eq(ca.step, 4);
+    cr_assert_eq(qrs_sampler_restore_state(a, saved, size), 0);
+    /* then a and b take the same tokens: they agree on every field
+       the state feeds */
+    for (k = 2; k < 6; k++) {
+      qrs_sampler_next_commitment(a, &ca);
+      qrs_sampler_next_commitment(b, &cb);
+      cr_expect_eq(ca.step, cb.step, "%s", strategies[i]);
+      cr_expect_eq(ca.prev_token_id, cb.prev_token_id, "%s", strategies[i]);
+      fill_row(row, 12, k);
+      cr_assert_eq(qrs_sampler_select_u(a, row, QRS_DTYPE_F32, 12, u[k],
+                                        NULL, &ra),
+                   0);
+      cr_assert_eq(qrs_sampler_select_u(b, row, QRS_DTYPE_F32, 12, u[k],
+                                        NULL, &rb),
+                   0);
+      cr_expect_eq(ra.step, rb.step);
+      cr_expect_eq(ra.token_id, rb.token_id, "%s step %u", strategies[i], k);
+      cr_expect_eq(memcmp(&ra.temperature_used, &rb.temperature_used,
+                          sizeof(double)),
+                   0, "%s step %u: temperature %g vs %g", strategies[i], k,
+                   ra.temperature_used, rb.temperature_used);
+      cr_expect_eq(memcmp(&ra.h_ema, &rb.h_ema, sizeof(double)), 0);
+      cr_expect_eq(memcmp(&ra.vh_ema, &rb.vh_ema, sizeof(double)), 0);
+      cr_expect_eq(memcmp(&ra.top_p_used, &rb.top_p_used, sizeof(double)),
+                   0);
+    }
+    free(saved);
+    qrs_sampler_free(a);
+    qrs_sampler_free(b);
+    qrs_sampler_config_free(cfg);
+  }
+}
+
+Test(sampler, restore_refuses_what_another_sampler_saved)
+{
+  struct qrs_sampler_config *cfg, *other;
+  struct qrs_sampler *s, *t, *v, *v8;
+  struct qrs_commitment cm;
+  unsigned char *saved, *bad;
+  size_t size, i;
+  float row[8];
+  int r, k;
+
+  cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "temperature_strategy",
+                                      "ring_buffer_ar"),
+               0);
+  cr_assert_eq(qrs_sampler_config_new(&other), 0);
+  cr_assert_eq(qrs_sampler_config_set(other, "top_k", "3"), 0);
+  cr_assert_eq(qrs_sampler_new(cfg, 8, &s), 0);
+  cr_assert_eq(qrs_sampler_new(other, 8, &t), 0);
+  cr_assert_eq(qrs_sampler_new(cfg, 9, &v), 0);
+  cr_assert_eq(qrs_sampler_new(cfg, 8, &v8), 0);
+  /* step 0 has no previous token to replace */
+  cr_expect_eq(qrs_sampler_set_previous_token(s, 1), -EINVAL);
+  fill_row(row, 8, 1);
+  cr_assert_eq(qrs_sampler_select_u(s, row, QRS_DTYPE_F32, 8, 0.4, NULL,
+                                    NULL),
+               0);
+  size = qrs_sampler_state_size(s);
+  saved = malloc(size);
+  bad = malloc(size);
+  cr_assert(saved && bad);
+  cr_expect_eq(qrs_sampler_save_state(s, saved, size - 1), -ENOBUFS);
+  cr_assert_eq(qrs_sampler_save_state(s, saved, size), 0);
+  /* another configuration, another vocabulary, a short or edited copy */
+  cr_expect_eq(qrs_sampler_restore_state(t, saved, size), -EINVAL);
+  cr_expect_eq(qrs_sampler_restore_state(v, saved, size), -EINVAL);
+  cr_expect_eq(qrs_sampler_restore_state(s, saved, size - 1), -EINVAL);
+  memcpy(bad, saved, size);
+  bad[0] ^= 1;
+  cr_expect_eq(qrs_sampler_restore_state(s, bad, size), -EINVAL);
+  /* any byte edited: refused, or restored into a sampler that still
+     steps inside its memory (the ring's indices are checked) */
+  for (i = 0; i < size; i++) {
+    memcpy(bad, saved, size);
+    bad[i] ^= 0xa5;
+    r = qrs_sampler_restore_state(v8, bad, size);
+    cr_expect(r == 0 || r == -EINVAL, "byte %zu: %d", i, r);
+    for (k = 0; r == 0 && k < 3; k++)
+      (void)qrs_sampler_select_u(v8, row, QRS_DTYPE_F32, 8, 0.4, NULL, NULL);
+  }
+  /* the previous token a forced token replaces */
+  cr_assert_eq(qrs_sampler_set_previous_token(s, 6), 0);
+  qrs_sampler_next_commitment(s, &cm);
+  cr_expect_eq(cm.prev_token_id, 6);
+  cr_expect_eq(cm.step, 1);
+  cr_expect_eq(qrs_sampler_set_previous_token(s, 8), -EINVAL);
+  cr_assert_eq(qrs_sampler_restore_state(s, saved, size), 0);
+  qrs_sampler_next_commitment(s, &cm);
+  cr_expect_neq(cm.prev_token_id, 6);
+  free(saved);
+  free(bad);
+  qrs_sampler_free(s);
+  qrs_sampler_free(t);
+  qrs_sampler_free(v);
+  qrs_sampler_free(v8);
+  qrs_sampler_config_free(cfg);
+  qrs_sampler_config_free(other);
+}
