@@ -362,6 +362,62 @@ sampler_cancel_prefetch(SamplerObject *self, PyObject *unused)
   Py_RETURN_NONE;
 }
 
+static PyObject *
+sampler_save_state(SamplerObject *self, PyObject *unused)
+{
+  PyObject *b;
+  size_t n;
+  int r;
+
+  (void)unused;
+  n = qrs_sampler_state_size(self->s);
+  b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
+  if (!b)
+    return NULL;
+  r = qrs_sampler_save_state(self->s, PyBytes_AS_STRING(b), n);
+  if (r < 0) {
+    Py_DECREF(b);
+    return qpy_set_error(r, NULL);
+  }
+  return b;
+}
+
+static PyObject *
+sampler_restore_state(SamplerObject *self, PyObject *args)
+{
+  Py_buffer buf;
+  int r;
+
+  if (!PyArg_ParseTuple(args, "y*", &buf))
+    return NULL;
+  /* the prefetch goes with the state left (and its connection with it) */
+  sampler_release_conn(self);
+  r = qrs_sampler_restore_state(self->s, buf.buf, (size_t)buf.len);
+  PyBuffer_Release(&buf);
+  if (r < 0)
+    return qpy_set_error(r, "a state saved by a sampler with this "
+                            "configuration and vocabulary");
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+sampler_set_previous_token(SamplerObject *self, PyObject *args)
+{
+  unsigned long long tok;
+  int r;
+
+  if (!PyArg_ParseTuple(args, "K", &tok))
+    return NULL;
+  if (tok > UINT32_MAX)
+    return qpy_set_error(-EINVAL, "token id out of range");
+  sampler_release_conn(self);
+  r = qrs_sampler_set_previous_token(self->s, (uint32_t)tok);
+  if (r < 0)
+    return qpy_set_error(r, "set_previous_token (no token selected yet, "
+                            "or an id outside the row)");
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef sampler_methods[] = {
   { "sample_token", (PyCFunction)(void (*)(void))sampler_sample_token,
     METH_VARARGS | METH_KEYWORDS,
@@ -387,6 +443,16 @@ static PyMethodDef sampler_methods[] = {
     "row there (qrs-audit --logits replays them); None closes it" },
   { "next_commitment", (PyCFunction)sampler_next_commitment, METH_NOARGS,
     "the commitment of the next draw" },
+  { "save_state", (PyCFunction)sampler_save_state, METH_NOARGS,
+    "save_state() -> bytes: the request's state at this token boundary "
+    "(step, previous token, strategy state) for restore_state()" },
+  { "restore_state", (PyCFunction)sampler_restore_state, METH_VARARGS,
+    "restore_state(bytes): resume from a state save_state() returned "
+    "(the same configuration and vocabulary); cancels the prefetch" },
+  { "set_previous_token", (PyCFunction)sampler_set_previous_token,
+    METH_VARARGS,
+    "set_previous_token(id): the token used in place of the last one "
+    "selected (forced after selection); cancels the prefetch" },
   { NULL, NULL, 0, NULL },
 };
 

@@ -31,10 +31,21 @@ V = 1000
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def req_states(max_reqs: int = 8) -> SimpleNamespace:
-    return SimpleNamespace(device=torch.device("cpu"), max_num_reqs=max_reqs,
-                           vocab_size=V, all_token_ids=None, prompt_len=None,
-                           prefill_len=None, total_len=None)
+def req_states(max_reqs: int = 8, max_len: int = 64) -> SimpleNamespace:
+    """The fields of vLLM's LogitsProcRequestState, as CPU tensors: the
+    committed token ids and total_len (StagedWriteTensor: .gpu), the
+    prompt and prefill lengths (UvaBackedTensor: .np and .gpu)."""
+    def uva() -> SimpleNamespace:
+        t = torch.zeros(max_reqs, dtype=torch.int32)
+        return SimpleNamespace(cpu=t, np=t.numpy(), gpu=t)
+
+    return SimpleNamespace(
+        device=torch.device("cpu"), max_num_reqs=max_reqs, vocab_size=V,
+        all_token_ids=SimpleNamespace(gpu=torch.zeros(
+            (max_reqs, max_len), dtype=torch.int32)),
+        prompt_len=uva(), prefill_len=uva(),
+        total_len=SimpleNamespace(gpu=torch.zeros(max_reqs,
+                                                  dtype=torch.int32)))
 
 
 def ctx(slots: list[int], local: list[int]) -> LogitsContext:
@@ -235,6 +246,8 @@ def test_batch_life_cycle(qrsd: Daemon, monkeypatch) -> None:
     x = rows(5, 2)
     before = x.clone()
     out = p.apply(x, ctx([0, 2, 0, 1, 0], [2, 0, 0, 0, 1]))
+    assert len(p.records(0)) == 1, "speculative rows wait for a verdict"
+    p.flush_records()     # (nothing committed: labelled rejected drafts)
     recs = p.records(0)[1:]
     assert [r["step"] for r in recs] == [1, 2, 3], "local_pos order"
     for r, row in zip(recs, (2, 4, 0)):
@@ -417,5 +430,185 @@ def test_records_dir_a_file_per_request_that_qrs_audit_verifies(
         dropped.write_text("\n".join(lines[:2] + lines[3:]) + "\n")
         rc, v = run_audit(dropped)
         assert rc == 1 and "records-lost" in json.dumps(v), v
+    finally:
+        d.stop()
+
+
+def spec_ctx(slots: list[int], local: list[int], pos: list[int],
+             seq: list[int]) -> LogitsContext:
+    """A step's layout with each row's position (speculative rows: a
+    request's rows at consecutive positions) and each request's
+    sequence length."""
+    c = ctx(slots, local)
+    return LogitsContext(
+        expanded_idx_mapping=c.expanded_idx_mapping,
+        idx_mapping=c.idx_mapping, idx_mapping_np=c.idx_mapping_np,
+        expanded_local_pos=c.expanded_local_pos, input_ids=c.input_ids,
+        pos=torch.tensor(pos, dtype=torch.long),
+        seq_lens_upper_bound_np=np.array(seq, dtype=np.int32))
+
+
+def commit(rs: SimpleNamespace, slot: int, tokens: list[int]) -> None:
+    """What vLLM's post-step update does: the emitted tokens appended to
+    the slot's token ids, total_len grown."""
+    n = int(rs.total_len.gpu[slot])
+    rs.all_token_ids.gpu[slot, n:n + len(tokens)] = torch.tensor(tokens)
+    rs.total_len.gpu[slot] = n + len(tokens)
+
+
+def test_rejected_drafts_and_forced_tokens_are_marked_and_undone(
+        tmp_path: Path, monkeypatch) -> None:
+    """A scripted life cycle as vLLM's model runner drives it: speculative
+    rows with one rejected draft, a request whose token thinking-budget
+    forcing overrides, a chunked-prefill row, a slot taken before its
+    last rows' verdict.  The records file marks each record emitted,
+    rejected or overridden; the sampler resumes exactly as a sampler that
+    never saw the rejected draft; qrs-audit passes the file against the
+    journal and the salt, and names the one edit in a tampered copy."""
+    import json
+    import os
+    import subprocess
+
+    audit = os.environ.get("QRS_AUDIT_BIN", "")
+    assert os.access(audit, os.X_OK), f"QRS_AUDIT_BIN ({audit})"
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    recdir = tmp_path / "records"
+    recdir.mkdir()
+    d = Daemon(tmp_path, extra_yaml=f"journal: {{ dir: {journal} }}\n")
+    d.start()
+    try:
+        monkeypatch.setenv("QRS_SOCKET", d.sock)
+        monkeypatch.setenv("QRS_RECORDS_DIR", str(recdir))
+        rs = req_states()
+        (p,) = build_custom_logits_processors(None, rs, False, [FQCN])
+        cfg = {"temperature_strategy": "hvh_drift", "top_k": 50}
+        qr = {"qr_temperature_strategy": "hvh_drift", "qr_top_k": 50}
+        salt = bytes(range(1, 17))
+        # slot 0: request A, prompt of 4; slot 1: request B, a thinking
+        # budget, prompt of 3; slot 2: request C, a prompt of 9 prefilled
+        # in chunks
+        for slot, plen, params in ((0, 4, sp(qr_run_id="a", **qr)),
+                                   (1, 3, SamplingParams(
+                                       max_tokens=8, thinking_token_budget=2,
+                                       extra_args={"qr_run_id": "b", **qr})),
+                                   (2, 9, sp(qr_run_id="c", **qr))):
+            rs.prefill_len.np[slot] = plen
+            commit(rs, slot, list(range(100, 100 + plen)))
+            assert p.add_request(slot, params)
+            p._samplers[slot].set_salt(salt)   # for qrs-audit --salt
+        # step 1: one row each; C's chunk (5 of 9 tokens) emits nothing
+        x = rows(3, 60)
+        before = [x.clone()]
+        p.apply(x, spec_ctx([0, 1, 2], [0, 0, 0], [3, 2, 4], [4, 3, 5]))
+        assert torch.equal(x[2], before[0][2]), "chunked prefill untouched"
+        (a0,) = p.records(0)
+        assert a0["emitted"] is True, "one row, no budget: emitted at once"
+        b0_tok = int(x[1].argmax())
+        assert p.records(1) == [], "B's verdict waits for the next step"
+        assert p.records(2) == []
+        commit(rs, 0, [a0["token_id"]])
+        forced = (b0_tok + 1) % V        # the end marker, forced
+        commit(rs, 1, [forced])
+
+        # step 2: A verifies two drafts (rows at positions 4, 5, 6); B one
+        # row; C's last chunk
+        x = rows(5, 61)
+        before.append(x.clone())
+        p.apply(x, spec_ctx([0, 1, 0, 0, 2], [0, 0, 1, 2, 0],
+                            [4, 3, 5, 6, 8], [7, 4, 9]))
+        (b0,) = p.records(1)
+        assert b0["emitted"] is False and b0["emitted_token"] == forced
+        assert b0["token_id"] == b0_tok
+        a_rows = [r for r in range(5) if [0, 1, 0, 0, 2][r] == 0]
+        toks = [int(x[r].argmax()) for r in a_rows]
+        # the first draft accepted (it was A's token), the second not:
+        # A's token at position 6 is the correction, position 7 rejected
+        commit(rs, 0, toks[:2])
+        commit(rs, 1, [int(x[1].argmax())])
+        commit(rs, 2, [int(x[4].argmax())])
+        p.flush_records()                 # the verdicts of step 2
+        a = p.records(0)
+        assert [r["step"] for r in a] == [0, 1, 2, 3]
+        assert [r["emitted"] for r in a] == [True, True, True, False]
+        assert "emitted_token" not in a[3]
+
+        # a sampler that never saw the rejected draft: the same rows and u
+        ref = qrs.Sampler(qrs.make_config(cfg), V)
+        ref.set_salt(salt)
+        for rec, row in zip(a[:3], (before[0][0], before[1][0],
+                                    before[1][2])):
+            assert ref.select_u(row.contiguous(), rec["u_value"]) == \
+                rec["token_id"]
+        assert p._samplers[0].next_commitment() == ref.next_commitment()
+        # B's next draw was committed to the forced token (qrs-audit
+        # --salt checks it below)
+        assert [r["step"] for r in p.records(1)] == [0, 1]
+
+        # step 3: A one row at position 7, B one row, C one row
+        x = rows(3, 62)
+        before.append(x.clone())
+        p.apply(x, spec_ctx([0, 1, 2], [0, 0, 0], [6, 4, 9], [7, 5, 10]))
+        a3 = p.records(0)[4]
+        assert a3["step"] == 3 and a3["emitted"] is True
+        _, r3 = ref.select_u(before[2][0].contiguous(), a3["u_value"],
+                             record=True)
+        # hvh_drift's temperature is its EMAs' (the draft's row would
+        # have moved them)
+        for k in ("token_id", "temperature_used", "shannon_entropy",
+                  "token_rank", "cdf_lo", "cdf_hi"):
+            assert r3[k] == a3[k], k
+        for slot in range(3):
+            commit(rs, slot, [int(x[slot].argmax())])
+
+        # step 4: A two speculative rows; then A's slot is taken by a new
+        # request before the step that would tell their verdict
+        x = rows(2, 63)
+        p.apply(x, spec_ctx([0, 0], [0, 1], [7, 8], [9]))
+        commit(rs, 0, [int(x[0].argmax())])   # the draft rejected
+        # new requests take A's and B's slots (B's last row, with a
+        # thinking budget, still waits for its verdict)
+        for slot in (0, 1):
+            assert p.add_request(slot, sp())
+            rs.total_len.gpu[slot] = 0        # the new prompt's writes
+            rs.all_token_ids.gpu[slot].zero_()
+        p.flush_records()
+        files = {f.name: f for f in recdir.iterdir()}
+        assert {"a.jsonl", "b.jsonl", "c.jsonl"} <= set(files)
+        lines = files["a.jsonl"].read_text().splitlines()
+        head, *recs, end = (json.loads(x) for x in lines)
+        assert end == {"qrs_records_end": 7, "lost": 0}, "A's file ended"
+        assert [r["emitted"] for r in recs] == [True] * 3 + [False] + \
+            [True, True, False]
+        assert [r["step"] for r in recs] == [0, 1, 2, 3, 3, 4, 5]
+        d.stop()                          # the journal written out
+
+        def run_audit(path: Path) -> tuple[int, dict]:
+            r = subprocess.run([audit, "--json", "--records", str(path),
+                                "--journal", str(journal), "--salt",
+                                salt.hex()],
+                               capture_output=True, text=True, check=False)
+            return r.returncode, json.loads(r.stdout)
+
+        b = [json.loads(x) for x in files["b.jsonl"].read_text()
+             .splitlines()[1:-1]]
+        assert [r["emitted"] for r in b] == [False, True, True]
+        for name, rejected, overridden in (("a.jsonl", 2, 0),
+                                           ("b.jsonl", 0, 1)):
+            rc, v = run_audit(files[name])
+            assert rc == 0 and v["verdict"] == "intact", (name, v)
+            assert (v["records_rejected"], v["records_overridden"]) == \
+                (rejected, overridden), v
+        # a rejected draft claimed as emitted (line 5), an emitted token
+        # claimed rejected (line 3): the chain breaks on the next record
+        for line, value, fails_at in ((5, True, 6), (3, False, 4)):
+            edited = [json.loads(x) for x in lines]
+            edited[line - 1]["emitted"] = value
+            bad = tmp_path / "edited.jsonl"
+            bad.write_text("\n".join(json.dumps(x) for x in edited) + "\n")
+            rc, v = run_audit(bad)
+            assert rc == 1 and v["failures"], v
+            assert v["failures"][0]["check"] == "nonce-chain", v
+            assert v["failures"][0]["line"] == fails_at, v
     finally:
         d.stop()

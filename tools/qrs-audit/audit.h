@@ -69,6 +69,11 @@ struct audit_record {
   int64_t timestamp_ns;
   double z, mean;               /* z_score, sample_mean (NaN: null) */
   char config_hash[17];
+  /* whether the engine emitted the token: 1 (also when the record does
+     not say: every record of a plain sampler), 0 (a rejected speculative
+     draft, or emitted_token was forced in its place), -1 (not known) */
+  int emitted;
+  int64_t emitted_token;        /* -1: none */
 };
 
 struct audit {
@@ -85,6 +90,9 @@ struct audit {
   int journal_fault;            /* audit_journal_walk()'s result */
   uint64_t entries;             /* intact journal entries */
   uint64_t unchecked;           /* records past a journal fault */
+  /* records whose token was not emitted: rejected drafts, tokens
+     overridden, and those whose fate is not known */
+  uint64_t rejected, overridden, emission_unknown;
 };
 
 /* Read and check the records in path (each alone, then journal_seq

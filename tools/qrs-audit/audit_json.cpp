@@ -21,7 +21,7 @@ static const char *const names[AJ_N_MEMBERS] = {
   "entropy_unjournalled", "entropy_source_used", "journal_seq",
   "draw_received_ns", "draw_generated_ns", "draw_sent_ns", "entropy_nonce",
   "step", "token_id", "timestamp_ns", "z_score", "sample_mean",
-  "config_hash",
+  "config_hash", "emitted", "emitted_token",
 };
 
 /* The members in an open-addressed table hashed on a key's length and

@@ -127,6 +127,29 @@ bool_field(const struct aj_value *x, int *v, int optional)
   return 0;
 }
 
+/* "emitted" and "emitted_token" into r (absent: emitted, as every record
+   of a sampler whose tokens are always used).  0, or -1 when malformed. */
+static int
+emission(const struct aj_value *e, const struct aj_value *t,
+         struct audit_record *r)
+{
+  r->emitted = 1;
+  r->emitted_token = -1;
+  if (e->kind == AJ_NULL)
+    r->emitted = -1;
+  else if (e->kind == AJ_BOOL)
+    r->emitted = e->b;
+  else if (e->kind != AJ_ABSENT)
+    return -1;
+  if (t->kind == AJ_ABSENT)
+    return 0;
+  if (r->emitted != 0 || t->kind != AJ_INT || t->i < 0 ||
+      t->i > (int64_t)UINT32_MAX)
+    return -1;
+  r->emitted_token = t->i;
+  return 0;
+}
+
 /* A string member into dst[size], cut to fit. */
 static void
 copy_cut(char *dst, size_t size, const struct aj_value *x)
@@ -206,6 +229,9 @@ check_one(struct audit *a, const struct aj_value *v, struct audit_record *r)
       missing = "sample_mean";
     else if (v[AJ_CONFIG_HASH].kind != AJ_STRING)
       missing = "config_hash";
+    else if (emission(&v[AJ_EMITTED], &v[AJ_EMITTED_TOKEN], r) != 0)
+      missing = "a valid emitted (true, false or null; emitted_token, an "
+                "integer, only with false)";
     else {
       r->step = (uint64_t)step;
       r->token = (int64_t)token;
@@ -378,6 +404,12 @@ record_line(struct audit *a, struct aj_parser *p, const char *line,
     a->cap_rec = n;
   }
   a->rec[a->n_rec++] = r;
+  if (r.emitted < 0)
+    a->emission_unknown++;
+  else if (r.emitted == 0 && r.emitted_token >= 0)
+    a->overridden++;
+  else if (r.emitted == 0)
+    a->rejected++;
   if (a->frame_line)
     a->frame_records++;
   return 0;

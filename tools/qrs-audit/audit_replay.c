@@ -30,9 +30,17 @@ cmp_line(const void *x, const void *y)
    record fails the chain. */
 #define OPEN_SEQS 4096
 
+/* A request's chain: the token emitted last (the head: a later token's
+   draw is committed to it) and the record read last (the tail: a
+   speculative row's draw is committed to the row before it, emitted or
+   not). */
 struct seq {
-  uint64_t step;                /* the step of its last record */
-  int64_t token;                /* its token */
+  uint64_t step;                /* the head's step */
+  int64_t token;                /* the head's token */
+  uint64_t tail_step;
+  int64_t tail_token;
+  int tail_rejected;            /* the tail is a rejected draft: so is
+                                   every row after it in its step */
   uint64_t used;                /* a clock, for forgetting */
 };
 
@@ -43,6 +51,7 @@ audit_nonce_chain(struct audit *a, const uint8_t *salt, size_t len,
   struct seq *open_seqs;
   size_t n_open = 0, i, j, oldest;
   uint64_t clock = 0, want;
+  int via_tail;
 
   open_seqs = calloc(OPEN_SEQS, sizeof *open_seqs);
   if (open_seqs == NULL) {
@@ -55,17 +64,28 @@ audit_nonce_chain(struct audit *a, const uint8_t *salt, size_t len,
 
     clock++;
     j = n_open;
+    via_tail = 0;
     if (r->step == 0) {
       want = nonce_derive(salt, len, 0, -1);
     } else {
       /* the open sequence at step - 1 whose token gives this nonce */
       want = 0;
-      for (j = 0; j < n_open; j++)
+      for (j = 0; j < n_open; j++) {
         if (open_seqs[j].step + 1 == r->step) {
           want = nonce_derive(salt, len, r->step, open_seqs[j].token);
           if (r->nonce == 0 || want == r->nonce)
             break;
         }
+        if (open_seqs[j].tail_step + 1 == r->step &&
+            (open_seqs[j].tail_step != open_seqs[j].step ||
+             open_seqs[j].tail_token != open_seqs[j].token)) {
+          want = nonce_derive(salt, len, r->step, open_seqs[j].tail_token);
+          if (r->nonce == 0 || want == r->nonce) {
+            via_tail = 1;
+            break;
+          }
+        }
+      }
     }
     if (r->nonce != 0 && want != r->nonce) {
       if (r->step == 0)
@@ -82,6 +102,13 @@ audit_nonce_chain(struct audit *a, const uint8_t *salt, size_t len,
     }
     if (r->step != 0 && j == n_open)
       continue;                 /* greedy, nothing to follow */
+    if (via_tail && open_seqs[j].tail_rejected && r->emitted == 1) {
+      audit_failed(a, r->line, AUDIT_NONCE_CHAIN, "the token at step %"
+                   PRIu64 " is emitted, but its row follows a rejected "
+                   "draft (every later row of that step is rejected too)",
+                   r->step);
+      continue;
+    }
     if (j == n_open) {          /* a new sequence */
       if (n_open < OPEN_SEQS) {
         j = n_open++;
@@ -92,8 +119,14 @@ audit_nonce_chain(struct audit *a, const uint8_t *salt, size_t len,
         j = oldest;
       }
     }
-    open_seqs[j].step = r->step;
-    open_seqs[j].token = r->token;
+    if (r->emitted != 0 || r->emitted_token >= 0 || r->step == 0) {
+      open_seqs[j].step = r->step;
+      open_seqs[j].token = r->emitted == 0 && r->emitted_token >= 0
+                           ? r->emitted_token : r->token;
+    }
+    open_seqs[j].tail_step = r->step;
+    open_seqs[j].tail_token = r->token;
+    open_seqs[j].tail_rejected = r->emitted == 0 && r->emitted_token < 0;
     open_seqs[j].used = clock;
   }
   free(open_seqs);

@@ -369,6 +369,12 @@ main(int argc, char **argv)
       if (a.unchecked)
         json_object_object_add(o, "records_unchecked",
                                json_object_new_uint64(a.unchecked));
+      json_object_object_add(o, "records_rejected",
+                             json_object_new_uint64(a.rejected));
+      json_object_object_add(o, "records_overridden",
+                             json_object_new_uint64(a.overridden));
+      json_object_object_add(o, "records_emission_unknown",
+                             json_object_new_uint64(a.emission_unknown));
       json_object_object_add(o, "records_per_second",
                              json_object_new_double(rate(a.n_rec, rsecs)));
       if (logits)
@@ -397,6 +403,10 @@ main(int argc, char **argv)
       if (a.unchecked)
         printf("records: %" PRIu64 " not checked against the journal (past "
                "its fault, or in files pruned)\n", a.unchecked);
+      if (a.rejected || a.overridden || a.emission_unknown)
+        printf("records: tokens not emitted: %" PRIu64 " rejected drafts, %"
+               PRIu64 " overridden; %" PRIu64 " not known\n", a.rejected,
+               a.overridden, a.emission_unknown);
       if (logits)
         printf("logits: %" PRIu64 " rows selected again from %s\n",
                logits_rows, logits);

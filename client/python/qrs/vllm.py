@@ -44,6 +44,22 @@ qrs.records), written off the step by a thread of its own, which
 ``qrs-audit --records FILE --journal DIR`` verifies against qrsd's
 journal.
 
+Emitted or not.  vLLM does not always emit the token ``apply`` chose:
+speculative decoding rejects a request's draft rows after the first
+mismatch, and thinking-budget forcing (after ``apply``) puts the end
+marker in place of a token.  The rows where that can happen (a request's
+speculative rows, every row of a request with a thinking budget) wait
+for their verdict: at the next step, once the row copy has waited for
+the stream, one read of what vLLM committed (``req_states.total_len``,
+``all_token_ids``) labels each record ``emitted`` true, false with
+``emitted_token`` (overridden) or false (a rejected draft), and the
+request's sampler resumes from its last emitted token: its state as
+saved after that row, with the forced token as the previous one.  A slot
+taken by a new request first reads its last request's verdicts on the
+device.  Every other row is emitted as selected, and its record says so
+at once.  Rows of a request still in chunked prefill are not sampled:
+vLLM emits no token for them.
+
 Import-light like vLLM's interface module: torch is imported only by the
 worker-side methods; ``validate_params`` (the frontend) needs only the
 libqrs extension and qrsd's source list."""
@@ -164,6 +180,71 @@ def parallel_role(vllm_config: Any) -> tuple[bool, Any]:
     return tp.rank_in_group == 0, tp
 
 
+class _Entry:
+    """A sampled row whose emission vLLM settles after apply: the index
+    its token goes to in the request's token ids, the token, its record
+    and the sampler's state after it."""
+
+    __slots__ = ("q", "token", "rec", "state")
+
+    def __init__(self, q: int, token: int, rec: Any, state: bytes) -> None:
+        self.q = q
+        self.token = token
+        self.rec = rec
+        self.state = state
+
+
+def _label(rec: Any, emitted: bool | None, forced: int | None = None) -> Any:
+    """rec with ``emitted``: true (its token is in the output), false
+    (a rejected speculative draft, or ``emitted_token`` names the token
+    forced in its place) or null (not known: vLLM's request state was not
+    readable).  rec is a dict, or libqrs's JSON line for a file."""
+    if isinstance(rec, str):
+        extra = ', "emitted": ' + json.dumps(emitted)
+        if forced is not None:
+            extra += f', "emitted_token": {forced}'
+        return rec[:rec.rindex("}")] + extra + "}"
+    rec["emitted"] = emitted
+    if forced is not None:
+        rec["emitted_token"] = forced
+    return rec
+
+
+def _verdicts(entries: list[_Entry], v: tuple[list[int], list[int]] | None,
+              emit: Any) -> int:
+    """Label entries (one request's rows of one step, in order) from v:
+    each row's (total_len, committed token at its index), and pass each
+    record to emit.  A row whose index vLLM committed was emitted, or
+    overridden when another token stands there; a row past total_len was
+    a rejected draft.  Returns the last committed row's position (-1:
+    none)."""
+    last = -1
+    for j, e in enumerate(entries):
+        if v is None:
+            verdict: tuple[bool | None, int | None] = (None, None)
+        elif e.q < v[0][j]:
+            last = j
+            verdict = ((True, None) if v[1][j] == e.token
+                       else (False, v[1][j]))
+        else:
+            verdict = (False, None)
+        if e.rec is not None:
+            emit(_label(e.rec, *verdict))
+    return last
+
+
+def _exit_records(writer: RecordsWriter, files: list[RecordsFile | None],
+                  pend: list[list[_Entry]], orphans: list[Any]) -> None:
+    """At a clean exit: the rows still waiting for their verdict go to
+    their files labelled emitted: null (not known), then every file
+    ends."""
+    for f, entries in [*zip(files, pend), *((o[1], o[0]) for o in orphans)]:
+        if f is not None:
+            writer.append(f, [_label(e.rec, None) for e in entries
+                              if isinstance(e.rec, str)])
+    writer.close_all([*files, *(o[1] for o in orphans)])
+
+
 #: The sampling processor of each model runner (keyed by the id of the
 #: request state vLLM hands every processor it builds in one runner).
 _runners_lock = threading.Lock()
@@ -225,6 +306,16 @@ class QRSLogitsProcessor(LogitsProcessor):
         # $QRS_RECORDS_DIR: a file per request (on the sampling rank)
         self._writer: RecordsWriter | None = None
         self._files: list[RecordsFile | None] = [None] * self.max_num_reqs
+        # rows whose emission is not known yet (speculative rows, requests
+        # with a thinking budget): per slot, and of requests whose slot was
+        # taken before their verdict (see _Verdicts)
+        self._budget = [False] * self.max_num_reqs
+        self._pend: list[list[_Entry]] = [[] for _ in range(self.max_num_reqs)]
+        self._before: list[bytes | None] = [None] * self.max_num_reqs
+        self._waiting: set[int] = set()     # slots with rows in _pend
+        self._orphans: list[tuple[list[_Entry], RecordsFile | None, Any]] = []
+        self._prefill = getattr(getattr(req_states, "prefill_len", None),
+                                "np", None)
         self.standing_aside = self._claim_runner(req_states)
         self.samples, self.group = parallel_role(vllm_config)
         self.client: _qrs.Client | None = None
@@ -253,7 +344,8 @@ class QRSLogitsProcessor(LogitsProcessor):
         if self._writer is not None:
             # a graceful exit ends every open file; a crash leaves them
             # without their end line (qrs-audit: records-truncated)
-            weakref.finalize(self, self._writer.close_all, self._files)
+            weakref.finalize(self, _exit_records, self._writer, self._files,
+                             self._pend, self._orphans)
         log.info("qrs: V2 logits processor on %s (vocabulary %d, %d slots,"
                  " %d sampling threads, %d connections to qrsd at %s%s)",
                  self.device, self.vocab_size, self.max_num_reqs,
@@ -289,10 +381,13 @@ class QRSLogitsProcessor(LogitsProcessor):
             return False
         args = qr_args(sampling_params)
         cfg = request_config(self.base, args)
+        self._orphan(req_idx)
         self._records[req_idx] = []
         if self._writer is not None and self._files[req_idx] is not None:
             self._writer.close(self._files[req_idx])  # the last request's
             self._files[req_idx] = None
+        self._budget[req_idx] = getattr(
+            sampling_params, "thinking_token_budget", None) is not None
         self._owned[req_idx] = cfg.get("bypass") != "true"
         if not self._owned[req_idx]:
             self._samplers[req_idx] = None
@@ -323,14 +418,20 @@ class QRSLogitsProcessor(LogitsProcessor):
 
     def records(self, req_idx: int) -> list[dict[str, Any]]:
         """The records of the request in slot req_idx (until it is
-        reused; empty on a rank that does not sample); with
-        $QRS_RECORDS_DIR each has every field libqrs records (journal_seq,
-        the draw's times, the echo), as its file does."""
+        reused; empty on a rank that does not sample), each with
+        ``emitted`` (see _label); with $QRS_RECORDS_DIR each has every
+        field libqrs records (journal_seq, the draw's times, the echo),
+        as its file does.  Rows whose verdict is not known yet are not
+        among them: the next step settles them, or flush_records()."""
         return [json.loads(r) if isinstance(r, str) else r
                 for r in self._records[req_idx]]
 
     def flush_records(self) -> None:
-        """Wait until the records queued so far are in their files."""
+        """Settle the rows that wait for their verdict, from what vLLM
+        committed (call it between steps: a step's verdicts are known
+        once vLLM has updated the request's tokens after it), and wait
+        until the records queued so far are in their files."""
+        self._settle()
         if self._writer is not None:
             self._writer.flush()
 
@@ -351,36 +452,46 @@ class QRSLogitsProcessor(LogitsProcessor):
         return self._host[:n]
 
     def _owned_rows(self, logits: torch.Tensor,
-                    ctx: LogitsContext) -> list[tuple[int, int, int]]:
-        """(speculative position, row, slot) of each row this processor
-        samples, by position, then row: the order of the draws."""
+                    ctx: LogitsContext) -> list[tuple[int, int, int, int]]:
+        """(speculative position, row, slot, index) of each row this
+        processor samples, by position, then row: the order of the draws.
+        index: where the row's token goes in the request's token ids.
+        Rows of a request still in chunked prefill (index inside the
+        prompt) produce no token in vLLM: they are left untouched, and
+        nothing is drawn for them."""
         import torch
 
         reqs = ctx.idx_mapping_np
+        seq = ctx.seq_lens_upper_bound_np
         if logits.shape[0] == len(reqs):
             # one row per request, in batch order: the host-side mapping
-            # says it all (no device sync)
-            return [(0, r, int(s)) for r, s in enumerate(reqs.tolist())
-                    if self._owned[s]]
-        # speculative decoding: rows per request differ; the device-side
-        # row layout comes to the host in one copy (one sync)
-        both = torch.stack((ctx.expanded_idx_mapping.to(torch.int64),
-                            ctx.expanded_local_pos.to(torch.int64))).cpu()
-        slots, local = both.tolist()
-        owned = [(local[r], r, slots[r]) for r in range(len(slots))
-                 if self._owned[slots[r]]]
-        owned.sort()
+            # and sequence lengths (exact here) say it all (no device sync)
+            owned = [(0, r, int(s), int(seq[r]))
+                     for r, s in enumerate(reqs.tolist()) if self._owned[s]]
+        else:
+            # speculative decoding: rows per request differ; the device-
+            # side row layout and positions come to the host in one copy
+            # (one sync)
+            lay = torch.stack((ctx.expanded_idx_mapping.to(torch.int64),
+                               ctx.expanded_local_pos.to(torch.int64),
+                               ctx.pos.to(torch.int64))).cpu()
+            slots, local, pos = lay.tolist()
+            owned = sorted((local[r], r, slots[r], pos[r] + 1)
+                           for r in range(len(slots))
+                           if self._owned[slots[r]])
+        if self._prefill is not None:
+            owned = [o for o in owned if o[3] >= self._prefill[o[2]]]
         return owned
 
     def _sample(self, logits: torch.Tensor,
-                owned: list[tuple[int, int, int]],
+                owned: list[tuple[int, int, int, int]],
                 idx: torch.Tensor, idx_dev: torch.Tensor) -> tuple[list[int],
                                                                    bool]:
         """Draw and select the owned rows; returns their tokens and
         whether the rows are already one-hot (sampled in place)."""
         import torch
 
-        rows = [r for _, r, _ in owned]
+        rows = [r for _, r, _, _ in owned]
         in_place = False          # host is logits' own rows
         if logits.device.type != "cpu":
             host = self._buffer(len(rows))
@@ -393,14 +504,26 @@ class QRSLogitsProcessor(LogitsProcessor):
         else:                     # gathered into the reused buffer
             host = self._buffer(len(rows))
             torch.index_select(logits.float(), 0, idx, out=host)
+        # the last step's verdicts, read now that the stream has caught up
+        # (the row copy waited for it): samplers resume from the last
+        # emitted token before they draw again
+        self._settle()
+        # rows whose emission vLLM settles after apply: a request's
+        # speculative rows, every row of a request with a thinking budget
+        count: dict[int, int] = {}
+        for o in owned:
+            count[o[2]] = count.get(o[2], 0) + 1
+        track = {s for s, n in count.items() if n > 1 or self._budget[s]}
+        for s in track:
+            self._before[s] = self._samplers[s].save_state()
         tokens: list[int] = []
         start = 0
         while start < len(owned):   # one batch per speculative position
             end = start
             while end < len(owned) and owned[end][0] == owned[start][0]:
                 end += 1
-            samplers = [self._samplers[s] for _, _, s in owned[start:end]]
-            clients = [self._client_of(s) for _, _, s in owned[start:end]]
+            samplers = [self._samplers[o[2]] for o in owned[start:end]]
+            clients = [self._client_of(o[2]) for o in owned[start:end]]
             # in place, each row becomes its one-hot right after its
             # selection, while it is in cache (no second pass)
             # the records file takes libqrs's full JSON line; in memory a
@@ -414,15 +537,112 @@ class QRSLogitsProcessor(LogitsProcessor):
                 if st < 0:
                     raise error_for(st, f"qrs: row {owned[start + k][1]} "
                                         f"(request slot {owned[start + k][2]})")
-            if recs is not None:
-                for k, rec in enumerate(recs):
-                    slot = owned[start + k][2]
-                    self._records[slot].append(rec)
-                    if self._files[slot] is not None:
-                        self._writer.append(self._files[slot], (rec,))
+            for k, o in enumerate(owned[start:end]):
+                slot = o[2]
+                rec = recs[k] if recs is not None else None
+                if slot in track:   # its verdict comes with the next step
+                    self._waiting.add(slot)
+                    self._pend[slot].append(_Entry(
+                        o[3], toks[k], rec, self._samplers[slot].save_state()))
+                elif rec is not None:
+                    self._emit(slot, self._files[slot], _label(rec, True))
             tokens.extend(toks)
             start = end
         return tokens, in_place
+
+    def _emit(self, slot: int | None, f: RecordsFile | None, rec: Any) -> None:
+        """A labelled record to its request's records (slot None: the
+        request is gone) and file."""
+        if slot is not None:
+            self._records[slot].append(rec)
+        if f is not None:
+            self._writer.append(f, (rec,))
+
+    def _committed(self, pairs: list[tuple[int, int]]) -> Any:
+        """For each (slot, index): the slot's total_len and its committed
+        token at index, as a (2, n) int64 tensor on the model's device
+        (not waited for), or None where vLLM's request state has neither
+        (then no verdict can be known)."""
+        import torch
+
+        total = getattr(getattr(self._req_states, "total_len", None), "gpu",
+                        None)
+        ids = getattr(getattr(self._req_states, "all_token_ids", None), "gpu",
+                      None)
+        if total is None or ids is None:
+            return None
+        last = ids.shape[1] - 1
+        s = torch.tensor([p[0] for p in pairs], dtype=torch.long).to(
+            total.device, non_blocking=True)
+        q = torch.tensor([min(p[1], last) for p in pairs],
+                         dtype=torch.long).to(ids.device, non_blocking=True)
+        return torch.stack((total.index_select(0, s).to(torch.int64),
+                            ids[s, q].to(torch.int64)))
+
+    def _orphan(self, req_idx: int) -> None:
+        """A new request takes slot req_idx: the rows of the last one that
+        still wait for their verdict keep what vLLM committed for them,
+        read on the device now (before the new request's prompt
+        overwrites it) and settled with the next step; its records file
+        ends after them."""
+        entries = self._pend[req_idx]
+        if not entries:
+            return
+        self._pend[req_idx] = []
+        self._before[req_idx] = None
+        self._waiting.discard(req_idx)
+        got = self._committed([(req_idx, e.q) for e in entries])
+        self._orphans.append((entries, self._files[req_idx], got))
+        self._files[req_idx] = None   # closed when its rows are settled
+
+    def _settle(self) -> None:
+        """Label the rows that waited for their verdict, from the tokens
+        vLLM committed: emitted, overridden (another token forced in its
+        place) or rejected (a speculative row past the first mismatch),
+        and rewind each live request's sampler to its last emitted token.
+        One read of the device for all of them."""
+        if not self._waiting and not self._orphans:
+            return
+        live = sorted(self._waiting)
+        self._waiting.clear()
+        pairs = [(s, e.q) for s in live for e in self._pend[s]]
+        got = self._committed(pairs) if pairs else None
+        vals = got.cpu().tolist() if got is not None else None
+        at = 0
+        for s in live:
+            entries, self._pend[s] = self._pend[s], []
+            n = len(entries)
+            v = (vals[0][at:at + n], vals[1][at:at + n]) if vals else None
+            at += n
+            last = _verdicts(entries, v, lambda r, s=s: self._emit(
+                s, self._files[s], r))
+            self._resume(s, entries, last, v)
+        orphans, self._orphans = self._orphans, []
+        for entries, f, got in orphans:
+            v = got.cpu().tolist() if got is not None else None
+            _verdicts(entries, v, lambda r, f=f: self._emit(None, f, r))
+            if f is not None:
+                self._writer.close(f)
+
+    def _resume(self, slot: int, entries: list[_Entry], last: int,
+                v: tuple[list[int], list[int]] | None) -> None:
+        """The sampler of slot after its verdicts: back to the state after
+        entries[last] (before entries[0] when last is -1), with the forced
+        token as the previous one where vLLM overrode it; untouched (its
+        prefetch kept) when every row was emitted as selected."""
+        before, self._before[slot] = self._before[slot], None
+        if v is None:
+            return
+        sampler = self._samplers[slot]
+        if last < 0:
+            sampler.restore_state(before)
+            return
+        forced = v[1][last] != entries[last].token
+        if last == len(entries) - 1 and not forced:
+            return
+        sampler.restore_state(entries[last].state)
+        if forced:
+            sampler.set_previous_token(v[1][last])
 
     def apply(self, logits: torch.Tensor, ctx: LogitsContext) -> torch.Tensor:
         import torch
@@ -435,7 +655,7 @@ class QRSLogitsProcessor(LogitsProcessor):
         owned = self._owned_rows(logits, ctx)
         if not owned or (not self.samples and self.group is None):
             return logits
-        idx = torch.tensor([r for _, r, _ in owned], dtype=torch.long)
+        idx = torch.tensor([o[1] for o in owned], dtype=torch.long)
         idx_dev = idx.to(logits.device, non_blocking=True)
         in_place = False
         if self.samples:
