@@ -431,7 +431,12 @@ class QRSLogitsProcessor(LogitsProcessor):
         committed (call it between steps: a step's verdicts are known
         once vLLM has updated the request's tokens after it), and wait
         until the records queued so far are in their files."""
-        self._settle()
+        fetched = self._fetch_verdicts()
+        if fetched is not None and fetched[2] is not None and \
+                fetched[2].is_pinned():
+            import torch
+            torch.cuda.current_stream().synchronize()
+        self._settle(fetched)
         if self._writer is not None:
             self._writer.flush()
 
@@ -493,9 +498,12 @@ class QRSLogitsProcessor(LogitsProcessor):
 
         rows = [r for _, r, _, _ in owned]
         in_place = False          # host is logits' own rows
+        # the last step's verdicts, copied behind the rows' copy
+        fetched = self._fetch_verdicts()
         if logits.device.type != "cpu":
             host = self._buffer(len(rows))
-            # the one device-to-host copy; it waits for the rows
+            # the one device-to-host copy; it waits for the rows (and the
+            # verdicts queued before it)
             host.copy_(logits.index_select(0, idx_dev))
         elif (rows == list(range(rows[0], rows[0] + len(rows)))
               and logits.is_contiguous() and logits.dtype == torch.float32):
@@ -504,10 +512,8 @@ class QRSLogitsProcessor(LogitsProcessor):
         else:                     # gathered into the reused buffer
             host = self._buffer(len(rows))
             torch.index_select(logits.float(), 0, idx, out=host)
-        # the last step's verdicts, read now that the stream has caught up
-        # (the row copy waited for it): samplers resume from the last
-        # emitted token before they draw again
-        self._settle()
+        # samplers resume from their last emitted token before they draw
+        self._settle(fetched)
         # rows whose emission vLLM settles after apply: a request's
         # speculative rows, every row of a request with a thinking budget
         count: dict[int, int] = {}
@@ -595,32 +601,60 @@ class QRSLogitsProcessor(LogitsProcessor):
         self._orphans.append((entries, self._files[req_idx], got))
         self._files[req_idx] = None   # closed when its rows are settled
 
-    def _settle(self) -> None:
-        """Label the rows that waited for their verdict, from the tokens
-        vLLM committed: emitted, overridden (another token forced in its
-        place) or rejected (a speculative row past the first mismatch),
-        and rewind each live request's sampler to its last emitted token.
-        One read of the device for all of them."""
+    def _fetch_verdicts(self) -> Any:
+        """Begin reading what vLLM committed for every row that waits for
+        its verdict: one device gather and one asynchronous copy into
+        pinned memory, queued before the row copy (which waits for the
+        stream, and so for it: no sync of its own).  Where speculative
+        decoding runs, the step's row layout was copied before (one copy,
+        see _owned_rows).  Returns what
+        _settle() takes, or None when nothing waits."""
+        import torch
+
         if not self._waiting and not self._orphans:
-            return
+            return None
         live = sorted(self._waiting)
         self._waiting.clear()
-        pairs = [(s, e.q) for s in live for e in self._pend[s]]
-        got = self._committed(pairs) if pairs else None
-        vals = got.cpu().tolist() if got is not None else None
-        at = 0
+        pend = [(s, self._pend[s]) for s in live]
         for s in live:
-            entries, self._pend[s] = self._pend[s], []
-            n = len(entries)
-            v = (vals[0][at:at + n], vals[1][at:at + n]) if vals else None
+            self._pend[s] = []
+        orphans, self._orphans = self._orphans, []
+        pairs = [(s, e.q) for s, entries in pend for e in entries]
+        parts = [self._committed(pairs)] if pairs else []
+        parts += [o[2] for o in orphans]
+        host = None
+        if parts and all(p is not None for p in parts):
+            dev = torch.cat(parts, dim=1)
+            host = torch.empty(dev.shape, dtype=torch.int64,
+                               pin_memory=dev.device.type == "cuda")
+            host.copy_(dev, non_blocking=True)
+        return pend, orphans, host
+
+    def _settle(self, fetched: Any) -> None:
+        """Label the rows _fetch_verdicts() read (their copy complete):
+        emitted, overridden (another token forced in its place) or
+        rejected (a speculative row past the first mismatch); rewind each
+        live request's sampler to its last emitted token; end the files
+        of requests whose slot was taken."""
+        if fetched is None:
+            return
+        pend, orphans, host = fetched
+        vals = host.tolist() if host is not None else None
+        at = 0
+
+        def take(n: int) -> tuple[list[int], list[int]] | None:
+            nonlocal at
             at += n
+            return (vals[0][at - n:at], vals[1][at - n:at]) if vals else None
+
+        for s, entries in pend:
+            v = take(len(entries))
             last = _verdicts(entries, v, lambda r, s=s: self._emit(
                 s, self._files[s], r))
             self._resume(s, entries, last, v)
-        orphans, self._orphans = self._orphans, []
-        for entries, f, got in orphans:
-            v = got.cpu().tolist() if got is not None else None
-            _verdicts(entries, v, lambda r, f=f: self._emit(None, f, r))
+        for entries, f, _ in orphans:
+            _verdicts(entries, take(len(entries)),
+                      lambda r, f=f: self._emit(None, f, r))
             if f is not None:
                 self._writer.close(f)
 
