@@ -308,22 +308,31 @@ qrs__strategy_state_size(const struct qrs__strategy *st)
          (st->inner ? qrs__strategy_state_size(st->inner) : 0);
 }
 
+/* The scalars between a strategy and its saved form (save: st to sv). */
+static void
+saved_scalars(struct qrs__strategy *st, struct strategy_saved *sv, int save)
+{
+#define X(f) (save ? (void)(sv->f = st->f) : (void)(st->f = sv->f))
+  X(first);
+  X(have_meta);
+  X(h_ema);
+  X(vh_ema);
+  X(b_ema);
+  X(thr_p);
+  X(mu);
+  X(meta);
+  X(ring_len);
+  X(ring_head);
+#undef X
+}
+
 void
 qrs__strategy_save(const struct qrs__strategy *st, unsigned char *buf)
 {
   struct strategy_saved sv;
 
   memset(&sv, 0, sizeof(sv));
-  sv.first = st->first;
-  sv.have_meta = st->have_meta;
-  sv.h_ema = st->h_ema;
-  sv.vh_ema = st->vh_ema;
-  sv.b_ema = st->b_ema;
-  sv.thr_p = st->thr_p;
-  sv.mu = st->mu;
-  sv.meta = st->meta;
-  sv.ring_len = st->ring_len;
-  sv.ring_head = st->ring_head;
+  saved_scalars((struct qrs__strategy *)st, &sv, 1);
   memcpy(buf, &sv, sizeof(sv));
   buf += sizeof(sv);
   if (st->ring_cap) {
@@ -350,20 +359,9 @@ qrs__strategy_restore(struct qrs__strategy *st, const unsigned char *buf)
   inner = buf + sizeof(sv) + st->ring_cap * sizeof(*st->ring);
   if (st->inner && qrs__strategy_restore(st->inner, inner) < 0)
     return -EINVAL;
-  buf += sizeof(sv);
-  st->first = sv.first;
-  st->have_meta = sv.have_meta;
-  st->h_ema = sv.h_ema;
-  st->vh_ema = sv.vh_ema;
-  st->b_ema = sv.b_ema;
-  st->thr_p = sv.thr_p;
-  st->mu = sv.mu;
-  st->meta = sv.meta;
-  st->ring_len = sv.ring_len;
-  st->ring_head = sv.ring_head;
-  if (st->ring_cap) {
-    memcpy(st->ring, buf, st->ring_cap * sizeof(*st->ring));
-  }
+  saved_scalars(st, &sv, 0);
+  if (st->ring_cap)
+    memcpy(st->ring, buf + sizeof(sv), st->ring_cap * sizeof(*st->ring));
   return 0;
 }
 

@@ -369,12 +369,17 @@ main(int argc, char **argv)
       if (a.unchecked)
         json_object_object_add(o, "records_unchecked",
                                json_object_new_uint64(a.unchecked));
-      json_object_object_add(o, "records_rejected",
-                             json_object_new_uint64(a.rejected));
-      json_object_object_add(o, "records_overridden",
-                             json_object_new_uint64(a.overridden));
-      json_object_object_add(o, "records_emission_unknown",
-                             json_object_new_uint64(a.emission_unknown));
+      {
+        const struct { const char *name; uint64_t n; } emission[] = {
+          { "records_rejected", a.rejected },
+          { "records_overridden", a.overridden },
+          { "records_emission_unknown", a.emission_unknown },
+        };
+
+        for (c = 0; c < 3; c++)
+          json_object_object_add(o, emission[c].name,
+                                 json_object_new_uint64(emission[c].n));
+      }
       json_object_object_add(o, "records_per_second",
                              json_object_new_double(rate(a.n_rec, rsecs)));
       if (logits)
