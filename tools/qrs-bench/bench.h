@@ -29,13 +29,41 @@ int bench_hub(int argc, char **argv);
 
 /* ---- options ---- */
 
-/* Parse argv[1..] against opts (cliparse.h; a subcommand lists -h/--help
-   as CLI_OPT_HELP).  The values are converted as the types say and not
-   checked: the caller checks them.  Returns -1 to go on, 0 after --help
-   (usage(stdout) printed), or 2 after a bad option (usage(stderr)
-   printed, unless a call said why). */
+/* Parse argv[1..] against opts (cliparse.h; a subcommand ends them with
+   BENCH_OPTS_END, its -h/--help).  The values are converted as the types
+   say and not checked: the caller checks them.  Returns -1 to go on, 0
+   after --help (usage(stdout) printed), or 2 after a bad option
+   (usage(stderr) printed, unless a call said why). */
 int bench_opts_parse(int argc, char **argv, const struct cli_opt *opts,
                      void (*usage)(FILE *f));
+
+/* Every subcommand's -h/--help and the end of its table. */
+#define BENCH_OPTS_END \
+  { .name = "help", .key = 'h', .type = CLI_OPT_HELP }, \
+  { 0 }
+
+/* The latency figures of draw, journal and hub: blocking draws of samples
+   bytes, per_round of them on each side in each of rounds rounds, the
+   sides alternating. */
+struct bench_rounds {
+  uint32_t samples;
+  int rounds;
+  int per_round;
+};
+
+/* Their options, --samples, --rounds and --per-round, into *r. */
+#define BENCH_ROUNDS_OPTS(r) \
+  { .name = "samples", .type = CLI_OPT_U32, .field = &(r)->samples }, \
+  { .name = "rounds", .type = CLI_OPT_INT, .field = &(r)->rounds }, \
+  { .name = "per-round", .type = CLI_OPT_INT, .field = &(r)->per_round }
+
+/* 1 when r cannot make a figure (no bytes, no round, or under 10 draws a
+   round), else 0. */
+static inline int
+bench_rounds_bad(const struct bench_rounds *r)
+{
+  return r->samples == 0 || r->rounds < 1 || r->per_round < 10;
+}
 
 /* ---- clocks ---- */
 
@@ -83,10 +111,10 @@ void bench_lat_sort(struct bench_lat *l);
 
 struct qrs_client;
 
-/* count blocking draws of samples bytes through c, each round trip's
-   latency appended to l (room for count more); exits with a message when a
-   draw fails. */
-void bench_lat_draws(struct qrs_client *c, uint32_t samples, int count,
+/* One round: r->per_round blocking draws of r->samples bytes through c,
+   each round trip's latency appended to l (room for r->per_round more);
+   exits with a message when a draw fails. */
+void bench_lat_draws(struct qrs_client *c, const struct bench_rounds *r,
                      struct bench_lat *l);
 
 /* Sort l and print one line: name, p50, p99 and p99.9 in microseconds. */
@@ -95,9 +123,6 @@ void bench_print_lat(const char *name, struct bench_lat *l);
 /* The p-quantile (0 <= p <= 1) of a sorted, non-empty series in
    microseconds: the sample of rank p (n - 1), rounded to the nearest. */
 double bench_lat_pct_us(const struct bench_lat *l, double p);
-
-/* qsort() comparison of doubles, ascending. */
-int bench_cmp_double(const void *a, const void *b);
 
 /* The median of n > 0 values (the mean of the middle two when n is even).
    Sorts v. */

@@ -28,9 +28,7 @@
 struct opts {
   const char *socket;           /* NULL: start our own qrsd */
   const char *qrsd;
-  uint32_t samples;
-  int rounds;
-  int per_round;
+  struct bench_rounds draws;
   double seconds;               /* per throughput measurement */
   int pin;
 };
@@ -214,7 +212,7 @@ start_floor(const struct opts *o)
   if (floor_pid == 0) {
     if (o->pin)
       bench_pin(0);
-    floor_server(lfd, o->samples);
+    floor_server(lfd, o->draws.samples);
     _exit(0);
   }
   close(lfd);
@@ -313,7 +311,7 @@ tput_main(void *arg)
   if (qrs_client_new(qrsd_sock, NULL, &c) < 0)
     return NULL;
   memset(&rq, 0, sizeof(rq));
-  rq.sample_count = t->o->samples;
+  rq.sample_count = t->o->draws.samples;
   while (mono_now_ns() < t->end) {
     if (qrs_client_draw(c, &rq, &d) < 0)
       break;
@@ -383,13 +381,10 @@ bench_draw(int argc, char **argv)
   const struct cli_opt opts[] = {
     { .name = "socket", .type = CLI_OPT_STRING, .field = &o.socket },
     { .name = "qrsd", .type = CLI_OPT_STRING, .field = &o.qrsd },
-    { .name = "samples", .type = CLI_OPT_U32, .field = &o.samples },
-    { .name = "rounds", .type = CLI_OPT_INT, .field = &o.rounds },
-    { .name = "per-round", .type = CLI_OPT_INT, .field = &o.per_round },
+    BENCH_ROUNDS_OPTS(&o.draws),
     { .name = "seconds", .type = CLI_OPT_DOUBLE, .field = &o.seconds },
     { .name = "no-pin", .type = CLI_OPT_SET, .field = &o.pin },
-    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
-    { 0 },
+    BENCH_OPTS_END,
   };
   struct bench_lat ld, lf, lg, lp;
   struct qrs_client *c;
@@ -399,23 +394,22 @@ bench_draw(int argc, char **argv)
   size_t total;
 
   memset(&o, 0, sizeof(o));
-  o.samples = 10000;
-  o.rounds = 10;
-  o.per_round = 2000;
+  o.draws.samples = 10000;
+  o.draws.rounds = 10;
+  o.draws.per_round = 2000;
   o.seconds = 1.5;
   o.pin = 1;
   r = bench_opts_parse(argc, argv, opts, usage);
   if (r >= 0)
     return r;
-  if (o.samples == 0 || o.rounds < 1 || o.per_round < 10 ||
-      o.seconds <= 0) {
+  if (bench_rounds_bad(&o.draws) || o.seconds <= 0) {
     fprintf(stderr, "qrs-bench draw: bad option value\n");
     return 2;
   }
 
   if (bench_tmpdir(tmpdir, sizeof(tmpdir), stop_servers) < 0)
     return 1;
-  measure_frame_sizes(o.samples);
+  measure_frame_sizes(o.draws.samples);
   start_floor(&o);
   if (o.socket && strlen(o.socket) >= sizeof(qrsd_sock)) {
     fprintf(stderr, "qrs-bench draw: socket path too long\n");
@@ -436,29 +430,29 @@ bench_draw(int argc, char **argv)
   }
   fd = connect_unix(floor_sock);
 
-  total = (size_t)o.rounds * (size_t)o.per_round;
+  total = (size_t)o.draws.rounds * (size_t)o.draws.per_round;
   bench_lat_init(&ld, total);
   bench_lat_init(&lf, total);
   bench_lat_init(&lg, total);
   bench_lat_init(&lp, total);
   /* Warm up both paths, then alternate rounds so that the machine's
      moods fall on both sides alike. */
-  bench_lat_draws(c, o.samples, o.per_round, &ld);
-  lat_floor(fd, &lf, o.per_round);
+  bench_lat_draws(c, &o.draws, &ld);
+  lat_floor(fd, &lf, o.draws.per_round);
   ld.n = lf.n = 0;
-  for (i = 0; i < o.rounds; i++) {
-    bench_lat_draws(c, o.samples, o.per_round, &ld);
-    lat_floor(fd, &lf, o.per_round);
-    lat_local(&lg, &lp, o.per_round / 4, o.samples);
+  for (i = 0; i < o.draws.rounds; i++) {
+    bench_lat_draws(c, &o.draws, &ld);
+    lat_floor(fd, &lf, o.draws.per_round);
+    lat_local(&lg, &lp, o.draws.per_round / 4, o.draws.samples);
   }
   close(fd);
   qrs_client_free(c);
 
   printf("qrs-bench draw: sample_count %u, request frame %zu B, reply "
-         "frame %zu B, %s, %d x %d round trips per side\n", o.samples,
+         "frame %zu B, %s, %d x %d round trips per side\n", o.draws.samples,
          req_size, reply_size, o.pin ? "client and servers pinned to CPU 0"
                                       : "unpinned",
-         o.rounds, o.per_round);
+         o.draws.rounds, o.draws.per_round);
   printf("latency (one client, blocking):\n");
   bench_print_lat("draw through qrsd", &ld);
   bench_print_lat("floor (echo + getrandom + pass)", &lf);

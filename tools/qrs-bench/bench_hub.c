@@ -29,8 +29,8 @@
 
 struct hopts {
   const char *nodes, *source, *direct;
-  uint32_t samples;
-  int rounds, per_round, clients;
+  struct bench_rounds draws;
+  int clients;
   double seconds;
 };
 
@@ -172,7 +172,7 @@ throughput(const struct hopts *o, const struct side *sides, int nsides,
   for (i = 0; i < n; i++) {
     memset(&w[i], 0, sizeof(w[i]));
     w[i].s = sides[i % nsides];
-    w[i].samples = o->samples;
+    w[i].samples = o->draws.samples;
     w[i].end = start + (int64_t)(o->seconds * 1e9);
     pthread_create(&w[i].th, NULL, worker_main, &w[i]);
   }
@@ -221,13 +221,10 @@ bench_hub(int argc, char **argv)
     { .name = "nodes", .type = CLI_OPT_STRING, .field = &o.nodes },
     { .name = "source", .type = CLI_OPT_STRING, .field = &o.source },
     { .name = "direct", .type = CLI_OPT_STRING, .field = &o.direct },
-    { .name = "samples", .type = CLI_OPT_U32, .field = &o.samples },
-    { .name = "rounds", .type = CLI_OPT_INT, .field = &o.rounds },
-    { .name = "per-round", .type = CLI_OPT_INT, .field = &o.per_round },
+    BENCH_ROUNDS_OPTS(&o.draws),
     { .name = "clients", .type = CLI_OPT_INT, .field = &o.clients },
     { .name = "seconds", .type = CLI_OPT_DOUBLE, .field = &o.seconds },
-    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
-    { 0 },
+    BENCH_OPTS_END,
   };
   struct side hub[HB_MAX_NODES], direct[HB_MAX_NODES];
   struct qrs_client *c;
@@ -240,9 +237,9 @@ bench_hub(int argc, char **argv)
   memset(&o, 0, sizeof(o));
   o.source = "hub";
   o.direct = "direct";
-  o.samples = 10000;
-  o.rounds = 5;
-  o.per_round = 500;
+  o.draws.samples = 10000;
+  o.draws.rounds = 5;
+  o.draws.per_round = 500;
   o.clients = 16;
   o.seconds = 2;
   r = bench_opts_parse(argc, argv, opts, usage);
@@ -253,7 +250,7 @@ bench_hub(int argc, char **argv)
     usage(stderr);
     return 2;
   }
-  if (o.samples == 0 || o.rounds < 1 || o.per_round < 10 ||
+  if (bench_rounds_bad(&o.draws) ||
       o.clients < 1 || o.clients > HB_MAX_CLIENTS || o.seconds <= 0) {
     fprintf(stderr, "qrs-bench hub: bad option value\n");
     return 2;
@@ -284,17 +281,17 @@ bench_hub(int argc, char **argv)
      (connections, streams, breakers), then alternate rounds on one
      client so that the machine's moods fall on both sides alike. */
   printf("qrs-bench hub: sample_count %u, %d x %d draws per side\n",
-         o.samples, o.rounds, o.per_round);
+         o.draws.samples, o.draws.rounds, o.draws.per_round);
   printf("latency (one client, blocking; p50 / p99 in us):\n");
   for (k = 0; k < nn; k++) {
     c = connect_or_die(hub[k].sock);
-    lat_init(&lh, (size_t)o.rounds * (size_t)o.per_round);
-    lat_init(&ld, (size_t)o.rounds * (size_t)o.per_round);
-    lat_round(c, &hub[k], o.samples, o.per_round, NULL);
-    lat_round(c, &direct[k], o.samples, o.per_round, NULL);
-    for (i = 0; i < o.rounds; i++) {
-      lat_round(c, &hub[k], o.samples, o.per_round, &lh);
-      lat_round(c, &direct[k], o.samples, o.per_round, &ld);
+    lat_init(&lh, (size_t)o.draws.rounds * (size_t)o.draws.per_round);
+    lat_init(&ld, (size_t)o.draws.rounds * (size_t)o.draws.per_round);
+    lat_round(c, &hub[k], o.draws.samples, o.draws.per_round, NULL);
+    lat_round(c, &direct[k], o.draws.samples, o.draws.per_round, NULL);
+    for (i = 0; i < o.draws.rounds; i++) {
+      lat_round(c, &hub[k], o.draws.samples, o.draws.per_round, &lh);
+      lat_round(c, &direct[k], o.draws.samples, o.draws.per_round, &ld);
     }
     qrs_client_free(c);
     printf("  node %d:\n", k + 1);
