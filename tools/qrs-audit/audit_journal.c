@@ -348,6 +348,29 @@ pass_checkpoints(struct walk *w, uint64_t s, const char *hex,
   return 0;
 }
 
+/* Chain the record (entry or gap) that ends the sequence at last, whose
+   prev field is prev and whose hash is hx: prev must be the hash of the
+   record before, the checkpoints up to last must agree, then the walk
+   stands after it.  0, or the fault (said in err). */
+static int
+chain_link(struct walk *w, const char *prev, uint64_t last, const char *hx,
+           const char *path, unsigned lineno, char *err, size_t errlen)
+{
+  int r;
+
+  if (memcmp(prev, w->prev, JOURNAL_HEX_LEN) != 0) {
+    snprintf(err, errlen, "%s:%u: prev is not the hash of the entry "
+             "before", path, lineno);
+    return JOURNAL_FAULT_CHAIN;
+  }
+  r = pass_checkpoints(w, last, hx, path, lineno, err, errlen);
+  if (r != 0)
+    return r;
+  w->seq = last;
+  memcpy(w->prev, hx, JOURNAL_HEX_LEN + 1);
+  return 0;
+}
+
 /* A gap record (its hash hx checked): the numbers first..last, in no
    entry, take the sequence on where it stands (qrsd wrote it after a
    restart past its reservation, or after a write error), and it chains
@@ -376,16 +399,9 @@ walk_gap(struct walk *w, char *line, size_t len, const char *hx,
              path, lineno, first, w->seq);
     return first <= w->seq ? JOURNAL_FAULT_REORDERED : JOURNAL_FAULT_DROPPED;
   }
-  if (memcmp(prev, w->prev, JOURNAL_HEX_LEN) != 0) {
-    snprintf(err, errlen, "%s:%u: prev is not the hash of the entry "
-             "before", path, lineno);
-    return JOURNAL_FAULT_CHAIN;
-  }
-  r = pass_checkpoints(w, last, hx, path, lineno, err, errlen);
+  r = chain_link(w, prev, last, hx, path, lineno, err, errlen);
   if (r != 0)
     return r;
-  w->seq = last;
-  memcpy(w->prev, hx, JOURNAL_HEX_LEN + 1);
   w->res->gaps++;
   w->res->gap_numbers += last - first + 1;
   line[reason - line + rlen] = '\0';
@@ -469,16 +485,10 @@ walk_file(struct walk *w, struct journal_lines *lr, const char *path, unsigned i
       return s == w->seq ? JOURNAL_FAULT_REPLAYED :
              s < w->seq ? JOURNAL_FAULT_REORDERED : JOURNAL_FAULT_DROPPED;
     }
-    if (memcmp(line + body - 1 - JOURNAL_HEX_LEN, w->prev, JOURNAL_HEX_LEN)) {
-      snprintf(err, errlen, "%s:%u: prev is not the hash of the entry "
-               "before", path, lineno);
-      return JOURNAL_FAULT_CHAIN;
-    }
-    r = pass_checkpoints(w, s, hx, path, lineno, err, errlen);
+    r = chain_link(w, line + body - 1 - JOURNAL_HEX_LEN, s, hx, path,
+                   lineno, err, errlen);
     if (r != 0)
       return r;
-    w->seq = s;
-    memcpy(w->prev, hx, JOURNAL_HEX_LEN + 1);
     if (w->res->entries++ == 0)
       w->res->first_seq = s;
     w->res->last_seq = s;
