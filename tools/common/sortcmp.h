@@ -1,24 +1,24 @@
 /* The qsort() comparisons the tools share: ascending order of doubles
-   and of int64_t. */
+   and of int64_t, and SORT_ORDER() for the keys of their own. */
 #ifndef QRS_SORTCMP_H
 #define QRS_SORTCMP_H
 
 #include <stdint.h>
 
+/* -1, 0 or 1 as x is below, equal to or above y (any arithmetic type;
+   each is read twice). */
+#define SORT_ORDER(x, y) (((x) > (y)) - ((x) < (y)))
+
 static inline int
 sort_cmp_double(const void *a, const void *b)
 {
-  double x = *(const double *)a, y = *(const double *)b;
-
-  return (x > y) - (x < y);
+  return SORT_ORDER(*(const double *)a, *(const double *)b);
 }
 
 static inline int
 sort_cmp_i64(const void *a, const void *b)
 {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-  return (x > y) - (x < y);
+  return SORT_ORDER(*(const int64_t *)a, *(const int64_t *)b);
 }
 
 #endif

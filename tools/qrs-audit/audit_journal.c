@@ -14,6 +14,7 @@
 
 #include "audit.h"
 #include "audit_journal.h"
+#include "sortcmp.h"
 
 #define ZERO_HEX \
   "0000000000000000000000000000000000000000000000000000000000000000"
@@ -522,9 +523,7 @@ file_index(const char *name, unsigned *idx)
 static int
 cmp_unsigned(const void *x, const void *y)
 {
-  unsigned a = *(const unsigned *)x, b = *(const unsigned *)y;
-
-  return (a > b) - (a < b);
+  return SORT_ORDER(*(const unsigned *)x, *(const unsigned *)y);
 }
 
 static int
@@ -532,7 +531,7 @@ cmp_checkpoint(const void *x, const void *y)
 {
   const struct audit_checkpoint *a = x, *b = y;
 
-  return (a->seq > b->seq) - (a->seq < b->seq);
+  return SORT_ORDER(a->seq, b->seq);
 }
 
 /* The indices of dir's journal files, sorted: a new array in *ret (the

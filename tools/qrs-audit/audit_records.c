@@ -16,6 +16,7 @@
 #include "audit_journal.h"
 #include "audit_json.h"
 #include "audit_stats.h"
+#include "sortcmp.h"
 
 static const char *const check_names[AUDIT_N_CHECKS] = {
   [AUDIT_MALFORMED] = "malformed-record",
@@ -251,8 +252,8 @@ cmp_seq(const void *x, const void *y)
   const struct audit_record *a = x, *b = y;
 
   if (a->seq != b->seq)
-    return a->seq < b->seq ? -1 : 1;
-  return a->line < b->line ? -1 : a->line > b->line;
+    return SORT_ORDER(a->seq, b->seq);
+  return SORT_ORDER(a->line, b->line);
 }
 
 #define FRAME_HEAD "{\"qrs_records\": "
@@ -771,7 +772,7 @@ cmp_line(const void *x, const void *y)
 {
   const struct lined *p = x, *q = y;
 
-  return (p->line > q->line) - (p->line < q->line);
+  return SORT_ORDER(p->line, q->line);
 }
 
 long

@@ -24,6 +24,7 @@
 #include "cliparse.h"
 #include "nonce.h"
 #include "persist/journal.h"
+#include "sortcmp.h"
 
 static void
 usage(FILE *f)
@@ -134,8 +135,8 @@ cmp_fail(const void *x, const void *y)
   const struct audit_failure *a = x, *b = y;
 
   if (a->line != b->line)
-    return a->line < b->line ? -1 : 1;
-  return (int)a->check - (int)b->check;
+    return SORT_ORDER(a->line, b->line);
+  return SORT_ORDER(a->check, b->check);
 }
 
 /* The first failing check (by line), or NULL. */
