@@ -61,6 +61,21 @@ bench_lat_pct_us(const struct bench_lat *l, double p)
   return (double)l->v[i] / 1000.0;
 }
 
+struct qrs_client *
+bench_connect(const char *sock)
+{
+  struct qrs_client *c;
+  int r;
+
+  r = qrs_client_new(sock, NULL, &c);
+  if (r < 0) {
+    fprintf(stderr, "qrs-bench: cannot connect to %s: %s\n", sock,
+            qrs_strerror(r));
+    exit(1);
+  }
+  return c;
+}
+
 void
 bench_lat_draws(struct qrs_client *c, const struct bench_rounds *r,
                 struct bench_lat *l)
@@ -97,6 +112,29 @@ bench_median(double *v, size_t n)
 {
   qsort(v, n, sizeof(*v), sort_cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double
+bench_throughput(struct bench_worker *w, int n, double seconds,
+                 void *(*fn)(void *), uint64_t *failed)
+{
+  uint64_t total = 0;
+  int64_t start;
+  int i;
+
+  start = mono_now_ns();
+  for (i = 0; i < n; i++) {
+    w[i].end = start + (int64_t)(seconds * 1e9);
+    w[i].count = w[i].failed = 0;
+    pthread_create(&w[i].th, NULL, fn, &w[i]);
+  }
+  *failed = 0;
+  for (i = 0; i < n; i++) {
+    pthread_join(w[i].th, NULL);
+    total += w[i].count;
+    *failed += w[i].failed;
+  }
+  return (double)total / ((double)(mono_now_ns() - start) / 1e9);
 }
 
 int

@@ -10,6 +10,7 @@
 #ifndef QRS_BENCH_H
 #define QRS_BENCH_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -111,6 +112,10 @@ void bench_lat_sort(struct bench_lat *l);
 
 struct qrs_client;
 
+/* A client of the qrsd at sock; exits with a message when it cannot
+   connect.  Free with qrs_client_free(). */
+struct qrs_client *bench_connect(const char *sock);
+
 /* One round: r->per_round blocking draws of r->samples bytes through c,
    each round trip's latency appended to l (room for r->per_round more);
    exits with a message when a draw fails. */
@@ -127,6 +132,25 @@ double bench_lat_pct_us(const struct bench_lat *l, double p);
 /* The median of n > 0 values (the mean of the middle two when n is even).
    Sorts v. */
 double bench_median(double *v, size_t n);
+
+/* ---- throughput ---- */
+
+/* One client thread of a throughput figure: its function calls until
+   end, counting the calls that succeeded in count and the others in
+   failed.  ctx is the caller's: what the thread works on. */
+struct bench_worker {
+  const void *ctx;
+  int64_t end;
+  uint64_t count, failed;
+  pthread_t th;
+};
+
+/* Run the n workers w (ctx set) on threads of fn (its argument: the
+   struct bench_worker) for seconds, and wait for them.  Returns their
+   successful calls per second, all together; *failed: their failed
+   calls. */
+double bench_throughput(struct bench_worker *w, int n, double seconds,
+                        void *(*fn)(void *), uint64_t *failed);
 
 /* ---- the machine and processes ---- */
 

@@ -278,32 +278,33 @@ lat_local(struct bench_lat *gr, struct bench_lat *pass, int count,
 
 /* ---- throughput ----------------------------------------------------- */
 
+/* What the workers of a figure draw from. */
 struct tput {
   const struct opts *o;
   int floor;                    /* 1: against the floor server */
-  int64_t end;
-  uint64_t count;
 };
 
+/* A worker (struct bench_worker, ctx a struct tput): round trips until
+   its end, the first failure ends them. */
 static void *
 tput_main(void *arg)
 {
+  struct bench_worker *w = arg;
+  const struct tput *t = w->ctx;
   struct qrs_draw_request rq;
   uint8_t req[256], reply[512];
   struct qrs_client *c;
-  struct tput *t;
   struct qrs_draw d;
   int fd;
 
-  t = arg;
   memset(req, 0, sizeof(req));
   if (t->floor) {
     fd = connect_unix(floor_sock);
-    while (mono_now_ns() < t->end) {
+    while (mono_now_ns() < w->end) {
       if (move_full(fd, req, req_size, 1) < 0 ||
           move_full(fd, reply, reply_size, 0) < 0)
         break;
-      t->count++;
+      w->count++;
     }
     close(fd);
     return NULL;
@@ -312,38 +313,29 @@ tput_main(void *arg)
     return NULL;
   memset(&rq, 0, sizeof(rq));
   rq.sample_count = t->o->draws.samples;
-  while (mono_now_ns() < t->end) {
+  while (mono_now_ns() < w->end) {
     if (qrs_client_draw(c, &rq, &d) < 0)
       break;
-    t->count++;
+    w->count++;
   }
   qrs_client_free(c);
   return NULL;
 }
 
+/* Round trips/s of clients threads (at most 16) for o->seconds. */
 static double
 throughput(const struct opts *o, int clients, int floor)
 {
-  struct tput t[16];
-  pthread_t th[16];
-  uint64_t total;
-  int64_t start;
+  struct bench_worker w[16];
+  struct tput t;
+  uint64_t failed;
   int i;
 
-  start = mono_now_ns();
-  for (i = 0; i < clients; i++) {
-    t[i].o = o;
-    t[i].floor = floor;
-    t[i].end = start + (int64_t)(o->seconds * 1e9);
-    t[i].count = 0;
-    pthread_create(&th[i], NULL, tput_main, &t[i]);
-  }
-  total = 0;
-  for (i = 0; i < clients; i++) {
-    pthread_join(th[i], NULL);
-    total += t[i].count;
-  }
-  return (double)total / ((double)(mono_now_ns() - start) / 1e9);
+  t.o = o;
+  t.floor = floor;
+  for (i = 0; i < clients; i++)
+    w[i].ctx = &t;
+  return bench_throughput(w, clients, o->seconds, tput_main, &failed);
 }
 
 /* ---- main ----------------------------------------------------------- */
@@ -377,7 +369,11 @@ usage(FILE *f)
 int
 bench_draw(int argc, char **argv)
 {
-  struct opts o;
+  struct opts o = {
+    .draws = { .samples = 10000, .rounds = 10, .per_round = 2000 },
+    .seconds = 1.5,
+    .pin = 1,
+  };
   const struct cli_opt opts[] = {
     { .name = "socket", .type = CLI_OPT_STRING, .field = &o.socket },
     { .name = "qrsd", .type = CLI_OPT_STRING, .field = &o.qrsd },
@@ -393,12 +389,6 @@ bench_draw(int argc, char **argv)
   int i, fd, r;
   size_t total;
 
-  memset(&o, 0, sizeof(o));
-  o.draws.samples = 10000;
-  o.draws.rounds = 10;
-  o.draws.per_round = 2000;
-  o.seconds = 1.5;
-  o.pin = 1;
   r = bench_opts_parse(argc, argv, opts, usage);
   if (r >= 0)
     return r;
@@ -422,12 +412,7 @@ bench_draw(int argc, char **argv)
 
   if (o.pin)
     bench_pin(0);
-  r = qrs_client_new(qrsd_sock, NULL, &c);
-  if (r < 0) {
-    fprintf(stderr, "qrs-bench: cannot connect to %s: %s\n", qrsd_sock,
-            qrs_strerror(r));
-    return 1;
-  }
+  c = bench_connect(qrsd_sock);
   fd = connect_unix(floor_sock);
 
   total = (size_t)o.draws.rounds * (size_t)o.draws.per_round;

@@ -87,21 +87,6 @@ write_conf(const char *path, const char *jdir, const struct jopts *o)
   }
 }
 
-static struct qrs_client *
-connect_qrsd(const char *sock)
-{
-  struct qrs_client *c;
-  int r;
-
-  r = qrs_client_new(sock, NULL, &c);
-  if (r < 0) {
-    fprintf(stderr, "qrs-bench: cannot connect to %s: %s\n", sock,
-            qrs_strerror(r));
-    exit(1);
-  }
-  return c;
-}
-
 static void
 print_ratio(const char *what, double on, double off)
 {
@@ -133,8 +118,8 @@ bench_draw_path(const struct jopts *o, const char *jdir)
   pid_off = bench_start_qrsd(bin, sock_off, conf_off, o->pin);
   if (o->pin)
     bench_pin(0);
-  con = connect_qrsd(sock_on);
-  coff = connect_qrsd(sock_off);
+  con = bench_connect(sock_on);
+  coff = bench_connect(sock_off);
   total = (size_t)o->draws.rounds * (size_t)o->draws.per_round;
   bench_lat_init(&lon, total);
   bench_lat_init(&loff, total);
@@ -598,7 +583,15 @@ usage(FILE *f)
 int
 bench_journal(int argc, char **argv)
 {
-  struct jopts o;
+  struct jopts o = {
+    .draws = { .samples = 10000, .rounds = 10, .per_round = 2000 },
+    .flush_ms = UINT32_MAX,
+    .writer_nice = UINT32_MAX,
+    .hash_buffer = UINT32_MAX,
+    .audit_entries = 1000000,
+    .audit_records = UINT32_MAX,        /* one per entry */
+    .pin = 1,
+  };
   const struct cli_opt opts[] = {
     { .name = "qrsd", .type = CLI_OPT_STRING, .field = &o.qrsd },
     { .name = "audit", .type = CLI_OPT_STRING, .field = &o.audit },
@@ -620,16 +613,6 @@ bench_journal(int argc, char **argv)
   char jdir[128];
   int r, rc;
 
-  memset(&o, 0, sizeof o);
-  o.draws.samples = 10000;
-  o.draws.rounds = 10;
-  o.draws.per_round = 2000;
-  o.flush_ms = UINT32_MAX;
-  o.writer_nice = UINT32_MAX;
-  o.hash_buffer = UINT32_MAX;
-  o.audit_entries = 1000000;
-  o.audit_records = UINT32_MAX;   /* one per entry */
-  o.pin = 1;
   r = bench_opts_parse(argc, argv, opts, usage);
   if (r >= 0)
     return r;
