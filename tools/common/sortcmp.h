@@ -9,6 +9,11 @@
    each is read twice). */
 #define SORT_ORDER(x, y) (((x) > (y)) - ((x) < (y)))
 
+/* The same for a key of two parts: by x1 and y1, then x2 and y2 where
+   those are equal. */
+#define SORT_ORDER2(x1, y1, x2, y2) \
+  ((x1) != (y1) ? SORT_ORDER(x1, y1) : SORT_ORDER(x2, y2))
+
 static inline int
 sort_cmp_double(const void *a, const void *b)
 {

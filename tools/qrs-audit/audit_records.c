@@ -251,9 +251,7 @@ cmp_seq(const void *x, const void *y)
 {
   const struct audit_record *a = x, *b = y;
 
-  if (a->seq != b->seq)
-    return SORT_ORDER(a->seq, b->seq);
-  return SORT_ORDER(a->line, b->line);
+  return SORT_ORDER2(a->seq, b->seq, a->line, b->line);
 }
 
 #define FRAME_HEAD "{\"qrs_records\": "

@@ -196,9 +196,7 @@ cmp_key(const void *x, const void *y)
   const struct audit_record *a = *(const struct audit_record *const *)x;
   const struct audit_record *b = *(const struct audit_record *const *)y;
 
-  if (a->timestamp_ns != b->timestamp_ns)
-    return SORT_ORDER(a->timestamp_ns, b->timestamp_ns);
-  return SORT_ORDER(a->step, b->step);
+  return SORT_ORDER2(a->timestamp_ns, b->timestamp_ns, a->step, b->step);
 }
 
 static const struct audit_record *

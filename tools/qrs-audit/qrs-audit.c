@@ -134,9 +134,7 @@ cmp_fail(const void *x, const void *y)
 {
   const struct audit_failure *a = x, *b = y;
 
-  if (a->line != b->line)
-    return SORT_ORDER(a->line, b->line);
-  return SORT_ORDER(a->check, b->check);
+  return SORT_ORDER2(a->line, b->line, a->check, b->check);
 }
 
 /* The first failing check (by line), or NULL. */
