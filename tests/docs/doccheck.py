@@ -82,6 +82,24 @@ def macro_text(line):
     return sep.join(macro_args(line))
 
 
+def line_text(line):
+    """What a man page line prints: a macro line's text, or the line
+    unescaped."""
+    return macro_text(line) if line.startswith(".") else unroff(line)
+
+
+def add_command(pattern, text, commands, opts):
+    """The command that text names (group 1 of pattern matched at its
+    start), added to commands with no options yet; None when it names
+    none."""
+    m = re.match(pattern, text)
+    if not m:
+        return None
+    commands.append(m.group(1))
+    opts.setdefault(m.group(1), set())
+    return m.group(1)
+
+
 def read_lines(path):
     with open(path, encoding="utf-8") as f:
         return f.read().split("\n")
@@ -380,11 +398,9 @@ def help_lists(text):
         if not line.strip():
             continue
         if in_commands:
-            m = re.match(r"^  ([a-z][\w-]*)\b", line)
-            if m:
-                scope = m.group(1)
-                commands.append(scope)
-                opts.setdefault(scope, set())
+            name = add_command(r"^  ([a-z][\w-]*)\b", line, commands, opts)
+            if name:
+                scope = name
                 continue
         opts[scope].update(option_tokens(line))
     return opts, commands
@@ -407,7 +423,7 @@ def man_lists(path):
             depth = 0
             scope = ""
         elif section == "COMMANDS" and not commands and line != ".TP":
-            text = macro_text(line) if line.startswith(".") else unroff(line)
+            text = line_text(line)
             every.update(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
         elif line.startswith(".RS"):
             depth += 1
@@ -416,13 +432,10 @@ def man_lists(path):
         elif (line == ".TP" and section in ("OPTIONS", "COMMANDS")
               and i + 1 < len(lines)):
             tag = lines[i + 1]
-            text = macro_text(tag) if tag.startswith(".") else unroff(tag)
+            text = line_text(tag)
             if section == "COMMANDS" and depth == 0:
-                m = re.match(r"([a-z][\w-]*)\b", text)
-                if m:
-                    scope = m.group(1)
-                    commands.append(scope)
-                    opts.setdefault(scope, set())
+                scope = add_command(r"([a-z][\w-]*)\b", text, commands,
+                                    opts) or scope
                 continue
             opts[scope if section == "COMMANDS" else ""].update(
                 option_tokens(text))

@@ -680,6 +680,32 @@ compat_yaml(char *yaml, size_t len, const char *keys, const char *cert,
              "source: system, api_keys: \"%s\" }\n", D.dir, D.dir, keys);
 }
 
+/* An api_keys file at path with one key, alice's (the SHA-256 of
+   "hello"). */
+static void
+write_alice_keys(const char *path)
+{
+  write_text_file(path, "alice 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7"
+                  "425e73043362938b9824\n");
+}
+
+static void
+assert_has(const char *err, const char *want)
+{
+  cr_assert_not_null(strstr(err, want), "'%s' lacks '%s'", err, want);
+}
+
+/* qrsd must not start on yaml (with what: the reason it must not), and
+   say want; its error is left in err. */
+static void
+assert_refused(const char *yaml, const char *what, const char *want,
+               char *err, size_t len)
+{
+  cr_assert_neq(daemon_try_start(&D, yaml, err, len), 0,
+                "qrsd started with %s: %s", what, err);
+  assert_has(err, want);
+}
+
 Test(limits, an_api_keys_file_others_may_write_stops_qrsd_naming_it,
      .fini = stop_and_clean, .timeout = 30)
 {
@@ -687,17 +713,15 @@ Test(limits, an_api_keys_file_others_may_write_stops_qrsd_naming_it,
 
   daemon_prepare(&D, NULL);
   snprintf(keys, sizeof(keys), "%s/api_keys", D.dir);
-  write_text_file(keys, "alice 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7"
-                  "425e73043362938b9824\n");
+  write_alice_keys(keys);
   cr_assert_eq(chmod(keys, 0666), 0);
   compat_yaml(yaml, sizeof(yaml), keys, NULL, NULL);
-  cr_assert_neq(daemon_try_start(&D, yaml, err, sizeof(err)), 0,
-                "qrsd started with an api_keys file of mode 0666: %s", err);
   snprintf(want, sizeof(want), "%s (owner uid %u, mode 0666) is writable "
            "by group or others", keys, (unsigned)geteuid());
-  cr_assert_not_null(strstr(err, want), "'%s' lacks '%s'", err, want);
+  assert_refused(yaml, "an api_keys file of mode 0666", want, err,
+                 sizeof(err));
   snprintf(want, sizeof(want), "chmod go-w %s", keys);
-  cr_assert_not_null(strstr(err, want), "'%s' lacks '%s'", err, want);
+  assert_has(err, want);
 }
 
 /* Kubernetes mounts a secret as a chain of links to a read-only file,
@@ -713,8 +737,7 @@ Test(limits, an_api_keys_file_behind_links_and_read_only_is_taken,
   snprintf(data, sizeof(data), "%s/..2024_01_01", D.dir);
   cr_assert_eq(mkdir(data, 0755), 0);
   snprintf(keys, sizeof(keys), "%s/api_keys", data);
-  write_text_file(keys, "alice 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7"
-                  "425e73043362938b9824\n");
+  write_alice_keys(keys);
   cr_assert_eq(chmod(keys, 0444), 0);
   snprintf(link, sizeof(link), "%s/..data", D.dir);
   cr_assert_eq(symlink("..2024_01_01", link), 0);
@@ -734,8 +757,7 @@ Test(limits, a_tls_key_others_may_read_stops_qrsd_naming_it,
 
   daemon_prepare(&D, NULL);
   snprintf(keys, sizeof(keys), "%s/api_keys", D.dir);
-  write_text_file(keys, "alice 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7"
-                  "425e73043362938b9824\n");
+  write_alice_keys(keys);
   snprintf(cert, sizeof(cert), "%s/tls.pem", D.dir);
   snprintf(key, sizeof(key), "%s/tls.key", D.dir);
   snprintf(cmd, sizeof(cmd), "openssl req -x509 -newkey rsa:2048 -nodes "
@@ -744,11 +766,9 @@ Test(limits, a_tls_key_others_may_read_stops_qrsd_naming_it,
   cr_assert_eq(system(cmd), 0, "openssl failed");
   cr_assert_eq(chmod(key, 0644), 0);
   compat_yaml(yaml, sizeof(yaml), keys, cert, key);
-  cr_assert_neq(daemon_try_start(&D, yaml, err, sizeof(err)), 0,
-                "qrsd started with a TLS key of mode 0644: %s", err);
   snprintf(want, sizeof(want), "%s (owner uid %u, mode 0644) is a private "
            "key that others may read: chmod", key, (unsigned)geteuid());
-  cr_assert_not_null(strstr(err, want), "'%s' lacks '%s'", err, want);
+  assert_refused(yaml, "a TLS key of mode 0644", want, err, sizeof(err));
   /* Readable by its owner (and, root's, by its group): taken. */
   cr_assert_eq(chmod(key, geteuid() == 0 ? 0640 : 0600), 0);
   write_text_file(D.conf, yaml);

@@ -4,13 +4,13 @@ on a mock source, in a temporary directory."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from qrsdev import wait_listening
 
 MOCK_YAML = """allow_test_sources: true
 default_source: mock
@@ -38,18 +38,9 @@ class Daemon:
         self.proc = subprocess.Popen(
             [binary, "--socket", self.sock, "-c", str(self.conf)],
             stdout=log, stderr=log)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail("qrsd exited: "
-                            + (self.dir / "qrsd.log").read_text())
-            try:
-                with socket.socket(socket.AF_UNIX) as s:
-                    s.connect(self.sock)
-                return
-            except OSError:
-                time.sleep(0.02)
-        pytest.fail("qrsd did not listen within 10 s")
+        why = wait_listening(self.proc, self.sock, self.dir / "qrsd.log")
+        if why:
+            pytest.fail(why)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -21,13 +21,12 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from vllm import SamplingParams  # noqa: E402
-from vllm.config import VllmConfig, set_current_vllm_config  # noqa: E402
-from vllm.distributed import parallel_state as ps  # noqa: E402
-from vllm.platforms.cpu import CpuPlatform  # noqa: E402
+from vllm.config import VllmConfig  # noqa: E402
 from vllm.v1.worker.gpu.sample.logits_processor import (  # noqa: E402
-    LogitsContext, build_custom_logits_processors)
+    LogitsContext)
 
 import qrs.vllm  # noqa: E402
+from qrsdev import qrs_processor, tp_group  # noqa: E402
 
 V = 1000
 SLOTS = 6
@@ -36,27 +35,12 @@ STEPS = 4
 
 def main() -> None:
     rank, port, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    # vLLM's CPU platform asks for triton-cpu here; its groups need none
-    CpuPlatform.check_and_update_config = classmethod(lambda cls, c: None)
-    config = VllmConfig()
-    with set_current_vllm_config(config):
-        ps.init_distributed_environment(
-            world_size=2, rank=rank, local_rank=rank, backend="gloo",
-            distributed_init_method=f"tcp://127.0.0.1:{port}")
-        ps.initialize_model_parallel(tensor_model_parallel_size=2)
+    with tp_group(rank, port) as config:
         run(rank, config, out)
-        ps.destroy_model_parallel()
-        ps.destroy_distributed_environment()
 
 
 def run(rank: int, config: VllmConfig, out: str) -> None:
-    from types import SimpleNamespace
-    states = SimpleNamespace(device=torch.device("cpu"), max_num_reqs=SLOTS,
-                             vocab_size=V, all_token_ids=None,
-                             prompt_len=None, prefill_len=None,
-                             total_len=None)
-    (p,) = build_custom_logits_processors(config, states, False,
-                                          ["qrs.vllm:QRSLogitsProcessor"])
+    p = qrs_processor(config, SLOTS, V)
     for slot in range(SLOTS):
         args = {"qr_bypass": True} if slot == 3 else {"qr_top_k": 50}
         p.add_request(slot, SamplingParams(max_tokens=8, extra_args=args))

@@ -24,14 +24,6 @@ lt_now_ms(void)
   return (double)mono_now_ns() / 1e6;
 }
 
-int
-lt_cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-
-  return (x > y) - (x < y);
-}
-
 static void
 on_llama_log(enum ggml_log_level level, const char *text, void *data)
 {

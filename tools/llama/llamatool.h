@@ -7,9 +7,6 @@
 /* CLOCK_MONOTONIC in milliseconds. */
 double lt_now_ms(void);
 
-/* qsort() comparison of doubles, ascending. */
-int lt_cmp_double(const void *a, const void *b);
-
 /* Set up llama.cpp quietly (only its errors reach stderr, everything with
    verbose), load its CPU backend (from $GGML_BACKEND_DIR, else libllama's
    folder) and the model from path, on the CPU.  Prints what went wrong

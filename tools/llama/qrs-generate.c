@@ -18,6 +18,7 @@
 #include "cliparse.h"
 #include "llamatool.h"
 #include "qrs-config.h"
+#include "sortcmp.h"
 
 #define PROG "qrs-generate"
 #define EXIT_FAIL 1                /* sampling or decoding failed */
@@ -370,7 +371,7 @@ print_row(const char *name, double *v, size_t n)
   sum = 0;
   for (i = 0; i < n; i++)
     sum += v[i];
-  qsort(v, n, sizeof(*v), lt_cmp_double);
+  qsort(v, n, sizeof(*v), sort_cmp_double);
   fprintf(stderr, "  %-12s %10.3f %10.3f %10.3f\n", name, sum / (double)n,
           v[n / 2], v[n - 1]);
 }

@@ -19,6 +19,7 @@
 
 #include "cliparse.h"
 #include "llamatool.h"
+#include "sortcmp.h"
 
 #define PROG "qrs-llama-bench"
 
@@ -175,7 +176,7 @@ sorted_copy(const struct bench *b, int m)
   if (!v)
     return NULL;
   memcpy(v, b->v[m], n * sizeof(*v));
-  qsort(v, n, sizeof(*v), lt_cmp_double);
+  qsort(v, n, sizeof(*v), sort_cmp_double);
   return v;
 }
 

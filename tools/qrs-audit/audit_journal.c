@@ -14,6 +14,7 @@
 
 #include "audit.h"
 #include "audit_journal.h"
+#include "sortcmp.h"
 
 #define ZERO_HEX \
   "0000000000000000000000000000000000000000000000000000000000000000"
@@ -348,6 +349,29 @@ pass_checkpoints(struct walk *w, uint64_t s, const char *hex,
   return 0;
 }
 
+/* Chain the record (entry or gap) that ends the sequence at last, whose
+   prev field is prev and whose hash is hx: prev must be the hash of the
+   record before, the checkpoints up to last must agree, then the walk
+   stands after it.  0, or the fault (said in err). */
+static int
+chain_link(struct walk *w, const char *prev, uint64_t last, const char *hx,
+           const char *path, unsigned lineno, char *err, size_t errlen)
+{
+  int r;
+
+  if (memcmp(prev, w->prev, JOURNAL_HEX_LEN) != 0) {
+    snprintf(err, errlen, "%s:%u: prev is not the hash of the entry "
+             "before", path, lineno);
+    return JOURNAL_FAULT_CHAIN;
+  }
+  r = pass_checkpoints(w, last, hx, path, lineno, err, errlen);
+  if (r != 0)
+    return r;
+  w->seq = last;
+  memcpy(w->prev, hx, JOURNAL_HEX_LEN + 1);
+  return 0;
+}
+
 /* A gap record (its hash hx checked): the numbers first..last, in no
    entry, take the sequence on where it stands (qrsd wrote it after a
    restart past its reservation, or after a write error), and it chains
@@ -376,16 +400,9 @@ walk_gap(struct walk *w, char *line, size_t len, const char *hx,
              path, lineno, first, w->seq);
     return first <= w->seq ? JOURNAL_FAULT_REORDERED : JOURNAL_FAULT_DROPPED;
   }
-  if (memcmp(prev, w->prev, JOURNAL_HEX_LEN) != 0) {
-    snprintf(err, errlen, "%s:%u: prev is not the hash of the entry "
-             "before", path, lineno);
-    return JOURNAL_FAULT_CHAIN;
-  }
-  r = pass_checkpoints(w, last, hx, path, lineno, err, errlen);
+  r = chain_link(w, prev, last, hx, path, lineno, err, errlen);
   if (r != 0)
     return r;
-  w->seq = last;
-  memcpy(w->prev, hx, JOURNAL_HEX_LEN + 1);
   w->res->gaps++;
   w->res->gap_numbers += last - first + 1;
   line[reason - line + rlen] = '\0';
@@ -469,16 +486,10 @@ walk_file(struct walk *w, struct journal_lines *lr, const char *path, unsigned i
       return s == w->seq ? JOURNAL_FAULT_REPLAYED :
              s < w->seq ? JOURNAL_FAULT_REORDERED : JOURNAL_FAULT_DROPPED;
     }
-    if (memcmp(line + body - 1 - JOURNAL_HEX_LEN, w->prev, JOURNAL_HEX_LEN)) {
-      snprintf(err, errlen, "%s:%u: prev is not the hash of the entry "
-               "before", path, lineno);
-      return JOURNAL_FAULT_CHAIN;
-    }
-    r = pass_checkpoints(w, s, hx, path, lineno, err, errlen);
+    r = chain_link(w, line + body - 1 - JOURNAL_HEX_LEN, s, hx, path,
+                   lineno, err, errlen);
     if (r != 0)
       return r;
-    w->seq = s;
-    memcpy(w->prev, hx, JOURNAL_HEX_LEN + 1);
     if (w->res->entries++ == 0)
       w->res->first_seq = s;
     w->res->last_seq = s;
@@ -512,9 +523,7 @@ file_index(const char *name, unsigned *idx)
 static int
 cmp_unsigned(const void *x, const void *y)
 {
-  unsigned a = *(const unsigned *)x, b = *(const unsigned *)y;
-
-  return (a > b) - (a < b);
+  return SORT_ORDER(*(const unsigned *)x, *(const unsigned *)y);
 }
 
 static int
@@ -522,7 +531,7 @@ cmp_checkpoint(const void *x, const void *y)
 {
   const struct audit_checkpoint *a = x, *b = y;
 
-  return (a->seq > b->seq) - (a->seq < b->seq);
+  return SORT_ORDER(a->seq, b->seq);
 }
 
 /* The indices of dir's journal files, sorted: a new array in *ret (the

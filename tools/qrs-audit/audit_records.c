@@ -16,6 +16,7 @@
 #include "audit_journal.h"
 #include "audit_json.h"
 #include "audit_stats.h"
+#include "sortcmp.h"
 
 static const char *const check_names[AUDIT_N_CHECKS] = {
   [AUDIT_MALFORMED] = "malformed-record",
@@ -276,9 +277,7 @@ cmp_seq(const void *x, const void *y)
 {
   const struct audit_record *a = x, *b = y;
 
-  if (a->seq != b->seq)
-    return a->seq < b->seq ? -1 : 1;
-  return a->line < b->line ? -1 : a->line > b->line;
+  return SORT_ORDER2(a->seq, b->seq, a->line, b->line);
 }
 
 #define FRAME_HEAD "{\"qrs_records\": "
@@ -803,7 +802,7 @@ cmp_line(const void *x, const void *y)
 {
   const struct lined *p = x, *q = y;
 
-  return (p->line > q->line) - (p->line < q->line);
+  return SORT_ORDER(p->line, q->line);
 }
 
 long

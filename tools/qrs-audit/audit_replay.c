@@ -14,13 +14,14 @@
 
 #include "audit.h"
 #include "nonce.h"
+#include "sortcmp.h"
 
 static int
 cmp_line(const void *x, const void *y)
 {
   const struct audit_record *a = x, *b = y;
 
-  return a->line < b->line ? -1 : a->line > b->line;
+  return SORT_ORDER(a->line, b->line);
 }
 
 /* ---- --salt ---------------------------------------------------------- */
@@ -228,9 +229,7 @@ cmp_key(const void *x, const void *y)
   const struct audit_record *a = *(const struct audit_record *const *)x;
   const struct audit_record *b = *(const struct audit_record *const *)y;
 
-  if (a->timestamp_ns != b->timestamp_ns)
-    return a->timestamp_ns < b->timestamp_ns ? -1 : 1;
-  return a->step < b->step ? -1 : a->step > b->step;
+  return SORT_ORDER2(a->timestamp_ns, b->timestamp_ns, a->step, b->step);
 }
 
 static const struct audit_record *

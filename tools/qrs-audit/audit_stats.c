@@ -10,6 +10,7 @@
 
 #include "audit_stats.h"
 #include "plot.h"
+#include "sortcmp.h"
 #include "ustat.h"
 
 #define Z975 1.959963984540054      /* Phi^-1(0.975) */
@@ -17,14 +18,6 @@
 #define HIST_BINS 50
 #define QQ_POINTS 1000
 #define TIME_POINTS 20000           /* u over the run: at most this many */
-
-static int
-cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-
-  return (x > y) - (x < y);
-}
 
 static int
 in_unit(double u)
@@ -181,7 +174,7 @@ per_source(const struct audit_sample *s, size_t n, struct audit_stats *st)
     x->timed = m;
     if (m == 0)
       continue;
-    qsort(lat, m, sizeof(double), cmp_double);
+    qsort(lat, m, sizeof(double), sort_cmp_double);
     x->lat_p50_ms = quantile(lat, m, 0.5);
     x->lat_p99_ms = quantile(lat, m, 0.99);
     x->lat_max_ms = lat[m - 1];
@@ -202,7 +195,7 @@ sorted_u(const struct audit_sample *s, size_t n, size_t *m)
   for (i = 0; i < n; i++)
     if (in_unit(s[i].u))
       u[k++] = s[i].u;
-  qsort(u, k, sizeof(double), cmp_double);
+  qsort(u, k, sizeof(double), sort_cmp_double);
   *m = k;
   return u;
 }
@@ -471,7 +464,7 @@ write_data(const char *dir, const struct audit_sample *s, size_t n,
       if (!strcmp(s[i].source, st->src[k].name) && s[i].t_recv > 0 &&
           s[i].t_sent >= s[i].t_recv && j < st->src[k].timed)
         lat[j++] = (s[i].t_sent - s[i].t_recv) * 1e3;
-    qsort(lat, j, sizeof(double), cmp_double);
+    qsort(lat, j, sizeof(double), sort_cmp_double);
     fprintf(f, "# %s\n", st->src[k].name);
     step = j > QQ_POINTS ? j / QQ_POINTS : 1;
     for (i = 0; i < j; i += step)

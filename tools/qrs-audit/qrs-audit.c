@@ -24,6 +24,7 @@
 #include "cliparse.h"
 #include "nonce.h"
 #include "persist/journal.h"
+#include "sortcmp.h"
 
 static void
 usage(FILE *f)
@@ -133,9 +134,7 @@ cmp_fail(const void *x, const void *y)
 {
   const struct audit_failure *a = x, *b = y;
 
-  if (a->line != b->line)
-    return a->line < b->line ? -1 : 1;
-  return (int)a->check - (int)b->check;
+  return SORT_ORDER2(a->line, b->line, a->check, b->check);
 }
 
 /* The first failing check (by line), or NULL. */

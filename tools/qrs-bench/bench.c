@@ -13,6 +13,7 @@
 #include <qrs/client.h>
 
 #include "bench.h"
+#include "sortcmp.h"
 
 int
 bench_opts_parse(int argc, char **argv, const struct cli_opt *opts,
@@ -45,20 +46,10 @@ bench_lat_done(struct bench_lat *l)
   l->n = l->cap = 0;
 }
 
-static int
-cmp_i64(const void *a, const void *b)
-{
-  int64_t x, y;
-
-  x = *(const int64_t *)a;
-  y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
 void
 bench_lat_sort(struct bench_lat *l)
 {
-  qsort(l->v, l->n, sizeof(*l->v), cmp_i64);
+  qsort(l->v, l->n, sizeof(*l->v), sort_cmp_i64);
 }
 
 double
@@ -70,22 +61,37 @@ bench_lat_pct_us(const struct bench_lat *l, double p)
   return (double)l->v[i] / 1000.0;
 }
 
+struct qrs_client *
+bench_connect(const char *sock)
+{
+  struct qrs_client *c;
+  int r;
+
+  r = qrs_client_new(sock, NULL, &c);
+  if (r < 0) {
+    fprintf(stderr, "qrs-bench: cannot connect to %s: %s\n", sock,
+            qrs_strerror(r));
+    exit(1);
+  }
+  return c;
+}
+
 void
-bench_lat_draws(struct qrs_client *c, uint32_t samples, int count,
+bench_lat_draws(struct qrs_client *c, const struct bench_rounds *r,
                 struct bench_lat *l)
 {
   struct qrs_draw_request rq;
   struct qrs_draw d;
   int64_t t0;
-  int i, r;
+  int i, err;
 
   memset(&rq, 0, sizeof(rq));
-  rq.sample_count = samples;
-  for (i = 0; i < count; i++) {
+  rq.sample_count = r->samples;
+  for (i = 0; i < r->per_round; i++) {
     t0 = mono_now_ns();
-    r = qrs_client_draw(c, &rq, &d);
-    if (r < 0) {
-      fprintf(stderr, "qrs-bench: draw: %s\n", qrs_strerror(r));
+    err = qrs_client_draw(c, &rq, &d);
+    if (err < 0) {
+      fprintf(stderr, "qrs-bench: draw: %s\n", qrs_strerror(err));
       exit(1);
     }
     bench_lat_add(l, mono_now_ns() - t0);
@@ -101,21 +107,34 @@ bench_print_lat(const char *name, struct bench_lat *l)
          bench_lat_pct_us(l, 0.999));
 }
 
-int
-bench_cmp_double(const void *a, const void *b)
-{
-  double x, y;
-
-  x = *(const double *)a;
-  y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 double
 bench_median(double *v, size_t n)
 {
-  qsort(v, n, sizeof(*v), bench_cmp_double);
+  qsort(v, n, sizeof(*v), sort_cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double
+bench_throughput(struct bench_worker *w, int n, double seconds,
+                 void *(*fn)(void *), uint64_t *failed)
+{
+  uint64_t total = 0;
+  int64_t start;
+  int i;
+
+  start = mono_now_ns();
+  for (i = 0; i < n; i++) {
+    w[i].end = start + (int64_t)(seconds * 1e9);
+    w[i].count = w[i].failed = 0;
+    pthread_create(&w[i].th, NULL, fn, &w[i]);
+  }
+  *failed = 0;
+  for (i = 0; i < n; i++) {
+    pthread_join(w[i].th, NULL);
+    total += w[i].count;
+    *failed += w[i].failed;
+  }
+  return (double)total / ((double)(mono_now_ns() - start) / 1e9);
 }
 
 int

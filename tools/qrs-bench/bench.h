@@ -10,6 +10,7 @@
 #ifndef QRS_BENCH_H
 #define QRS_BENCH_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,13 +30,41 @@ int bench_hub(int argc, char **argv);
 
 /* ---- options ---- */
 
-/* Parse argv[1..] against opts (cliparse.h; a subcommand lists -h/--help
-   as CLI_OPT_HELP).  The values are converted as the types say and not
-   checked: the caller checks them.  Returns -1 to go on, 0 after --help
-   (usage(stdout) printed), or 2 after a bad option (usage(stderr)
-   printed, unless a call said why). */
+/* Parse argv[1..] against opts (cliparse.h; a subcommand ends them with
+   BENCH_OPTS_END, its -h/--help).  The values are converted as the types
+   say and not checked: the caller checks them.  Returns -1 to go on, 0
+   after --help (usage(stdout) printed), or 2 after a bad option
+   (usage(stderr) printed, unless a call said why). */
 int bench_opts_parse(int argc, char **argv, const struct cli_opt *opts,
                      void (*usage)(FILE *f));
+
+/* Every subcommand's -h/--help and the end of its table. */
+#define BENCH_OPTS_END \
+  { .name = "help", .key = 'h', .type = CLI_OPT_HELP }, \
+  { 0 }
+
+/* The latency figures of draw, journal and hub: blocking draws of samples
+   bytes, per_round of them on each side in each of rounds rounds, the
+   sides alternating. */
+struct bench_rounds {
+  uint32_t samples;
+  int rounds;
+  int per_round;
+};
+
+/* Their options, --samples, --rounds and --per-round, into *r. */
+#define BENCH_ROUNDS_OPTS(r) \
+  { .name = "samples", .type = CLI_OPT_U32, .field = &(r)->samples }, \
+  { .name = "rounds", .type = CLI_OPT_INT, .field = &(r)->rounds }, \
+  { .name = "per-round", .type = CLI_OPT_INT, .field = &(r)->per_round }
+
+/* 1 when r cannot make a figure (no bytes, no round, or under 10 draws a
+   round), else 0. */
+static inline int
+bench_rounds_bad(const struct bench_rounds *r)
+{
+  return r->samples == 0 || r->rounds < 1 || r->per_round < 10;
+}
 
 /* ---- clocks ---- */
 
@@ -83,10 +112,14 @@ void bench_lat_sort(struct bench_lat *l);
 
 struct qrs_client;
 
-/* count blocking draws of samples bytes through c, each round trip's
-   latency appended to l (room for count more); exits with a message when a
-   draw fails. */
-void bench_lat_draws(struct qrs_client *c, uint32_t samples, int count,
+/* A client of the qrsd at sock; exits with a message when it cannot
+   connect.  Free with qrs_client_free(). */
+struct qrs_client *bench_connect(const char *sock);
+
+/* One round: r->per_round blocking draws of r->samples bytes through c,
+   each round trip's latency appended to l (room for r->per_round more);
+   exits with a message when a draw fails. */
+void bench_lat_draws(struct qrs_client *c, const struct bench_rounds *r,
                      struct bench_lat *l);
 
 /* Sort l and print one line: name, p50, p99 and p99.9 in microseconds. */
@@ -96,12 +129,28 @@ void bench_print_lat(const char *name, struct bench_lat *l);
    microseconds: the sample of rank p (n - 1), rounded to the nearest. */
 double bench_lat_pct_us(const struct bench_lat *l, double p);
 
-/* qsort() comparison of doubles, ascending. */
-int bench_cmp_double(const void *a, const void *b);
-
 /* The median of n > 0 values (the mean of the middle two when n is even).
    Sorts v. */
 double bench_median(double *v, size_t n);
+
+/* ---- throughput ---- */
+
+/* One client thread of a throughput figure: its function calls until
+   end, counting the calls that succeeded in count and the others in
+   failed.  ctx is the caller's: what the thread works on. */
+struct bench_worker {
+  const void *ctx;
+  int64_t end;
+  uint64_t count, failed;
+  pthread_t th;
+};
+
+/* Run the n workers w (ctx set) on threads of fn (its argument: the
+   struct bench_worker) for seconds, and wait for them.  Returns their
+   successful calls per second, all together; *failed: their failed
+   calls. */
+double bench_throughput(struct bench_worker *w, int n, double seconds,
+                        void *(*fn)(void *), uint64_t *failed);
 
 /* ---- the machine and processes ---- */
 

@@ -293,8 +293,7 @@ bench_budgets(int argc, char **argv)
     { .name = "idle-seconds", .type = CLI_OPT_DOUBLE,
       .field = &o.idle_seconds },
     { .name = "reloads", .type = CLI_OPT_INT, .field = &o.reloads },
-    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
-    { 0 },
+    BENCH_OPTS_END,
   };
   char conf[128], notify[128], sock[128];
   double *ready, *served, *floor_ms, *apply_ms, *trip_ms, idle_pct, med;

@@ -28,9 +28,7 @@
 struct opts {
   const char *socket;           /* NULL: start our own qrsd */
   const char *qrsd;
-  uint32_t samples;
-  int rounds;
-  int per_round;
+  struct bench_rounds draws;
   double seconds;               /* per throughput measurement */
   int pin;
 };
@@ -214,7 +212,7 @@ start_floor(const struct opts *o)
   if (floor_pid == 0) {
     if (o->pin)
       bench_pin(0);
-    floor_server(lfd, o->samples);
+    floor_server(lfd, o->draws.samples);
     _exit(0);
   }
   close(lfd);
@@ -280,32 +278,33 @@ lat_local(struct bench_lat *gr, struct bench_lat *pass, int count,
 
 /* ---- throughput ----------------------------------------------------- */
 
+/* What the workers of a figure draw from. */
 struct tput {
   const struct opts *o;
   int floor;                    /* 1: against the floor server */
-  int64_t end;
-  uint64_t count;
 };
 
+/* A worker (struct bench_worker, ctx a struct tput): round trips until
+   its end, the first failure ends them. */
 static void *
 tput_main(void *arg)
 {
+  struct bench_worker *w = arg;
+  const struct tput *t = w->ctx;
   struct qrs_draw_request rq;
   uint8_t req[256], reply[512];
   struct qrs_client *c;
-  struct tput *t;
   struct qrs_draw d;
   int fd;
 
-  t = arg;
   memset(req, 0, sizeof(req));
   if (t->floor) {
     fd = connect_unix(floor_sock);
-    while (mono_now_ns() < t->end) {
+    while (mono_now_ns() < w->end) {
       if (move_full(fd, req, req_size, 1) < 0 ||
           move_full(fd, reply, reply_size, 0) < 0)
         break;
-      t->count++;
+      w->count++;
     }
     close(fd);
     return NULL;
@@ -313,39 +312,30 @@ tput_main(void *arg)
   if (qrs_client_new(qrsd_sock, NULL, &c) < 0)
     return NULL;
   memset(&rq, 0, sizeof(rq));
-  rq.sample_count = t->o->samples;
-  while (mono_now_ns() < t->end) {
+  rq.sample_count = t->o->draws.samples;
+  while (mono_now_ns() < w->end) {
     if (qrs_client_draw(c, &rq, &d) < 0)
       break;
-    t->count++;
+    w->count++;
   }
   qrs_client_free(c);
   return NULL;
 }
 
+/* Round trips/s of clients threads (at most 16) for o->seconds. */
 static double
 throughput(const struct opts *o, int clients, int floor)
 {
-  struct tput t[16];
-  pthread_t th[16];
-  uint64_t total;
-  int64_t start;
+  struct bench_worker w[16];
+  struct tput t;
+  uint64_t failed;
   int i;
 
-  start = mono_now_ns();
-  for (i = 0; i < clients; i++) {
-    t[i].o = o;
-    t[i].floor = floor;
-    t[i].end = start + (int64_t)(o->seconds * 1e9);
-    t[i].count = 0;
-    pthread_create(&th[i], NULL, tput_main, &t[i]);
-  }
-  total = 0;
-  for (i = 0; i < clients; i++) {
-    pthread_join(th[i], NULL);
-    total += t[i].count;
-  }
-  return (double)total / ((double)(mono_now_ns() - start) / 1e9);
+  t.o = o;
+  t.floor = floor;
+  for (i = 0; i < clients; i++)
+    w[i].ctx = &t;
+  return bench_throughput(w, clients, o->seconds, tput_main, &failed);
 }
 
 /* ---- main ----------------------------------------------------------- */
@@ -379,17 +369,18 @@ usage(FILE *f)
 int
 bench_draw(int argc, char **argv)
 {
-  struct opts o;
+  struct opts o = {
+    .draws = { .samples = 10000, .rounds = 10, .per_round = 2000 },
+    .seconds = 1.5,
+    .pin = 1,
+  };
   const struct cli_opt opts[] = {
     { .name = "socket", .type = CLI_OPT_STRING, .field = &o.socket },
     { .name = "qrsd", .type = CLI_OPT_STRING, .field = &o.qrsd },
-    { .name = "samples", .type = CLI_OPT_U32, .field = &o.samples },
-    { .name = "rounds", .type = CLI_OPT_INT, .field = &o.rounds },
-    { .name = "per-round", .type = CLI_OPT_INT, .field = &o.per_round },
+    BENCH_ROUNDS_OPTS(&o.draws),
     { .name = "seconds", .type = CLI_OPT_DOUBLE, .field = &o.seconds },
     { .name = "no-pin", .type = CLI_OPT_SET, .field = &o.pin },
-    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
-    { 0 },
+    BENCH_OPTS_END,
   };
   struct bench_lat ld, lf, lg, lp;
   struct qrs_client *c;
@@ -398,24 +389,17 @@ bench_draw(int argc, char **argv)
   int i, fd, r;
   size_t total;
 
-  memset(&o, 0, sizeof(o));
-  o.samples = 10000;
-  o.rounds = 10;
-  o.per_round = 2000;
-  o.seconds = 1.5;
-  o.pin = 1;
   r = bench_opts_parse(argc, argv, opts, usage);
   if (r >= 0)
     return r;
-  if (o.samples == 0 || o.rounds < 1 || o.per_round < 10 ||
-      o.seconds <= 0) {
+  if (bench_rounds_bad(&o.draws) || o.seconds <= 0) {
     fprintf(stderr, "qrs-bench draw: bad option value\n");
     return 2;
   }
 
   if (bench_tmpdir(tmpdir, sizeof(tmpdir), stop_servers) < 0)
     return 1;
-  measure_frame_sizes(o.samples);
+  measure_frame_sizes(o.draws.samples);
   start_floor(&o);
   if (o.socket && strlen(o.socket) >= sizeof(qrsd_sock)) {
     fprintf(stderr, "qrs-bench draw: socket path too long\n");
@@ -428,37 +412,32 @@ bench_draw(int argc, char **argv)
 
   if (o.pin)
     bench_pin(0);
-  r = qrs_client_new(qrsd_sock, NULL, &c);
-  if (r < 0) {
-    fprintf(stderr, "qrs-bench: cannot connect to %s: %s\n", qrsd_sock,
-            qrs_strerror(r));
-    return 1;
-  }
+  c = bench_connect(qrsd_sock);
   fd = connect_unix(floor_sock);
 
-  total = (size_t)o.rounds * (size_t)o.per_round;
+  total = (size_t)o.draws.rounds * (size_t)o.draws.per_round;
   bench_lat_init(&ld, total);
   bench_lat_init(&lf, total);
   bench_lat_init(&lg, total);
   bench_lat_init(&lp, total);
   /* Warm up both paths, then alternate rounds so that the machine's
      moods fall on both sides alike. */
-  bench_lat_draws(c, o.samples, o.per_round, &ld);
-  lat_floor(fd, &lf, o.per_round);
+  bench_lat_draws(c, &o.draws, &ld);
+  lat_floor(fd, &lf, o.draws.per_round);
   ld.n = lf.n = 0;
-  for (i = 0; i < o.rounds; i++) {
-    bench_lat_draws(c, o.samples, o.per_round, &ld);
-    lat_floor(fd, &lf, o.per_round);
-    lat_local(&lg, &lp, o.per_round / 4, o.samples);
+  for (i = 0; i < o.draws.rounds; i++) {
+    bench_lat_draws(c, &o.draws, &ld);
+    lat_floor(fd, &lf, o.draws.per_round);
+    lat_local(&lg, &lp, o.draws.per_round / 4, o.draws.samples);
   }
   close(fd);
   qrs_client_free(c);
 
   printf("qrs-bench draw: sample_count %u, request frame %zu B, reply "
-         "frame %zu B, %s, %d x %d round trips per side\n", o.samples,
+         "frame %zu B, %s, %d x %d round trips per side\n", o.draws.samples,
          req_size, reply_size, o.pin ? "client and servers pinned to CPU 0"
                                       : "unpinned",
-         o.rounds, o.per_round);
+         o.draws.rounds, o.draws.per_round);
   printf("latency (one client, blocking):\n");
   bench_print_lat("draw through qrsd", &ld);
   bench_print_lat("floor (echo + getrandom + pass)", &lf);

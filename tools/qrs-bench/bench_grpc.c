@@ -511,8 +511,7 @@ bench_grpc(int argc, char **argv)
       .call = set_mode },
     { .name = "qrsd", .type = CLI_OPT_STRING, .field = &o.qrsd },
     { .name = "server", .type = CLI_OPT_STRING, .field = &o.server },
-    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
-    { 0 },
+    BENCH_OPTS_END,
   };
   char sock[128], target[128], qrsd_path[4200], server_path[4200];
   struct qrs_client *c;

@@ -29,8 +29,8 @@
 
 struct hopts {
   const char *nodes, *source, *direct;
-  uint32_t samples;
-  int rounds, per_round, clients;
+  struct bench_rounds draws;
+  int clients;
   double seconds;
 };
 
@@ -39,12 +39,10 @@ struct side {
   const char *sock, *source;
 };
 
-struct worker {
+/* What a throughput worker draws: samples bytes from s. */
+struct job {
   struct side s;
   uint32_t samples;
-  int64_t end;
-  uint64_t count, failed;
-  pthread_t th;
 };
 
 static int
@@ -66,19 +64,20 @@ struct lat {
   struct bench_lat total, wait;
 };
 
-/* n timed draws on c from s into l (NULL: warm-up); a failed or fallback
-   draw stops the benchmark (it would measure the fallback). */
+/* One round, rr->per_round timed draws on c from s, into l (NULL:
+   warm-up); a failed or fallback draw stops the benchmark (it would
+   measure the fallback). */
 static void
-lat_round(struct qrs_client *c, const struct side *s, uint32_t samples,
-          int n, struct lat *l)
+lat_round(struct qrs_client *c, const struct side *s,
+          const struct bench_rounds *rr, struct lat *l)
 {
   struct qrs_draw d;
   int64_t t0, t1;
   int i, r;
 
-  for (i = 0; i < n; i++) {
+  for (i = 0; i < rr->per_round; i++) {
     t0 = mono_now_ns();
-    r = draw_once(c, s, samples, &d);
+    r = draw_once(c, s, rr->samples, &d);
     t1 = mono_now_ns();
     if (r < 0 || d.fallback) {
       fprintf(stderr, "qrs-bench hub: draw from '%s' on %s: %s\n",
@@ -121,34 +120,21 @@ lat_done(struct lat *l)
   bench_lat_done(&l->wait);
 }
 
-static struct qrs_client *
-connect_or_die(const char *sock)
-{
-  struct qrs_client *c;
-  int r;
-
-  r = qrs_client_new(sock, NULL, &c);
-  if (r < 0) {
-    fprintf(stderr, "qrs-bench hub: cannot connect to %s: %s\n", sock,
-            qrs_strerror(r));
-    exit(1);
-  }
-  return c;
-}
-
+/* A worker (struct bench_worker, ctx a struct job). */
 static void *
 worker_main(void *arg)
 {
-  struct worker *w = arg;
+  struct bench_worker *w = arg;
+  const struct job *j = w->ctx;
   struct qrs_client *c;
   struct qrs_draw d;
 
-  if (qrs_client_new(w->s.sock, NULL, &c) < 0) {
+  if (qrs_client_new(j->s.sock, NULL, &c) < 0) {
     w->failed++;
     return NULL;
   }
   while (mono_now_ns() < w->end) {
-    if (draw_once(c, &w->s, w->samples, &d) < 0 || d.fallback)
+    if (draw_once(c, &j->s, j->samples, &d) < 0 || d.fallback)
       w->failed++;
     else
       w->count++;
@@ -163,26 +149,17 @@ static double
 throughput(const struct hopts *o, const struct side *sides, int nsides,
            int n, uint64_t *failed)
 {
-  static struct worker w[HB_MAX_NODES * HB_MAX_CLIENTS];
-  uint64_t total = 0;
-  int64_t start;
+  static struct bench_worker w[HB_MAX_NODES * HB_MAX_CLIENTS];
+  static struct job jobs[HB_MAX_NODES];
   int i;
 
-  start = mono_now_ns();
-  for (i = 0; i < n; i++) {
-    memset(&w[i], 0, sizeof(w[i]));
-    w[i].s = sides[i % nsides];
-    w[i].samples = o->samples;
-    w[i].end = start + (int64_t)(o->seconds * 1e9);
-    pthread_create(&w[i].th, NULL, worker_main, &w[i]);
+  for (i = 0; i < nsides; i++) {
+    jobs[i].s = sides[i];
+    jobs[i].samples = o->draws.samples;
   }
-  *failed = 0;
-  for (i = 0; i < n; i++) {
-    pthread_join(w[i].th, NULL);
-    total += w[i].count;
-    *failed += w[i].failed;
-  }
-  return (double)total / ((double)(mono_now_ns() - start) / 1e9);
+  for (i = 0; i < n; i++)
+    w[i].ctx = &jobs[i % nsides];
+  return bench_throughput(w, n, o->seconds, worker_main, failed);
 }
 
 static void
@@ -213,38 +190,61 @@ usage(FILE *f)
 "  -h, --help          show this help\n");
 }
 
+/* Each node of list (--nodes, a comma-separated list of sockets, cut up
+   in place: the sides point into it) as a hub side and a direct side.
+   The number of nodes, or -1 after saying why not (none, or more than
+   HB_MAX_NODES). */
+static int
+split_nodes(char *list, const struct hopts *o, struct side *hub,
+            struct side *direct)
+{
+  char *tok, *save;
+  int n = 0;
+
+  for (tok = strtok_r(list, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
+    if (n == HB_MAX_NODES) {
+      fprintf(stderr, "qrs-bench hub: at most %d nodes\n", HB_MAX_NODES);
+      return -1;
+    }
+    hub[n].sock = direct[n].sock = tok;
+    hub[n].source = o->source;
+    direct[n++].source = o->direct;
+  }
+  if (n == 0) {
+    fprintf(stderr, "qrs-bench hub: --nodes names no socket\n");
+    return -1;
+  }
+  return n;
+}
+
 int
 bench_hub(int argc, char **argv)
 {
-  struct hopts o;
+  struct hopts o = {
+    .source = "hub",
+    .direct = "direct",
+    .draws = { .samples = 10000, .rounds = 5, .per_round = 500 },
+    .clients = 16,
+    .seconds = 2,
+  };
   const struct cli_opt opts[] = {
     { .name = "nodes", .type = CLI_OPT_STRING, .field = &o.nodes },
     { .name = "source", .type = CLI_OPT_STRING, .field = &o.source },
     { .name = "direct", .type = CLI_OPT_STRING, .field = &o.direct },
-    { .name = "samples", .type = CLI_OPT_U32, .field = &o.samples },
-    { .name = "rounds", .type = CLI_OPT_INT, .field = &o.rounds },
-    { .name = "per-round", .type = CLI_OPT_INT, .field = &o.per_round },
+    BENCH_ROUNDS_OPTS(&o.draws),
     { .name = "clients", .type = CLI_OPT_INT, .field = &o.clients },
     { .name = "seconds", .type = CLI_OPT_DOUBLE, .field = &o.seconds },
-    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
-    { 0 },
+    BENCH_OPTS_END,
   };
   struct side hub[HB_MAX_NODES], direct[HB_MAX_NODES];
   struct qrs_client *c;
   struct lat lh, ld;
-  char *list, *tok, *save;
+  char *list;
   double th, td, p50h, p99h, p50d, p99d;
   uint64_t fh, fd;
-  int nn = 0, i, k, r;
+  int nn, i, k, r;
 
-  memset(&o, 0, sizeof(o));
-  o.source = "hub";
-  o.direct = "direct";
-  o.samples = 10000;
-  o.rounds = 5;
-  o.per_round = 500;
-  o.clients = 16;
-  o.seconds = 2;
   r = bench_opts_parse(argc, argv, opts, usage);
   if (r >= 0)
     return r;
@@ -253,7 +253,7 @@ bench_hub(int argc, char **argv)
     usage(stderr);
     return 2;
   }
-  if (o.samples == 0 || o.rounds < 1 || o.per_round < 10 ||
+  if (bench_rounds_bad(&o.draws) ||
       o.clients < 1 || o.clients > HB_MAX_CLIENTS || o.seconds <= 0) {
     fprintf(stderr, "qrs-bench hub: bad option value\n");
     return 2;
@@ -263,19 +263,8 @@ bench_hub(int argc, char **argv)
     perror("qrs-bench hub");
     return 1;
   }
-  for (tok = strtok_r(list, ",", &save); tok;
-       tok = strtok_r(NULL, ",", &save)) {
-    if (nn == HB_MAX_NODES) {
-      fprintf(stderr, "qrs-bench hub: at most %d nodes\n", HB_MAX_NODES);
-      free(list);
-      return 2;
-    }
-    hub[nn].sock = direct[nn].sock = tok;
-    hub[nn].source = o.source;
-    direct[nn++].source = o.direct;
-  }
-  if (nn == 0) {
-    fprintf(stderr, "qrs-bench hub: --nodes names no socket\n");
+  nn = split_nodes(list, &o, hub, direct);
+  if (nn < 0) {
     free(list);
     return 2;
   }
@@ -284,17 +273,17 @@ bench_hub(int argc, char **argv)
      (connections, streams, breakers), then alternate rounds on one
      client so that the machine's moods fall on both sides alike. */
   printf("qrs-bench hub: sample_count %u, %d x %d draws per side\n",
-         o.samples, o.rounds, o.per_round);
+         o.draws.samples, o.draws.rounds, o.draws.per_round);
   printf("latency (one client, blocking; p50 / p99 in us):\n");
   for (k = 0; k < nn; k++) {
-    c = connect_or_die(hub[k].sock);
-    lat_init(&lh, (size_t)o.rounds * (size_t)o.per_round);
-    lat_init(&ld, (size_t)o.rounds * (size_t)o.per_round);
-    lat_round(c, &hub[k], o.samples, o.per_round, NULL);
-    lat_round(c, &direct[k], o.samples, o.per_round, NULL);
-    for (i = 0; i < o.rounds; i++) {
-      lat_round(c, &hub[k], o.samples, o.per_round, &lh);
-      lat_round(c, &direct[k], o.samples, o.per_round, &ld);
+    c = bench_connect(hub[k].sock);
+    lat_init(&lh, (size_t)o.draws.rounds * (size_t)o.draws.per_round);
+    lat_init(&ld, (size_t)o.draws.rounds * (size_t)o.draws.per_round);
+    lat_round(c, &hub[k], &o.draws, NULL);
+    lat_round(c, &direct[k], &o.draws, NULL);
+    for (i = 0; i < o.draws.rounds; i++) {
+      lat_round(c, &hub[k], &o.draws, &lh);
+      lat_round(c, &direct[k], &o.draws, &ld);
     }
     qrs_client_free(c);
     printf("  node %d:\n", k + 1);

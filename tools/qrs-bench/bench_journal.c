@@ -41,9 +41,7 @@ struct jopts {
   const char *qrsd;
   const char *audit;
   const char *dir;              /* NULL: a temporary folder */
-  uint32_t samples;
-  int rounds;
-  int per_round;
+  struct bench_rounds draws;
   uint32_t flush_ms;            /* UINT32_MAX: qrsd's default */
   const char *writer_cpu;       /* NULL: qrsd's default */
   uint32_t writer_nice;         /* UINT32_MAX: qrsd's default */
@@ -89,21 +87,6 @@ write_conf(const char *path, const char *jdir, const struct jopts *o)
   }
 }
 
-static struct qrs_client *
-connect_qrsd(const char *sock)
-{
-  struct qrs_client *c;
-  int r;
-
-  r = qrs_client_new(sock, NULL, &c);
-  if (r < 0) {
-    fprintf(stderr, "qrs-bench: cannot connect to %s: %s\n", sock,
-            qrs_strerror(r));
-    exit(1);
-  }
-  return c;
-}
-
 static void
 print_ratio(const char *what, double on, double off)
 {
@@ -135,21 +118,21 @@ bench_draw_path(const struct jopts *o, const char *jdir)
   pid_off = bench_start_qrsd(bin, sock_off, conf_off, o->pin);
   if (o->pin)
     bench_pin(0);
-  con = connect_qrsd(sock_on);
-  coff = connect_qrsd(sock_off);
-  total = (size_t)o->rounds * (size_t)o->per_round;
+  con = bench_connect(sock_on);
+  coff = bench_connect(sock_off);
+  total = (size_t)o->draws.rounds * (size_t)o->draws.per_round;
   bench_lat_init(&lon, total);
   bench_lat_init(&loff, total);
-  bench_lat_draws(con, o->samples, o->per_round, &lon);      /* warm-up */
-  bench_lat_draws(coff, o->samples, o->per_round, &loff);
+  bench_lat_draws(con, &o->draws, &lon);      /* warm-up */
+  bench_lat_draws(coff, &o->draws, &loff);
   lon.n = loff.n = 0;
-  for (i = 0; i < o->rounds; i++) {
+  for (i = 0; i < o->draws.rounds; i++) {
     if (i % 2 == 0) {
-      bench_lat_draws(con, o->samples, o->per_round, &lon);
-      bench_lat_draws(coff, o->samples, o->per_round, &loff);
+      bench_lat_draws(con, &o->draws, &lon);
+      bench_lat_draws(coff, &o->draws, &loff);
     } else {
-      bench_lat_draws(coff, o->samples, o->per_round, &loff);
-      bench_lat_draws(con, o->samples, o->per_round, &lon);
+      bench_lat_draws(coff, &o->draws, &loff);
+      bench_lat_draws(con, &o->draws, &lon);
     }
   }
   qrs_client_free(con);
@@ -161,9 +144,9 @@ bench_draw_path(const struct jopts *o, const char *jdir)
   r = journal_verify(jdir, NULL, NULL, &entries, head, err, sizeof err);
 
   printf("qrs-bench journal: sample_count %u, %s, %d x %d draws per side "
-         "(alternating rounds), journal in %s\n", o->samples,
+         "(alternating rounds), journal in %s\n", o->draws.samples,
          o->pin ? "client and both qrsd pinned to CPU 0" : "unpinned",
-         o->rounds, o->per_round, jdir);
+         o->draws.rounds, o->draws.per_round, jdir);
   printf("  journal.flush_ms %s, writer_cpu %s, writer_nice %s, "
          "hash_buffer %s (as given, else qrsd's defaults)\n",
          o->flush_ms == UINT32_MAX ? "default" : "set",
@@ -179,11 +162,11 @@ bench_draw_path(const struct jopts *o, const char *jdir)
               bench_lat_pct_us(&loff, 0.99));
   printf("  journal: %s, %llu entries (expected %zu)\n",
          journal_fault_name(r), (unsigned long long)entries,
-         total + (size_t)o->per_round);
+         total + (size_t)o->draws.per_round);
   bench_lat_done(&lon);
   bench_lat_done(&loff);
   return r == JOURNAL_INTACT &&
-         entries == total + (size_t)o->per_round ? 0 : 1;
+         entries == total + (size_t)o->draws.per_round ? 0 : 1;
 }
 
 /* Entry i of n of the qrs-audit figure (what the records copy). */
@@ -600,14 +583,20 @@ usage(FILE *f)
 int
 bench_journal(int argc, char **argv)
 {
-  struct jopts o;
+  struct jopts o = {
+    .draws = { .samples = 10000, .rounds = 10, .per_round = 2000 },
+    .flush_ms = UINT32_MAX,
+    .writer_nice = UINT32_MAX,
+    .hash_buffer = UINT32_MAX,
+    .audit_entries = 1000000,
+    .audit_records = UINT32_MAX,        /* one per entry */
+    .pin = 1,
+  };
   const struct cli_opt opts[] = {
     { .name = "qrsd", .type = CLI_OPT_STRING, .field = &o.qrsd },
     { .name = "audit", .type = CLI_OPT_STRING, .field = &o.audit },
     { .name = "journal-dir", .type = CLI_OPT_STRING, .field = &o.dir },
-    { .name = "samples", .type = CLI_OPT_U32, .field = &o.samples },
-    { .name = "rounds", .type = CLI_OPT_INT, .field = &o.rounds },
-    { .name = "per-round", .type = CLI_OPT_INT, .field = &o.per_round },
+    BENCH_ROUNDS_OPTS(&o.draws),
     { .name = "flush-ms", .type = CLI_OPT_U32, .field = &o.flush_ms },
     { .name = "writer-cpu", .type = CLI_OPT_STRING, .field = &o.writer_cpu },
     { .name = "writer-nice", .type = CLI_OPT_U32,
@@ -619,22 +608,11 @@ bench_journal(int argc, char **argv)
     { .name = "audit-records", .type = CLI_OPT_U32,
       .field = &o.audit_records },
     { .name = "no-pin", .type = CLI_OPT_SET, .field = &o.pin },
-    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
-    { 0 },
+    BENCH_OPTS_END,
   };
   char jdir[128];
   int r, rc;
 
-  memset(&o, 0, sizeof o);
-  o.samples = 10000;
-  o.rounds = 10;
-  o.per_round = 2000;
-  o.flush_ms = UINT32_MAX;
-  o.writer_nice = UINT32_MAX;
-  o.hash_buffer = UINT32_MAX;
-  o.audit_entries = 1000000;
-  o.audit_records = UINT32_MAX;   /* one per entry */
-  o.pin = 1;
   r = bench_opts_parse(argc, argv, opts, usage);
   if (r >= 0)
     return r;
@@ -644,7 +622,7 @@ bench_journal(int argc, char **argv)
      core, unless told (the usage says why) */
   if (o.writer_cpu == NULL && o.pin && sysconf(_SC_NPROCESSORS_ONLN) >= 2)
     o.writer_cpu = "1";
-  if (o.samples == 0 || o.rounds < 1 || o.per_round < 10 ||
+  if (bench_rounds_bad(&o.draws) ||
       (o.audit_entries > 0 && o.audit_records > o.audit_entries) ||
       (o.dir && strlen(o.dir) >= sizeof jdir)) {
     fprintf(stderr, "qrs-bench journal: bad option value\n");

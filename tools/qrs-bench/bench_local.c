@@ -256,8 +256,7 @@ bench_local(int argc, char **argv)
       .field = &seconds },
     { .name = "reps", .key = 'r', .type = CLI_OPT_INT, .field = &reps },
     { .name = "device", .key = 'd', .type = CLI_OPT_STRING, .field = &device },
-    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
-    { 0 },
+    BENCH_OPTS_END,
   };
   const struct noise_mech *m;
   double g1, g10;

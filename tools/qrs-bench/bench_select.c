@@ -539,8 +539,7 @@ bench_select(int argc, char **argv)
       .call = set_dtypes },
     { .name = "batch", .type = CLI_OPT_INT, .field = &o.batch },
     { .name = "threads", .type = CLI_OPT_INT, .field = &o.threads },
-    { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
-    { 0 },
+    BENCH_OPTS_END,
   };
   float *frows[NSHAPES][NROWS];
   uint16_t *hrows[NSHAPES][NROWS];

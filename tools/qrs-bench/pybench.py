@@ -65,9 +65,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+
+from qrsdev import qrs_processor, tp_group, wait_listening  # noqa: E402
 
 
 def _import_qrs(build: Path):
@@ -106,20 +108,10 @@ class Qrsd:
         self.proc = subprocess.Popen(
             [str(binary), "--socket", self.sock, "-c", str(conf)],
             stdout=self.log, stderr=self.log)
-        deadline = time.monotonic() + 10
-        while True:
-            if self.proc.poll() is not None:
-                sys.exit("pybench: qrsd exited: "
-                         + (self.dir / "qrsd.log").read_text())
-            try:
-                with socket.socket(socket.AF_UNIX) as s:
-                    s.connect(self.sock)
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    sys.exit("pybench: qrsd did not listen within 10 s")
-                time.sleep(0.02)
+        why = wait_listening(self.proc, self.sock, self.dir / "qrsd.log")
+        if why:
+            self.stop()
+            sys.exit("pybench: " + why)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -223,25 +215,17 @@ def vllm_apply(qrs, np, client, sock: str, rows, batch: int,
     try:
         import torch
         from vllm import SamplingParams
-        from vllm.v1.worker.gpu.sample.logits_processor import (
-            build_custom_logits_processors)
     except ImportError as e:
         print(f"vLLM apply: not measured (no torch/vllm here: {e})")
         return False
     vocab = rows.shape[1]
     os.environ["QRS_SOCKET"] = sock
-    states = SimpleNamespace(device=torch.device("cpu"), max_num_reqs=batch,
-                             vocab_size=vocab, all_token_ids=None,
-                             prompt_len=None, prefill_len=None,
-                             total_len=None)
-    (p,) = build_custom_logits_processors(
-        None, states, False, ["qrs.vllm:QRSLogitsProcessor"])
+    p = qrs_processor(None, batch, vocab)
     # the same processor on one thread: the binding's own cost
     saved = os.environ.get("QRS_THREADS")
     os.environ["QRS_THREADS"] = "1"
     try:
-        (p1,) = build_custom_logits_processors(
-            None, states, False, ["qrs.vllm:QRSLogitsProcessor"])
+        p1 = qrs_processor(None, batch, vocab)
     finally:
         if saved is None:
             del os.environ["QRS_THREADS"]
@@ -343,26 +327,10 @@ def tp_rank(rank: int, port: int, vocab: int, batch: int,
     import numpy as np
     import torch
     from vllm import SamplingParams
-    from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.distributed import parallel_state as ps
-    from vllm.platforms.cpu import CpuPlatform
-    from vllm.v1.worker.gpu.sample.logits_processor import (
-        build_custom_logits_processors)
 
-    # vLLM's CPU platform asks for triton-cpu here; its groups need none
-    CpuPlatform.check_and_update_config = classmethod(lambda cls, c: None)
-    config = VllmConfig()
-    with set_current_vllm_config(config):
-        ps.init_distributed_environment(
-            world_size=2, rank=rank, local_rank=rank, backend="gloo",
-            distributed_init_method=f"tcp://127.0.0.1:{port}")
-        ps.initialize_model_parallel(tensor_model_parallel_size=2)
-        states = SimpleNamespace(device=torch.device("cpu"),
-                                 max_num_reqs=batch, vocab_size=vocab,
-                                 all_token_ids=None, prompt_len=None,
-                                 prefill_len=None, total_len=None)
-        (p,) = build_custom_logits_processors(
-            config, states, False, ["qrs.vllm:QRSLogitsProcessor"])
+    with tp_group(rank, port) as config:
+        p = qrs_processor(config, batch, vocab)
         for i in range(batch):
             p.add_request(i, SamplingParams(max_tokens=steps + 2))
         ctx = batch_ctx(batch)
@@ -387,8 +355,6 @@ def tp_rank(rank: int, port: int, vocab: int, batch: int,
             time.sleep(0.002)     # the forward pass
         print(json.dumps({"rank": rank, "samples": p.samples,
                           "apply": apply_s, "broadcast": bcast_s}))
-        ps.destroy_model_parallel()
-        ps.destroy_distributed_environment()
 
 
 def tp_broadcast(build: Path, sock: str, vocab: int, batch: int,

@@ -40,6 +40,7 @@
 #include "engine/ampreq.h"
 #include "frame.h"
 #include "plot.h"
+#include "sortcmp.h"
 #include "sources/source.h"
 #include "timestamp.h"
 #include "ustat.h"
@@ -413,14 +414,6 @@ report_uniformity(const struct opts *o, const double *u, uint64_t m,
 /* ---- commands ---- */
 
 static int
-cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-
-  return (x > y) - (x < y);
-}
-
-static int
 cmd_uniformity(const struct opts *o)
 {
   struct drawer d;
@@ -457,7 +450,7 @@ cmd_uniformity(const struct opts *o)
   }
   mean /= (double)o->draws;
   stouffer /= sqrt((double)o->draws);
-  qsort(u, o->draws, sizeof(*u), cmp_double);
+  qsort(u, o->draws, sizeof(*u), sort_cmp_double);
   distinct = o->draws ? 1 : 0;
   for (i = 1; i < o->draws; i++)
     distinct += u[i] != u[i - 1];

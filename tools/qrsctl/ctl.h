@@ -73,10 +73,10 @@ int ctl_parse_options(const struct command *cmd, const struct cli_opt *opts,
 /* The command's synopsis and a pointer to its help, on stderr. */
 void ctl_command_usage_error(const struct command *cmd);
 
-/* ctl_query.c and ctl_validate.c: the commands. */
-ctl_run_fn cmd_status, cmd_health, cmd_sources, cmd_metrics, cmd_draw,
-           cmd_bytes, cmd_validate, cmd_hash_key, cmd_reload, cmd_source,
-           cmd_quota;
+/* ctl_query.c and ctl_validate.c: the commands (cmd_query: status,
+   health and sources, the question named by the command). */
+ctl_run_fn cmd_query, cmd_metrics, cmd_draw, cmd_bytes, cmd_validate,
+           cmd_hash_key, cmd_reload, cmd_source, cmd_quota;
 
 /* ctl_metrics.c: st and src as Prometheus text format 0.0.4 on f.  0, or
    -1 if writing failed. */

@@ -115,6 +115,24 @@ health_exit(const struct qrs_health *h)
   return EXIT_ERROR;
 }
 
+/* What metrics shows: STATUS, then SOURCES, into *st and *s (free
+   both).  0, or the error of the request that failed (then neither is
+   kept). */
+static int
+ask_metrics(struct qrs_client *c, struct qrs_status **st,
+            struct qrs_sources **s)
+{
+  int r;
+
+  r = qrs_client_status(c, st);
+  if (r < 0)
+    return r;
+  r = qrs_client_sources(c, s);
+  if (r < 0)
+    qrs_status_free(*st);
+  return r;
+}
+
 /* Ask qrsd question q, print the reply, free it.  Returns the exit
    status. */
 static int
@@ -145,14 +163,8 @@ query(struct ctl *ctl, const struct command *cmd, int argc, char **argv,
     r = qrs_client_health(c, &h);
   else if (q == QUERY_SOURCES)
     r = qrs_client_sources(c, &s);
-  else {
-    r = qrs_client_status(c, &st);
-    if (r >= 0) {
-      r = qrs_client_sources(c, &s);
-      if (r < 0)
-        qrs_status_free(st);
-    }
-  }
+  else
+    r = ask_metrics(c, &st, &s);
   if (r < 0)
     call_error(c, what[q], r);
   qrs_client_free(c);
@@ -200,12 +212,7 @@ metrics_textfile(struct ctl *ctl, const char *path)
   }
   r = -1;
   if (ctl_connect(ctl, &c) == 0) {
-    r = qrs_client_status(c, &st);
-    if (r >= 0) {
-      r = qrs_client_sources(c, &s);
-      if (r < 0)
-        qrs_status_free(st);
-    }
+    r = ask_metrics(c, &st, &s);
     if (r < 0)
       call_error(c, "metrics: status or sources request failed", r);
     qrs_client_free(c);
@@ -275,25 +282,21 @@ cmd_metrics(struct ctl *ctl, const struct command *cmd, int argc,
   }
 }
 
+/* status, health and sources: the command's name is the question. */
 int
-cmd_status(struct ctl *ctl, const struct command *cmd, int argc,
-           char **argv)
+cmd_query(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 {
-  return query(ctl, cmd, argc, argv, QUERY_STATUS);
-}
+  static const char *const names[] = {
+    [QUERY_STATUS] = "status",
+    [QUERY_HEALTH] = "health",
+    [QUERY_SOURCES] = "sources",
+  };
+  enum query q;
 
-int
-cmd_health(struct ctl *ctl, const struct command *cmd, int argc,
-           char **argv)
-{
-  return query(ctl, cmd, argc, argv, QUERY_HEALTH);
-}
-
-int
-cmd_sources(struct ctl *ctl, const struct command *cmd, int argc,
-            char **argv)
-{
-  return query(ctl, cmd, argc, argv, QUERY_SOURCES);
+  q = QUERY_STATUS;
+  while (q < QUERY_SOURCES && strcmp(cmd->name, names[q]) != 0)
+    q++;
+  return query(ctl, cmd, argc, argv, q);
 }
 
 int

@@ -45,7 +45,7 @@ static const struct command commands[] = {
     "      Show the daemon's version, uptime, request counters, its\n"
     "      sources, and its draw journal: state and head SEQ:HASH (the\n"
     "      last entry written, as qrs-audit --checkpoint takes it).\n",
-    cmd_status },
+    cmd_query },
   { "health", "",
     "      Show the daemon's health and that of each source.  The exit\n"
     "      status says it too: 0 healthy, 1 degraded (serving, but some\n"
@@ -54,7 +54,7 @@ static const struct command commands[] = {
     "      source cannot serve, or the draw journal fails under on_error\n"
     "      stop), unknown or unreachable.  A source an operator disabled\n"
     "      shows HEALTH 'disabled'.\n",
-    cmd_health },
+    cmd_query },
   { "sources", "",
     "      List the configured entropy sources with their type, health,\n"
     "      fallback and counters.  '*' marks the default source.  For a\n"
@@ -64,7 +64,7 @@ static const struct command commands[] = {
     "      source's mechanisms (available or why not, state, rate).  With\n"
     "      --json these are under \"local\" of each source, the mechanisms\n"
     "      as the array \"local\".\"mechanisms\".\n",
-    cmd_sources },
+    cmd_query },
   { "metrics", "[--textfile FILE [--interval SECONDS]]",
     "      Print qrsd's counters and the state of each source in the\n"
     "      Prometheus text exposition format 0.0.4 (qrsd_* families:\n"

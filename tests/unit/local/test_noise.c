@@ -413,21 +413,29 @@ static const struct noise_mech slowing_mech = {
   .h = 0.5, .probe = slowing_probe, .harvest = slowing_harvest,
 };
 
+/* The bytes of each read of a measured noise. */
+#define MEASURED_LEN 16384
+
 /* An xor noise of the nm mechanisms m with a timeout of ms, each
-   mechanism's rate measured by three reads of n bytes into out. */
+   mechanism's rate measured by three reads of MEASURED_LEN bytes into
+   *ret_out, a new buffer of that size (free it). */
 static struct noise *
 open_measured(const struct noise_mech **m, size_t nm, unsigned ms,
-              uint8_t *out, size_t n)
+              uint8_t **ret_out)
 {
   struct noise *nz;
+  uint8_t *out;
   char err[256];
   int k;
 
+  out = malloc(MEASURED_LEN);
+  cr_assert_not_null(out);
   cr_assert_eq(noise_new(m, nm, COND_RAW, NOISE_XOR, ms,
                          HEALTH_ALPHA_DEFAULT, &nz, err, sizeof(err)), 0,
                "%s", err);
   for (k = 0; k < 3; k++)
-    read_ok(nz, out, n);
+    read_ok(nz, out, MEASURED_LEN);
+  *ret_out = out;
   return nz;
 }
 
@@ -441,7 +449,6 @@ Test(noise, xor_stops_waiting_for_a_mechanism_that_slows_down)
   struct noise_slot slots[2], before[2];
   struct noise *nz;
   uint8_t *out;
-  size_t n = 16384;
   uint64_t dt;
 
   if (skip_under_valgrind())
@@ -449,22 +456,20 @@ Test(noise, xor_stops_waiting_for_a_mechanism_that_slows_down)
   m[0] = noise_mech_find("branch_timing");
   m[1] = &slowing_mech;
   cr_assert_not_null(m[0]);
-  out = malloc(n);
-  cr_assert_not_null(out);
   slowing = 0;
-  nz = open_measured(m, 2, 8000, out, n);       /* both measured fast */
+  nz = open_measured(m, 2, 8000, &out);         /* both measured fast */
   cr_assert_eq(noise_snapshot(nz, before, 2), 2);
   slowing = 1;                  /* 16,384 samples now take 16 s > 8 s */
-  dt = timed_read_ok(nz, out, n);
+  dt = timed_read_ok(nz, out, MEASURED_LEN);
   cr_assert_eq(noise_snapshot(nz, slots, 2), 2);
   cr_assert_lt(dt, 4000000000ULL, "the read waited %.1f s for the slowed "
                "mechanism", dt / 1e9);
   cr_assert_eq(slots[1].cut, before[1].cut + 1,
                "the slowed mechanism was not cut short");
-  cr_assert_lt(slots[1].samples - before[1].samples, n);
+  cr_assert_lt(slots[1].samples - before[1].samples, MEASURED_LEN);
   cr_assert_eq(slots[1].timeouts, before[1].timeouts);
   cr_assert_eq(slots[1].failures, 0, "%s", slots[1].last_error);
-  cr_assert_eq(slots[0].samples - before[0].samples, n);
+  cr_assert_eq(slots[0].samples - before[0].samples, MEASURED_LEN);
   printf("noise: a mechanism that slowed down was cut after %.3f s\n",
          dt / 1e9);
   noise_free(nz);
@@ -504,19 +509,16 @@ Test(noise, xor_read_goes_on_when_every_waited_for_mechanism_fell_behind)
   const struct noise_mech *m[1];
   struct noise *nz;
   uint8_t *out;
-  size_t n = 16384;
   uint64_t dt;
 
   if (skip_under_valgrind())
     return;
   m[0] = &stalling_mech;
-  out = malloc(n);
-  cr_assert_not_null(out);
-  nz = open_measured(m, 1, 3000, out, n);  /* the read waits for it */
+  nz = open_measured(m, 1, 3000, &out);    /* the read waits for it */
   stall_calls = 0;
   stall = 1;                    /* one piece, then a second's stall: at
                                    that rate 16,384 samples miss 3 s */
-  dt = timed_read_ok(nz, out, n);
+  dt = timed_read_ok(nz, out, MEASURED_LEN);
   cr_assert_eq(stall_calls, 2, "the fixture did not stall");
   cr_assert_geq(dt, 1000000000ULL);
   printf("noise: a mechanism that stalled and fell behind was still "
