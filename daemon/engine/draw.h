@@ -39,6 +39,12 @@ int draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
                     uv_loop_t *loop, struct draw_engine **ret_engine);
 void draw_engine_free(struct draw_engine *e);   /* accepts NULL */
 
+/* The server stopped (every connection closed): the draw replies still
+   waiting for their journal entry are dropped (answered with an error
+   nobody reads) and the journal's wake-up handle closed.  Before
+   draw_engine_free(), while the loop still runs; accepts NULL. */
+void draw_engine_stop(struct draw_engine *e);
+
 /* The configuration changed (a reload, in place): recompute what the
    engine derives from limits.*, and restart the monitors whose monitor.*
    settings changed (their windows start empty).  0, or -ENOMEM when a

@@ -64,17 +64,18 @@ struct journal {
      p.bytes_buf bytes; a_used from a_tail on, wrapping) */
   uint8_t *arena;
   size_t a_tail, a_used;
-  size_t a_wake;                    /* a_used that wakes a collecting
-                                       writer (half the arena) */
   uint64_t hashed_inline;           /* draws hashed at submit: no room */
-  size_t wake_at;                   /* q_len that wakes a collecting writer */
-  int idle;                         /* the writer waits for a first entry */
+  int idle;                         /* the writer waits for an entry */
   /* submitting thread only: the bytes hash */
   EVP_MD_CTX *sub_md;
   uint64_t next_seq;
   uint64_t reserved;                /* durably reserved: next_seq may
                                        reach it, not pass it */
   uint64_t lost_first, lost_last;   /* served, not written (0: none) */
+  uint64_t written_seq;             /* the last entry written (write(2)) */
+  struct journal_range lost_q[JOURNAL_LOST_RANGES];  /* for
+                                       journal_progress(), not taken yet */
+  unsigned n_lost_q;
   int stopping;
   enum journal_state state;
   int err;
@@ -85,8 +86,12 @@ struct journal {
   int fd;
   unsigned file_index;
   uint64_t file_bytes;
-  char prev_hex[JOURNAL_HEX_LEN + 1];   /* last written (maybe not synced) */
+  char prev_hex[JOURNAL_HEX_LEN + 1];   /* last formatted */
   uint64_t last_seq;
+  char w_hex[JOURNAL_HEX_LEN + 1];  /* last written (maybe not synced) */
+  uint64_t w_seq;
+  unsigned unsynced;                /* entries written since the fsync */
+  struct timespec sync_due;         /* their fsync is due (CLOCK_MONOTONIC) */
   char *buf;                        /* a batch of formatted lines */
   size_t buf_cap;
   EVP_MD_CTX *w_md;                 /* the line hashes */
@@ -647,8 +652,9 @@ open_current(struct journal *j, const char *prev_hex)
 }
 
 /* Append len bytes of buf (whole lines) to the current file, rotating
-   first when it is full, and fsync: 0, or a negative errno with the
-   file cut back to its durable size (no torn line stays). */
+   first when it is full (the full file is fsync'd): 0, or a negative
+   errno with the file cut back to the size it had (no torn line stays).
+   The bytes written are durable at the next sync_file(). */
 static int
 append(struct journal *j, const char *buf, size_t len, const char *prev_hex)
 {
@@ -660,8 +666,6 @@ append(struct journal *j, const char *buf, size_t len, const char *prev_hex)
     r = open_next(j, prev_hex);
   if (r == 0)
     r = fd_write_all(j->fd, buf, len);
-  if (r == 0 && fsync(j->fd) != 0)
-    r = -errno;
   if (r == 0) {
     j->file_bytes += len;
     return 0;
@@ -671,6 +675,52 @@ append(struct journal *j, const char *buf, size_t len, const char *prev_hex)
   if (j->fd >= 0 && ftruncate(j->fd, (off_t)j->file_bytes) == 0)
     (void)fsync(j->fd);
   return r;
+}
+
+/* What was written is now the chain's written end (writer thread, after
+   append()): the loop is told (params on_written), so that the replies
+   waiting for these entries go out. */
+static void
+written(struct journal *j, unsigned n)
+{
+  struct timespec now;
+
+  memcpy(j->w_hex, j->prev_hex, sizeof j->w_hex);
+  j->w_seq = j->last_seq;
+  pthread_mutex_lock(&j->mu);
+  j->written_seq = j->last_seq;
+  if (j->state == JOURNAL_QUEUE_FULL)
+    j->state = JOURNAL_OK;
+  pthread_mutex_unlock(&j->mu);
+  if (j->p.on_written)
+    j->p.on_written(j->p.on_written_arg);
+  if (j->unsynced == 0) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    j->sync_due.tv_sec = now.tv_sec + (time_t)(j->p.flush_ms / 1000);
+    j->sync_due.tv_nsec = now.tv_nsec +
+                          (long)(j->p.flush_ms % 1000) * 1000000L;
+    if (j->sync_due.tv_nsec >= 1000000000L) {
+      j->sync_due.tv_sec++;
+      j->sync_due.tv_nsec -= 1000000000L;
+    }
+  }
+  j->unsynced += n;
+}
+
+/* fsync what was written: the head (the status file's) reaches it.  0
+   or a negative errno. */
+static int
+sync_file(struct journal *j)
+{
+  if (j->fd >= 0 && fsync(j->fd) != 0)
+    return -errno;
+  j->unsynced = 0;
+  pthread_mutex_lock(&j->mu);
+  memcpy(j->head_hex, j->w_hex, sizeof j->head_hex);
+  j->head_seq = j->w_seq;
+  pthread_mutex_unlock(&j->mu);
+  checkpoint(j, NULL);
+  return 0;
 }
 
 /* Keep at least half a block of sequence numbers reserved ahead of the
@@ -697,10 +747,11 @@ reserve_ahead(struct journal *j)
   return 0;
 }
 
-/* A write failed (r): every entry handed out and not durable is lost
-   (the batch that failed, and what is queued behind it: dropped, not
-   written after the failure); draws are refused or labelled until
-   recover() succeeds. */
+/* A write or fsync failed (r): every entry handed out and not written
+   is lost (the batch that failed, and what is queued behind it: dropped,
+   not written after the failure; those written stay, their draws were
+   answered journalled), and the loop is told which (journal_progress());
+   draws are refused or labelled until recover() succeeds. */
 static void
 fail(struct journal *j, int r)
 {
@@ -709,7 +760,7 @@ fail(struct journal *j, int r)
   int was;
 
   pthread_mutex_lock(&j->mu);
-  first = j->head_seq + 1;
+  first = j->written_seq + 1;
   last = j->next_seq - 1;
   j->q_head = (j->q_head + j->q_len) % j->p.queue_len;
   j->q_len = 0;
@@ -718,14 +769,22 @@ fail(struct journal *j, int r)
   was = j->state == JOURNAL_WRITE_ERROR;
   j->state = JOURNAL_WRITE_ERROR;
   j->err = -r;
-  memcpy(j->prev_hex, j->head_hex, sizeof j->prev_hex);
-  j->last_seq = j->head_seq;
+  memcpy(j->prev_hex, j->w_hex, sizeof j->prev_hex);
+  j->last_seq = j->w_seq;
   if (last >= first) {
     if (j->lost_first == 0)
       j->lost_first = first;
     j->lost_last = last;
+    if (j->n_lost_q == JOURNAL_LOST_RANGES) {
+      j->lost_q[j->n_lost_q - 1].last = last;
+    } else {
+      j->lost_q[j->n_lost_q].first = first;
+      j->lost_q[j->n_lost_q++].last = last;
+    }
   }
   pthread_mutex_unlock(&j->mu);
+  if (j->p.on_written && last >= first)
+    j->p.on_written(j->p.on_written_arg);
   if (was)
     return;
   /* open_next() failed: the file it could not create */
@@ -745,8 +804,8 @@ fail(struct journal *j, int r)
             "served labelled \"unjournalled\"", JOURNAL_RETRY_MS);
 }
 
-/* Append a gap record for first..last (reason: a JOURNAL_GAP_*) and
-   move the chain past it: 0, or append()'s negative errno. */
+/* Append a gap record for first..last (reason: a JOURNAL_GAP_*), move
+   the chain past it and fsync: 0, or a negative errno. */
 static int
 append_gap(struct journal *j, uint64_t first, uint64_t last,
            const char *reason)
@@ -761,7 +820,10 @@ append_gap(struct journal *j, uint64_t first, uint64_t last,
     return r;
   journal_hex(hash, JOURNAL_HASH_LEN, j->prev_hex);
   j->last_seq = last;
-  return 0;
+  memcpy(j->w_hex, j->prev_hex, sizeof j->w_hex);
+  j->w_seq = last;
+  j->unsynced++;
+  return sync_file(j);
 }
 
 /* After a failure: the sequence reservation renewed, then a gap record
@@ -774,10 +836,11 @@ recover(struct journal *j)
   uint64_t first, last;
   int r;
 
-  if (j->fd >= 0 && (ftruncate(j->fd, (off_t)j->file_bytes) != 0 ||
-                     fsync(j->fd) != 0))
+  if (j->fd >= 0 && ftruncate(j->fd, (off_t)j->file_bytes) != 0)
     return -errno;
-  r = reserve_ahead(j);
+  r = sync_file(j);
+  if (r == 0)
+    r = reserve_ahead(j);
   if (r != 0)
     return r;
   journal_lost(j, &first, &last);
@@ -829,36 +892,42 @@ retry(struct journal *j)
   return stopping ? -1 : 0;
 }
 
-/* The writer waits for entries: untimed while the queue is empty (idle
-   set: the next journal_submit() signals once), then collects for up to
-   flush_ms after the first entry arrived, or until the queue holds
-   wake_at entries, or until close.  So a steady stream of draws costs one
-   wake-up per batch, not one per draw, and an entry is durable at most
-   flush_ms plus one write and fsync after it was queued.  Called and
-   returns with mu held; the number queued (0 only when stopping). */
+/* The writer waits for entries (idle set: the next journal_submit()
+   signals once), untimed while nothing written waits for its fsync, else
+   until the fsync is due.  It does not collect entries before it writes
+   them: a draw's reply waits for its entry, and what is submitted while
+   a batch is written makes the next batch.  Called and returns with mu
+   held; the number queued (0: closing, or the fsync is due). */
 static size_t
 wait_batch(struct journal *j)
 {
-  struct timespec dl;
-
   while (j->q_len == 0 && !j->stopping) {
     j->idle = 1;
-    pthread_cond_wait(&j->wake, &j->mu);
+    if (j->unsynced == 0)
+      pthread_cond_wait(&j->wake, &j->mu);
+    else if (pthread_cond_timedwait(&j->wake, &j->mu, &j->sync_due) ==
+             ETIMEDOUT)
+      break;
   }
   j->idle = 0;
-  if (j->q_len == 0 || j->p.flush_ms == 0)
-    return j->q_len;
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  dl.tv_sec += j->p.flush_ms / 1000;
-  dl.tv_nsec += (long)(j->p.flush_ms % 1000) * 1000000L;
-  if (dl.tv_nsec >= 1000000000L) {
-    dl.tv_sec++;
-    dl.tv_nsec -= 1000000000L;
-  }
-  while (j->q_len < j->wake_at && j->a_used < j->a_wake && !j->stopping)
-    if (pthread_cond_timedwait(&j->wake, &j->mu, &dl) == ETIMEDOUT)
-      break;
   return j->q_len;
+}
+
+/* Is the fsync of what was written due (flush_ms passed since the first
+   entry written after the last one, or fsync_every entries written)? */
+static int
+sync_due(const struct journal *j)
+{
+  struct timespec now;
+
+  if (j->unsynced == 0)
+    return 0;
+  if (j->p.flush_ms == 0 || j->unsynced >= j->p.fsync_every)
+    return 1;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec > j->sync_due.tv_sec ||
+         (now.tv_sec == j->sync_due.tv_sec &&
+          now.tv_nsec >= j->sync_due.tv_nsec);
 }
 
 /* SHA-256 of a queued draw's n bytes, on the writer: a batch is
@@ -892,11 +961,12 @@ hash_sliced(struct journal *j, const uint8_t *b, size_t n, size_t *since,
 /* Group commit: take what is queued (at most fsync_every entries and
    what fits the buffer), format it from the ring slots without the lock
    (journal_submit() only fills the slots after the queued ones), write it
-   in one write() and fsync; entries submitted meanwhile make the next
-   batch.  A failed write loses the entries not durable (fail()), and
-   the writer tries again every JOURNAL_RETRY_MS (retry()).  On close,
-   with every entry written, the reservation is cut back to the last
-   sequence: the next start records no gap. */
+   in one write() and tell the loop; entries submitted meanwhile make the
+   next batch; fsync when it is due (sync_due()).  A failed write or
+   fsync loses the entries not written (fail()), and the writer tries
+   again every JOURNAL_RETRY_MS (retry()).  On close, with every entry
+   written and fsync'd, the reservation is cut back to the last sequence:
+   the next start records no gap. */
 static void *
 writer(void *arg)
 {
@@ -904,7 +974,7 @@ writer(void *arg)
   uint8_t hash[JOURNAL_HASH_LEN];
   char batch_prev[JOURNAL_HEX_LEN + 1];
   size_t len, batch, take, head, i, max, span, since_yield = 0;
-  int n, r, failed;
+  int n, r, failed, stopping;
 
   /* below the loop thread when they share a CPU (per-thread nice: the
      writer's own tid) */
@@ -933,8 +1003,18 @@ writer(void *arg)
     pthread_mutex_lock(&j->mu);
     take = wait_batch(j);
     head = j->q_head;
+    stopping = j->stopping;
     pthread_mutex_unlock(&j->mu);
     if (take == 0) {
+      /* the fsync is due, or closing: everything written is synced
+         first */
+      r = j->unsynced > 0 ? sync_file(j) : 0;
+      if (r != 0) {
+        fail(j, r);
+        continue;
+      }
+      if (!stopping)
+        continue;
       /* closing with everything written: no number past the last one
          was handed out */
       if (write_reserved(j, j->last_seq) != 0)
@@ -974,17 +1054,13 @@ writer(void *arg)
     if (batch == 0)
       continue;
     r = append(j, j->buf, len, batch_prev);
-    if (r != 0) {
-      fail(j, r);
-      continue;
+    if (r == 0) {
+      written(j, (unsigned)batch);
+      if (sync_due(j))
+        r = sync_file(j);
     }
-    pthread_mutex_lock(&j->mu);
-    memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
-    j->head_seq = j->last_seq;
-    if (j->state == JOURNAL_QUEUE_FULL)
-      j->state = JOURNAL_OK;
-    pthread_mutex_unlock(&j->mu);
-    checkpoint(j, NULL);
+    if (r != 0)
+      fail(j, r);
   }
   return NULL;
 }
@@ -1115,14 +1191,9 @@ journal_open(struct journal **ret, const struct journal_params *p,
   }
   memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
   j->head_seq = j->last_seq;
+  memcpy(j->w_hex, j->prev_hex, sizeof j->w_hex);
+  j->w_seq = j->written_seq = j->last_seq;
   checkpoint(j, "open");
-  /* a collecting writer is woken early at half the queue (or a full
-     batch), so that a burst does not fill the queue while it waits */
-  j->wake_at = p->queue_len / 2 > 0 ? p->queue_len / 2 : 1;
-  if (j->wake_at > p->fsync_every)
-    j->wake_at = p->fsync_every;
-  /* and at half the arena: it stays small (in cache) and rarely full */
-  j->a_wake = p->bytes_buf / 2 > 0 ? p->bytes_buf / 2 : 1;
   r = -pthread_create(&j->thread, NULL, writer, j);
   if (r == 0 && j->p.cpu >= 0) {
     cpu_set_t set;
@@ -1281,14 +1352,10 @@ submit(struct journal *j, struct journal_entry *e, const void *b, size_t n)
     j->q[slot] = *e;
     j->qb[slot] = sb;
     j->q_len++;
-    /* no wake-up per draw: only an idle writer, or a collecting one once
-       the queue reaches wake_at (see wait_batch()) */
+    /* no wake-up per draw: only an idle writer (a busy one takes what
+       queued up when it is done) */
     if (j->idle) {
       j->idle = 0;
-      pthread_cond_signal(&j->wake);
-    } else if (j->q_len == j->wake_at ||
-               (sb.span > 0 && j->a_used >= j->a_wake &&
-                j->a_used - sb.span < j->a_wake)) {
       pthread_cond_signal(&j->wake);
     }
   }
@@ -1360,6 +1427,21 @@ journal_lost(struct journal *j, uint64_t *ret_first, uint64_t *ret_last)
   *ret_first = j->lost_first;
   *ret_last = j->lost_last;
   pthread_mutex_unlock(&j->mu);
+}
+
+unsigned
+journal_progress(struct journal *j, uint64_t *ret_written,
+                 struct journal_range lost[JOURNAL_LOST_RANGES])
+{
+  unsigned n;
+
+  pthread_mutex_lock(&j->mu);
+  *ret_written = j->written_seq;
+  n = j->n_lost_q;
+  memcpy(lost, j->lost_q, n * sizeof lost[0]);
+  j->n_lost_q = 0;
+  pthread_mutex_unlock(&j->mu);
+  return n;
 }
 
 uint64_t

@@ -431,10 +431,11 @@ one_gap_cb(void *ctx, uint64_t first, uint64_t last, const char *reason)
 /* The disk fills: a 64 KiB tmpfs in this test's own mount namespace
    (root), most of it taken by a filler file.  Pipelined draws under
    on_error: label run into the full disk; the entries lost are logged by
-   their range, draws are labelled unjournalled meanwhile, and once the
-   filler is removed the journal is written again on its own: a gap record
-   names the lost range, no torn line stays, every reply's sequence is an
-   entry or in the gap, and qrsd starts again on the journal. */
+   their range, the draws whose entries were lost and those after are
+   labelled unjournalled, and once the filler is removed the journal is
+   written again on its own: a gap record names the lost range, no torn
+   line stays, every reply that carries a sequence (none labelled) has its
+   entry on disk, and qrsd starts again on the journal. */
 static struct one_gap dfull_gap = { JOURNAL_GAP_WRITE_ERROR, 0, 0 };
 static uint8_t dfull_on_disk[4096];
 
@@ -503,8 +504,8 @@ Test(journal, disk_full_recovers_and_records_the_loss,
                                 "served labelled"), "the failure is logged");
   cr_assert(daemon_log_contains(&D, "are lost (served, not written)"),
             "the entries lost are named");
-  /* the draws answered before the writer met the full disk carry a
-     sequence; those after it are labelled */
+  /* the draws whose entries were written carry a sequence; those after
+     the writer met the full disk are labelled */
   for (i = 0; i < 200 && un == 0; i++) {
     raw_send_draw(fd, (uint32_t)(500 + i), NULL, 16);
     r = recv_draw(fd, &code);
@@ -538,10 +539,9 @@ Test(journal, disk_full_recovers_and_records_the_loss,
                JOURNAL_INTACT, "%s", err);
   cr_assert_gt(dfull_gap.first, 0, "a gap record names the loss");
   for (i = 0; i < journalled; i++)
-    cr_assert(seqs[i] < sizeof dfull_on_disk &&
-              (dfull_on_disk[seqs[i]] ||
-               (seqs[i] >= dfull_gap.first && seqs[i] <= dfull_gap.last)),
-              "seq %llu is neither an entry nor in the gap %llu..%llu",
+    cr_assert(seqs[i] > 0 && seqs[i] < sizeof dfull_on_disk &&
+              dfull_on_disk[seqs[i]], "draw answered with seq %llu, which "
+              "is no entry on disk (the gap is %llu..%llu)",
               (unsigned long long)seqs[i],
               (unsigned long long)dfull_gap.first,
               (unsigned long long)dfull_gap.last);
