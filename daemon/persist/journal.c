@@ -88,10 +88,21 @@ struct journal {
   uint64_t file_bytes;
   char prev_hex[JOURNAL_HEX_LEN + 1];   /* last formatted */
   uint64_t last_seq;
-  char w_hex[JOURNAL_HEX_LEN + 1];  /* last written (maybe not synced) */
+  /* under mu: the last record written (maybe not synced), and what the
+     syncer thread is asked to fsync */
+  char w_hex[JOURNAL_HEX_LEN + 1];
   uint64_t w_seq;
-  unsigned unsynced;                /* entries written since the fsync */
-  struct timespec sync_due;         /* their fsync is due (CLOCK_MONOTONIC) */
+  pthread_t syncer;
+  pthread_cond_t sync_wake;
+  int sync_pending;                 /* written since the last fsync */
+  unsigned sync_count;              /* entries of it */
+  struct timespec sync_due;         /* its fsync is due (CLOCK_MONOTONIC) */
+  int sync_stop;                    /* the syncer ends */
+  int sync_err;                     /* its fsync failed: for the writer */
+  /* held while the file is fsync'd, rotated or opened: j->fd and
+     file_index change under it (the writer), the syncer reads them under
+     it; the checkpoint's fields too.  Taken before mu, never after. */
+  pthread_mutex_t fd_mu;
   char *buf;                        /* a batch of formatted lines */
   size_t buf_cap;
   EVP_MD_CTX *w_md;                 /* the line hashes */
@@ -606,7 +617,7 @@ write_reserved(struct journal *j, uint64_t upto)
    journal_open() before it starts).  A file that could not get its
    header is removed. */
 static int
-open_next(struct journal *j, const char *prev_hex)
+open_next_locked(struct journal *j, const char *prev_hex)
 {
   char path[4096], hdr[128];
   int fd, n, r;
@@ -640,15 +651,28 @@ open_next(struct journal *j, const char *prev_hex)
 }
 
 static int
-open_current(struct journal *j, const char *prev_hex)
+open_current_locked(struct journal *j, const char *prev_hex)
 {
   char path[4096];
 
   if (j->file_index == 0 || j->file_bytes >= j->p.max_bytes)
-    return open_next(j, prev_hex);
+    return open_next_locked(j, prev_hex);
   file_path(j, j->file_index, path, sizeof path);
   j->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   return j->fd < 0 ? -errno : 0;
+}
+
+/* open_next_locked() (next 1) or open_current_locked() with fd_mu held:
+   the syncer never fsyncs a file being closed. */
+static int
+open_file(struct journal *j, const char *prev_hex, int next)
+{
+  int r;
+
+  pthread_mutex_lock(&j->fd_mu);
+  r = next ? open_next_locked(j, prev_hex) : open_current_locked(j, prev_hex);
+  pthread_mutex_unlock(&j->fd_mu);
+  return r;
 }
 
 /* Append len bytes of buf (whole lines) to the current file, rotating
@@ -661,9 +685,9 @@ append(struct journal *j, const char *buf, size_t len, const char *prev_hex)
   int r = 0;
 
   if (j->fd < 0)
-    r = open_current(j, prev_hex);
+    r = open_file(j, prev_hex, 0);
   else if (j->file_bytes >= j->p.max_bytes)
-    r = open_next(j, prev_hex);
+    r = open_file(j, prev_hex, 1);
   if (r == 0)
     r = fd_write_all(j->fd, buf, len);
   if (r == 0) {
@@ -677,50 +701,127 @@ append(struct journal *j, const char *buf, size_t len, const char *prev_hex)
   return r;
 }
 
-/* What was written is now the chain's written end (writer thread, after
-   append()): the loop is told (params on_written), so that the replies
-   waiting for these entries go out. */
+/* Set ts to flush_ms from now (CLOCK_MONOTONIC). */
+static void
+due_in_flush_ms(const struct journal *j, struct timespec *ts)
+{
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += (time_t)(j->p.flush_ms / 1000);
+  ts->tv_nsec += (long)(j->p.flush_ms % 1000) * 1000000L;
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+/* n entries were written (writer thread, after append()): they are the
+   chain's written end; the loop is told (params on_written), so that the
+   replies waiting for them go out, and the syncer thread is asked to
+   fsync them within flush_ms. */
 static void
 written(struct journal *j, unsigned n)
 {
-  struct timespec now;
-
+  pthread_mutex_lock(&j->mu);
   memcpy(j->w_hex, j->prev_hex, sizeof j->w_hex);
   j->w_seq = j->last_seq;
-  pthread_mutex_lock(&j->mu);
   j->written_seq = j->last_seq;
   if (j->state == JOURNAL_QUEUE_FULL)
     j->state = JOURNAL_OK;
+  if (!j->sync_pending) {
+    j->sync_pending = 1;
+    due_in_flush_ms(j, &j->sync_due);
+    pthread_cond_signal(&j->sync_wake);
+  }
+  j->sync_count += n;
+  if (j->sync_count >= j->p.fsync_every && j->sync_count - n <
+      j->p.fsync_every)
+    pthread_cond_signal(&j->sync_wake);
   pthread_mutex_unlock(&j->mu);
   if (j->p.on_written)
     j->p.on_written(j->p.on_written_arg);
-  if (j->unsynced == 0) {
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    j->sync_due.tv_sec = now.tv_sec + (time_t)(j->p.flush_ms / 1000);
-    j->sync_due.tv_nsec = now.tv_nsec +
-                          (long)(j->p.flush_ms % 1000) * 1000000L;
-    if (j->sync_due.tv_nsec >= 1000000000L) {
-      j->sync_due.tv_sec++;
-      j->sync_due.tv_nsec -= 1000000000L;
-    }
-  }
-  j->unsynced += n;
 }
 
-/* fsync what was written: the head (the status file's) reaches it.  0
-   or a negative errno. */
+/* fsync what was written (any thread; the writer's own when it rotates,
+   recovers or closes, else the syncer's): the head (the status file's)
+   reaches it, and with cp a checkpoint is logged when one is due.  0 or
+   a negative errno. */
 static int
-sync_file(struct journal *j)
+sync_file(struct journal *j, int cp)
 {
-  if (j->fd >= 0 && fsync(j->fd) != 0)
-    return -errno;
-  j->unsynced = 0;
+  char hex[JOURNAL_HEX_LEN + 1];
+  uint64_t seq;
+  int r = 0;
+
+  pthread_mutex_lock(&j->fd_mu);
   pthread_mutex_lock(&j->mu);
-  memcpy(j->head_hex, j->w_hex, sizeof j->head_hex);
-  j->head_seq = j->w_seq;
+  memcpy(hex, j->w_hex, sizeof hex);
+  seq = j->w_seq;
   pthread_mutex_unlock(&j->mu);
-  checkpoint(j, NULL);
-  return 0;
+  if (j->fd >= 0 && fsync(j->fd) != 0)
+    r = -errno;
+  if (r == 0) {
+    pthread_mutex_lock(&j->mu);
+    if (seq >= j->head_seq) {
+      memcpy(j->head_hex, hex, sizeof j->head_hex);
+      j->head_seq = seq;
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (cp)
+      checkpoint(j, NULL);
+  }
+  pthread_mutex_unlock(&j->fd_mu);
+  return r;
+}
+
+/* Is the fsync asked for due (flush_ms passed since the first entry
+   written after the last one, fsync_every entries written, or
+   closing)?  With mu held. */
+static int
+sync_is_due(const struct journal *j)
+{
+  struct timespec now;
+
+  if (j->sync_stop || j->p.flush_ms == 0 ||
+      j->sync_count >= j->p.fsync_every)
+    return 1;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec > j->sync_due.tv_sec ||
+         (now.tv_sec == j->sync_due.tv_sec &&
+          now.tv_nsec >= j->sync_due.tv_nsec);
+}
+
+/* The syncer thread: fsyncs what the writer wrote when it is due, so
+   that neither the writer (and the draws waiting for its writes) nor the
+   loop waits for a disk's fsync.  A failed fsync is handed to the writer
+   (sync_err), which fails the journal. */
+static void *
+syncer(void *arg)
+{
+  struct journal *j = arg;
+  int r;
+
+  pthread_mutex_lock(&j->mu);
+  for (;;) {
+    while (!j->sync_pending && !j->sync_stop)
+      pthread_cond_wait(&j->sync_wake, &j->mu);
+    if (!j->sync_pending)
+      break;
+    if (!sync_is_due(j)) {
+      pthread_cond_timedwait(&j->sync_wake, &j->mu, &j->sync_due);
+      continue;
+    }
+    j->sync_pending = 0;
+    j->sync_count = 0;
+    pthread_mutex_unlock(&j->mu);
+    r = sync_file(j, 1);
+    pthread_mutex_lock(&j->mu);
+    if (r != 0 && j->sync_err == 0) {
+      j->sync_err = r;
+      pthread_cond_signal(&j->wake);
+    }
+  }
+  pthread_mutex_unlock(&j->mu);
+  return NULL;
 }
 
 /* Keep at least half a block of sequence numbers reserved ahead of the
@@ -820,10 +921,11 @@ append_gap(struct journal *j, uint64_t first, uint64_t last,
     return r;
   journal_hex(hash, JOURNAL_HASH_LEN, j->prev_hex);
   j->last_seq = last;
+  pthread_mutex_lock(&j->mu);
   memcpy(j->w_hex, j->prev_hex, sizeof j->w_hex);
   j->w_seq = last;
-  j->unsynced++;
-  return sync_file(j);
+  pthread_mutex_unlock(&j->mu);
+  return sync_file(j, 0);
 }
 
 /* After a failure: the sequence reservation renewed, then a gap record
@@ -838,7 +940,7 @@ recover(struct journal *j)
 
   if (j->fd >= 0 && ftruncate(j->fd, (off_t)j->file_bytes) != 0)
     return -errno;
-  r = sync_file(j);
+  r = sync_file(j, 0);
   if (r == 0)
     r = reserve_ahead(j);
   if (r != 0)
@@ -855,6 +957,7 @@ recover(struct journal *j)
   j->lost_first = j->lost_last = 0;
   j->state = JOURNAL_OK;
   j->err = 0;
+  j->sync_err = 0;
   pthread_mutex_unlock(&j->mu);
   file_path(j, j->file_index, path, sizeof path);
   if (first != 0)
@@ -893,41 +996,20 @@ retry(struct journal *j)
 }
 
 /* The writer waits for entries (idle set: the next journal_submit()
-   signals once), untimed while nothing written waits for its fsync, else
-   until the fsync is due.  It does not collect entries before it writes
-   them: a draw's reply waits for its entry, and what is submitted while
-   a batch is written makes the next batch.  Called and returns with mu
-   held; the number queued (0: closing, or the fsync is due). */
+   signals once), or a failed fsync of the syncer's.  It does not collect
+   entries before it writes them: a draw's reply waits for its entry,
+   and what is submitted while a batch is written makes the next batch.
+   Called and returns with mu held; the number queued (0: closing, or
+   sync_err). */
 static size_t
 wait_batch(struct journal *j)
 {
-  while (j->q_len == 0 && !j->stopping) {
+  while (j->q_len == 0 && !j->stopping && j->sync_err == 0) {
     j->idle = 1;
-    if (j->unsynced == 0)
-      pthread_cond_wait(&j->wake, &j->mu);
-    else if (pthread_cond_timedwait(&j->wake, &j->mu, &j->sync_due) ==
-             ETIMEDOUT)
-      break;
+    pthread_cond_wait(&j->wake, &j->mu);
   }
   j->idle = 0;
   return j->q_len;
-}
-
-/* Is the fsync of what was written due (flush_ms passed since the first
-   entry written after the last one, or fsync_every entries written)? */
-static int
-sync_due(const struct journal *j)
-{
-  struct timespec now;
-
-  if (j->unsynced == 0)
-    return 0;
-  if (j->p.flush_ms == 0 || j->unsynced >= j->p.fsync_every)
-    return 1;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return now.tv_sec > j->sync_due.tv_sec ||
-         (now.tv_sec == j->sync_due.tv_sec &&
-          now.tv_nsec >= j->sync_due.tv_nsec);
 }
 
 /* SHA-256 of a queued draw's n bytes, on the writer: a batch is
@@ -962,8 +1044,8 @@ hash_sliced(struct journal *j, const uint8_t *b, size_t n, size_t *since,
    what fits the buffer), format it from the ring slots without the lock
    (journal_submit() only fills the slots after the queued ones), write it
    in one write() and tell the loop; entries submitted meanwhile make the
-   next batch; fsync when it is due (sync_due()).  A failed write or
-   fsync loses the entries not written (fail()), and the writer tries
+   next batch; the syncer thread fsyncs them (syncer()).  A failed write
+   or fsync loses the entries not written (fail()), and the writer tries
    again every JOURNAL_RETRY_MS (retry()).  On close, with every entry
    written and fsync'd, the reservation is cut back to the last sequence:
    the next start records no gap. */
@@ -974,7 +1056,7 @@ writer(void *arg)
   uint8_t hash[JOURNAL_HASH_LEN];
   char batch_prev[JOURNAL_HEX_LEN + 1];
   size_t len, batch, take, head, i, max, span, since_yield = 0;
-  int n, r, failed, stopping;
+  int n, r, failed;
 
   /* below the loop thread when they share a CPU (per-thread nice: the
      writer's own tid) */
@@ -1003,18 +1085,16 @@ writer(void *arg)
     pthread_mutex_lock(&j->mu);
     take = wait_batch(j);
     head = j->q_head;
-    stopping = j->stopping;
+    r = j->sync_err;
+    j->sync_err = 0;
     pthread_mutex_unlock(&j->mu);
+    if (r == 0 && take == 0)
+      r = sync_file(j, 1);      /* closing: everything written first */
+    if (r != 0) {
+      fail(j, r);
+      continue;
+    }
     if (take == 0) {
-      /* the fsync is due, or closing: everything written is synced
-         first */
-      r = j->unsynced > 0 ? sync_file(j) : 0;
-      if (r != 0) {
-        fail(j, r);
-        continue;
-      }
-      if (!stopping)
-        continue;
       /* closing with everything written: no number past the last one
          was handed out */
       if (write_reserved(j, j->last_seq) != 0)
@@ -1054,27 +1134,31 @@ writer(void *arg)
     if (batch == 0)
       continue;
     r = append(j, j->buf, len, batch_prev);
-    if (r == 0) {
+    if (r == 0)
       written(j, (unsigned)batch);
-      if (sync_due(j))
-        r = sync_file(j);
-    }
-    if (r != 0)
+    else
       fail(j, r);
   }
   return NULL;
 }
 
-/* Tell the writer thread to write what is queued and end, and wait for
-   it. */
+/* Tell the writer thread (when writer is set) to write what is queued
+   and end, then the syncer thread, and wait for them. */
 static void
-writer_stop(struct journal *j)
+threads_stop(struct journal *j, int writer_too)
 {
+  if (writer_too) {
+    pthread_mutex_lock(&j->mu);
+    j->stopping = 1;
+    pthread_cond_signal(&j->wake);
+    pthread_mutex_unlock(&j->mu);
+    pthread_join(j->thread, NULL);
+  }
   pthread_mutex_lock(&j->mu);
-  j->stopping = 1;
-  pthread_cond_signal(&j->wake);
+  j->sync_stop = 1;
+  pthread_cond_signal(&j->sync_wake);
   pthread_mutex_unlock(&j->mu);
-  pthread_join(j->thread, NULL);
+  pthread_join(j->syncer, NULL);
 }
 
 /* Close j's file and free j, with no writer thread running (never
@@ -1085,7 +1169,9 @@ journal_free(struct journal *j)
   if (j->fd >= 0)
     close(j->fd);
   pthread_mutex_destroy(&j->mu);
+  pthread_mutex_destroy(&j->fd_mu);
   pthread_cond_destroy(&j->wake);
+  pthread_cond_destroy(&j->sync_wake);
   EVP_MD_CTX_free(j->w_md);
   EVP_MD_CTX_free(j->sub_md);
   EVP_MD_free(j->sha);
@@ -1144,9 +1230,11 @@ journal_open(struct journal **ret, const struct journal_params *p,
   if (j == NULL)
     return -ENOMEM;
   pthread_mutex_init(&j->mu, NULL);
+  pthread_mutex_init(&j->fd_mu, NULL);
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&j->wake, &ca);
+  pthread_cond_init(&j->sync_wake, &ca);
   pthread_condattr_destroy(&ca);
   j->p = *p;
   j->fd = -1;
@@ -1175,7 +1263,7 @@ journal_open(struct journal **ret, const struct journal_params *p,
   r = read_reserved(j, &reserved, err, errlen);
   if (r != 0)
     goto fail;
-  r = open_current(j, j->prev_hex);
+  r = open_file(j, j->prev_hex, 0);
   if (r == 0 && reserved > j->last_seq)
     r = restart_gap(j, reserved);
   j->block = 8 * (uint64_t)p->queue_len;
@@ -1194,6 +1282,11 @@ journal_open(struct journal **ret, const struct journal_params *p,
   memcpy(j->w_hex, j->prev_hex, sizeof j->w_hex);
   j->w_seq = j->written_seq = j->last_seq;
   checkpoint(j, "open");
+  r = -pthread_create(&j->syncer, NULL, syncer, j);
+  if (r != 0) {
+    snprintf(err, errlen, "journal: thread: %s", strerror(-r));
+    goto fail;
+  }
   r = -pthread_create(&j->thread, NULL, writer, j);
   if (r == 0 && j->p.cpu >= 0) {
     cpu_set_t set;
@@ -1204,11 +1297,12 @@ journal_open(struct journal **ret, const struct journal_params *p,
     if (r != 0) {
       snprintf(err, errlen, "journal: writer thread on CPU %d: %s",
                j->p.cpu, strerror(-r));
-      writer_stop(j);
+      threads_stop(j, 1);
       goto fail;
     }
   } else if (r != 0) {
     snprintf(err, errlen, "journal: thread: %s", strerror(-r));
+    threads_stop(j, 0);
     goto fail;
   }
   *ret = j;
@@ -1223,7 +1317,7 @@ journal_close(struct journal *j)
 {
   if (j == NULL)
     return;
-  writer_stop(j);
+  threads_stop(j, 1);
   if (j->fd >= 0 && fsync(j->fd) != 0)
     log_err("journal: fsync: %s", strerror(errno));
   checkpoint(j, "close");

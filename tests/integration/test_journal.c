@@ -4,8 +4,10 @@
    holds each reply's u at its sequence; a journal that cannot be written is
    never silent: under on_error: stop draws are refused, under label they are
    served marked unjournalled; a full disk (a small tmpfs) loses a logged
-   range, recorded as a gap once the writer writes again on its own; a
-   SIGKILL in the flush window answers no sequence number twice. */
+   range, recorded as a gap once the writer writes again on its own, and
+   no draw is answered with a sequence whose entry is not on disk; a
+   SIGKILL in the flush window answers no sequence number twice; what the
+   gRPC compat endpoint serves is journalled too. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -797,4 +799,98 @@ Test(journal, torn_and_header_only_files_restart)
   cr_assert_eq(journal_verify(jdir, NULL, NULL, &n, NULL, err, sizeof err),
                JOURNAL_INTACT, "%s", err);
   cr_assert_eq(n, seq);
+}
+
+/* The gRPC compat endpoint journals what it serves: qrsd serves its
+   system source on grpc_compat and draws from it itself through a grpc
+   source (unary GetEntropy); Python grpc calls GetEntropy, StreamEntropy,
+   GetDraw and StreamDraws.  Each draw and byte block served over the
+   endpoint is an entry (no local process, ",via=grpc"); a draw from the
+   grpc source has its local entry, and the byte block the endpoint
+   served for it has an entry with the same bytes' hash; the journal
+   verifies and qrs-audit finds it intact. */
+static unsigned via_bytes, via_draws, local_c1;
+static char c1_sha[32][JOURNAL_HEX_LEN + 1], bytes_sha[64][JOURNAL_HEX_LEN + 1];
+
+static int
+compat_entry_cb(void *ctx, uint64_t seq, const char *line, size_t len)
+{
+  const char *f[16], *p = line;
+  int k;
+
+  (void)ctx;
+  (void)seq;
+  (void)len;
+  for (k = 0; k < 16 && p; k++) {
+    f[k] = p;
+    p = strchr(p, '\t');
+    if (p)
+      p++;
+  }
+  cr_assert_eq(k, 16, "an entry has 16 fields: %s", line);
+  if (strstr(line, ",via=grpc\t") != NULL) {
+    cr_assert_eq(strncmp(f[1], "0\t4294967295\tsystem\t", 20), 0,
+                 "no local process, source system: %s", line);
+    if (strncmp(f[4], "bytes\t", 6) == 0) {
+      cr_assert_eq(strncmp(f[12], "nan\t", 4), 0, "%s", line);
+      if (via_bytes < 64)
+        snprintf(bytes_sha[via_bytes], JOURNAL_HEX_LEN + 1, "%s", f[11]);
+      via_bytes++;
+    } else {
+      cr_assert_eq(strncmp(f[4], "zscore_mean\t", 12), 0, "%s", line);
+      cr_assert(strtod(f[12], NULL) > 0 && strtod(f[12], NULL) < 1);
+      via_draws++;
+    }
+  } else if (strncmp(f[3], "c1\t", 3) == 0 && local_c1 < 32) {
+    snprintf(c1_sha[local_c1++], JOURNAL_HEX_LEN + 1, "%s", f[11]);
+  }
+  return 0;
+}
+
+Test(journal, compat_draws_and_byte_blocks_are_journalled)
+{
+  char yaml[1024], cmd[512], err[512];
+  QrsIpc__DrawReply *r;
+  uint64_t n = 0;
+  unsigned i, k;
+  int fd, code, found;
+
+  prepare_jdir();
+  snprintf(yaml, sizeof yaml, "state_dir: %s\njournal: { dir: \"%s\" }\n"
+           "grpc_compat: { listen: \"unix:%s/compat.sock\", source: system }\n"
+           "sources:\n"
+           "  system: { type: system }\n"
+           "  c1: { type: grpc, target: \"unix:%s/compat.sock\", "
+           "mode: unary }\n", D.dir, jdir, D.dir, D.dir);
+  daemon_write_conf(&D, yaml);
+  daemon_start(&D, NULL);
+  fd = raw_connect_hello(D.sock);
+  for (i = 0; i < 4; i++) {
+    raw_send_draw(fd, i + 2, "c1", 64);
+    r = recv_draw(fd, &code);
+    cr_assert_eq(code, 0, "draw %u from c1: %d", i, code);
+    cr_assert_str_eq(r->served_by, "c1");
+    cr_assert_gt(r->journal_seq, 0);
+    qrs_ipc__draw_reply__free_unpacked(r, NULL);
+  }
+  close(fd);
+  snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/integration/grpc_client.py"
+           " unix:%s/compat.sock", QRS_TEST_SOURCE_DIR, D.dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  cr_assert_eq(daemon_stop(&D), 0);
+
+  cr_assert_eq(journal_verify(jdir, compat_entry_cb, NULL, &n, NULL, err,
+                              sizeof err), JOURNAL_INTACT, "%s", err);
+  cr_assert_eq(local_c1, 4, "the four draws from c1");
+  /* the c1 draws' byte blocks, and GetEntropy, StreamEntropy */
+  cr_assert_geq(via_bytes, 6, "byte blocks journalled: %u", via_bytes);
+  cr_assert_geq(via_draws, 2, "GetDraw, StreamDraws journalled: %u",
+                via_draws);
+  for (i = 0; i < local_c1; i++) {
+    for (found = 0, k = 0; k < via_bytes && k < 64 && !found; k++)
+      found = strcmp(c1_sha[i], bytes_sha[k]) == 0;
+    cr_assert(found, "the bytes of c1's draw %u (sha %s) are in no entry "
+              "of the endpoint", i, c1_sha[i]);
+  }
+  audit_expect(0, "\"verdict\":\"intact\"");
 }
