@@ -954,6 +954,8 @@ recover(struct journal *j)
   pthread_mutex_lock(&j->mu);
   memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
   j->head_seq = j->last_seq;
+  /* the next loss starts after the gap */
+  j->written_seq = j->last_seq;
   j->lost_first = j->lost_last = 0;
   j->state = JOURNAL_OK;
   j->err = 0;
