@@ -523,6 +523,9 @@ draw_engine_stop(struct draw_engine *e)
                      "before the draw's journal entry was written");
     req_free(rq);
   }
+  /* the writer may still write entries (compat requests, the refused
+     ones above): it must not wake a handle that is gone */
+  journal_detach(e->journal);
   uv_close((uv_handle_t *)e->written, on_written_closed);
   e->written = NULL;
 }
@@ -543,6 +546,13 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
   if (rq->e->journal == NULL) {
     log_debug_draw(rq, r);
     return 0;
+  }
+  if (rq->e->written == NULL) {
+    /* draw_engine_stop() ran: no reply could be held (a read that ended
+       after every connection closed) */
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_INTERNAL, "qrsd is "
+                     "stopping");
+    return -1;
   }
   memset(&je, 0, sizeof je);
   je.pid = (int32_t)rq->peer->pid;

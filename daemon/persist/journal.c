@@ -736,9 +736,10 @@ written(struct journal *j, unsigned n)
   if (j->sync_count >= j->p.fsync_every && j->sync_count - n <
       j->p.fsync_every)
     pthread_cond_signal(&j->sync_wake);
-  pthread_mutex_unlock(&j->mu);
+  /* under mu: journal_detach() waits for it */
   if (j->p.on_written)
     j->p.on_written(j->p.on_written_arg);
+  pthread_mutex_unlock(&j->mu);
 }
 
 /* fsync what was written (any thread; the writer's own when it rotates,
@@ -883,9 +884,9 @@ fail(struct journal *j, int r)
       j->lost_q[j->n_lost_q++].last = last;
     }
   }
-  pthread_mutex_unlock(&j->mu);
   if (j->p.on_written && last >= first)
     j->p.on_written(j->p.on_written_arg);
+  pthread_mutex_unlock(&j->mu);
   if (was)
     return;
   /* open_next() failed: the file it could not create */
@@ -1522,6 +1523,15 @@ journal_lost(struct journal *j, uint64_t *ret_first, uint64_t *ret_last)
   pthread_mutex_lock(&j->mu);
   *ret_first = j->lost_first;
   *ret_last = j->lost_last;
+  pthread_mutex_unlock(&j->mu);
+}
+
+void
+journal_detach(struct journal *j)
+{
+  pthread_mutex_lock(&j->mu);
+  j->p.on_written = NULL;
+  j->p.on_written_arg = NULL;
   pthread_mutex_unlock(&j->mu);
 }
 

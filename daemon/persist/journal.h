@@ -115,8 +115,9 @@ struct journal_params {
                                        thread on a shared CPU */
   enum journal_policy policy;
   /* Called on the writer thread after each batch is written or lost (a
-     write error): it must be thread-safe and quick (uv_async_send());
-     NULL: none. */
+     write error), with the journal's lock held: it must be thread-safe
+     and quick (uv_async_send()) and call nothing of the journal; NULL:
+     none.  journal_detach() ends the calls. */
   void (*on_written)(void *arg);
   void *on_written_arg;
 };
@@ -180,6 +181,10 @@ int journal_submit_bytes(struct journal *j, struct journal_entry *e,
    journal_submit() (the loop thread). */
 void journal_hash_bytes(struct journal *j, const void *b, size_t n,
                         uint8_t out[JOURNAL_HASH_LEN]);
+
+/* No more params on_written calls once this returns (one in progress
+   has ended): what it wakes may go. */
+void journal_detach(struct journal *j);
 
 /* What became of the entries handed out, for the thread that submits
    (draw replies held until their entry is written): every sequence
