@@ -29,13 +29,6 @@
 #define ZERO_HEX \
   "0000000000000000000000000000000000000000000000000000000000000000"
 
-/* Bytes the writer hashes between two sched_yield()s: a few microseconds
-   of SHA-256.  When the writer shares a CPU with the loop (a pinned
-   qrsd), a draw that wakes the loop waits for at most that much of the
-   writer's work, not for a whole batch of entries, which would multiply
-   the draw path's tail latency (qrs-bench journal shows both). */
-#define JOURNAL_YIELD_BYTES (16u << 10)
-
 /* How often a failed writer tries again (recover()). */
 #define JOURNAL_RETRY_MS 1000
 
@@ -1015,34 +1008,6 @@ wait_batch(struct journal *j)
   return j->q_len;
 }
 
-/* SHA-256 of a queued draw's n bytes, on the writer: a batch is
-   milliseconds of hashing, so the writer yields every
-   JOURNAL_YIELD_BYTES (*since counts across entries) and a draw waiting
-   for a CPU it shares runs between slices, not after the batch.  0 or
-   -EIO. */
-static int
-hash_sliced(struct journal *j, const uint8_t *b, size_t n, size_t *since,
-            uint8_t out[JOURNAL_HASH_LEN])
-{
-  size_t k;
-
-  if (!EVP_DigestInit_ex(j->w_md, j->sha, NULL))
-    return -EIO;
-  while (n > 0) {
-    if (*since >= JOURNAL_YIELD_BYTES) {
-      sched_yield();
-      *since = 0;
-    }
-    k = n < JOURNAL_YIELD_BYTES - *since ? n : JOURNAL_YIELD_BYTES - *since;
-    if (!EVP_DigestUpdate(j->w_md, b, k))
-      return -EIO;
-    b += k;
-    n -= k;
-    *since += k;
-  }
-  return EVP_DigestFinal_ex(j->w_md, out, NULL) ? 0 : -EIO;
-}
-
 /* Group commit: take what is queued (at most fsync_every entries and
    what fits the buffer), format it from the ring slots without the lock
    (journal_submit() only fills the slots after the queued ones), write it
@@ -1058,7 +1023,7 @@ writer(void *arg)
   struct journal *j = arg;
   uint8_t hash[JOURNAL_HASH_LEN];
   char batch_prev[JOURNAL_HEX_LEN + 1];
-  size_t len, batch, take, head, i, max, span, since_yield = 0;
+  size_t len, batch, take, head, i, max, span;
   int n, r, failed;
 
   /* below the loop thread when they share a CPU (per-thread nice: the
@@ -1115,9 +1080,11 @@ writer(void *arg)
       const struct slot_bytes *sb = &j->qb[(head + i) % j->p.queue_len];
 
       span += sb->span;
+      /* no sched_yield() between draws: their replies wait for this
+         batch, and a yield on a busy CPU hands it to another process */
       if (sb->len > 0 &&
-          hash_sliced(j, j->arena + sb->off, sb->len, &since_yield,
-                      e->bytes_sha) != 0)
+          md_sha256(j->w_md, j->sha, j->arena + sb->off, sb->len,
+                    e->bytes_sha) != 0)
         EVP_Digest(j->arena + sb->off, sb->len, e->bytes_sha, NULL,
                    EVP_sha256(), NULL);
       n = format_entry(e, j->prev_hex, j->buf + len, hash, j->w_md, j->sha);

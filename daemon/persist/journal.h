@@ -41,8 +41,7 @@
    fsync_every entries: what queued up while it wrote the last batch is
    the next batch, a group commit) and writes it in one write(); then it
    says so through params on_written, so that a draw's reply can wait for
-   its entry to be written (journal_progress()); it yields the CPU every
-   few entries while it hashes.  A second thread, the syncer, fsyncs
+   its entry to be written (journal_progress()).  A second thread, the syncer, fsyncs
    what was written at most flush_ms after the first entry written since
    the last fsync (at once with flush_ms 0, and at every fsync_every
    entries), so that no write, and no draw, waits for a disk's fsync.  An entry is thus in the file (it
