@@ -9,6 +9,9 @@
    call only.  peer (base/peer.h) is the client, named in log lines and
    in the draw journal; the caller keeps it valid until the reply.  owner
    (may be NULL) accounts the client's reads in progress (registry.h).
+   With a draw journal, a DRAW_REPLY is sent only once its entry is
+   written (the journal's writer thread wakes the loop), or labelled
+   unjournalled / refused if the entry was lost; the loop never waits.
    Loop thread only. */
 #ifndef QRSD_DRAW_H
 #define QRSD_DRAW_H
