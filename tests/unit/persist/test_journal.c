@@ -844,3 +844,63 @@ Test(journal, garbage_tail_refused_with_its_range)
            "offset %lld)", path, (long long)st.st_size);
   cr_assert_not_null(strstr(err, want), "%s", err);
 }
+
+/* What the loop's held replies wait for: on_written is called after each
+   batch, journal_progress() says every entry up to the last written is
+   written; once the directory is gone the entries not written come back
+   as one lost range, after the last written, that takes every number
+   handed out after it, and is returned once. */
+static unsigned wakes;
+
+static void
+count_wake(void *arg)
+{
+  (void)arg;
+  __atomic_add_fetch(&wakes, 1, __ATOMIC_SEQ_CST);
+}
+
+Test(journal, progress_names_written_and_lost_entries)
+{
+  struct journal_range lost[JOURNAL_LOST_RANGES];
+  struct journal_params p;
+  struct journal_entry e;
+  struct journal *j;
+  uint64_t written = 0, handed = 0;
+  char err[256] = "", cmd[128];
+  unsigned n = 0, i;
+  int r = 0;
+
+  journal_params_default(&p);
+  p.dir = dir;
+  p.max_bytes = 4096;
+  p.fsync_every = 8;
+  p.on_written = count_wake;
+  cr_assert_eq(journal_open(&j, &p, err, sizeof err), 0, "%s", err);
+  submit_all(j, 0, 20);
+  for (i = 0; i < 2000 && written != 20; i++) {
+    test_sleep_ms(2);
+    cr_assert_eq(journal_progress(j, &written, lost), 0, "nothing lost");
+  }
+  cr_assert_eq(written, 20);
+  cr_assert_gt(__atomic_load_n(&wakes, __ATOMIC_SEQ_CST), 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+  for (i = 0; i < 5000 && r != -EIO; i++) {
+    entry(&e, 20 + i);
+    r = journal_submit(j, &e);
+    if (r == 0)
+      handed = e.seq;
+    else if (r == -EAGAIN)
+      test_sleep_ms(1);
+  }
+  cr_assert_eq(r, -EIO);
+  n = journal_progress(j, &written, lost);
+  cr_assert_eq(n, 1, "one lost range");
+  cr_assert_eq(lost[0].first, written + 1, "lost from after the last "
+               "written (%llu): %llu", (unsigned long long)written,
+               (unsigned long long)lost[0].first);
+  cr_assert_eq(lost[0].last, handed);
+  cr_assert_eq(journal_progress(j, &written, lost), 0, "returned once");
+  journal_close(j);
+  mkdir(dir, 0700);
+}
