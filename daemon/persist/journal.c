@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
 #include <openssl/evp.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -122,17 +121,6 @@ journal_params_default(struct journal_params *p)
   p->policy = JOURNAL_POLICY_STOP;
 }
 
-const char *
-journal_state_name(enum journal_state s)
-{
-  switch (s) {
-  case JOURNAL_OK: return "ok";
-  case JOURNAL_QUEUE_FULL: return "queue-full";
-  case JOURNAL_WRITE_ERROR: return "write-error";
-  case JOURNAL_STOPPED: return "stopped";
-  }
-  return "?";
-}
 
 void
 journal_line_hash(const char *line, size_t len, uint8_t out[JOURNAL_HASH_LEN])
@@ -173,6 +161,14 @@ text_ok(const char *s)
   return 1;
 }
 
+/* Can e's text fields go into a line (no tab, newline, backslash)? */
+static int
+entry_text_ok(const struct journal_entry *e)
+{
+  return text_ok(e->source) && text_ok(e->amp) && text_ok(e->amp_params) &&
+         text_ok(e->fallback);
+}
+
 /* SHA-256 of n bytes with a context set up once (EVP_Digest() with
    EVP_sha256() fetches and sets one up per call); 0 or -EIO. */
 static int
@@ -193,8 +189,7 @@ format_entry(const struct journal_entry *e, const char *prev_hex, char *buf,
   char sha[JOURNAL_HEX_LEN + 1];
   int n;
 
-  if (!text_ok(e->source) || !text_ok(e->amp) || !text_ok(e->amp_params) ||
-      !text_ok(e->fallback))
+  if (!entry_text_ok(e))
     return -EINVAL;
   journal_hex(e->bytes_sha, JOURNAL_HASH_LEN, sha);
   n = snprintf(buf, JOURNAL_LINE_MAX,
@@ -694,13 +689,13 @@ append(struct journal *j, const char *buf, size_t len, const char *prev_hex)
   return r;
 }
 
-/* Set ts to flush_ms from now (CLOCK_MONOTONIC). */
+/* Set ts to ms from now (CLOCK_MONOTONIC). */
 static void
-due_in_flush_ms(const struct journal *j, struct timespec *ts)
+deadline_in(unsigned ms, struct timespec *ts)
 {
   clock_gettime(CLOCK_MONOTONIC, ts);
-  ts->tv_sec += (time_t)(j->p.flush_ms / 1000);
-  ts->tv_nsec += (long)(j->p.flush_ms % 1000) * 1000000L;
+  ts->tv_sec += (time_t)(ms / 1000);
+  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
   if (ts->tv_nsec >= 1000000000L) {
     ts->tv_sec++;
     ts->tv_nsec -= 1000000000L;
@@ -722,7 +717,7 @@ written(struct journal *j, unsigned n)
     j->state = JOURNAL_OK;
   if (!j->sync_pending) {
     j->sync_pending = 1;
-    due_in_flush_ms(j, &j->sync_due);
+    deadline_in(j->p.flush_ms, &j->sync_due);
     pthread_cond_signal(&j->sync_wake);
   }
   j->sync_count += n;
@@ -974,13 +969,7 @@ retry(struct journal *j)
   int stopping;
 
   pthread_mutex_lock(&j->mu);
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  dl.tv_sec += JOURNAL_RETRY_MS / 1000;
-  dl.tv_nsec += (long)(JOURNAL_RETRY_MS % 1000) * 1000000L;
-  if (dl.tv_nsec >= 1000000000L) {
-    dl.tv_sec++;
-    dl.tv_nsec -= 1000000000L;
-  }
+  deadline_in(JOURNAL_RETRY_MS, &dl);
   while (!j->stopping)
     if (pthread_cond_timedwait(&j->wake, &j->mu, &dl) == ETIMEDOUT)
       break;
@@ -1430,8 +1419,7 @@ submit(struct journal *j, struct journal_entry *e, const void *b, size_t n)
 int
 journal_submit(struct journal *j, struct journal_entry *e)
 {
-  if (!text_ok(e->source) || !text_ok(e->amp) || !text_ok(e->amp_params) ||
-      !text_ok(e->fallback))
+  if (!entry_text_ok(e))
     return -EINVAL;
   return submit(j, e, NULL, 0);
 }
@@ -1442,8 +1430,7 @@ journal_submit_bytes(struct journal *j, struct journal_entry *e,
 {
   int r;
 
-  if (!text_ok(e->source) || !text_ok(e->amp) || !text_ok(e->amp_params) ||
-      !text_ok(e->fallback))
+  if (!entry_text_ok(e))
     return -EINVAL;
   if (n > 0) {
     r = submit(j, e, b, n);
@@ -1542,37 +1529,6 @@ journal_serves_unjournalled(const struct journal *j)
   return j->p.policy == JOURNAL_POLICY_LABEL;
 }
 
-struct json_object *
-journal_status_json(struct journal *j)
-{
-  struct json_object *o = json_object_new_object();
-  char head[JOURNAL_HEX_LEN + 1];
-  enum journal_state st;
-  uint64_t seq, first, last;
-  int err;
-
-  if (o == NULL)
-    return NULL;
-  st = journal_state(j, &err);
-  journal_head(j, head, &seq);
-  json_object_object_add(o, "state",
-                         json_object_new_string(journal_state_name(st)));
-  if (st == JOURNAL_WRITE_ERROR)
-    json_object_object_add(o, "error", json_object_new_string(strerror(err)));
-  json_object_object_add(o, "on_error", json_object_new_string(
-                         j->p.policy == JOURNAL_POLICY_STOP ? "stop" :
-                         "label"));
-  json_object_object_add(o, "head", json_object_new_string(head));
-  json_object_object_add(o, "seq", json_object_new_uint64(seq));
-  journal_lost(j, &first, &last);
-  if (first != 0) {
-    json_object_object_add(o, "lost_first", json_object_new_uint64(first));
-    json_object_object_add(o, "lost_last", json_object_new_uint64(last));
-  }
-  json_object_object_add(o, "hashed_inline",
-                         json_object_new_uint64(journal_hashed_inline(j)));
-  return o;
-}
 
 /* A checkpoint in the system journal: the durable head (QRS_JOURNAL_SEQ=,
    QRS_JOURNAL_HEAD=), the chain's anchor outside its directory, which
