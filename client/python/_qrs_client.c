@@ -102,11 +102,26 @@ client_close(ClientObject *self, PyObject *unused)
   Py_RETURN_NONE;
 }
 
+/* ns, or None for 0 (not known), as the records write them. */
+static PyObject *
+ns_or_none(int64_t ns)
+{
+  if (!ns)
+    Py_RETURN_NONE;
+  return PyLong_FromLongLong((long long)ns);
+}
+
+/* A draw as a dict: what qrsd answered, with the labels the records
+   carry (echo, journal_seq, unjournalled, the draw's three times). */
 static PyObject *
 draw_dict(const struct qrs_draw *d)
 {
-  return Py_BuildValue(
-      "{s:d,s:d,s:d,s:I,s:s,s:s,s:s,s:O,s:K,s:K,s:s,s:O}",
+  static const char *const echo[] = { "none", "verified", "mismatch" };
+  PyObject *o;
+
+  o = Py_BuildValue(
+      "{s:d,s:d,s:d,s:I,s:s,s:s,s:s,s:O,s:K,s:K,s:s,s:O,s:s,s:O,s:N,s:N,"
+      "s:N}",
       "u", d->u, "z", d->z, "sample_mean", d->sample_mean,
       "sample_count", d->sample_count, "source", d->source,
       "served_by", d->served_by, "amplifier", d->amplifier,
@@ -114,7 +129,28 @@ draw_dict(const struct qrs_draw *d)
       "nonce", (unsigned long long)d->nonce,
       "byte_sum", (unsigned long long)d->byte_sum,
       "served_type", d->served_type,
-      "production", d->production ? Py_True : Py_False);
+      "production", d->production ? Py_True : Py_False,
+      "echo", (unsigned)d->echo < 3 ? echo[d->echo] : "none",
+      "unjournalled", d->unjournalled ? Py_True : Py_False,
+      "received_ns", ns_or_none(d->received.realtime_ns),
+      "generated_ns", ns_or_none(d->generated.realtime_ns),
+      "sent_ns", ns_or_none(d->sent.realtime_ns));
+  if (!o)
+    return NULL;
+  if (d->journal_seq) {
+    PyObject *v = PyLong_FromUnsignedLongLong(d->journal_seq);
+
+    if (!v || PyDict_SetItemString(o, "journal_seq", v) < 0) {
+      Py_XDECREF(v);
+      Py_DECREF(o);
+      return NULL;
+    }
+    Py_DECREF(v);
+  } else if (PyDict_SetItemString(o, "journal_seq", Py_None) < 0) {
+    Py_DECREF(o);
+    return NULL;
+  }
+  return o;
 }
 
 static PyObject *

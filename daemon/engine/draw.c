@@ -49,6 +49,9 @@ struct draw_engine {
   size_t n_amp;
   size_t cap_amp;
   struct journal *journal;      /* NULL: journal.dir "" */
+  uv_async_t *written;          /* the journal wrote (or lost) entries */
+  STAILQ_HEAD(, req) held;      /* draw replies waiting for their entry
+                                   to be written, in sequence order */
   /* the last journal amplifier parameters formatted (two %.17g cost more
      than the rest of the entry; a source's population is constant) */
   struct {
@@ -79,7 +82,16 @@ struct req {
   struct reg_owner *owner;
   draw_reply_fn reply;
   void *ctx;
+  /* a draw reply held until its journal entry is written (held.journal_seq
+     set), with what it points to */
+  STAILQ_ENTRY(req) held_link;
+  QrsIpc__DrawReply held;
+  QrsIpc__DrawMeta held_meta;
+  QrsIpc__Timestamp held_ts[3];
+  char held_source[64], held_served_by[64], held_type[64];
 };
+
+static void on_journal_written(uv_async_t *h);
 
 static void
 monitor_conf_of(const struct qrsd_conf *conf, struct monitor_conf *mc)
@@ -110,6 +122,19 @@ limits_apply(struct draw_engine *e)
     e->max_bytes_per_request = conf->max_sample_count;
 }
 
+/* The journal's on_written, on its writer thread. */
+static void
+journal_wake(void *arg)
+{
+  uv_async_send(arg);
+}
+
+static void
+on_written_closed(uv_handle_t *h)
+{
+  free(h);
+}
+
 int
 draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
                 uv_loop_t *loop, struct draw_engine **ret_engine)
@@ -125,6 +150,7 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
   e->conf = conf;
   e->reg = reg;
   e->loop = loop;
+  STAILQ_INIT(&e->held);
   e->n_amp = registry_count(reg);
   /* Room for the sources reloads add: preparations in flight point into
      the array, so it never moves. */
@@ -176,6 +202,25 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
     }
     jp.policy = strcmp(conf->journal_on_error, "label") == 0 ?
                 JOURNAL_POLICY_LABEL : JOURNAL_POLICY_STOP;
+    /* the writer thread tells the loop that entries were written: the
+       replies waiting for them go out (on_journal_written()) */
+    e->written = malloc(sizeof(*e->written));
+    if (!e->written) {
+      draw_engine_free(e);
+      return -ENOMEM;
+    }
+    r = uv_async_init(loop, e->written, on_journal_written);
+    if (r < 0) {
+      free(e->written);
+      e->written = NULL;
+      log_err("journal: cannot set up its wake-up: %s", uv_strerror(r));
+      draw_engine_free(e);
+      return r;
+    }
+    e->written->data = e;
+    uv_unref((uv_handle_t *)e->written);
+    jp.on_written = journal_wake;
+    jp.on_written_arg = e->written;
     notify_step("resuming the draw journal in %s", jp.dir);
     r = journal_open(&e->journal, &jp, err, sizeof err);
     if (r < 0) {
@@ -257,6 +302,9 @@ draw_engine_free(struct draw_engine *e)
   }
   free(e->amp);
   journal_close(e->journal);
+  /* not stopped (a start that failed): the loop does not run again */
+  if (e->written && !uv_is_closing((uv_handle_t *)e->written))
+    uv_close((uv_handle_t *)e->written, on_written_closed);
   free(e);
 }
 
@@ -385,9 +433,107 @@ log_debug_draw(const struct req *rq, const QrsIpc__DrawReply *r)
          (unsigned long long)r->journal_seq);
 }
 
+/* Hold r (a copy of it and of what it points to, in rq) until the
+   journal has written its entry (r->journal_seq): on_journal_written()
+   sends it.  The requests in flight are bounded (limits.max_inflight,
+   the memory budget): so are the replies held. */
+static void
+hold(struct req *rq, const QrsIpc__DrawReply *r)
+{
+  rq->held = *r;
+  str_copy(rq->held_source, sizeof(rq->held_source), r->source);
+  rq->held.source = rq->held_source;
+  str_copy(rq->held_served_by, sizeof(rq->held_served_by), r->served_by);
+  rq->held.served_by = rq->held_served_by;
+  if (r->served_type) {
+    str_copy(rq->held_type, sizeof(rq->held_type), r->served_type);
+    rq->held.served_type = rq->held_type;
+  }
+  rq->held_ts[0] = *r->received;
+  rq->held_ts[1] = *r->generated;
+  rq->held_ts[2] = *r->sent;
+  rq->held.received = &rq->held_ts[0];
+  rq->held.generated = &rq->held_ts[1];
+  rq->held.sent = &rq->held_ts[2];
+  if (r->meta) {
+    /* its strings are in rq->sd, which lives as long as rq */
+    rq->held_meta = *r->meta;
+    rq->held.meta = &rq->held_meta;
+  }
+  STAILQ_INSERT_TAIL(&rq->e->held, rq, held_link);
+}
+
+/* A held reply's entry was written (lost 0), or was lost to a write
+   error: the reply goes out labelled unjournalled (journal.on_error
+   label) or an error instead (stop).  rq is freed. */
+static void
+send_held(struct req *rq, int lost)
+{
+  if (lost && !journal_serves_unjournalled(rq->e->journal)) {
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_INTERNAL, "the draw "
+                     "journal could not write the draw's entry (write "
+                     "error); journal.on_error is stop");
+    req_free(rq);
+    return;
+  }
+  if (lost) {
+    rq->held.journal_seq = 0;
+    rq->held.unjournalled = 1;
+  }
+  log_debug_draw(rq, &rq->held);
+  rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &rq->held.base);
+  req_free(rq);
+}
+
+/* The writer thread wrote entries (or lost them): send the replies held
+   for them, in order. */
+static void
+on_journal_written(uv_async_t *h)
+{
+  struct journal_range lost[JOURNAL_LOST_RANGES];
+  struct draw_engine *e = h->data;
+  uint64_t written, s;
+  struct req *rq;
+  unsigned n, i;
+
+  n = journal_progress(e->journal, &written, lost);
+  while ((rq = STAILQ_FIRST(&e->held)) != NULL) {
+    s = rq->held.journal_seq;
+    for (i = 0; i < n && (s < lost[i].first || s > lost[i].last); i++)
+      ;
+    if (i == n && s > written)
+      break;
+    STAILQ_REMOVE_HEAD(&e->held, held_link);
+    send_held(rq, i < n);
+  }
+}
+
+void
+draw_engine_stop(struct draw_engine *e)
+{
+  struct req *rq;
+
+  if (!e || !e->written)
+    return;
+  on_journal_written(e->written);
+  /* only replies to connections closed already can be left */
+  while ((rq = STAILQ_FIRST(&e->held)) != NULL) {
+    STAILQ_REMOVE_HEAD(&e->held, held_link);
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_INTERNAL, "qrsd stopped "
+                     "before the draw's journal entry was written");
+    req_free(rq);
+  }
+  /* the writer may still write entries (compat requests, the refused
+     ones above): it must not wake a handle that is gone */
+  journal_detach(e->journal);
+  uv_close((uv_handle_t *)e->written, on_written_closed);
+  e->written = NULL;
+}
+
 /* The draw's journal entry (no I/O: journal_submit() queues it), before
-   the reply goes out.  0: send r (journal_seq or unjournalled set);
-   otherwise an error was sent instead (journal.on_error: stop).  data
+   the reply goes out.  0: send r (unjournalled set, or no journal); 1:
+   r is held until its entry is written (hold(): rq is the held list's
+   now); -1: an error was sent instead (journal.on_error: stop).  data
    (n bytes) are the bytes amplified; NULL for a server draw, whose entry
    hashes nothing (its bytes stayed upstream: 64 zeros). */
 static int
@@ -400,6 +546,13 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
   if (rq->e->journal == NULL) {
     log_debug_draw(rq, r);
     return 0;
+  }
+  if (rq->e->written == NULL) {
+    /* draw_engine_stop() ran: no reply could be held (a read that ended
+       after every connection closed) */
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_INTERNAL, "qrsd is "
+                     "stopping");
+    return -1;
   }
   memset(&je, 0, sizeof je);
   je.pid = (int32_t)rq->peer->pid;
@@ -430,8 +583,8 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
         journal_submit(rq->e->journal, &je);
   if (err == 0) {
     r->journal_seq = je.seq;
-    log_debug_draw(rq, r);
-    return 0;
+    hold(rq, r);
+    return 1;
   }
   /* not journal_may_serve(): by now the writer may have drained the
      queue that refused this draw, and the state be ok again; under the
@@ -447,7 +600,8 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
   return -1;
 }
 
-static void
+/* 1: the reply is held (rq too), else it (or an error) was sent. */
+static int
 send_draw_reply(struct req *rq, const struct reg_result *res)
 {
   QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
@@ -465,7 +619,7 @@ send_draw_reply(struct req *rq, const struct reg_result *res)
        state (no room: draw_engine_reconfigure() logged it) */
     draw_reply_error(rq->reply, rq->ctx, QRS_E_INTERNAL, "no amplifier "
                      "state for this source: restart qrsd");
-    return;
+    return 0;
   }
   err = amp_state_run(&asked->st, &rq->amp, rq->table, res->data, &a, &p);
   if (err < 0) {
@@ -476,7 +630,7 @@ send_draw_reply(struct req *rq, const struct reg_result *res)
     draw_reply_error(rq->reply, rq->ctx, err, "the %s calibration was "
                      "replaced while the draw was read; try again",
                      amp_name(rq->amp.type));
-    return;
+    return 0;
   }
   served = srcamp_of(rq->e, res->served_by);
   if (served && monitor_add(&served->mon, a.u, a.z))
@@ -502,8 +656,10 @@ send_draw_reply(struct req *rq, const struct reg_result *res)
   r.population_std = p.population_std;
   r.extra_bytes = (uint32_t)(res->n - rq->amp.sample_count);
   stamp_reply(&r, &rq->received, &res->generated, w);
-  if (journal_draw(rq, &r, res->data, res->n) == 0)
+  err = journal_draw(rq, &r, res->data, res->n);
+  if (err == 0)
     rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
+  return err == 1;
 }
 
 static void
@@ -555,10 +711,12 @@ on_fetched(void *ctx, const struct reg_result *res)
 
   rq = ctx;
   if (res->status == 0) {
-    if (rq->kind == JOB_DRAW)
-      send_draw_reply(rq, res);
-    else
+    if (rq->kind == JOB_DRAW) {
+      if (send_draw_reply(rq, res))
+        return;                 /* held */
+    } else {
       reply_bytes(rq, res);
+    }
   } else {
     reply_fetch_failed(rq, res);
   }
@@ -949,8 +1107,13 @@ on_server_draw(struct source_draw *d)
   meta.generation_timestamp_ns = d->generation_timestamp_ns;
   r.meta = &meta;
   stamp_reply(&r, &rq->received, &d->generated, w);
-  if (journal_draw(rq, &r, NULL, 0) == 0)
+  switch (journal_draw(rq, &r, NULL, 0)) {
+  case 1:
+    return;                     /* held */
+  case 0:
     rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
+    break;
+  }
   req_free(rq);
 }
 

@@ -9,6 +9,9 @@
    call only.  peer (base/peer.h) is the client, named in log lines and
    in the draw journal; the caller keeps it valid until the reply.  owner
    (may be NULL) accounts the client's reads in progress (registry.h).
+   With a draw journal, a DRAW_REPLY is sent only once its entry is
+   written (the journal's writer thread wakes the loop), or labelled
+   unjournalled / refused if the entry was lost; the loop never waits.
    Loop thread only. */
 #ifndef QRSD_DRAW_H
 #define QRSD_DRAW_H
@@ -38,6 +41,12 @@ typedef void (*draw_reply_fn)(void *ctx, uint16_t type,
 int draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
                     uv_loop_t *loop, struct draw_engine **ret_engine);
 void draw_engine_free(struct draw_engine *e);   /* accepts NULL */
+
+/* The server stopped (every connection closed): the draw replies still
+   waiting for their journal entry are dropped (answered with an error
+   nobody reads) and the journal's wake-up handle closed.  Before
+   draw_engine_free(), while the loop still runs; accepts NULL. */
+void draw_engine_stop(struct draw_engine *e);
 
 /* The configuration changed (a reload, in place): recompute what the
    engine derives from limits.*, and restart the monitors whose monitor.*

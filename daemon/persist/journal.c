@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
 #include <openssl/evp.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -28,13 +27,6 @@
 
 #define ZERO_HEX \
   "0000000000000000000000000000000000000000000000000000000000000000"
-
-/* Bytes the writer hashes between two sched_yield()s: a few microseconds
-   of SHA-256.  When the writer shares a CPU with the loop (a pinned
-   qrsd), a draw that wakes the loop waits for at most that much of the
-   writer's work, not for a whole batch of entries, which would multiply
-   the draw path's tail latency (qrs-bench journal shows both). */
-#define JOURNAL_YIELD_BYTES (16u << 10)
 
 /* How often a failed writer tries again (recover()). */
 #define JOURNAL_RETRY_MS 1000
@@ -64,17 +56,18 @@ struct journal {
      p.bytes_buf bytes; a_used from a_tail on, wrapping) */
   uint8_t *arena;
   size_t a_tail, a_used;
-  size_t a_wake;                    /* a_used that wakes a collecting
-                                       writer (half the arena) */
   uint64_t hashed_inline;           /* draws hashed at submit: no room */
-  size_t wake_at;                   /* q_len that wakes a collecting writer */
-  int idle;                         /* the writer waits for a first entry */
+  int idle;                         /* the writer waits for an entry */
   /* submitting thread only: the bytes hash */
   EVP_MD_CTX *sub_md;
   uint64_t next_seq;
   uint64_t reserved;                /* durably reserved: next_seq may
                                        reach it, not pass it */
   uint64_t lost_first, lost_last;   /* served, not written (0: none) */
+  uint64_t written_seq;             /* the last entry written (write(2)) */
+  struct journal_range lost_q[JOURNAL_LOST_RANGES];  /* for
+                                       journal_progress(), not taken yet */
+  unsigned n_lost_q;
   int stopping;
   enum journal_state state;
   int err;
@@ -85,8 +78,23 @@ struct journal {
   int fd;
   unsigned file_index;
   uint64_t file_bytes;
-  char prev_hex[JOURNAL_HEX_LEN + 1];   /* last written (maybe not synced) */
+  char prev_hex[JOURNAL_HEX_LEN + 1];   /* last formatted */
   uint64_t last_seq;
+  /* under mu: the last record written (maybe not synced), and what the
+     syncer thread is asked to fsync */
+  char w_hex[JOURNAL_HEX_LEN + 1];
+  uint64_t w_seq;
+  pthread_t syncer;
+  pthread_cond_t sync_wake;
+  int sync_pending;                 /* written since the last fsync */
+  unsigned sync_count;              /* entries of it */
+  struct timespec sync_due;         /* its fsync is due (CLOCK_MONOTONIC) */
+  int sync_stop;                    /* the syncer ends */
+  int sync_err;                     /* its fsync failed: for the writer */
+  /* held while the file is fsync'd, rotated or opened: j->fd and
+     file_index change under it (the writer), the syncer reads them under
+     it; the checkpoint's fields too.  Taken before mu, never after. */
+  pthread_mutex_t fd_mu;
   char *buf;                        /* a batch of formatted lines */
   size_t buf_cap;
   EVP_MD_CTX *w_md;                 /* the line hashes */
@@ -113,17 +121,6 @@ journal_params_default(struct journal_params *p)
   p->policy = JOURNAL_POLICY_STOP;
 }
 
-const char *
-journal_state_name(enum journal_state s)
-{
-  switch (s) {
-  case JOURNAL_OK: return "ok";
-  case JOURNAL_QUEUE_FULL: return "queue-full";
-  case JOURNAL_WRITE_ERROR: return "write-error";
-  case JOURNAL_STOPPED: return "stopped";
-  }
-  return "?";
-}
 
 void
 journal_line_hash(const char *line, size_t len, uint8_t out[JOURNAL_HASH_LEN])
@@ -164,6 +161,14 @@ text_ok(const char *s)
   return 1;
 }
 
+/* Can e's text fields go into a line (no tab, newline, backslash)? */
+static int
+entry_text_ok(const struct journal_entry *e)
+{
+  return text_ok(e->source) && text_ok(e->amp) && text_ok(e->amp_params) &&
+         text_ok(e->fallback);
+}
+
 /* SHA-256 of n bytes with a context set up once (EVP_Digest() with
    EVP_sha256() fetches and sets one up per call); 0 or -EIO. */
 static int
@@ -184,8 +189,7 @@ format_entry(const struct journal_entry *e, const char *prev_hex, char *buf,
   char sha[JOURNAL_HEX_LEN + 1];
   int n;
 
-  if (!text_ok(e->source) || !text_ok(e->amp) || !text_ok(e->amp_params) ||
-      !text_ok(e->fallback))
+  if (!entry_text_ok(e))
     return -EINVAL;
   journal_hex(e->bytes_sha, JOURNAL_HASH_LEN, sha);
   n = snprintf(buf, JOURNAL_LINE_MAX,
@@ -601,7 +605,7 @@ write_reserved(struct journal *j, uint64_t upto)
    journal_open() before it starts).  A file that could not get its
    header is removed. */
 static int
-open_next(struct journal *j, const char *prev_hex)
+open_next_locked(struct journal *j, const char *prev_hex)
 {
   char path[4096], hdr[128];
   int fd, n, r;
@@ -635,33 +639,45 @@ open_next(struct journal *j, const char *prev_hex)
 }
 
 static int
-open_current(struct journal *j, const char *prev_hex)
+open_current_locked(struct journal *j, const char *prev_hex)
 {
   char path[4096];
 
   if (j->file_index == 0 || j->file_bytes >= j->p.max_bytes)
-    return open_next(j, prev_hex);
+    return open_next_locked(j, prev_hex);
   file_path(j, j->file_index, path, sizeof path);
   j->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   return j->fd < 0 ? -errno : 0;
 }
 
+/* open_next_locked() (next 1) or open_current_locked() with fd_mu held:
+   the syncer never fsyncs a file being closed. */
+static int
+open_file(struct journal *j, const char *prev_hex, int next)
+{
+  int r;
+
+  pthread_mutex_lock(&j->fd_mu);
+  r = next ? open_next_locked(j, prev_hex) : open_current_locked(j, prev_hex);
+  pthread_mutex_unlock(&j->fd_mu);
+  return r;
+}
+
 /* Append len bytes of buf (whole lines) to the current file, rotating
-   first when it is full, and fsync: 0, or a negative errno with the
-   file cut back to its durable size (no torn line stays). */
+   first when it is full (the full file is fsync'd): 0, or a negative
+   errno with the file cut back to the size it had (no torn line stays).
+   The bytes written are durable at the next sync_file(). */
 static int
 append(struct journal *j, const char *buf, size_t len, const char *prev_hex)
 {
   int r = 0;
 
   if (j->fd < 0)
-    r = open_current(j, prev_hex);
+    r = open_file(j, prev_hex, 0);
   else if (j->file_bytes >= j->p.max_bytes)
-    r = open_next(j, prev_hex);
+    r = open_file(j, prev_hex, 1);
   if (r == 0)
     r = fd_write_all(j->fd, buf, len);
-  if (r == 0 && fsync(j->fd) != 0)
-    r = -errno;
   if (r == 0) {
     j->file_bytes += len;
     return 0;
@@ -671,6 +687,130 @@ append(struct journal *j, const char *buf, size_t len, const char *prev_hex)
   if (j->fd >= 0 && ftruncate(j->fd, (off_t)j->file_bytes) == 0)
     (void)fsync(j->fd);
   return r;
+}
+
+/* Set ts to ms from now (CLOCK_MONOTONIC). */
+static void
+deadline_in(unsigned ms, struct timespec *ts)
+{
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += (time_t)(ms / 1000);
+  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+/* n entries were written (writer thread, after append()): they are the
+   chain's written end; the loop is told (params on_written), so that the
+   replies waiting for them go out, and the syncer thread is asked to
+   fsync them within flush_ms. */
+static void
+written(struct journal *j, unsigned n)
+{
+  pthread_mutex_lock(&j->mu);
+  memcpy(j->w_hex, j->prev_hex, sizeof j->w_hex);
+  j->w_seq = j->last_seq;
+  j->written_seq = j->last_seq;
+  if (j->state == JOURNAL_QUEUE_FULL)
+    j->state = JOURNAL_OK;
+  if (!j->sync_pending) {
+    j->sync_pending = 1;
+    deadline_in(j->p.flush_ms, &j->sync_due);
+    pthread_cond_signal(&j->sync_wake);
+  }
+  j->sync_count += n;
+  if (j->sync_count >= j->p.fsync_every && j->sync_count - n <
+      j->p.fsync_every)
+    pthread_cond_signal(&j->sync_wake);
+  /* under mu: journal_detach() waits for it */
+  if (j->p.on_written)
+    j->p.on_written(j->p.on_written_arg);
+  pthread_mutex_unlock(&j->mu);
+}
+
+/* fsync what was written (any thread; the writer's own when it rotates,
+   recovers or closes, else the syncer's): the head (the status file's)
+   reaches it, and with cp a checkpoint is logged when one is due.  0 or
+   a negative errno. */
+static int
+sync_file(struct journal *j, int cp)
+{
+  char hex[JOURNAL_HEX_LEN + 1];
+  uint64_t seq;
+  int r = 0;
+
+  pthread_mutex_lock(&j->fd_mu);
+  pthread_mutex_lock(&j->mu);
+  memcpy(hex, j->w_hex, sizeof hex);
+  seq = j->w_seq;
+  pthread_mutex_unlock(&j->mu);
+  if (j->fd >= 0 && fsync(j->fd) != 0)
+    r = -errno;
+  if (r == 0) {
+    pthread_mutex_lock(&j->mu);
+    if (seq >= j->head_seq) {
+      memcpy(j->head_hex, hex, sizeof j->head_hex);
+      j->head_seq = seq;
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (cp)
+      checkpoint(j, NULL);
+  }
+  pthread_mutex_unlock(&j->fd_mu);
+  return r;
+}
+
+/* Is the fsync asked for due (flush_ms passed since the first entry
+   written after the last one, fsync_every entries written, or
+   closing)?  With mu held. */
+static int
+sync_is_due(const struct journal *j)
+{
+  struct timespec now;
+
+  if (j->sync_stop || j->p.flush_ms == 0 ||
+      j->sync_count >= j->p.fsync_every)
+    return 1;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec > j->sync_due.tv_sec ||
+         (now.tv_sec == j->sync_due.tv_sec &&
+          now.tv_nsec >= j->sync_due.tv_nsec);
+}
+
+/* The syncer thread: fsyncs what the writer wrote when it is due, so
+   that neither the writer (and the draws waiting for its writes) nor the
+   loop waits for a disk's fsync.  A failed fsync is handed to the writer
+   (sync_err), which fails the journal. */
+static void *
+syncer(void *arg)
+{
+  struct journal *j = arg;
+  int r;
+
+  pthread_mutex_lock(&j->mu);
+  for (;;) {
+    while (!j->sync_pending && !j->sync_stop)
+      pthread_cond_wait(&j->sync_wake, &j->mu);
+    if (!j->sync_pending)
+      break;
+    if (!sync_is_due(j)) {
+      pthread_cond_timedwait(&j->sync_wake, &j->mu, &j->sync_due);
+      continue;
+    }
+    j->sync_pending = 0;
+    j->sync_count = 0;
+    pthread_mutex_unlock(&j->mu);
+    r = sync_file(j, 1);
+    pthread_mutex_lock(&j->mu);
+    if (r != 0 && j->sync_err == 0) {
+      j->sync_err = r;
+      pthread_cond_signal(&j->wake);
+    }
+  }
+  pthread_mutex_unlock(&j->mu);
+  return NULL;
 }
 
 /* Keep at least half a block of sequence numbers reserved ahead of the
@@ -697,10 +837,11 @@ reserve_ahead(struct journal *j)
   return 0;
 }
 
-/* A write failed (r): every entry handed out and not durable is lost
-   (the batch that failed, and what is queued behind it: dropped, not
-   written after the failure); draws are refused or labelled until
-   recover() succeeds. */
+/* A write or fsync failed (r): every entry handed out and not written
+   is lost (the batch that failed, and what is queued behind it: dropped,
+   not written after the failure; those written stay, their draws were
+   answered journalled), and the loop is told which (journal_progress());
+   draws are refused or labelled until recover() succeeds. */
 static void
 fail(struct journal *j, int r)
 {
@@ -709,7 +850,7 @@ fail(struct journal *j, int r)
   int was;
 
   pthread_mutex_lock(&j->mu);
-  first = j->head_seq + 1;
+  first = j->written_seq + 1;
   last = j->next_seq - 1;
   j->q_head = (j->q_head + j->q_len) % j->p.queue_len;
   j->q_len = 0;
@@ -718,13 +859,21 @@ fail(struct journal *j, int r)
   was = j->state == JOURNAL_WRITE_ERROR;
   j->state = JOURNAL_WRITE_ERROR;
   j->err = -r;
-  memcpy(j->prev_hex, j->head_hex, sizeof j->prev_hex);
-  j->last_seq = j->head_seq;
+  memcpy(j->prev_hex, j->w_hex, sizeof j->prev_hex);
+  j->last_seq = j->w_seq;
   if (last >= first) {
     if (j->lost_first == 0)
       j->lost_first = first;
     j->lost_last = last;
+    if (j->n_lost_q == JOURNAL_LOST_RANGES) {
+      j->lost_q[j->n_lost_q - 1].last = last;
+    } else {
+      j->lost_q[j->n_lost_q].first = first;
+      j->lost_q[j->n_lost_q++].last = last;
+    }
   }
+  if (j->p.on_written && last >= first)
+    j->p.on_written(j->p.on_written_arg);
   pthread_mutex_unlock(&j->mu);
   if (was)
     return;
@@ -745,8 +894,8 @@ fail(struct journal *j, int r)
             "served labelled \"unjournalled\"", JOURNAL_RETRY_MS);
 }
 
-/* Append a gap record for first..last (reason: a JOURNAL_GAP_*) and
-   move the chain past it: 0, or append()'s negative errno. */
+/* Append a gap record for first..last (reason: a JOURNAL_GAP_*), move
+   the chain past it and fsync: 0, or a negative errno. */
 static int
 append_gap(struct journal *j, uint64_t first, uint64_t last,
            const char *reason)
@@ -761,7 +910,11 @@ append_gap(struct journal *j, uint64_t first, uint64_t last,
     return r;
   journal_hex(hash, JOURNAL_HASH_LEN, j->prev_hex);
   j->last_seq = last;
-  return 0;
+  pthread_mutex_lock(&j->mu);
+  memcpy(j->w_hex, j->prev_hex, sizeof j->w_hex);
+  j->w_seq = last;
+  pthread_mutex_unlock(&j->mu);
+  return sync_file(j, 0);
 }
 
 /* After a failure: the sequence reservation renewed, then a gap record
@@ -774,10 +927,11 @@ recover(struct journal *j)
   uint64_t first, last;
   int r;
 
-  if (j->fd >= 0 && (ftruncate(j->fd, (off_t)j->file_bytes) != 0 ||
-                     fsync(j->fd) != 0))
+  if (j->fd >= 0 && ftruncate(j->fd, (off_t)j->file_bytes) != 0)
     return -errno;
-  r = reserve_ahead(j);
+  r = sync_file(j, 0);
+  if (r == 0)
+    r = reserve_ahead(j);
   if (r != 0)
     return r;
   journal_lost(j, &first, &last);
@@ -789,9 +943,12 @@ recover(struct journal *j)
   pthread_mutex_lock(&j->mu);
   memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
   j->head_seq = j->last_seq;
+  /* the next loss starts after the gap */
+  j->written_seq = j->last_seq;
   j->lost_first = j->lost_last = 0;
   j->state = JOURNAL_OK;
   j->err = 0;
+  j->sync_err = 0;
   pthread_mutex_unlock(&j->mu);
   file_path(j, j->file_index, path, sizeof path);
   if (first != 0)
@@ -812,13 +969,7 @@ retry(struct journal *j)
   int stopping;
 
   pthread_mutex_lock(&j->mu);
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  dl.tv_sec += JOURNAL_RETRY_MS / 1000;
-  dl.tv_nsec += (long)(JOURNAL_RETRY_MS % 1000) * 1000000L;
-  if (dl.tv_nsec >= 1000000000L) {
-    dl.tv_sec++;
-    dl.tv_nsec -= 1000000000L;
-  }
+  deadline_in(JOURNAL_RETRY_MS, &dl);
   while (!j->stopping)
     if (pthread_cond_timedwait(&j->wake, &j->mu, &dl) == ETIMEDOUT)
       break;
@@ -829,81 +980,39 @@ retry(struct journal *j)
   return stopping ? -1 : 0;
 }
 
-/* The writer waits for entries: untimed while the queue is empty (idle
-   set: the next journal_submit() signals once), then collects for up to
-   flush_ms after the first entry arrived, or until the queue holds
-   wake_at entries, or until close.  So a steady stream of draws costs one
-   wake-up per batch, not one per draw, and an entry is durable at most
-   flush_ms plus one write and fsync after it was queued.  Called and
-   returns with mu held; the number queued (0 only when stopping). */
+/* The writer waits for entries (idle set: the next journal_submit()
+   signals once), or a failed fsync of the syncer's.  It does not collect
+   entries before it writes them: a draw's reply waits for its entry,
+   and what is submitted while a batch is written makes the next batch.
+   Called and returns with mu held; the number queued (0: closing, or
+   sync_err). */
 static size_t
 wait_batch(struct journal *j)
 {
-  struct timespec dl;
-
-  while (j->q_len == 0 && !j->stopping) {
+  while (j->q_len == 0 && !j->stopping && j->sync_err == 0) {
     j->idle = 1;
     pthread_cond_wait(&j->wake, &j->mu);
   }
   j->idle = 0;
-  if (j->q_len == 0 || j->p.flush_ms == 0)
-    return j->q_len;
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  dl.tv_sec += j->p.flush_ms / 1000;
-  dl.tv_nsec += (long)(j->p.flush_ms % 1000) * 1000000L;
-  if (dl.tv_nsec >= 1000000000L) {
-    dl.tv_sec++;
-    dl.tv_nsec -= 1000000000L;
-  }
-  while (j->q_len < j->wake_at && j->a_used < j->a_wake && !j->stopping)
-    if (pthread_cond_timedwait(&j->wake, &j->mu, &dl) == ETIMEDOUT)
-      break;
   return j->q_len;
-}
-
-/* SHA-256 of a queued draw's n bytes, on the writer: a batch is
-   milliseconds of hashing, so the writer yields every
-   JOURNAL_YIELD_BYTES (*since counts across entries) and a draw waiting
-   for a CPU it shares runs between slices, not after the batch.  0 or
-   -EIO. */
-static int
-hash_sliced(struct journal *j, const uint8_t *b, size_t n, size_t *since,
-            uint8_t out[JOURNAL_HASH_LEN])
-{
-  size_t k;
-
-  if (!EVP_DigestInit_ex(j->w_md, j->sha, NULL))
-    return -EIO;
-  while (n > 0) {
-    if (*since >= JOURNAL_YIELD_BYTES) {
-      sched_yield();
-      *since = 0;
-    }
-    k = n < JOURNAL_YIELD_BYTES - *since ? n : JOURNAL_YIELD_BYTES - *since;
-    if (!EVP_DigestUpdate(j->w_md, b, k))
-      return -EIO;
-    b += k;
-    n -= k;
-    *since += k;
-  }
-  return EVP_DigestFinal_ex(j->w_md, out, NULL) ? 0 : -EIO;
 }
 
 /* Group commit: take what is queued (at most fsync_every entries and
    what fits the buffer), format it from the ring slots without the lock
    (journal_submit() only fills the slots after the queued ones), write it
-   in one write() and fsync; entries submitted meanwhile make the next
-   batch.  A failed write loses the entries not durable (fail()), and
-   the writer tries again every JOURNAL_RETRY_MS (retry()).  On close,
-   with every entry written, the reservation is cut back to the last
-   sequence: the next start records no gap. */
+   in one write() and tell the loop; entries submitted meanwhile make the
+   next batch; the syncer thread fsyncs them (syncer()).  A failed write
+   or fsync loses the entries not written (fail()), and the writer tries
+   again every JOURNAL_RETRY_MS (retry()).  On close, with every entry
+   written and fsync'd, the reservation is cut back to the last sequence:
+   the next start records no gap. */
 static void *
 writer(void *arg)
 {
   struct journal *j = arg;
   uint8_t hash[JOURNAL_HASH_LEN];
   char batch_prev[JOURNAL_HEX_LEN + 1];
-  size_t len, batch, take, head, i, max, span, since_yield = 0;
+  size_t len, batch, take, head, i, max, span;
   int n, r, failed;
 
   /* below the loop thread when they share a CPU (per-thread nice: the
@@ -933,7 +1042,15 @@ writer(void *arg)
     pthread_mutex_lock(&j->mu);
     take = wait_batch(j);
     head = j->q_head;
+    r = j->sync_err;
+    j->sync_err = 0;
     pthread_mutex_unlock(&j->mu);
+    if (r == 0 && take == 0)
+      r = sync_file(j, 1);      /* closing: everything written first */
+    if (r != 0) {
+      fail(j, r);
+      continue;
+    }
     if (take == 0) {
       /* closing with everything written: no number past the last one
          was handed out */
@@ -952,9 +1069,11 @@ writer(void *arg)
       const struct slot_bytes *sb = &j->qb[(head + i) % j->p.queue_len];
 
       span += sb->span;
+      /* no sched_yield() between draws: their replies wait for this
+         batch, and a yield on a busy CPU hands it to another process */
       if (sb->len > 0 &&
-          hash_sliced(j, j->arena + sb->off, sb->len, &since_yield,
-                      e->bytes_sha) != 0)
+          md_sha256(j->w_md, j->sha, j->arena + sb->off, sb->len,
+                    e->bytes_sha) != 0)
         EVP_Digest(j->arena + sb->off, sb->len, e->bytes_sha, NULL,
                    EVP_sha256(), NULL);
       n = format_entry(e, j->prev_hex, j->buf + len, hash, j->w_md, j->sha);
@@ -974,31 +1093,31 @@ writer(void *arg)
     if (batch == 0)
       continue;
     r = append(j, j->buf, len, batch_prev);
-    if (r != 0) {
+    if (r == 0)
+      written(j, (unsigned)batch);
+    else
       fail(j, r);
-      continue;
-    }
-    pthread_mutex_lock(&j->mu);
-    memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
-    j->head_seq = j->last_seq;
-    if (j->state == JOURNAL_QUEUE_FULL)
-      j->state = JOURNAL_OK;
-    pthread_mutex_unlock(&j->mu);
-    checkpoint(j, NULL);
   }
   return NULL;
 }
 
-/* Tell the writer thread to write what is queued and end, and wait for
-   it. */
+/* Tell the writer thread (when writer is set) to write what is queued
+   and end, then the syncer thread, and wait for them. */
 static void
-writer_stop(struct journal *j)
+threads_stop(struct journal *j, int writer_too)
 {
+  if (writer_too) {
+    pthread_mutex_lock(&j->mu);
+    j->stopping = 1;
+    pthread_cond_signal(&j->wake);
+    pthread_mutex_unlock(&j->mu);
+    pthread_join(j->thread, NULL);
+  }
   pthread_mutex_lock(&j->mu);
-  j->stopping = 1;
-  pthread_cond_signal(&j->wake);
+  j->sync_stop = 1;
+  pthread_cond_signal(&j->sync_wake);
   pthread_mutex_unlock(&j->mu);
-  pthread_join(j->thread, NULL);
+  pthread_join(j->syncer, NULL);
 }
 
 /* Close j's file and free j, with no writer thread running (never
@@ -1009,7 +1128,9 @@ journal_free(struct journal *j)
   if (j->fd >= 0)
     close(j->fd);
   pthread_mutex_destroy(&j->mu);
+  pthread_mutex_destroy(&j->fd_mu);
   pthread_cond_destroy(&j->wake);
+  pthread_cond_destroy(&j->sync_wake);
   EVP_MD_CTX_free(j->w_md);
   EVP_MD_CTX_free(j->sub_md);
   EVP_MD_free(j->sha);
@@ -1068,9 +1189,11 @@ journal_open(struct journal **ret, const struct journal_params *p,
   if (j == NULL)
     return -ENOMEM;
   pthread_mutex_init(&j->mu, NULL);
+  pthread_mutex_init(&j->fd_mu, NULL);
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&j->wake, &ca);
+  pthread_cond_init(&j->sync_wake, &ca);
   pthread_condattr_destroy(&ca);
   j->p = *p;
   j->fd = -1;
@@ -1099,7 +1222,7 @@ journal_open(struct journal **ret, const struct journal_params *p,
   r = read_reserved(j, &reserved, err, errlen);
   if (r != 0)
     goto fail;
-  r = open_current(j, j->prev_hex);
+  r = open_file(j, j->prev_hex, 0);
   if (r == 0 && reserved > j->last_seq)
     r = restart_gap(j, reserved);
   j->block = 8 * (uint64_t)p->queue_len;
@@ -1115,14 +1238,14 @@ journal_open(struct journal **ret, const struct journal_params *p,
   }
   memcpy(j->head_hex, j->prev_hex, sizeof j->head_hex);
   j->head_seq = j->last_seq;
+  memcpy(j->w_hex, j->prev_hex, sizeof j->w_hex);
+  j->w_seq = j->written_seq = j->last_seq;
   checkpoint(j, "open");
-  /* a collecting writer is woken early at half the queue (or a full
-     batch), so that a burst does not fill the queue while it waits */
-  j->wake_at = p->queue_len / 2 > 0 ? p->queue_len / 2 : 1;
-  if (j->wake_at > p->fsync_every)
-    j->wake_at = p->fsync_every;
-  /* and at half the arena: it stays small (in cache) and rarely full */
-  j->a_wake = p->bytes_buf / 2 > 0 ? p->bytes_buf / 2 : 1;
+  r = -pthread_create(&j->syncer, NULL, syncer, j);
+  if (r != 0) {
+    snprintf(err, errlen, "journal: thread: %s", strerror(-r));
+    goto fail;
+  }
   r = -pthread_create(&j->thread, NULL, writer, j);
   if (r == 0 && j->p.cpu >= 0) {
     cpu_set_t set;
@@ -1133,11 +1256,12 @@ journal_open(struct journal **ret, const struct journal_params *p,
     if (r != 0) {
       snprintf(err, errlen, "journal: writer thread on CPU %d: %s",
                j->p.cpu, strerror(-r));
-      writer_stop(j);
+      threads_stop(j, 1);
       goto fail;
     }
   } else if (r != 0) {
     snprintf(err, errlen, "journal: thread: %s", strerror(-r));
+    threads_stop(j, 0);
     goto fail;
   }
   *ret = j;
@@ -1152,7 +1276,7 @@ journal_close(struct journal *j)
 {
   if (j == NULL)
     return;
-  writer_stop(j);
+  threads_stop(j, 1);
   if (j->fd >= 0 && fsync(j->fd) != 0)
     log_err("journal: fsync: %s", strerror(errno));
   checkpoint(j, "close");
@@ -1281,14 +1405,10 @@ submit(struct journal *j, struct journal_entry *e, const void *b, size_t n)
     j->q[slot] = *e;
     j->qb[slot] = sb;
     j->q_len++;
-    /* no wake-up per draw: only an idle writer, or a collecting one once
-       the queue reaches wake_at (see wait_batch()) */
+    /* no wake-up per draw: only an idle writer (a busy one takes what
+       queued up when it is done) */
     if (j->idle) {
       j->idle = 0;
-      pthread_cond_signal(&j->wake);
-    } else if (j->q_len == j->wake_at ||
-               (sb.span > 0 && j->a_used >= j->a_wake &&
-                j->a_used - sb.span < j->a_wake)) {
       pthread_cond_signal(&j->wake);
     }
   }
@@ -1299,8 +1419,7 @@ submit(struct journal *j, struct journal_entry *e, const void *b, size_t n)
 int
 journal_submit(struct journal *j, struct journal_entry *e)
 {
-  if (!text_ok(e->source) || !text_ok(e->amp) || !text_ok(e->amp_params) ||
-      !text_ok(e->fallback))
+  if (!entry_text_ok(e))
     return -EINVAL;
   return submit(j, e, NULL, 0);
 }
@@ -1311,8 +1430,7 @@ journal_submit_bytes(struct journal *j, struct journal_entry *e,
 {
   int r;
 
-  if (!text_ok(e->source) || !text_ok(e->amp) || !text_ok(e->amp_params) ||
-      !text_ok(e->fallback))
+  if (!entry_text_ok(e))
     return -EINVAL;
   if (n > 0) {
     r = submit(j, e, b, n);
@@ -1362,6 +1480,30 @@ journal_lost(struct journal *j, uint64_t *ret_first, uint64_t *ret_last)
   pthread_mutex_unlock(&j->mu);
 }
 
+void
+journal_detach(struct journal *j)
+{
+  pthread_mutex_lock(&j->mu);
+  j->p.on_written = NULL;
+  j->p.on_written_arg = NULL;
+  pthread_mutex_unlock(&j->mu);
+}
+
+unsigned
+journal_progress(struct journal *j, uint64_t *ret_written,
+                 struct journal_range lost[JOURNAL_LOST_RANGES])
+{
+  unsigned n;
+
+  pthread_mutex_lock(&j->mu);
+  *ret_written = j->written_seq;
+  n = j->n_lost_q;
+  memcpy(lost, j->lost_q, n * sizeof lost[0]);
+  j->n_lost_q = 0;
+  pthread_mutex_unlock(&j->mu);
+  return n;
+}
+
 uint64_t
 journal_hashed_inline(struct journal *j)
 {
@@ -1387,37 +1529,6 @@ journal_serves_unjournalled(const struct journal *j)
   return j->p.policy == JOURNAL_POLICY_LABEL;
 }
 
-struct json_object *
-journal_status_json(struct journal *j)
-{
-  struct json_object *o = json_object_new_object();
-  char head[JOURNAL_HEX_LEN + 1];
-  enum journal_state st;
-  uint64_t seq, first, last;
-  int err;
-
-  if (o == NULL)
-    return NULL;
-  st = journal_state(j, &err);
-  journal_head(j, head, &seq);
-  json_object_object_add(o, "state",
-                         json_object_new_string(journal_state_name(st)));
-  if (st == JOURNAL_WRITE_ERROR)
-    json_object_object_add(o, "error", json_object_new_string(strerror(err)));
-  json_object_object_add(o, "on_error", json_object_new_string(
-                         j->p.policy == JOURNAL_POLICY_STOP ? "stop" :
-                         "label"));
-  json_object_object_add(o, "head", json_object_new_string(head));
-  json_object_object_add(o, "seq", json_object_new_uint64(seq));
-  journal_lost(j, &first, &last);
-  if (first != 0) {
-    json_object_object_add(o, "lost_first", json_object_new_uint64(first));
-    json_object_object_add(o, "lost_last", json_object_new_uint64(last));
-  }
-  json_object_object_add(o, "hashed_inline",
-                         json_object_new_uint64(journal_hashed_inline(j)));
-  return o;
-}
 
 /* A checkpoint in the system journal: the durable head (QRS_JOURNAL_SEQ=,
    QRS_JOURNAL_HEAD=), the chain's anchor outside its directory, which

@@ -11,6 +11,11 @@
 
      #gap\t<first>\t<last>\t<reason>\t<prev hex>\t<hash hex>\n  (gap)
 
+   An entry is a draw served to a local client, or a draw or byte block
+   served over the gRPC compat endpoint (server/compat.h): those have pid
+   0, uid 4294967295 (no local process), amp_params ending in
+   ",via=grpc", and a byte block has amp "bytes" and u "nan".
+
    A gap record says that sequence numbers first..last are in no entry
    (JOURNAL_GAP_*: why); it is hashed and chained like an entry.  Numbers
    are reserved durably in blocks in <dir>/journal.seq before they are
@@ -31,20 +36,26 @@
    Threads: journal_submit() is called from the loop thread and never
    does file I/O: it copies the entry into a bounded queue (queue_len
    entries; with journal_submit_bytes() a draw's bytes go into a bounded
-   arena, bytes_buf, for the writer to hash).  The writer thread is not
-   woken per entry: it sleeps until the first entry of a batch arrives
-   (one wake-up), collects for at most flush_ms (or until half the queue
-   or half the arena is used), then writes the batch in one write() and
-   fsyncs it (group commit, at most fsync_every entries), yielding the
-   CPU every few entries while it hashes.  An entry is thus durable at
-   most flush_ms + one write and fsync after it was served; the head in
-   the status file lags by as much.  A full queue or a write error is not
-   silent: journal_state() says which, the entry is not journalled, and
-   the caller applies the configured policy (stop serving, or serve the
-   draw labelled "unjournalled").  After a write error the batch is cut
-   off the file again, the entries queued are dropped (lost: logged by
-   range, journal_lost()), and the writer tries again every second; once
-   it writes, a gap record names the lost range and the state is ok. */
+   arena, bytes_buf, for the writer to hash).  The writer thread sleeps
+   until an entry arrives (one wake-up), takes everything queued (at most
+   fsync_every entries: what queued up while it wrote the last batch is
+   the next batch, a group commit) and writes it in one write(); then it
+   says so through params on_written, so that a draw's reply can wait for
+   its entry to be written (journal_progress()).  A second thread, the syncer, fsyncs
+   what was written at most flush_ms after the first entry written since
+   the last fsync (at once with flush_ms 0, and at every fsync_every
+   entries), so that no write, and no draw, waits for a disk's fsync.  An entry is thus in the file (it
+   survives the process: a crash, SIGKILL) when its draw is answered, and
+   durable (survives the machine: power loss, a kernel crash) at most
+   flush_ms + one fsync after that; the head in the status file is the
+   durable one.  A full queue or a write error is not silent:
+   journal_state() says which, the entry is not journalled, and the
+   caller applies the configured policy (stop serving, or serve the draw
+   labelled "unjournalled").  After a write error the batch is cut off
+   the file again, the entries queued are dropped (lost: logged by range,
+   journal_lost(), and handed to the loop by journal_progress()), and the
+   writer tries again every second; once it writes, a gap record names
+   the lost range and the state is ok. */
 #ifndef QRSD_JOURNAL_H
 #define QRSD_JOURNAL_H
 
@@ -90,8 +101,8 @@ struct journal_params {
   uint64_t max_bytes;               /* rotation size (>= 4096) */
   unsigned queue_len;               /* 1..JOURNAL_QUEUE_MAX */
   unsigned fsync_every;             /* entries per fsync, >= 1 */
-  unsigned flush_ms;                /* most a queued entry waits before
-                                       the writer takes it (0: at once) */
+  unsigned flush_ms;                /* most an entry written waits for
+                                       its fsync (0: at once) */
   size_t bytes_buf;                 /* the arena journal_submit_bytes()
                                        copies draws' bytes into, for the
                                        writer to hash (0: none, hash at
@@ -102,7 +113,23 @@ struct journal_params {
                                        above 0 it yields to the loop
                                        thread on a shared CPU */
   enum journal_policy policy;
+  /* Called on the writer thread after each batch is written or lost (a
+     write error), with the journal's lock held: it must be thread-safe
+     and quick (uv_async_send()) and call nothing of the journal; NULL:
+     none.  journal_detach() ends the calls. */
+  void (*on_written)(void *arg);
+  void *on_written_arg;
 };
+
+/* A range of sequence numbers, first..last. */
+struct journal_range {
+  uint64_t first, last;
+};
+
+/* Lost ranges journal_progress() keeps until taken; past it the newest
+   one is extended (entries written in between then count as lost: their
+   draws are labelled or refused, never claimed journalled wrongly). */
+#define JOURNAL_LOST_RANGES 8
 
 struct journal_entry {
   uint64_t seq;                     /* set by journal_submit() */
@@ -123,7 +150,7 @@ struct journal;
 
 /* Defaults: 64 MiB files, 4096 queued entries, batches of at most 4096
    entries (a batch's buffer is at most 4096 lines), flush_ms
-   JOURNAL_FLUSH_MS, policy stop; dir stays NULL. */
+   JOURNAL_FLUSH_MS, policy stop; dir and on_written stay NULL. */
 void journal_params_default(struct journal_params *p);
 
 /* Open (creating dir's files, resuming the chain from the newest file
@@ -153,6 +180,19 @@ int journal_submit_bytes(struct journal *j, struct journal_entry *e,
    journal_submit() (the loop thread). */
 void journal_hash_bytes(struct journal *j, const void *b, size_t n,
                         uint8_t out[JOURNAL_HASH_LEN]);
+
+/* No more params on_written calls once this returns (one in progress
+   has ended): what it wakes may go. */
+void journal_detach(struct journal *j);
+
+/* What became of the entries handed out, for the thread that submits
+   (draw replies held until their entry is written): every sequence
+   number up to *ret_written that is in none of the lost ranges (returned
+   now or by an earlier call) has its entry written (write(2) done);
+   each lost range (entries never written, a write error) is returned
+   once, oldest first, into lost.  The number of ranges returned. */
+unsigned journal_progress(struct journal *j, uint64_t *ret_written,
+                          struct journal_range lost[JOURNAL_LOST_RANGES]);
 
 /* The state, the last errno of a write error (0 otherwise), the head:
    the hash and sequence of the last entry durably written (fsync'd). */

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,13 @@
 #include "grpc/gbridge.h"
 #include "grpc/gserve.h"
 #include "base/log.h"
+#include "persist/journal.h"
+#include "qrs_ipc.pb-c.h"
 #include "server/apikeys.h"
 #include "server/compat_gate.h"
 #include "server/sockfile.h"
 #include "server/statuspub.h"
+#include "strcopy.h"
 #include "timestamp.h"
 
 struct compat {
@@ -37,6 +41,7 @@ struct compat {
   int servers;                      /* gserve objects not yet freed */
   struct apikeys *keys;             /* NULL: no keys required */
   struct statuspub *sp;             /* shows the keys' use */
+  struct journal *journal;          /* the draw journal, NULL: none */
   struct amp_params amp;
   struct log_ratelimit rl_denied, rl_unauth;
   uint64_t unauthenticated;         /* calls refused: no or unknown key */
@@ -49,6 +54,55 @@ struct pending {
   struct apikey *key;               /* its in-flight slot, or NULL */
   size_t n;
 };
+
+/* The draw journal's entry for what r is answered with, as for a local
+   draw but from no local process (pid 0, uid 4294967295) and with
+   ",via=grpc" ending its amplifier parameters: a draw (amp zscore_mean,
+   u) or a byte block (amp "bytes", u NaN).  0: answer r; -1: r was
+   refused (the journal cannot take the entry, journal.on_error stop). */
+static int
+journal_served(struct compat *c, struct gserve_req *r,
+               const struct reg_result *res, double u)
+{
+  struct journal_entry je;
+  struct timespec now;
+  int e;
+
+  if (!c->journal)
+    return 0;
+  memset(&je, 0, sizeof(je));
+  je.uid = UINT32_MAX;
+  str_copy(je.source, sizeof(je.source), res->served_by);
+  if (r->draw) {
+    str_copy(je.amp, sizeof(je.amp), "zscore_mean");
+    snprintf(je.amp_params, sizeof(je.amp_params), "n=%zu,mean=%.17g,"
+             "std=%.17g,via=grpc", res->n, c->amp.population_mean,
+             c->amp.population_std);
+    je.nonce = r->drw.sequence_id;
+  } else {
+    str_copy(je.amp, sizeof(je.amp), "bytes");
+    snprintf(je.amp_params, sizeof(je.amp_params), "n=%zu,via=grpc",
+             res->n);
+    je.nonce = r->entropy.sequence_id;
+  }
+  je.echo_ok = res->echo == QRS_IPC__ECHO__ECHO_VERIFIED;
+  je.t_recv = (double)r->received_ns / 1e9;
+  je.t_gen = (double)res->generated.realtime_ns / 1e9;
+  clock_gettime(CLOCK_REALTIME, &now);
+  je.t_sent = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+  je.u = u;
+  if (res->fallback)
+    str_copy(je.fallback, sizeof(je.fallback), res->served_by);
+  e = journal_submit_bytes(c->journal, &je, res->data, res->n);
+  if (e == 0 || journal_serves_unjournalled(c->journal))
+    return 0;
+  gserve_reply_error(r, GRPC_STATUS_UNAVAILABLE, e == -EAGAIN ?
+                     "the draw journal cannot take the draw (queue full); "
+                     "journal.on_error is stop" : "the draw journal cannot "
+                     "take the draw (write error); journal.on_error is "
+                     "stop");
+  return -1;
+}
 
 static void
 on_fetched(void *ctx, const struct reg_result *res)
@@ -67,6 +121,8 @@ on_fetched(void *ctx, const struct reg_result *res)
   } else if (!r->draw) {
     struct gw_entropy_resp m;
 
+    if (journal_served(p->c, r, res, NAN) != 0)
+      goto out;
     memset(&m, 0, sizeof(m));
     m.data.data = res->data;
     m.data.len = res->n;
@@ -82,7 +138,7 @@ on_fetched(void *ctx, const struct reg_result *res)
     memset(&m, 0, sizeof(m));
     if (amp_zscore_mean(&p->c->amp, res->data, res->n, &a) < 0) {
       gserve_reply_error(r, GRPC_STATUS_INTERNAL, "amplifier failed");
-    } else {
+    } else if (journal_served(p->c, r, res, a.u) == 0) {
       m.u = a.u;
       m.z = a.z;
       m.sequence_id = r->drw.sequence_id;
@@ -98,6 +154,7 @@ on_fetched(void *ctx, const struct reg_result *res)
       gserve_reply_draw(r, &m);
     }
   }
+out:
   free(p);
 }
 
@@ -395,8 +452,9 @@ on_stall(void *ctx)
 
 int
 compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
-             struct registry *reg, struct statuspub *sp,
-             struct compat **ret, char *err, size_t errlen)
+             struct registry *reg, struct journal *journal,
+             struct statuspub *sp, struct compat **ret, char *err,
+             size_t errlen)
 {
   struct gserve_conf gc;
   struct gate_conf gt;
@@ -415,6 +473,7 @@ compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
     return -ENOMEM;
   c->conf = conf;
   c->reg = reg;
+  c->journal = journal;
   c->amp.population_mean = conf->amp_population_mean;
   c->amp.population_std = conf->amp_population_std;
   c->amp.epsilon = conf->amp_epsilon;

@@ -13,7 +13,11 @@
    PERMISSION_DENIED naming it (its clients are not authenticated, and
    must not spend other sources' quotas).  The draw integrates
    block_bytes (0 = the configured sample_count) with the zscore_mean
-   amplifier. */
+   amplifier.  With a draw journal, every draw and byte block answered
+   has its entry (persist/journal.h: from no local process, amplifier
+   parameters ending in ",via=grpc"), and journal.on_error applies: stop
+   refuses a request the journal cannot take (UNAVAILABLE), label serves
+   it (a gRPC reply has no label). */
 #ifndef QRSD_COMPAT_H
 #define QRSD_COMPAT_H
 
@@ -26,11 +30,13 @@
 
 struct compat;
 
-/* Start listening (nothing when conf->compat_listen is "").  0 and
-   *ret (NULL when off), or a negative errno with err filled in. */
+/* Start listening (nothing when conf->compat_listen is "").  journal
+   (NULL: none) must outlive the endpoint's requests.  0 and *ret (NULL
+   when off), or a negative errno with err filled in. */
+struct journal;
 int compat_start(uv_loop_t *loop, const struct qrsd_conf *conf,
-                 struct registry *reg, struct statuspub *sp,
-                 struct compat **ret, char *err,
+                 struct registry *reg, struct journal *journal,
+                 struct statuspub *sp, struct compat **ret, char *err,
                  size_t errlen);
 
 /* Can the endpoint take a connection now?  0 (or off), or 1 with why

@@ -470,8 +470,8 @@ server_init(struct server *srv, uv_loop_t *loop,
     snprintf(err, errlen, "out of memory");
     return r;
   }
-  return compat_start(loop, conf, srv->reg, &srv->status, &srv->compat,
-                      err, errlen);
+  return compat_start(loop, conf, srv->reg, draw_journal(srv->draw),
+                      &srv->status, &srv->compat, err, errlen);
 }
 
 void
@@ -490,6 +490,7 @@ server_maybe_stopped(struct server *srv)
   cb = srv->on_stopped;
   srv->on_stopped = NULL;
   if (cb) {
+    draw_engine_stop(srv->draw);
     registry_stop(srv->reg);
     cb(srv);
   }

@@ -408,3 +408,51 @@ def test_close_client_with_prefetch_outstanding(qrsd: Daemon) -> None:
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout == "ok\n", \
         (run.returncode, run.stdout, run.stderr[-2000:])
+
+
+def test_draw_dicts_carry_the_labels_of_the_records(tmp_path: Path) -> None:
+    """Client.draw(): echo, journal_seq, unjournalled and the three draw
+    times, as the C records carry them.  A draw through a grpc source
+    (qrsd's own compat endpoint) is echo verified, a local one "none";
+    with a journal each draw names its entry (a number >= 1), and once the journal
+    cannot be written (its directory removed, on_error: label) the draw
+    says unjournalled and names none."""
+    jdir = tmp_path / "journal"
+    jdir.mkdir()
+    d = Daemon(tmp_path, extra_yaml=(
+        f"state_dir: {tmp_path}\n"
+        f"journal: {{ dir: \"{jdir}\", max_bytes: 4096, on_error: label }}\n"
+        f"grpc_compat: {{ listen: \"unix:{tmp_path}/compat.sock\", "
+        "source: mock }\n"))
+    d.conf.write_text(d.conf.read_text().replace(
+        "  system: { type: system }\n",
+        "  system: { type: system }\n"
+        f"  up: {{ type: grpc, target: \"unix:{tmp_path}/compat.sock\", "
+        "mode: unary }\n"))
+    d.start()
+    try:
+        c = qrs.Client(d.sock)
+        local = c.draw(salt=SALT, step=0, prev_token=-1)
+        assert local["echo"] == "none"
+        # >= 1: the grpc source's own calls to the endpoint are entries
+        assert isinstance(local["journal_seq"], int)
+        assert local["journal_seq"] >= 1
+        assert local["unjournalled"] is False
+        t = (local["received_ns"], local["generated_ns"], local["sent_ns"])
+        assert all(isinstance(v, int) and v > 0 for v in t)
+        assert t[0] <= t[1] <= t[2]
+        up = c.draw(source="up", salt=SALT, step=1, prev_token=3)
+        assert up["served_by"] == "up"
+        assert up["echo"] == "verified"
+        assert up["journal_seq"] > local["journal_seq"]
+        shutil.rmtree(jdir)
+        for _ in range(2000):
+            r = c.draw()
+            if r["unjournalled"]:
+                break
+            assert r["journal_seq"] > 0
+        assert r["unjournalled"] is True
+        assert r["journal_seq"] is None
+        c.close()
+    finally:
+        d.stop()

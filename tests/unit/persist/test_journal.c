@@ -691,9 +691,10 @@ on_gap(void *ctx, uint64_t first, uint64_t last, const char *reason)
   return 0;
 }
 
-/* SIGKILL inside the flush window: the draws handed a sequence number
-   and not yet written are lost, but their numbers are never handed out
-   again, and a gap record says which numbers may have been served. */
+/* SIGKILL inside the flush window (entries written, not yet fsync'd):
+   the entries written stay (a draw's reply waits for its write, not for
+   the fsync), the numbers reserved past them are never handed out again,
+   and a gap record says which. */
 Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
 {
   char err[512] = "", hd[JOURNAL_HEX_LEN + 1];
@@ -707,7 +708,8 @@ Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
   pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
-    /* 10 durable entries, then 200 in a flush window of a second */
+    /* 10 durable entries, then 200 written in a flush window of a
+       second */
     if (open_p(&j, 1u << 20, 0, err, sizeof err) != 0)
       _exit(2);
     for (i = 0; i < 10; i++) {
@@ -727,6 +729,15 @@ Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
       if (journal_submit(j, &e) != 0)
         _exit(5);
     }
+    for (i = 0; i < 2000 && head != 210; i++) {
+      struct journal_range lost[JOURNAL_LOST_RANGES];
+
+      test_sleep_ms(5);
+      if (journal_progress(j, &head, lost) != 0)
+        _exit(7);
+    }
+    if (head != 210)
+      _exit(8);
     if (write(fds[1], &e.seq, sizeof e.seq) != sizeof e.seq)
       _exit(6);
     pause();
@@ -749,8 +760,8 @@ Test(journal, sigkill_in_flush_window_never_repeats_a_sequence)
   cr_assert_eq(journal_verify_gaps(dir, NULL, on_gap, NULL, &n, NULL, err,
                                    sizeof err), JOURNAL_INTACT, "%s", err);
   cr_assert_eq(n, e.seq, "the last sequence");
-  cr_assert_eq(gap_first, 11, "the gap starts after the last durable: %llu",
-               (unsigned long long)gap_first);
+  cr_assert_eq(gap_first, 211, "the gap starts after the last written: "
+               "%llu", (unsigned long long)gap_first);
   cr_assert_geq(gap_last, handed, "it covers every number handed out");
   cr_assert_eq(gap_last + 1, e.seq);
   cr_assert_str_eq(gap_reason, JOURNAL_GAP_RESTART);
@@ -832,4 +843,64 @@ Test(journal, garbage_tail_refused_with_its_range)
   snprintf(want, sizeof want, "%s: 2000 bytes after its last line (from "
            "offset %lld)", path, (long long)st.st_size);
   cr_assert_not_null(strstr(err, want), "%s", err);
+}
+
+/* What the loop's held replies wait for: on_written is called after each
+   batch, journal_progress() says every entry up to the last written is
+   written; once the directory is gone the entries not written come back
+   as one lost range, after the last written, that takes every number
+   handed out after it, and is returned once. */
+static unsigned wakes;
+
+static void
+count_wake(void *arg)
+{
+  (void)arg;
+  __atomic_add_fetch(&wakes, 1, __ATOMIC_SEQ_CST);
+}
+
+Test(journal, progress_names_written_and_lost_entries)
+{
+  struct journal_range lost[JOURNAL_LOST_RANGES];
+  struct journal_params p;
+  struct journal_entry e;
+  struct journal *j;
+  uint64_t written = 0, handed = 0;
+  char err[256] = "", cmd[128];
+  unsigned n = 0, i;
+  int r = 0;
+
+  journal_params_default(&p);
+  p.dir = dir;
+  p.max_bytes = 4096;
+  p.fsync_every = 8;
+  p.on_written = count_wake;
+  cr_assert_eq(journal_open(&j, &p, err, sizeof err), 0, "%s", err);
+  submit_all(j, 0, 20);
+  for (i = 0; i < 2000 && written != 20; i++) {
+    test_sleep_ms(2);
+    cr_assert_eq(journal_progress(j, &written, lost), 0, "nothing lost");
+  }
+  cr_assert_eq(written, 20);
+  cr_assert_gt(__atomic_load_n(&wakes, __ATOMIC_SEQ_CST), 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+  for (i = 0; i < 5000 && r != -EIO; i++) {
+    entry(&e, 20 + i);
+    r = journal_submit(j, &e);
+    if (r == 0)
+      handed = e.seq;
+    else if (r == -EAGAIN)
+      test_sleep_ms(1);
+  }
+  cr_assert_eq(r, -EIO);
+  n = journal_progress(j, &written, lost);
+  cr_assert_eq(n, 1, "one lost range");
+  cr_assert_eq(lost[0].first, written + 1, "lost from after the last "
+               "written (%llu): %llu", (unsigned long long)written,
+               (unsigned long long)lost[0].first);
+  cr_assert_eq(lost[0].last, handed);
+  cr_assert_eq(journal_progress(j, &written, lost), 0, "returned once");
+  journal_close(j);
+  mkdir(dir, 0700);
 }
