@@ -115,21 +115,16 @@ amp_exact_table_build(uint32_t n, struct amp_exact_table **ret)
   t = calloc(1, sizeof(*t) + w * sizeof(t->cdf[0]));
   in = fftw_malloc((half + 1) * sizeof(fftw_complex));
   out = fftw_malloc(m * sizeof(double));
-  plan = NULL;
-  if (t && in && out) {
-    pthread_mutex_lock(&plan_lock);
-    plan = fftw_plan_dft_c2r_1d((int)m, in, out, FFTW_ESTIMATE);
-    pthread_mutex_unlock(&plan_lock);
-  }
-  if (!plan) {
-    fftw_free(in);
-    fftw_free(out);
-    free(t);
-    return -ENOMEM;
-  }
+  if (!t || !in || !out)
+    goto fail;
   t->n = n;
   t->s0 = s0;
   t->w = w;
+  pthread_mutex_lock(&plan_lock);
+  plan = fftw_plan_dft_c2r_1d((int)m, in, out, FFTW_ESTIMATE);
+  pthread_mutex_unlock(&plan_lock);
+  if (!plan)
+    goto fail;
 
   /* C_t = conj(phi(theta_t))^N e^{i theta_t s0}
          = |r|^N sign^N e^{i pi t d2 / M},  d2 = 2 s0 - 255 N. */
@@ -206,6 +201,12 @@ amp_exact_table_build(uint32_t n, struct amp_exact_table **ret)
   fftw_free(out);
   *ret = t;
   return 0;
+
+fail:
+  fftw_free(in);
+  fftw_free(out);
+  free(t);
+  return -ENOMEM;
 }
 
 void

@@ -425,6 +425,12 @@ reload_from_wire(const QrsIpc__ReloadReply *m)
   return r;
 }
 
+void
+qrs_reload_free(struct qrs_reload *r)
+{
+  free(r);
+}
+
 int
 qrs_client_reload(struct qrs_client *c, struct qrs_reload **ret)
 {
@@ -451,12 +457,6 @@ qrs_client_reload(struct qrs_client *c, struct qrs_reload **ret)
     return -ENOMEM;
   *ret = r;
   return 0;
-}
-
-void
-qrs_reload_free(struct qrs_reload *r)
-{
-  free(r);
 }
 
 int
