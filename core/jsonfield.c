@@ -74,17 +74,26 @@ load(const struct jsonfield *f, const void *p)
   return v;
 }
 
+/* An INT, U32 or I64 member, widened. */
+static int64_t
+integer(const struct jsonfield *f, union scalar v)
+{
+  if (f->type == JSONFIELD_INT)
+    return v.i;
+  if (f->type == JSONFIELD_U32)
+    return v.u32;
+  return v.i64;
+}
+
 /* A number as a double, for the NULL_* flags. */
 static double
 number(const struct jsonfield *f, union scalar v)
 {
   switch (f->type) {
   case JSONFIELD_INT:
-    return v.i;
   case JSONFIELD_U32:
-    return v.u32;
   case JSONFIELD_I64:
-    return (double)v.i64;
+    return (double)integer(f, v);
   case JSONFIELD_U64:
   case JSONFIELD_HEX64:
     return (double)v.u64;
@@ -134,16 +143,12 @@ leaf_value(const struct jsonfield *f, const void *base,
     v = json_object_new_boolean(u.i);
     break;
   case JSONFIELD_INT:
-    v = json_object_new_int(u.i);
+  case JSONFIELD_U32:
+  case JSONFIELD_I64:
+    v = json_object_new_int64(integer(f, u));
     break;
   case JSONFIELD_NAME:
     v = json_object_new_string(f->name(u.i));
-    break;
-  case JSONFIELD_U32:
-    v = json_object_new_int64(u.u32);
-    break;
-  case JSONFIELD_I64:
-    v = json_object_new_int64(u.i64);
     break;
   case JSONFIELD_U64:
     v = json_object_new_uint64(u.u64);
