@@ -103,37 +103,28 @@ amp_exact_table_build(uint32_t n, struct amp_exact_table **ret)
   fftw_complex *in;
   fftw_plan plan;
   double *out, theta, mag, ang, sum, c, y, s, x, p;
-  int64_t d2, k, m2;
-  size_t m, j, tt, half;
+  int64_t d2, k, m2, s0;
+  size_t m, j, tt, half, w;
   int neg;
 
   if (n == 0 || n > 16777216)
     return -EINVAL;
-  t = calloc(1, sizeof(*t));
-  if (!t)
-    return -ENOMEM;
-  t->n = n;
-  window(n, &t->s0, &t->w);
-  m = fft_size(t->w);
+  window(n, &s0, &w);
+  m = fft_size(w);
   half = m / 2;
-  t->cdf = malloc(t->w * sizeof(double));
+  t = calloc(1, sizeof(*t) + w * sizeof(t->cdf[0]));
   in = fftw_malloc((half + 1) * sizeof(fftw_complex));
   out = fftw_malloc(m * sizeof(double));
-  if (!t->cdf || !in || !out) {
-    fftw_free(in);
-    fftw_free(out);
-    amp_exact_table_free(t);
-    return -ENOMEM;
-  }
+  if (!t || !in || !out)
+    goto fail;
+  t->n = n;
+  t->s0 = s0;
+  t->w = w;
   pthread_mutex_lock(&plan_lock);
   plan = fftw_plan_dft_c2r_1d((int)m, in, out, FFTW_ESTIMATE);
   pthread_mutex_unlock(&plan_lock);
-  if (!plan) {
-    fftw_free(in);
-    fftw_free(out);
-    amp_exact_table_free(t);
-    return -ENOMEM;
-  }
+  if (!plan)
+    goto fail;
 
   /* C_t = conj(phi(theta_t))^N e^{i theta_t s0}
          = |r|^N sign^N e^{i pi t d2 / M},  d2 = 2 s0 - 255 N. */
@@ -210,14 +201,17 @@ amp_exact_table_build(uint32_t n, struct amp_exact_table **ret)
   fftw_free(out);
   *ret = t;
   return 0;
+
+fail:
+  fftw_free(in);
+  fftw_free(out);
+  free(t);
+  return -ENOMEM;
 }
 
 void
 amp_exact_table_free(struct amp_exact_table *t)
 {
-  if (!t)
-    return;
-  free(t->cdf);
   free(t);
 }
 

@@ -33,10 +33,10 @@ struct amp_exact_table {
   uint32_t n;               /* sample_count */
   int64_t s0;               /* first byte sum in the window */
   size_t w;                 /* window length */
-  double *cdf;              /* cdf[j] = P(S <= s0 + j), nondecreasing */
   /* cache bookkeeping */
   unsigned refs;
   uint64_t used;
+  double cdf[];             /* w: cdf[j] = P(S <= s0 + j), nondecreasing */
 };
 
 /* Build the table for N bytes (1 .. 16777216).  Returns 0 or -ENOMEM /

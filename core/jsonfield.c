@@ -53,34 +53,53 @@ type_size(enum jsonfield_type t)
   }
 }
 
+/* A leaf row's member, read as its type. */
+union scalar {
+  const char *s;
+  int i;
+  uint32_t u32;
+  int64_t i64;
+  uint64_t u64;
+  double d;
+};
+
+/* The member of leaf row f at p (its size checked against its type). */
+static union scalar
+load(const struct jsonfield *f, const void *p)
+{
+  union scalar v;
+
+  memset(&v, 0, sizeof(v));
+  memcpy(&v, p, type_size(f->type));
+  return v;
+}
+
+/* An INT, U32 or I64 member, widened. */
+static int64_t
+integer(const struct jsonfield *f, union scalar v)
+{
+  if (f->type == JSONFIELD_INT)
+    return v.i;
+  if (f->type == JSONFIELD_U32)
+    return v.u32;
+  return v.i64;
+}
+
 /* A number as a double, for the NULL_* flags. */
 static double
-number(const struct jsonfield *f, const void *p)
+number(const struct jsonfield *f, union scalar v)
 {
-  int64_t i;
-  uint64_t u;
-  uint32_t u32;
-  double d;
-  int n;
-
   switch (f->type) {
   case JSONFIELD_INT:
-    memcpy(&n, p, sizeof(n));
-    return n;
   case JSONFIELD_U32:
-    memcpy(&u32, p, sizeof(u32));
-    return u32;
   case JSONFIELD_I64:
-    memcpy(&i, p, sizeof(i));
-    return (double)i;
+    return (double)integer(f, v);
   case JSONFIELD_U64:
   case JSONFIELD_HEX64:
-    memcpy(&u, p, sizeof(u));
-    return (double)u;
+    return (double)v.u64;
   case JSONFIELD_DOUBLE:
   case JSONFIELD_SHORTEST:
-    memcpy(&d, p, sizeof(d));
-    return d;
+    return v.d;
   default:
     return 1;
   }
@@ -93,13 +112,10 @@ leaf_value(const struct jsonfield *f, const void *base,
            struct json_object **ret)
 {
   struct json_object *v;
-  const char *p, *s;
+  union scalar u;
+  const char *p;
   char hex[17];
-  uint64_t u;
-  int64_t i;
-  uint32_t u32;
   double d;
-  int b;
 
   if (f->type >= JSONFIELD_OBJECT)
     return -EINVAL;
@@ -108,7 +124,8 @@ leaf_value(const struct jsonfield *f, const void *base,
   if (f->type == JSONFIELD_NAME && !f->name)
     return -EINVAL;
   p = (const char *)base + f->offset;
-  d = number(f, p);
+  u = load(f, p);
+  d = number(f, u);
   if (((f->flags & JSONFIELD_NULL_NEG) && d < 0) ||
       ((f->flags & JSONFIELD_NULL_ZERO) && d == 0)) {
     *ret = NULL;
@@ -120,36 +137,24 @@ leaf_value(const struct jsonfield *f, const void *base,
     v = json_object_new_string_len(p, (int)strnlen(p, f->size));
     break;
   case JSONFIELD_CSTR:
-    memcpy(&s, p, sizeof(s));
-    v = json_object_new_string(s);
+    v = json_object_new_string(u.s);
     break;
   case JSONFIELD_BOOL:
-    memcpy(&b, p, sizeof(b));
-    v = json_object_new_boolean(b);
+    v = json_object_new_boolean(u.i);
     break;
   case JSONFIELD_INT:
-    memcpy(&b, p, sizeof(b));
-    v = json_object_new_int(b);
+  case JSONFIELD_U32:
+  case JSONFIELD_I64:
+    v = json_object_new_int64(integer(f, u));
     break;
   case JSONFIELD_NAME:
-    memcpy(&b, p, sizeof(b));
-    v = json_object_new_string(f->name(b));
-    break;
-  case JSONFIELD_U32:
-    memcpy(&u32, p, sizeof(u32));
-    v = json_object_new_int64(u32);
-    break;
-  case JSONFIELD_I64:
-    memcpy(&i, p, sizeof(i));
-    v = json_object_new_int64(i);
+    v = json_object_new_string(f->name(u.i));
     break;
   case JSONFIELD_U64:
-    memcpy(&u, p, sizeof(u));
-    v = json_object_new_uint64(u);
+    v = json_object_new_uint64(u.u64);
     break;
   case JSONFIELD_HEX64:
-    memcpy(&u, p, sizeof(u));
-    snprintf(hex, sizeof(hex), "%016" PRIx64, u);
+    snprintf(hex, sizeof(hex), "%016" PRIx64, u.u64);
     v = json_object_new_string(hex);
     break;
   case JSONFIELD_DOUBLE:

@@ -386,21 +386,26 @@ qrs_sources_free(struct qrs_sources *s)
   query_free(&sources_query, s);
 }
 
+/* A struct qrs_reload and its changes, in one allocation (so that
+   qrs_reload_free() is one free()). */
+struct reload_block {
+  struct qrs_reload r;          /* first: its address is the block's */
+  struct qrs_config_change changes[];
+};
+
 static struct qrs_reload *
 reload_from_wire(const QrsIpc__ReloadReply *m)
 {
   struct qrs_config_change *o;
+  struct reload_block *b;
   struct qrs_reload *r;
   size_t i;
 
-  r = calloc(1, sizeof(*r));
-  if (!r)
+  b = calloc(1, sizeof(*b) + m->n_changes * sizeof(b->changes[0]));
+  if (!b)
     return NULL;
-  r->changes = calloc(m->n_changes ? m->n_changes : 1, sizeof(*r->changes));
-  if (!r->changes) {
-    free(r);
-    return NULL;
-  }
+  r = &b->r;
+  r->changes = b->changes;
   qrs__copy_str(r->config_file, sizeof(r->config_file), m->config_file);
   qrs__copy_str(r->config_hash, sizeof(r->config_hash), m->config_hash);
   r->applied = m->applied;
@@ -418,6 +423,12 @@ reload_from_wire(const QrsIpc__ReloadReply *m)
   }
   r->n_changes = m->n_changes;
   return r;
+}
+
+void
+qrs_reload_free(struct qrs_reload *r)
+{
+  free(r);
 }
 
 int
@@ -446,15 +457,6 @@ qrs_client_reload(struct qrs_client *c, struct qrs_reload **ret)
     return -ENOMEM;
   *ret = r;
   return 0;
-}
-
-void
-qrs_reload_free(struct qrs_reload *r)
-{
-  if (!r)
-    return;
-  free(r->changes);
-  free(r);
 }
 
 int

@@ -246,6 +246,29 @@ check_range(const struct field *f, double v, const char *text, char *err,
   return QRS_E_CONFIG_VALUE;
 }
 
+/* text is not what field f takes (what: "a number", ...):
+   QRS_E_CONFIG_VALUE with the reason in err. */
+static int
+not_a(const struct field *f, const char *what, const char *text, char *err,
+      size_t errlen)
+{
+  qrs__cfg_seterr(err, errlen, "%s: not %s: '%s'", f->name, what, text);
+  return QRS_E_CONFIG_VALUE;
+}
+
+/* A number for field f (v: its value; text: as the user wrote it): its
+   size bytes at val copied to base when v is within f's range.  0 or
+   QRS_E_CONFIG_VALUE (err set). */
+static int
+store_in_range(const struct field *f, double v, const void *val, size_t size,
+               char *base, const char *text, char *err, size_t errlen)
+{
+  if (check_range(f, v, text, err, errlen) < 0)
+    return QRS_E_CONFIG_VALUE;
+  memcpy(base, val, size);
+  return 0;
+}
+
 /* Parse text for field f into v.  0 or QRS_E_CONFIG_VALUE (err set). */
 int
 qrs__cfg_parse(const struct field *f, const char *text, struct qrs__cfgvals *v,
@@ -260,28 +283,17 @@ qrs__cfg_parse(const struct field *f, const char *text, struct qrs__cfgvals *v,
   base = (char *)v + f->off;
   switch (f->type) {
   case F_DBL:
-    if (parse_double(text, &d) < 0) {
-      qrs__cfg_seterr(err, errlen, "%s: not a number: '%s'", f->name, text);
-      return QRS_E_CONFIG_VALUE;
-    }
-    if (check_range(f, d, text, err, errlen) < 0)
-      return QRS_E_CONFIG_VALUE;
-    memcpy(base, &d, sizeof(d));
-    return 0;
+    if (parse_double(text, &d) < 0)
+      return not_a(f, "a number", text, err, errlen);
+    return store_in_range(f, d, &d, sizeof(d), base, text, err, errlen);
   case F_INT:
-    if (parse_int(text, &ll) < 0) {
-      qrs__cfg_seterr(err, errlen, "%s: not an integer: '%s'", f->name, text);
-      return QRS_E_CONFIG_VALUE;
-    }
-    if (check_range(f, (double)ll, text, err, errlen) < 0)
-      return QRS_E_CONFIG_VALUE;
-    memcpy(base, &ll, sizeof(ll));
-    return 0;
+    if (parse_int(text, &ll) < 0)
+      return not_a(f, "an integer", text, err, errlen);
+    return store_in_range(f, (double)ll, &ll, sizeof(ll), base, text, err,
+                          errlen);
   case F_BOOL:
-    if (parse_bool(text, &b) < 0) {
-      qrs__cfg_seterr(err, errlen, "%s: not a boolean: '%s'", f->name, text);
-      return QRS_E_CONFIG_VALUE;
-    }
+    if (parse_bool(text, &b) < 0)
+      return not_a(f, "a boolean", text, err, errlen);
     memcpy(base, &b, sizeof(b));
     return 0;
   case F_STR:

@@ -15,9 +15,56 @@
 #include "kernels/moments.h"
 #include "select_int.h"
 
+/* The workspace's arrays, each its own allocation of
+   (cap / cap_div) * per_cap + add elements: what qrs__sel_ws_init()
+   allocates and qrs__sel_ws_done() frees. */
+struct ws_array {
+  size_t offset;                  /* of the pointer in struct qrs__sel_ws */
+  size_t esize;
+  size_t per_cap, cap_div, add;
+};
+
+#define WS_ARRAY(f, per_cap, cap_div, add) \
+  { offsetof(struct qrs__sel_ws, f), \
+    sizeof(*((struct qrs__sel_ws *)0)->f), per_cap, cap_div, add }
+
+static const struct ws_array ws_arrays[] = {
+  WS_ARRAY(mb, 8, QRS__MOM_SUB, 8),
+  WS_ARRAY(lpos, 1, 1, 0),
+  WS_ARRAY(lx, 1, 1, 0),
+  WS_ARRAY(le, 1, 1, 0),
+  WS_ARRAY(cpos, 0, 1, 2 * QRS__SMALL_CAP),
+  WS_ARRAY(cx, 0, 1, 2 * QRS__SMALL_CAP),
+  WS_ARRAY(kpos, 0, 1, QRS__TOPK_HEAP),
+  WS_ARRAY(kx, 0, 1, QRS__TOPK_HEAP),
+  WS_ARRAY(hz, 0, 1, QRS__NBUCKET),
+  WS_ARRAY(hw, 0, 1, QRS__NBUCKET),
+  WS_ARRAY(hpos, 0, 1, QRS__HEAD_CAP),
+  WS_ARRAY(hx, 0, 1, QRS__HEAD_CAP),
+  WS_ARRAY(he, 0, 1, QRS__HEAD_CAP),
+  WS_ARRAY(hk, 0, 1, QRS__HEAD_CAP),
+  WS_ARRAY(fpos, 1, 1, 16),
+  WS_ARRAY(fx, 1, 1, 16),
+  WS_ARRAY(fe, 1, 1, 16),
+  WS_ARRAY(fk, 1, 1, 16),
+  WS_ARRAY(fxe, 1, 1, 0),
+  WS_ARRAY(spos, 1, 1, 16),
+  WS_ARRAY(sx, 1, 1, 16),
+  WS_ARRAY(soff, 0, 1, QRS__NBUCKET + 1),
+  WS_ARRAY(fzx, 0, 1, QRS__NBUCKET),
+  WS_ARRAY(fz, 0, 1, QRS__NBUCKET),
+  WS_ARRAY(ferr, 0, 1, QRS__NBUCKET),
+  WS_ARRAY(fcnt, 0, 1, QRS__NBUCKET),
+};
+
+#define N_WS_ARRAYS (sizeof(ws_arrays) / sizeof(ws_arrays[0]))
+
 int
 qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
 {
+  const struct ws_array *a;
+  void *p;
+  size_t i;
   int k;
 
   memset(ws, 0, sizeof(*ws));
@@ -27,39 +74,14 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
   ws->ft_start = 1;
   for (k = 0; k < QRS__NFRAC; k++)
     ws->ffrac[k] = -1.0;
-  ws->mb = malloc((cap / QRS__MOM_SUB + 1) * 8 * sizeof(*ws->mb));
-  ws->lpos = malloc(cap * sizeof(*ws->lpos));
-  ws->lx = malloc(cap * sizeof(*ws->lx));
-  ws->le = malloc(cap * sizeof(*ws->le));
-  ws->cpos = malloc(2 * QRS__SMALL_CAP * sizeof(*ws->cpos));
-  ws->cx = malloc(2 * QRS__SMALL_CAP * sizeof(*ws->cx));
-  ws->kpos = malloc(QRS__TOPK_HEAP * sizeof(*ws->kpos));
-  ws->kx = malloc(QRS__TOPK_HEAP * sizeof(*ws->kx));
-  ws->hz = malloc(QRS__NBUCKET * sizeof(*ws->hz));
-  ws->hw = malloc(QRS__NBUCKET * sizeof(*ws->hw));
-  ws->hpos = malloc(QRS__HEAD_CAP * sizeof(*ws->hpos));
-  ws->hx = malloc(QRS__HEAD_CAP * sizeof(*ws->hx));
-  ws->he = malloc(QRS__HEAD_CAP * sizeof(*ws->he));
-  ws->hk = malloc(QRS__HEAD_CAP * sizeof(*ws->hk));
-  ws->fpos = malloc((cap + 16) * sizeof(*ws->fpos));
-  ws->fx = malloc((cap + 16) * sizeof(*ws->fx));
-  ws->fe = malloc((cap + 16) * sizeof(*ws->fe));
-  ws->fk = malloc((cap + 16) * sizeof(*ws->fk));
-  ws->fxe = malloc(cap * sizeof(*ws->fxe));
-  ws->spos = malloc((cap + 16) * sizeof(*ws->spos));
-  ws->sx = malloc((cap + 16) * sizeof(*ws->sx));
-  ws->soff = malloc((QRS__NBUCKET + 1) * sizeof(*ws->soff));
-  ws->fzx = malloc(QRS__NBUCKET * sizeof(*ws->fzx));
-  ws->fz = malloc(QRS__NBUCKET * sizeof(*ws->fz));
-  ws->ferr = malloc(QRS__NBUCKET * sizeof(*ws->ferr));
-  ws->fcnt = malloc(QRS__NBUCKET * sizeof(*ws->fcnt));
-  if (!ws->fxe || !ws->spos || !ws->sx || !ws->soff || !ws->fzx ||
-      !ws->fpos || !ws->fx || !ws->fe || !ws->fk || !ws->fz || !ws->ferr ||
-      !ws->fcnt || !ws->lpos || !ws->lx || !ws->le || !ws->cpos || !ws->cx ||
-      !ws->kpos || !ws->kx || !ws->hz || !ws->hw || !ws->hpos || !ws->hx ||
-      !ws->he || !ws->hk || !ws->mb) {
-    qrs__sel_ws_done(ws);
-    return -ENOMEM;
+  for (i = 0; i < N_WS_ARRAYS; i++) {
+    a = &ws_arrays[i];
+    p = malloc((cap / a->cap_div * a->per_cap + a->add) * a->esize);
+    if (!p) {
+      qrs__sel_ws_done(ws);
+      return -ENOMEM;
+    }
+    memcpy((char *)ws + a->offset, &p, sizeof(p));
   }
   return 0;
 }
@@ -67,34 +89,15 @@ qrs__sel_ws_init(struct qrs__sel_ws *ws, size_t cap)
 void
 qrs__sel_ws_done(struct qrs__sel_ws *ws)
 {
+  void *p;
+  size_t i;
+
   if (!ws)
     return;
-  free(ws->lpos);
-  free(ws->lx);
-  free(ws->le);
-  free(ws->cpos);
-  free(ws->cx);
-  free(ws->kpos);
-  free(ws->kx);
-  free(ws->hz);
-  free(ws->hw);
-  free(ws->hpos);
-  free(ws->hx);
-  free(ws->he);
-  free(ws->hk);
-  free(ws->fpos);
-  free(ws->fx);
-  free(ws->fe);
-  free(ws->fk);
-  free(ws->fz);
-  free(ws->fxe);
-  free(ws->spos);
-  free(ws->sx);
-  free(ws->soff);
-  free(ws->fzx);
-  free(ws->ferr);
-  free(ws->fcnt);
-  free(ws->mb);
+  for (i = 0; i < N_WS_ARRAYS; i++) {
+    memcpy(&p, (char *)ws + ws_arrays[i].offset, sizeof(p));
+    free(p);
+  }
   memset(ws, 0, sizeof(*ws));
 }
 

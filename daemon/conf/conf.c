@@ -367,32 +367,27 @@ conf_load_file(const char *path, struct qrsd_conf **ret_conf, char *err,
   return r;
 }
 
+/* Free the strings that keys (and their sections) hold in base. */
+static void
+free_strings(const struct key *keys, void *base)
+{
+  const struct key *k;
+
+  for (k = keys; k->name; k++) {
+    if (k->kind == KEY_SECTION)
+      free_strings(k->sub, base);
+    else if (k->kind == KEY_STRING)
+      free(*(char **)(void *)((char *)base + k->offset));
+  }
+}
+
 void
 conf_free(struct qrsd_conf *conf)
 {
   if (!conf)
     return;
   free(conf->file);
-  free(conf->socket_path);
-  free(conf->socket_group);
-  free(conf->access_group);
-  free(conf->access_admin_group);
-  free(conf->log_level);
-  free(conf->default_source);
-  free(conf->amp_type);
-  free(conf->state_dir);
-  free(conf->status_file);
-  free(conf->compat_listen);
-  free(conf->compat_source);
-  free(conf->compat_socket_group);
-  free(conf->compat_tls_cert);
-  free(conf->compat_tls_key);
-  free(conf->compat_tls_client_ca);
-  free(conf->compat_api_keys);
-  free(conf->compat_api_key_header);
-  free(conf->journal_dir);
-  free(conf->journal_on_error);
-  free(conf->journal_writer_cpu);
+  free_strings(conf__top_keys, conf);
   conf__free_sources(conf);
   free(conf);
 }

@@ -261,6 +261,27 @@ skip_event(struct parser *p, struct reader *rd)
   return 0;
 }
 
+/* Drop one event (the stream's start, a document's end) and the one
+   after it: 1 when that one ends the stream, 0 when not (its line in
+   *ret_line), or a negative errno. */
+static int
+skip_to_end(struct parser *p, struct reader *rd, int *ret_line)
+{
+  yaml_event_t ev;
+  int r;
+
+  r = skip_event(p, rd);
+  if (r < 0)
+    return r;
+  r = next_event(p, rd, &ev);
+  if (r < 0)
+    return r;
+  *ret_line = (int)ev.start_mark.line + 1;
+  r = ev.type == YAML_STREAM_END_EVENT;
+  yaml_event_delete(&ev);
+  return r;
+}
+
 /* Build the node at path that starts with event ev (which this deletes). */
 static int
 build_node(struct parser *p, struct reader *rd, yaml_event_t *ev, int depth,
@@ -387,7 +408,7 @@ conf__read_tree(struct parser *p, const char *text, size_t len,
   struct reader rd;
   struct node *root;
   yaml_event_t ev;
-  int r;
+  int r, line;
 
   root = NULL;
   if (!yaml_parser_initialize(&rd.yp))
@@ -396,17 +417,11 @@ conf__read_tree(struct parser *p, const char *text, size_t len,
   rd.len = len;
   yaml_parser_set_input_string(&rd.yp, (const unsigned char *)text, len);
 
-  r = skip_event(p, &rd);                       /* stream start */
-  if (r < 0)
+  /* the stream start, then a document start (1: the stream's end,
+     nothing but comments) */
+  r = skip_to_end(p, &rd, &line);
+  if (r != 0)
     goto out;
-  r = next_event(p, &rd, &ev);
-  if (r < 0)
-    goto out;
-  if (ev.type == YAML_STREAM_END_EVENT) {       /* nothing but comments */
-    yaml_event_delete(&ev);
-    goto out;
-  }
-  yaml_event_delete(&ev);                       /* document start */
 
   r = next_event(p, &rd, &ev);
   if (r < 0)
@@ -415,16 +430,10 @@ conf__read_tree(struct parser *p, const char *text, size_t len,
   if (r < 0)
     goto out;
 
-  r = skip_event(p, &rd);                       /* document end */
-  if (r < 0)
-    goto out;
-  r = next_event(p, &rd, &ev);
-  if (r < 0)
-    goto out;
-  if (ev.type != YAML_STREAM_END_EVENT)
-    r = conf__fail(p, (int)ev.start_mark.line + 1, NULL,
-                   "more than one YAML document");
-  yaml_event_delete(&ev);
+  /* the document end, then the stream's */
+  r = skip_to_end(p, &rd, &line);
+  if (r == 0)
+    r = conf__fail(p, line, NULL, "more than one YAML document");
 
 out:
   yaml_parser_delete(&rd.yp);

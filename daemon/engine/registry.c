@@ -646,32 +646,42 @@ registry_quota_reset(struct registry *reg, const char *name, char *why,
   return r;
 }
 
-void
-registry_stop(struct registry *reg)
+/* Stop the n sources of v (the registry's, or its retired ones). */
+static void
+stop_all(struct rsrc **v, size_t n)
 {
   size_t i;
 
-  for (i = 0; i < reg->n; i++)
-    if (reg->v[i]->src->ops->stop)
-      reg->v[i]->src->ops->stop(reg->v[i]->src);
-  for (i = 0; i < reg->n_old; i++)
-    if (reg->old[i]->src->ops->stop)
-      reg->old[i]->src->ops->stop(reg->old[i]->src);
+  for (i = 0; i < n; i++)
+    if (v[i]->src->ops->stop)
+      v[i]->src->ops->stop(v[i]->src);
+}
+
+void
+registry_stop(struct registry *reg)
+{
+  stop_all(reg->v, reg->n);
+  stop_all(reg->old, reg->n_old);
+}
+
+/* Free the n sources of v, then v. */
+static void
+free_all(struct rsrc **v, size_t n)
+{
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    rsrc_free(v[i]);
+  free(v);
 }
 
 void
 registry_free(struct registry *reg)
 {
-  size_t i;
-
   if (!reg)
     return;
-  for (i = 0; i < reg->n; i++)
-    rsrc_free(reg->v[i]);
-  for (i = 0; i < reg->n_old; i++)
-    rsrc_free(reg->old[i]);
-  free(reg->v);
-  free(reg->old);
+  free_all(reg->v, reg->n);
+  free_all(reg->old, reg->n_old);
   free(reg);
 }
 

@@ -30,12 +30,11 @@ breaker_init(struct breaker *b, const struct breaker_params *p)
       p->max_consecutive_failures < 1)
     return -EINVAL;
   b->p = *p;
-  b->window = calloc(p->window_size, sizeof(*b->window));
-  b->sorted = calloc(p->window_size, sizeof(*b->sorted));
-  if (!b->window || !b->sorted) {
-    breaker_done(b);
+  /* one allocation: the ring, then its samples sorted */
+  b->window = calloc(2 * p->window_size, sizeof(*b->window));
+  if (!b->window)
     return -ENOMEM;
-  }
+  b->sorted = b->window + p->window_size;
   b->p99_ms = p->max_timeout_ms;
   return 0;
 }
@@ -44,7 +43,6 @@ void
 breaker_done(struct breaker *b)
 {
   free(b->window);
-  free(b->sorted);
   b->window = b->sorted = NULL;
 }
 

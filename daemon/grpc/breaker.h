@@ -34,7 +34,8 @@ struct breaker_params {
 struct breaker {
   struct breaker_params p;
   double *window;                 /* ring of the last samples (ms) */
-  double *sorted;                 /* the same samples, ascending */
+  double *sorted;                 /* the same samples, ascending (in
+                                     window's allocation) */
   size_t count;                   /* samples held, <= window_size */
   size_t head;                    /* next slot to write */
   double p99_ms;                  /* initially max_timeout_ms */

@@ -94,10 +94,8 @@ call_unref(struct gserve_call *c)
 
   if (--c->refs > 0)
     return;
-  if (c->payload)
-    grpc_byte_buffer_destroy(c->payload);
-  if (c->out)
-    grpc_byte_buffer_destroy(c->out);
+  grpc_byte_buffer_destroy(c->payload);    /* each takes NULL */
+  grpc_byte_buffer_destroy(c->out);
   grpc_metadata_array_destroy(&c->md);
   if (c->kind == K_OTHER)
     grpc_call_details_destroy(&c->details);

@@ -142,10 +142,8 @@ upstream__call_open(struct upstream *u, struct upcall *c, const char *method,
 void
 upstream__call_close(struct upcall *c)
 {
-  if (c->send)
-    grpc_byte_buffer_destroy(c->send);
-  if (c->recv)
-    grpc_byte_buffer_destroy(c->recv);
+  grpc_byte_buffer_destroy(c->send);    /* each takes NULL */
+  grpc_byte_buffer_destroy(c->recv);
   grpc_metadata_array_destroy(&c->imd);
   grpc_metadata_array_destroy(&c->tmd);
   grpc_slice_unref(c->details);

@@ -121,4 +121,10 @@ int local_source_read(struct source *s, uint8_t *buf, size_t n, char *why,
                       size_t whylen);
 void local_source_stop(struct source *s);
 
+/* Those three, as members of a struct source_ops initialiser. */
+#define LOCAL_SOURCE_OPS \
+  .fetch = local_source_fetch, \
+  .read = local_source_read, \
+  .stop = local_source_stop
+
 #endif

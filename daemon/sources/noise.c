@@ -213,9 +213,7 @@ src_local_stats(struct source *s, struct local_stats *st)
   .type = name, \
   .production = 1, \
   .open = open_fn, \
-  .fetch = local_source_fetch, \
-  .read = local_source_read, \
-  .stop = local_source_stop, \
+  LOCAL_SOURCE_OPS, \
   .close = src_close, \
   .describe = src_describe, \
   .local_stats = src_local_stats, \

@@ -15,12 +15,9 @@ monitor_init(struct monitor *m, const struct monitor_conf *conf)
   m->ks_p = 1.0;
   if (!conf->window)
     return 0;
-  m->ring = malloc(conf->window * sizeof(double));
-  m->scratch = malloc(conf->window * sizeof(double));
-  if (!m->ring || !m->scratch) {
-    monitor_free(m);
+  m->ring = malloc(2 * (size_t)conf->window * sizeof(double));
+  if (!m->ring)
     return -ENOMEM;
-  }
   return 0;
 }
 
@@ -28,20 +25,22 @@ void
 monitor_free(struct monitor *m)
 {
   free(m->ring);
-  free(m->scratch);
-  m->ring = m->scratch = NULL;
+  m->ring = NULL;
 }
 
 void
 monitor_refresh(struct monitor *m)
 {
+  double *scratch;
+
   if (!m->n) {
     m->ks = 0.0;
     m->ks_p = 1.0;
     return;
   }
-  memcpy(m->scratch, m->ring, m->n * sizeof(double));
-  m->ks = ustat_ks(m->scratch, m->n);
+  scratch = m->ring + m->conf.window;
+  memcpy(scratch, m->ring, m->n * sizeof(double));
+  m->ks = ustat_ks(scratch, m->n);
   m->ks_p = ustat_ks_pvalue(m->ks, m->n);
 }
 

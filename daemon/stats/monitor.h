@@ -18,8 +18,8 @@ struct monitor_conf {
 
 struct monitor {
   struct monitor_conf conf;
-  double *ring;             /* window values, oldest at head once full */
-  double *scratch;          /* for sorting */
+  double *ring;             /* window values, oldest at head once full;
+                               then window more, for sorting */
   uint32_t n;               /* values in the ring */
   uint32_t head;
   uint32_t since_check;
