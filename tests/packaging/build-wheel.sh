@@ -25,8 +25,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
-if ! "$WHEEL_VENV/bin/python" -m pip freeze 2>/dev/null |
-     grep -qxF "${TOOLS[1]}"; then
+have=$("$WHEEL_VENV/bin/python" -m pip freeze 2>/dev/null || true)
+if [ "$(grep -cxF -e "${TOOLS[0]}" -e "${TOOLS[1]}" -e "${TOOLS[2]}" \
+        <<< "$have")" != 3 ]; then
   say "Installing ${TOOLS[*]} from PyPI into $WHEEL_VENV"
   rm -rf "$WHEEL_VENV"
   mkdir -p "$(dirname "$WHEEL_VENV")"
