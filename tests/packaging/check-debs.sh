@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the .debs of DIR (default dist/deb, from build-debs.sh) with
+# Installs the .debs of DIR (default build-pkg/deb, from build-debs.sh) with
 # apt-get into a fresh Debian 12 root (debootstrap minbase, root.sh: a
 # chroot in a mount namespace of its own; nothing is installed on this
 # machine) and checks, without systemd running:
@@ -15,7 +15,7 @@
 #     /etc/passwd and /etc/group, apt's and dpkg's own records
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-DEBS=$(realpath "${1:-dist/deb}")
+DEBS=$(realpath "${1:-build-pkg/deb}")
 # shellcheck source=root.sh
 . tests/packaging/root.sh
 
