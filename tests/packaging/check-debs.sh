@@ -42,6 +42,10 @@ in_root "$root" "$APT_UPDATE"'
   apt-get install -y -qq ./debs/*.deb
   bash /checks.sh
   echo "== purge"
+  # what systemd makes when qrsd first runs (StateDirectory=qrsd): purge
+  # removes it
+  install -d -o qrsd -g qrsd -m 0700 /var/lib/qrsd
+  echo "{}" > /var/lib/qrsd/quota-upstream.json
   apt-get purge -y -qq qrsd qrs-tools libqrs-dev libqrs0
   apt-get autoremove --purge -y -qq
   list > /tmp/after
