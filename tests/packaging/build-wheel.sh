@@ -14,6 +14,8 @@
 # in ~/.cache/qrs/pip.  The Debian -dev packages of ./setup.sh deps must
 # be installed (they are what is bundled).
 set -euo pipefail
+# read whole before it runs (an edit meanwhile does not change a run)
+{
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 OUT=$(realpath -m "${1:-build-pkg/wheel}")
@@ -48,9 +50,13 @@ if ! "$WHEEL_VENV/bin/python" -m build --wheel --outdir "$work/raw" \
   echo "build-wheel.sh: python -m build failed" >&2
   exit 1
 fi
-say "auditwheel repair --plat $PLAT"
+say "auditwheel show (before repair), auditwheel repair --plat $PLAT"
+PATH=$WHEEL_VENV/bin:$PATH auditwheel show "$work/raw"/qrs-*.whl |
+  tee "$OUT/auditwheel-show-raw.txt"
 PATH=$WHEEL_VENV/bin:$PATH auditwheel repair --plat "$PLAT" \
   --wheel-dir "$OUT" "$work/raw"/qrs-*.whl
 PATH=$WHEEL_VENV/bin:$PATH auditwheel show "$OUT"/qrs-*.whl |
   tee "$OUT/auditwheel-show.txt"
 ls -l "$OUT"/qrs-*.whl
+exit
+}

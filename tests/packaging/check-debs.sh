@@ -14,6 +14,8 @@
 #     but the ones Debian's rules allow: user and group stay in
 #     /etc/passwd and /etc/group, apt's and dpkg's own records
 set -euo pipefail
+# read whole before it runs (an edit meanwhile does not change a run)
+{
 cd "$(dirname "$0")/../.."
 DEBS=$(realpath "${1:-build-pkg/deb}")
 # shellcheck source=root.sh
@@ -65,3 +67,5 @@ in_root "$root" "$APT_UPDATE"'
   echo "purge: nothing left behind"
 '
 say "check-debs: all passed"
+exit
+}

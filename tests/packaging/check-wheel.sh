@@ -14,6 +14,8 @@
 #     holds vLLM), not from the tree
 # Needs root (the mount namespace).
 set -euo pipefail
+# read whole before it runs (an edit meanwhile does not change a run)
+{
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 DIR=$(realpath "${1:-build-pkg/wheel}")
@@ -133,3 +135,5 @@ env -u QRS_PYTHON_EXT_DIR QRSD_BIN="$QRSD" \
   "$REPO"/tests/python/test_vllm*.py ||
   fail "vLLM's loader test against the wheel"
 say "check-wheel: all passed"
+exit
+}
