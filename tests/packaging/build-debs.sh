@@ -10,6 +10,8 @@
 # The builder root is cached as a tarball keyed by debian/control
 # (~/.cache/qrs/pkg, root.sh): a later run only unpacks it.
 set -euo pipefail
+# read whole before it runs (an edit meanwhile does not change a run)
+{
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 OUT=$(realpath -m "${1:-build-pkg/deb}")
@@ -53,7 +55,7 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.deb "$OUT"/*.changes "$OUT"/*.buildinfo
 jobs=$(nproc)
 if ! in_root "$work/root" "cd /build/qrs
-    DEB_BUILD_OPTIONS='parallel=$jobs nocheck' dpkg-buildpackage -us -uc -b" \
+    DEB_BUILD_OPTIONS='parallel=$jobs nocheck noautodbgsym' dpkg-buildpackage -us -uc -b" \
     > "$OUT/build.log" 2>&1; then
   tail -n 40 "$OUT/build.log"
   die "dpkg-buildpackage failed"
@@ -61,6 +63,7 @@ fi
 say "lintian (errors and warnings fail; its report: $OUT/lintian.txt)"
 rc=0
 in_root "$work/root" "cd /build
+    setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME=/tmp \
     lintian --fail-on error,warning --display-info --show-overrides \
       qrs_*.changes" > "$OUT/lintian.txt" 2>&1 || rc=$?
 cat "$OUT/lintian.txt"
@@ -68,3 +71,5 @@ cp "$work/root/build/"*.deb "$work/root/build/"*.changes \
    "$work/root/build/"*.buildinfo "$OUT/"
 [ "$rc" -eq 0 ] || die "lintian found errors or warnings"
 ls -l "$OUT"/*.deb
+exit
+}
