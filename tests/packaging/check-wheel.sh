@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the wheel of DIR (default build-pkg/wheel, from build-wheel.sh):
-#   - it is tagged manylinux_2_36_x86_64, auditwheel agrees, and it
+#   - it is tagged manylinux_2_34_x86_64, auditwheel agrees, and it
 #     carries libprotobuf-c, libjson-c and libcrypto (qrs.libs/)
 #   - in a fresh venv of Debian's python3 holding only pip and the wheel,
 #     `import qrs` and token draws through a real qrsd (QRSD_BIN, default
@@ -21,7 +21,7 @@ REPO=$PWD
 DIR=$(realpath "${1:-build-pkg/wheel}")
 QRSD=$(realpath "${QRSD_BIN:-build/daemon/qrsd}")
 VENV=${QRS_VENV:-$HOME/.cache/qrs/venv}
-PLAT=manylinux_2_36_x86_64
+PLAT=${QRS_WHEEL_PLAT:-manylinux_2_34_x86_64}
 WHEEL_VENV=${QRS_WHEEL_VENV:-$HOME/.cache/qrs/wheel-venv}
 HIDE=(libprotobuf-c.so.1 libjson-c.so.5 libcrypto.so.3)
 LIBDIR=/usr/lib/x86_64-linux-gnu
@@ -32,6 +32,7 @@ fail() { echo "FAILED: $*" >&2; exit 1; }
 
 wheel=$(ls "$DIR"/qrs-*-"$PLAT".whl 2>/dev/null | head -n 1)
 [ -n "$wheel" ] || fail "no qrs-*-$PLAT.whl in $DIR"
+wheel=$(realpath "$wheel")
 [ -x "$QRSD" ] || fail "no qrsd at $QRSD (QRSD_BIN)"
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/qrs-wheelcheck.XXXXXX")
 qrsd_pid=
@@ -43,7 +44,9 @@ trap cleanup EXIT
 
 say "auditwheel show $(basename "$wheel")"
 PATH=$WHEEL_VENV/bin:$PATH auditwheel show "$wheel" | tee "$work/show"
-grep -q "$PLAT" "$work/show" || fail "auditwheel does not agree with $PLAT"
+tr -s ' \n' ' ' < "$work/show" |
+  grep -qF "constrains the platform tag to \"$PLAT\"" ||
+  fail "auditwheel does not find the tag $PLAT"
 libs=$(/usr/bin/python3 -c '
 import sys, zipfile
 print("\n".join(n for n in zipfile.ZipFile(sys.argv[1]).namelist()
