@@ -56,6 +56,13 @@ echo "$libs" | sed 's/^/  /'
 for l in libprotobuf-c libjson-c libcrypto; do
   grep -q "/$l-" <<< "$libs" || fail "the wheel does not carry $l"
 done
+# every module of the package's source is in the wheel
+missing=$(/usr/bin/python3 -c '
+import sys, zipfile
+names = set(zipfile.ZipFile(sys.argv[1]).namelist())
+print(" ".join(f for f in sys.argv[2:] if "qrs/" + f not in names))' \
+  "$wheel" $(cd client/python/qrs && git ls-files))
+[ -z "$missing" ] || fail "the wheel lacks qrs/ $missing"
 
 say "Starting qrsd ($QRSD) on a mock source"
 cat > "$work/qrsd.yaml" <<'EOF'
