@@ -53,8 +53,14 @@ git clone -q --no-local "$REPO" "$work/src"
 say "python -m build --wheel ($(git rev-parse --short HEAD); log: $OUT/build.log)"
 mkdir -p "$OUT"
 rm -f "$OUT"/*.whl
-# meson-python, meson and ninja from PyPI in build's isolated environment
+# meson-python, meson and ninja from PyPI in build's isolated environment.
+# ninja builds only the extension (and the libqrs it links): the wheel
+# holds nothing else (install tag python-runtime), and qrsd and the tools
+# would double the build's time.
+ext=$("$WHEEL_VENV/bin/python" -c \
+  'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 if ! "$WHEEL_VENV/bin/python" -m build --wheel --outdir "$work/raw" \
+     -Ccompile-args="client/python/_qrs$ext" \
      "$work/src" > "$OUT/build.log" 2>&1; then
   tail -n 40 "$OUT/build.log"
   echo "build-wheel.sh: python -m build failed" >&2
