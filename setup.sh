@@ -319,7 +319,8 @@ tests() {
 }
 
 # The packages (tests/packaging/*.sh).  The roots need debootstrap's
-# keyring and zstd here; the wheel needs the -dev packages of deps.
+# keyring and zstd here; the wheel needs the -dev packages of PACKAGES
+# (and python3-venv, git: in it too).
 deb() {
   local PACKAGES=(git zstd debian-archive-keyring util-linux)
   apt_deps
@@ -327,8 +328,6 @@ deb() {
 }
 
 wheel() {
-  deps
-  local PACKAGES=(git python3-venv)
   apt_deps
   tests/packaging/build-wheel.sh build-pkg/wheel
 }
