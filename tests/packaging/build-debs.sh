@@ -47,8 +47,8 @@ trap 'rm -rf "$work"' EXIT
 make_root "$BUILDER_TAR" "$work/root"
 say "Cloning $(git rev-parse --short HEAD) into the builder root"
 git clone -q --no-local "$REPO" "$work/root/build/qrs"
-[ -z "$(git status --porcelain -- debian)" ] ||
-  echo "note: uncommitted changes under debian/ are not in the clone" >&2
+[ -z "$(git status --porcelain --untracked-files=no)" ] ||
+  echo "note: uncommitted changes are not in the clone (HEAD is built)" >&2
 
 say "dpkg-buildpackage -b (the build's log: $OUT/build.log)"
 mkdir -p "$OUT"
