@@ -18,8 +18,12 @@ OUT=$(realpath -m "${1:-build-pkg/deb}")
 # shellcheck source=root.sh
 . tests/packaging/root.sh
 
-# lintian and git beside the Build-Depends
-BUILDER_TAR=$PKG_CACHE/$SUITE-build-$(cat debian/control tests/packaging/root.sh |
+# Beside the Build-Depends: lintian, and ccache (meson uses it when it is
+# there), whose cache ~/.cache/qrs/pkg/ccache outlives the root: the
+# clean clone is always built in /build/qrs, so an unchanged file is not
+# compiled again.
+EXTRA="lintian ccache"
+BUILDER_TAR=$PKG_CACHE/$SUITE-build-$( (cat debian/control; echo "$EXTRA") |
   sha256sum | cut -c1-12).tar.zst
 
 ensure_builder() {
@@ -32,7 +36,7 @@ ensure_builder() {
   cp debian/control "$tmp/root/src/debian/"
   in_root "$tmp/root" "$APT_UPDATE"'
     apt-get build-dep -y -qq /src >/dev/null
-    apt-get install -y -qq --no-install-recommends lintian git >/dev/null
+    apt-get install -y -qq --no-install-recommends '"$EXTRA"' >/dev/null
     rm -rf /src' || { rm -rf "$tmp"; die "making the builder root failed"; }
   tar --zstd -C "$tmp/root" -cf "$tmp/b.tar.zst" . && mv "$tmp/b.tar.zst" "$BUILDER_TAR"
   rm -rf "$tmp"
@@ -45,6 +49,7 @@ ensure_builder
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/qrs-debs.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 make_root "$BUILDER_TAR" "$work/root"
+mkdir -p "$work/root/ccache" "$PKG_CACHE/ccache"
 say "Cloning $(git rev-parse --short HEAD) into the builder root"
 git clone -q --no-local "$REPO" "$work/root/build/qrs"
 [ -z "$(git status --porcelain --untracked-files=no)" ] ||
@@ -55,6 +60,7 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.deb "$OUT"/*.changes "$OUT"/*.buildinfo
 jobs=$(nproc)
 if ! in_root "$work/root" "cd /build/qrs
+    export CCACHE_DIR=/ccache CCACHE_MAXSIZE=2G
     DEB_BUILD_OPTIONS='parallel=$jobs nocheck noautodbgsym' dpkg-buildpackage -us -uc -b" \
     > "$OUT/build.log" 2>&1; then
   tail -n 40 "$OUT/build.log"

@@ -5,7 +5,8 @@
 # (/proc, /dev, the apt caches) go away with the command.  Needs root.
 #
 #   QRS_PKG_CACHE   the cache (default ~/.cache/qrs/pkg): debootstrap
-#                   itself, the base and builder tarballs, apt's downloads
+#                   itself, the base and builder tarballs, apt's downloads,
+#                   the builder's ccache
 #   QRS_DEBIAN_MIRROR  the Debian archive (default http://deb.debian.org/debian)
 
 PKG_CACHE=${QRS_PKG_CACHE:-$HOME/.cache/qrs/pkg}
@@ -78,7 +79,8 @@ make_root() {
 
 # in_root DIR CMD...: run CMD (a shell command line) as root in the root
 # DIR, in a mount namespace of its own, with /proc, /dev, the host's DNS
-# configuration and the cached apt lists and downloads mounted.
+# configuration and the cached apt lists and downloads mounted (and the
+# ccache, where DIR has a /ccache).
 in_root() {
   local root=$1
   shift
@@ -89,6 +91,9 @@ in_root() {
     mount --rbind /dev "$root/dev"
     mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives"
     mount --bind "$cache/apt-lists" "$root/var/lib/apt/lists"
+    if [ -d "$root/ccache" ]; then
+      mount --bind "$cache/ccache" "$root/ccache"
+    fi
     cp -L /etc/resolv.conf "$root/etc/resolv.conf"
     exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
       HOME=/root LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive \
