@@ -338,7 +338,7 @@ package() {
   deb
   tests/packaging/check-debs.sh build-pkg/deb
   wheel
-  QRSD_BIN=$PWD/$BUILD_DIR/daemon/qrsd tests/packaging/check-wheel.sh \
+  QRSD_BIN=$(realpath "$BUILD_DIR/daemon/qrsd") tests/packaging/check-wheel.sh \
     build-pkg/wheel
 }
 
