@@ -27,7 +27,7 @@
 #                     in a Debian 12 root made with debootstrap (cached in
 #                     ~/.cache/qrs/pkg; nothing is installed here), lintian
 #                     them there, into build-pkg/deb (docs/install.md)
-#   ./setup.sh wheel  build the self-contained manylinux_2_36 wheel of the
+#   ./setup.sh wheel  build the self-contained manylinux_2_34 wheel of the
 #                     Python package (python -m build, auditwheel repair;
 #                     tools from PyPI in ~/.cache/qrs/wheel-venv) into
 #                     build-pkg/wheel (docs/python.md)
