@@ -36,6 +36,9 @@ grep -q '^u qrsd ' /usr/lib/sysusers.d/qrsd.conf || fail "sysusers.d: no user qr
 getent group qrs >/dev/null || fail "the postinst did not make the group qrs"
 ok "user qrsd and group qrs made by the postinst"
 grep -qx 'User=qrsd' "$unitdir/qrsd.service" || fail "qrsd.service: User= is not qrsd"
+grep -qx 'ConfigurationDirectory=qrsd' "$unitdir/qrsd.service" &&
+  [ "$(dirname "$conf")" = /etc/qrsd ] ||
+  fail "ConfigurationDirectory=qrsd and the configuration $conf disagree"
 dpkg-query -W -f='${Conffiles}\n' qrsd | grep -q "^ $conf " ||
   fail "$conf is not a conffile"
 ok "$conf is a conffile"
