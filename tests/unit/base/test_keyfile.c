@@ -48,58 +48,58 @@ read_mode(mode_t mode, enum keyfile_kind kind, char *err, size_t errlen)
   return r;
 }
 
-Test(keyfile, api_keys_writable_by_others_are_refused_naming_file_mode_fix)
+/* Modes of a file owned by the test's user (root: the group may read a
+   root-owned secret) and what keyfile_read() says of them: NULL, taken;
+   else refused naming the file, its mode, who may do what, and the chmod
+   that fixes it. */
+static const struct {
+  enum keyfile_kind kind;
+  mode_t mode;
+  int root_only;
+  const char *says;
+} modes[] = {
+  /* api keys (hashes): anyone may read them; only the owner may write */
+  { KEYFILE_HASHES, 0666, 0, "writable by group or others, who could add "
+    "a key: chmod go-w " },
+  { KEYFILE_HASHES, 0664, 0, "writable by group or others" },
+  { KEYFILE_HASHES, 0644, 0, NULL },
+  { KEYFILE_HASHES, 0444, 0, NULL },   /* a Kubernetes secret's default */
+  { KEYFILE_HASHES, 0600, 0, NULL },
+  /* a secret: nothing for others; the group may read root's */
+  { KEYFILE_PRIVATE, 0644, 0, "holds a secret that others may read: chmod "
+    "0" },
+  { KEYFILE_PRIVATE, 0604, 0, "that others may read" },
+  { KEYFILE_PRIVATE, 0660, 0, "that its group may change" },
+  { KEYFILE_PRIVATE, 0600, 0, NULL },
+  { KEYFILE_PRIVATE, 0400, 0, NULL },
+  { KEYFILE_PRIVATE, 0640, 1, NULL },
+  { KEYFILE_PRIVATE, 0440, 1, NULL },
+};
+
+Test(keyfile, each_mode_is_taken_or_refused_naming_file_mode_and_fix)
 {
-  char err[512], want[256];
+  char err[512], mode[16];
+  size_t i, n;
+  int r;
 
-  cr_assert_eq(read_mode(0666, KEYFILE_HASHES, err, sizeof(err)), -EPERM);
-  cr_assert_not_null(strstr(err, path), "%s", err);
-  cr_assert_not_null(strstr(err, "mode 0666"), "%s", err);
-  snprintf(want, sizeof(want), "chmod go-w %s", path);
-  cr_assert_not_null(strstr(err, want), "%s", err);
-  cr_assert_eq(read_mode(0664, KEYFILE_HASHES, err, sizeof(err)), -EPERM);
-  cr_assert_not_null(strstr(err, "mode 0664"), "%s", err);
-}
-
-Test(keyfile, api_keys_readable_by_all_are_taken)
-{
-  char err[512];
-
-  cr_assert_eq(read_mode(0644, KEYFILE_HASHES, err, sizeof(err)), 0, "%s",
-               err);
-  cr_assert_eq(read_mode(0444, KEYFILE_HASHES, err, sizeof(err)), 0, "%s",
-               err);
-  cr_assert_eq(read_mode(0600, KEYFILE_HASHES, err, sizeof(err)), 0, "%s",
-               err);
-}
-
-Test(keyfile, private_key_readable_by_others_is_refused)
-{
-  char err[512];
-
-  cr_assert_eq(read_mode(0644, KEYFILE_PRIVATE, err, sizeof(err)), -EPERM);
-  cr_assert_not_null(strstr(err, path), "%s", err);
-  cr_assert_not_null(strstr(err, "mode 0644"), "%s", err);
-  cr_assert_not_null(strstr(err, "chmod"), "%s", err);
-  cr_assert_eq(read_mode(0604, KEYFILE_PRIVATE, err, sizeof(err)), -EPERM);
-  cr_assert_eq(read_mode(0660, KEYFILE_PRIVATE, err, sizeof(err)), -EPERM);
-  cr_assert_not_null(strstr(err, "change"), "%s", err);
-}
-
-Test(keyfile, private_key_of_owner_only_or_roots_group_is_taken)
-{
-  char err[512];
-
-  cr_assert_eq(read_mode(0600, KEYFILE_PRIVATE, err, sizeof(err)), 0, "%s",
-               err);
-  cr_assert_eq(read_mode(0400, KEYFILE_PRIVATE, err, sizeof(err)), 0, "%s",
-               err);
-  if (geteuid() != 0)
-    return;                     /* the group's read: root-owned only */
-  cr_assert_eq(read_mode(0640, KEYFILE_PRIVATE, err, sizeof(err)), 0, "%s",
-               err);
-  cr_assert_eq(read_mode(0440, KEYFILE_PRIVATE, err, sizeof(err)), 0, "%s",
-               err);
+  for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+    if (modes[i].root_only && geteuid() != 0)
+      continue;                 /* the group's read: root-owned only */
+    r = read_mode(modes[i].mode, modes[i].kind, err, sizeof(err));
+    if (!modes[i].says) {
+      cr_assert_eq(r, 0, "mode %04o: %s", (unsigned)modes[i].mode, err);
+      continue;
+    }
+    cr_assert_eq(r, -EPERM, "mode %04o taken", (unsigned)modes[i].mode);
+    snprintf(mode, sizeof(mode), "mode %04o", (unsigned)modes[i].mode);
+    cr_assert_not_null(strstr(err, mode), "%s", err);
+    cr_assert_not_null(strstr(err, modes[i].says), "%s", err);
+    /* the message begins and ends with the file: the fix names it */
+    n = strlen(path);
+    cr_assert_eq(strncmp(err, path, n), 0, "%s", err);
+    cr_assert(strlen(err) > n && strcmp(err + strlen(err) - n, path) == 0,
+              "%s", err);
+  }
 }
 
 /* qrsd's own user (not root) may not share its private key with a
