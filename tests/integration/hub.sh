@@ -1,5 +1,6 @@
 #!/bin/sh
-# Usage: hub.sh QRSD QRSCTL [--bench QRS_BENCH]
+# Usage: hub.sh QRSD QRSCTL [--bench QRS_BENCH QRS_ENTROPY_SERVER |
+#                             --stress ROUNDS QRS_AUDIT]
 # A hub qrsd and three node qrsd on loopback TLS.  Everything is
 # real: certificates made here with openssl (a CA, the hub's certificate
 # for 127.0.0.1, an expired one, one from another CA), a hub serving its
@@ -30,15 +31,27 @@
 # through devhub, each against "direct" (latency through each node:
 # unary, server_streaming, bidi_streaming; 3 nodes x CLIENTS clients'
 # draws/s) and exits with its status.
+# With --stress, the stop after the flood of streams, ROUNDS times: the
+# hub and the three nodes (each with a draw journal and a status file)
+# up, the flood from key 'flood' while the nodes' clients draw, then every
+# qrsd stopped with SIGTERM (the hub first or the nodes first, after the
+# flood or during it, by turns); each must exit 0, its status file
+# rewritten at its stop, each node's journal intact (qrs-audit), without
+# gap records, holding every draw its clients were given.
 set -u
 qrsd=$1 qrsctl=$2
-bench= esrv=
-if [ "${3:-}" = --bench ]; then
-  bench=${4:?--bench needs the qrs-bench program}
-  esrv=${5:?--bench needs the qrs-entropy-server program}
-fi
+bench= esrv= stress=
+case ${3:-} in
+  --bench)
+    bench=${4:?--bench needs the qrs-bench program}
+    esrv=${5:?--bench needs the qrs-entropy-server program} ;;
+  --stress)
+    stress=${4:?--stress needs a count of rounds}
+    audit=${5:?--stress needs the qrs-audit program} ;;
+esac
 PY=${QRS_PYTHON:-/usr/bin/python3}   # Debian's, with python3-grpcio
 CLIENTS=${QRS_HUB_CLIENTS:-16}
+[ -z "$stress" ] || CLIENTS=${QRS_HUB_CLIENTS:-4}
 DRAWS=${QRS_HUB_DRAWS:-6}
 . "$(dirname "$0")/lib.sh"
 for p in openssl "$PY"; do
@@ -97,6 +110,7 @@ for n in node-1 node-2 node-3 tight spare flood; do
   esac >> "$K/api_keys"
 done
 echo "not-a-key-of-this-hub" > "$K/wrong.key"
+chmod 0600 "$K"/*.key   # secrets: qrsd refuses one that others may read
 
 free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -172,11 +186,14 @@ if [ -n "$bench" ]; then
     grep -q "gRPC compat endpoint on 127.0.0.1:$DPORT" "$T/devhub.log"
 fi
 start_hub
-"$qrsd" -c "$T/exphub/qrsd.yaml" > "$T/exphub.log" 2>&1 &
-EXPPID=$!
-track $EXPPID
-ready $EXPPID "the hub with the expired certificate" \
-  grep -q "gRPC compat endpoint on 127.0.0.1:$EPORT" "$T/exphub.log"
+EXPPID=
+if [ -z "$stress" ]; then
+  "$qrsd" -c "$T/exphub/qrsd.yaml" > "$T/exphub.log" 2>&1 &
+  EXPPID=$!
+  track $EXPPID
+  ready $EXPPID "the hub with the expired certificate" \
+    grep -q "gRPC compat endpoint on 127.0.0.1:$EPORT" "$T/exphub.log"
+fi
 step "hub on 127.0.0.1:$PORT (TLS, api keys)"
 
 # --- nodes ------------------------------------------------------------------
@@ -193,7 +210,15 @@ node_conf() {  # node_conf NAME; sources on stdin
   { cat <<YAML
 socket: { path: $T/$1/qrsd.sock, mode: "0600", group: "" }
 state_dir: $T/$1
-status_file: ""
+YAML
+    if [ -n "$stress" ]; then
+      mkdir -m 0700 "$T/$1/journal"
+      printf 'status_file: %s\njournal: { dir: %s }\n' "$T/$1/status.json" \
+        "$T/$1/journal"
+    else
+      echo 'status_file: ""'
+    fi
+    cat <<YAML
 sources:
   system: { type: system }
 YAML
@@ -213,17 +238,19 @@ for i in 1 2 3; do
   start_node node$i
 done
 # A fourth qrsd holds the misconfigured clients, one source each.
-{
-  up tight "$K/tight.key"
-  up spare "$K/spare.key"
-  up wrongkey "$K/wrong.key"
-  up nokey ""
-  CAOF=$C/other.pem up untrusted "$K/spare.key"
-  PORTOF=$EPORT up expired "$K/spare.key"
-  printf '  plain: { type: grpc, target: "127.0.0.1:%s", insecure: true, api_key_file: "%s", fallback: system, preprobe: false, timeout_ms: 1000, retry_count: 0 }\n' "$PORT" "$K/spare.key"
-} | node_conf probe
-start_node probe
-step "3 nodes (unary, server_streaming, bidi_streaming) and a probe node up"
+if [ -z "$stress" ]; then
+  {
+    up tight "$K/tight.key"
+    up spare "$K/spare.key"
+    up wrongkey "$K/wrong.key"
+    up nokey ""
+    CAOF=$C/other.pem up untrusted "$K/spare.key"
+    PORTOF=$EPORT up expired "$K/spare.key"
+    printf '  plain: { type: grpc, target: "127.0.0.1:%s", insecure: true, api_key_file: "%s", fallback: system, preprobe: false, timeout_ms: 1000, retry_count: 0 }\n' "$PORT" "$K/spare.key"
+  } | node_conf probe
+  start_node probe
+fi
+step "3 nodes (unary, server_streaming, bidi_streaming)$([ -n "$stress" ] || echo " and a probe node") up"
 
 ctl() { n=$1; shift; "$qrsctl" --socket "$T/$n/qrsd.sock" "$@"; }
 
@@ -276,6 +303,127 @@ if sys.argv[2] == "some-fallback" and not fb:
 PY
   rm -f "$T"/$1.*.rc
 }
+# flood SECONDS: 24 StreamEntropy streams at once from key 'flood' (share:
+# 4 streams), each asking again and again for SECONDS; exits 0 when the
+# streams over the share were refused with RESOURCE_EXHAUSTED naming the
+# limit, the others served, and no other error came.
+flood() {
+  "$PY" - "$PORT" "$C/ca.pem" "$(cat "$K/flood.key")" "$1" <<'PY'
+import sys, threading, time
+import grpc
+port, ca, key = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3]
+ch = grpc.secure_channel("127.0.0.1:" + port, grpc.ssl_channel_credentials(ca))
+f = ch.stream_stream("/qr_entropy.EntropyService/StreamEntropy")
+lock = threading.Lock()
+out = {"ok": 0, "refused": 0, "other": []}
+end = time.monotonic() + float(sys.argv[4])
+def reqs():
+    while time.monotonic() < end:
+        yield b"\x08\x80\x08"        # bytes_needed = 1024
+        time.sleep(0.002)
+def one():
+    while time.monotonic() < end:
+        try:
+            n = sum(1 for _ in f(reqs(), metadata=[("api-key", key)], timeout=10))
+            with lock:
+                out["ok"] += n
+        except grpc.RpcError as e:
+            with lock:
+                if (e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                        and "api key 'flood': 4 streams open, its share (streams)" in e.details()):
+                    out["refused"] += 1
+                else:
+                    out["other"].append("%s %s" % (e.code().name, e.details()))
+            time.sleep(0.01)
+ts = [threading.Thread(target=one) for _ in range(24)]
+for t in ts: t.start()
+for t in ts: t.join()
+print("hub: flood: %d replies on its streams, %d streams refused, other errors: %s"
+      % (out["ok"], out["refused"], out["other"][:3]))
+sys.exit(0 if out["ok"] > 0 and out["refused"] > 0 and not out["other"] else 1)
+PY
+}
+
+# --- --stress: every qrsd stopped after (or during) the flood ---------------
+# rewritten NAME TIME: NAME's status file was written at TIME or after
+# (qrsd's stop writes it last).
+rewritten() {
+  "$PY" -c '
+import json, sys
+at = json.load(open(sys.argv[1]))["updated_at"]
+sys.exit(0 if at >= float(sys.argv[2]) else
+         "updated at %.3f, before the SIGTERM at %s" % (at, sys.argv[2]))
+' "$T/$1/status.json" "$2" || fail "$1: status file not written at its stop"
+}
+# journalled NODE TAG: NODE's journal intact, without gap records, every
+# draw its clients of round TAG were given among its entries, and the
+# journal's sequence in its status file one of them (written at the stop,
+# before the journal's writer has caught up: not always the last).
+journalled() {
+  "$audit" --journal "$T/$1/journal" > "$T/audit.out" 2>&1 ||
+    fail "$1: journal not intact after SIGTERM: $(cat "$T/audit.out")"
+  ! grep -q "gap records" "$T/audit.out" ||
+    fail "$1: gap records in its journal: $(cat "$T/audit.out")"
+  "$PY" - "$T/$1/status.json" "$T/audit.out" "$T"/$2.${1#node}.*.out <<'PY' ||
+import json, re, sys
+st = json.load(open(sys.argv[1]))
+n = int(re.search(r"journal intact: (\d+) entries", open(sys.argv[2]).read()).group(1))
+seen = max([json.loads(l)["journal_seq"] for f in sys.argv[3:] for l in open(f)] or [0])
+assert 0 < st["journal"]["seq"] <= n, "status file: seq %s, journal %d entries" % (st["journal"]["seq"], n)
+assert 0 < seen <= n, "a client was given draw %d, the journal has %d" % (seen, n)
+PY
+    fail "$1: journal or status file not flushed at its stop"
+}
+stress_round() {  # stress_round N
+  rm -f "$T/stop"
+  flood 1.5 > "$T/flood.out" 2>&1 &
+  FLOODPID=$!
+  start_clients "s$1" "$DRAWS" loop
+  case $(($1 % 4)) in
+    1|3)  # after the flood: the hub first, or the nodes first
+      wait "$FLOODPID" || fail "round $1: the flood: $(cat "$T/flood.out")"
+      touch "$T/stop"
+      wait_clients
+      t=$(date +%s.%N)
+      if [ $(($1 % 4)) = 1 ]; then
+        stop_qrsd "$HUBPID"
+        for p in $NODEPIDS; do stop_qrsd "$p"; done
+      else
+        for p in $NODEPIDS; do stop_qrsd "$p"; done
+        stop_qrsd "$HUBPID"
+      fi ;;
+    *)    # during the flood, the nodes' clients drawing: the hub first
+      sleep 0.5
+      t=$(date +%s.%N)
+      stop_qrsd "$HUBPID"
+      wait "$FLOODPID"
+      touch "$T/stop"
+      wait_clients
+      for p in $NODEPIDS; do stop_qrsd "$p"; done ;;
+  esac
+  check_clients "s$1" labelled "$DRAWS" > /dev/null
+  rewritten hub "$t"
+  for i in 1 2 3; do
+    rewritten node$i "$t"
+    journalled node$i "s$1"
+  done
+}
+if [ -n "$stress" ]; then
+  r=1
+  while :; do
+    stress_round $r
+    step "round $r: every qrsd exited 0 on SIGTERM, status files and journals flushed"
+    [ $r -lt "$stress" ] || break
+    r=$((r + 1))
+    mv "$T/hub.log" "$T/hub.log.$r"
+    start_hub
+    NODEPIDS=
+    for i in 1 2 3; do start_node node$i; done
+  done
+  echo "hub OK: $stress rounds in $(( $(now_ms) - T0 )) ms"
+  exit 0
+fi
+
 start_clients up1 "$DRAWS"
 wait_clients
 check_clients up1 all-hub "$DRAWS"
@@ -453,40 +601,7 @@ step "grpc_client.py: GetEntropy, StreamEntropy, GetDraw, StreamDraws over TLS w
 # each asking again and again, while every node's 16 clients draw: the
 # streams over the share are refused with RESOURCE_EXHAUSTED naming the
 # limit; no node draw fails, and none is refused for the flood's key.
-"$PY" - "$PORT" "$C/ca.pem" "$(cat "$K/flood.key")" > "$T/flood.out" 2>&1 <<'PY' &
-import sys, threading, time
-import grpc
-port, ca, key = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3]
-ch = grpc.secure_channel("127.0.0.1:" + port, grpc.ssl_channel_credentials(ca))
-f = ch.stream_stream("/qr_entropy.EntropyService/StreamEntropy")
-lock = threading.Lock()
-out = {"ok": 0, "refused": 0, "other": []}
-end = time.monotonic() + 2.0
-def reqs():
-    while time.monotonic() < end:
-        yield b"\x08\x80\x08"        # bytes_needed = 1024
-        time.sleep(0.002)
-def one():
-    while time.monotonic() < end:
-        try:
-            n = sum(1 for _ in f(reqs(), metadata=[("api-key", key)], timeout=10))
-            with lock:
-                out["ok"] += n
-        except grpc.RpcError as e:
-            with lock:
-                if (e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-                        and "api key 'flood': 4 streams open, its share (streams)" in e.details()):
-                    out["refused"] += 1
-                else:
-                    out["other"].append("%s %s" % (e.code().name, e.details()))
-            time.sleep(0.01)
-ts = [threading.Thread(target=one) for _ in range(24)]
-for t in ts: t.start()
-for t in ts: t.join()
-print("hub: flood: %d replies on its streams, %d streams refused, other errors: %s"
-      % (out["ok"], out["refused"], out["other"][:3]))
-sys.exit(0 if out["ok"] > 0 and out["refused"] > 0 and not out["other"] else 1)
-PY
+flood 2.0 > "$T/flood.out" 2>&1 &
 FLOODPID=$!
 sleep 0.3
 rm -f "$T/stop"
