@@ -168,7 +168,8 @@ start_hub() {
   "$qrsd" -c "$T/hub/qrsd.yaml" >> "$T/hub.log" 2>&1 &
   HUBPID=$!
   track $HUBPID
-  ready $HUBPID hub grep -q "gRPC compat endpoint on 127.0.0.1:$PORT" "$T/hub.log"
+  # its own start line: hub.log holds those of the hubs before it
+  ready $HUBPID hub grep -q "qrsd\[$HUBPID\]: info: gRPC compat endpoint on 127.0.0.1:$PORT" "$T/hub.log"
 }
 hub_conf hub "$PORT" hub
 hub_conf exphub "$EPORT" expired
@@ -415,7 +416,6 @@ if [ -n "$stress" ]; then
     step "round $r: every qrsd exited 0 on SIGTERM, status files and journals flushed"
     [ $r -lt "$stress" ] || break
     r=$((r + 1))
-    mv "$T/hub.log" "$T/hub.log.$r"
     start_hub
     NODEPIDS=
     for i in 1 2 3; do start_node node$i; done
