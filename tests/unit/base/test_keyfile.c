@@ -102,38 +102,45 @@ Test(keyfile, each_mode_is_taken_or_refused_naming_file_mode_and_fix)
   }
 }
 
+/* keyfile_check() of "/k", a regular file of mode and owner, for a
+   qrsd running as uid 998. */
+static int
+check_as_998(mode_t mode, uid_t owner, enum keyfile_kind kind, char *err,
+             size_t errlen)
+{
+  struct stat st;
+
+  memset(&st, 0, sizeof(st));
+  st.st_mode = S_IFREG | mode;
+  st.st_uid = owner;
+  return keyfile_check("/k", &st, kind, 998, err, errlen);
+}
+
 /* qrsd's own user (not root) may not share its private key with a
    group; only a root-owned key may be 0640. */
 Test(keyfile, private_key_of_qrsds_user_is_for_it_alone)
 {
-  struct stat st;
   char err[512];
 
-  memset(&st, 0, sizeof(st));
-  st.st_mode = S_IFREG | 0640;
-  st.st_uid = 998;
-  cr_assert_eq(keyfile_check("/k", &st, KEYFILE_PRIVATE, 998, err,
-                             sizeof(err)), -EPERM);
+  cr_assert_eq(check_as_998(0640, 998, KEYFILE_PRIVATE, err, sizeof(err)),
+               -EPERM);
   cr_assert_not_null(strstr(err, "chmod 0600 /k"), "%s", err);
-  st.st_mode = S_IFREG | 0600;
-  cr_assert_eq(keyfile_check("/k", &st, KEYFILE_PRIVATE, 998, err,
-                             sizeof(err)), 0);
+  cr_assert_eq(check_as_998(0600, 998, KEYFILE_PRIVATE, err, sizeof(err)),
+               0);
+  cr_assert_eq(check_as_998(0640, 0, KEYFILE_PRIVATE, err, sizeof(err)), 0,
+               "%s", err);
 }
 
 Test(keyfile, a_file_of_another_user_is_refused_naming_the_owner)
 {
-  struct stat st;
   char err[512];
 
-  memset(&st, 0, sizeof(st));
-  st.st_mode = S_IFREG | 0600;
-  st.st_uid = 1000;
-  cr_assert_eq(keyfile_check("/k", &st, KEYFILE_HASHES, 998, err,
-                             sizeof(err)), -EPERM);
+  cr_assert_eq(check_as_998(0600, 1000, KEYFILE_HASHES, err, sizeof(err)),
+               -EPERM);
   cr_assert_not_null(strstr(err, "owned by uid 1000"), "%s", err);
   cr_assert_not_null(strstr(err, "chown root /k"), "%s", err);
-  cr_assert_eq(keyfile_check("/k", &st, KEYFILE_PRIVATE, 998, err,
-                             sizeof(err)), -EPERM);
+  cr_assert_eq(check_as_998(0600, 1000, KEYFILE_PRIVATE, err, sizeof(err)),
+               -EPERM);
   if (geteuid() != 0)
     return;
   cr_assert_eq(chown(path, 65534, 65534), 0);
