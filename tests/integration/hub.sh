@@ -322,6 +322,10 @@ ch = grpc.secure_channel("127.0.0.1:" + port, grpc.ssl_channel_credentials(ca))
 f = ch.stream_stream("/qr_entropy.EntropyService/StreamEntropy")
 lock = threading.Lock()
 out = {"ok": 0, "refused": 0, "other": []}
+# the seconds of the flood begin once the channel is up (TLS handshake
+# done): on a loaded machine the handshake alone took longer than a flood
+grpc.channel_ready_future(ch).result(timeout=60)
+print("hub: flood: connected", flush=True)
 end = time.monotonic() + float(sys.argv[4])
 def reqs():
     while time.monotonic() < end:
@@ -399,6 +403,8 @@ stress_round() {  # stress_round N
         stop_qrsd "$HUBPID"
       fi ;;
     *)    # during the flood, the nodes' clients drawing: the hub first
+      wait_for $((200 * SCALE)) 0.05 "round $1: the flood did not connect" \
+        grep -q "flood: connected" "$T/flood.out"
       sleep 0.5
       t=$(date +%s.%N)
       stop_qrsd "$HUBPID"
