@@ -355,15 +355,17 @@ PY
 }
 
 # --- --stress: every qrsd stopped after (or during) the flood ---------------
-# rewritten NAME TIME: NAME's status file was written at TIME or after
-# (qrsd's stop writes it last).
+# rewritten NAME: NAME's status file was written after its qrsd began to
+# stop (its log's last "stopping" line): the stop's last write.
 rewritten() {
   "$PY" -c '
-import json, sys
+import datetime, json, sys
 at = json.load(open(sys.argv[1]))["updated_at"]
-sys.exit(0 if at >= float(sys.argv[2]) else
-         "updated at %.3f, before the SIGTERM at %s" % (at, sys.argv[2]))
-' "$T/$1/status.json" "$2" || fail "$1: status file not written at its stop"
+stop = [l for l in open(sys.argv[2]) if "info: Terminated: stopping" in l][-1]
+t = datetime.datetime.strptime(stop.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ")
+t = t.replace(tzinfo=datetime.timezone.utc).timestamp()
+sys.exit(0 if at >= t else "updated at %.3f, its stop began at %.3f" % (at, t))
+' "$T/$1/status.json" "$T/$1.log" || fail "$1: status file not written at its stop"
 }
 # journalled NODE TAG: NODE's journal intact, without gap records, every
 # draw its clients of round TAG were given among its entries, and the
@@ -394,7 +396,6 @@ stress_round() {  # stress_round N
       wait "$FLOODPID" || fail "round $1: the flood: $(cat "$T/flood.out")"
       touch "$T/stop"
       wait_clients
-      t=$(date +%s.%N)
       if [ $(($1 % 4)) = 1 ]; then
         stop_qrsd "$HUBPID"
         for p in $NODEPIDS; do stop_qrsd "$p"; done
@@ -406,7 +407,6 @@ stress_round() {  # stress_round N
       wait_for $((200 * SCALE)) 0.05 "round $1: the flood did not connect" \
         grep -q "flood: connected" "$T/flood.out"
       sleep 0.5
-      t=$(date +%s.%N)
       stop_qrsd "$HUBPID"
       wait "$FLOODPID"
       touch "$T/stop"
@@ -414,9 +414,9 @@ stress_round() {  # stress_round N
       for p in $NODEPIDS; do stop_qrsd "$p"; done ;;
   esac
   check_clients "s$1" labelled "$DRAWS" > /dev/null
-  rewritten hub "$t"
+  rewritten hub
   for i in 1 2 3; do
-    rewritten node$i "$t"
+    rewritten node$i
     journalled node$i "s$1"
   done
 }
