@@ -32,8 +32,8 @@
 # unary, server_streaming, bidi_streaming; 3 nodes x CLIENTS clients'
 # draws/s) and exits with its status.
 # With --stress, the stop after the flood of streams, ROUNDS times: the
-# hub and the three nodes (each with a draw journal and a status file)
-# up, the flood from key 'flood' while the nodes' clients draw, then every
+# hub, the three nodes and the probe node (each with a draw journal and a
+# status file) up, the flood from key 'flood' while the nodes' clients draw, then every
 # qrsd stopped with SIGTERM (the hub first or the nodes first, after the
 # flood or during it, by turns); each must exit 0, its status file
 # rewritten at its stop, each node's journal intact (qrs-audit), without
@@ -243,20 +243,19 @@ for i in 1 2 3; do
   } | node_conf node$i
   start_node node$i
 done
-# A fourth qrsd holds the misconfigured clients, one source each.
-if [ -z "$stress" ]; then
-  {
-    up tight "$K/tight.key"
-    up spare "$K/spare.key"
-    up wrongkey "$K/wrong.key"
-    up nokey ""
-    CAOF=$C/other.pem up untrusted "$K/spare.key"
-    PORTOF=$EPORT up expired "$K/spare.key"
-    printf '  plain: { type: grpc, target: "127.0.0.1:%s", insecure: true, api_key_file: "%s", fallback: system, preprobe: false, timeout_ms: 1000, retry_count: 0 }\n' "$PORT" "$K/spare.key"
-  } | node_conf probe
-  start_node probe
-fi
-step "3 nodes (unary, server_streaming, bidi_streaming)$([ -n "$stress" ] || echo " and a probe node") up"
+# A fourth qrsd holds the misconfigured clients, one source each (with
+# --stress: seven upstreams stopped at once, with no hub on EPORT).
+{
+  up tight "$K/tight.key"
+  up spare "$K/spare.key"
+  up wrongkey "$K/wrong.key"
+  up nokey ""
+  CAOF=$C/other.pem up untrusted "$K/spare.key"
+  PORTOF=$EPORT up expired "$K/spare.key"
+  printf '  plain: { type: grpc, target: "127.0.0.1:%s", insecure: true, api_key_file: "%s", fallback: system, preprobe: false, timeout_ms: 1000, retry_count: 0 }\n' "$PORT" "$K/spare.key"
+} | node_conf probe
+start_node probe
+step "3 nodes (unary, server_streaming, bidi_streaming) and a probe node up"
 
 ctl() { n=$1; shift; "$qrsctl" --socket "$T/$n/qrsd.sock" "$@"; }
 
@@ -415,6 +414,7 @@ stress_round() {  # stress_round N
   esac
   check_clients "s$1" labelled "$DRAWS" > /dev/null
   rewritten hub
+  rewritten probe
   for i in 1 2 3; do
     rewritten node$i
     journalled node$i "s$1"
@@ -429,7 +429,7 @@ if [ -n "$stress" ]; then
     r=$((r + 1))
     start_hub
     NODEPIDS=
-    for i in 1 2 3; do start_node node$i; done
+    for n in node1 node2 node3 probe; do start_node $n; done
   done
   echo "hub OK: $stress rounds in $(( $(now_ms) - T0 )) ms"
   exit 0
