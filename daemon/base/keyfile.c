@@ -32,13 +32,13 @@ keyfile_check(const char *path, const struct stat *st,
              (unsigned)st->st_uid, mode, path);
     return -EPERM;
   }
-  /* A private key: the group may read a root-owned one (0640). */
+  /* A secret: the group may read a root-owned one (0640). */
   bad = S_IRWXO | S_IWGRP | S_IXGRP;
   if (st->st_uid != 0)
     bad |= S_IRGRP;
   if (!(st->st_mode & bad))
     return 0;
-  snprintf(err, errlen, "%s (owner uid %u, mode %04o) is a private key "
+  snprintf(err, errlen, "%s (owner uid %u, mode %04o) holds a secret "
            "that %s may %s: chmod %s %s", path, (unsigned)st->st_uid, mode,
            st->st_mode & S_IRWXO ? "others" : "its group",
            st->st_mode & (S_IWOTH | S_IWGRP) ? "change" : "read",

@@ -3,11 +3,13 @@
    are often mounted as a chain of links) and the file it ends at is
    checked, on the descriptor that is read.
 
-   KEYFILE_PRIVATE, a private key (grpc_compat.tls_key, an upstream's
-   tls.key_file): owned by root or qrsd's user; no permission for others;
-   the group may read it only when root owns it (0640: a group such as
-   ssl-cert that the service joins), never write it.  So 0600, 0400 and,
-   root-owned, 0640 and 0440 are fine; 0644 and 0660 are not.
+   KEYFILE_PRIVATE, a secret whose reader can use it: a private key
+   (grpc_compat.tls_key, an upstream's tls.key_file) or an upstream's
+   api key (api_key_file): owned by root or qrsd's user; no permission
+   for others; the group may read it only when root owns it (0640: a
+   group such as ssl-cert that the service joins), never write it.  So
+   0600, 0400 and, root-owned, 0640 and 0440 are fine; 0644 and 0660 are
+   not.
 
    KEYFILE_HASHES, the api keys of the compat endpoint
    (grpc_compat.api_keys), which hold SHA-256 hashes, not keys: owned by

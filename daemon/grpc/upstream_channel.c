@@ -261,8 +261,8 @@ upstream__status_detail(char *buf, size_t len, grpc_status_code st,
 
 /* ---- set-up ----------------------------------------------------------- */
 
-/* The whole of a key or certificate file (a regular file, links
-   followed: secrets are often mounted as links), or NULL with err set. */
+/* The whole of a certificate file (a regular file, links followed:
+   secrets are often mounted as links), or NULL with err set. */
 static char *
 slurp(const char *path, size_t max, const char *what, char *err,
       size_t errlen)
@@ -278,7 +278,8 @@ slurp(const char *path, size_t max, const char *what, char *err,
   return buf;
 }
 
-/* slurp() a private key: keyfile.h says which owners and modes do. */
+/* slurp() a secret (a private key, the api key): keyfile.h says which
+   owners and modes do. */
 static char *
 slurp_private(const char *path, size_t max, const char *what, char *err,
               size_t errlen)
@@ -366,8 +367,8 @@ upstream_new(struct gbridge *br, const struct upstream_conf *c,
     goto fail;
   }
   if (c->api_key_file && *c->api_key_file) {
-    u->api_key = slurp(c->api_key_file, UPSTREAM_MAX_KEY, "api_key_file",
-                       err, errlen);
+    u->api_key = slurp_private(c->api_key_file, UPSTREAM_MAX_KEY,
+                               "api_key_file", err, errlen);
     if (!u->api_key) {
       r = -EACCES;
       goto fail;

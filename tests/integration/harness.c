@@ -47,6 +47,13 @@ write_text_file(const char *path, const char *text)
   fclose(f);
 }
 
+void
+write_key_file(const char *path, const char *text)
+{
+  write_text_file(path, text);
+  cr_assert_eq(chmod(path, 0600), 0, "chmod %s", path);
+}
+
 char *
 read_text_file(const char *path, size_t max, size_t *ret_len)
 {

@@ -79,6 +79,9 @@ int daemon_wait_notify(struct daemon *d, const char *what, int timeout_ms);
 
 /* Write text to path (created or truncated), or the test fails. */
 void write_text_file(const char *path, const char *text);
+/* The same for a secret (a key file qrsd reads): mode 0600, as qrsd
+   requires of a file others could otherwise read. */
+void write_key_file(const char *path, const char *text);
 
 /* The first max - 1 bytes of the file at path in a new NUL-terminated
    buffer (caller frees); *ret_len (may be NULL) gets their count.  Fails

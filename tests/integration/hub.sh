@@ -1,5 +1,6 @@
 #!/bin/sh
-# Usage: hub.sh QRSD QRSCTL [--bench QRS_BENCH]
+# Usage: hub.sh QRSD QRSCTL [--bench QRS_BENCH QRS_ENTROPY_SERVER |
+#                             --stress ROUNDS QRS_AUDIT]
 # A hub qrsd and three node qrsd on loopback TLS.  Everything is
 # real: certificates made here with openssl (a CA, the hub's certificate
 # for 127.0.0.1, an expired one, one from another CA), a hub serving its
@@ -30,15 +31,32 @@
 # through devhub, each against "direct" (latency through each node:
 # unary, server_streaming, bidi_streaming; 3 nodes x CLIENTS clients'
 # draws/s) and exits with its status.
+# With --stress, the stop after the flood of streams, ROUNDS times: the
+# hub, the three nodes and the probe node (each with a draw journal and a
+# status file) up, the flood from key 'flood' while the nodes' clients draw, then every
+# qrsd stopped with SIGTERM (the hub first or the nodes first, after the
+# flood or during it, by turns); each must exit 0, its status file
+# rewritten at its stop, each node's journal intact (qrs-audit), without
+# gap records, holding every draw its clients were given.
 set -u
 qrsd=$1 qrsctl=$2
-bench= esrv=
-if [ "${3:-}" = --bench ]; then
-  bench=${4:?--bench needs the qrs-bench program}
-  esrv=${5:?--bench needs the qrs-entropy-server program}
-fi
+bench= esrv= stress=
+case ${3:-} in
+  --bench)
+    bench=${4:?--bench needs the qrs-bench program}
+    esrv=${5:?--bench needs the qrs-entropy-server program} ;;
+  --stress)
+    stress=${4:?--stress needs a count of rounds}
+    audit=${5:?--stress needs the qrs-audit program} ;;
+esac
 PY=${QRS_PYTHON:-/usr/bin/python3}   # Debian's, with python3-grpcio
+# How much slower than a plain build this qrsd may be (the C harness's
+# test_time_scale()): $QRS_TEST_TIME_SCALE, else 4 for an ASan build, else
+# 1.  Stretches the waits for what must happen, never for what must not.
+SCALE=${QRS_TEST_TIME_SCALE:-1}
+[ -n "${QRS_TEST_TIME_SCALE:-}" ] || ! grep -qa __asan_init "$qrsd" || SCALE=4
 CLIENTS=${QRS_HUB_CLIENTS:-16}
+[ -z "$stress" ] || CLIENTS=${QRS_HUB_CLIENTS:-4}
 DRAWS=${QRS_HUB_DRAWS:-6}
 . "$(dirname "$0")/lib.sh"
 for p in openssl "$PY"; do
@@ -97,6 +115,7 @@ for n in node-1 node-2 node-3 tight spare flood; do
   esac >> "$K/api_keys"
 done
 echo "not-a-key-of-this-hub" > "$K/wrong.key"
+chmod 0600 "$K"/*.key   # secrets: qrsd refuses one that others may read
 
 free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -154,7 +173,8 @@ start_hub() {
   "$qrsd" -c "$T/hub/qrsd.yaml" >> "$T/hub.log" 2>&1 &
   HUBPID=$!
   track $HUBPID
-  ready $HUBPID hub grep -q "gRPC compat endpoint on 127.0.0.1:$PORT" "$T/hub.log"
+  # its own start line: hub.log holds those of the hubs before it
+  ready $HUBPID hub grep -q "qrsd\[$HUBPID\]: info: gRPC compat endpoint on 127.0.0.1:$PORT" "$T/hub.log"
 }
 hub_conf hub "$PORT" hub
 hub_conf exphub "$EPORT" expired
@@ -172,11 +192,14 @@ if [ -n "$bench" ]; then
     grep -q "gRPC compat endpoint on 127.0.0.1:$DPORT" "$T/devhub.log"
 fi
 start_hub
-"$qrsd" -c "$T/exphub/qrsd.yaml" > "$T/exphub.log" 2>&1 &
-EXPPID=$!
-track $EXPPID
-ready $EXPPID "the hub with the expired certificate" \
-  grep -q "gRPC compat endpoint on 127.0.0.1:$EPORT" "$T/exphub.log"
+EXPPID=
+if [ -z "$stress" ]; then
+  "$qrsd" -c "$T/exphub/qrsd.yaml" > "$T/exphub.log" 2>&1 &
+  EXPPID=$!
+  track $EXPPID
+  ready $EXPPID "the hub with the expired certificate" \
+    grep -q "gRPC compat endpoint on 127.0.0.1:$EPORT" "$T/exphub.log"
+fi
 step "hub on 127.0.0.1:$PORT (TLS, api keys)"
 
 # --- nodes ------------------------------------------------------------------
@@ -193,7 +216,15 @@ node_conf() {  # node_conf NAME; sources on stdin
   { cat <<YAML
 socket: { path: $T/$1/qrsd.sock, mode: "0600", group: "" }
 state_dir: $T/$1
-status_file: ""
+YAML
+    if [ -n "$stress" ]; then
+      mkdir -m 0700 "$T/$1/journal"
+      printf 'status_file: %s\njournal: { dir: %s }\n' "$T/$1/status.json" \
+        "$T/$1/journal"
+    else
+      echo 'status_file: ""'
+    fi
+    cat <<YAML
 sources:
   system: { type: system }
 YAML
@@ -212,7 +243,8 @@ for i in 1 2 3; do
   } | node_conf node$i
   start_node node$i
 done
-# A fourth qrsd holds the misconfigured clients, one source each.
+# A fourth qrsd holds the misconfigured clients, one source each (with
+# --stress: seven upstreams stopped at once, with no hub on EPORT).
 {
   up tight "$K/tight.key"
   up spare "$K/spare.key"
@@ -276,6 +308,133 @@ if sys.argv[2] == "some-fallback" and not fb:
 PY
   rm -f "$T"/$1.*.rc
 }
+# flood SECONDS: 24 StreamEntropy streams at once from key 'flood' (share:
+# 4 streams), each asking again and again for SECONDS; exits 0 when the
+# streams over the share were refused with RESOURCE_EXHAUSTED naming the
+# limit, the others served, and no other error came.
+flood() {
+  "$PY" - "$PORT" "$C/ca.pem" "$(cat "$K/flood.key")" "$1" <<'PY'
+import sys, threading, time
+import grpc
+port, ca, key = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3]
+ch = grpc.secure_channel("127.0.0.1:" + port, grpc.ssl_channel_credentials(ca))
+f = ch.stream_stream("/qr_entropy.EntropyService/StreamEntropy")
+lock = threading.Lock()
+out = {"ok": 0, "refused": 0, "other": []}
+# the seconds of the flood begin once the channel is up (TLS handshake
+# done): on a loaded machine the handshake alone took longer than a flood
+grpc.channel_ready_future(ch).result(timeout=60)
+print("hub: flood: connected", flush=True)
+end = time.monotonic() + float(sys.argv[4])
+def reqs():
+    while time.monotonic() < end:
+        yield b"\x08\x80\x08"        # bytes_needed = 1024
+        time.sleep(0.002)
+def one():
+    while time.monotonic() < end:
+        try:
+            n = sum(1 for _ in f(reqs(), metadata=[("api-key", key)], timeout=10))
+            with lock:
+                out["ok"] += n
+        except grpc.RpcError as e:
+            with lock:
+                if (e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                        and "api key 'flood': 4 streams open, its share (streams)" in e.details()):
+                    out["refused"] += 1
+                else:
+                    out["other"].append("%s %s" % (e.code().name, e.details()))
+            time.sleep(0.01)
+ts = [threading.Thread(target=one) for _ in range(24)]
+for t in ts: t.start()
+for t in ts: t.join()
+print("hub: flood: %d replies on its streams, %d streams refused, other errors: %s"
+      % (out["ok"], out["refused"], out["other"][:3]))
+sys.exit(0 if out["ok"] > 0 and out["refused"] > 0 and not out["other"] else 1)
+PY
+}
+
+# --- --stress: every qrsd stopped after (or during) the flood ---------------
+# rewritten NAME: NAME's status file was written after its qrsd began to
+# stop (its log's last "stopping" line): the stop's last write.
+rewritten() {
+  "$PY" -c '
+import datetime, json, sys
+at = json.load(open(sys.argv[1]))["updated_at"]
+stop = [l for l in open(sys.argv[2]) if "info: Terminated: stopping" in l][-1]
+t = datetime.datetime.strptime(stop.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ")
+t = t.replace(tzinfo=datetime.timezone.utc).timestamp()
+sys.exit(0 if at >= t else "updated at %.3f, its stop began at %.3f" % (at, t))
+' "$T/$1/status.json" "$T/$1.log" || fail "$1: status file not written at its stop"
+}
+# journalled NODE TAG: NODE's journal intact, without gap records, every
+# draw its clients of round TAG were given among its entries, and the
+# journal's sequence in its status file one of them (written at the stop,
+# before the journal's writer has caught up: not always the last).
+journalled() {
+  "$audit" --journal "$T/$1/journal" > "$T/audit.out" 2>&1 ||
+    fail "$1: journal not intact after SIGTERM: $(cat "$T/audit.out")"
+  ! grep -q "gap records" "$T/audit.out" ||
+    fail "$1: gap records in its journal: $(cat "$T/audit.out")"
+  "$PY" - "$T/$1/status.json" "$T/audit.out" "$T"/$2.${1#node}.*.out <<'PY' ||
+import json, re, sys
+st = json.load(open(sys.argv[1]))
+n = int(re.search(r"journal intact: (\d+) entries", open(sys.argv[2]).read()).group(1))
+seen = max([json.loads(l)["journal_seq"] for f in sys.argv[3:] for l in open(f)] or [0])
+assert 0 < st["journal"]["seq"] <= n, "status file: seq %s, journal %d entries" % (st["journal"]["seq"], n)
+assert 0 < seen <= n, "a client was given draw %d, the journal has %d" % (seen, n)
+PY
+    fail "$1: journal or status file not flushed at its stop"
+}
+stress_round() {  # stress_round N
+  rm -f "$T/stop"
+  flood 1.5 > "$T/flood.out" 2>&1 &
+  FLOODPID=$!
+  start_clients "s$1" "$DRAWS" loop
+  case $(($1 % 4)) in
+    1|3)  # after the flood: the hub first, or the nodes first
+      wait "$FLOODPID" || fail "round $1: the flood: $(cat "$T/flood.out")"
+      touch "$T/stop"
+      wait_clients
+      if [ $(($1 % 4)) = 1 ]; then
+        stop_qrsd "$HUBPID"
+        for p in $NODEPIDS; do stop_qrsd "$p"; done
+      else
+        for p in $NODEPIDS; do stop_qrsd "$p"; done
+        stop_qrsd "$HUBPID"
+      fi ;;
+    *)    # during the flood, the nodes' clients drawing: the hub first
+      wait_for $((200 * SCALE)) 0.05 "round $1: the flood did not connect" \
+        grep -q "flood: connected" "$T/flood.out"
+      sleep 0.5
+      stop_qrsd "$HUBPID"
+      wait "$FLOODPID"
+      touch "$T/stop"
+      wait_clients
+      for p in $NODEPIDS; do stop_qrsd "$p"; done ;;
+  esac
+  check_clients "s$1" labelled "$DRAWS" > /dev/null
+  rewritten hub
+  rewritten probe
+  for i in 1 2 3; do
+    rewritten node$i
+    journalled node$i "s$1"
+  done
+}
+if [ -n "$stress" ]; then
+  r=1
+  while :; do
+    stress_round $r
+    step "round $r: every qrsd exited 0 on SIGTERM, status files and journals flushed"
+    [ $r -lt "$stress" ] || break
+    r=$((r + 1))
+    start_hub
+    NODEPIDS=
+    for n in node1 node2 node3 probe; do start_node $n; done
+  done
+  echo "hub OK: $stress rounds in $(( $(now_ms) - T0 )) ms"
+  exit 0
+fi
+
 start_clients up1 "$DRAWS"
 wait_clients
 check_clients up1 all-hub "$DRAWS"
@@ -317,19 +476,23 @@ sleep 1
 start_hub
 T_UP=$(now_ms)
 step "hub restarted"
-# Back on the hub within the breaker's recovery window (plus a call),
-# while the clients draw.
+# Back on the hub within the breaker's recovery window (plus a call, 2 s
+# times SCALE), while the clients draw.
+BACK_S=$((RECOVERY_S + 2 * SCALE))
 for i in 1 2 3; do
   while :; do
     out=$(ctl node$i --json draw --source hub) || fail "node$i: draw failed after the restart"
     case $out in *'"served_by":"hub"'*'"fallback":false'*) break ;; esac
-    [ $(( $(now_ms) - T_UP )) -lt $(( (RECOVERY_S + 2) * 1000 )) ] ||
-      fail "node$i not back on the hub $((RECOVERY_S + 2)) s after the restart: $out"
+    [ $(( $(now_ms) - T_UP )) -lt $((BACK_S * 1000)) ] ||
+      fail "node$i not back on the hub $BACK_S s after the restart: $out"
     sleep 0.1
   done
 done
 step "every node back on the hub $(( $(now_ms) - T_UP )) ms after the restart (recovery window ${RECOVERY_S} s)"
-sleep 0.5
+# A slow qrsd (SCALE > 1): a call of the first after the recovery may time
+# out and open a node's breaker again; its clients draw on past one more
+# window before their last draws are counted.
+if [ "$SCALE" = 1 ]; then sleep 0.5; else sleep $((RECOVERY_S + 1)); fi
 touch "$T/stop"
 wait_clients
 check_clients kill some-fallback "$KDRAWS"
@@ -453,40 +616,7 @@ step "grpc_client.py: GetEntropy, StreamEntropy, GetDraw, StreamDraws over TLS w
 # each asking again and again, while every node's 16 clients draw: the
 # streams over the share are refused with RESOURCE_EXHAUSTED naming the
 # limit; no node draw fails, and none is refused for the flood's key.
-"$PY" - "$PORT" "$C/ca.pem" "$(cat "$K/flood.key")" > "$T/flood.out" 2>&1 <<'PY' &
-import sys, threading, time
-import grpc
-port, ca, key = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3]
-ch = grpc.secure_channel("127.0.0.1:" + port, grpc.ssl_channel_credentials(ca))
-f = ch.stream_stream("/qr_entropy.EntropyService/StreamEntropy")
-lock = threading.Lock()
-out = {"ok": 0, "refused": 0, "other": []}
-end = time.monotonic() + 2.0
-def reqs():
-    while time.monotonic() < end:
-        yield b"\x08\x80\x08"        # bytes_needed = 1024
-        time.sleep(0.002)
-def one():
-    while time.monotonic() < end:
-        try:
-            n = sum(1 for _ in f(reqs(), metadata=[("api-key", key)], timeout=10))
-            with lock:
-                out["ok"] += n
-        except grpc.RpcError as e:
-            with lock:
-                if (e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-                        and "api key 'flood': 4 streams open, its share (streams)" in e.details()):
-                    out["refused"] += 1
-                else:
-                    out["other"].append("%s %s" % (e.code().name, e.details()))
-            time.sleep(0.01)
-ts = [threading.Thread(target=one) for _ in range(24)]
-for t in ts: t.start()
-for t in ts: t.join()
-print("hub: flood: %d replies on its streams, %d streams refused, other errors: %s"
-      % (out["ok"], out["refused"], out["other"][:3]))
-sys.exit(0 if out["ok"] > 0 and out["refused"] > 0 and not out["other"] else 1)
-PY
+flood 2.0 > "$T/flood.out" 2>&1 &
 FLOODPID=$!
 sleep 0.3
 rm -f "$T/stop"

@@ -45,6 +45,7 @@ jpid=$!
 track "$jpid"
 wait_for 100 0.05 "journald.py did not start" test -S /run/systemd/journal/socket
 echo "sekrit-api-key-1234" > "$T/key"
+chmod 0600 "$T/key"   # a secret: qrsd refuses one that others may read
 mkdir "$T/journal"
 write_conf <<YAML
 access: { group: daemon }

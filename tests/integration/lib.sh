@@ -119,7 +119,10 @@ start_qrsd() {  # start_qrsd [LOG [COMMAND...]]
   else
     set -- "$qrsd" -c "$T/c.yaml"
   fi
-  "$@" > "$qrs_log" 2>&1 &
+  # emptied here, not by the background job's redirection: ready() must
+  # not find the start line of a qrsd that logged here before
+  : > "$qrs_log"
+  "$@" >> "$qrs_log" 2>&1 &
   pid=$!
   track "$pid"
   ready "$pid" qrsd started "$qrs_log"

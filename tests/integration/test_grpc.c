@@ -237,8 +237,8 @@ Test(grpc, the_api_key_is_required_refused_when_wrong_and_never_shown)
 
   snprintf(key, sizeof(key), "%s/qrng.key", D.dir);
   snprintf(bad, sizeof(bad), "%s/bad.key", D.dir);
-  write_text_file(key, KEY "\n");
-  write_text_file(bad, "wrong-key\n");
+  write_key_file(key, KEY "\n");
+  write_key_file(bad, "wrong-key\n");
   upserver_start(&s, "127.0.0.1:0", "--api-key-file", key, NULL);
   start_qrsd("sources:\n"
              "  system: { type: system }\n"

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -314,16 +315,6 @@ Test(upstream, a_large_fetch_is_split_into_requests_of_the_maximum)
   upserver_stop(&s, 0);
 }
 
-static void
-write_file(const char *path, const char *text)
-{
-  FILE *f = fopen(path, "w");
-
-  cr_assert_not_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
 Test(upstream, the_api_key_is_required_and_a_wrong_one_refused)
 {
   struct upserver s;
@@ -334,8 +325,8 @@ Test(upstream, the_api_key_is_required_and_a_wrong_one_refused)
 
   snprintf(key, sizeof(key), "%s/key", C.dir);
   snprintf(bad, sizeof(bad), "%s/bad", C.dir);
-  write_file(key, "s3cr3t-KEY-value\n");
-  write_file(bad, "not-the-key\n");
+  write_key_file(key, "s3cr3t-KEY-value\n");
+  write_key_file(bad, "not-the-key\n");
   upserver_start(&s, "127.0.0.1:0", "--api-key-file", key,
                  "--api-key-header", "x-qrng-key", NULL);
   conf_init(&c, s.addr, UPSTREAM_UNARY);
@@ -377,6 +368,39 @@ Test(upstream, a_bad_header_name_or_missing_key_file_is_a_clear_error)
   c.api_key_file = "/nonexistent/key";
   cr_assert_eq(upstream_new(&C.br, &c, &u, err, sizeof(err)), -EACCES);
   cr_assert_not_null(strstr(err, "/nonexistent/key"), "%s", err);
+}
+
+/* The api key is a secret: a file that others may read (or that group
+   or others may change) is refused as a private key is, naming the file,
+   its mode and the fix, never the key. */
+Test(upstream, an_api_key_file_others_may_read_is_refused)
+{
+  struct upstream_conf c;
+  struct upstream *u;
+  char key[128], err[512], mode[32];
+  static const mode_t bad[] = { 0644, 0604, 0620, 0666 };
+  size_t i;
+
+  snprintf(key, sizeof(key), "%s/key", C.dir);
+  write_key_file(key, "s3cr3t-KEY-value\n");
+  conf_init(&c, "127.0.0.1:1", UPSTREAM_UNARY);
+  c.api_key_file = key;
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    cr_assert_eq(chmod(key, bad[i]), 0);
+    cr_assert_eq(upstream_new(&C.br, &c, &u, err, sizeof(err)), -EACCES,
+                 "mode %04o taken", (unsigned)bad[i]);
+    snprintf(mode, sizeof(mode), "mode %04o", (unsigned)bad[i]);
+    cr_assert_not_null(strstr(err, "api_key_file"), "%s", err);
+    cr_assert_not_null(strstr(err, key), "%s", err);
+    cr_assert_not_null(strstr(err, mode), "%s", err);
+    cr_assert_not_null(strstr(err, "chmod 0"), "%s", err);
+    cr_assert_null(strstr(err, "s3cr3t"), "%s", err);
+  }
+  /* 0600 and 0400, the file's owner's alone: taken */
+  cr_assert_eq(chmod(key, 0400), 0);
+  close_up(open_up(&c));
+  cr_assert_eq(chmod(key, 0600), 0);
+  close_up(open_up(&c));
 }
 
 Test(upstream, tls_with_a_test_ca_and_client_certificates)
@@ -933,7 +957,7 @@ Test(upstream, python_grpc_calls_all_four_rpcs)
   char key[128], cmd[512];
 
   snprintf(key, sizeof(key), "%s/key", C.dir);
-  write_file(key, "py-key-123\n");
+  write_key_file(key, "py-key-123\n");
   upserver_start(&s, "127.0.0.1:0", "--api-key-file", key, NULL);
   snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/integration/grpc_client.py"
            " %s py-key-123", QRS_TEST_SOURCE_DIR, s.addr);

@@ -48,92 +48,99 @@ read_mode(mode_t mode, enum keyfile_kind kind, char *err, size_t errlen)
   return r;
 }
 
-Test(keyfile, api_keys_writable_by_others_are_refused_naming_file_mode_fix)
-{
-  char err[512], want[256];
+/* Modes of a file owned by the test's user (root: the group may read a
+   root-owned secret) and what keyfile_read() says of them: NULL, taken;
+   else refused naming the file, its mode, who may do what, and the chmod
+   that fixes it. */
+static const struct {
+  enum keyfile_kind kind;
+  mode_t mode;
+  int root_only;
+  const char *says;
+} modes[] = {
+  /* api keys (hashes): anyone may read them; only the owner may write */
+  { KEYFILE_HASHES, 0666, 0, "writable by group or others, who could add "
+    "a key: chmod go-w " },
+  { KEYFILE_HASHES, 0664, 0, "writable by group or others" },
+  { KEYFILE_HASHES, 0644, 0, NULL },
+  { KEYFILE_HASHES, 0444, 0, NULL },   /* a Kubernetes secret's default */
+  { KEYFILE_HASHES, 0600, 0, NULL },
+  /* a secret: nothing for others; the group may read root's */
+  { KEYFILE_PRIVATE, 0644, 0, "holds a secret that others may read: chmod "
+    "0" },
+  { KEYFILE_PRIVATE, 0604, 0, "that others may read" },
+  { KEYFILE_PRIVATE, 0660, 0, "that its group may change" },
+  { KEYFILE_PRIVATE, 0600, 0, NULL },
+  { KEYFILE_PRIVATE, 0400, 0, NULL },
+  { KEYFILE_PRIVATE, 0640, 1, NULL },
+  { KEYFILE_PRIVATE, 0440, 1, NULL },
+};
 
-  cr_assert_eq(read_mode(0666, KEYFILE_HASHES, err, sizeof(err)), -EPERM);
-  cr_assert_not_null(strstr(err, path), "%s", err);
-  cr_assert_not_null(strstr(err, "mode 0666"), "%s", err);
-  snprintf(want, sizeof(want), "chmod go-w %s", path);
-  cr_assert_not_null(strstr(err, want), "%s", err);
-  cr_assert_eq(read_mode(0664, KEYFILE_HASHES, err, sizeof(err)), -EPERM);
-  cr_assert_not_null(strstr(err, "mode 0664"), "%s", err);
+Test(keyfile, each_mode_is_taken_or_refused_naming_file_mode_and_fix)
+{
+  char err[512], mode[16];
+  size_t i, n;
+  int r;
+
+  for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+    if (modes[i].root_only && geteuid() != 0)
+      continue;                 /* the group's read: root-owned only */
+    r = read_mode(modes[i].mode, modes[i].kind, err, sizeof(err));
+    if (!modes[i].says) {
+      cr_assert_eq(r, 0, "mode %04o: %s", (unsigned)modes[i].mode, err);
+      continue;
+    }
+    cr_assert_eq(r, -EPERM, "mode %04o taken", (unsigned)modes[i].mode);
+    snprintf(mode, sizeof(mode), "mode %04o", (unsigned)modes[i].mode);
+    cr_assert_not_null(strstr(err, mode), "%s", err);
+    cr_assert_not_null(strstr(err, modes[i].says), "%s", err);
+    /* the message begins and ends with the file: the fix names it */
+    n = strlen(path);
+    cr_assert_eq(strncmp(err, path, n), 0, "%s", err);
+    cr_assert(strlen(err) > n && strcmp(err + strlen(err) - n, path) == 0,
+              "%s", err);
+  }
 }
 
-Test(keyfile, api_keys_readable_by_all_are_taken)
+/* keyfile_check() of "/k", a regular file of mode and owner, for a
+   qrsd running as uid 998. */
+static int
+check_as_998(mode_t mode, uid_t owner, enum keyfile_kind kind, char *err,
+             size_t errlen)
 {
-  char err[512];
+  struct stat st;
 
-  cr_assert_eq(read_mode(0644, KEYFILE_HASHES, err, sizeof(err)), 0, "%s",
-               err);
-  cr_assert_eq(read_mode(0444, KEYFILE_HASHES, err, sizeof(err)), 0, "%s",
-               err);
-  cr_assert_eq(read_mode(0600, KEYFILE_HASHES, err, sizeof(err)), 0, "%s",
-               err);
-}
-
-Test(keyfile, private_key_readable_by_others_is_refused)
-{
-  char err[512];
-
-  cr_assert_eq(read_mode(0644, KEYFILE_PRIVATE, err, sizeof(err)), -EPERM);
-  cr_assert_not_null(strstr(err, path), "%s", err);
-  cr_assert_not_null(strstr(err, "mode 0644"), "%s", err);
-  cr_assert_not_null(strstr(err, "chmod"), "%s", err);
-  cr_assert_eq(read_mode(0604, KEYFILE_PRIVATE, err, sizeof(err)), -EPERM);
-  cr_assert_eq(read_mode(0660, KEYFILE_PRIVATE, err, sizeof(err)), -EPERM);
-  cr_assert_not_null(strstr(err, "change"), "%s", err);
-}
-
-Test(keyfile, private_key_of_owner_only_or_roots_group_is_taken)
-{
-  char err[512];
-
-  cr_assert_eq(read_mode(0600, KEYFILE_PRIVATE, err, sizeof(err)), 0, "%s",
-               err);
-  cr_assert_eq(read_mode(0400, KEYFILE_PRIVATE, err, sizeof(err)), 0, "%s",
-               err);
-  if (geteuid() != 0)
-    return;                     /* the group's read: root-owned only */
-  cr_assert_eq(read_mode(0640, KEYFILE_PRIVATE, err, sizeof(err)), 0, "%s",
-               err);
-  cr_assert_eq(read_mode(0440, KEYFILE_PRIVATE, err, sizeof(err)), 0, "%s",
-               err);
+  memset(&st, 0, sizeof(st));
+  st.st_mode = S_IFREG | mode;
+  st.st_uid = owner;
+  return keyfile_check("/k", &st, kind, 998, err, errlen);
 }
 
 /* qrsd's own user (not root) may not share its private key with a
    group; only a root-owned key may be 0640. */
 Test(keyfile, private_key_of_qrsds_user_is_for_it_alone)
 {
-  struct stat st;
   char err[512];
 
-  memset(&st, 0, sizeof(st));
-  st.st_mode = S_IFREG | 0640;
-  st.st_uid = 998;
-  cr_assert_eq(keyfile_check("/k", &st, KEYFILE_PRIVATE, 998, err,
-                             sizeof(err)), -EPERM);
+  cr_assert_eq(check_as_998(0640, 998, KEYFILE_PRIVATE, err, sizeof(err)),
+               -EPERM);
   cr_assert_not_null(strstr(err, "chmod 0600 /k"), "%s", err);
-  st.st_mode = S_IFREG | 0600;
-  cr_assert_eq(keyfile_check("/k", &st, KEYFILE_PRIVATE, 998, err,
-                             sizeof(err)), 0);
+  cr_assert_eq(check_as_998(0600, 998, KEYFILE_PRIVATE, err, sizeof(err)),
+               0);
+  cr_assert_eq(check_as_998(0640, 0, KEYFILE_PRIVATE, err, sizeof(err)), 0,
+               "%s", err);
 }
 
 Test(keyfile, a_file_of_another_user_is_refused_naming_the_owner)
 {
-  struct stat st;
   char err[512];
 
-  memset(&st, 0, sizeof(st));
-  st.st_mode = S_IFREG | 0600;
-  st.st_uid = 1000;
-  cr_assert_eq(keyfile_check("/k", &st, KEYFILE_HASHES, 998, err,
-                             sizeof(err)), -EPERM);
+  cr_assert_eq(check_as_998(0600, 1000, KEYFILE_HASHES, err, sizeof(err)),
+               -EPERM);
   cr_assert_not_null(strstr(err, "owned by uid 1000"), "%s", err);
   cr_assert_not_null(strstr(err, "chown root /k"), "%s", err);
-  cr_assert_eq(keyfile_check("/k", &st, KEYFILE_PRIVATE, 998, err,
-                             sizeof(err)), -EPERM);
+  cr_assert_eq(check_as_998(0600, 1000, KEYFILE_PRIVATE, err, sizeof(err)),
+               -EPERM);
   if (geteuid() != 0)
     return;
   cr_assert_eq(chown(path, 65534, 65534), 0);
