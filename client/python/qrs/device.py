@@ -61,6 +61,8 @@ from typing import Any
 
 import torch
 
+from .errors import QrsError
+
 NB = 512                    # head buckets of 1/16 in d over (-32, 0]
 C0 = 2.0 ** -19
 C1 = 8.0 * 2.0 ** -24
@@ -116,7 +118,8 @@ def covered(p: RowParams | None, n: int) -> bool:
 class Selection:
     """Per-row results (tensors on the rows' device).  ``certified``:
     the device decided; other rows were resolved by libqrs (``host``:
-    their records, by row)."""
+    their records, by row; ``errors``: the rows libqrs refused, with its
+    error, token -1)."""
     token: torch.Tensor
     rank: torch.Tensor
     prob: torch.Tensor
@@ -130,6 +133,7 @@ class Selection:
     eff_min_p: torch.Tensor
     certified: torch.Tensor
     host: dict[int, Any] = field(default_factory=dict)
+    errors: dict[int, Exception] = field(default_factory=dict)
 
     def record(self, i: int) -> dict[str, Any]:
         """Row i's record fields (a host row: libqrs's record)."""
@@ -236,7 +240,7 @@ def _weights(x: torch.Tensor, m: torch.Tensor, invt: torch.Tensor):
     weight exp(-d) and the bucket of each logit."""
     dd = (m[:, None] - x) * invt[:, None]
     e = torch.exp(-dd)
-    b = torch.clamp(torch.floor(dd * 16.0), max=float(NB))
+    b = torch.clamp(torch.floor(dd * 16.0), min=0.0, max=float(NB))
     b = torch.nan_to_num(b, nan=float(NB)).to(torch.int64)
     return dd, e, b
 
@@ -249,7 +253,8 @@ def _stats_torch(x: torch.Tensor):
     """Max (NaN ignored) and whether the row is one libqrs refuses."""
     bad = torch.isnan(x).any(1) | torch.isposinf(x).any(1)
     m = torch.where(torch.isnan(x), -math.inf, x).amax(1)
-    return m, bad | (m == -math.inf)
+    bad |= m == -math.inf
+    return torch.where(torch.isinf(m), 0.0, m), bad
 
 
 def _mass_torch(x: torch.Tensor, m: torch.Tensor, rows: _Rows):
@@ -275,8 +280,8 @@ def _mass_torch(x: torch.Tensor, m: torch.Tensor, rows: _Rows):
         e1 = torch.exp(s1)
         fin = e1 > 0
         sc[r0:r1, 0] = e1.double().sum(1)
-        sc[r0:r1, 1] = torch.where(fin, e1 * s1, 0.0).double().sum(1)
-        band = sup & ((dd - rows.lmin[r0:r1, None]).abs()
+        sc[r0:r1, 1] = (e1 * torch.where(fin, s1, 0.0)).double().sum(1)
+        band = sup & ((dd.clamp(max=1e30) - rows.lmin[r0:r1, None]).abs()
                       <= rows.margin[r0:r1, None])
         under = sup & (dd > UNDER_LO) & (dd <= UNDER_HI)
         sc[r0:r1, 2] = band.sum(1).double()
@@ -312,10 +317,10 @@ def _triton_kernels() -> dict[str, Any]:
             nbad += (nan | (x == float("inf"))).to(tl.int32)
             mx = tl.maximum(mx, tl.where(nan, float("-inf"), x))
         m = tl.max(mx, axis=0)
-        tl.store(m_ptr + row, m)
+        none = (m == float("-inf")) | (m == float("inf"))
+        tl.store(m_ptr + row, tl.where(none, 0.0, m))
         tl.store(bad_ptr + row,
-                 ((tl.sum(nbad, axis=0) > 0) | (m == float("-inf")))
-                 .to(tl.int8))
+                 ((tl.sum(nbad, axis=0) > 0) | none).to(tl.int8))
 
     @triton.jit
     def mass_kernel(x_ptr, m_ptr, invt_ptr, lmin_ptr, margin_ptr, kt_ptr,
@@ -345,7 +350,7 @@ def _triton_kernels() -> dict[str, Any]:
                         other=float("-inf")).to(tl.float32)
             dd = (m - x) * invt
             e = tl.exp(-dd)
-            b = tl.minimum(tl.floor(dd * 16.0), NBT - 1.0)
+            b = tl.maximum(tl.minimum(tl.floor(dd * 16.0), NBT - 1.0), 0.0)
             b = tl.where(b == b, b, NBT - 1.0).to(tl.int32)
             sup = inb & ((x > kt) | ((x == kt) & (o >= kidx)))
             kept = sup & (dd <= lmin)
@@ -357,11 +362,13 @@ def _triton_kernels() -> dict[str, Any]:
             fin = e1 > 0
             # float partial sums of 16 terms, then float64
             p1 = tl.sum(tl.reshape(e1, (BLOCK // 16, 16)), axis=1)
-            q1 = tl.sum(tl.reshape(tl.where(fin, e1 * s1, 0.0),
+            q1 = tl.sum(tl.reshape(e1 * tl.where(fin, s1, 0.0),
                                    (BLOCK // 16, 16)), axis=1)
             z1 += tl.sum(p1.to(tl.float64), axis=0)
             w1 += tl.sum(q1.to(tl.float64), axis=0)
-            nband += (sup & (tl.abs(dd - lmin) <= margin)).to(tl.int32)
+            # (dd of a -inf logit is inf; no min-p is lmin = inf)
+            nband += (sup & (tl.abs(tl.minimum(dd, 1e30) - lmin) <= margin)
+                      ).to(tl.int32)
             nunder += (sup & (dd > UNDER_LO) & (dd <= UNDER_HI)).to(tl.int32)
             npk += (kept & (dd <= UNDER_LO)).to(tl.int32)
             nps += (sup & (dd <= UNDER_LO)).to(tl.int32)
@@ -406,27 +413,49 @@ def _mass_triton(x: torch.Tensor, m: torch.Tensor, rows: _Rows):
 
 # ---- the crossings (torch, shared by both backends) ----
 
-def _gather(x, m, rows, bucket):
+@dataclass
+class _Pass:
+    """The finishing pass's per-element tensors (float d, bucket, kept,
+    the order key), computed once for every crossing."""
+    x: torch.Tensor
+    m: torch.Tensor
+    b: torch.Tensor
+    kept: torch.Tensor
+    key: torch.Tensor
+
+
+def _elements(x, m, rows) -> _Pass:
+    dd, _, b = _weights(x, m, rows.invt)
+    kept = _kept(x, dd, rows, 0, x.shape[0], 0)
+    return _Pass(x, m, b, kept, _order_key(x))
+
+
+def _gather(ps: _Pass, rows, bucket, exact: bool = False):
     """Each row's crossing bucket in the selection order: the ids,
     logits and float64 weights of its first GATHER kept elements (and
     which are present), and the float64 masses of the kept elements
-    before the bucket and in it."""
-    r, n = x.shape
-    c = min(GATHER, n)
-    dd, _, b = _weights(x, m, rows.invt)
-    kept = _kept(x, dd, rows, 0, r, 0)
-    w64 = torch.exp((x.double() - m[:, None].double()) / rows.temp[:, None])
-    w64 = torch.where(kept, w64, 0.0)
+    before the bucket, in it and (exact) after it.  Only the head up to
+    the bucket gets float64 weights, unless exact."""
+    x, m = ps.x, ps.m
+    c = min(GATHER, x.shape[1])
     bk = bucket[:, None]
-    pre = torch.where(b < bk, w64, 0.0).sum(1)
-    inb = kept & (b == bk)
-    mass = torch.where(inb, w64, 0.0).sum(1)
-    key = torch.where(inb, _order_key(x), torch.iinfo(torch.int64).min)
-    top = torch.topk(key, c, dim=1).values
-    valid = top != torch.iinfo(torch.int64).min
+    head = ps.kept if exact else ps.kept & (ps.b <= bk)
+    ri, ci = torch.nonzero(head, as_tuple=True)
+    w = torch.exp((x[ri, ci].double() - m[ri].double()) / rows.temp[ri])
+    bi = ps.b[ri, ci]
+    z = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)
+    pre = z.index_add(0, ri, torch.where(bi < bucket[ri], w, 0.0))
+    mass = z.index_add(0, ri, torch.where(bi == bucket[ri], w, 0.0))
+    post = z.index_add(0, ri, torch.where(bi > bucket[ri], w, 0.0))
+    inb = ps.kept & (ps.b == bk)
+    lo = torch.iinfo(torch.int64).min
+    top = torch.topk(torch.where(inb, ps.key, lo), c, dim=1).values
+    valid = top != lo
     ids = torch.where(valid, top & 0xFFFFFFFF, 0)
-    return ids, x.gather(1, ids), torch.where(valid, w64.gather(1, ids),
-                                               0.0), valid, pre, mass
+    xv = x.gather(1, ids)
+    wv = torch.exp((xv.double() - m[:, None].double())
+                   / rows.temp[:, None])
+    return ids, xv, torch.where(valid, wv, 0.0), valid, pre, mass, post
 
 
 def _spaced(xj: torch.Tensor, m: torch.Tensor, temp: torch.Tensor):
@@ -439,13 +468,14 @@ def _spaced(xj: torch.Tensor, m: torch.Tensor, temp: torch.Tensor):
     return step > 1e-13 * scale
 
 
-def _cross(hist, cnt, err, x, m, rows, scale, zfix=None, efix=None):
+def _cross(hist, cnt, err, ps, rows, scale, zfix=None, efix=None,
+           exact=False):
     """The element at the mass target ``scale * Z``: a dict of ok
     (certified for every value within the bounds), the token, the exact
     prefix mass before it and through it, its weight, its rank, and Z
     with its bound.  Z: zfix +- efix when given (the nucleus); else the
     float64 mass through the crossing's bucket plus the float buckets
-    after it, with their bound."""
+    after it, with their bound (exact: their float64 mass)."""
     cum = hist.cumsum(1)
     ccnt = cnt.cumsum(1)
     zf = cum[:, -1] if zfix is None else zfix
@@ -453,13 +483,16 @@ def _cross(hist, cnt, err, x, m, rows, scale, zfix=None, efix=None):
     ok = bk < NB
     bprev = (bk - 1).clamp(min=0)[:, None]
     n_pre = torch.where(bk > 0, ccnt.gather(1, bprev).squeeze(1), 0)
-    ids, xv, w, valid, pre, mass = _gather(x, m, rows, bk)
-    if zfix is None:
+    ids, xv, w, valid, pre, mass, post = _gather(ps, rows, bk, exact)
+    if zfix is None and exact:
+        z = pre + mass + post
+        ez = ps.x.shape[1] * FLUSH + SLACK * z
+    elif zfix is None:
         rest = cum[:, -1] - cum.gather(1, bk[:, None]).squeeze(1)
         rerr = err.cumsum(1)
         rerr = rerr[:, -1] - rerr.gather(1, bk[:, None]).squeeze(1)
         z = pre + mass + rest.clamp(min=0.0)
-        ez = rerr + x.shape[1] * FLUSH + SLACK * z
+        ez = rerr + ps.x.shape[1] * FLUSH + SLACK * z
     else:
         z, ez = zfix, efix
     tlo, thi = scale * (z - ez), scale * (z + ez)
@@ -481,10 +514,23 @@ def _cross(hist, cnt, err, x, m, rows, scale, zfix=None, efix=None):
     # certified only when no other float lies so near the choice's logit
     # that their double weights could round to one value (the gap of one
     # float step against the double d's rounding, 1e-13 with margin)
-    ok &= _spaced(xv.gather(1, jc).squeeze(1), m, rows.temp)
+    ok &= _spaced(xv.gather(1, jc).squeeze(1), ps.m, rows.temp)
     ok &= ~((j == nvalid - 1) & (cb > nvalid))
     return dict(ok=ok, tok=ids.gather(1, jc).squeeze(1), prev=prev,
                 cur=cur, w=wj, rank=n_pre + j, z=z, ez=ez)
+
+
+def _cross_retry(base, hist, cnt, err, ps, rows, scale):
+    """_cross with the float rest; the rows it could not certify are
+    tried once more with every kept weight in float64 (as libqrs's fast
+    path retries with an exact tail)."""
+    c = _cross(hist, cnt, err, ps, rows, scale)
+    again = base & ~c["ok"]
+    if bool(again.any()):
+        e = _cross(hist, cnt, err, ps, rows, scale, exact=True)
+        for k in c:
+            c[k] = torch.where(again, e[k], c[k])
+    return c
 
 
 def _finish(x, m, bad, hist, cnt, sc, rows, u):
@@ -498,20 +544,22 @@ def _finish(x, m, bad, hist, cnt, sc, rows, u):
     nuc = rows.top_p < 1.0
     npos_k = sc[:, 4].to(torch.int64)
     ud = u.to(device=dev, dtype=torch.float64)
+    ps = _elements(x, m, rows)
     if rows.any_nuc:
         # the top-p cut, then the CDF inside the nucleus (exact weights)
-        cut = _cross(hist, cnt, err, x, m, rows, rows.top_p.clamp(min=0.0))
+        cut = _cross_retry(ok & nuc, hist, cnt, err, ps, rows,
+                           rows.top_p.clamp(min=0.0))
         ok &= ~nuc | cut["ok"]
         zn = torch.where(nuc, cut["cur"], 0.0)
-        pick = _cross(hist, cnt, err, x, m, rows, ud, zn, SLACK * zn)
-        pick_all = _cross(hist, cnt, err, x, m, rows, ud) \
+        pick = _cross(hist, cnt, err, ps, rows, ud, zn, SLACK * zn)
+        pick_all = _cross_retry(ok & ~nuc, hist, cnt, err, ps, rows, ud) \
             if not bool(nuc[rows.dev].all()) else pick
         for k in pick:
             pick[k] = torch.where(nuc, pick[k], pick_all[k])
         ok &= ~nuc | (pick["rank"] <= cut["rank"])
         eff_top_p = torch.where(nuc, cut["rank"] + 1, npos_k)
     else:
-        pick = _cross(hist, cnt, err, x, m, rows, ud)
+        pick = _cross_retry(ok, hist, cnt, err, ps, rows, ud)
         eff_top_p = npos_k
     ok &= pick["ok"]
     zn = pick["z"]
@@ -561,20 +609,54 @@ def select_rows(logits: torch.Tensor, u: Sequence[float] | torch.Tensor,
     ut = torch.as_tensor(u, dtype=torch.float64)
     if ut.shape != (x.shape[0],):
         raise ValueError("one u per row")
+    if backend not in ("triton", "torch"):
+        raise ValueError(f"backend must be 'triton' or 'torch', not "
+                         f"{backend!r}")
+    n = x.shape[1]
+    idx = [i for i, p in enumerate(params) if covered(p, n)]
+    sel = _blank(x.shape[0], x.device)
+    if idx:
+        sub = x if len(idx) == x.shape[0] else x[idx]
+        part = _select_covered(sub, [params[i] for i in idx],
+                               ut[idx], backend)
+        at = torch.tensor(idx, device=x.device)
+        for f in _FIELDS:
+            getattr(sel, f)[at] = getattr(part, f).to(getattr(sel, f).dtype)
+    if resolve is not None:
+        resolve_uncertified(sel, logits, ut, resolve)
+    return sel
+
+
+_FIELDS = ("token", "rank", "prob", "cdf_lo", "cdf_hi", "entropy",
+           "temperature", "num_candidates", "eff_top_k", "eff_top_p",
+           "eff_min_p", "certified")
+
+
+def _blank(r: int, dev: torch.device) -> Selection:
+    i64 = dict(dtype=torch.int64, device=dev)
+    f64 = dict(dtype=torch.float64, device=dev)
+    return Selection(
+        token=torch.full((r,), -1, **i64), rank=torch.zeros(r, **i64),
+        prob=torch.full((r,), math.nan, **f64),
+        cdf_lo=torch.full((r,), math.nan, **f64),
+        cdf_hi=torch.full((r,), math.nan, **f64),
+        entropy=torch.full((r,), math.nan, **f64),
+        temperature=torch.full((r,), math.nan, **f64),
+        num_candidates=torch.zeros(r, **i64), eff_top_k=torch.zeros(r, **i64),
+        eff_top_p=torch.zeros(r, **i64), eff_min_p=torch.zeros(r, **i64),
+        certified=torch.zeros(r, dtype=torch.bool, device=dev))
+
+
+def _select_covered(x: torch.Tensor, params: Sequence[RowParams],
+                    u: torch.Tensor, backend: str) -> Selection:
     rows = _prepare(x, params)
     if backend == "triton":
         m, bad = _stats_triton(x)
         hist, cnt, sc = _mass_triton(x, m, rows)
-    elif backend == "torch":
+    else:
         m, bad = _stats_torch(x.float())
         hist, cnt, sc = _mass_torch(x, m, rows)
-    else:
-        raise ValueError(f"backend must be 'triton' or 'torch', not "
-                         f"{backend!r}")
-    sel = _finish(x.float(), m, bad, hist, cnt, sc, rows, ut)
-    if resolve is not None:
-        resolve_uncertified(sel, logits, ut, resolve)
-    return sel
+    return _finish(x.float(), m, bad, hist, cnt, sc, rows, u)
 
 
 def resolve_uncertified(sel: Selection, logits: torch.Tensor,
@@ -586,7 +668,11 @@ def resolve_uncertified(sel: Selection, logits: torch.Tensor,
     todo = torch.nonzero(~sel.certified).flatten().tolist()
     uh = u.cpu()
     for i in todo:
-        tok, rec = resolve(i, logits[i].cpu(), float(uh[i]))
+        try:
+            tok, rec = resolve(i, logits[i].cpu(), float(uh[i]))
+        except QrsError as e:       # libqrs refused the row
+            sel.errors[i] = e
+            continue
         sel.token[i] = int(tok)
         sel.host[i] = rec
     return todo
