@@ -272,6 +272,19 @@ def test_uncertified_fraction_on_lm_rows() -> None:
     assert int((~sel.certified).sum()) <= 1
 
 
+def test_flat_rows_of_a_random_weight_model() -> None:
+    """Rows as flat as a random-weight Qwen2's (logits of std 0.23 over
+    151,936 tokens: thousands of tokens per 1/16 of d) get finer buckets
+    and are still certified, with libqrs's tokens."""
+    n = 151936
+    g = torch.Generator().manual_seed(8)
+    x = (torch.randn(6, n, generator=g) * 0.23).to(torch.bfloat16)
+    cfgs = [_config({}), _config({"top_p": 0.95})] * 3
+    us = torch.rand(6, generator=g, dtype=torch.float64).tolist()
+    sel = _check(x, us, cfgs, "torch")
+    assert int(sel.certified.sum()) >= 5
+
+
 def test_one_hot_and_bad_input() -> None:
     x = torch.randn(3, 10)
     device.write_one_hot(x, torch.tensor([1, 2, 3]),

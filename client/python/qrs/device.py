@@ -10,7 +10,8 @@ is how the tests run).  Per row, in the reference's order (top-k,
 temperature, softmax, min-p, top-p, the CDF search in descending
 probability, ties higher token id first), a float32 pass computes the
 weights ``e = exp((x - max) / T)`` with a proven bound on their error, a
-histogram of them by ``d = (x - max) / T`` in buckets of 1/16 (float64
+histogram of them by ``d = (x - max) / T`` in buckets of 1/16 (finer,
+by powers of two, for rows whose logits span less than 128 T; float64
 bucket sums), and the crossings (the top-p cut at ``top_p Z``, then the
 CDF at ``u Z_nucleus``) are placed in a bucket by those sums; the
 crossing's bucket is then put in order (its first GATHER elements by
@@ -33,8 +34,9 @@ same size; C1 is twice that.  C0 = 2^-19 covers the exponential itself
 (CUDA's ``ex2.approx`` is within about 2^-22, glibc's and torch's
 within a few ulps) eight times over.  Weights below ``d = -87`` are
 flushed (each below 1.2e-38: ``n * 2e-38`` is added).  A bucket holding
-``-(k+1)/16 < d <= -k/16`` is therefore within ``S (C0 + C1 (k+1)/16)``
-of its exact sum; the tail (d <= -32) within ``S (C0 + 88 C1)``.  The
+``-(k+1)/s < d <= -k/s`` (s: the row's buckets per unit, 16 or a
+finer power of two) is therefore within ``S (C0 + C1 (k+1)/s)`` of its
+exact sum; the tail (below the last bucket) within ``S (C0 + 88 C1)``.  The
 float64 sums of those weights (any order) and libqrs's own double sums
 (its fast path allows 4e-11 Z a side) are covered by SLACK = 1e-10 Z on
 every mass.  The elements of a crossing's bucket get float64 weights.
@@ -63,7 +65,8 @@ import torch
 
 from .errors import QrsError
 
-NB = 512                    # head buckets of 1/16 in d over (-32, 0]
+NB = 2048                   # head buckets of 1/16 in d over (-128, 0]
+MAX_FINE = 16               # buckets down to 2^-16 / 16 for flat rows
 C0 = 2.0 ** -19
 C1 = 8.0 * 2.0 ** -24
 SLACK = 1e-10               # double sums (ours and libqrs's), relative to Z
@@ -186,6 +189,7 @@ class _Rows:
     dev: torch.Tensor       # bool: covered
     k: torch.Tensor         # int64 top-k in effect (0: none)
     any_nuc: bool           # some covered row has top_p < 1
+    scale: torch.Tensor | None = None   # f32 buckets per unit of d
 
 
 def _prepare(x: torch.Tensor, params: Sequence[RowParams | None]) -> _Rows:
@@ -235,12 +239,15 @@ def _support(x: torch.Tensor, rows: _Rows, r0: int, r1: int,
     return (x > kt) | ((x == kt) & (idx >= rows.kidx[r0:r1, None]))
 
 
-def _weights(x: torch.Tensor, m: torch.Tensor, invt: torch.Tensor):
+def _weights(x: torch.Tensor, m: torch.Tensor, invt: torch.Tensor,
+             scale: torch.Tensor):
     """d (f32, >= 0: distance below the max in units of T), the float
-    weight exp(-d) and the bucket of each logit."""
+    weight exp(-d) and the bucket of each logit (scale: a power of two,
+    so d * scale is exact)."""
     dd = (m[:, None] - x) * invt[:, None]
     e = torch.exp(-dd)
-    b = torch.clamp(torch.floor(dd * 16.0), min=0.0, max=float(NB))
+    b = torch.clamp(torch.floor(dd * scale[:, None]), min=0.0,
+                    max=float(NB))
     b = torch.nan_to_num(b, nan=float(NB)).to(torch.int64)
     return dd, e, b
 
@@ -250,11 +257,23 @@ def _kept(x, dd, rows, r0, r1, c0):
 
 
 def _stats_torch(x: torch.Tensor):
-    """Max (NaN ignored) and whether the row is one libqrs refuses."""
+    """Max and min of the finite logits (0 where none) and whether the
+    row is one libqrs refuses."""
     bad = torch.isnan(x).any(1) | torch.isposinf(x).any(1)
     m = torch.where(torch.isnan(x), -math.inf, x).amax(1)
     bad |= m == -math.inf
-    return torch.where(torch.isinf(m), 0.0, m), bad
+    lo = torch.where(torch.isfinite(x), x, math.inf).amin(1)
+    return torch.where(torch.isinf(m), 0.0, m), \
+        torch.where(torch.isinf(lo), 0.0, lo), bad
+
+
+def _scale(m: torch.Tensor, lo: torch.Tensor, invt: torch.Tensor):
+    """Buckets per unit of d: 16, times the power of two (at most
+    2^MAX_FINE) that spreads a row spanning less than NB / 16 units of
+    T over the histogram."""
+    span = ((m - lo) * invt).double().clamp(min=2.0 ** -30)
+    k = torch.floor(torch.log2(NB / 16.0 / span)).clamp(0, MAX_FINE)
+    return (16.0 * torch.exp2(k)).float()
 
 
 def _mass_torch(x: torch.Tensor, m: torch.Tensor, rows: _Rows):
@@ -271,7 +290,7 @@ def _mass_torch(x: torch.Tensor, m: torch.Tensor, rows: _Rows):
         r1 = min(r, r0 + step)
         xs = x[r0:r1].float()
         ms = m[r0:r1]
-        dd, e, b = _weights(xs, ms, rows.invt[r0:r1])
+        dd, e, b = _weights(xs, ms, rows.invt[r0:r1], rows.scale[r0:r1])
         sup = _support(xs, rows, r0, r1, 0)
         kept = sup & (dd <= rows.lmin[r0:r1, None])
         hist[r0:r1].scatter_add_(1, b, torch.where(kept, e, 0.0).double())
@@ -303,11 +322,12 @@ def _triton_kernels() -> dict[str, Any]:
     import triton.language as tl
 
     @triton.jit
-    def stats_kernel(x_ptr, m_ptr, bad_ptr, n, stride,
+    def stats_kernel(x_ptr, m_ptr, lo_ptr, bad_ptr, n, stride,
                      BLOCK: tl.constexpr):
         row = tl.program_id(0)
         base = x_ptr + row.to(tl.int64) * stride
         mx = tl.full((BLOCK,), float("-inf"), tl.float32)
+        mn = tl.full((BLOCK,), float("inf"), tl.float32)
         nbad = tl.zeros((BLOCK,), tl.int32)
         for s in range(0, n, BLOCK):
             o = s + tl.arange(0, BLOCK)
@@ -316,21 +336,26 @@ def _triton_kernels() -> dict[str, Any]:
             nan = x != x
             nbad += (nan | (x == float("inf"))).to(tl.int32)
             mx = tl.maximum(mx, tl.where(nan, float("-inf"), x))
+            fin = (x == x) & (tl.abs(x) < float("inf"))
+            mn = tl.minimum(mn, tl.where(fin, x, float("inf")))
         m = tl.max(mx, axis=0)
         none = (m == float("-inf")) | (m == float("inf"))
         tl.store(m_ptr + row, tl.where(none, 0.0, m))
+        lo = tl.min(mn, axis=0)
+        tl.store(lo_ptr + row, tl.where(lo == float("inf"), 0.0, lo))
         tl.store(bad_ptr + row,
                  ((tl.sum(nbad, axis=0) > 0) | none).to(tl.int8))
 
     @triton.jit
-    def mass_kernel(x_ptr, m_ptr, invt_ptr, lmin_ptr, margin_ptr, kt_ptr,
-                    kidx_ptr, hist_ptr, cnt_ptr, sc_ptr, n, stride,
+    def mass_kernel(x_ptr, m_ptr, invt_ptr, scale_ptr, lmin_ptr,
+                    margin_ptr, kt_ptr, kidx_ptr, hist_ptr, cnt_ptr, sc_ptr, n, stride,
                     NBT: tl.constexpr, BLOCK: tl.constexpr,
                     UNDER_LO: tl.constexpr, UNDER_HI: tl.constexpr):
         row = tl.program_id(0)
         base = x_ptr + row.to(tl.int64) * stride
         m = tl.load(m_ptr + row)
         invt = tl.load(invt_ptr + row)
+        scale = tl.load(scale_ptr + row)
         lmin = tl.load(lmin_ptr + row)
         margin = tl.load(margin_ptr + row)
         kt = tl.load(kt_ptr + row)
@@ -350,7 +375,7 @@ def _triton_kernels() -> dict[str, Any]:
                         other=float("-inf")).to(tl.float32)
             dd = (m - x) * invt
             e = tl.exp(-dd)
-            b = tl.maximum(tl.minimum(tl.floor(dd * 16.0), NBT - 1.0), 0.0)
+            b = tl.maximum(tl.minimum(tl.floor(dd * scale), NBT - 1.0), 0.0)
             b = tl.where(b == b, b, NBT - 1.0).to(tl.int32)
             sup = inb & ((x > kt) | ((x == kt) & (o >= kidx)))
             kept = sup & (dd <= lmin)
@@ -394,8 +419,9 @@ def _stats_triton(x: torch.Tensor):
     r, n = x.shape
     m = torch.empty(r, dtype=torch.float32, device=x.device)
     bad = torch.empty(r, dtype=torch.int8, device=x.device)
-    k["stats"][(r,)](x, m, bad, n, x.stride(0), BLOCK=_block())
-    return m, bad.bool()
+    lo = torch.empty(r, dtype=torch.float32, device=x.device)
+    k["stats"][(r,)](x, m, lo, bad, n, x.stride(0), BLOCK=_block())
+    return m, lo, bad.bool()
 
 
 def _mass_triton(x: torch.Tensor, m: torch.Tensor, rows: _Rows):
@@ -405,7 +431,7 @@ def _mass_triton(x: torch.Tensor, m: torch.Tensor, rows: _Rows):
     hist = torch.zeros(r, NB + 1, dtype=torch.float64, device=dev)
     cnt = torch.zeros(r, NB + 1, dtype=torch.int32, device=dev)
     sc = torch.zeros(r, 6, dtype=torch.float64, device=dev)
-    k["mass"][(r,)](x, m, rows.invt, rows.lmin, rows.margin, rows.kt,
+    k["mass"][(r,)](x, m, rows.invt, rows.scale, rows.lmin, rows.margin, rows.kt,
                     rows.kidx, hist, cnt, sc, n, x.stride(0), NBT=NB + 1,
                     BLOCK=_block(), UNDER_LO=UNDER_LO, UNDER_HI=UNDER_HI)
     return hist, cnt.to(torch.int64), sc
@@ -425,7 +451,7 @@ class _Pass:
 
 
 def _elements(x, m, rows) -> _Pass:
-    dd, _, b = _weights(x, m, rows.invt)
+    dd, _, b = _weights(x, m, rows.invt, rows.scale)
     kept = _kept(x, dd, rows, 0, x.shape[0], 0)
     return _Pass(x, m, b, kept, _order_key(x))
 
@@ -537,8 +563,9 @@ def _finish(x, m, bad, hist, cnt, sc, rows, u):
     r, n = x.shape
     dev = x.device
     hb = torch.arange(NB + 1, device=dev, dtype=torch.float64)
-    rel = C0 + C1 * torch.where(hb < NB, (hb + 1) / 16, 88.0)
-    err = hist * rel[None, :]
+    rel = C0 + C1 * torch.where(hb[None, :] < NB,
+                                (hb[None, :] + 1) / rows.scale[:, None], 88.0)
+    err = hist * rel
     ok = rows.dev & ~bad & ~rows.greedy & (sc[:, 2] == 0) & (sc[:, 3] == 0)
     ok &= hist.sum(1) > 0
     nuc = rows.top_p < 1.0
@@ -651,10 +678,12 @@ def _select_covered(x: torch.Tensor, params: Sequence[RowParams],
                     u: torch.Tensor, backend: str) -> Selection:
     rows = _prepare(x, params)
     if backend == "triton":
-        m, bad = _stats_triton(x)
+        m, lo, bad = _stats_triton(x)
+        rows.scale = _scale(m, lo, rows.invt)
         hist, cnt, sc = _mass_triton(x, m, rows)
     else:
-        m, bad = _stats_torch(x.float())
+        m, lo, bad = _stats_torch(x.float())
+        rows.scale = _scale(m, lo, rows.invt)
         hist, cnt, sc = _mass_torch(x, m, rows)
     return _finish(x.float(), m, bad, hist, cnt, sc, rows, u)
 
