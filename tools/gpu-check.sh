@@ -17,7 +17,7 @@
 #               machine's Python (3.12: $QRS_GPU_PYTHON, default pyenv's
 #               3.12.1; $MESON >= 1.2) with libqrs linked in, and put it with the three
 #               shared libraries it needs in build-gpu/bundle (bring that
-#               folder along; under 8 MiB)
+#               folder along: about 9 MiB)
 #   --dry-run   here, without a GPU: the same code on CPU tensors with the
 #               kernels under TRITON_INTERPRET=1, on a few rows (the
 #               build's extension: ./build, or $QRS_PYTHON_EXT_DIR)
