@@ -14,10 +14,11 @@
 # Qwen2 against do_sample=True.  It must finish within 8 minutes.
 #
 #   --prepare   on the build machine: build the qrs extension for the GPU
-#               machine's Python (3.12: $QRS_GPU_PYTHON, default pyenv's
-#               3.12.1; $MESON >= 1.2) with libqrs linked in, and put it with the three
-#               shared libraries it needs in build-gpu/bundle (bring that
-#               folder along: about 9 MiB)
+#               machine's Python (3.12: $QRS_GPU_PYTHON, default
+#               pyenv's 3.12.1; $MESON >= 1.2) with libqrs linked in,
+#               and put it with the three shared libraries it needs in
+#               build-gpu/bundle (an ignored folder: bring it along,
+#               about 9 MiB; $QRS_GPU_BUNDLE names another)
 #   --dry-run   here, without a GPU: the same code on CPU tensors with the
 #               kernels under TRITON_INTERPRET=1, on a few rows (the
 #               build's extension: ./build, or $QRS_PYTHON_EXT_DIR)
@@ -67,7 +68,7 @@ if [ "$MODE" = dry ]; then
 fi
 
 PY=${QRS_PYTHON:-python3}
-if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'
+if ! "$PY" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'
 then
   echo "gpu-check: no CUDA device here (use --dry-run on a CPU)" >&2
   exit 2

@@ -348,7 +348,8 @@ def _triton_kernels() -> dict[str, Any]:
 
     @triton.jit
     def mass_kernel(x_ptr, m_ptr, invt_ptr, scale_ptr, lmin_ptr,
-                    margin_ptr, kt_ptr, kidx_ptr, hist_ptr, cnt_ptr, sc_ptr, n, stride,
+                    margin_ptr, kt_ptr, kidx_ptr, hist_ptr, cnt_ptr, sc_ptr,
+                    n, stride,
                     NBT: tl.constexpr, BLOCK: tl.constexpr,
                     UNDER_LO: tl.constexpr, UNDER_HI: tl.constexpr):
         row = tl.program_id(0)
@@ -431,7 +432,8 @@ def _mass_triton(x: torch.Tensor, m: torch.Tensor, rows: _Rows):
     hist = torch.zeros(r, NB + 1, dtype=torch.float64, device=dev)
     cnt = torch.zeros(r, NB + 1, dtype=torch.int32, device=dev)
     sc = torch.zeros(r, 6, dtype=torch.float64, device=dev)
-    k["mass"][(r,)](x, m, rows.invt, rows.scale, rows.lmin, rows.margin, rows.kt,
+    k["mass"][(r,)](x, m, rows.invt, rows.scale, rows.lmin, rows.margin,
+                    rows.kt,
                     rows.kidx, hist, cnt, sc, n, x.stride(0), NBT=NB + 1,
                     BLOCK=_block(), UNDER_LO=UNDER_LO, UNDER_HI=UNDER_HI)
     return hist, cnt.to(torch.int64), sc
@@ -460,8 +462,9 @@ def _gather(ps: _Pass, rows, bucket, exact: bool = False):
     """Each row's crossing bucket in the selection order: the ids,
     logits and float64 weights of its first GATHER kept elements (and
     which are present), and the float64 masses of the kept elements
-    before the bucket, in it and (exact) after it.  Only the head up to
-    the bucket gets float64 weights, unless exact."""
+    before the bucket, in it and (exact) after it, and the count before
+    it (this pass's own buckets: the histogram only places the crossing).
+    Only the head up to the bucket gets float64 weights, unless exact."""
     x, m = ps.x, ps.m
     c = min(GATHER, x.shape[1])
     bk = bucket[:, None]
@@ -471,6 +474,8 @@ def _gather(ps: _Pass, rows, bucket, exact: bool = False):
     bi = ps.b[ri, ci]
     z = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)
     pre = z.index_add(0, ri, torch.where(bi < bucket[ri], w, 0.0))
+    npre = torch.zeros(x.shape[0], dtype=torch.int64, device=x.device) \
+        .index_add(0, ri, (bi < bucket[ri]).to(torch.int64))
     mass = z.index_add(0, ri, torch.where(bi == bucket[ri], w, 0.0))
     post = z.index_add(0, ri, torch.where(bi > bucket[ri], w, 0.0))
     inb = ps.kept & (ps.b == bk)
@@ -481,7 +486,8 @@ def _gather(ps: _Pass, rows, bucket, exact: bool = False):
     xv = x.gather(1, ids)
     wv = torch.exp((xv.double() - m[:, None].double())
                    / rows.temp[:, None])
-    return ids, xv, torch.where(valid, wv, 0.0), valid, pre, mass, post
+    return ids, xv, torch.where(valid, wv, 0.0), valid, pre, mass, post, \
+        npre
 
 
 def _spaced(xj: torch.Tensor, m: torch.Tensor, temp: torch.Tensor):
@@ -503,13 +509,10 @@ def _cross(hist, cnt, err, ps, rows, scale, zfix=None, efix=None,
     float64 mass through the crossing's bucket plus the float buckets
     after it, with their bound (exact: their float64 mass)."""
     cum = hist.cumsum(1)
-    ccnt = cnt.cumsum(1)
     zf = cum[:, -1] if zfix is None else zfix
     bk = (cum < (scale * zf)[:, None]).sum(1).clamp(max=NB)
     ok = bk < NB
-    bprev = (bk - 1).clamp(min=0)[:, None]
-    n_pre = torch.where(bk > 0, ccnt.gather(1, bprev).squeeze(1), 0)
-    ids, xv, w, valid, pre, mass, post = _gather(ps, rows, bk, exact)
+    ids, xv, w, valid, pre, mass, post, n_pre = _gather(ps, rows, bk, exact)
     if zfix is None and exact:
         z = pre + mass + post
         ez = ps.x.shape[1] * FLUSH + SLACK * z
