@@ -159,12 +159,15 @@ class Selection:
 
 # ---- the exact (logit, id) order ----
 
-def _order_key(x: torch.Tensor) -> torch.Tensor:
+def _order_key(x: torch.Tensor, idx: torch.Tensor | None = None
+               ) -> torch.Tensor:
     """int64 keys in the selection order: logit, then the higher id
-    (-0.0 and 0.0 are one logit)."""
+    (idx: the ids, default the positions in the last dimension; -0.0
+    and 0.0 are one logit)."""
     bits = (x.float() + 0.0).view(torch.int32).to(torch.int64)
     ordered = torch.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)
-    idx = torch.arange(x.shape[-1], device=x.device, dtype=torch.int64)
+    if idx is None:
+        idx = torch.arange(x.shape[-1], device=x.device, dtype=torch.int64)
     return ordered * (1 << 32) + idx
 
 
@@ -443,19 +446,37 @@ def _mass_triton(x: torch.Tensor, m: torch.Tensor, rows: _Rows):
 
 @dataclass
 class _Pass:
-    """The finishing pass's per-element tensors (float d, bucket, kept,
-    the order key), computed once for every crossing."""
+    """The finishing pass's per-element tensors (bucket, kept), computed
+    once for every crossing."""
     x: torch.Tensor
     m: torch.Tensor
     b: torch.Tensor
     kept: torch.Tensor
-    key: torch.Tensor
 
 
 def _elements(x, m, rows) -> _Pass:
     dd, _, b = _weights(x, m, rows.invt, rows.scale)
     kept = _kept(x, dd, rows, 0, x.shape[0], 0)
-    return _Pass(x, m, b, kept, _order_key(x))
+    return _Pass(x, m, b.to(torch.int16), kept)
+
+
+def _first_in_order(ri: torch.Tensor, ci: torch.Tensor, x: torch.Tensor,
+                    r: int, c: int):
+    """The elements (ri, ci) of each row put in the selection order, the
+    first c of each row as [r, c] ids and a valid mask."""
+    key = _order_key(x[ri, ci], ci)
+    order = torch.argsort(key, descending=True, stable=True)
+    order = order[torch.argsort(ri[order], stable=True)]
+    rs, cs = ri[order], ci[order]
+    counts = torch.bincount(rs, minlength=r)
+    start = torch.cumsum(counts, 0) - counts
+    pos = torch.arange(rs.numel(), device=x.device) - start[rs]
+    keep = pos < c
+    ids = torch.zeros(r, c, dtype=torch.int64, device=x.device)
+    valid = torch.zeros(r, c, dtype=torch.bool, device=x.device)
+    ids[rs[keep], pos[keep]] = cs[keep]
+    valid[rs[keep], pos[keep]] = True
+    return ids, valid
 
 
 def _gather(ps: _Pass, rows, bucket, exact: bool = False):
@@ -478,11 +499,8 @@ def _gather(ps: _Pass, rows, bucket, exact: bool = False):
         .index_add(0, ri, (bi < bucket[ri]).to(torch.int64))
     mass = z.index_add(0, ri, torch.where(bi == bucket[ri], w, 0.0))
     post = z.index_add(0, ri, torch.where(bi > bucket[ri], w, 0.0))
-    inb = ps.kept & (ps.b == bk)
-    lo = torch.iinfo(torch.int64).min
-    top = torch.topk(torch.where(inb, ps.key, lo), c, dim=1).values
-    valid = top != lo
-    ids = torch.where(valid, top & 0xFFFFFFFF, 0)
+    ri, ci = torch.nonzero(ps.kept & (ps.b == bk), as_tuple=True)
+    ids, valid = _first_in_order(ri, ci, x, x.shape[0], c)
     xv = x.gather(1, ids)
     wv = torch.exp((xv.double() - m[:, None].double())
                    / rows.temp[:, None])
