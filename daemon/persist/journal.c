@@ -69,6 +69,7 @@ struct journal {
                                        journal_progress(), not taken yet */
   unsigned n_lost_q;
   int stopping;
+  int finished;                 /* journal_finish() done */
   enum journal_state state;
   int err;
   char head_hex[JOURNAL_HEX_LEN + 1];   /* durable head */
@@ -1272,14 +1273,23 @@ fail:
 }
 
 void
-journal_close(struct journal *j)
+journal_finish(struct journal *j)
 {
-  if (j == NULL)
+  if (j == NULL || j->finished)
     return;
+  j->finished = 1;
   threads_stop(j, 1);
   if (j->fd >= 0 && fsync(j->fd) != 0)
     log_err("journal: fsync: %s", strerror(errno));
   checkpoint(j, "close");
+}
+
+void
+journal_close(struct journal *j)
+{
+  if (j == NULL)
+    return;
+  journal_finish(j);
   journal_free(j);
 }
 

@@ -158,7 +158,12 @@ void journal_params_default(struct journal_params *p);
    (err says what). */
 int journal_open(struct journal **ret, const struct journal_params *p,
                  char *err, size_t errlen);
-/* Flush, fsync, stop the thread and free (NULL is accepted). */
+/* Flush, fsync and stop the threads (the "close" checkpoint); what
+   journal_state(), journal_head() and journal_status_json() say stays
+   readable, final, until journal_close().  NULL and a second call are
+   accepted. */
+void journal_finish(struct journal *j);
+/* journal_finish(), then free (NULL is accepted). */
 void journal_close(struct journal *j);
 
 /* Hand over an entry (loop thread; no I/O, no allocation).  0 with

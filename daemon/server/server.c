@@ -30,6 +30,7 @@
 
 #include "base/container.h"
 #include "base/log.h"
+#include "persist/journal.h"
 #include "server/server_int.h"
 #include "server/sockfile.h"
 #include "sources/local.h"
@@ -549,6 +550,9 @@ server_done(struct server *srv)
       stat(srv->socket_path, &st) == 0 && st.st_dev == srv->sock_dev &&
       st.st_ino == srv->sock_ino)
     unlink(srv->socket_path);
+  /* the journal's last entries written first: the final status file
+     shows where it ended */
+  journal_finish(draw_journal(srv->draw));
   statuspub_stop(&srv->status);
   draw_engine_free(srv->draw);
   registry_free(srv->reg);

@@ -368,8 +368,8 @@ sys.exit(0 if at >= t else "updated at %.3f, its stop began at %.3f" % (at, t))
 }
 # journalled NODE TAG: NODE's journal intact, without gap records, every
 # draw its clients of round TAG were given among its entries, and the
-# journal's sequence in its status file one of them (written at the stop,
-# before the journal's writer has caught up: not always the last).
+# journal's sequence in its status file its last (the status file is
+# written at the stop after the journal's last entries).
 journalled() {
   "$audit" --journal "$T/$1/journal" > "$T/audit.out" 2>&1 ||
     fail "$1: journal not intact after SIGTERM: $(cat "$T/audit.out")"
@@ -380,7 +380,7 @@ import json, re, sys
 st = json.load(open(sys.argv[1]))
 n = int(re.search(r"journal intact: (\d+) entries", open(sys.argv[2]).read()).group(1))
 seen = max([json.loads(l)["journal_seq"] for f in sys.argv[3:] for l in open(f)] or [0])
-assert 0 < st["journal"]["seq"] <= n, "status file: seq %s, journal %d entries" % (st["journal"]["seq"], n)
+assert st["journal"]["seq"] == n, "status file: seq %s, journal %d entries" % (st["journal"]["seq"], n)
 assert 0 < seen <= n, "a client was given draw %d, the journal has %d" % (seen, n)
 PY
     fail "$1: journal or status file not flushed at its stop"
