@@ -581,6 +581,19 @@ def test_rejected_drafts_and_forced_tokens_are_marked_and_undone(
         assert [r["emitted"] for r in recs] == [True] * 3 + [False] + \
             [True, True, False]
         assert [r["step"] for r in recs] == [0, 1, 2, 3, 3, 4, 5]
+        # the worker exits cleanly with rows still waiting for their
+        # verdict: they reach the file labelled not known, and it ends
+        rs.prefill_len.np[0] = 0
+        p.apply(rows(2, 64), spec_ctx([0, 0], [0, 1], [0, 1], [2]))
+        p._writer.flush()                 # the file made, rows unsettled
+        last = Path(p.records_file(0))
+        del p
+        import gc
+        gc.collect()
+        *_, r1, r2, end = (json.loads(x) for x in
+                           last.read_text().splitlines())
+        assert r1["emitted"] is None and r2["emitted"] is None
+        assert end["qrs_records_end"] >= 2 and end["lost"] == 0
         d.stop()                          # the journal written out
 
         def run_audit(path: Path) -> tuple[int, dict]:
@@ -610,5 +623,6 @@ def test_rejected_drafts_and_forced_tokens_are_marked_and_undone(
             assert rc == 1 and v["failures"], v
             assert v["failures"][0]["check"] == "nonce-chain", v
             assert v["failures"][0]["line"] == fails_at, v
+
     finally:
         d.stop()

@@ -618,7 +618,9 @@ class QRSLogitsProcessor(LogitsProcessor):
         pend = [(s, self._pend[s]) for s in live]
         for s in live:
             self._pend[s] = []
-        orphans, self._orphans = self._orphans, []
+        # emptied in place: the exit handler holds this list
+        orphans = self._orphans[:]
+        self._orphans.clear()
         pairs = [(s, e.q) for s, entries in pend for e in entries]
         parts = [self._committed(pairs)] if pairs else []
         parts += [o[2] for o in orphans]
