@@ -766,8 +766,8 @@ Test(limits, a_tls_key_others_may_read_stops_qrsd_naming_it,
   cr_assert_eq(system(cmd), 0, "openssl failed");
   cr_assert_eq(chmod(key, 0644), 0);
   compat_yaml(yaml, sizeof(yaml), keys, cert, key);
-  snprintf(want, sizeof(want), "%s (owner uid %u, mode 0644) is a private "
-           "key that others may read: chmod", key, (unsigned)geteuid());
+  snprintf(want, sizeof(want), "%s (owner uid %u, mode 0644) holds a secret "
+           "that others may read: chmod", key, (unsigned)geteuid());
   assert_refused(yaml, "a TLS key of mode 0644", want, err, sizeof(err));
   /* Readable by its owner (and, root's, by its group): taken. */
   cr_assert_eq(chmod(key, geteuid() == 0 ? 0640 : 0600), 0);
