@@ -261,35 +261,25 @@ upstream__status_detail(char *buf, size_t len, grpc_status_code st,
 
 /* ---- set-up ----------------------------------------------------------- */
 
-/* The whole of a certificate file (a regular file, links followed:
-   secrets are often mounted as links), or NULL with err set. */
+/* The whole of a file the channel needs (a regular file, links
+   followed: secrets are often mounted as links), or NULL with err set.
+   secret: a private key or the api key, which keyfile.h's rule on
+   owners and modes applies to; else a certificate. */
 static char *
-slurp(const char *path, size_t max, const char *what, char *err,
+slurp(const char *path, int secret, size_t max, const char *what, char *err,
       size_t errlen)
-{
-  char msg[256];
-  char *buf;
-
-  if (regfile_read(path, REGFILE_FOLLOW, max, &buf, NULL, msg,
-                   sizeof(msg)) < 0) {
-    snprintf(err, errlen, "cannot read %s %s", what, msg);
-    return NULL;
-  }
-  return buf;
-}
-
-/* slurp() a secret (a private key, the api key): keyfile.h says which
-   owners and modes do. */
-static char *
-slurp_private(const char *path, size_t max, const char *what, char *err,
-              size_t errlen)
 {
   char msg[512];
   char *buf;
+  int r;
 
-  if (keyfile_read(path, KEYFILE_PRIVATE, max, &buf, NULL, msg,
-                   sizeof(msg)) < 0) {
-    snprintf(err, errlen, "cannot use %s %s", what, msg);
+  r = secret ? keyfile_read(path, KEYFILE_PRIVATE, max, &buf, NULL, msg,
+                            sizeof(msg))
+             : regfile_read(path, REGFILE_FOLLOW, max, &buf, NULL, msg,
+                            sizeof(msg));
+  if (r < 0) {
+    snprintf(err, errlen, "cannot %s %s %s", secret ? "use" : "read", what,
+             msg);
     return NULL;
   }
   return buf;
@@ -367,8 +357,8 @@ upstream_new(struct gbridge *br, const struct upstream_conf *c,
     goto fail;
   }
   if (c->api_key_file && *c->api_key_file) {
-    u->api_key = slurp_private(c->api_key_file, UPSTREAM_MAX_KEY,
-                               "api_key_file", err, errlen);
+    u->api_key = slurp(c->api_key_file, 1, UPSTREAM_MAX_KEY, "api_key_file",
+                       err, errlen);
     if (!u->api_key) {
       r = -EACCES;
       goto fail;
@@ -386,7 +376,7 @@ upstream_new(struct gbridge *br, const struct upstream_conf *c,
   } else {
     u->tls = 1;
     if (c->ca_file && *c->ca_file) {
-      u->ca_pem = slurp(c->ca_file, 1 << 20, "tls ca_file", err, errlen);
+      u->ca_pem = slurp(c->ca_file, 0, 1 << 20, "tls ca_file", err, errlen);
       if (!u->ca_pem) {
         r = -EACCES;
         goto fail;
@@ -397,11 +387,11 @@ upstream_new(struct gbridge *br, const struct upstream_conf *c,
       goto fail;
     }
     if (c->cert_file && *c->cert_file) {
-      u->cert_pem = slurp(c->cert_file, 1 << 20, "tls cert_file", err,
+      u->cert_pem = slurp(c->cert_file, 0, 1 << 20, "tls cert_file", err,
                           errlen);
-      u->key_pem = u->cert_pem ? slurp_private(c->key_file, 1 << 20,
-                                               "tls key_file", err,
-                                               errlen) : NULL;
+      u->key_pem = u->cert_pem ? slurp(c->key_file, 1, 1 << 20,
+                                       "tls key_file", err, errlen)
+                               : NULL;
       if (!u->key_pem) {
         r = -EACCES;
         goto fail;
