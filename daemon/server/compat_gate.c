@@ -107,12 +107,18 @@ maybe_free(struct gate *g)
   free(g);
 }
 
+/* The gate's own handles (listener, sweep timer, probe) closed. */
 static void
-on_lis_closed(uv_handle_t *h)
+on_gate_handle_closed(uv_handle_t *h)
 {
   struct gate *g = h->data;
 
-  g->lis_open = 0;
+  if (h == &g->lis.h)
+    g->lis_open = 0;
+  else if (h == (uv_handle_t *)&g->sweep)
+    g->sweep_open = 0;
+  else
+    g->probe_open = 0;
   maybe_free(g);
 }
 
@@ -418,28 +424,10 @@ on_connection(uv_stream_t *lis, int status)
 }
 
 static void
-on_sweep_closed(uv_handle_t *h)
-{
-  struct gate *g = h->data;
-
-  g->sweep_open = 0;
-  maybe_free(g);
-}
-
-static void
-on_probe_closed(uv_handle_t *h)
-{
-  struct gate *g = h->data;
-
-  g->probe_open = 0;
-  maybe_free(g);
-}
-
-static void
 probe_end(struct gate *g)
 {
   if (g->probe_open && !uv_is_closing((uv_handle_t *)&g->probe))
-    uv_close((uv_handle_t *)&g->probe, on_probe_closed);
+    uv_close((uv_handle_t *)&g->probe, on_gate_handle_closed);
   g->probing = 0;
 }
 
@@ -725,7 +713,7 @@ gate_start(uv_loop_t *loop, const struct gate_conf *conf, struct gate **ret,
   if (r < 0) {
     g->stopping = 1;
     if (g->lis_open)
-      uv_close(&g->lis.h, on_lis_closed);
+      uv_close(&g->lis.h, on_gate_handle_closed);
     else
       maybe_free(g);
     return r;
@@ -751,8 +739,8 @@ gate_stop(struct gate *g)
     unlink(g->path);
   for (c = g->head; c; c = c->next)
     conn_close(c);
-  uv_close(&g->lis.h, on_lis_closed);
-  uv_close((uv_handle_t *)&g->sweep, on_sweep_closed);
+  uv_close(&g->lis.h, on_gate_handle_closed);
+  uv_close((uv_handle_t *)&g->sweep, on_gate_handle_closed);
   probe_end(g);
 }
 
