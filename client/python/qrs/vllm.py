@@ -72,6 +72,7 @@ import logging
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -516,9 +517,7 @@ class QRSLogitsProcessor(LogitsProcessor):
         self._settle(fetched)
         # rows whose emission vLLM settles after apply: a request's
         # speculative rows, every row of a request with a thinking budget
-        count: dict[int, int] = {}
-        for o in owned:
-            count[o[2]] = count.get(o[2], 0) + 1
+        count = Counter(o[2] for o in owned)
         track = {s for s, n in count.items() if n > 1 or self._budget[s]}
         for s in track:
             self._before[s] = self._samplers[s].save_state()
