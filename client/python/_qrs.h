@@ -112,6 +112,12 @@ SamplerObject *qpy_sampler_item(PyObject *fast, Py_ssize_t i, size_t ncols);
 int qpy_u_get(PyObject *obj, Py_ssize_t i, double *ret_u);
 /* The token record as a dict. */
 PyObject *qpy_record_dict(const struct qrs_token_record *r);
+/* A `record`/`records` argument (None or absent: 0): 0 none, 1 a dict,
+   2 the JSON line ("json"), or -1 with the error set. */
+int qpy_want_records(PyObject *obj);
+/* rec as want asks (1: qpy_record_dict(), 2: its JSON line); NULL with
+   the error set. */
+PyObject *qpy_record_out(const struct qrs_token_record *rec, int want);
 
 /* ---- Pool (_qrs_pool.c) ---------------------------------------------- */
 

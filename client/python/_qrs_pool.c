@@ -45,33 +45,6 @@ pool_dealloc(PoolObject *self)
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* A record as the JSON line libqrs's log writes (level 2: every field),
-   without its newline; NULL with the error set. */
-static PyObject *
-record_json(const struct qrs_token_record *rec)
-{
-  PyObject *o = NULL;
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f;
-  int r;
-
-  f = open_memstream(&buf, &len);
-  if (!f)
-    return PyErr_NoMemory();
-  r = qrs_token_record_write(rec, 2, f);
-  if (fclose(f) != 0 && r == 0)
-    r = -ENOMEM;
-  if (r < 0)
-    qpy_set_error(r, "writing a record");
-  else
-    o = PyUnicode_FromStringAndSize(buf, len && buf[len - 1] == '\n'
-                                             ? (Py_ssize_t)len - 1
-                                             : (Py_ssize_t)len);
-  free(buf);
-  return o;
-}
-
 /* Room for n rows in rows, recs and conns: 0, or -1 with the error set. */
 static int
 pool_reserve(PoolObject *self, size_t n)
@@ -128,18 +101,9 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
   if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOzOp", kwl, &lobj, &sseq,
                                    &cobj, &uobj, &dt, &robj, &one_hot))
     return NULL;
-  /* records: false, true (dicts) or "json" (want 2: lines) */
-  if (robj && PyUnicode_Check(robj)) {
-    if (PyUnicode_CompareWithASCIIString(robj, "json") != 0) {
-      PyErr_SetString(PyExc_ValueError, "records must be a bool or 'json'");
-      return NULL;
-    }
-    want = 2;
-  } else if (robj) {
-    want = PyObject_IsTrue(robj);
-    if (want < 0)
-      return NULL;
-  }
+  want = qpy_want_records(robj);
+  if (want < 0)
+    return NULL;
   if (self->busy) {
     PyErr_SetString(PyExc_RuntimeError,
                     "the Pool is sampling on another thread");
@@ -245,8 +209,8 @@ pool_sample(PoolObject *self, PyObject *args, PyObject *kw)
     PyList_SET_ITEM(stats, i, PyLong_FromLong(st));
     if (want)
       PyList_SET_ITEM(recl, i, st != 0     ? Py_NewRef(Py_None)
-                               : want == 2 ? record_json(&self->recs[i])
-                                           : qpy_record_dict(&self->recs[i]));
+                                       : qpy_record_out(&self->recs[i],
+                                                        want));
   }
   if (PyErr_Occurred())         /* a record or an int not made */
     goto out;

@@ -98,6 +98,17 @@ qpy_record_dict(const struct qrs_token_record *r)
       "min_p_used", r->min_p_used,
       "greedy", r->greedy ? Py_True : Py_False);
 #undef NUM
+  if (d && r->device_selection != QRS_DEVICE_SELECTION_NONE) {
+    PyObject *v = PyUnicode_FromString(
+        r->device_selection == QRS_DEVICE_SELECTION_CERTIFIED
+            ? "certified" : "uncertified");
+    if (!v || PyDict_SetItemString(d, "device_selection", v) < 0) {
+      Py_XDECREF(v);
+      Py_DECREF(d);
+      return NULL;
+    }
+    Py_DECREF(v);
+  }
   if (d && r->entropy_prefetch_hit >= 0) {
     if (PyDict_SetItemString(d, "entropy_prefetch_hit",
                              r->entropy_prefetch_hit ? Py_True
@@ -107,6 +118,54 @@ qpy_record_dict(const struct qrs_token_record *r)
     }
   }
   return d;
+}
+
+/* A record as the JSON line libqrs's log writes (level 2: every field),
+   without its newline; NULL with the error set. */
+static PyObject *
+record_json(const struct qrs_token_record *rec)
+{
+  PyObject *o = NULL;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f;
+  int r;
+
+  f = open_memstream(&buf, &len);
+  if (!f)
+    return PyErr_NoMemory();
+  r = qrs_token_record_write(rec, 2, f);
+  if (fclose(f) != 0 && r == 0)
+    r = -ENOMEM;
+  if (r < 0)
+    qpy_set_error(r, "writing a record");
+  else
+    o = PyUnicode_FromStringAndSize(buf, len && buf[len - 1] == '\n'
+                                             ? (Py_ssize_t)len - 1
+                                             : (Py_ssize_t)len);
+  free(buf);
+  return o;
+}
+
+int
+qpy_want_records(PyObject *obj)
+{
+  if (!obj || obj == Py_None)
+    return 0;
+  if (PyUnicode_Check(obj)) {
+    if (PyUnicode_CompareWithASCIIString(obj, "json") != 0) {
+      PyErr_SetString(PyExc_ValueError, "records must be a bool or 'json'");
+      return -1;
+    }
+    return 2;
+  }
+  return PyObject_IsTrue(obj);
+}
+
+PyObject *
+qpy_record_out(const struct qrs_token_record *rec, int want)
+{
+  return want == 2 ? record_json(rec) : qpy_record_dict(rec);
 }
 
 static int
@@ -418,6 +477,130 @@ sampler_set_previous_token(SamplerObject *self, PyObject *args)
   Py_RETURN_NONE;
 }
 
+/* An optional client argument: its connection (referenced, held by the
+   sampler for its prefetch), NULL for None; -1 with the error set. */
+static int
+optional_conn(SamplerObject *self, PyObject *cobj, struct qpy_conn **ret)
+{
+  *ret = NULL;
+  if (!cobj || cobj == Py_None)
+    return 0;
+  if (!PyObject_TypeCheck(cobj, &qpy_client_type)) {
+    PyErr_SetString(PyExc_TypeError, "client must be a qrs.Client or None");
+    return -1;
+  }
+  *ret = qpy_client_conn((ClientObject *)cobj);
+  if (!*ret)
+    return -1;
+  qpy_sampler_hold_conn(self, *ret);
+  return 0;
+}
+
+/* finish_pick()/finish_row()'s result: the token, (token, record), None
+   (bypass), or the error. */
+static PyObject *
+finish_result(int r, uint32_t tok, const struct qrs_token_record *rec,
+              int want, const char *what)
+{
+  PyObject *o;
+
+  if (r < 0)
+    return qpy_set_error(r, what);
+  if (r == 1)
+    Py_RETURN_NONE;
+  if (!want)
+    return PyLong_FromUnsignedLong(tok);
+  o = qpy_record_out(rec, want);
+  return o ? Py_BuildValue("(IN)", tok, o) : NULL;
+}
+
+static PyObject *
+sampler_take_draw(SamplerObject *self, PyObject *args)
+{
+  struct qpy_conn *conn;
+  PyObject *cobj;
+  double u = 0.0;
+  int r;
+
+  if (!PyArg_ParseTuple(args, "O!", &qpy_client_type, &cobj))
+    return NULL;
+  if (optional_conn(self, cobj, &conn) < 0)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  r = qrs_sampler_take_draw(self->s, conn->c, &u);
+  Py_END_ALLOW_THREADS
+  if (r < 0)
+    qpy_set_error(r, qrs_client_errmsg(conn->c));
+  qpy_conn_unref(conn);
+  if (r < 0)
+    return NULL;
+  if (r == 1)
+    Py_RETURN_NONE;
+  return PyFloat_FromDouble(u);
+}
+
+static PyObject *
+sampler_finish_pick(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+  static char *kwl[] = { "client", "token", "rank", "num_candidates", "prob",
+                         "cdf_lo", "cdf_hi", "entropy", "temperature",
+                         "record", NULL };
+  struct qrs_token_record rec;
+  struct qrs_pick p;
+  struct qpy_conn *conn;
+  PyObject *cobj, *robj = NULL;
+  int want, r;
+
+  memset(&p, 0, sizeof(p));
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OIIIddddd|O", kwl, &cobj,
+                                   &p.token, &p.rank, &p.num_candidates,
+                                   &p.prob, &p.cdf_lo, &p.cdf_hi, &p.entropy,
+                                   &p.temperature, &robj))
+    return NULL;
+  want = qpy_want_records(robj);
+  if (want < 0 || optional_conn(self, cobj, &conn) < 0)
+    return NULL;
+  r = qrs_sampler_finish_pick(self->s, conn ? conn->c : NULL, &p, &rec);
+  if (conn)
+    qpy_conn_unref(conn);
+  return finish_result(r, p.token, &rec, want,
+                       r == -ENOENT ? "no draw taken for this step"
+                       : r == -EOPNOTSUPP
+                           ? "this sampler's selection needs the row"
+                           : "a pick this sampler would not make");
+}
+
+static PyObject *
+sampler_finish_row(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+  static char *kwl[] = { "client", "logits", "dtype", "record", NULL };
+  struct qrs_token_record rec;
+  struct qpy_conn *conn;
+  PyObject *cobj, *lobj, *robj = NULL;
+  const char *dt = NULL;
+  struct rows rw;
+  uint32_t tok = 0;
+  int want, r;
+
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|zO", kwl, &cobj, &lobj, &dt,
+                                   &robj))
+    return NULL;
+  want = qpy_want_records(robj);
+  if (want < 0 || sampler_row(self, lobj, dt, &rw) < 0)
+    return NULL;
+  if (optional_conn(self, cobj, &conn) < 0) {
+    qpy_rows_release(&rw);
+    return NULL;
+  }
+  r = qrs_sampler_finish_row(self->s, conn ? conn->c : NULL, rw.data,
+                             rw.dtype, rw.ncols, &tok, &rec);
+  qpy_rows_release(&rw);
+  if (conn)
+    qpy_conn_unref(conn);
+  return finish_result(r, tok, &rec, want,
+                       r == -ENOENT ? "no draw taken for this step" : NULL);
+}
+
 static PyMethodDef sampler_methods[] = {
   { "sample_token", (PyCFunction)(void (*)(void))sampler_sample_token,
     METH_VARARGS | METH_KEYWORDS,
@@ -426,6 +609,20 @@ static PyMethodDef sampler_methods[] = {
   { "select_u", (PyCFunction)(void (*)(void))sampler_select_u,
     METH_VARARGS | METH_KEYWORDS,
     "select_u(logits, u, dtype=None, record=False): the step with u only" },
+  { "take_draw", (PyCFunction)sampler_take_draw, METH_VARARGS,
+    "take_draw(client) -> u or None (bypass): this step's draw (the "
+    "prefetched one, else a blocking draw), held for finish_pick() or "
+    "finish_row()" },
+  { "finish_pick", (PyCFunction)(void (*)(void))sampler_finish_pick,
+    METH_VARARGS | METH_KEYWORDS,
+    "finish_pick(client, token, rank, num_candidates, prob, cdf_lo, "
+    "cdf_hi, entropy, temperature, record=False): end the step with a "
+    "token selected elsewhere (a device) at the held draw's u; client "
+    "(or None) gets the next prefetch" },
+  { "finish_row", (PyCFunction)(void (*)(void))sampler_finish_row,
+    METH_VARARGS | METH_KEYWORDS,
+    "finish_row(client, logits, dtype=None, record=False): end the step "
+    "by libqrs's selection from the row at the held draw's u" },
   { "prefetch", (PyCFunction)sampler_prefetch, METH_VARARGS,
     "prefetch(client): begin the next token's draw" },
   { "cancel_prefetch", (PyCFunction)sampler_cancel_prefetch, METH_NOARGS,

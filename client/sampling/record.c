@@ -150,6 +150,12 @@ full(struct json_object *o, const struct qrs_token_record *rec)
   ADDN("draw_received_ns", jns(rec->draw_received_ns));
   ADDN("draw_generated_ns", jns(rec->draw_generated_ns));
   ADDN("draw_sent_ns", jns(rec->draw_sent_ns));
+  ADDN("device_selection",
+       rec->device_selection == QRS_DEVICE_SELECTION_CERTIFIED
+           ? json_object_new_string("certified")
+       : rec->device_selection == QRS_DEVICE_SELECTION_UNCERTIFIED
+           ? json_object_new_string("uncertified")
+           : NULL);
 out:
   return r;
 }

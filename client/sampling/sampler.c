@@ -45,6 +45,12 @@ struct qrs_sampler {
   uint64_t pf_step;
   int pf_active;
   int pf_jit;                     /* begun after the logits (batch.c) */
+  /* a draw taken for a selection made elsewhere (qrs_sampler_take_draw) */
+  struct qrs_draw held;
+  uint64_t held_step;
+  unsigned held_flags;
+  double held_fetch_ms;
+  int held_active;
   /* logging */
   FILE *log;
   int log_owned;
@@ -575,6 +581,120 @@ copy_name(char *dst, const char *src)
   snprintf(dst, QRS_NAME_MAX, "%s", src ? src : "");
 }
 
+/* A step's end, however its token was selected: the strategy's
+   feedback, the record, the chain, the log.  logits: the row (NULL when
+   it was selected elsewhere). */
+static int
+finish_step(struct qrs_sampler *s, const struct qrs_draw *draw,
+            unsigned flags, double fetch_ms, const struct qrs__tresult *tr,
+            double min_p, const struct qrs__sel_out *so, int64_t t0,
+            int64_t t1, int64_t t2, const void *logits, enum qrs_dtype dtype,
+            size_t n, enum qrs_device_selection dev,
+            struct qrs_token_record *ret_record)
+{
+  struct qrs_token_record rec;
+  int64_t t3;
+
+  /* the draw's metadata: first used by the next token's temperature */
+  qrs__strategy_observe_meta(&s->st, draw->has_meta ? &draw->meta : NULL);
+
+  /* feedback to the strategy */
+  qrs__strategy_observe_token(
+      &s->st, &s->cfg, so->token,
+      tr->nucleus == QRS__NUCLEUS_MIROSTAT ? so->pre_prob : so->prob,
+      so->kept_entropy);
+
+  /* the record */
+  memset(&rec, 0, sizeof(rec));
+  rec.timestamp_ns = t0;
+  rec.entropy_fetch_ms = fetch_ms;
+  copy_name(rec.entropy_source_used,
+            draw->served_by[0] ? draw->served_by : draw->source);
+  rec.entropy_is_fallback = draw->fallback != 0;
+  copy_name(rec.entropy_source_type, draw->served_type);
+  rec.entropy_production = draw->production != 0;
+  rec.sample_mean = draw->has_meta ? NAN : draw->sample_mean;
+  rec.z_score = draw->has_meta ? draw->meta.z : draw->z;
+  rec.u_value = draw->u;
+  copy_name(rec.temperature_strategy, s->cfg.temperature_strategy);
+  rec.shannon_entropy = tr->H;
+  rec.temperature_used = tr->T;
+  rec.token_id = so->token;
+  rec.token_rank = so->rank;
+  rec.token_prob = so->prob;
+  rec.num_candidates = so->num_candidates;
+  memcpy(rec.config_hash, s->config_hash, sizeof(rec.config_hash));
+  rec.varentropy = tr->varentropy;
+  rec.min_p_used = so->greedy ? NAN : min_p;
+  if (s->has_preset) {
+    copy_name(rec.preset_active, s->preset);
+    rec.has_preset = 1;
+  }
+  rec.h_ema = tr->h_ema;
+  rec.vh_ema = tr->vh_ema;
+  rec.entropy_prefetch_hit = flags & QRS_STEP_PREFETCHED ? 1 : -1;
+  rec.entropy_nonce = draw->nonce;
+  rec.entropy_echo_verified = draw->echo == QRS_ECHO_VERIFIED   ? 1
+                              : draw->echo == QRS_ECHO_MISMATCH ? 0
+                                                                : -1;
+  if (draw->generated.realtime_ns) {
+    rec.entropy_server_timestamp_ns = draw->generated.realtime_ns;
+    rec.has_server_timestamp = 1;
+  }
+  rec.journal_seq = draw->journal_seq;
+  rec.entropy_unjournalled = draw->unjournalled != 0;
+  rec.draw_received_ns = draw->received.realtime_ns;
+  rec.draw_generated_ns = draw->generated.realtime_ns;
+  rec.draw_sent_ns = draw->sent.realtime_ns;
+  rec.temperature_ms = (double)(t1 - t0) / 1e6;
+  rec.amplify_ms = 0.0;
+  rec.select_ms = (double)(t2 - t1) / 1e6;
+  if (draw->has_meta) {
+    rec.has_draw_meta = 1;
+    rec.draw_z = draw->meta.z;
+    rec.draw_coherence_z = draw->meta.coherence_z;
+    rec.draw_coherence_valid = draw->meta.coherence_valid != 0;
+    rec.draw_coherence_r = draw->meta.coherence_r;
+    copy_name(rec.purity_label, draw->meta.purity_label);
+    rec.integrated_bytes = draw->meta.integrated_bytes;
+    copy_name(rec.integrator, draw->meta.integrator);
+    copy_name(rec.draw_source_id, draw->meta.source_id);
+  } else {
+    rec.draw_z = rec.draw_coherence_z = rec.draw_coherence_r = NAN;
+  }
+  rec.gate_open = tr->gate_open;
+  rec.gate_boost = tr->gate_boost;
+  rec.step = s->step;
+  rec.cdf_lo = so->cdf_lo;
+  rec.cdf_hi = so->cdf_hi;
+  rec.top_p_used = so->top_p_used;
+  rec.kept_entropy_bits = tr->nucleus == QRS__NUCLEUS_THROTTLE ||
+                                  tr->want_kept_entropy
+                              ? so->kept_entropy / M_LN2
+                              : NAN;
+  rec.mirostat_mu = tr->mu;
+  rec.greedy = so->greedy;
+  rec.device_selection = dev;
+  t3 = now_ns();
+  rec.total_sampling_ms = (double)(t3 - t0) / 1e6 + fetch_ms;
+
+  /* the chain moves on */
+  s->step++;
+  s->prev_token = so->token;
+
+  /* log (a failing log sink never fails the token) */
+  if (s->log && s->log_level > 0)
+    qrs__record_write(&rec, s->log_level, s->log);
+  if (s->dump && logits)
+    qrs__logits_dump_row(s->dump, logits, dtype, n, rec.step,
+                         rec.timestamp_ns);
+  if (s->diag)
+    diag_push(s, &rec);
+  if (ret_record)
+    *ret_record = rec;
+  return 0;
+}
+
 /* The step proper; fetch_ms: time spent waiting for the draw. */
 static int
 step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
@@ -588,9 +708,8 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
   struct qrs__sel_out so;
   struct qrs__view sv;
   struct qrs__scan ss;
-  struct qrs_token_record rec;
   const struct qrs__strategy *ts;
-  int64_t t0, t1, t2, t3;
+  int64_t t0, t1, t2;
   int r, need_h, lazy;
 
   if (!s || !logits || !draw || n == 0 || !dtype_ok(dtype))
@@ -631,10 +750,7 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
     return r;
   t1 = now_ns();
 
-  /* 2. the draw's metadata: first used by the next token's temperature */
-  qrs__strategy_observe_meta(&s->st, draw->has_meta ? &draw->meta : NULL);
-
-  /* 3. selection */
+  /* 2. selection */
   memset(&sp, 0, sizeof(sp));
   sp.T = tr.T;
   sp.top_k = s->cfg.top_k;
@@ -671,102 +787,11 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
     return r;
   t2 = now_ns();
 
-  /* 4. feedback to the strategy */
-  qrs__strategy_observe_token(
-      &s->st, &s->cfg, so.token,
-      tr.nucleus == QRS__NUCLEUS_MIROSTAT ? so.pre_prob : so.prob,
-      so.kept_entropy);
-
-  /* 5. the record */
-  memset(&rec, 0, sizeof(rec));
-  rec.timestamp_ns = t0;
-  rec.entropy_fetch_ms = fetch_ms;
-  copy_name(rec.entropy_source_used,
-            draw->served_by[0] ? draw->served_by : draw->source);
-  rec.entropy_is_fallback = draw->fallback != 0;
-  copy_name(rec.entropy_source_type, draw->served_type);
-  rec.entropy_production = draw->production != 0;
-  rec.sample_mean = draw->has_meta ? NAN : draw->sample_mean;
-  rec.z_score = draw->has_meta ? draw->meta.z : draw->z;
-  rec.u_value = draw->u;
-  copy_name(rec.temperature_strategy, s->cfg.temperature_strategy);
-  rec.shannon_entropy = tr.H;
-  rec.temperature_used = tr.T;
-  rec.token_id = so.token;
-  rec.token_rank = so.rank;
-  rec.token_prob = so.prob;
-  rec.num_candidates = so.num_candidates;
-  memcpy(rec.config_hash, s->config_hash, sizeof(rec.config_hash));
-  rec.varentropy = tr.varentropy;
-  rec.min_p_used = so.greedy ? NAN : sp.min_p;
-  if (s->has_preset) {
-    copy_name(rec.preset_active, s->preset);
-    rec.has_preset = 1;
-  }
-  rec.h_ema = tr.h_ema;
-  rec.vh_ema = tr.vh_ema;
-  rec.entropy_prefetch_hit = flags & QRS_STEP_PREFETCHED ? 1 : -1;
-  rec.entropy_nonce = draw->nonce;
-  rec.entropy_echo_verified = draw->echo == QRS_ECHO_VERIFIED   ? 1
-                              : draw->echo == QRS_ECHO_MISMATCH ? 0
-                                                                : -1;
-  if (draw->generated.realtime_ns) {
-    rec.entropy_server_timestamp_ns = draw->generated.realtime_ns;
-    rec.has_server_timestamp = 1;
-  }
-  rec.journal_seq = draw->journal_seq;
-  rec.entropy_unjournalled = draw->unjournalled != 0;
-  rec.draw_received_ns = draw->received.realtime_ns;
-  rec.draw_generated_ns = draw->generated.realtime_ns;
-  rec.draw_sent_ns = draw->sent.realtime_ns;
-  rec.temperature_ms = (double)(t1 - t0) / 1e6;
-  rec.amplify_ms = 0.0;
-  rec.select_ms = (double)(t2 - t1) / 1e6;
-  if (draw->has_meta) {
-    rec.has_draw_meta = 1;
-    rec.draw_z = draw->meta.z;
-    rec.draw_coherence_z = draw->meta.coherence_z;
-    rec.draw_coherence_valid = draw->meta.coherence_valid != 0;
-    rec.draw_coherence_r = draw->meta.coherence_r;
-    copy_name(rec.purity_label, draw->meta.purity_label);
-    rec.integrated_bytes = draw->meta.integrated_bytes;
-    copy_name(rec.integrator, draw->meta.integrator);
-    copy_name(rec.draw_source_id, draw->meta.source_id);
-  } else {
-    rec.draw_z = rec.draw_coherence_z = rec.draw_coherence_r = NAN;
-  }
-  rec.gate_open = tr.gate_open;
-  rec.gate_boost = tr.gate_boost;
-  rec.step = s->step;
-  rec.cdf_lo = so.cdf_lo;
-  rec.cdf_hi = so.cdf_hi;
-  rec.top_p_used = so.top_p_used;
-  rec.kept_entropy_bits = tr.nucleus == QRS__NUCLEUS_THROTTLE ||
-                                  tr.want_kept_entropy
-                              ? so.kept_entropy / M_LN2
-                              : NAN;
-  rec.mirostat_mu = tr.mu;
-  rec.greedy = so.greedy;
-  t3 = now_ns();
-  rec.total_sampling_ms = (double)(t3 - t0) / 1e6 + fetch_ms;
-
-  /* 6. the chain moves on */
-  s->step++;
-  s->prev_token = so.token;
-
-  /* 7. log (a failing log sink never fails the token) */
-  if (s->log && s->log_level > 0)
-    qrs__record_write(&rec, s->log_level, s->log);
-  if (s->dump)
-    qrs__logits_dump_row(s->dump, logits, dtype, n, rec.step,
-                         rec.timestamp_ns);
-  if (s->diag)
-    diag_push(s, &rec);
-  if (ret_token)
+  r = finish_step(s, draw, flags, fetch_ms, &tr, sp.min_p, &so, t0, t1, t2,
+                  logits, dtype, n, QRS_DEVICE_SELECTION_NONE, ret_record);
+  if (r == 0 && ret_token)
     *ret_token = so.token;
-  if (ret_record)
-    *ret_record = rec;
-  return 0;
+  return r;
 }
 
 int
@@ -822,6 +847,8 @@ begin_step_draw(struct qrs_sampler *s, struct qrs_client *c, int jit)
 
   if (s->pf_active && s->pf_step == s->step && s->pf_client == c)
     return 0;
+  if (s->held_active && s->held_step == s->step)
+    return 0;                     /* this step's draw is in hand */
   qrs_sampler_cancel_prefetch(s);
   if (s->cfg.bypass || (!jit && !s->cfg.entropy_prefetch))
     return 0;
@@ -854,7 +881,10 @@ qrs__sampler_begin_draw(struct qrs_sampler *s, struct qrs_client *c)
 void
 qrs_sampler_cancel_prefetch(struct qrs_sampler *s)
 {
-  if (!s || !s->pf_active)
+  if (!s)
+    return;
+  s->held_active = 0;             /* a held draw's commitment goes too */
+  if (!s->pf_active)
     return;
   if (s->pf_client)
     qrs_client_draw_cancel(s->pf_client, s->pf_ticket);
@@ -862,32 +892,26 @@ qrs_sampler_cancel_prefetch(struct qrs_sampler *s)
   s->pf_client = NULL;
 }
 
-int
-qrs__sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
-                          const void *logits, enum qrs_dtype dtype, size_t n,
-                          int prefetch_next, uint32_t *ret_token,
-                          struct qrs_token_record *ret_record)
+/* This step's draw on c: the prefetched one when it is open there, else
+   one blocking draw with the same commitment.  flags: QRS_STEP_PREFETCHED
+   when it was begun before the logits; fetch_ms: the wait. */
+static int
+step_draw(struct qrs_sampler *s, struct qrs_client *c, struct qrs_draw *draw,
+          unsigned *flags, double *fetch_ms)
 {
   struct qrs_commitment cm;
   struct qrs_draw_request req;
-  struct qrs_draw draw;
-  unsigned flags;
   int64_t t0;
-  double fetch_ms;
   int r;
 
-  if (!s || !c || !logits || n == 0 || !dtype_ok(dtype) || n > s->cap)
-    return -EINVAL;
-  if (s->cfg.bypass)
-    return 1;
-  flags = 0;
+  *flags = 0;
   t0 = now_ns();
   r = -1;
   if (s->pf_active && s->pf_client == c && s->pf_step == s->step) {
     s->pf_active = 0;
-    r = qrs_client_draw_finish(c, s->pf_ticket, &draw);
+    r = qrs_client_draw_finish(c, s->pf_ticket, draw);
     if (r == 0 && !s->pf_jit)
-      flags = QRS_STEP_PREFETCHED;
+      *flags = QRS_STEP_PREFETCHED;
     else if (r == -ETIMEDOUT)
       /* The ticket stays open after a timeout: give it back, or its late
          reply holds the client's slot for good. */
@@ -898,19 +922,174 @@ qrs__sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
   if (r != 0) {
     /* No prefetch, or it failed: one blocking draw, same commitment. */
     draw_request(s, &cm, &req);
-    r = qrs_client_draw(c, &req, &draw);
+    r = qrs_client_draw(c, &req, draw);
     if (r < 0)
       return r;
   }
-  fetch_ms = (double)(now_ns() - t0) / 1e6;
+  *fetch_ms = (double)(now_ns() - t0) / 1e6;
+  return 0;
+}
+
+/* The next token's draw now, so that it overlaps the next forward pass.
+   A failure here is not this token's: the next token draws serially. */
+static void
+prefetch_next(struct qrs_sampler *s, struct qrs_client *c)
+{
+  if (c && s->cfg.entropy_prefetch)
+    (void)qrs_sampler_prefetch(s, c);
+}
+
+int
+qrs__sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
+                          const void *logits, enum qrs_dtype dtype, size_t n,
+                          int prefetch, uint32_t *ret_token,
+                          struct qrs_token_record *ret_record)
+{
+  struct qrs_draw draw;
+  unsigned flags;
+  double fetch_ms;
+  int r;
+
+  if (!s || !c || !logits || n == 0 || !dtype_ok(dtype) || n > s->cap)
+    return -EINVAL;
+  if (s->cfg.bypass)
+    return 1;
+  s->held_active = 0;
+  r = step_draw(s, c, &draw, &flags, &fetch_ms);
+  if (r < 0)
+    return r;
   r = step_impl(s, logits, dtype, n, &draw, flags, fetch_ms, ret_token,
                 ret_record);
   if (r != 0)
     return r;
-  /* The next token's draw now, so that it overlaps the next forward pass.
-     A failure here is not this token's: the next token draws serially. */
-  if (prefetch_next && s->cfg.entropy_prefetch)
-    (void)qrs_sampler_prefetch(s, c);
+  if (prefetch)
+    prefetch_next(s, c);
+  return 0;
+}
+
+int
+qrs_sampler_take_draw(struct qrs_sampler *s, struct qrs_client *c,
+                      double *ret_u)
+{
+  int r;
+
+  if (!s || !c)
+    return -EINVAL;
+  if (s->cfg.bypass)
+    return 1;
+  if (s->held_active && s->held_step == s->step) {
+    if (ret_u)
+      *ret_u = s->held.u;
+    return 0;
+  }
+  s->held_active = 0;
+  r = step_draw(s, c, &s->held, &s->held_flags, &s->held_fetch_ms);
+  if (r < 0)
+    return r;
+  /* a u outside [0, 1] never leaves here: a selection elsewhere would
+     still pick a token with it */
+  if (!(s->held.u >= 0.0 && s->held.u <= 1.0))
+    return QRS_E_U_RANGE;
+  s->held_step = s->step;
+  s->held_active = 1;
+  if (ret_u)
+    *ret_u = s->held.u;
+  return 0;
+}
+
+/* The held draw of this step, or NULL. */
+static const struct qrs_draw *
+held_draw(const struct qrs_sampler *s)
+{
+  return s->held_active && s->held_step == s->step ? &s->held : NULL;
+}
+
+int
+qrs_sampler_finish_row(struct qrs_sampler *s, struct qrs_client *c,
+                       const void *logits, enum qrs_dtype dtype, size_t n,
+                       uint32_t *ret_token,
+                       struct qrs_token_record *ret_record)
+{
+  struct qrs_token_record rec;
+  const struct qrs_draw *d;
+  int r;
+
+  if (!s)
+    return -EINVAL;
+  d = held_draw(s);
+  if (!d)
+    return -ENOENT;
+  r = step_impl(s, logits, dtype, n, d, s->held_flags, s->held_fetch_ms,
+                ret_token, &rec);
+  if (r != 0)
+    return r;
+  s->held_active = 0;
+  rec.device_selection = QRS_DEVICE_SELECTION_UNCERTIFIED;
+  if (ret_record)
+    *ret_record = rec;
+  prefetch_next(s, c);
+  return 0;
+}
+
+int
+qrs_sampler_finish_pick(struct qrs_sampler *s, struct qrs_client *c,
+                        const struct qrs_pick *pick,
+                        struct qrs_token_record *ret_record)
+{
+  struct qrs__row row;
+  struct qrs__tresult tr;
+  struct qrs__sel_out so;
+  const struct qrs_draw *d;
+  double min_p;
+  int64_t t0;
+  int r;
+
+  if (!s || !pick)
+    return -EINVAL;
+  d = held_draw(s);
+  if (!d)
+    return -ENOENT;
+  /* only what the device selects: the configured temperature (it reads
+     nothing of the row) and the reference's stage order; a logits dump
+     needs the row */
+  if (qrs__strategy_reads_row(&s->st) || s->order != QRS__ORDER_REFERENCE ||
+      s->dump)
+    return -EOPNOTSUPP;
+  if (pick->token >= s->cap || pick->num_candidates == 0 ||
+      !(pick->cdf_lo <= d->u && d->u <= pick->cdf_hi))
+    return -EINVAL;
+  t0 = now_ns();
+  /* a placeholder row, as for a lazy step: the strategy reads none of it */
+  memset(&row, 0, sizeof(row));
+  row.v.dtype = QRS_DTYPE_F32;
+  row.v.n = s->vocab_size;
+  r = qrs__strategy_compute(&s->st, &s->cfg, &row, 0, &tr);
+  if (r < 0)
+    return r;
+  if (tr.transformed || tr.nucleus != QRS__NUCLEUS_TOP_P)
+    return -EOPNOTSUPP;
+  /* the pick was made at the temperature this sampler would use */
+  if (!(fabs(pick->temperature - tr.T) <= 1e-12 * fmax(1.0, fabs(tr.T))))
+    return -EINVAL;
+  tr.H = pick->entropy;
+  memset(&so, 0, sizeof(so));
+  so.token = pick->token;
+  so.rank = pick->rank;
+  so.num_candidates = pick->num_candidates;
+  so.prob = so.pre_prob = pick->prob;
+  so.cdf_lo = pick->cdf_lo;
+  so.cdf_hi = pick->cdf_hi;
+  so.greedy = !(tr.T > 0.0);
+  so.top_p_used = NAN;
+  so.kept_entropy = NAN;
+  min_p = isnan(tr.min_p) ? s->cfg.min_p_base : tr.min_p;
+  r = finish_step(s, d, s->held_flags, s->held_fetch_ms, &tr, min_p, &so,
+                  t0, t0, t0, NULL, QRS_DTYPE_F32, 0,
+                  QRS_DEVICE_SELECTION_CERTIFIED, ret_record);
+  if (r != 0)
+    return r;
+  s->held_active = 0;
+  prefetch_next(s, c);
   return 0;
 }
 

@@ -266,6 +266,17 @@ QRS_EXPORT const char *qrs_sampler_preset_name(size_t i);
 /* Per-token record (the reference's TokenSamplingRecord)               */
 /* ------------------------------------------------------------------ */
 
+/* Where a token was selected (a record's device_selection; JSON null,
+   "certified", "uncertified"). */
+enum qrs_device_selection {
+  QRS_DEVICE_SELECTION_NONE = 0,        /* by libqrs, no device involved */
+  QRS_DEVICE_SELECTION_CERTIFIED = 1,   /* on a device, certified equal to
+                                           libqrs's pick */
+  QRS_DEVICE_SELECTION_UNCERTIFIED = 2, /* the device could not certify
+                                           it: libqrs selected from the
+                                           row */
+};
+
 /* Doubles that the reference may leave null are NaN here; tri-state
    booleans are -1 (null), 0, 1.  Field order follows the reference. */
 struct qrs_token_record {
@@ -332,6 +343,8 @@ struct qrs_token_record {
   int64_t draw_received_ns;       /* qrsd decoded the request */
   int64_t draw_generated_ns;      /* the entropy was in hand */
   int64_t draw_sent_ns;           /* the reply was encoded */
+  /* selection on a device (qrs_sampler_finish_pick / _finish_row) */
+  int device_selection;           /* enum qrs_device_selection */
 };
 
 /* Write rec as one JSON line (json-c) to f: level 1 = summary (token,
@@ -521,7 +534,60 @@ QRS_EXPORT int qrs_sampler_sample_token(struct qrs_sampler *s,
 QRS_EXPORT int qrs_sampler_prefetch(struct qrs_sampler *s,
                                     struct qrs_client *c);
 
-/* Forget an outstanding prefetched draw (its reply is dropped). */
+/* The step split in two, for a selection made elsewhere (a GPU that
+   keeps the logits; the `qrs` Python package's qrs.device):
+     qrs_sampler_take_draw(s, c, &u);     this step's draw, held by s
+     ... the device selects at u ...
+     qrs_sampler_finish_pick(s, c, &pick, &rec);   its token, or
+     qrs_sampler_finish_row(s, c, row, dtype, n, &tok, &rec);
+   take_draw gets the draw exactly as qrs_sampler_sample_token() would
+   (the prefetched one, else one blocking draw with the same commitment)
+   and holds it for this step; a second call in the same step returns the
+   held u.  Returns 0, 1 (bypass: nothing drawn), QRS_E_U_RANGE, or the
+   client's error. */
+QRS_EXPORT int qrs_sampler_take_draw(struct qrs_sampler *s,
+                                     struct qrs_client *c, double *ret_u);
+
+/* What a selection made elsewhere measured (in the reference's order,
+   from the same row and u). */
+struct qrs_pick {
+  uint32_t token;
+  uint32_t rank;                  /* 0: the most probable candidate */
+  uint32_t num_candidates;        /* after every truncation */
+  double prob;                    /* in the final renormalised dist. */
+  double cdf_lo, cdf_hi;          /* u in [cdf_lo, cdf_hi] picked it */
+  double entropy;                 /* nats of the raw row (NaN: unknown) */
+  double temperature;             /* the temperature it selected at */
+};
+
+/* Ends the step with the held draw and a token selected elsewhere: the
+   strategy's feedback, the record (device_selection "certified"), the
+   commitment chain and the log move on exactly as after libqrs's own
+   selection, and the next draw is prefetched on c (NULL: none).  Only a
+   sampler whose temperature reads nothing of the row (fixed) in the
+   reference's stage order, without a logits dump: -EOPNOTSUPP otherwise.
+   Returns 0, -ENOENT (no draw held for this step), -EINVAL (a token
+   outside the row, a temperature other than the sampler's, a u outside
+   [cdf_lo, cdf_hi]). */
+QRS_EXPORT int qrs_sampler_finish_pick(struct qrs_sampler *s,
+                                       struct qrs_client *c,
+                                       const struct qrs_pick *pick,
+                                       struct qrs_token_record *ret_record);
+
+/* Ends the step with the held draw by libqrs's own selection from the
+   row (a row the device could not certify): what qrs_sampler_step()
+   does with that draw, the record saying "uncertified"; then the next
+   draw is prefetched on c (NULL: none).  Returns what qrs_sampler_step()
+   returns, or -ENOENT (no draw held). */
+QRS_EXPORT int qrs_sampler_finish_row(struct qrs_sampler *s,
+                                      struct qrs_client *c,
+                                      const void *logits,
+                                      enum qrs_dtype dtype, size_t n,
+                                      uint32_t *ret_token,
+                                      struct qrs_token_record *ret_record);
+
+/* Forget an outstanding prefetched draw (its reply is dropped) and a
+   draw held by qrs_sampler_take_draw(). */
 QRS_EXPORT void qrs_sampler_cancel_prefetch(struct qrs_sampler *s);
 
 /* For engines that take logits back: row[token] = 0, every other entry

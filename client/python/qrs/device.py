@@ -55,6 +55,7 @@ bucket (the same key, one topk per crossing) are torch on both."""
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -63,7 +64,7 @@ from typing import Any
 
 import torch
 
-from .errors import QrsError
+from .errors import ConfigError, QrsError
 
 NB = 2048                   # head buckets of 1/16 in d over (-128, 0]
 MAX_FINE = 16               # buckets down to 2^-16 / 16 for flat rows
@@ -739,3 +740,109 @@ def write_one_hot(logits: torch.Tensor, token: torch.Tensor,
     else:
         logits.copy_(torch.where(rows.to(logits.device)[:, None], hot,
                                  logits))
+
+
+# ---- the engines' path: libqrs's draws, the device's selection ----
+
+#: $QRS_DEVICE_SELECT: "auto" (the default: rows on a CUDA device),
+#: "on" (any device, CPU tensors too: how the tests run the engines'
+#: device path), "off" (always copy the rows to libqrs).
+MODES = ("auto", "on", "off")
+
+
+def mode() -> str:
+    """$QRS_DEVICE_SELECT, checked."""
+    m = os.environ.get("QRS_DEVICE_SELECT", "auto").strip() or "auto"
+    if m not in MODES:
+        raise ConfigError(-errno.EINVAL, f"QRS_DEVICE_SELECT={m!r}: "
+                          f"expected one of {', '.join(MODES)}")
+    return m
+
+
+def engaged(logits: torch.Tensor, params: Sequence[RowParams | None],
+            how: str) -> bool:
+    """Whether an engine selects these rows on their device: the mode
+    allows it and the device covers every row's configuration (a batch
+    with any other row goes to libqrs whole, as one batch call)."""
+    if how == "off" or (how == "auto" and logits.device.type != "cuda"):
+        return False
+    if logits.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return False
+    n = logits.shape[-1]
+    return bool(params) and all(covered(p, n) for p in params)
+
+
+def _backend(x: torch.Tensor) -> str:
+    if x.device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1":
+        return "triton"
+    return "torch"
+
+
+@dataclass
+class Sampled:
+    """An engine's batch sampled on the device.  tokens: libqrs's tokens
+    (-1 where status is not 0); statuses: 0, 1 (bypass: nothing drawn)
+    or libqrs's negative error; records: per row (or None);
+    uncertified: rows libqrs selected from their copied row."""
+    tokens: list[int]
+    statuses: list[int]
+    records: list[Any] | None
+    uncertified: list[int]
+
+
+def sample(logits: torch.Tensor, samplers: Sequence[Any],
+           clients: Sequence[Any], params: Sequence[RowParams],
+           records: bool | str = False) -> Sampled:
+    """Draw for each row from qrsd (each sampler's held draw: the
+    prefetched one), select on the rows' device, and end each sampler's
+    step: a certified row with the device's pick (``finish_pick``), any
+    other with libqrs's selection from that one row's copy
+    (``finish_row``).  The tokens, records, commitment chain and strategy
+    state are those the host path makes; each record's
+    ``device_selection`` says which way its token went.  The rows are
+    only read.  Host syncs: the copy of the per-row results (tens of
+    bytes a row) and one row copy per uncertified row."""
+    r = logits.shape[0]
+    statuses = [0] * r
+    u = [0.0] * r
+    for i in range(r):
+        got = samplers[i].take_draw(clients[i])
+        if got is None:
+            statuses[i] = 1
+        else:
+            u[i] = got
+    live = [i for i in range(r) if statuses[i] == 0]
+    tokens = [-1] * r
+    recs: list[Any] | None = [None] * r if records else None
+    uncert: list[int] = []
+    if not live:
+        return Sampled(tokens, statuses, recs, uncert)
+    x = logits if len(live) == r else logits[live]
+    sel = select_rows(x, [u[i] for i in live], [params[i] for i in live],
+                      backend=_backend(x))
+    # the one copy down: every field a record needs, float64 (ids and
+    # counts below 2^32 are exact)
+    down = torch.stack([sel.token.double(), sel.rank.double(),
+                        sel.num_candidates.double(),
+                        sel.certified.double(), sel.prob, sel.cdf_lo,
+                        sel.cdf_hi, sel.entropy,
+                        sel.temperature]).cpu().tolist()
+    for k, i in enumerate(live):
+        tok, rank, ncand, ok, prob, lo, hi, h, t = (c[k] for c in down)
+        try:
+            if ok:
+                got = samplers[i].finish_pick(
+                    clients[i], int(tok), int(rank), int(ncand), prob, lo,
+                    hi, h, t, record=records)
+            else:
+                uncert.append(i)
+                got = samplers[i].finish_row(clients[i], logits[i].cpu(),
+                                             record=records)
+        except QrsError as e:
+            statuses[i] = e.code if e.code < 0 else -errno.EINVAL
+            continue
+        if records:
+            tokens[i], recs[i] = got
+        else:
+            tokens[i] = got
+    return Sampled(tokens, statuses, recs, uncert)

@@ -11,18 +11,28 @@ strategy state and commitment salt per sequence) in one batch call; the
 row is then forced to one-hot (0 at the chosen id, -inf elsewhere), so
 greedy decoding (do_sample=False) emits exactly the chosen tokens.  The
 per-token records are kept in ``proc.records[row]``.  Rows the
-configuration bypasses are returned unchanged."""
+configuration bypasses are returned unchanged.
+
+Scores on a CUDA device stay there when the device covers the
+configuration (qrs.device: the fixed temperature in the reference's
+stage order): each row's draw comes from qrsd as always, the device
+selects libqrs's token (certified; a row it cannot certify is copied
+and selected by libqrs), and only the per-row results come to the host.
+$QRS_DEVICE_SELECT=off copies every row to libqrs instead; =on selects
+CPU tensors the device's way too.  ``selections`` counts the rows by
+where their token was chosen (certified / uncertified / host)."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from . import _qrs
+from . import _qrs, device
 from ._config import connections, make_config, pool_threads
 from .errors import error_for
 
@@ -62,6 +72,7 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
                  salt: bytes | None = None, threads: int | None = None,
                  keep_records: bool = True,
                  audit: str | None = None) -> None:
+        self._mode = device.mode()
         if isinstance(config, _qrs.Config):
             self.config = config
         else:
@@ -84,6 +95,11 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         self.records: list[list[dict[str, Any]]] = []
         self._clients = [self.client]
         self._per_client = 0       # set by the first batch
+        # the device's settings for this configuration (None: libqrs's);
+        # the logits dump of ``audit`` needs the rows on the host
+        self._params = None if audit is not None else \
+            device.row_params(self.config)
+        self.selections: Counter[str] = Counter()
 
     def reset(self) -> None:
         """Forget the sequences: the next call starts new requests."""
@@ -118,6 +134,11 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
                 log.info("qrs: batch changed from %d to %d rows: new "
                          "requests", len(self._samplers), batch)
             self._start(batch, vocab)
+        clients = [self._clients[i // self._per_client]
+                   for i in range(batch)]
+        params = [self._params] * batch
+        if device.engaged(scores, params, self._mode):
+            return self._on_device(scores, clients, params)
         # a CPU copy of the scores is sampled and made one-hot in place
         # by libqrs, row by row while each is in cache; otherwise (a GPU,
         # another dtype) the rows are written back here
@@ -128,8 +149,6 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         else:
             host = scores.cpu().float().contiguous()
             out = scores.clone()
-        clients = [self._clients[i // self._per_client]
-                   for i in range(batch)]
         toks, stats, recs = self._pool.sample(
             host, self._samplers, client=clients,
             records=self.keep_records, one_hot=direct)
@@ -139,9 +158,31 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         for i, (tok, st) in enumerate(zip(toks, stats)):
             if st == 1:
                 continue
+            self.selections["host"] += 1
             if not direct:
                 out[i].fill_(float("-inf"))
                 out[i, tok] = 0.0
             if recs is not None:
                 self.records[i].append(recs[i])
+        return out
+
+    def _on_device(self, scores: torch.Tensor, clients: list[_qrs.Client],
+                   params: list[device.RowParams]) -> torch.Tensor:
+        got = device.sample(scores, self._samplers, clients, params,
+                            records=self.keep_records)
+        for i, st in enumerate(got.statuses):
+            if st < 0:
+                raise error_for(st, f"sequence {i}")
+        live = [i for i, st in enumerate(got.statuses) if st == 0]
+        out = scores.clone()
+        if live:
+            mask = torch.zeros(len(got.tokens), dtype=torch.bool)
+            mask[live] = True
+            tok = torch.tensor([max(t, 0) for t in got.tokens])
+            device.write_one_hot(out, tok, mask)
+        self.selections["uncertified"] += len(got.uncertified)
+        self.selections["certified"] += len(live) - len(got.uncertified)
+        if got.records is not None:
+            for i in live:
+                self.records[i].append(got.records[i])
         return out
