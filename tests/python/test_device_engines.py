@@ -143,3 +143,50 @@ def test_mode_is_checked(monkeypatch) -> None:
     monkeypatch.setenv("QRS_DEVICE_SELECT", "sometimes")
     with pytest.raises(qrs.ConfigError, match="QRS_DEVICE_SELECT"):
         QRSLogitsProcessor(CFG, client=None)
+
+
+def _vllm_run(sock: str, monkeypatch, mode: str):
+    """A scripted vLLM batch (one row per request, then speculative rows)
+    through qrs.vllm with $QRS_DEVICE_SELECT=mode; returns the one-hot
+    outputs, the processor and each slot's records."""
+    from test_vllm import FQCN, ctx, req_states, rows, sp
+    from vllm.v1.worker.gpu.sample.logits_processor import \
+        build_custom_logits_processors
+
+    monkeypatch.setenv("QRS_SOCKET", sock)
+    monkeypatch.setenv("QRS_DEVICE_SELECT", mode)
+    (p,) = build_custom_logits_processors(None, req_states(), False, [FQCN])
+    assert p.add_request(0, sp(qr_top_k=20)) is True
+    assert p.add_request(1, sp(qr_top_p=0.8, qr_min_p_base=0.02)) is True
+    assert p.add_request(2, sp(qr_temperature_strategy="edt")) is True
+    p.apply_staged_writes()
+    outs = [p.apply(rows(3, 1), ctx([2, 1, 0], [0, 0, 0])).clone(),
+            p.apply(rows(2, 2), ctx([0, 1], [0, 0])).clone(),
+            p.apply(rows(4, 3), ctx([0, 1, 0, 1], [0, 0, 1, 1])).clone()]
+    p.flush_records()
+    return outs, p, [p.records(s) for s in range(3)]
+
+
+def test_vllm_device_path_gives_the_host_tokens(qrsd: Daemon,
+                                                monkeypatch) -> None:
+    """qrs.vllm: the same steps through the host path and (a fresh qrsd
+    with the same mock seed) the device path write the same one-hot rows
+    and records; a step with a row the device does not cover (edt) goes
+    to libqrs whole, the others are selected on the device."""
+    outs, p, recs = _vllm_run(qrsd.sock, monkeypatch, "off")
+    assert p.selections == {"host": 3 + 2 + 4}
+    qrsd.stop()
+    qrsd.start()
+    outs2, p2, recs2 = _vllm_run(qrsd.sock, monkeypatch, "on")
+    for a, b in zip(outs, outs2):
+        assert torch.equal(a, b)
+    assert p2.selections["host"] == 3, "the step with the edt row"
+    assert p2.selections["certified"] + p2.selections["uncertified"] == 6
+    for s in range(3):
+        assert len(recs[s]) == len(recs2[s]) > 0
+        for r1, r2 in zip(recs[s], recs2[s]):
+            for k in ("token_id", "u_value", "step", "token_rank",
+                      "emitted"):
+                assert r1[k] == r2[k], (s, k)
+    assert recs2[0][1]["device_selection"] in ("certified", "uncertified")
+    assert "device_selection" not in recs2[2][0]

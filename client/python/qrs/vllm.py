@@ -317,6 +317,15 @@ class QRSLogitsProcessor(LogitsProcessor):
         self._orphans: list[tuple[list[_Entry], RecordsFile | None, Any]] = []
         self._prefill = getattr(getattr(req_states, "prefill_len", None),
                                 "np", None)
+        # per slot: the device's selection settings (None: libqrs's only);
+        # rows are selected where the logits are (qrs.device) when every
+        # owned row of a step is covered and $QRS_DEVICE_SELECT allows it
+        from . import device
+        self._params: list[Any] = [None] * self.max_num_reqs
+        self._mode = device.mode()
+        #: rows by where their token was chosen: certified / uncertified
+        #: (on the device path), host (libqrs from the copied row)
+        self.selections: Counter[str] = Counter()
         self.standing_aside = self._claim_runner(req_states)
         self.samples, self.group = parallel_role(vllm_config)
         self.client: _qrs.Client | None = None
@@ -390,6 +399,7 @@ class QRSLogitsProcessor(LogitsProcessor):
         self._budget[req_idx] = getattr(
             sampling_params, "thinking_token_budget", None) is not None
         self._owned[req_idx] = cfg.get("bypass") != "true"
+        self._params[req_idx] = None
         if not self._owned[req_idx]:
             self._samplers[req_idx] = None
             return False
@@ -403,6 +413,8 @@ class QRSLogitsProcessor(LogitsProcessor):
             s = _qrs.Sampler(cfg, self.vocab_size)
         self._samplers[req_idx] = s
         self._hash[req_idx] = h
+        from . import device
+        self._params[req_idx] = device.row_params(cfg)
         if self._writer is not None:
             self._files[req_idx] = self._writer.open(
                 check_run_id(args["qr_run_id"]) if "qr_run_id" in args
@@ -497,11 +509,20 @@ class QRSLogitsProcessor(LogitsProcessor):
         whether the rows are already one-hot (sampled in place)."""
         import torch
 
+        from . import device
+
         rows = [r for _, r, _, _ in owned]
         in_place = False          # host is logits' own rows
+        params = [self._params[o[2]] for o in owned]
+        on_device = device.engaged(logits, params, self._mode)
         # the last step's verdicts, copied behind the rows' copy
         fetched = self._fetch_verdicts()
-        if logits.device.type != "cpu":
+        if on_device:
+            host = None           # the rows stay where they are
+            if fetched is not None and fetched[2] is not None and \
+                    fetched[2].is_pinned():
+                torch.cuda.current_stream().synchronize()
+        elif logits.device.type != "cpu":
             host = self._buffer(len(rows))
             # the one device-to-host copy; it waits for the rows (and the
             # verdicts queued before it)
@@ -533,11 +554,21 @@ class QRSLogitsProcessor(LogitsProcessor):
             # selection, while it is in cache (no second pass)
             # the records file takes libqrs's full JSON line; in memory a
             # dict per row is cheaper to make on the step
-            toks, stats, recs = self.pool.sample(
-                host[start:end], samplers, client=clients,
-                records=("json" if self._writer is not None else True)
-                if self.keep_records else False,
-                one_hot=in_place)
+            want = ("json" if self._writer is not None else True) \
+                if self.keep_records else False
+            if on_device:
+                got = device.sample(logits.index_select(0, idx_dev[start:end]),
+                                    samplers, clients, params[start:end],
+                                    records=want)
+                toks, stats, recs = got.tokens, got.statuses, got.records
+                self.selections["uncertified"] += len(got.uncertified)
+                self.selections["certified"] += \
+                    sum(st == 0 for st in stats) - len(got.uncertified)
+            else:
+                toks, stats, recs = self.pool.sample(
+                    host[start:end], samplers, client=clients, records=want,
+                    one_hot=in_place)
+                self.selections["host"] += sum(st == 0 for st in stats)
             for k, st in enumerate(stats):
                 if st < 0:
                     raise error_for(st, f"qrs: row {owned[start + k][1]} "
