@@ -34,7 +34,12 @@ speculative decoding is the device-side row layout copied to the host,
 once), gathers those rows (one device-to-host copy into a reused pinned
 buffer), samples them in one libqrs batch call per speculative position
 (one call without speculative decoding), and writes each sampled row
-back as -inf except 0 at the chosen id.  Rows of declined (bypass)
+back as -inf except 0 at the chosen id.  Rows on a CUDA device whose
+configuration the device covers (qrs.device; $QRS_DEVICE_SELECT) are
+not copied: each row's draw is taken from qrsd, the device selects
+libqrs's token (a row it cannot certify is copied and selected by
+libqrs), and only the per-row results come down; ``selections`` counts
+rows by the way their token went.  Rows of declined (bypass)
 requests are untouched.  Each request has a fresh libqrs sampler state
 and salt; its first draw is begun in ``add_request`` and each next draw
 right after the token, so draws overlap the forward pass.  Records:
