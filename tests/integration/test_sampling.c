@@ -314,3 +314,84 @@ Test(sampling, batch_draws_in_row_order_on_any_pool)
     }
   cr_expect_gt(differ, 0, "rows drew different bytes");
 }
+
+/* The step split for a selection made elsewhere: take_draw holds the
+   prefetched draw; finish_pick with the token libqrs picks at its u, or
+   finish_row with the row, leaves the chain where one sample_token
+   would (a twin sampler with the same salt selects at the same u). */
+Test(sampling, split_step_equals_one_step, .init = start, .fini = stop)
+{
+  static const uint8_t salt[] = "split step";
+  struct qrs_client *c;
+  struct qrs_sampler *s, *twin;
+  struct qrs_token_record rec, want;
+  struct qrs_commitment a, b;
+  struct qrs_pick p;
+  float row[1000];
+  uint32_t tok, wtok;
+  double u, u2;
+  int t;
+
+  c = connect_client(D.sock);
+  s = sampler_with(1000, "top_p", "0.9", NULL);
+  twin = sampler_with(1000, "top_p", "0.9", NULL);
+  cr_assert_eq(qrs_sampler_set_salt(s, salt, sizeof(salt)), 0);
+  cr_assert_eq(qrs_sampler_set_salt(twin, salt, sizeof(salt)), 0);
+  cr_assert_eq(qrs_sampler_finish_row(s, c, row, QRS_DTYPE_F32, 1000, &tok,
+                                      &rec),
+               -ENOENT, "no draw held");
+  cr_assert_eq(qrs_sampler_prefetch(s, c), 0);
+  for (t = 0; t < 8; t++) {
+    lm_row(row, 1000, (unsigned)t, ROW_SLOPE);
+    cr_assert_eq(qrs_sampler_take_draw(s, c, &u), 0, "token %d", t);
+    cr_assert_eq(qrs_sampler_take_draw(s, c, &u2), 0);
+    cr_assert_eq(u, u2, "the held draw again");
+    cr_assert_eq(qrs_sampler_select_u(twin, row, QRS_DTYPE_F32, 1000, u,
+                                      &wtok, &want),
+                 0);
+    if (t % 2) {
+      cr_assert_eq(qrs_sampler_finish_row(s, c, row, QRS_DTYPE_F32, 1000,
+                                          &tok, &rec),
+                   0);
+      cr_expect_eq(rec.device_selection, QRS_DEVICE_SELECTION_UNCERTIFIED);
+    } else {
+      memset(&p, 0, sizeof(p));
+      p.token = want.token_id;
+      p.rank = want.token_rank;
+      p.num_candidates = want.num_candidates;
+      p.prob = want.token_prob;
+      p.cdf_lo = want.cdf_lo;
+      p.cdf_hi = want.cdf_hi;
+      p.entropy = NAN;
+      p.temperature = 2.0;
+      cr_expect_eq(qrs_sampler_finish_pick(s, c, &p, &rec), -EINVAL,
+                   "another temperature");
+      p.temperature = want.temperature_used;
+      p.cdf_lo = u + 0.5;
+      cr_expect_eq(qrs_sampler_finish_pick(s, c, &p, &rec), -EINVAL,
+                   "u outside the pick's interval");
+      p.cdf_lo = want.cdf_lo;
+      cr_assert_eq(qrs_sampler_finish_pick(s, c, &p, &rec), 0);
+      cr_expect_eq(rec.device_selection, QRS_DEVICE_SELECTION_CERTIFIED);
+      tok = rec.token_id;
+    }
+    cr_expect_eq(tok, wtok, "token %d", t);
+    cr_expect_eq(rec.step, want.step);
+    cr_expect_eq(rec.u_value, u);
+    cr_expect_eq(rec.entropy_prefetch_hit, 1, "token %d prefetched", t);
+    cr_expect_neq(rec.entropy_nonce, 0);
+    qrs_sampler_next_commitment(s, &a);
+    qrs_sampler_next_commitment(twin, &b);
+    cr_expect_eq(a.step, b.step);
+    cr_expect_eq(a.prev_token_id, b.prev_token_id);
+  }
+  /* a reset drops the held draw */
+  cr_assert_eq(qrs_sampler_take_draw(s, c, &u), 0);
+  cr_assert_eq(qrs_sampler_reset(s), 0);
+  cr_expect_eq(qrs_sampler_finish_row(s, c, row, QRS_DTYPE_F32, 1000, &tok,
+                                      &rec),
+               -ENOENT);
+  qrs_sampler_free(twin);
+  qrs_sampler_free(s);
+  qrs_client_free(c);
+}
