@@ -98,7 +98,7 @@ openssl verify -CAfile "$C/ca.pem" "$C/expired.pem" 2>&1 | grep -q 'certificate 
 K=$T/keys
 mkdir -m 0700 "$K" || exit 1
 : > "$K/api_keys"
-openssl rand -hex 24 > "$K/source.key" || fail "openssl rand"
+(umask 077 && openssl rand -hex 24 > "$K/source.key") || fail "openssl rand"
 for n in node-1 node-2 node-3 tight spare flood; do
   openssl rand -hex 24 > "$K/$n.key" || fail "openssl rand"
   h=$("$qrsctl" hash-key < "$K/$n.key") || fail "qrsctl hash-key"

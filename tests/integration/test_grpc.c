@@ -272,6 +272,31 @@ Test(grpc, the_api_key_is_required_refused_when_wrong_and_never_shown)
   upserver_stop(&s, 0);
 }
 
+/* qrs-entropy-server reads its api key by qrsd's rule for secrets: a
+   key file others may read is refused, naming the fix, before it
+   listens. */
+Test(grpc, the_servers_api_key_file_others_may_read_is_refused)
+{
+  const char *bin = getenv("QRS_ENTROPY_SERVER_BIN");
+  char dir[] = "/tmp/qrs-srvkey-XXXXXX", key[200], out[256], err[1024];
+  char *argv[] = { (char *)bin, "--listen", "127.0.0.1:0", "--api-key-file",
+                   key, NULL };
+  int st;
+
+  cr_assert_not_null(bin, "QRS_ENTROPY_SERVER_BIN is not set");
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(key, sizeof(key), "%s/qrng.key", dir);
+  write_key_file(key, KEY "\n");
+  cr_assert_eq(chmod(key, 0644), 0);
+  st = run_capture(argv, out, sizeof(out), err, sizeof(err));
+  cr_expect_neq(st, 0, "served with a world-readable key");
+  cr_expect_not_null(strstr(err, "chmod"), "%s", err);
+  cr_expect_null(strstr(err, KEY), "the key is in its error");
+  cr_expect_null(strstr(out, KEY));
+  unlink(key);
+  rmdir(dir);
+}
+
 Test(grpc, tls_with_a_ca_made_at_test_time)
 {
   struct upserver s;

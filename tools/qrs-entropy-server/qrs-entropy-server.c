@@ -30,6 +30,7 @@
 #include <grpc/support/time.h>
 #include <uv.h>
 
+#include "base/keyfile.h"
 #include "cliparse.h"
 #include "grpc/gbridge.h"
 #include "grpc/gserve.h"
@@ -402,32 +403,6 @@ on_signal(uv_signal_t *h, int sig)
   srv_stop(h->data, 0);
 }
 
-static char *
-read_file(const char *path, size_t max, const char *what)
-{
-  FILE *f;
-  char *buf;
-  size_t n;
-
-  f = fopen(path, "re");
-  if (!f) {
-    fprintf(stderr, "qrs-entropy-server: cannot open %s '%s': %s\n", what,
-            path, strerror(errno));
-    return NULL;
-  }
-  buf = malloc(max + 1);
-  n = buf ? fread(buf, 1, max + 1, f) : 0;
-  fclose(f);
-  if (!buf || n > max) {
-    fprintf(stderr, "qrs-entropy-server: %s '%s' is too large\n", what,
-            path);
-    free(buf);
-    return NULL;
-  }
-  buf[n] = '\0';
-  return buf;
-}
-
 static void
 usage(FILE *f)
 {
@@ -452,7 +427,9 @@ usage(FILE *f)
 "                            this CA (mutual TLS)\n"
 "      --api-key-file FILE   require metadata HEADER: KEY on every call, the\n"
 "                            key being the file's first line; a missing or\n"
-"                            wrong key gets UNAUTHENTICATED.  Never logged.\n"
+"                            wrong key gets UNAUTHENTICATED.  Never logged;\n"
+"                            refused when others may read the file (0600,\n"
+"                            or 0640 owned by root, as qrsd's key files)\n"
 "      --api-key-header NAME the metadata key (default api-key, lowercase)\n"
 "\n"
 "Entropy:\n"
@@ -615,14 +592,20 @@ parse_args(int argc, char **argv, struct options *o)
 static int
 load_key(struct srv *s)
 {
-  char *k;
+  char *k = NULL, err[300];
   size_t n;
+  int r;
 
   if (!s->o.api_key_file)
     return 0;
-  k = read_file(s->o.api_key_file, KEY_MAX, "api key file");
-  if (!k)
+  /* a secret: refused when others may read it, as qrsd's key files */
+  r = keyfile_read(s->o.api_key_file, KEYFILE_PRIVATE, KEY_MAX, &k, NULL,
+                   err, sizeof(err));
+  if (r < 0) {
+    fprintf(stderr, "qrs-entropy-server: api key file: %s\n",
+            err[0] ? err : strerror(-r));
     return -1;
+  }
   n = strcspn(k, "\r\n");
   k[n] = '\0';
   if (n == 0) {
