@@ -193,6 +193,7 @@ class _Rows:
     dev: torch.Tensor       # bool: covered
     k: torch.Tensor         # int64 top-k in effect (0: none)
     any_nuc: bool           # some covered row has top_p < 1
+    all_nuc: bool           # every covered row has top_p < 1
     scale: torch.Tensor | None = None   # f32 buckets per unit of d
 
 
@@ -206,8 +207,9 @@ def _prepare(x: torch.Tensor, params: Sequence[RowParams | None]) -> _Rows:
     lmin = [-math.log(p.min_p) if p.min_p > 0 else math.inf for p in ps]
     ks = [p.top_k if 0 < p.top_k < n and p.temperature > 0 else 0
           for p in ps]
-    kt = torch.full((len(ps),), -math.inf, dtype=torch.float32)
-    kidx = torch.zeros(len(ps), dtype=torch.int64)
+    # the top-k thresholds stay on the device (no sync)
+    kt = torch.full((len(ps),), -math.inf, dtype=torch.float32, device=dev)
+    kidx = torch.zeros(len(ps), dtype=torch.int64, device=dev)
     rows = [i for i, k in enumerate(ks) if k]
     if rows:
         sel = torch.tensor(rows, device=dev)
@@ -215,8 +217,8 @@ def _prepare(x: torch.Tensor, params: Sequence[RowParams | None]) -> _Rows:
                           dim=1).values
         kth = keys.gather(1, torch.tensor([[ks[i] - 1] for i in rows],
                                           device=dev)).squeeze(1)
-        kt[rows] = _key_logit(kth).cpu()
-        kidx[rows] = (kth & 0xFFFFFFFF).cpu()
+        kt[sel] = _key_logit(kth).to(torch.float32)
+        kidx[sel] = kth & 0xFFFFFFFF
     f32 = dict(dtype=torch.float32)
     return _Rows(
         invt=torch.tensor(invt, **f32).to(dev),
@@ -224,14 +226,15 @@ def _prepare(x: torch.Tensor, params: Sequence[RowParams | None]) -> _Rows:
         margin=torch.tensor([MINP_MARGIN * (1 + (v if math.isfinite(v)
                                                  else 0)) for v in lmin],
                             **f32).to(dev),
-        kt=kt.to(dev), kidx=kidx.to(dev),
+        kt=kt, kidx=kidx,
         top_p=torch.tensor([p.top_p for p in ps], dtype=torch.float64,
                            device=dev),
         temp=torch.tensor(temp, dtype=torch.float64, device=dev),
         greedy=torch.tensor([t <= 0 for t in temp], device=dev),
         dev=torch.tensor(ok, device=dev),
         k=torch.tensor(ks, dtype=torch.int64, device=dev),
-        any_nuc=any(o and p.top_p < 1.0 for p, o in zip(ps, ok)))
+        any_nuc=any(o and p.top_p < 1.0 for p, o in zip(ps, ok)),
+        all_nuc=all(p.top_p < 1.0 for p, o in zip(ps, ok) if o))
 
 
 # ---- the passes, as plain torch ----
@@ -602,7 +605,7 @@ def _finish(x, m, bad, hist, cnt, sc, rows, u):
         zn = torch.where(nuc, cut["cur"], 0.0)
         pick = _cross(hist, cnt, err, ps, rows, ud, zn, SLACK * zn)
         pick_all = _cross_retry(ok & ~nuc, hist, cnt, err, ps, rows, ud) \
-            if not bool(nuc[rows.dev].all()) else pick
+            if not rows.all_nuc else pick
         for k in pick:
             pick[k] = torch.where(nuc, pick[k], pick_all[k])
         ok &= ~nuc | (pick["rank"] <= cut["rank"])
