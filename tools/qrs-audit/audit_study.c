@@ -751,7 +751,6 @@ on_entry(struct ctx *c, uint64_t seq, const char *line, size_t len,
     u->label = label;
     u->file = file;
     u->line = (uint32_t)lineno;
-    s->n_units++;
     s->label_units[label]++;
   } else if (u->label != label) {
     failed(c, file, lineno, SC_UNIT_SPLIT, "unit %s has label %c here and "
@@ -1107,9 +1106,11 @@ compute(const struct study *s, const char *which, struct result *res)
       goto out;
     res->ks_d = study_ks2(a, na, b, nb);
     res->p = study_ks2_pvalue(res->ks_d, na, nb);
-    res->sims = study_power_ks_sims(na, nb);
-    res->power = study_power_ks(s->effect, na, nb, s->alpha, res->sims,
-                                POWER_SEED);
+    /* simulated: only for the pre-registered statistic (its cost) */
+    res->sims = strcmp(s->statistic, which) == 0 ?
+                study_power_ks_sims(na, nb) : 0;
+    res->power = res->sims ? study_power_ks(s->effect, na, nb, s->alpha,
+                                            res->sims, POWER_SEED) : NAN;
     if (res->power < 0) {
       r = -ENOMEM;
       goto out;
@@ -1175,8 +1176,10 @@ print_result(FILE *out, const struct study *s, const struct result *r,
           r->w.mean_a, r->w.mean_b, r->w.diff, r->w.diff_lo, r->w.diff_hi);
   fprintf(out, "  effect size d = %.4f (95%% CI %.4f to %.4f)\n", r->w.d,
           r->w.d_lo, r->w.d_hi);
-  fprintf(out, "  power against an effect of %g s.d. at alpha %g: %.3f%s\n",
-          s->effect, s->alpha, r->power, r->sims ? " (simulated)" : "");
+  if (!isnan(r->power))
+    fprintf(out, "  power against an effect of %g s.d. at alpha %g: %.3f%s"
+            "\n", s->effect, s->alpha, r->power, r->sims ?
+            " (simulated)" : "");
   if (primary)
     fprintf(out, "  %s\n", r->p <= s->alpha ? "p <= alpha: the null "
             "hypothesis (no difference between the arms) is rejected" :
@@ -1193,7 +1196,7 @@ print_study(FILE *out, const struct study *s, uint64_t prng_draws)
   fprintf(out, "study %s: %zu arms, %s\n", s->name, s->k, s->revealed ?
           "revealed" : "blinded (counts per label only)");
   fprintf(out, "  plan: unit %s, %" PRIu64 " units, statistic %s, alpha %g, "
-          "effect %g; %zu study records (qrsd starts)\n", s->unit,
+          "effect %g; study records: %zu (one a qrsd start)\n", s->unit,
           s->planned, s->statistic, s->alpha, s->effect, s->records);
   for (i = 0; i < s->k; i++)
     fprintf(out, "  label %c%s: %" PRIu64 " units, %" PRIu64 " draws\n",
@@ -1290,7 +1293,8 @@ add_result(struct json_object *o, const char *key, const struct result *r)
                           json_object_new_double(r->w.d_lo));
     json_object_array_add(json_object_object_get(x, "d_ci"),
                           json_object_new_double(r->w.d_hi));
-    json_object_object_add(x, "power", json_object_new_double(r->power));
+    if (!isnan(r->power))
+      json_object_object_add(x, "power", json_object_new_double(r->power));
   }
   json_object_object_add(o, key, x);
 }

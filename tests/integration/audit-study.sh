@@ -1,0 +1,105 @@
+#!/bin/sh
+# Usage: audit-study.sh QRS_AUDIT STUDY_FIXTURE
+# qrs-audit --study on studies written by study_fixture (the journal,
+# records and reveal.json of a two-arm study, as qrsd and libqrs write
+# them): blinded without reveal.json (counts per label only), revealed
+# with every check passed and the pre-registered statistic reported (for
+# each of the three statistics), a shift in the quantum arm detected,
+# three arms; then one tamper each, the chain kept intact, named by its
+# check with the file and line: a changed commitment, a swapped
+# assignment, a control draw's bytes, a counter reused, a record moved
+# between arms.
+set -u
+audit=$1 fixture=$2
+. "$(dirname "$0")/lib.sh"
+on_fail() { cat "$T/out" 2>/dev/null; }
+
+# expect STATUS TEXT DIR [ARGS]: qrs-audit --study DIR exits STATUS and
+# says TEXT
+expect() {
+  want=$1 text=$2 d=$3
+  shift 3
+  "$audit" --study "$d" "$@" > "$T/out" 2>&1
+  got=$?
+  [ "$got" = "$want" ] || fail "qrs-audit --study $d: exit $got, not $want"
+  grep -q -- "$text" "$T/out" || fail "qrs-audit --study $d: no '$text'"
+}
+# gen NAME ARGS: a fixture in $T/NAME; what a tamper names in $T/NAME.at
+gen() {
+  n=$1
+  shift
+  "$fixture" "$T/$n" "$@" > "$T/$n.at" || fail "study_fixture $n $*"
+}
+at() { sed -n 's/^tampered //p' "$T/$1.at"; }
+
+# valid, revealed: every check passes, the statistic is reported
+gen ok --units 400
+expect 0 "pre-registered statistic: mean_probit_diff" "$T/ok"
+expect 0 "revealed: commitments, label order, the assignment of 400 units" \
+  "$T/ok"
+expect 0 "units: 400 of 400 planned: complete" "$T/ok"
+expect 0 "exploratory (not pre-registered): ks_u" "$T/ok"
+expect 0 "exploratory (not pre-registered): mean_surprisal" "$T/ok"
+expect 0 "records: 1 files, 800 records of the study's draws" "$T/ok"
+expect 0 '"verdict":"intact"' "$T/ok" --json
+expect 0 '"primary":{"statistic":"mean_probit_diff","computed":true' \
+  "$T/ok" --json
+grep -q "no difference between the arms) is not rejected" "$T/out" ||
+  "$audit" --study "$T/ok" | grep -q "is not rejected" ||
+  fail "a null study rejected at alpha 0.05 (seeded: should not be)"
+
+# blinded: counts per label, no arm named, no statistic
+gen blind --units 300 --planned 500 --no-reveal
+expect 0 "blinded (counts per label only)" "$T/blind"
+expect 0 "units: stopped early at 300 of 500 planned" "$T/blind"
+expect 0 "label A: " "$T/blind"
+if grep -q -e control -e quantum "$T/out"; then
+  fail "the blinded report names an arm"
+fi
+if grep -q "pre-registered statistic" "$T/out"; then
+  fail "the blinded report has a statistic"
+fi
+
+# a shift of 0.5 s.d. in the quantum arm over 400 units: detected
+gen shift --units 400 --draws 1 --shift 0.5
+expect 0 "is rejected" "$T/shift"
+# each statistic as the pre-registered one
+gen ks --units 300 --statistic ks_u
+expect 0 "pre-registered statistic: ks_u" "$T/ks"
+expect 0 "two-sample Kolmogorov-Smirnov of u over" "$T/ks"
+gen sur --units 300 --statistic mean_surprisal
+expect 0 "pre-registered statistic: mean_surprisal" "$T/sur"
+expect 0 "mean surprisal per unit (nats)" "$T/sur"
+# draw units, three arms
+gen draw --units 100 --draws 3 --unit draw
+expect 0 "units: 300 of 300 planned: complete" "$T/draw"
+gen three --units 300 --arms 3
+expect 0 "label A against label B: the first two labels" "$T/three"
+expect 0 "label C (" "$T/three"
+
+# the tampers: each named with its check, file and line; exit 1
+for t in commitment:commitment-mismatch assignment:assignment-mismatch \
+         control-bytes:bytes-mismatch ctr-reused:ctr-reused \
+         records-moved:source-mismatch; do
+  what=${t%%:*} check=${t#*:}
+  gen "t-$what" --units 200 --tamper "$what"
+  where=$(at "t-$what")
+  [ -n "$where" ] || fail "study_fixture --tamper $what named no line"
+  expect 1 "^$T/t-$what/$where: $check: " "$T/t-$what"
+  expect 1 "statistics withheld: a check failed" "$T/t-$what"
+done
+# the swapped assignment is caught by the assignment check alone: the
+# chain is intact and every unit's draws share their (wrong) label
+expect 1 "journal intact" "$T/t-assignment"
+if grep -v -e assignment-mismatch -e "^journal" -e "^study" -e "^  " \
+     -e "checks failed" -e "^records:" -e "withheld" "$T/out" | grep -q .; then
+  fail "the swapped assignment raised more than assignment-mismatch"
+fi
+
+# bad usage and unreadable input: exit 2
+echo '{"study": "pilot1"}' > "$T/ok/reveal.json"
+expect 2 "assignment_seed" "$T/ok"
+expect 2 "" "$T/missing"
+"$audit" --study "$T/ok" --journal "$T/ok/journal" > "$T/out" 2>&1
+[ $? = 2 ] || fail "--study with --journal: not a usage error"
+echo "audit-study: ok"
