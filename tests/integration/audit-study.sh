@@ -48,6 +48,26 @@ grep -q "no difference between the arms) is not rejected" "$T/out" ||
   "$audit" --study "$T/ok" | grep -q "is not rejected" ||
   fail "a null study rejected at alpha 0.05 (seeded: should not be)"
 
+# qrs-audit --journal walks the study records: chained, no sequence of
+# their own; a checkpoint at sequence 1 may hold entry 1's hash or the
+# study record's after it (qrsd logs the head it wrote last)
+j=$T/ok/journal
+h1=$(sed -n 2p "$j/journal-000001.log" | awk -F '\t' '{ print $NF }')
+hs=$(sed -n 3p "$j/journal-000001.log" | awk -F '\t' '{ print $NF }')
+"$audit" --journal "$j" --checkpoint "1:$h1" > "$T/out" 2>&1 ||
+  fail "checkpoint at entry 1's hash"
+"$audit" --journal "$j" --checkpoint "1:$hs" > "$T/out" 2>&1 ||
+  fail "checkpoint at the study record's hash"
+grep -q "journal intact: 801 entries" "$T/out" || fail "entries walked"
+"$audit" --journal "$j" --checkpoint "2:$hs" > "$T/out" 2>&1
+[ $? = 1 ] && grep -q "journal-000001.log:4: the hash after sequence 2" \
+  "$T/out" || fail "a checkpoint no record matches: not named"
+
+# --report: the plots of the draws by arm
+expect 0 "plots" "$T/ok" --report "$T/plots"
+[ -s "$T/plots/latency.dat" ] && grep -q "# A control" "$T/plots/latency.dat" ||
+  fail "--report drew no latency per arm"
+
 # blinded: counts per label, no arm named, no statistic
 gen blind --units 300 --planned 500 --no-reveal
 expect 0 "blinded (counts per label only)" "$T/blind"

@@ -1463,6 +1463,9 @@ audit_study(const struct audit_study_opts *o, FILE *out)
   if (rfiles)
     fprintf(out, "records: %" PRIu64 " files, %" PRIu64 " records of the "
             "study's draws\n", rfiles, joined);
+  if (o->report && (target || c.n_studies))
+    fprintf(out, "plots: %s/u_hist.png, u_qq.png, u_time.png, latency.png "
+            "(and .svg), by label\n", o->report);
   if (total) {
     fprintf(out, "%" PRIu64 " checks failed:", total);
     for (i = 0, j = 0; i < SC_N + AUDIT_N_CHECKS; i++)
