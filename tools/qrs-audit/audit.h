@@ -148,6 +148,11 @@ int audit_split_fields(const char *line, size_t len, struct jfield *f,
 /* Whether field f is the string s. */
 int audit_field_is(const struct jfield *f, const char *s);
 
+/* A failure as a json-c object (struct json_object *; the caller owns
+   it): file (left out when NULL), line, check, detail. */
+void *audit_failure_json(const char *file, uint64_t line, const char *check,
+                         const char *detail);
+
 /* Total failures over every check. */
 uint64_t audit_total(const struct audit *a);
 

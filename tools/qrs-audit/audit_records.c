@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "audit.h"
 #include "audit_journal.h"
 #include "audit_json.h"
@@ -62,6 +64,20 @@ audit_failed(struct audit *a, uint64_t line, enum audit_check c,
   va_start(ap, fmt);
   vsnprintf(f->detail, sizeof f->detail, fmt, ap);
   va_end(ap);
+}
+
+void *
+audit_failure_json(const char *file, uint64_t line, const char *check,
+                   const char *detail)
+{
+  struct json_object *x = json_object_new_object();
+
+  if (file)
+    json_object_object_add(x, "file", json_object_new_string(file));
+  json_object_object_add(x, "line", json_object_new_uint64(line));
+  json_object_object_add(x, "check", json_object_new_string(check));
+  json_object_object_add(x, "detail", json_object_new_string(detail));
+  return x;
 }
 
 uint64_t

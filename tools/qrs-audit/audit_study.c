@@ -226,21 +226,12 @@ hex_decode(const char *s, size_t len, uint8_t *out, size_t n)
 }
 
 static void
-to_hex(const uint8_t *b, size_t n, char *out)
-{
-  size_t i;
-
-  for (i = 0; i < n; i++)
-    sprintf(out + 2 * i, "%02x", b[i]);
-}
-
-static void
 commitment(const uint8_t seed[SEED_LEN], char out[JOURNAL_HEX_LEN + 1])
 {
   uint8_t h[JOURNAL_HASH_LEN];
 
   EVP_Digest(seed, SEED_LEN, h, NULL, EVP_sha256(), NULL);
-  to_hex(h, sizeof h, out);
+  journal_hex(h, sizeof h, out);
 }
 
 /* HMAC-SHA256(seed, prefix "\0" name "\0" tail). */
@@ -648,7 +639,7 @@ check_bytes(struct ctx *c, const struct arm *a, uint32_t epoch,
     return;
   }
   EVP_Digest(c->buf, n, h, NULL, EVP_sha256(), NULL);
-  to_hex(h, sizeof h, hx);
+  journal_hex(h, sizeof h, hx);
   if (!audit_field_is(f, hx))
     failed(c, file, line, SC_BYTES, "entry %" PRIu64 " (arm %s, %08" PRIx32
            ":%" PRIu64 ", %zu bytes): the seed's bytes hash to %s, the "
@@ -886,13 +877,20 @@ read_reveal(const char *path, struct reveal *rv)
 
 /* ---- after the walk: counters reused, records ----------------------- */
 
+/* SORT_ORDER of a key of three parts. */
+static int
+order3(uint64_t x1, uint64_t y1, uint64_t x2, uint64_t y2, uint64_t x3,
+       uint64_t y3)
+{
+  return x1 != y1 ? SORT_ORDER(x1, y1) : SORT_ORDER2(x2, y2, x3, y3);
+}
+
 static int
 cmp_ctr(const void *x, const void *y)
 {
   const struct draw *a = x, *b = y;
 
-  return a->epoch != b->epoch ? SORT_ORDER(a->epoch, b->epoch) :
-         SORT_ORDER2(a->ctr, b->ctr, a->seq, b->seq);
+  return order3(a->epoch, b->epoch, a->ctr, b->ctr, a->seq, b->seq);
 }
 
 static void
@@ -1219,8 +1217,8 @@ cmp_fail(const void *x, const void *y)
 {
   const struct failure *a = x, *b = y;
 
-  return a->file != b->file ? SORT_ORDER(a->file, b->file) :
-         SORT_ORDER2(a->line, b->line, a->check, b->check);
+  return order3(a->file, b->file, a->line, b->line, (uint64_t)a->check,
+                (uint64_t)b->check);
 }
 
 /* The plots of the study's draws, by label (audit_stats.h). */
@@ -1268,6 +1266,17 @@ prng_draws(const struct study *s)
   return n;
 }
 
+/* [lo, hi] */
+static struct json_object *
+interval(double lo, double hi)
+{
+  struct json_object *a = json_object_new_array_ext(2);
+
+  json_object_array_add(a, json_object_new_double(lo));
+  json_object_array_add(a, json_object_new_double(hi));
+  return a;
+}
+
 static void
 add_result(struct json_object *o, const char *key, const struct result *r)
 {
@@ -1282,17 +1291,10 @@ add_result(struct json_object *o, const char *key, const struct result *r)
     json_object_object_add(x, "ks_d", json_object_new_double(r->ks_d));
     json_object_object_add(x, "p", json_object_new_double(r->p));
     json_object_object_add(x, "diff", json_object_new_double(r->w.diff));
-    json_object_object_add(x, "diff_ci", json_object_new_array_ext(0));
-    json_object_array_add(json_object_object_get(x, "diff_ci"),
-                          json_object_new_double(r->w.diff_lo));
-    json_object_array_add(json_object_object_get(x, "diff_ci"),
-                          json_object_new_double(r->w.diff_hi));
+    json_object_object_add(x, "diff_ci", interval(r->w.diff_lo,
+                                                  r->w.diff_hi));
     json_object_object_add(x, "d", json_object_new_double(r->w.d));
-    json_object_object_add(x, "d_ci", json_object_new_array_ext(0));
-    json_object_array_add(json_object_object_get(x, "d_ci"),
-                          json_object_new_double(r->w.d_lo));
-    json_object_array_add(json_object_object_get(x, "d_ci"),
-                          json_object_new_double(r->w.d_hi));
+    json_object_object_add(x, "d_ci", interval(r->w.d_lo, r->w.d_hi));
     if (!isnan(r->power))
       json_object_object_add(x, "power", json_object_new_double(r->power));
   }
@@ -1338,7 +1340,7 @@ int
 audit_study(const struct audit_study_opts *o, FILE *out)
 {
   struct audit_journal_result jr;
-  struct json_object *jo = NULL, *ja, *jx;
+  struct json_object *jo = NULL, *ja;
   struct result res[N_STATISTICS];
   struct study *target = NULL;
   char jdir[4096], rpath[4096], err[1024] = "";
@@ -1413,18 +1415,10 @@ audit_study(const struct audit_study_opts *o, FILE *out)
     json_object_object_add(jo, "failures_total",
                            json_object_new_uint64(total));
     ja = json_object_new_array();
-    for (i = 0; i < c.n_fail && i < (size_t)o->max_fail; i++) {
-      jx = json_object_new_object();
-      json_object_object_add(jx, "file", json_object_new_string(
-                             c.paths[c.fail[i].file]));
-      json_object_object_add(jx, "line",
-                             json_object_new_uint64(c.fail[i].line));
-      json_object_object_add(jx, "check", json_object_new_string(
-                             check_name(c.fail[i].check)));
-      json_object_object_add(jx, "detail", json_object_new_string(
-                             c.fail[i].detail));
-      json_object_array_add(ja, jx);
-    }
+    for (i = 0; i < c.n_fail && i < (size_t)o->max_fail; i++)
+      json_object_array_add(ja, audit_failure_json(
+        c.paths[c.fail[i].file], c.fail[i].line,
+        check_name(c.fail[i].check), c.fail[i].detail));
     json_object_object_add(jo, "failures", ja);
     ja = json_object_new_array();
     for (i = 0; i < c.n_studies; i++)

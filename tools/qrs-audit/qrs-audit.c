@@ -241,7 +241,7 @@ main(int argc, char **argv)
   const struct cli cli = { .prog = "qrs-audit", .opts = opts,
                            .usage = usage };
   char head[JOURNAL_HEX_LEN + 1] = "", err[1024] = "", rerr[1024] = "";
-  struct json_object *o, *fa, *fc, *x;
+  struct json_object *o, *fa, *fc;
   struct timespec t0, t1, t2;
   struct audit a;
   struct audit_stats st;
@@ -376,16 +376,10 @@ main(int argc, char **argv)
                                  json_object_new_uint64(a.counts[c]));
       json_object_object_add(o, "failure_counts", fc);
       fa = json_object_new_array();
-      for (i = 0; i < a.n_fail && i < (size_t)max_fail; i++) {
-        x = json_object_new_object();
-        json_object_object_add(x, "line", json_object_new_uint64(
-                               a.fail[i].line));
-        json_object_object_add(x, "check", json_object_new_string(
-                               audit_check_name(a.fail[i].check)));
-        json_object_object_add(x, "detail", json_object_new_string(
-                               a.fail[i].detail));
-        json_object_array_add(fa, x);
-      }
+      for (i = 0; i < a.n_fail && i < (size_t)max_fail; i++)
+        json_object_array_add(fa, audit_failure_json(NULL, a.fail[i].line,
+                              audit_check_name(a.fail[i].check),
+                              a.fail[i].detail));
       json_object_object_add(o, "failures", fa);
       if (a.unchecked)
         json_object_object_add(o, "records_unchecked",
