@@ -93,6 +93,11 @@ expect 0 "mean surprisal per unit (nats)" "$T/sur"
 # draw units, three arms
 gen draw --units 100 --draws 3 --unit draw
 expect 0 "units: 300 of 300 planned: complete" "$T/draw"
+# qrsd restarted mid-study: a second study record, a new epoch, the
+# counter from 0 again (not a reuse)
+gen restart --units 300 --restart 120
+expect 0 "study records: 2" "$T/restart"
+expect 0 "units: 300 of 300 planned: complete" "$T/restart"
 gen three --units 300 --arms 3
 expect 0 "label A against label B: the first two labels" "$T/three"
 expect 0 "label C (" "$T/three"
@@ -100,9 +105,9 @@ expect 0 "label C (" "$T/three"
 # the tampers: each named with its check, file and line; exit 1
 for t in commitment:commitment-mismatch assignment:assignment-mismatch \
          control-bytes:bytes-mismatch ctr-reused:ctr-reused \
-         records-moved:source-mismatch; do
+         records-moved:source-mismatch plan-changed:plan-changed; do
   what=${t%%:*} check=${t#*:}
-  gen "t-$what" --units 200 --tamper "$what"
+  gen "t-$what" --units 200 --restart 100 --tamper "$what"
   where=$(at "t-$what")
   [ -n "$where" ] || fail "study_fixture --tamper $what named no line"
   expect 1 "^$T/t-$what/$where: $check: " "$T/t-$what"

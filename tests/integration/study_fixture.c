@@ -6,19 +6,22 @@
    from SHA-256 of the draw's counter, u shifted by --shift standard
    deviations of Phi^-1(u)) and "control" (prng: ChaCha20 keyed by its
    seed, exactly as qrsd's prng source); --arms 3 adds "system".  Seeds
-   follow from --seed; --effect is the plan's stated effect.
+   follow from --seed; --effect is the plan's stated effect; --restart
+   writes a second study record (qrsd started again: a new epoch, the
+   counter from 0) before that unit.
 
    Usage: study_fixture DIR [--units N] [--draws K] [--unit request|draw]
             [--statistic S] [--planned N] [--shift X] [--effect X]
-            [--seed N]
+            [--seed N] [--restart UNIT]
             [--arms K] [--no-reveal] [--tamper WHAT]
    WHAT: commitment (the control seed's commitment in the study record),
    assignment (every entry of one control unit relabelled to the quantum
    arm's label), control-bytes (one control draw's SHA-256), ctr-reused
    (one draw's counter the one before it, its bytes to match),
-   records-moved (one record's label the other arm's).  Each tamper keeps
-   the chain intact and prints "tampered FILE:LINE" (FILE relative to
-   DIR): what qrs-audit must name. */
+   records-moved (one record's label the other arm's), plan-changed
+   (with --restart: the second record's planned units one more).  Each
+   tamper keeps the chain intact and prints "tampered FILE:LINE" (FILE
+   relative to DIR): what qrs-audit must name. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -35,12 +38,13 @@
 
 #define NAME "pilot1"
 #define DRAW_BYTES 16
-#define EPOCH 0x1a2b3c4du
+#define EPOCH0 0x1a2b3c4du
 
 static uint8_t assign_seed[32], control_seed[32];
 static FILE *jf;
 static char prev[65];
 static unsigned jline;
+static uint32_t epoch = EPOCH0;           /* the running start's */
 
 static void
 hex(const uint8_t *b, size_t n, char *out)
@@ -113,7 +117,7 @@ chacha(const uint8_t seed[32], uint64_t ctr, uint8_t *out, size_t n)
   int i, outl;
 
   for (i = 0; i < 4; i++)
-    iv[4 + i] = (uint8_t)(EPOCH >> (24 - 8 * i));
+    iv[4 + i] = (uint8_t)(epoch >> (24 - 8 * i));
   for (i = 0; i < 8; i++)
     iv[8 + i] = (uint8_t)(ctr >> (56 - 8 * i));
   memset(out, 0, n);
@@ -123,6 +127,19 @@ chacha(const uint8_t seed[32], uint64_t ctr, uint8_t *out, size_t n)
     exit(2);
   }
   EVP_CIPHER_CTX_free(c);
+}
+
+/* The study record of a start. */
+static void
+study_record(const char *unit, uint64_t planned, const char *stat,
+             double effect, const char *ac, const char *arms)
+{
+  char body[2048];
+
+  snprintf(body, sizeof body, "#study\t" NAME "\t%08x\t%s\t%" PRIu64 "\t%s\t"
+           "%.17g\t%.17g\t%s\t%s\t%s\t", epoch, unit, planned, stat, 0.05,
+           effect, ac, arms, prev);
+  jwrite(body);
 }
 
 static void
@@ -141,7 +158,8 @@ main(int argc, char **argv)
   const char *tamper = "";
   const char *arm_src[3] = { "quantum", "control", "system" };
   const char *arm_type[3] = { "mock", "prng", "system" };
-  int units = 200, draws = 2, k = 2, reveal = 1, i, j, arm, lab;
+  int units = 200, draws = 2, k = 2, reveal = 1, restart = 0, i, j, arm;
+  int lab;
   int tampered_unit = -1, tamper_done = 0, rec_target_done = 0;
   uint64_t seed = 1, planned = 0, seq = 0, ctr = 0, c_used;
   double shift = 0, effect = 0.2;
@@ -185,6 +203,8 @@ main(int argc, char **argv)
       seed = strtoull(v, NULL, 10);
     else if (strcmp(o, "--arms") == 0)
       k = atoi(v);
+    else if (strcmp(o, "--restart") == 0)
+      restart = atoi(v);
     else if (strcmp(o, "--tamper") == 0)
       tamper = v;
     else {
@@ -260,15 +280,21 @@ main(int argc, char **argv)
   for (i = 0; i < k; i++)
     snprintf(arms + strlen(arms), sizeof arms - strlen(arms), "%s%s:%s:%s",
              i ? "," : "", arm_src[i], arm_type[i], i == 1 ? cc : "-");
-  snprintf(body, sizeof body, "#study\t" NAME "\t%08x\t%s\t%" PRIu64 "\t%s\t"
-           "%.17g\t%.17g\t%s\t%s\t%s\t", EPOCH, unit, planned, stat, 0.05,
-           effect, ac, arms, prev);
-  jwrite(body);
+  study_record(unit, planned, stat, effect, ac, arms);
   if (strcmp(tamper, "commitment") == 0)
     printf("tampered journal/journal-000001.log:%u\n", jline);
 
   /* the draws */
   for (i = 0; i < units; i++) {
+    if (i > 0 && i == restart) {
+      /* qrsd started again: a new epoch, the counter from 0 */
+      epoch++;
+      ctr = 0;
+      study_record(unit, planned + (strcmp(tamper, "plan-changed") == 0),
+                   stat, effect, ac, arms);
+      if (strcmp(tamper, "plan-changed") == 0)
+        printf("tampered journal/journal-000001.log:%u\n", jline);
+    }
     for (j = 0; j < draws; j++) {
       double u0, u, prob;
       uint64_t v;
@@ -280,7 +306,7 @@ main(int argc, char **argv)
       if (strcmp(tamper, "ctr-reused") == 0 && i == 1 && j == 0)
         c_used = ctr - 1;
       if (strcmp(unit, "draw") == 0)
-        snprintf(tag, sizeof tag, "%08x:%" PRIu64, EPOCH, c_used);
+        snprintf(tag, sizeof tag, "%08x:%" PRIu64, epoch, c_used);
       else
         snprintf(tag, sizeof tag, "run-%d", i);
       arm = assigned(tag, k);
@@ -322,7 +348,7 @@ main(int argc, char **argv)
                "zscore_mean\tn=%d,mean=127.5,std=73.6,study=%08x:%" PRIu64
                ",unit=%s\t%016" PRIx64 "\t1\t%" PRId64 ".%09" PRId64 "\t%"
                PRId64 ".%09" PRId64 "\t%" PRId64 ".%09" PRId64 "\t%s\t%.17g"
-               "\t\t%s\t", seq, lab, DRAW_BYTES, EPOCH, c_used, tag,
+               "\t\t%s\t", seq, lab, DRAW_BYTES, epoch, c_used, tag,
                seq * 7919, t0 / 1000000000, t0 % 1000000000,
                (t0 + 100) / 1000000000, (t0 + 100) % 1000000000,
                (t0 + 200) / 1000000000, (t0 + 200) % 1000000000, hx, u,

@@ -336,6 +336,7 @@ parse_arms(struct study *s, const struct jfield *f, char *why, size_t wl)
 {
   const char *p = f->s, *e, *c1, *c2;
   struct arm *a;
+  size_t i;
 
   s->k = 0;
   while (p < f->e) {
@@ -363,6 +364,11 @@ parse_arms(struct study *s, const struct jfield *f, char *why, size_t wl)
                "for a source that is not prng)", a->source);
       return -1;
     }
+    for (i = 0; i + 1 < s->k; i++)
+      if (strcmp(s->arm[i].source, a->source) == 0) {
+        snprintf(why, wl, "arm %s is named twice", a->source);
+        return -1;
+      }
     p = e < f->e ? e + 1 : e;
   }
   if (s->k < 2) {
