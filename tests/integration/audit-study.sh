@@ -73,6 +73,7 @@ gen blind --units 300 --planned 500 --no-reveal
 expect 0 "blinded (counts per label only)" "$T/blind"
 expect 0 "units: stopped early at 300 of 500 planned" "$T/blind"
 expect 0 "label A: " "$T/blind"
+expect 0 "records: 1 files checked against the journal" "$T/blind"
 if grep -q -e control -e quantum "$T/out"; then
   fail "the blinded report names an arm"
 fi

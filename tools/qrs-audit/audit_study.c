@@ -1200,7 +1200,7 @@ print_study(FILE *out, const struct study *s, uint64_t prng_draws)
   fprintf(out, "study %s: %zu arms, %s\n", s->name, s->k, s->revealed ?
           "revealed" : "blinded (counts per label only)");
   fprintf(out, "  plan: unit %s, %" PRIu64 " units, statistic %s, alpha %g, "
-          "effect %g; study records: %zu (one a qrsd start)\n", s->unit,
+          "effect %g; study records: %zu (one per qrsd start)\n", s->unit,
           s->planned, s->statistic, s->alpha, s->effect, s->records);
   for (i = 0; i < s->k; i++)
     fprintf(out, "  label %c%s: %" PRIu64 " units, %" PRIu64 " draws\n",
@@ -1460,9 +1460,12 @@ audit_study(const struct audit_study_opts *o, FILE *out)
   for (i = 0; i < c.n_studies; i++)
     if (!c.rv.present || &c.studies[i] == target)
       print_study(out, &c.studies[i], prng_draws(&c.studies[i]));
-  if (rfiles)
+  if (rfiles && target)
     fprintf(out, "records: %" PRIu64 " files, %" PRIu64 " records of the "
             "study's draws\n", rfiles, joined);
+  else if (rfiles)
+    fprintf(out, "records: %" PRIu64 " files checked against the "
+            "journal\n", rfiles);
   if (o->report && (target || c.n_studies))
     fprintf(out, "plots: %s/u_hist.png, u_qq.png, u_time.png, latency.png "
             "(and .svg), by label\n", o->report);
