@@ -505,7 +505,8 @@ walk_file(struct walk *w, struct journal_lines *lr, const char *path, unsigned i
         return JOURNAL_FAULT_CHAIN;
       }
       memcpy(w->prev, hx, JOURNAL_HEX_LEN + 1);
-      if (w->seq_known)
+      /* before the first entry, checkpoints stay "before" as ever */
+      if (w->seq_known && (w->res->entries || w->res->gaps))
         pass_checkpoints(w, w->seq, hx, path, lineno);
       if (cb && (r = cb(ctx, 0, line, len)) != 0)
         return r;

@@ -1161,8 +1161,9 @@ print_result(FILE *out, const struct study *s, const struct result *r,
           "the other arms are left out)" : "");
   if (!r->ok) {
     fprintf(out, "  not computed: fewer than 2 %s with a value in label A "
-            "or B (or no variance)\n", strcmp(r->name, "ks_u") ?
-            "units" : "draws");
+            "or B (or no variance)%s\n", strcmp(r->name, "ks_u") ?
+            "units" : "draws", strcmp(r->name, "mean_surprisal") ? "" :
+            "; it needs the records (records/*.jsonl)");
     return;
   }
   fprintf(out, "  A%s - B%s\n", arm_of_label(s, 0, x, sizeof x),
