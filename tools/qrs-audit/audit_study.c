@@ -330,7 +330,8 @@ is_target(const struct ctx *c, const struct study *s)
 
 /* ---- the study record ----------------------------------------------- */
 
-/* The arms field "source:type:commitment,...": 0, or -1 (why in err). */
+/* The arms field "source:type:commitment,...": 0, or -1 (why says
+   why). */
 static int
 parse_arms(struct study *s, const struct jfield *f, char *why, size_t wl)
 {
@@ -1415,7 +1416,8 @@ audit_study(const struct audit_study_opts *o, FILE *out)
     jo = json_object_new_object();
     json_object_object_add(jo, "verdict", json_object_new_string(
       fault != JOURNAL_INTACT ? audit_journal_fault_name(fault) :
-      total ? check_name(c.fail[0].check) : "intact"));
+      total && c.n_fail ? check_name(c.fail[0].check) : total ?
+      "failed" : "intact"));
     if (fault != JOURNAL_INTACT)
       json_object_object_add(jo, "journal_fault", json_object_new_string(
                              err));
