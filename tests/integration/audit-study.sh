@@ -88,6 +88,7 @@ expect 0 "is rejected" "$T/shift"
 gen ks --units 300 --statistic ks_u
 expect 0 "pre-registered statistic: ks_u" "$T/ks"
 expect 0 "two-sample Kolmogorov-Smirnov of u over" "$T/ks"
+expect 0 "at alpha 0.05: 0.[0-9]* (simulated)" "$T/ks"
 gen sur --units 300 --statistic mean_surprisal
 expect 0 "pre-registered statistic: mean_surprisal" "$T/sur"
 expect 0 "mean surprisal per unit (nats)" "$T/sur"
@@ -121,6 +122,20 @@ if grep -v -e assignment-mismatch -e "^journal" -e "^study" -e "^  " \
      -e "checks failed" -e "^records:" -e "withheld" "$T/out" | grep -q .; then
   fail "the swapped assignment raised more than assignment-mismatch"
 fi
+
+# a reveal that is not the committed one: the wrong assignment seed, a
+# prng seed left out
+gen rv --units 50
+a64=$(printf '%064d' 0 | tr 0 a)
+sed "s/\"assignment_seed\": \"[0-9a-f]*\"/\"assignment_seed\": \"$a64\"/" \
+  "$T/rv/reveal.json" > "$T/rv.json"
+cmp -s "$T/rv.json" "$T/rv/reveal.json" && fail "the reveal was not changed"
+cp "$T/rv.json" "$T/rv/reveal.json"
+expect 1 "journal-000001.log:3: commitment-mismatch: the assignment seed" \
+  "$T/rv"
+sed 's/, "seeds": {.*}}/}/' "$T/rv/reveal.json" > "$T/rv.json"
+cp "$T/rv.json" "$T/rv/reveal.json"
+expect 1 "journal-000001.log:3: seed-missing: arm control is prng" "$T/rv"
 
 # bad usage and unreadable input: exit 2
 echo '{"study": "pilot1"}' > "$T/ok/reveal.json"
