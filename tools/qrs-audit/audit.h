@@ -74,6 +74,7 @@ struct audit_record {
      draft, or emitted_token was forced in its place), -1 (not known) */
   int emitted;
   int64_t emitted_token;        /* -1: none */
+  double token_prob;            /* NaN: absent or null */
 };
 
 struct audit {
@@ -133,6 +134,24 @@ int audit_logits(struct audit *a, const char *path, uint64_t *ret_rows,
 __attribute__((format(printf, 4, 5))) void
 audit_failed(struct audit *a, uint64_t line, enum audit_check c,
              const char *fmt, ...);
+
+/* A field of a journal line: [s, e). */
+struct jfield {
+  const char *s, *e;
+};
+
+/* The n tab-separated fields of the len bytes at line into f: 0, or -1
+   when it has fewer (the last runs to the line's end). */
+int audit_split_fields(const char *line, size_t len, struct jfield *f,
+                       int n);
+
+/* Whether field f is the string s. */
+int audit_field_is(const struct jfield *f, const char *s);
+
+/* A failure as a json-c object (struct json_object *; the caller owns
+   it): file (left out when NULL), line, check, detail. */
+void *audit_failure_json(const char *file, uint64_t line, const char *check,
+                         const char *detail);
 
 /* Total failures over every check. */
 uint64_t audit_total(const struct audit *a);

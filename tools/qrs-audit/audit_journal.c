@@ -320,33 +320,62 @@ struct walk {
   size_t n, next;                   /* checkpoints, the next to pass */
   struct audit_journal_result *res;
   journal_gap_cb gap;               /* may be NULL */
+  /* a checkpoint at seq that the record there did not match: a study
+     record after it may (its hash is then the head qrsd logged) */
+  int held;
+  char held_hex[JOURNAL_HEX_LEN + 1];
+  char held_path[4096];
+  unsigned held_line;
   EVP_MD_CTX *md;
   const EVP_MD *sha;
 };
 
 /* The checkpoints at or before seq s (whose hash is hex, the hash after
-   entry s): each must be hex at s; before the walk's first entry they
-   are counted as unchecked. */
-static int
+   the record at s): each must be hex at s; before the walk's first entry
+   they are counted as unchecked.  One at s that hex is not is held: a
+   study record that follows (no sequence of its own) may have its hash;
+   unmatched_checkpoint() names it once the walk passes s. */
+static void
 pass_checkpoints(struct walk *w, uint64_t s, const char *hex,
-                 const char *path, unsigned lineno, char *err, size_t errlen)
+                 const char *path, unsigned lineno)
 {
   while (w->next < w->n && w->cps[w->next].seq <= s) {
-    const struct audit_checkpoint *c = &w->cps[w->next++];
+    const struct audit_checkpoint *c = &w->cps[w->next];
 
     if (c->seq < s) {
+      w->next++;
       w->res->checkpoints_before++;
       continue;
     }
     if (memcmp(c->head, hex, JOURNAL_HEX_LEN) != 0) {
-      snprintf(err, errlen, "%s:%u: the hash after sequence %" PRIu64
-               " is %s, the checkpoint says %s (the chain was rewritten)",
-               path, lineno, s, hex, c->head);
-      return AUDIT_JOURNAL_CHECKPOINT;
+      if (!w->held) {
+        w->held = 1;
+        memcpy(w->held_hex, hex, JOURNAL_HEX_LEN + 1);
+        snprintf(w->held_path, sizeof w->held_path, "%s", path);
+        w->held_line = lineno;
+      }
+      return;
     }
+    w->next++;
+    w->held = 0;
     w->res->checkpoints_checked++;
   }
-  return 0;
+}
+
+/* A checkpoint held at the walk's sequence that no record there matched:
+   the fault (the first record's file and line), else 0. */
+static int
+unmatched_checkpoint(struct walk *w, char *err, size_t errlen)
+{
+  const struct audit_checkpoint *c;
+
+  if (!w->held || w->next >= w->n || w->cps[w->next].seq != w->seq)
+    return 0;
+  c = &w->cps[w->next];
+  snprintf(err, errlen, "%s:%u: the hash after sequence %" PRIu64
+           " is %s, the checkpoint says %s (the chain was rewritten)",
+           w->held_path, w->held_line, w->seq, w->held_hex, c->head);
+  return AUDIT_JOURNAL_CHECKPOINT;
 }
 
 /* Chain the record (entry or gap) that ends the sequence at last, whose
@@ -364,9 +393,11 @@ chain_link(struct walk *w, const char *prev, uint64_t last, const char *hx,
              "before", path, lineno);
     return JOURNAL_FAULT_CHAIN;
   }
-  r = pass_checkpoints(w, last, hx, path, lineno, err, errlen);
+  r = unmatched_checkpoint(w, err, errlen);
   if (r != 0)
     return r;
+  w->held = 0;
+  pass_checkpoints(w, last, hx, path, lineno);
   w->seq = last;
   memcpy(w->prev, hx, JOURNAL_HEX_LEN + 1);
   return 0;
@@ -463,6 +494,24 @@ walk_file(struct walk *w, struct journal_lines *lr, const char *path, unsigned i
         return r;
       continue;
     }
+    w->res->at_path = path;
+    w->res->at_line = lineno;
+    if (strncmp(line, AUDIT_STUDY_TAG "\t", sizeof AUDIT_STUDY_TAG) == 0) {
+      /* a study record: chained, no sequence of its own */
+      if (memcmp(line + body - 1 - JOURNAL_HEX_LEN, w->prev,
+                 JOURNAL_HEX_LEN) != 0) {
+        snprintf(err, errlen, "%s:%u: prev is not the hash of the entry "
+                 "before", path, lineno);
+        return JOURNAL_FAULT_CHAIN;
+      }
+      memcpy(w->prev, hx, JOURNAL_HEX_LEN + 1);
+      /* before the first entry, checkpoints stay "before" as ever */
+      if (w->seq_known && (w->res->entries || w->res->gaps))
+        pass_checkpoints(w, w->seq, hx, path, lineno);
+      if (cb && (r = cb(ctx, 0, line, len)) != 0)
+        return r;
+      continue;
+    }
     if (entry_seq(line, &s) != 0) {
       snprintf(err, errlen, "%s:%u: no sequence", path, lineno);
       return JOURNAL_FAULT_PARSE;
@@ -476,9 +525,7 @@ walk_file(struct walk *w, struct journal_lines *lr, const char *path, unsigned i
       }
       w->seq = s - 1;
       w->seq_known = 1;
-      r = pass_checkpoints(w, s - 1, w->prev, path, lineno, err, errlen);
-      if (r != 0)
-        return r;
+      pass_checkpoints(w, s - 1, w->prev, path, lineno);
     }
     if (s != w->seq + 1) {
       snprintf(err, errlen, "%s:%u: sequence %" PRIu64 " after %" PRIu64,
@@ -664,6 +711,9 @@ audit_journal_walk(const char *dir, int pruned,
     if (r != JOURNAL_INTACT)
       goto out;
   }
+  r = unmatched_checkpoint(&w, err, errlen);
+  if (r != 0)
+    goto out;
   if (w.next < w.n) {
     const struct audit_checkpoint *last = &w.cps[w.n - 1];
 

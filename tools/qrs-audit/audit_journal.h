@@ -25,6 +25,10 @@ const char *audit_journal_fault_name(int fault);
 
 #define AUDIT_CHECKPOINTS_MAX 100000
 
+/* A study record's first field (audit_study.h): hashed and chained like
+   an entry, with no sequence number of its own. */
+#define AUDIT_STUDY_TAG "#study"
+
 struct audit_checkpoint {
   uint64_t seq;
   char head[JOURNAL_HEX_LEN + 1];   /* lowercase hex */
@@ -52,14 +56,18 @@ struct audit_journal_result {
   char head[JOURNAL_HEX_LEN + 1];   /* the last intact hash */
   uint64_t gaps;                    /* gap records walked */
   uint64_t gap_numbers;             /* the sequence numbers they name */
+  /* the file and line of the record handed to cb (during the call) */
+  const char *at_path;
+  unsigned at_line;
 };
 
 /* Walk dir's journal files.  From journal-000001.log, unless pruned: then
    from the lowest index present, its header's prev taken as the chain's
    start (a checkpoint at the sequence before its first entry anchors
    it).  cps (n, any order; sorted here) are checked on the way: the
-   entry at each checkpoint's sequence must have its hash, and the
-   journal must reach the last one.  cb as journal_verify()'s; gap (may
+   entry at each checkpoint's sequence must have its hash (or a study
+   record's right after it), and the journal must reach the last one.  cb
+   as journal_verify()'s, and for each study record with seq 0; gap (may
    be NULL) for each gap record (journal_verify_gaps()'s).  Returns
    JOURNAL_INTACT or the first fault (err: the file, line and what). */
 int audit_journal_walk(const char *dir, int pruned,

@@ -21,11 +21,11 @@ static const char *const names[AJ_N_MEMBERS] = {
   "entropy_unjournalled", "entropy_source_used", "journal_seq",
   "draw_received_ns", "draw_generated_ns", "draw_sent_ns", "entropy_nonce",
   "step", "token_id", "timestamp_ns", "z_score", "sample_mean",
-  "config_hash", "emitted", "emitted_token",
+  "config_hash", "emitted", "emitted_token", "token_prob",
 };
 
 /* The members in an open-addressed table hashed on a key's length and
-   first and last bytes (a record has some 55 keys and we want 18: most
+   first and last bytes (a record has some 55 keys and we want 21: most
    land on an empty slot and are turned away without a comparison). */
 #define AJ_KEY_MAX 24
 #define AJ_SLOTS 256

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "audit.h"
 #include "audit_journal.h"
 #include "audit_json.h"
@@ -62,6 +64,20 @@ audit_failed(struct audit *a, uint64_t line, enum audit_check c,
   va_start(ap, fmt);
   vsnprintf(f->detail, sizeof f->detail, fmt, ap);
   va_end(ap);
+}
+
+void *
+audit_failure_json(const char *file, uint64_t line, const char *check,
+                   const char *detail)
+{
+  struct json_object *x = json_object_new_object();
+
+  if (file)
+    json_object_object_add(x, "file", json_object_new_string(file));
+  json_object_object_add(x, "line", json_object_new_uint64(line));
+  json_object_object_add(x, "check", json_object_new_string(check));
+  json_object_object_add(x, "detail", json_object_new_string(detail));
+  return x;
 }
 
 uint64_t
@@ -209,6 +225,11 @@ check_one(struct audit *a, const struct aj_value *v, struct audit_record *r)
           aj_hex64(x->s, x->s + x->len, &r->nonce) != 0)
         missing = "entropy_nonce (16 hex digits)";
     }
+  }
+  if (missing == NULL) {
+    x = &v[AJ_TOKEN_PROB];
+    r->token_prob = x->kind == AJ_INT || x->kind == AJ_UINT ||
+                    x->kind == AJ_DOUBLE ? x->d : NAN;
   }
   if (missing == NULL) {
     double step, token;
@@ -588,17 +609,10 @@ struct jwalk {
   size_t next;                  /* the next record (by seq) to match */
 };
 
-/* A field of a journal line: [s, e). */
-struct jfield {
-  const char *s, *e;
-};
-
-/* The n tab-separated fields of the len bytes at line into f: 0, or -1
-   when it has fewer (the last runs to the line's end).  Eight bytes at a
-   time, each tab found exactly by its zero byte in word ^ tabs (one
-   memchr() call per field was most of this). */
-static int
-split_fields(const char *line, size_t len, struct jfield *f, int n)
+/* Eight bytes at a time, each tab found exactly by its zero byte in
+   word ^ tabs (one memchr() call per field was most of this). */
+int
+audit_split_fields(const char *line, size_t len, struct jfield *f, int n)
 {
   const uint64_t tabs = 0x0909090909090909ull, low7 = 0x7f7f7f7f7f7f7f7full;
   uint64_t w, z;
@@ -628,8 +642,8 @@ split_fields(const char *line, size_t len, struct jfield *f, int n)
   return 0;
 }
 
-static int
-field_is(const struct jfield *f, const char *s)
+int
+audit_field_is(const struct jfield *f, const char *s)
 {
   size_t n = strlen(s);
 
@@ -673,7 +687,7 @@ match_entry(struct audit *a, const struct audit_record *r, const char *line,
   uint64_t nonce;
   int i, fb, off;
 
-  if (split_fields(line, len, f, 16) != 0) {
+  if (audit_split_fields(line, len, f, 16) != 0) {
     audit_failed(a, r->line, AUDIT_ENTRY_MISSING, "journal entry %" PRIu64
                  " has not 16 fields", r->seq);
     return;
@@ -682,12 +696,13 @@ match_entry(struct audit *a, const struct audit_record *r, const char *line,
   if (aj_number(f[12].s, f[12].e, &u) != 0 || isnan(r->u) || u != r->u)
     audit_failed(a, r->line, AUDIT_U_MISMATCH, "record u %.17g, journal entry %"
                  PRIu64 " u %.*s", r->u, r->seq, FIELD(12));
-  if (!field_is(&f[3], r->source))
+  if (!audit_field_is(&f[3], r->source))
     audit_failed(a, r->line, AUDIT_SOURCE_MISMATCH, "record source \"%s\", "
                  "journal entry %" PRIu64 " \"%.*s\"", r->source, r->seq,
                  FIELD(3));
   fb = f[13].e != f[13].s;
-  if (r->fallback != fb || (r->fallback && !field_is(&f[13], r->source)))
+  if (r->fallback != fb ||
+      (r->fallback && !audit_field_is(&f[13], r->source)))
     audit_failed(a, r->line, AUDIT_FALLBACK_MISMATCH, "record fallback %s (source "
                  "\"%s\"), journal entry %" PRIu64 " fallback \"%.*s\"",
                  r->fallback ? "true" : "false", r->source, r->seq, FIELD(13));
@@ -743,6 +758,8 @@ on_entry(void *ctx, uint64_t seq, const char *line, size_t len)
   struct jwalk *w = ctx;
   struct audit *a = w->a;
 
+  if (seq == 0)
+    return 0;                   /* a study record: no draw */
   while (w->next < a->n_rec && a->rec[w->next].seq < seq)
     w->next++;                  /* seq 0 (none), or named twice */
   while (w->next < a->n_rec && a->rec[w->next].seq == seq) {

@@ -216,9 +216,8 @@ z_moments(const double *u, size_t n, double *mean, double *var)
   *var = n > 1 ? (ss - s * s / (double)n) / (double)(n - 1) : 0;
 }
 
-/* Two-sample KS distance of sorted a (n) and b (m). */
-static double
-ks2(const double *a, size_t n, const double *b, size_t m)
+double
+audit_ks2(const double *a, size_t n, const double *b, size_t m)
 {
   size_t i = 0, j = 0;
   double d = 0, x, f;
@@ -274,7 +273,7 @@ audit_stats_compute(const struct audit_sample *s, size_t n,
     else {
       out->has_control = 1;
       out->nc = mc;
-      out->ks2_d = ks2(u, m, uc, mc);
+      out->ks2_d = audit_ks2(u, m, uc, mc);
       ne = (double)m * (double)mc / (double)(m + mc);
       out->ks2_p = ustat_ks_pvalue(out->ks2_d, (size_t)(ne + 0.5));
       z_moments(uc, mc, &cmean, &cvar);

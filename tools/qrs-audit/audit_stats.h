@@ -73,6 +73,9 @@ int audit_stats_compute(const struct audit_sample *s, size_t n,
 double audit_ad_a2(const double *u, size_t n);
 double audit_ad_pvalue(double a2, size_t n);
 
+/* The two-sample KS distance of sorted a (n) and b (m). */
+double audit_ks2(const double *a, size_t n, const double *b, size_t m);
+
 /* The report in text on f. */
 void audit_stats_print(FILE *f, const struct audit_stats *st);
 

@@ -21,6 +21,7 @@
 #include "audit.h"
 #include "audit_journal.h"
 #include "audit_stats.h"
+#include "audit_study.h"
 #include "cliparse.h"
 #include "nonce.h"
 #include "persist/journal.h"
@@ -32,6 +33,7 @@ usage(FILE *f)
   fprintf(f,
 "Usage: qrs-audit [OPTIONS] --journal DIR\n"
 "       qrs-audit [OPTIONS] --records FILE [--journal DIR]\n"
+"       qrs-audit [--json] [--report DIR] --study DIR\n"
 "Verify qrsd's hash-chained draw journal (journal.dir) and libqrs's\n"
 "per-token records offline.\n"
 "\n"
@@ -63,6 +65,12 @@ usage(FILE *f)
 "                      (qrs_sampler_set_logits_dump()); each row is selected\n"
 "                      again with its record's u under the dump's config\n"
 "                      (token-mismatch, config-mismatch, logits-missing)\n"
+"      --study DIR     a study (docs/studies.md): DIR/journal, optionally\n"
+"                      DIR/records/*.jsonl and DIR/reveal.json; blinded\n"
+"                      counts per label, or with the reveal every\n"
+"                      commitment, assignment and prng draw checked, then\n"
+"                      the pre-registered statistic (--report: the plots\n"
+"                      of its draws by label)\n"
 "      --json          the verdict as one JSON object on stdout\n"
 "      --max-failures N  failures listed (default 100; all are counted)\n"
 "  -h, --help          this help\n"
@@ -210,7 +218,7 @@ int
 main(int argc, char **argv)
 {
   const char *dir = NULL, *records = NULL, *control = NULL, *report = NULL;
-  const char *salt_hex = NULL, *logits = NULL;
+  const char *salt_hex = NULL, *logits = NULL, *study = NULL;
   int json = 0, max_fail = 100, stats = 0, pruned = 0, r, rc, c;
   const struct cli_opt opts[] = {
     { .name = "journal", .key = 'j', .type = CLI_OPT_STRING, .field = &dir },
@@ -225,6 +233,7 @@ main(int argc, char **argv)
     { .name = "report", .type = CLI_OPT_STRING, .field = &report },
     { .name = "salt", .type = CLI_OPT_STRING, .field = &salt_hex },
     { .name = "logits", .type = CLI_OPT_STRING, .field = &logits },
+    { .name = "study", .type = CLI_OPT_STRING, .field = &study },
     { .name = "max-failures", .type = CLI_OPT_INT, .field = &max_fail },
     { .name = "help", .key = 'h', .type = CLI_OPT_HELP },
     { 0 },
@@ -232,7 +241,7 @@ main(int argc, char **argv)
   const struct cli cli = { .prog = "qrs-audit", .opts = opts,
                            .usage = usage };
   char head[JOURNAL_HEX_LEN + 1] = "", err[1024] = "", rerr[1024] = "";
-  struct json_object *o, *fa, *fc, *x;
+  struct json_object *o, *fa, *fc;
   struct timespec t0, t1, t2;
   struct audit a;
   struct audit_stats st;
@@ -248,6 +257,19 @@ main(int argc, char **argv)
   if (r >= 0) {
     free(cps);
     return r;
+  }
+  if (study) {
+    struct audit_study_opts so = { .dir = study, .report = report,
+                                   .json = json, .max_fail = max_fail };
+
+    if (dir || records || stats || control || salt_hex || logits ||
+        n_cps || pruned || optind != argc || max_fail < 0) {
+      fprintf(stderr, "qrs-audit: --study takes only --json, --report "
+              "and --max-failures\n");
+      free(cps);
+      return 2;
+    }
+    return audit_study(&so, stdout);
   }
   if ((dir == NULL && records == NULL) || optind != argc || max_fail < 0) {
     usage(stderr);
@@ -354,16 +376,10 @@ main(int argc, char **argv)
                                  json_object_new_uint64(a.counts[c]));
       json_object_object_add(o, "failure_counts", fc);
       fa = json_object_new_array();
-      for (i = 0; i < a.n_fail && i < (size_t)max_fail; i++) {
-        x = json_object_new_object();
-        json_object_object_add(x, "line", json_object_new_uint64(
-                               a.fail[i].line));
-        json_object_object_add(x, "check", json_object_new_string(
-                               audit_check_name(a.fail[i].check)));
-        json_object_object_add(x, "detail", json_object_new_string(
-                               a.fail[i].detail));
-        json_object_array_add(fa, x);
-      }
+      for (i = 0; i < a.n_fail && i < (size_t)max_fail; i++)
+        json_object_array_add(fa, audit_failure_json(NULL, a.fail[i].line,
+                              audit_check_name(a.fail[i].check),
+                              a.fail[i].detail));
       json_object_object_add(o, "failures", fa);
       if (a.unchecked)
         json_object_object_add(o, "records_unchecked",
