@@ -190,3 +190,55 @@ def test_vllm_device_path_gives_the_host_tokens(qrsd: Daemon,
                 assert r1[k] == r2[k], (s, k)
     assert recs2[0][1]["device_selection"] in ("certified", "uncertified")
     assert "device_selection" not in recs2[2][0]
+
+
+def test_device_records_pass_qrs_audit(tmp_path, monkeypatch) -> None:
+    """Records of tokens selected on the device (vLLM's records files)
+    verify against qrsd's journal like any others: u inside the token's
+    CDF interval, the journal's draw, the commitment chain; qrs-audit
+    counts them by device_selection."""
+    import json
+    import os
+    import subprocess
+
+    from test_vllm import FQCN, ctx, req_states, rows, sp
+    from vllm.v1.worker.gpu.sample.logits_processor import \
+        build_custom_logits_processors
+
+    audit = os.environ.get("QRS_AUDIT_BIN", "")
+    assert os.access(audit, os.X_OK), f"QRS_AUDIT_BIN ({audit})"
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    recdir = tmp_path / "records"
+    recdir.mkdir()
+    d = Daemon(tmp_path, extra_yaml=f"journal: {{ dir: {journal} }}\n")
+    d.start()
+    try:
+        monkeypatch.setenv("QRS_SOCKET", d.sock)
+        monkeypatch.setenv("QRS_RECORDS_DIR", str(recdir))
+        monkeypatch.setenv("QRS_DEVICE_SELECT", "on")
+        (p,) = build_custom_logits_processors(None, req_states(), False,
+                                              [FQCN])
+        assert p.add_request(0, sp(qr_run_id="dev-0", qr_top_p=0.9))
+        assert p.add_request(1, sp(qr_run_id="dev-1", qr_top_k=30))
+        for step in range(12):
+            p.apply(rows(2, 60 + step), ctx([0, 1], [0, 0]))
+        p.flush_records()
+        paths = [p.records_file(0), p.records_file(1)]
+        # the slots' next requests end both files
+        assert p.add_request(0, sp()) and p.add_request(1, sp())
+        p.apply(rows(2, 99), ctx([0, 1], [0, 0]))
+        p.flush_records()
+    finally:
+        d.stop()
+    certified = 0
+    for path in paths:
+        r = subprocess.run([audit, "--json", "--records", path,
+                            "--journal", str(journal)],
+                           capture_output=True, text=True, check=False)
+        v = json.loads(r.stdout)
+        assert r.returncode == 0 and v["verdict"] == "intact", v
+        assert v["records_device_certified"] + \
+            v["records_device_uncertified"] == 12, v
+        certified += v["records_device_certified"]
+    assert certified >= 22

@@ -94,6 +94,9 @@ struct audit {
   /* records whose token was not emitted: rejected drafts, tokens
      overridden, and those whose fate is not known */
   uint64_t rejected, overridden, emission_unknown;
+  /* records whose token a device selected (certified equal to libqrs's
+     pick) and those it left to libqrs (uncertified) */
+  uint64_t device_certified, device_uncertified;
 };
 
 /* Read and check the records in path (each alone, then journal_seq

@@ -22,10 +22,11 @@ static const char *const names[AJ_N_MEMBERS] = {
   "draw_received_ns", "draw_generated_ns", "draw_sent_ns", "entropy_nonce",
   "step", "token_id", "timestamp_ns", "z_score", "sample_mean",
   "config_hash", "emitted", "emitted_token", "token_prob",
+  "device_selection",
 };
 
 /* The members in an open-addressed table hashed on a key's length and
-   first and last bytes (a record has some 55 keys and we want 21: most
+   first and last bytes (a record has some 55 keys and we want 22: most
    land on an empty slot and are turned away without a comparison). */
 #define AJ_KEY_MAX 24
 #define AJ_SLOTS 256

@@ -430,6 +430,12 @@ record_line(struct audit *a, struct aj_parser *p, const char *line,
     a->overridden++;
   else if (r.emitted == 0)
     a->rejected++;
+  if (v[AJ_DEVICE_SELECTION].kind == AJ_STRING) {
+    if (strcmp(v[AJ_DEVICE_SELECTION].s, "certified") == 0)
+      a->device_certified++;
+    else if (strcmp(v[AJ_DEVICE_SELECTION].s, "uncertified") == 0)
+      a->device_uncertified++;
+  }
   if (a->frame_line)
     a->frame_records++;
   return 0;

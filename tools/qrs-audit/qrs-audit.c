@@ -389,9 +389,11 @@ main(int argc, char **argv)
           { "records_rejected", a.rejected },
           { "records_overridden", a.overridden },
           { "records_emission_unknown", a.emission_unknown },
+          { "records_device_certified", a.device_certified },
+          { "records_device_uncertified", a.device_uncertified },
         };
 
-        for (c = 0; c < 3; c++)
+        for (c = 0; c < 5; c++)
           json_object_object_add(o, emission[c].name,
                                  json_object_new_uint64(emission[c].n));
       }
@@ -427,6 +429,10 @@ main(int argc, char **argv)
         printf("records: tokens not emitted: %" PRIu64 " rejected drafts, %"
                PRIu64 " overridden; %" PRIu64 " not known\n", a.rejected,
                a.overridden, a.emission_unknown);
+      if (a.device_certified || a.device_uncertified)
+        printf("records: selected on a device: %" PRIu64 " certified, %"
+               PRIu64 " uncertified (selected by libqrs from the row)\n",
+               a.device_certified, a.device_uncertified);
       if (logits)
         printf("logits: %" PRIu64 " rows selected again from %s\n",
                logits_rows, logits);
