@@ -190,15 +190,19 @@ format_entry(const struct journal_entry *e, const char *prev_hex, char *buf,
   char sha[JOURNAL_HEX_LEN + 1];
   int n;
 
-  if (!entry_text_ok(e))
-    return -EINVAL;
-  journal_hex(e->bytes_sha, JOURNAL_HASH_LEN, sha);
-  n = snprintf(buf, JOURNAL_LINE_MAX,
-               "%" PRIu64 "\t%" PRId32 "\t%" PRIu32 "\t%s\t%s\t%s\t%016"
-               PRIx64 "\t%d\t%.9f\t%.9f\t%.9f\t%s\t%.17g\t%s\t%s\t",
-               e->seq, e->pid, e->uid, e->source, e->amp, e->amp_params,
-               e->nonce, e->echo_ok ? 1 : 0, e->t_recv, e->t_gen, e->t_sent,
-               sha, e->u, e->fallback, prev_hex);
+  if (e->record) {
+    n = snprintf(buf, JOURNAL_LINE_MAX, "%s%s\t", e->record, prev_hex);
+  } else {
+    if (!entry_text_ok(e))
+      return -EINVAL;
+    journal_hex(e->bytes_sha, JOURNAL_HASH_LEN, sha);
+    n = snprintf(buf, JOURNAL_LINE_MAX,
+                 "%" PRIu64 "\t%" PRId32 "\t%" PRIu32 "\t%s\t%s\t%s\t%016"
+                 PRIx64 "\t%d\t%.9f\t%.9f\t%.9f\t%s\t%.17g\t%s\t%s\t",
+                 e->seq, e->pid, e->uid, e->source, e->amp, e->amp_params,
+                 e->nonce, e->echo_ok ? 1 : 0, e->t_recv, e->t_gen,
+                 e->t_sent, sha, e->u, e->fallback, prev_hex);
+  }
   if (n < 0 || n + JOURNAL_HEX_LEN + 2 > JOURNAL_LINE_MAX)
     return -EINVAL;
   if (md != NULL) {
@@ -311,9 +315,10 @@ open_regular(const char *path, int flags, struct stat *st, char *err,
   return fd;
 }
 
-/* The last line of a file (entry, gap or header): 0 with *seq and hash
-   (its hash; a header gives its prev and no sequence: 1), -1 when it does
-   not parse.  line is NUL-ended, without its newline. */
+/* The last line of a file (entry, gap, study record or header): 0 with
+   *seq and hash (its hash; a header gives its prev and no sequence: 1; a
+   study record its hash and no sequence: 3), -1 when it does not
+   parse.  line is NUL-ended, without its newline. */
 static int
 parse_last(char *line, uint64_t *seq, char hash[JOURNAL_HEX_LEN + 1])
 {
@@ -326,6 +331,13 @@ parse_last(char *line, uint64_t *seq, char hash[JOURNAL_HEX_LEN + 1])
       return -1;
     strcpy(hash, f + 5);
     return 1;
+  }
+  if (strncmp(line, JOURNAL_STUDY_TAG "\t", sizeof JOURNAL_STUDY_TAG) == 0) {
+    f = strrchr(line, '\t');
+    if (f == NULL || strlen(f + 1) != JOURNAL_HEX_LEN)
+      return -1;
+    strcpy(hash, f + 1);
+    return 3;
   }
   if (strncmp(line, JOURNAL_GAP_TAG "\t", sizeof JOURNAL_GAP_TAG) == 0) {
     f = strchr(line + sizeof JOURNAL_GAP_TAG, '\t');
@@ -388,7 +400,8 @@ set_torn_aside(int fd, const char *path, const char *torn, size_t n,
 }
 
 /* The last line of file index: 0 entry or gap (*seq, hash), 1 header
-   (hash: its prev), 2 the file holds no complete line (nothing to resume
+   (hash: its prev), 3 a study record (hash; no sequence: file_seq()
+   finds it), 2 the file holds no complete line (nothing to resume
    from: removed when repair is set), or a negative errno with err set.
    With repair, a torn last line is set aside first. */
 static int
@@ -477,6 +490,42 @@ out:
   return r;
 }
 
+/* The last sequence in file index (an entry's, or a gap's last), read
+   from its start: for a file that ends in study records.  0 with *seq,
+   1 when it has none, or a negative errno with err set. */
+static int
+file_seq(struct journal *j, unsigned index, uint64_t *seq, char *err,
+         size_t errlen)
+{
+  struct journal_lines lr = { .fd = -1, .cap = JOURNAL_LINES_BLOCK };
+  char path[4096], hash[JOURNAL_HEX_LEN + 1], *line;
+  uint64_t s;
+  size_t len;
+  int nl, r = 1;
+
+  file_path(j, index, path, sizeof path);
+  lr.buf = malloc(lr.cap + 1);
+  if (lr.buf == NULL)
+    return -ENOMEM;
+  if (journal_lines_open(&lr, path) < 0) {
+    snprintf(err, errlen, "journal %s: %s", path, strerror(errno));
+    free(lr.buf);
+    return -EIO;
+  }
+  while ((line = journal_lines_next(&lr, &len, &nl)) != NULL)
+    if (nl && parse_last(line, &s, hash) == 0) {
+      *seq = s;
+      r = 0;
+    }
+  if (lr.err) {
+    snprintf(err, errlen, "journal %s: %s", path, strerror(lr.err));
+    r = -EIO;
+  }
+  close(lr.fd);
+  free(lr.buf);
+  return r;
+}
+
 /* The newest file's index (0 when none) and the chain head and the last
    sequence, from its last line: a torn one is set aside first, a file
    with no line is removed, and a file with only a header (stopped after
@@ -527,13 +576,20 @@ resume(struct journal *j, char *err, size_t errlen)
     return r;
   strcpy(j->prev_hex, hash);
   j->file_bytes = size;
+  if (r == 3)
+    r = file_seq(j, best, &seq, err, errlen);
+  if (r < 0)
+    return r;
   if (r == 0) {
     j->last_seq = seq;
     return 0;
   }
-  /* only a header: the sequence is the last of an earlier file */
+  /* only a header (and study records): the sequence is the last of an
+     earlier file */
   for (idx = best - 1; idx > 0; idx--) {
     r = last_line(j, idx, 0, &seq, hash, &osize, err, errlen);
+    if (r == 3)
+      r = file_seq(j, idx, &seq, err, errlen);
     if (r < 0)
       return r;
     if (r == 0) {
@@ -838,6 +894,20 @@ reserve_ahead(struct journal *j)
   return 0;
 }
 
+/* Free the records queued (with mu held, or no writer running): they
+   are dropped with the entries. */
+static void
+drop_records(struct journal *j)
+{
+  size_t i, slot;
+
+  for (i = 0; i < j->q_len; i++) {
+    slot = (j->q_head + i) % j->p.queue_len;
+    free(j->q[slot].record);
+    j->q[slot].record = NULL;
+  }
+}
+
 /* A write or fsync failed (r): every entry handed out and not written
    is lost (the batch that failed, and what is queued behind it: dropped,
    not written after the failure; those written stay, their draws were
@@ -853,6 +923,7 @@ fail(struct journal *j, int r)
   pthread_mutex_lock(&j->mu);
   first = j->written_seq + 1;
   last = j->next_seq - 1;
+  drop_records(j);
   j->q_head = (j->q_head + j->q_len) % j->p.queue_len;
   j->q_len = 0;
   j->a_used = 0;
@@ -1083,7 +1154,12 @@ writer(void *arg)
       len += (size_t)n;
       batch++;
       journal_hex(hash, JOURNAL_HASH_LEN, j->prev_hex);
-      j->last_seq = e->seq;
+      if (e->record) {
+        free(e->record);
+        e->record = NULL;
+      } else {
+        j->last_seq = e->seq;
+      }
     }
     pthread_mutex_lock(&j->mu);
     j->q_head = (head + take) % j->p.queue_len;
@@ -1128,6 +1204,8 @@ journal_free(struct journal *j)
 {
   if (j->fd >= 0)
     close(j->fd);
+  if (j->q != NULL)
+    drop_records(j);
   pthread_mutex_destroy(&j->mu);
   pthread_mutex_destroy(&j->fd_mu);
   pthread_cond_destroy(&j->wake);
@@ -1410,7 +1488,7 @@ submit(struct journal *j, struct journal_entry *e, const void *b, size_t n)
       arena_copy(j->arena + sb.off, b, n);
       j->a_used += sb.span;
     }
-    e->seq = j->next_seq++;
+    e->seq = e->record ? 0 : j->next_seq++;
     slot = (j->q_head + j->q_len) % j->p.queue_len;
     j->q[slot] = *e;
     j->qb[slot] = sb;
@@ -1432,6 +1510,27 @@ journal_submit(struct journal *j, struct journal_entry *e)
   if (!entry_text_ok(e))
     return -EINVAL;
   return submit(j, e, NULL, 0);
+}
+
+int
+journal_submit_record(struct journal *j, const char *fields)
+{
+  struct journal_entry e;
+  size_t n = strlen(fields);
+  int r;
+
+  if (n < 2 || n > JOURNAL_RECORD_MAX || fields[0] != '#' ||
+      fields[n - 1] != '\t' || strchr(fields, '\n') ||
+      strchr(fields, '\r') || strchr(fields, '\\'))
+    return -EINVAL;
+  memset(&e, 0, sizeof e);
+  e.record = strdup(fields);
+  if (e.record == NULL)
+    return -ENOMEM;
+  r = submit(j, &e, NULL, 0);
+  if (r != 0)
+    free(e.record);
+  return r;
 }
 
 int
