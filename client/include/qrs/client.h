@@ -161,6 +161,10 @@ struct qrs_draw_request {
      default).  Added in 0.1. */
   const char *draw_source_id;
   uint32_t draw_block_bytes;
+  /* A study's unit tag ([A-Za-z0-9._:-]{1,64}) when source names a study
+     that assigns its arms by request (qrsd.yaml(5), studies); NULL or "":
+     none.  Added in 0.1. */
+  const char *unit;
 };
 
 struct qrs_timestamp {
