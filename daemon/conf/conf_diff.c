@@ -359,10 +359,12 @@ int
 conf_check_live(const struct qrsd_conf *cur, const struct qrsd_conf *next,
                 char *err, size_t errlen)
 {
+  const struct conf_source *sa, *sb;
   const struct conf_study *t;
-  size_t i;
+  size_t i, a;
 
-  /* A running study's plan is fixed: it was committed to the journal. */
+  /* A running study's plan is fixed: it was committed to the journal,
+     and so were its arms (a prng arm's seed). */
   for (i = 0; i < next->n_studies; i++) {
     t = conf_find_study(cur, next->studies[i].name);
     if (t && !conf_study_same(t, &next->studies[i])) {
@@ -370,6 +372,16 @@ conf_check_live(const struct qrsd_conf *cur, const struct qrsd_conf *next,
                "cannot change (remove it and add one under a new name)",
                next->file, t->name);
       return -EINVAL;
+    }
+    for (a = 0; t && a < t->n_arms; a++) {
+      sa = conf_find_source(cur, t->arms[a]);
+      sb = conf_find_source(next, t->arms[a]);
+      if (sa && sb && conf_source_same(sa, sb, 0) != 1) {
+        snprintf(err, errlen, "%s: sources.%s: an arm of running study "
+                 "'%s' cannot change (remove the study first)", next->file,
+                 sa->name, t->name);
+        return -EINVAL;
+      }
     }
   }
 

@@ -129,10 +129,6 @@ parse_study(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
                       "A-Z a-z 0-9 _ . -)", CONF_MAX_STUDY_NAME);
   if (vn->kind != NODE_MAPPING)
     return conf__fail_type(p, vn, path, "a mapping of the study's plan");
-  for (i = 0; required[i]; i++)
-    if (!conf__key_line(vn, required[i], NULL))
-      return conf__fail(p, vn->line, path, "missing key '%s' (a study's "
-                        "plan is complete before it starts)", required[i]);
   t = realloc(conf->studies, (conf->n_studies + 1) * sizeof(*t));
   if (!t)
     return conf__fail_nomem(p);
@@ -146,6 +142,10 @@ parse_study(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
   r = conf__parse_mapping(p, vn, path, study_keys, t);
   if (r < 0)
     return r;
+  for (i = 0; required[i]; i++)
+    if (!conf__key_line(vn, required[i], NULL))
+      return conf__fail(p, vn->line, path, "missing key '%s' (a study's "
+                        "plan is complete before it starts)", required[i]);
   return 0;
 }
 

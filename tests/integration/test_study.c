@@ -141,6 +141,9 @@ control_bytes(const uint8_t seed[32], const uint8_t epoch[4], uint64_t ctr,
   EVP_CIPHER_CTX_free(x);
 }
 
+/* pilot1's effect, as written */
+static const char *plan_effect = "0.1";
+
 /* The config: a mock "quantum", a prng "control", and study pilot1 over
    them (extra: more YAML under studies:, after pilot1). */
 static void
@@ -163,9 +166,10 @@ write_conf(const char *plan_extra, const char *more_studies)
            "    planned_units: %d\n"
            "    statistic: mean_probit_diff\n"
            "    alpha: 0.05\n"
-           "    effect: 0.1\n"
+           "    effect: %s\n"
            "    assignment_seed_file: \"%s/pilot1.assign\"\n%s%s",
-           D.dir, D.dir, D.dir, N_UNITS, D.dir, plan_extra, more_studies);
+           D.dir, D.dir, D.dir, N_UNITS, plan_effect, D.dir, plan_extra,
+           more_studies);
   daemon_write_conf(&D, yaml);
 }
 
@@ -417,4 +421,202 @@ Test(study, two_arms_blinded_assigned_by_the_seed_and_verifiable)
   cr_assert_eq(k.entries, draws[0] + draws[1]);
   cr_assert_eq(k.control_checked, draws[1]);
   free(k.seen);
+}
+
+/* qrsd refuses yaml (the pilot1 config with plan_extra and more studies
+   written over it) naming want. */
+static void
+assert_refused(const char *plan_extra, const char *more, const char *want)
+{
+  char err[4096];
+
+  write_conf(plan_extra, more);
+  cr_assert_neq(daemon_try_start(&D, NULL, err, sizeof err), 0,
+                "qrsd started with %s%s", plan_extra, more);
+  cr_assert_not_null(strstr(err, want), "want \"%s\" in:\n%s", want, err);
+}
+
+Test(study, bad_plans_are_refused_with_their_reason)
+{
+  char path[160], more[512];
+
+  prepare();
+  assert_refused("", "  other:\n    arms: [quantum, nosuch]\n"
+                 "    unit: draw\n    planned_units: 10\n"
+                 "    statistic: ks_u\n    alpha: 0.05\n    effect: 0.2\n"
+                 "    assignment_seed_file: /x\n",
+                 "studies.other: arm 'nosuch' is not declared under sources");
+  assert_refused("", "  other:\n    arms: [quantum, quantum]\n",
+                 "source 'quantum' is an arm twice");
+  assert_refused("", "  other:\n    arms: [quantum]\n",
+                 "1 arms; a study has 2 to 8");
+  assert_refused("", "  control:\n    arms: [quantum, system]\n"
+                 "    unit: draw\n    planned_units: 10\n"
+                 "    statistic: ks_u\n    alpha: 0.05\n    effect: 0.2\n"
+                 "    assignment_seed_file: /x\n",
+                 "studies.control: a source has this name too");
+  assert_refused("", "  other:\n    arms: [quantum, system]\n",
+                 "studies.other: missing key 'unit'");
+  assert_refused("    alpha: 0.7\n", "", "duplicate key");
+  assert_refused("", "  other:\n    arms: [quantum, system]\n"
+                 "    unit: draw\n    planned_units: 10\n"
+                 "    statistic: median\n    alpha: 0.05\n    effect: 0.2\n"
+                 "    assignment_seed_file: /x\n", "studies.other.statistic");
+
+  /* no journal */
+  snprintf(more, sizeof more,
+           "allow_test_sources: true\n"
+           "sources:\n  system: { type: system }\n"
+           "  quantum: { type: mock, seed: 11 }\n"
+           "studies:\n  s:\n    arms: [quantum, system]\n    unit: draw\n"
+           "    planned_units: 10\n    statistic: ks_u\n    alpha: 0.05\n"
+           "    effect: 0.2\n    assignment_seed_file: /x\n");
+  daemon_write_conf(&D, more);
+  {
+    char err[4096];
+
+    cr_assert_neq(daemon_try_start(&D, NULL, err, sizeof err), 0);
+    cr_assert_not_null(strstr(err, "a study needs the draw journal"), "%s",
+                       err);
+  }
+
+  /* seed files: not hex, readable by others, missing */
+  snprintf(path, sizeof path, "%s/control.seed", D.dir);
+  write_key_file(path, "not a seed\n");
+  assert_refused("", "", "control.seed: not 64 hex characters");
+  write_key_file(path, control_hex);
+  cr_assert_eq(chmod(path, 0644), 0);
+  assert_refused("", "", "control.seed");
+  cr_assert_eq(chmod(path, 0600), 0);
+  snprintf(path, sizeof path, "%s/pilot1.assign", D.dir);
+  cr_assert_eq(unlink(path), 0);
+  assert_refused("", "", "study 'pilot1': assignment_seed_file");
+  {
+    char log[64];
+
+    /* a refusal never shows a seed */
+    snprintf(log, sizeof log, "%.32s", control_hex);
+    cr_assert_eq(daemon_log_count(&D, log), 0);
+  }
+}
+
+Test(study, a_draw_without_its_unit_is_refused_and_qrsd_keeps_serving)
+{
+  struct qrs_client *c;
+  struct qrs_draw d;
+  int r;
+
+  prepare();
+  write_conf("", "");
+  daemon_start(&D, NULL);
+  c = connect_client(D.sock);
+  r = study_draw(c, "pilot1", NULL, &d);
+  cr_assert_eq(r, QRS_E_BAD_REQUEST, "%s", qrs_strerror(r));
+  cr_assert_not_null(strstr(qrs_client_errmsg(c), "needs a unit tag"),
+                     "%s", qrs_client_errmsg(c));
+  r = study_draw(c, "pilot1", "bad tag!", &d);
+  cr_assert_eq(r, QRS_E_BAD_REQUEST, "%s", qrs_strerror(r));
+  r = study_draw(c, "pilot1", "unit-1", &d);
+  cr_assert_eq(r, 0, "%s", qrs_strerror(r));
+  cr_assert(!strncmp(d.served_by, "pilot1/", 7));
+  /* a study serves draws, not raw bytes */
+  {
+    uint8_t buf[16];
+
+    r = qrs_client_bytes(c, "pilot1", buf, sizeof buf, NULL);
+    cr_assert_eq(r, QRS_E_BAD_REQUEST, "%s", qrs_strerror(r));
+  }
+  assert_draw_works(D.sock);
+  qrs_client_free(c);
+}
+
+Test(study, a_reload_adds_and_removes_studies_but_keeps_a_plan)
+{
+  struct qrs_reload *rl;
+  struct qrs_client *c;
+  struct qrs_draw d;
+  char path[160], more[512], *rec;
+  int r;
+
+  prepare();
+  write_conf("", "");
+  daemon_start(&D, NULL);
+  c = connect_client(D.sock);
+
+  /* a changed plan is refused; the study keeps serving */
+  plan_effect = "0.3";
+  write_conf("", "");
+  plan_effect = "0.1";
+  r = qrs_client_reload(c, &rl);
+  cr_assert_eq(r, QRS_E_BAD_CONFIG, "a changed plan: %s", qrs_strerror(r));
+  cr_assert_not_null(strstr(qrs_client_errmsg(c), "the plan of a "
+                            "running study cannot change"), "%s",
+                     qrs_client_errmsg(c));
+  cr_assert_eq(study_draw(c, "pilot1", "u1", &d), 0);
+
+  /* so is a changed arm: the control's seed file */
+  snprintf(path, sizeof path, "%s/control2.seed", D.dir);
+  write_key_file(path, assign_hex);
+  {
+    char yaml[4096], *text, *at;
+
+    write_conf("", "");
+    snprintf(path, sizeof path, "%s/qrsd.yaml", D.dir);
+    text = read_text_file(path, sizeof yaml, NULL);
+    at = strstr(text, "control.seed");
+    cr_assert_not_null(at);
+    snprintf(yaml, sizeof yaml, "%.*scontrol2.seed%s", (int)(at - text), text,
+             at + strlen("control.seed"));
+    free(text);
+    daemon_write_conf(&D, yaml);
+  }
+  r = qrs_client_reload(c, &rl);
+  cr_assert_eq(r, QRS_E_BAD_CONFIG, "a changed arm: %s", qrs_strerror(r));
+  cr_assert_not_null(strstr(qrs_client_errmsg(c), "an arm of running study "
+                            "'pilot1' cannot change"), "%s",
+                     qrs_client_errmsg(c));
+
+  /* another study added: its record is journalled, it serves */
+  snprintf(path, sizeof path, "%s/pilot2.assign", D.dir);
+  write_key_file(path, assign_hex);
+  snprintf(more, sizeof more, "  pilot2:\n    arms: [control, quantum]\n"
+           "    unit: draw\n    planned_units: 10\n    statistic: ks_u\n"
+           "    alpha: 0.01\n    effect: 0.5\n"
+           "    assignment_seed_file: \"%s\"\n", path);
+  write_conf("", more);
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  qrs_reload_free(rl);
+  cr_assert_eq(study_draw(c, "pilot2", NULL, &d), 0, "%s",
+               qrs_client_errmsg(c));
+  cr_assert(!strncmp(d.served_by, "pilot2/", 7), "%s", d.served_by);
+
+  /* pilot1 removed: it is unknown now */
+  snprintf(more, sizeof more,
+           "allow_test_sources: true\n"
+           "journal:\n  dir: \"%s/journal\"\n"
+           "sources:\n  system: { type: system }\n"
+           "  quantum: { type: mock, seed: 11 }\n"
+           "  control: { type: prng, seed_file: \"%s/control.seed\" }\n",
+           D.dir, D.dir);
+  daemon_write_conf(&D, more);
+  cr_assert_eq(qrs_client_reload(c, &rl), 0, "%s", qrs_client_errmsg(c));
+  qrs_reload_free(rl);
+  r = study_draw(c, "pilot1", "u1", &d);
+  cr_assert_eq(r, QRS_E_UNKNOWN_SOURCE, "%s", qrs_strerror(r));
+  qrs_client_free(c);
+  cr_assert_eq(daemon_stop(&D), 0);
+  rec = study_record();
+  cr_assert(!strncmp(rec, "#study\tpilot1\t", 14), "%s", rec);
+  free(rec);
+
+  /* the journal resumes after its study records, the chain intact */
+  {
+    char err[512], jd[160];
+    uint64_t n;
+
+    snprintf(jd, sizeof jd, "%s/journal", D.dir);
+    cr_assert_eq(journal_verify(jd, NULL, NULL, &n, NULL, err, sizeof err),
+                 JOURNAL_INTACT, "%s", err);
+    cr_assert_eq(n, 2);
+  }
 }
