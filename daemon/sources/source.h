@@ -1,5 +1,5 @@
 /* Entropy sources: one asynchronous interface behind which every kind of
-   source sits (system, mock, device, timing, noise, grpc).  One file per
+   source sits (system, mock, device, timing, noise, grpc, prng).  One file per
    type in daemon/sources/ (timing and noise share noise.c).  The registry
    (daemon/engine/registry.h) is the only caller: it owns fallback,
    admission, health and statistics around the sources, and nothing else
