@@ -515,8 +515,34 @@ study_name(const struct study *t)
   return t->name;
 }
 
+size_t
+studies_count(const struct studies *s)
+{
+  return s ? s->n : 0;
+}
+
+void
+studies_view(const struct studies *s, size_t i, struct study_view *v)
+{
+  const struct study *t = s->v[i];
+
+  memset(v, 0, sizeof(*v));
+  v->name = t->name;
+  v->unit = t->unit;
+  v->statistic = t->statistic;
+  v->epoch = t->epoch_hex;
+  v->state = t->units_seen >= t->plan.planned_units ? "complete" : "running";
+  v->planned_units = t->plan.planned_units;
+  v->units_seen = t->units_seen;
+  v->alpha = t->plan.alpha;
+  v->units_exact = !t->units_capped;
+  v->n_labels = t->k;
+  memcpy(v->draws, t->draws, sizeof(v->draws));
+  memcpy(v->units, t->units, sizeof(v->units));
+}
+
 static struct json_object *
-study_json(const struct study *t)
+study_json(const struct study_view *v)
 {
   struct json_object *o, *labels, *l;
   char name[2];
@@ -529,27 +555,25 @@ study_json(const struct study *t)
     json_object_put(labels);
     return NULL;
   }
-  json_object_object_add(o, "name", json_object_new_string(t->name));
-  json_object_object_add(o, "unit", json_object_new_string(t->unit));
+  json_object_object_add(o, "name", json_object_new_string(v->name));
+  json_object_object_add(o, "unit", json_object_new_string(v->unit));
   json_object_object_add(o, "planned_units",
-                         json_object_new_uint64(t->plan.planned_units));
+                         json_object_new_uint64(v->planned_units));
   json_object_object_add(o, "statistic",
-                         json_object_new_string(t->statistic));
-  json_object_object_add(o, "alpha", json_object_new_double(t->plan.alpha));
-  json_object_object_add(o, "epoch", json_object_new_string(t->epoch_hex));
+                         json_object_new_string(v->statistic));
+  json_object_object_add(o, "alpha", json_object_new_double(v->alpha));
+  json_object_object_add(o, "epoch", json_object_new_string(v->epoch));
   json_object_object_add(o, "units_seen",
-                         json_object_new_uint64(t->units_seen));
+                         json_object_new_uint64(v->units_seen));
   json_object_object_add(o, "units_counted_exactly",
-                         json_object_new_boolean(!t->units_capped));
-  json_object_object_add(o, "state", json_object_new_string(
-                           t->units_seen >= t->plan.planned_units ?
-                           "complete" : "running"));
-  for (i = 0; i < t->k; i++) {
+                         json_object_new_boolean(v->units_exact));
+  json_object_object_add(o, "state", json_object_new_string(v->state));
+  for (i = 0; i < v->n_labels; i++) {
     l = json_object_new_object();
     if (!l)
       continue;
-    json_object_object_add(l, "draws", json_object_new_uint64(t->draws[i]));
-    json_object_object_add(l, "units", json_object_new_uint64(t->units[i]));
+    json_object_object_add(l, "draws", json_object_new_uint64(v->draws[i]));
+    json_object_object_add(l, "units", json_object_new_uint64(v->units[i]));
     name[0] = (char)('A' + i);
     name[1] = '\0';
     json_object_object_add(labels, name, l);
@@ -562,13 +586,15 @@ struct json_object *
 studies_status_json(const struct studies *s)
 {
   struct json_object *a, *o;
+  struct study_view v;
   size_t i;
 
   a = json_object_new_array();
   if (!a || !s)
     return a;
   for (i = 0; i < s->n; i++) {
-    o = study_json(s->v[i]);
+    studies_view(s, i, &v);
+    o = study_json(&v);
     if (o)
       json_object_array_add(a, o);
   }

@@ -112,6 +112,21 @@ void study_draw_end(struct study_draw *d);
 int study_production(const struct study *t);
 const char *study_name(const struct study *t);
 
+/* What qrsd shows of a study (status, metrics): by label only.  Strings
+   live as long as the study. */
+struct study_view {
+  const char *name, *unit, *statistic, *epoch, *state;
+  uint64_t planned_units, units_seen;
+  double alpha;
+  int units_exact;                  /* not past STUDY_UNITS_TRACKED */
+  unsigned n_labels;
+  uint64_t draws[CONF_STUDY_MAX_ARMS];   /* by label: A, B, ... */
+  uint64_t units[CONF_STUDY_MAX_ARMS];
+};
+
+size_t studies_count(const struct studies *s);      /* accepts NULL */
+void studies_view(const struct studies *s, size_t i, struct study_view *v);
+
 /* The status file's "studies" array (by label only); NULL without
    memory. */
 struct json_object *studies_status_json(const struct studies *s);

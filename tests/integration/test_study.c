@@ -353,7 +353,19 @@ Test(study, two_arms_blinded_assigned_by_the_seed_and_verifiable)
   /* the status file: by label only, and the arms count nothing */
   r = run_qrsctl(D.sock, out, sizeof out, err, sizeof err, "status", NULL);
   cr_assert_eq(r, 0, "qrsctl status: %s", err);
-  cr_assert_null(strstr(out, "pilot1/"), "qrsctl status: %s", out);
+  {
+    char *line = strstr(out, "Studies         : "), *e;
+
+    cr_assert_not_null(line, "qrsctl status: %s", out);
+    e = strchr(line, '\n');
+    cr_assert_not_null(e);
+    *e = '\0';
+    snprintf(want, sizeof want, "pilot1 complete, %d of %d units (A ",
+             N_UNITS, N_UNITS);
+    cr_assert_not_null(strstr(line, want), "%s", line);
+    cr_assert_null(strstr(line, "quantum"), "%s", line);
+    cr_assert_null(strstr(line, "control"), "%s", line);
+  }
   {
     char path[160];
 
