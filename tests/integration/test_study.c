@@ -350,6 +350,16 @@ Test(study, two_arms_blinded_assigned_by_the_seed_and_verifiable)
   cr_assert_gt(draws[0], 0);
   cr_assert_gt(draws[1], 0);
 
+  /* metrics: by label */
+  r = run_qrsctl(D.sock, out, sizeof out, err, sizeof err, "metrics", NULL);
+  cr_assert_eq(r, 0, "qrsctl metrics: %s", err);
+  snprintf(want, sizeof want, "qrsd_study_label_draws_total{study=\"pilot1\","
+           "label=\"%c\"} %" PRIu64 "\n", label[1], draws[1]);
+  cr_assert_not_null(strstr(out, want), "want %s in:\n%s", want, out);
+  snprintf(want, sizeof want, "qrsd_study_units{study=\"pilot1\","
+           "planned=\"0\"} %d\n", N_UNITS);
+  cr_assert_not_null(strstr(out, want), "want %s in:\n%s", want, out);
+
   /* the status file: by label only, and the arms count nothing */
   r = run_qrsctl(D.sock, out, sizeof out, err, sizeof err, "status", NULL);
   cr_assert_eq(r, 0, "qrsctl status: %s", err);
