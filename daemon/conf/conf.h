@@ -211,6 +211,10 @@ int conf_print(const struct qrsd_conf *conf, FILE *f);
 const struct conf_source *conf_find_source(const struct qrsd_conf *conf,
                                            const char *name);
 
+/* Is s a name of 1 to max characters out of A-Z a-z 0-9 _ . - and those
+   in extra (may be NULL)?  Sources' and studies' names, unit tags. */
+int conf_name_ok(const char *s, size_t max, const char *extra);
+
 /* The study named name, or NULL. */
 const struct conf_study *conf_find_study(const struct qrsd_conf *conf,
                                          const char *name);

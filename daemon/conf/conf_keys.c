@@ -745,17 +745,17 @@ conf__parse_mapping(struct parser *p, const struct node *map, const char *path,
 
 /* ---- Sources ----------------------------------------------------------- */
 
-static int
-valid_source_name(const char *s)
+int
+conf_name_ok(const char *s, size_t max, const char *extra)
 {
   size_t n;
 
   for (n = 0; s[n]; n++)
     if (!((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') ||
           (s[n] >= '0' && s[n] <= '9') || s[n] == '_' || s[n] == '.' ||
-          s[n] == '-'))
+          s[n] == '-' || (extra && strchr(extra, s[n]))))
       return 0;
-  return n >= 1 && n <= CONF_MAX_SOURCE_NAME;
+  return n >= 1 && n <= max;
 }
 
 
@@ -924,7 +924,7 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
   if (conf->n_sources >= CONF_MAX_SOURCES)
     return conf__fail(p, kn->line, path, "more than %d sources",
                       CONF_MAX_SOURCES);
-  if (!valid_source_name(kn->text))
+  if (!conf_name_ok(kn->text, CONF_MAX_SOURCE_NAME, NULL))
     return conf__fail(p, kn->line, path, "invalid source name (1 to %d of "
                       "A-Z a-z 0-9 _ . -)", CONF_MAX_SOURCE_NAME);
   if (vn->kind != NODE_MAPPING)

@@ -39,19 +39,6 @@ static const char *const required[] = { "arms", "unit", "planned_units",
                                         "statistic", "alpha", "effect",
                                         "assignment_seed_file", NULL };
 
-static int
-valid_study_name(const char *s)
-{
-  size_t n;
-
-  for (n = 0; s[n]; n++)
-    if (!((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') ||
-          (s[n] >= '0' && s[n] <= '9') || s[n] == '_' || s[n] == '.' ||
-          s[n] == '-'))
-      return 0;
-  return n >= 1 && n <= CONF_MAX_STUDY_NAME;
-}
-
 static void
 free_study(struct conf_study *t)
 {
@@ -124,7 +111,7 @@ parse_study(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
   if (conf->n_studies >= CONF_MAX_STUDIES)
     return conf__fail(p, kn->line, path, "more than %d studies",
                       CONF_MAX_STUDIES);
-  if (!valid_study_name(kn->text))
+  if (!conf_name_ok(kn->text, CONF_MAX_STUDY_NAME, NULL))
     return conf__fail(p, kn->line, path, "invalid study name (1 to %d of "
                       "A-Z a-z 0-9 _ . -)", CONF_MAX_STUDY_NAME);
   if (vn->kind != NODE_MAPPING)

@@ -14,6 +14,7 @@
 #include <qrs/error.h>
 
 #include "base/log.h"
+#include "jsonfield.h"
 #include "engine/registry.h"
 #include "engine/study.h"
 #include "persist/journal.h"
@@ -347,12 +348,10 @@ studies_reload(struct studies **ps, const struct qrsd_conf *conf,
 void
 studies_free(struct studies *s)
 {
-  size_t i;
-
   if (!s)
     return;
-  for (i = 0; i < s->n; i++)
-    study_free(s->v[i]);
+  while (s->n > 0)
+    study_free(s->v[--s->n]);
   free(s->v);
   free(s);
 }
@@ -368,19 +367,6 @@ studies_find(struct studies *s, const char *name)
     if (!strcmp(s->v[i]->name, name))
       return s->v[i];
   return NULL;
-}
-
-static int
-tag_ok(const char *s)
-{
-  size_t n;
-
-  for (n = 0; s[n]; n++)
-    if (!((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') ||
-          (s[n] >= '0' && s[n] <= '9') || s[n] == '_' || s[n] == '.' ||
-          s[n] == ':' || s[n] == '-'))
-      return 0;
-  return n >= 1 && n <= STUDY_TAG_MAX;
 }
 
 static uint64_t
@@ -408,7 +394,7 @@ study_begin(struct study *t, const char *tag, struct study_draw *d,
              "needs a unit tag (the client's unit; libqrs: study_unit)",
              t->name);
     return QRS_E_BAD_REQUEST;
-  } else if (!tag_ok(tag)) {
+  } else if (!conf_name_ok(tag, STUDY_TAG_MAX, ":")) {
     snprintf(msg, msglen, "unit tag of %zu bytes refused: 1 to %d of "
              "A-Z a-z 0-9 . _ : -", strlen(tag), STUDY_TAG_MAX);
     return QRS_E_BAD_REQUEST;
@@ -541,46 +527,47 @@ studies_view(const struct studies *s, size_t i, struct study_view *v)
   memcpy(v->units, t->units, sizeof(v->units));
 }
 
-static struct json_object *
-study_json(const struct study_view *v)
+/* The labels as {"A": {"draws": .., "units": ..}, ...}. */
+static int
+add_labels(struct json_object *o, const char *key, const void *base)
 {
-  struct json_object *o, *labels, *l;
-  char name[2];
+  const struct study_view *v = base;
+  struct json_object *labels, *l;
+  char name[2] = { 0, 0 };
   unsigned i;
 
-  o = json_object_new_object();
   labels = json_object_new_object();
-  if (!o || !labels) {
-    json_object_put(o);
-    json_object_put(labels);
-    return NULL;
-  }
-  json_object_object_add(o, "name", json_object_new_string(v->name));
-  json_object_object_add(o, "unit", json_object_new_string(v->unit));
-  json_object_object_add(o, "planned_units",
-                         json_object_new_uint64(v->planned_units));
-  json_object_object_add(o, "statistic",
-                         json_object_new_string(v->statistic));
-  json_object_object_add(o, "alpha", json_object_new_double(v->alpha));
-  json_object_object_add(o, "epoch", json_object_new_string(v->epoch));
-  json_object_object_add(o, "units_seen",
-                         json_object_new_uint64(v->units_seen));
-  json_object_object_add(o, "units_counted_exactly",
-                         json_object_new_boolean(v->units_exact));
-  json_object_object_add(o, "state", json_object_new_string(v->state));
+  if (!labels)
+    return -ENOMEM;
   for (i = 0; i < v->n_labels; i++) {
     l = json_object_new_object();
     if (!l)
-      continue;
+      break;
     json_object_object_add(l, "draws", json_object_new_uint64(v->draws[i]));
     json_object_object_add(l, "units", json_object_new_uint64(v->units[i]));
     name[0] = (char)('A' + i);
-    name[1] = '\0';
     json_object_object_add(labels, name, l);
   }
-  json_object_object_add(o, "labels", labels);
-  return o;
+  json_object_object_add(o, key, labels);
+  return i == v->n_labels ? 0 : -ENOMEM;
 }
+
+static const struct jsonfield study_view_rows[] = {
+  JSONFIELD_ROW("name", CSTR, struct study_view, name),
+  JSONFIELD_ROW("unit", CSTR, struct study_view, unit),
+  JSONFIELD_ROW("planned_units", U64, struct study_view, planned_units),
+  JSONFIELD_ROW("statistic", CSTR, struct study_view, statistic),
+  JSONFIELD_ROW("alpha", DOUBLE, struct study_view, alpha),
+  JSONFIELD_ROW("epoch", CSTR, struct study_view, epoch),
+  JSONFIELD_ROW("units_seen", U64, struct study_view, units_seen),
+  JSONFIELD_ROW("units_counted_exactly", BOOL, struct study_view,
+                units_exact),
+  JSONFIELD_ROW("state", CSTR, struct study_view, state),
+  JSONFIELD_CUSTOM_ROW("labels", add_labels),
+};
+
+static const struct jsonfield_table study_view_table =
+  JSONFIELD_TABLE(study_view_rows);
 
 struct json_object *
 studies_status_json(const struct studies *s)
@@ -594,8 +581,7 @@ studies_status_json(const struct studies *s)
     return a;
   for (i = 0; i < s->n; i++) {
     studies_view(s, i, &v);
-    o = study_json(&v);
-    if (o)
+    if (jsonfield_object(&study_view_table, &v, &o) == 0)
       json_object_array_add(a, o);
   }
   return a;

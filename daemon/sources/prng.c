@@ -28,25 +28,13 @@ struct prng {
   char commitment[PRNG_HEX_LEN + 1];
 };
 
-static int
-hexval(int c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 int
 prng_seed_load(const char *path, uint8_t seed[PRNG_SEED_LEN], char *err,
                size_t errlen)
 {
   char msg[384], *buf;
-  size_t len, i;
-  int r, hi, lo;
+  size_t len, n;
+  int r;
 
   r = keyfile_read(path, KEYFILE_PRIVATE, 4096, &buf, &len, msg,
                    sizeof(msg));
@@ -56,15 +44,10 @@ prng_seed_load(const char *path, uint8_t seed[PRNG_SEED_LEN], char *err,
   }
   if (len == 2 * PRNG_SEED_LEN + 1 && buf[len - 1] == '\n')
     len--;
-  r = len == 2 * PRNG_SEED_LEN ? 0 : -EINVAL;
-  for (i = 0; r == 0 && i < PRNG_SEED_LEN; i++) {
-    hi = hexval((unsigned char)buf[2 * i]);
-    lo = hexval((unsigned char)buf[2 * i + 1]);
-    if (hi < 0 || lo < 0)
-      r = -EINVAL;
-    else
-      seed[i] = (uint8_t)(hi << 4 | lo);
-  }
+  buf[len] = '\0';
+  r = len == 2 * PRNG_SEED_LEN &&
+      OPENSSL_hexstr2buf_ex(seed, PRNG_SEED_LEN, &n, buf, '\0') == 1 &&
+      n == PRNG_SEED_LEN ? 0 : -EINVAL;
   OPENSSL_cleanse(buf, len);
   free(buf);
   if (r < 0) {

@@ -34,10 +34,14 @@
 #define SAMPLES 64
 
 static struct daemon D;
+/* pilot1's effect, as written */
+static const char *plan_effect = "0.1";
 
 static void
 teardown(void)
 {
+  /* the next test starts from the plan as written */
+  plan_effect = "0.1";
   if (D.pid > 0)
     daemon_stop(&D);
   daemon_cleanup(&D);
@@ -140,9 +144,6 @@ control_bytes(const uint8_t seed[32], const uint8_t epoch[4], uint64_t ctr,
   cr_assert(EVP_EncryptUpdate(x, out, &len, zero, n));
   EVP_CIPHER_CTX_free(x);
 }
-
-/* pilot1's effect, as written */
-static const char *plan_effect = "0.1";
 
 /* The config: a mock "quantum", a prng "control", and study pilot1 over
    them (extra: more YAML under studies:, after pilot1). */
