@@ -643,3 +643,64 @@ Test(study, a_reload_adds_and_removes_studies_but_keeps_a_plan)
     cr_assert_eq(n, 2);
   }
 }
+
+/* libqrs's sampler in a study: study_unit (here from QR_STUDY_UNIT) goes
+   with every draw, the records name the study's label, and the config
+   hash is the one without the unit. */
+Test(study, a_sampler_draws_for_its_unit_and_records_the_label)
+{
+  struct qrs_sampler_config *cfg;
+  struct qrs_sampler *s;
+  struct qrs_client *c;
+  char recs[160], h1[32], h2[32], v[80], want[96], label[2], *text;
+  char *env[] = { "QR_STUDY_UNIT=run-0042", "QR_ENTROPY_SOURCE_TYPE=pilot1",
+                  NULL };
+  uint8_t aseed[32];
+  float row[50];
+  uint32_t tok;
+  int t, r, n;
+
+  prepare();
+  write_conf("", "");
+  daemon_start(&D, NULL);
+  cr_assert_eq(qrs_sampler_config_new(&cfg), 0);
+  cr_assert_eq(qrs_sampler_config_hash(cfg, h1), 0);
+  cr_assert_eq(qrs_sampler_config_load_env(cfg, env), 2);
+  cr_assert_gt(qrs_sampler_config_get(cfg, "study_unit", v, sizeof v), 0);
+  cr_assert_str_eq(v, "run-0042");
+  cr_assert_eq(qrs_sampler_config_set(cfg, "entropy_source_type", "system"),
+               0);
+  cr_assert_eq(qrs_sampler_config_hash(cfg, h2), 0);
+  cr_assert_str_eq(h1, h2, "study_unit changed the config hash");
+  cr_assert_eq(qrs_sampler_config_set(cfg, "entropy_source_type", "pilot1"),
+               0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "sample_count", "64"), 0);
+  cr_assert_eq(qrs_sampler_config_set(cfg, "log_level", "full"), 0);
+  cr_assert_eq(qrs_sampler_new(cfg, 50, &s), 0);
+  qrs_sampler_config_free(cfg);
+  snprintf(recs, sizeof recs, "%s/records.jsonl", D.dir);
+  cr_assert_eq(qrs_sampler_set_log_path(s, recs), 0);
+  c = connect_client(D.sock);
+  for (t = 0; t < 20; t++) {
+    lm_row(row, 50, (unsigned)t, -1.0);
+    r = qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 50, &tok, NULL);
+    cr_assert_eq(r, 0, "token %d: %s", t, qrs_strerror(r));
+  }
+  qrs_sampler_free(s);
+  qrs_client_free(c);
+
+  unhex(assign_hex, aseed, 32);
+  labels_of(aseed, "pilot1", 2, label);
+  snprintf(want, sizeof want, "\"entropy_source_used\":\"pilot1/%c\"",
+           label[arm_of(aseed, "pilot1", "run-0042", 2)]);
+  text = read_text_file(recs, 1 << 20, NULL);
+  n = 0;
+  for (char *p = text; (p = strstr(p, want)) != NULL; p++)
+    n++;
+  cr_assert_eq(n, 20, "want %s in every record:\n%.2000s", want, text);
+  cr_assert_not_null(strstr(text, "\"entropy_source_type\":\"study\""),
+                     "%.2000s", text);
+  cr_assert_null(strstr(text, "quantum"));
+  cr_assert_null(strstr(text, "control"));
+  free(text);
+}
