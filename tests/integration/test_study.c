@@ -704,3 +704,121 @@ Test(study, a_sampler_draws_for_its_unit_and_records_the_label)
   cr_assert_null(strstr(text, "control"));
   free(text);
 }
+
+/* A counter of the source called name, from qrsctl sources --json. */
+static int64_t
+source_counter(const char *name, const char *counter)
+{
+  struct json_object *root, *srcs, *s, *n, *v;
+  static char out[65536];
+  char err[512];
+  int64_t x = -1;
+  size_t i;
+
+  cr_assert_eq(run_qrsctl(D.sock, out, sizeof out, err, sizeof err,
+                          "sources", "--json", NULL), 0, "%s", err);
+  root = json_tokener_parse(out);
+  cr_assert_not_null(root, "%s", out);
+  cr_assert(json_object_object_get_ex(root, "sources", &srcs));
+  for (i = 0; i < json_object_array_length(srcs); i++) {
+    s = json_object_array_get_idx(srcs, i);
+    if (json_object_object_get_ex(s, "name", &n) &&
+        !strcmp(json_object_get_string(n), name) &&
+        json_object_object_get_ex(s, counter, &v))
+      x = json_object_get_int64(v);
+  }
+  json_object_put(root);
+  cr_assert_geq(x, 0, "no %s of source %s", counter, name);
+  return x;
+}
+
+/* qrsd stopped right after a study started (the journal ends in its
+   record) resumes the chain there; a study draw never falls back: an arm
+   that fails fails the draw, and the arm's source counts nothing. */
+Test(study, the_journal_resumes_after_a_record_and_a_failing_arm_fails)
+{
+  char more[1024], jd[160], err[512], *rec;
+  int64_t dead_failures, dead_fallbacks;
+  uint8_t aseed[32];
+  struct qrs_client *c;
+  struct qrs_draw d;
+  uint64_t n;
+  int i, r, failed;
+
+  prepare();
+  snprintf(more, sizeof more,
+           "  pilot3:\n    arms: [dead, control]\n    unit: request\n"
+           "    planned_units: 10\n    statistic: ks_u\n    alpha: 0.05\n"
+           "    effect: 0.5\n    assignment_seed_file: \"%s/pilot1.assign\"\n",
+           D.dir);
+  write_conf("", more);
+  {
+    /* an upstream nobody serves, falling back to the kernel's RNG */
+    char *text, path[160], yaml[4096];
+
+    snprintf(path, sizeof path, "%s/qrsd.yaml", D.dir);
+    text = read_text_file(path, sizeof yaml, NULL);
+    snprintf(yaml, sizeof yaml, "%s", text);
+    free(text);
+    snprintf(strstr(yaml, "studies:\n"), sizeof yaml - (size_t)(strstr(yaml,
+             "studies:\n") - yaml), "  dead: { type: grpc, target: "
+             "\"unix:%s/nobody.sock\", fallback: system, timeout_ms: 200 }\n"
+             "studies:\n  pilot1:\n    arms: [quantum, control]\n"
+             "    unit: request\n    planned_units: %d\n"
+             "    statistic: mean_probit_diff\n    alpha: 0.05\n"
+             "    effect: 0.1\n    assignment_seed_file: \"%s/pilot1.assign\""
+             "\n%s", D.dir, N_UNITS, D.dir, more);
+    daemon_write_conf(&D, yaml);
+  }
+  daemon_start(&D, NULL);
+  cr_assert_eq(daemon_stop(&D), 0);
+  daemon_start(&D, NULL);               /* resumes after the records */
+  c = connect_client(D.sock);
+  cr_assert_eq(study_draw(c, "pilot1", "u1", &d), 0, "%s",
+               qrs_client_errmsg(c));
+  unhex(assign_hex, aseed, 32);
+  dead_failures = source_counter("dead", "failures");
+  dead_fallbacks = source_counter("dead", "fallbacks");
+  failed = 0;
+  for (i = 0; i < 8; i++) {
+    char tag[16];
+
+    snprintf(tag, sizeof tag, "x%d", i);
+    r = study_draw(c, "pilot3", tag, &d);
+    if (arm_of(aseed, "pilot3", tag, 2) == 0) {
+      cr_assert_neq(r, 0, "a draw of the dead arm was served by %s",
+                    d.served_by);
+      cr_assert_null(strstr(qrs_client_errmsg(c), "dead"), "%s",
+                     qrs_client_errmsg(c));
+      cr_assert_not_null(strstr(qrs_client_errmsg(c), "never falls back"),
+                         "%s", qrs_client_errmsg(c));
+      failed++;
+    } else {
+      cr_assert_eq(r, 0, "%s", qrs_client_errmsg(c));
+    }
+  }
+  cr_assert_gt(failed, 0, "no tag went to the dead arm");
+  cr_assert_eq(source_counter("dead", "failures"), dead_failures);
+  cr_assert_eq(source_counter("dead", "fallbacks"), dead_fallbacks);
+  qrs_client_free(c);
+  cr_assert_eq(daemon_stop(&D), 0);
+
+  snprintf(jd, sizeof jd, "%s/journal", D.dir);
+  cr_assert_eq(journal_verify(jd, NULL, NULL, &n, NULL, err, sizeof err),
+               JOURNAL_INTACT, "%s", err);
+  cr_assert_eq(n, 9 - (uint64_t)failed, "entries: %" PRIu64, n);
+  rec = study_record();
+  free(rec);
+  /* two starts: two records of each study, each with its own epoch */
+  {
+    char path[160], *text, *p;
+    int k = 0;
+
+    snprintf(path, sizeof path, "%s/journal/journal-000001.log", D.dir);
+    text = read_text_file(path, 1 << 20, NULL);
+    for (p = text; (p = strstr(p, "\n#study\tpilot1\t")) != NULL; p++)
+      k++;
+    cr_assert_eq(k, 2, "%s", text);
+    free(text);
+  }
+}
