@@ -52,9 +52,10 @@ struct studies;
 
 #define STUDY_TAG_MAX 64            /* a unit tag: [A-Za-z0-9._:-]{1,64} */
 #define STUDY_LABEL_MAX 64          /* "<study>/<label>" with its NUL */
-/* Distinct units counted exactly per study (units seen, per label); past
-   it units are still assigned and served, and the count says so. */
-#define STUDY_UNITS_TRACKED (1u << 22)
+/* Distinct units counted exactly per study (units seen, per label: a
+   set of 8-byte keys, at most 16 MiB); past it units are still assigned
+   and served, and the status says the count is no longer exact. */
+#define STUDY_UNITS_TRACKED (1u << 20)
 
 /* One draw of a study, from study_begin() to study_served(). */
 struct study_draw {
