@@ -549,6 +549,19 @@ Test(study, a_draw_without_its_unit_is_refused_and_qrsd_keeps_serving)
     r = qrs_client_bytes(c, "pilot1", buf, sizeof buf, NULL);
     cr_assert_eq(r, QRS_E_BAD_REQUEST, "%s", qrs_strerror(r));
   }
+  /* qrsctl draw: with --unit, and without it refused */
+  {
+    char out[4096], err[1024];
+
+    r = run_qrsctl(D.sock, out, sizeof out, err, sizeof err, "draw", "-n",
+                   "3", "--source", "pilot1", "--unit", "unit-9", NULL);
+    cr_assert_eq(r, 0, "qrsctl draw: %s", err);
+    cr_assert_not_null(strstr(out, "pilot1/"), "%s", out);
+    r = run_qrsctl(D.sock, out, sizeof out, err, sizeof err, "draw",
+                   "--source", "pilot1", NULL);
+    cr_assert_neq(r, 0, "%s", out);
+    cr_assert_not_null(strstr(err, "needs a unit tag"), "%s", err);
+  }
   assert_draw_works(D.sock);
   qrs_client_free(c);
 }
