@@ -501,10 +501,12 @@ hold(struct req *rq, const QrsIpc__DrawReply *r)
 static void
 send_held(struct req *rq, int lost)
 {
-  if (lost && !journal_serves_unjournalled(rq->e->journal)) {
+  if (lost && (rq->study.study ||
+               !journal_serves_unjournalled(rq->e->journal))) {
     draw_reply_error(rq->reply, rq->ctx, QRS_E_INTERNAL, "the draw "
                      "journal could not write the draw's entry (write "
-                     "error); journal.on_error is stop");
+                     "error); %s", rq->study.study ? "a study draw is served "
+                     "only journalled" : "journal.on_error is stop");
     req_free(rq);
     return;
   }
@@ -665,6 +667,14 @@ send_study_reply(struct req *rq, const struct reg_result *res,
   r.extra_bytes = (uint32_t)(res->n - rq->amp.sample_count);
   stamp_reply(&r, &rq->received, &res->generated, w);
   err = journal_draw(rq, &r, res->data, res->n);
+  if (err == 0 && r.unjournalled) {
+    /* an audit could not check it: never served (journal.on_error
+       label aside) */
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_BUSY, "the draw journal "
+                     "cannot take the draw; a study draw is served only "
+                     "journalled");
+    return 0;
+  }
   if (err >= 0)
     study_served(&rq->study);
   if (err == 0)
