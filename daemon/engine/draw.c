@@ -693,11 +693,9 @@ send_draw_reply(struct req *rq, const struct reg_result *res)
   struct amp_result a;
   int err;
 
-  /* calibrations belong to the source asked for, the statistics to the
-     one that served */
-  asked = rq->study.study ? NULL : srcamp_of(rq->e, rq->source);
   if (rq->study.study) {
-    /* no calibration (study_draw() refused those amplifiers) */
+    /* no calibration (study_draw() refused those amplifiers), and no
+       monitor: per-source statistics would tell the arms apart */
     err = amp_state_run(&rq->e->study_amp, &rq->amp, NULL, res->data, &a,
                         &p);
     if (err < 0) {
@@ -707,6 +705,9 @@ send_draw_reply(struct req *rq, const struct reg_result *res)
     }
     return send_study_reply(rq, res, &a, &p);
   }
+  /* calibrations belong to the source asked for, the statistics to the
+     one that served */
+  asked = srcamp_of(rq->e, rq->source);
   if (!asked) {
     /* default_source moved by a reload to a source without amplifier
        state (no room: draw_engine_reconfigure() logged it) */
