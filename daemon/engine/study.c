@@ -155,6 +155,7 @@ study_start(const struct conf_study *cs, struct registry *reg,
   int production, r;
   unsigned i;
 
+  snprintf(err, errlen, "study '%s': out of memory", cs->name);
   t = calloc(1, sizeof(*t));
   if (!t)
     return -ENOMEM;
@@ -255,6 +256,7 @@ start_new(struct studies *s, const struct qrsd_conf *conf,
     if (r < 0)
       return r;
     if (add_study(s, t) < 0) {
+      snprintf(err, errlen, "study '%s': out of memory", t->name);
       study_free(t);
       return -ENOMEM;
     }
