@@ -136,6 +136,7 @@ draw_to_wire(const struct qrs_client *c, const struct qrs_draw_request *req,
   m->draw_source_id = (char *)(req->draw_source_id ? req->draw_source_id :
                                "");
   m->draw_block_bytes = req->draw_block_bytes;
+  m->unit = (char *)(req->unit ? req->unit : "");
   if (req->commitment) {
     if (req->commitment->salt_len && !req->commitment->salt)
       return -EINVAL;

@@ -233,6 +233,28 @@ query_free(const struct query *q, void *o)
 }
 
 static void
+study_from_wire(struct qrs_study_info *t, const QrsIpc__StudyInfo *w)
+{
+  size_t i;
+
+  qrs__copy_str(t->name, sizeof(t->name), w->name);
+  qrs__copy_str(t->unit, sizeof(t->unit), w->unit);
+  t->planned_units = w->planned_units;
+  qrs__copy_str(t->statistic, sizeof(t->statistic), w->statistic);
+  t->alpha = w->alpha;
+  qrs__copy_str(t->epoch, sizeof(t->epoch), w->epoch);
+  t->units_seen = w->units_seen;
+  qrs__copy_str(t->state, sizeof(t->state), w->state);
+  for (i = 0; i < w->n_labels && i < QRS_STUDY_LABELS_MAX; i++) {
+    qrs__copy_str(t->labels[i].label, sizeof(t->labels[i].label),
+                  w->labels[i]->label);
+    t->labels[i].draws = w->labels[i]->draws;
+    t->labels[i].units = w->labels[i]->units;
+  }
+  t->n_labels = i;
+}
+
+static void
 status_from_wire(void *o, const ProtobufCMessage *m,
                  QrsIpc__SourceInfo ***ret_v, size_t *ret_n)
 {
@@ -284,6 +306,9 @@ status_from_wire(void *o, const ProtobufCMessage *m,
                 sr->journal_on_error);
   s->journal_seq = sr->journal_seq;
   qrs__copy_str(s->journal_head, sizeof(s->journal_head), sr->journal_head);
+  for (i = 0; i < sr->n_studies && i < QRS_STUDIES_MAX; i++)
+    study_from_wire(&s->studies[i], sr->studies[i]);
+  s->n_studies = i;
   *ret_v = sr->sources;
   *ret_n = sr->n_sources;
 }

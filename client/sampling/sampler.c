@@ -832,6 +832,7 @@ draw_request(const struct qrs_sampler *s, struct qrs_commitment *cm,
   req->draw_block_bytes = s->cfg.draw_block_bytes > 0 &&
                           s->cfg.draw_block_bytes <= UINT32_MAX ?
                           (uint32_t)s->cfg.draw_block_bytes : 0;
+  req->unit = s->cfg.study_unit;
 }
 
 /* Begins this step's draw on c unless one is open there: a prefetch

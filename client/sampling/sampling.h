@@ -63,6 +63,7 @@ struct qrs__cfgvals {
   double throttle_target_bits, throttle_p_min, throttle_p_max;
   double throttle_p_init, throttle_gain, throttle_tolerance_bits;
   double mirostat_tau, mirostat_eta;
+  char study_unit[QRS_NAME_MAX + 1];  /* a study's unit tag, "" none */
 };
 
 /* Fill v with the effective values (explicit > preset > environment >

@@ -123,10 +123,11 @@ qrs__config_hash(const struct qrs_sampler_config *cfg,
       sb_member(&b, &qrs__cfg_fields[k], v);
     }
   }
-  /* qrs extensions, only when not at their defaults. */
+  /* qrs extensions, only when not at their defaults (study_unit never:
+     it names a study's unit, not how tokens are sampled). */
   qrs__cfg_defaults(&def);
   for (j = 0; j < QRS__NFIELDS; j++) {
-    if (!qrs__cfg_fields[j].ext)
+    if (qrs__cfg_fields[j].ext != 1)
       continue;
     qrs__cfg_field_text(&qrs__cfg_fields[j], v, t1, sizeof(t1));
     qrs__cfg_field_text(&qrs__cfg_fields[j], &def, t2, sizeof(t2));

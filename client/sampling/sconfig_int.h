@@ -35,11 +35,14 @@ struct field {
   double lo, hi;                  /* range; NAN: unbounded */
   unsigned char lo_open, hi_open; /* > instead of >=, < instead of <= */
   const char *const *choices;     /* F_STR: allowed values, NULL: any */
-  unsigned char ext;              /* qrs extension (not a reference field) */
+  unsigned char ext;              /* qrs extension (not a reference
+                                     field); 2: one the config hash
+                                     leaves out (it names the run, not
+                                     the sampling) */
 };
 
 /* The field table's length (sconfig_tables.c checks it). */
-#define QRS__NFIELDS 88
+#define QRS__NFIELDS 89
 /* Reference fields in the reference's declaration order, then ours. */
 extern const struct field qrs__cfg_fields[];
 

@@ -133,6 +133,9 @@ const struct field qrs__cfg_fields[] = {
   XD(throttle_tolerance_bits, "0.5", 0.0, NAN, 0),
   XD(mirostat_tau, "5.0", 0.0, NAN, 1),
   XD(mirostat_eta, "0.1", 0.0, NAN, 0),
+  { "study_unit", F_STR, OFF(study_unit),
+    sizeof(((struct qrs__cfgvals *)0)->study_unit), "", NAN, NAN, 0, 0, NULL,
+    2 },
 };
 
 _Static_assert(sizeof(qrs__cfg_fields) / sizeof(qrs__cfg_fields[0]) ==

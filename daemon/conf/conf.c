@@ -217,6 +217,9 @@ check(struct parser *p, const struct qrsd_conf *conf, const struct node *root)
                       "limits.max_calibration_samples (%" PRIu32 ")",
                       conf->max_calibration_samples);
   }
+  line = conf__check_studies(p, conf, root);
+  if (line < 0)
+    return line;
   return check_test_sources(p, conf);
 }
 
@@ -389,6 +392,7 @@ conf_free(struct qrsd_conf *conf)
   free(conf->file);
   free_strings(conf__top_keys, conf);
   conf__free_sources(conf);
+  conf__free_studies(conf);
   free(conf);
 }
 
@@ -456,6 +460,8 @@ conf__print_scalar(FILE *f, const struct key *k, const void *base,
   case KEY_SOURCES:
   case KEY_SOURCE_TYPE:
   case KEY_MECHANISMS:
+  case KEY_STUDIES:
+  case KEY_ARMS:
     break;
   }
 }
@@ -511,6 +517,11 @@ print_keys(FILE *f, const struct qrsd_conf *conf, const struct key *keys,
     if (k->kind == KEY_SECTION) {
       fputc('\n', f);
       print_keys(f, conf, k->sub, indent + 2, loc);
+      continue;
+    }
+    if (k->kind == KEY_STUDIES) {
+      fputs(conf->n_studies ? "\n" : " {}\n", f);
+      conf__print_studies(f, conf, indent + 2, loc);
       continue;
     }
     if (k->kind != KEY_SOURCES) {

@@ -239,6 +239,41 @@ diff_sources(struct diff *d, const struct qrsd_conf *cur,
   }
 }
 
+/* Studies added and removed (a changed plan is refused before this:
+   conf_check_live()). */
+static void
+diff_studies(struct diff *d, const struct qrsd_conf *cur,
+             const struct qrsd_conf *next)
+{
+  const struct conf_study *t;
+  struct conf_change *c;
+  size_t i;
+
+  for (i = 0; i < cur->n_studies; i++) {
+    t = &cur->studies[i];
+    if (conf_find_study(next, t->name))
+      continue;
+    c = add(d, "studies", t->name);
+    if (c) {
+      c->live = 1;
+      show(c->old_value, sizeof(c->old_value), t->unit);
+      show(c->new_value, sizeof(c->new_value), "(removed)");
+    }
+  }
+  for (i = 0; i < next->n_studies; i++) {
+    t = &next->studies[i];
+    if (conf_find_study(cur, t->name))
+      continue;
+    c = add(d, "studies", t->name);
+    if (c) {
+      c->live = 1;
+      show(c->old_value, sizeof(c->old_value), "(none)");
+      snprintf(c->new_value, sizeof(c->new_value), "added (%zu arms)",
+               t->n_arms);
+    }
+  }
+}
+
 static void
 diff_keys(struct diff *d, const char *path, const struct key *keys,
           const struct qrsd_conf *cur, const struct qrsd_conf *next)
@@ -252,6 +287,8 @@ diff_keys(struct diff *d, const char *path, const struct key *keys,
       diff_keys(d, sub, k->sub, cur, next);
     } else if (k->kind == KEY_SOURCES) {
       diff_sources(d, cur, next);
+    } else if (k->kind == KEY_STUDIES) {
+      diff_studies(d, cur, next);
     } else {
       scalar_change(d, path, k, cur, next, k->live);
     }
@@ -322,6 +359,31 @@ int
 conf_check_live(const struct qrsd_conf *cur, const struct qrsd_conf *next,
                 char *err, size_t errlen)
 {
+  const struct conf_source *sa, *sb;
+  const struct conf_study *t;
+  size_t i, a;
+
+  /* A running study's plan is fixed: it was committed to the journal,
+     and so were its arms (a prng arm's seed). */
+  for (i = 0; i < next->n_studies; i++) {
+    t = conf_find_study(cur, next->studies[i].name);
+    if (t && !conf_study_same(t, &next->studies[i])) {
+      snprintf(err, errlen, "%s: studies.%s: the plan of a running study "
+               "cannot change (remove it and add one under a new name)",
+               next->file, t->name);
+      return -EINVAL;
+    }
+    for (a = 0; t && a < t->n_arms; a++) {
+      sa = conf_find_source(cur, t->arms[a]);
+      sb = conf_find_source(next, t->arms[a]);
+      if (sa && sb && conf_source_same(sa, sb, 0) != 1) {
+        snprintf(err, errlen, "%s: sources.%s: an arm of running study "
+                 "'%s' cannot change (remove the study first)", next->file,
+                 sa->name, t->name);
+        return -EINVAL;
+      }
+    }
+  }
 
   /* The amplifier's keys need a restart: cur's stay, next's limits come. */
   if (cur->amp_sample_count > next->max_sample_count) {
@@ -392,10 +454,11 @@ apply_keys(const struct key *keys, struct qrsd_conf *cur,
 void
 conf_apply_live(struct qrsd_conf *cur, struct qrsd_conf *next)
 {
+  struct conf_study *sv;
   struct conf_source *v;
   size_t n;
 
-  /* The sources go over whole: the registry opened next's before this
+  /* The sources (and studies) go over whole: the registry opened next's before this
      (registry_reload_open()) and copies what it keeps of them. */
   v = cur->sources;
   n = cur->n_sources;
@@ -403,6 +466,12 @@ conf_apply_live(struct qrsd_conf *cur, struct qrsd_conf *next)
   cur->n_sources = next->n_sources;
   next->sources = v;
   next->n_sources = n;
+  sv = cur->studies;
+  n = cur->n_studies;
+  cur->studies = next->studies;
+  cur->n_studies = next->n_studies;
+  next->studies = sv;
+  next->n_studies = n;
   apply_keys(conf__top_keys, cur, next);
   memcpy(cur->hash, next->hash, sizeof(cur->hash));
 }

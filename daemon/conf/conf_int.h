@@ -99,6 +99,8 @@ enum key_kind {
   KEY_SOURCES,              /* the sources mapping */
   KEY_SOURCE_TYPE,          /* "type" of a source: read before the rest */
   KEY_MECHANISMS,           /* a source's mechanisms: a list of names */
+  KEY_STUDIES,              /* the studies mapping (conf_study.c) */
+  KEY_ARMS,                 /* a study's arms: a list of source names */
 };
 
 #define OPEN_MIN 1u
@@ -140,6 +142,29 @@ int conf__parse_mapping(struct parser *p, const struct node *map,
 
 /* Free conf's sources and everything they own. */
 void conf__free_sources(struct qrsd_conf *conf);
+
+/* kn, a key of map at path: a string, given once; its path into sub.
+   0 or -EINVAL with p->err set. */
+int conf__check_key(struct parser *p, const struct node *map,
+                    const struct node *kn, const char *path, char *sub,
+                    size_t sublen);
+
+/* ---- Studies (conf_study.c) ------------------------------------------- */
+
+/* The studies mapping at path: it replaces the studies so far. */
+int conf__parse_studies(struct parser *p, const struct node *v,
+                        const char *path, struct qrsd_conf *conf);
+/* A study's arms (a list of names) into base (a struct conf_study). */
+int conf__parse_arms(struct parser *p, const struct node *v,
+                     const char *path, void *base);
+/* The checks across keys: arms declared, no name shared with a source,
+   the journal on.  0 or -EINVAL with p->err set. */
+int conf__check_studies(struct parser *p, const struct qrsd_conf *conf,
+                        const struct node *root);
+void conf__free_studies(struct qrsd_conf *conf);
+/* Every study, one flow-style line each, at indent. */
+void conf__print_studies(FILE *f, const struct qrsd_conf *conf, int indent,
+                         locale_t loc);
 
 /* The value of scalar key k of base (a struct qrsd_conf or conf_source)
    as conf_print() writes it. */

@@ -201,6 +201,7 @@ const struct key conf__top_keys[] = {
   { .name = "sources", .kind = KEY_SOURCES },
   { .name = "grpc_compat", .kind = KEY_SECTION, .sub = compat_keys },
   { .name = "journal", .kind = KEY_SECTION, .sub = journal_keys },
+  { .name = "studies", .kind = KEY_STUDIES },
   { .name = NULL }
 };
 
@@ -353,6 +354,13 @@ static const struct key grpc_keys[] = {
   { .name = NULL }
 };
 
+static const struct key prng_keys[] = {
+  SOURCE_COMMON_KEYS,
+  { .name = "seed_file", .kind = KEY_STRING, .offset = S_OFF(prng_seed_file),
+    .umin = 0, .umax = 4000 },
+  { .name = NULL }
+};
+
 static const struct source_type source_types[] = {
   { "system", CONF_SOURCE_SYSTEM, system_keys, 0 },
   { "mock", CONF_SOURCE_MOCK, mock_keys, 1 },
@@ -360,6 +368,7 @@ static const struct source_type source_types[] = {
   { "timing", CONF_SOURCE_TIMING, timing_keys, 0 },
   { "noise", CONF_SOURCE_NOISE, noise_keys, 0 },
   { "grpc", CONF_SOURCE_GRPC, grpc_keys, 0 },
+  { "prng", CONF_SOURCE_PRNG, prng_keys, 0 },
 };
 
 #define N_SOURCE_TYPES (sizeof(source_types) / sizeof(source_types[0]))
@@ -551,8 +560,8 @@ parse_string(struct parser *p, const struct key *k, const struct node *v,
 
 /* Check the key node kn of mapping map (a scalar, not given before) and
    write its dotted path under path into sub. */
-static int
-check_key(struct parser *p, const struct node *map, const struct node *kn,
+int
+conf__check_key(struct parser *p, const struct node *map, const struct node *kn,
           const char *path, char *sub, size_t sublen)
 {
   const struct node *k;
@@ -682,6 +691,10 @@ parse_value(struct parser *p, const struct key *k, const struct node *v,
     return 0;                           /* parse_source() has read it */
   case KEY_MECHANISMS:
     return parse_mechanisms(p, v, path, base);
+  case KEY_STUDIES:
+    return conf__parse_studies(p, v, path, base);
+  case KEY_ARMS:
+    return conf__parse_arms(p, v, path, base);
   }
   return conf__fail(p, v->line, path, "internal error: unknown kind of key");
 }
@@ -715,7 +728,7 @@ conf__parse_mapping(struct parser *p, const struct node *map, const char *path,
 
   for (kn = map->children; kn; kn = vn->next) {
     vn = kn->next;
-    r = check_key(p, map, kn, path, sub, sizeof(sub));
+    r = conf__check_key(p, map, kn, path, sub, sizeof(sub));
     if (r < 0)
       return r;
     for (k = keys; k->name; k++)
@@ -732,17 +745,17 @@ conf__parse_mapping(struct parser *p, const struct node *map, const char *path,
 
 /* ---- Sources ----------------------------------------------------------- */
 
-static int
-valid_source_name(const char *s)
+int
+conf_name_ok(const char *s, size_t max, const char *extra)
 {
   size_t n;
 
   for (n = 0; s[n]; n++)
     if (!((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') ||
           (s[n] >= '0' && s[n] <= '9') || s[n] == '_' || s[n] == '.' ||
-          s[n] == '-'))
+          s[n] == '-' || (extra && strchr(extra, s[n]))))
       return 0;
-  return n >= 1 && n <= CONF_MAX_SOURCE_NAME;
+  return n >= 1 && n <= max;
 }
 
 
@@ -911,7 +924,7 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
   if (conf->n_sources >= CONF_MAX_SOURCES)
     return conf__fail(p, kn->line, path, "more than %d sources",
                       CONF_MAX_SOURCES);
-  if (!valid_source_name(kn->text))
+  if (!conf_name_ok(kn->text, CONF_MAX_SOURCE_NAME, NULL))
     return conf__fail(p, kn->line, path, "invalid source name (1 to %d of "
                       "A-Z a-z 0-9 _ . -)", CONF_MAX_SOURCE_NAME);
   if (vn->kind != NODE_MAPPING)
@@ -949,9 +962,10 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
   s->device_path = strdup("");
   s->conditioning = strdup("raw");
   s->combine = strdup("xor");
+  s->prng_seed_file = strdup("");
   conf->n_sources++;
   if (!s->name || !s->fallback || !s->device_path || !s->conditioning ||
-      !s->combine)
+      !s->combine || !s->prng_seed_file)
     return conf__fail_nomem(p);
   s->type = source_types[i].type;
   s->line = p->builtin ? 0 : kn->line;
@@ -969,6 +983,9 @@ parse_source(struct parser *p, struct qrsd_conf *conf, const struct node *kn,
   if (s->type == CONF_SOURCE_DEVICE && !s->device_path[0])
     return conf__fail(p, vn->line, path, "missing key 'path' (the device node, "
                       "FIFO or file to read)");
+  if (s->type == CONF_SOURCE_PRNG && !s->prng_seed_file[0])
+    return conf__fail(p, vn->line, path, "missing key 'seed_file' (a file "
+                      "of 64 hex characters: the stream's secret key)");
   if (s->type == CONF_SOURCE_GRPC)
     return grpc_finish(p, s, vn, path);
   return 0;
@@ -986,6 +1003,7 @@ conf__free_sources(struct qrsd_conf *conf)
     free(conf->sources[i].device_path);
     free(conf->sources[i].conditioning);
     free(conf->sources[i].combine);
+    free(conf->sources[i].prng_seed_file);
     free_mechanisms(&conf->sources[i]);
   }
   free(conf->sources);
@@ -1010,7 +1028,7 @@ parse_sources(struct parser *p, const struct node *v, const char *path,
   conf__free_sources(conf);
   for (kn = v->children; kn; kn = vn->next) {
     vn = kn->next;
-    r = check_key(p, v, kn, path, sub, sizeof(sub));
+    r = conf__check_key(p, v, kn, path, sub, sizeof(sub));
     if (r < 0)
       return r;
     r = parse_source(p, conf, kn, vn, sub);

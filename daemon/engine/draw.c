@@ -15,6 +15,7 @@
 #include "engine/ampreq.h"
 #include "amplify.h"
 #include "engine/draw.h"
+#include "engine/study.h"
 #include "base/container.h"
 #include "base/log.h"
 #include "base/notify.h"
@@ -49,6 +50,8 @@ struct draw_engine {
   size_t n_amp;
   size_t cap_amp;
   struct journal *journal;      /* NULL: journal.dir "" */
+  struct studies *studies;      /* NULL: none configured */
+  struct amp_state study_amp;   /* study draws' (no calibration) */
   uv_async_t *written;          /* the journal wrote (or lost) entries */
   STAILQ_HEAD(, req) held;      /* draw replies waiting for their entry
                                    to be written, in sequence order */
@@ -57,7 +60,7 @@ struct draw_engine {
   struct {
     uint32_t n;
     double mean, std;
-    char text[JOURNAL_PARAMS_MAX];
+    char text[96];              /* a study draw appends its own */
   } jparams;
 };
 
@@ -82,6 +85,7 @@ struct req {
   struct reg_owner *owner;
   draw_reply_fn reply;
   void *ctx;
+  struct study_draw study;      /* a study draw (study.study set) */
   /* a draw reply held until its journal entry is written (held.journal_seq
      set), with what it points to */
   STAILQ_ENTRY(req) held_link;
@@ -150,6 +154,7 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
   e->conf = conf;
   e->reg = reg;
   e->loop = loop;
+  amp_state_init(&e->study_amp);
   STAILQ_INIT(&e->held);
   e->n_amp = registry_count(reg);
   /* Room for the sources reloads add: preparations in flight point into
@@ -229,6 +234,17 @@ draw_engine_new(const struct qrsd_conf *conf, struct registry *reg,
       return r;
     }
   }
+  if (conf->n_studies) {
+    char err[512];
+    int r;
+
+    r = studies_new(conf, reg, e->journal, &e->studies, err, sizeof err);
+    if (r < 0) {
+      log_err("%s", err);
+      draw_engine_free(e);
+      return r;
+    }
+  }
   *ret_engine = e;
   return 0;
 }
@@ -246,6 +262,13 @@ draw_engine_reconfigure(struct draw_engine *e)
   limits_apply(e);
   monitor_conf_of(e->conf, &mc);
   r = 0;
+  if (e->studies || e->conf->n_studies) {
+    char err[512];
+
+    if (studies_reload(&e->studies, e->conf, e->reg, e->journal, err,
+                       sizeof err) < 0)
+      log_warn("reload: %s", err);
+  }
   /* Sources a reload added get theirs; those it removed keep theirs (a
      draw in flight may still use it; a source replaced keeps its
      calibration under its name). */
@@ -301,6 +324,8 @@ draw_engine_free(struct draw_engine *e)
     monitor_free(&e->amp[i].mon);
   }
   free(e->amp);
+  studies_free(e->studies);
+  amp_state_free(&e->study_amp);
   journal_close(e->journal);
   /* not stopped (a start that failed): the loop does not run again */
   if (e->written && !uv_is_closing((uv_handle_t *)e->written))
@@ -312,6 +337,12 @@ struct journal *
 draw_journal(struct draw_engine *e)
 {
   return e->journal;
+}
+
+struct studies *
+draw_studies(struct draw_engine *e)
+{
+  return e->studies;
 }
 
 static struct srcamp *
@@ -359,6 +390,7 @@ draw_alarms(const struct draw_engine *e, const char **ret_source,
 static void
 req_free(struct req *rq)
 {
+  study_draw_end(&rq->study);
   amp_exact_release(rq->table);
   free(rq);
 }
@@ -469,10 +501,12 @@ hold(struct req *rq, const QrsIpc__DrawReply *r)
 static void
 send_held(struct req *rq, int lost)
 {
-  if (lost && !journal_serves_unjournalled(rq->e->journal)) {
+  if (lost && (rq->study.study ||
+               !journal_serves_unjournalled(rq->e->journal))) {
     draw_reply_error(rq->reply, rq->ctx, QRS_E_INTERNAL, "the draw "
                      "journal could not write the draw's entry (write "
-                     "error); journal.on_error is stop");
+                     "error); %s", rq->study.study ? "a study draw is served "
+                     "only journalled" : "journal.on_error is stop");
     req_free(rq);
     return;
   }
@@ -570,7 +604,11 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
              "n=%u,mean=%.17g,std=%.17g", r->sample_count,
              r->population_mean, r->population_std);
   }
-  memcpy(je.amp_params, rq->e->jparams.text, sizeof je.amp_params);
+  if (rq->study.study)
+    snprintf(je.amp_params, sizeof je.amp_params, "%s%s",
+             rq->e->jparams.text, rq->study.params);
+  else
+    memcpy(je.amp_params, rq->e->jparams.text, sizeof rq->e->jparams.text);
   je.nonce = r->nonce;
   je.echo_ok = r->echo == QRS_IPC__ECHO__ECHO_VERIFIED;
   je.t_recv = r->received->realtime_ns / 1e9;
@@ -600,6 +638,50 @@ journal_draw(struct req *rq, QrsIpc__DrawReply *r, const uint8_t *data,
   return -1;
 }
 
+/* A study draw's reply: labelled by the study and the arm's label only
+   (no source, no echo, no fallback: nothing that tells the arms apart).
+   1: held, else it (or an error) was sent. */
+static int
+send_study_reply(struct req *rq, const struct reg_result *res,
+                 const struct amp_result *a, const struct amp_params *p)
+{
+  QrsIpc__DrawReply r = QRS_IPC__DRAW_REPLY__INIT;
+  QrsIpc__Timestamp w[3];
+  int err;
+
+  r.u = a->u;
+  r.z = a->z;
+  r.sample_mean = a->sample_mean;
+  r.sample_count = rq->amp.sample_count;
+  r.source = (char *)study_name(rq->study.study);
+  r.served_by = rq->study.served_by;
+  r.fallback = 0;
+  r.served_type = (char *)"study";
+  r.production = study_production(rq->study.study);
+  r.amplifier = (char *)amp_name(rq->amp.type);
+  r.nonce = rq->nonce;
+  r.echo = QRS_IPC__ECHO__ECHO_NONE;
+  r.byte_sum = a->byte_sum;
+  r.population_mean = p->population_mean;
+  r.population_std = p->population_std;
+  r.extra_bytes = (uint32_t)(res->n - rq->amp.sample_count);
+  stamp_reply(&r, &rq->received, &res->generated, w);
+  err = journal_draw(rq, &r, res->data, res->n);
+  if (err == 0 && r.unjournalled) {
+    /* an audit could not check it: never served (journal.on_error
+       label aside) */
+    draw_reply_error(rq->reply, rq->ctx, QRS_E_BUSY, "the draw journal "
+                     "cannot take the draw; a study draw is served only "
+                     "journalled");
+    return 0;
+  }
+  if (err >= 0)
+    study_served(&rq->study);
+  if (err == 0)
+    rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
+  return err == 1;
+}
+
 /* 1: the reply is held (rq too), else it (or an error) was sent. */
 static int
 send_draw_reply(struct req *rq, const struct reg_result *res)
@@ -611,6 +693,18 @@ send_draw_reply(struct req *rq, const struct reg_result *res)
   struct amp_result a;
   int err;
 
+  if (rq->study.study) {
+    /* no calibration (study_draw() refused those amplifiers), and no
+       monitor: per-source statistics would tell the arms apart */
+    err = amp_state_run(&rq->e->study_amp, &rq->amp, NULL, res->data, &a,
+                        &p);
+    if (err < 0) {
+      draw_reply_error(rq->reply, rq->ctx, err, "the draw could not be "
+                       "amplified: %s", qrs_strerror(err));
+      return 0;
+    }
+    return send_study_reply(rq, res, &a, &p);
+  }
   /* calibrations belong to the source asked for, the statistics to the
      one that served */
   asked = srcamp_of(rq->e, rq->source);
@@ -717,6 +811,17 @@ on_fetched(void *ctx, const struct reg_result *res)
     } else {
       reply_bytes(rq, res);
     }
+  } else if (rq->study.study) {
+    /* the arm's own reason would name its source */
+    log_limited(&rq->e->fail_rl, LOG_LEVEL_WARN, "%s: a draw of study "
+                "'%s' failed (arm %c%s)", rq->peer->name,
+                study_name(rq->study.study), rq->study.label,
+                res->status == -ETIMEDOUT ? ", timed out" : "");
+    draw_reply_error(rq->reply, rq->ctx, res->status == -ETIMEDOUT ?
+                     QRS_E_TIMEOUT : QRS_E_ENTROPY, "%s: the arm could not "
+                     "deliver %zu bytes%s (a study draw never falls back)",
+                     rq->study.served_by, res->n, res->status == -ETIMEDOUT ?
+                     " in time" : "");
   } else {
     reply_fetch_failed(rq, res);
   }
@@ -738,8 +843,12 @@ fetch(struct req *rq, const char *source, size_t n, int64_t deadline)
   peer = rq->peer;
   reply = rq->reply;
   ctx = rq->ctx;
-  r = registry_fetch_for(rq->e->reg, rq->owner, source, n, rq->nonce,
-                         deadline, on_fetched, rq);
+  if (rq->study.study)
+    r = registry_fetch_study(rq->e->reg, rq->owner, rq->study.source, n,
+                             rq->study.stream, deadline, on_fetched, rq);
+  else
+    r = registry_fetch_for(rq->e->reg, rq->owner, source, n, rq->nonce,
+                           deadline, on_fetched, rq);
   if (r == 0)
     return;
   req_free(rq);
@@ -765,7 +874,14 @@ req_new(struct draw_engine *e, enum job_kind kind, const char *source,
 {
   struct req *rq;
 
-  if (!registry_has(e->reg, source)) {
+  if (kind == JOB_BYTES && studies_find(e->studies, source)) {
+    log_info("%s: bytes request for study '%.64s' refused", peer->name,
+             source);
+    draw_reply_error(reply, ctx, QRS_E_BAD_REQUEST, "'%.64s' is a study: "
+                     "it serves draws only", source);
+    return NULL;
+  }
+  if (!registry_has(e->reg, source) && !studies_find(e->studies, source)) {
     log_info("%s: unknown source '%.64s'", peer->name, source);
     draw_reply_error(reply, ctx, QRS_E_UNKNOWN_SOURCE,
                      "no source named '%.64s' is configured", source);
@@ -1142,12 +1258,51 @@ server_draw(struct req *rq, const QrsIpc__Draw *m)
   on_server_draw(&rq->sd);
 }
 
+/* A draw of study t (rq resolved): its unit assigned, the arm's bytes
+   fetched.  0 (rq is the fetch's), or -1 after answering an error (the
+   caller frees rq). */
+static int
+study_draw(struct req *rq, struct study *t, const QrsIpc__Draw *m)
+{
+  char msg[256];
+  int r;
+
+  if (rq->amp.type != AMP_ZSCORE_MEAN && rq->amp.type != AMP_ZSCORE_THOUGHT)
+    r = QRS_E_AMP_PARAMS;
+  else if (rq->amp.zcal)
+    r = QRS_E_AMP_PARAMS;
+  else
+    r = 0;
+  if (r) {
+    log_info("%s: draw of study '%s' refused: amplifier %s%s",
+             rq->peer->name, study_name(t), amp_name(rq->amp.type),
+             rq->amp.zcal ? " with a calibration" : "");
+    draw_reply_error(rq->reply, rq->ctx, r, "a study draw takes amplifier "
+                     "zscore_mean or zscore_thought without a calibration "
+                     "(the arms must be amplified alike): %s%s refused",
+                     amp_name(rq->amp.type),
+                     rq->amp.zcal ? " with a calibration" : "");
+    return -1;
+  }
+  r = study_begin(t, m->unit, &rq->study, msg, sizeof(msg));
+  if (r < 0) {
+    log_info("%s: draw refused: %s", rq->peer->name, msg);
+    draw_reply_error(rq->reply, rq->ctx, r, "%s", msg);
+    return -1;
+  }
+  fetch(rq, rq->source, ampreq_read_bytes(&rq->amp),
+        rq->received.monotonic_ns +
+        (int64_t)rq->e->conf->request_timeout_ms * 1000000);
+  return 0;
+}
+
 void
 draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
             const struct ts *received, const struct peer *peer,
             struct reg_owner *owner, draw_reply_fn reply, void *ctx)
 {
   const QrsIpc__Commitment *cm;
+  struct study *t;
   struct req *rq;
   char msg[256];
   int r;
@@ -1185,6 +1340,12 @@ draw_handle(struct draw_engine *e, const QrsIpc__Draw *m,
     }
     rq->nonce = nonce_derive(cm->salt.data, cm->salt.len, cm->step,
                              cm->prev_token_id);
+  }
+  t = studies_find(e->studies, m->source);
+  if (t) {
+    if (study_draw(rq, t, m) < 0)
+      goto refused;
+    return;
   }
   if (rq->amp.type == AMP_SERVER) {
     server_draw(rq, m);

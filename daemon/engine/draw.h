@@ -79,6 +79,11 @@ int draw_alarms(const struct draw_engine *e, const char **ret_source,
 struct journal;
 struct journal *draw_journal(struct draw_engine *e);
 
+/* The studies running (engine/study.h), or NULL when none was ever
+   configured. */
+struct studies;
+struct studies *draw_studies(struct draw_engine *e);
+
 /* Send an Error through reply (also used by the server). */
 void draw_reply_error(draw_reply_fn reply, void *ctx, int err,
                       const char *fmt, ...)

@@ -87,6 +87,9 @@ struct request {
   int starting;                 /* depth of try_leg() on the stack */
   int finished;
   int timed_out;                /* some leg hit its deadline */
+  int study;                    /* a study draw: no fallback, and the
+                                   source counts nothing of it */
+  uint8_t stream[12];           /* a study draw's stream nonce */
   unsigned depth;
   struct rsrc *failed[8];       /* legs that failed, for their state */
   unsigned n_failed;
@@ -963,6 +966,13 @@ note_failure(struct request *rq, struct rsrc *rs, int status,
 {
   struct ts now;
 
+  if (rq->study) {
+    /* nothing of a study draw shows on its arm's source */
+    note_why(rq, rs, why);
+    if (status == -ETIMEDOUT)
+      rq->timed_out = 1;
+    return;
+  }
   ts_now(&now);
   snprintf(rs->last_failure, sizeof(rs->last_failure), "%s", why);
   rs->last_failure_ns = now.realtime_ns;
@@ -1008,7 +1018,7 @@ finish(struct request *rq, struct reg_result *res)
   for (i = 0; i < rq->n_failed; i++)
     set_state(rq->reg, rq->failed[i],
               res->status == 0 ? REG_DEGRADED : REG_FAILED);
-  if (res->status == 0)
+  if (res->status == 0 && !rq->study)
     snprintf(rq->reg->last_used, sizeof(rq->reg->last_used), "%s",
              res->served_by);
   res->n = rq->n;
@@ -1028,7 +1038,8 @@ next_leg(struct request *rq, struct rsrc *rs)
   struct reg_result res;
   struct rsrc *fb;
 
-  fb = strcmp(rs->fallback, "error") ? find(rq->reg, rs->fallback) : NULL;
+  fb = strcmp(rs->fallback, "error") && !rq->study ?
+       find(rq->reg, rs->fallback) : NULL;
   if (fb && ++rq->depth <= rq->reg->n) {
     if (rs == rq->asked)
       rs->fallbacks++;
@@ -1075,17 +1086,19 @@ on_leg_done(struct source_fetch *f)
     rs->src->ops->outcome(rs->src, f, f->status,
                           mono_now_ns() - leg->start_ns);
   if (f->status < 0) {
-    rs->failures++;
+    rs->failures += !rq->study;
     note_failure(rq, rs, f->status, f->why);
     leg_free(leg);
     next_leg(rq, rs);
     return;
   }
 
-  rs->draws++;
-  rs->bytes += f->n;
-  rq->reg->bytes_total += f->n;
-  set_state(leg->reg, rs, REG_OK);
+  if (!rq->study) {
+    rs->draws++;
+    rs->bytes += f->n;
+    rq->reg->bytes_total += f->n;
+    set_state(leg->reg, rs, REG_OK);
+  }
   memset(&res, 0, sizeof(res));
   res.status = 0;
   res.data = f->buf;
@@ -1114,8 +1127,10 @@ on_deadline(uv_timer_t *t)
   rs = leg->rs;
   leg->rq = NULL;
   rq->leg = NULL;
-  rs->failures++;
-  rs->timeouts++;
+  if (!rq->study) {
+    rs->failures++;
+    rs->timeouts++;
+  }
   if (rs->src->ops->outcome)
     rs->src->ops->outcome(rs->src, &leg->f, -ETIMEDOUT,
                           mono_now_ns() - leg->start_ns);
@@ -1135,7 +1150,7 @@ leg_deadline(const struct request *rq, const struct rsrc *rs, int64_t now)
   int64_t left, reserve;
 
   left = rq->deadline_ns - now;
-  if (!strcmp(rs->fallback, "error") || left <= 0)
+  if (!strcmp(rs->fallback, "error") || rq->study || left <= 0)
     return rq->deadline_ns;
   reserve = left / 5;
   if (reserve > FALLBACK_RESERVE_MAX_NS)
@@ -1156,7 +1171,7 @@ try_leg(struct request *rq, struct rsrc *rs)
   reg = rq->reg;
   if (rs->disabled) {
     /* not a failure: its health stays what it was */
-    rs->refusals++;
+    rs->refusals += !rq->study;
     snprintf(why, sizeof(why), "disabled by an operator (qrsctl source "
              "enable %.64s)", rs->src->name);
     note_why(rq, rs, why);
@@ -1167,7 +1182,7 @@ try_leg(struct request *rq, struct rsrc *rs)
     why[0] = '\0';
     r = rs->src->ops->admit(rs->src, rq->n, why, sizeof(why));
     if (r < 0) {
-      rs->refusals++;
+      rs->refusals += !rq->study;
       if (!why[0])
         snprintf(why, sizeof(why), "not admitted: %s", qrs_strerror(r));
       note_failure(rq, rs, r, why);
@@ -1201,6 +1216,8 @@ try_leg(struct request *rq, struct rsrc *rs)
   leg->f.n = rq->n;
   leg->f.deadline_ns = dl;
   leg->f.nonce = rq->nonce;
+  leg->f.has_stream = rq->study;
+  memcpy(leg->f.stream, rq->stream, sizeof(leg->f.stream));
   leg->f.done = on_leg_done;
   leg->f.ctx = leg;
   reg->bytes_held += rq->n;
@@ -1214,7 +1231,7 @@ try_leg(struct request *rq, struct rsrc *rs)
     /* No completion follows: the leg is ours to free. */
     rq->leg = NULL;
     snprintf(why, sizeof(why), "cannot start a fetch: %s", qrs_strerror(r));
-    rs->failures++;
+    rs->failures += !rq->study;
     leg_free(leg);
     note_failure(rq, rs, r, why);
     next_leg(rq, rs);
@@ -1246,10 +1263,10 @@ registry_fetch(struct registry *reg, const char *name, size_t n,
                             ctx);
 }
 
-int
-registry_fetch_for(struct registry *reg, struct reg_owner *owner,
-                   const char *name, size_t n, uint64_t nonce,
-                   int64_t deadline_ns, reg_done_fn done, void *ctx)
+static int
+fetch_start(struct registry *reg, struct reg_owner *owner, const char *name,
+            size_t n, uint64_t nonce, const uint8_t *stream,
+            int64_t deadline_ns, reg_done_fn done, void *ctx)
 {
   struct request *rq;
   struct rsrc *rs;
@@ -1274,10 +1291,44 @@ registry_fetch_for(struct registry *reg, struct reg_owner *owner,
   rq->deadline_ns = deadline_ns;
   rq->done = done;
   rq->ctx = ctx;
+  if (stream) {
+    rq->study = 1;
+    memcpy(rq->stream, stream, sizeof(rq->stream));
+  }
   rq->starting = 1;
   try_leg(rq, rs);
   rq->starting = 0;
   if (rq->finished)
     request_free(rq);
   return 0;
+}
+
+int
+registry_fetch_for(struct registry *reg, struct reg_owner *owner,
+                   const char *name, size_t n, uint64_t nonce,
+                   int64_t deadline_ns, reg_done_fn done, void *ctx)
+{
+  return fetch_start(reg, owner, name, n, nonce, NULL, deadline_ns, done,
+                     ctx);
+}
+
+int
+registry_fetch_study(struct registry *reg, struct reg_owner *owner,
+                     const char *name, size_t n, const uint8_t stream[12],
+                     int64_t deadline_ns, reg_done_fn done, void *ctx)
+{
+  if (!name || !*name)
+    return -ENOENT;
+  return fetch_start(reg, owner, name, n, 0, stream, deadline_ns, done, ctx);
+}
+
+int
+registry_commitment(const struct registry *reg, const char *name, char *hex)
+{
+  const struct rsrc *rs;
+
+  rs = find(reg, name);
+  if (!rs || !rs->src->ops->commitment)
+    return -ENOSYS;
+  return rs->src->ops->commitment(rs->src, hex);
 }

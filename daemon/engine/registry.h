@@ -208,6 +208,23 @@ struct reg_owner {
 int registry_fetch_for(struct registry *reg, struct reg_owner *owner,
                        const char *name, size_t n, uint64_t nonce,
                        int64_t deadline_ns, reg_done_fn done, void *ctx);
+/* A study's draw from one of its arms (the source called name): the
+   fetch carries the study's stream nonce (stream: 12 bytes, the prng
+   source's; others ignore it), never falls back (a failure fails the
+   draw), and the source counts nothing of it - no draws, bytes,
+   failures or state change - so that per-source figures cannot tell
+   which arm a study label is.  Returns and completes as
+   registry_fetch_for(). */
+int registry_fetch_study(struct registry *reg, struct reg_owner *owner,
+                         const char *name, size_t n, const uint8_t stream[12],
+                         int64_t deadline_ns, reg_done_fn done, void *ctx);
+
+/* The commitment of the secret of the source called name (a prng
+   source's seed: hex SHA-256, 65 bytes with the NUL) into hex: 0, or
+   -ENOSYS when it has none (or there is no such source). */
+int registry_commitment(const struct registry *reg, const char *name,
+                        char *hex);
+
 /* A server-integrated draw from the named source (NULL or "": the
    default), if it can do them: 0 and d->done later; or -ENOENT (no such
    source), -ENOSYS (its type cannot draw), or the admission check's error

@@ -24,6 +24,7 @@
 #include "base/log.h"
 #include "persist/atomicfile.h"
 #include "persist/journal.h"
+#include "persist/journal_int.h"
 
 #define ZERO_HEX \
   "0000000000000000000000000000000000000000000000000000000000000000"
@@ -190,15 +191,19 @@ format_entry(const struct journal_entry *e, const char *prev_hex, char *buf,
   char sha[JOURNAL_HEX_LEN + 1];
   int n;
 
-  if (!entry_text_ok(e))
-    return -EINVAL;
-  journal_hex(e->bytes_sha, JOURNAL_HASH_LEN, sha);
-  n = snprintf(buf, JOURNAL_LINE_MAX,
-               "%" PRIu64 "\t%" PRId32 "\t%" PRIu32 "\t%s\t%s\t%s\t%016"
-               PRIx64 "\t%d\t%.9f\t%.9f\t%.9f\t%s\t%.17g\t%s\t%s\t",
-               e->seq, e->pid, e->uid, e->source, e->amp, e->amp_params,
-               e->nonce, e->echo_ok ? 1 : 0, e->t_recv, e->t_gen, e->t_sent,
-               sha, e->u, e->fallback, prev_hex);
+  if (e->record) {
+    n = snprintf(buf, JOURNAL_LINE_MAX, "%s%s\t", e->record, prev_hex);
+  } else {
+    if (!entry_text_ok(e))
+      return -EINVAL;
+    journal_hex(e->bytes_sha, JOURNAL_HASH_LEN, sha);
+    n = snprintf(buf, JOURNAL_LINE_MAX,
+                 "%" PRIu64 "\t%" PRId32 "\t%" PRIu32 "\t%s\t%s\t%s\t%016"
+                 PRIx64 "\t%d\t%.9f\t%.9f\t%.9f\t%s\t%.17g\t%s\t%s\t",
+                 e->seq, e->pid, e->uid, e->source, e->amp, e->amp_params,
+                 e->nonce, e->echo_ok ? 1 : 0, e->t_recv, e->t_gen,
+                 e->t_sent, sha, e->u, e->fallback, prev_hex);
+  }
   if (n < 0 || n + JOURNAL_HEX_LEN + 2 > JOURNAL_LINE_MAX)
     return -EINVAL;
   if (md != NULL) {
@@ -275,208 +280,6 @@ own_name(const char *name)
           strncmp(name, "journal-", 8) == 0);
 }
 
-/* Open path without following a link or blocking on a FIFO, and refuse
-   what is not a regular file; the fd, or a negative errno with err set. */
-static int
-open_regular(const char *path, int flags, struct stat *st, char *err,
-             size_t errlen)
-{
-  int fd, r;
-
-  fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) {
-    r = -errno;
-    snprintf(err, errlen, "journal %s: %s", path, strerror(errno));
-    return r;
-  }
-  if (fstat(fd, st) != 0) {
-    r = -errno;
-    snprintf(err, errlen, "journal %s: %s", path, strerror(errno));
-    close(fd);
-    return r;
-  }
-  if (!S_ISREG(st->st_mode)) {
-    snprintf(err, errlen, "journal %s: not a regular file (remove or "
-             "rename it)", path);
-    close(fd);
-    return -EINVAL;
-  }
-  /* later writes may block (a regular file never does, but say so) */
-  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
-    r = -errno;
-    snprintf(err, errlen, "journal %s: %s", path, strerror(errno));
-    close(fd);
-    return r;
-  }
-  return fd;
-}
-
-/* The last line of a file (entry, gap or header): 0 with *seq and hash
-   (its hash; a header gives its prev and no sequence: 1), -1 when it does
-   not parse.  line is NUL-ended, without its newline. */
-static int
-parse_last(char *line, uint64_t *seq, char hash[JOURNAL_HEX_LEN + 1])
-{
-  char *f, *end;
-  int i, fields;
-
-  if (strncmp(line, "# qrs-journal 1 ", 16) == 0) {
-    f = strstr(line, "prev=");
-    if (f == NULL || strlen(f + 5) != JOURNAL_HEX_LEN)
-      return -1;
-    strcpy(hash, f + 5);
-    return 1;
-  }
-  if (strncmp(line, JOURNAL_GAP_TAG "\t", sizeof JOURNAL_GAP_TAG) == 0) {
-    f = strchr(line + sizeof JOURNAL_GAP_TAG, '\t');
-    if (f == NULL)
-      return -1;
-    *seq = strtoull(f + 1, &end, 10);
-    fields = 5;
-  } else {
-    *seq = strtoull(line, &end, 10);
-    fields = 15;
-  }
-  if (end == line || *end != '\t')
-    return -1;
-  f = line;
-  for (i = 0; i < fields && f != NULL; i++) {
-    f = strchr(f, '\t');
-    if (f)
-      f++;
-  }
-  if (f == NULL || strlen(f) != JOURNAL_HEX_LEN)
-    return -1;
-  strcpy(hash, f);
-  return 0;
-}
-
-/* A torn last line (a crash or a full disk mid-write): its n bytes
-   torn, at offset at up to the end, are appended to <path>.torn (fsync'd)
-   and then cut off the file.  0 or a negative errno with err set. */
-static int
-set_torn_aside(int fd, const char *path, const char *torn, size_t n,
-               off_t at, char *err, size_t errlen)
-{
-  char aside[4200];
-  int afd, r;
-
-  snprintf(aside, sizeof aside, "%s.torn", path);
-  afd = open(aside, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
-             O_NONBLOCK, 0640);
-  if (afd < 0)
-    r = -errno;
-  else
-    r = fd_write_all(afd, torn, n);
-  if (r == 0 && fsync(afd) != 0)
-    r = -errno;
-  if (afd >= 0)
-    close(afd);
-  if (r == 0 && (ftruncate(fd, at) != 0 || fsync(fd) != 0))
-    r = -errno;
-  if (r != 0) {
-    snprintf(err, errlen, "journal %s: its last line is torn (bytes %lld.."
-             "%lld) and could not be set aside in %s: %s", path,
-             (long long)at, (long long)at + (long long)n - 1, aside,
-             strerror(-r));
-    return r;
-  }
-  log_warn("journal %s: its last line was torn (bytes %lld..%lld, no "
-           "newline): set aside in %s and cut off", path, (long long)at,
-           (long long)at + (long long)n - 1, aside);
-  return 0;
-}
-
-/* The last line of file index: 0 entry or gap (*seq, hash), 1 header
-   (hash: its prev), 2 the file holds no complete line (nothing to resume
-   from: removed when repair is set), or a negative errno with err set.
-   With repair, a torn last line is set aside first. */
-static int
-last_line(struct journal *j, unsigned index, int repair, uint64_t *seq,
-          char hash[JOURNAL_HEX_LEN + 1], uint64_t *size, char *err,
-          size_t errlen)
-{
-  /* a torn line and the complete one before it, with its newline */
-  char path[4096], tail[3 * JOURNAL_LINE_MAX + 1], *line, *nl;
-  struct stat st;
-  ssize_t n;
-  off_t off;
-  int fd, r;
-
-  file_path(j, index, path, sizeof path);
-  fd = open_regular(path, repair ? O_RDWR : O_RDONLY, &st, err, errlen);
-  if (fd < 0)
-    return fd;
-  off = st.st_size > (off_t)(sizeof tail - 1) ?
-        st.st_size - (off_t)(sizeof tail - 1) : 0;
-  n = pread(fd, tail, sizeof tail - 1, off);
-  if (n < 0 || (off_t)n != st.st_size - off) {
-    snprintf(err, errlen, "journal %s: %s", path,
-             n < 0 ? strerror(errno) : "short read");
-    r = -EIO;
-    goto out;
-  }
-  nl = n > 0 ? memrchr(tail, '\n', (size_t)n) : NULL;
-  if (n == 0 || nl == NULL) {
-    if (off > 0 || !repair) {
-      snprintf(err, errlen, "journal %s: no line ends in its last %zd "
-               "bytes (from offset %lld): not a torn entry; check it with "
-               "qrs-audit", path, n, (long long)off);
-      r = -EINVAL;
-      goto out;
-    }
-    /* not even a header: a crash between creating it and its header */
-    r = n > 0 ? set_torn_aside(fd, path, tail, (size_t)n, 0, err, errlen) :
-        0;
-    if (r == 0 && unlink(path) != 0) {
-      r = -errno;
-      snprintf(err, errlen, "journal %s: %s", path, strerror(errno));
-    }
-    if (r == 0) {
-      log_warn("journal %s: no complete line (a start cut short): removed",
-               path);
-      r = 2;
-    }
-    goto out;
-  }
-  if (nl != tail + n - 1) {
-    if (!repair || tail + n - 1 - nl > JOURNAL_LINE_MAX) {
-      snprintf(err, errlen, "journal %s: %zd bytes after its last line "
-               "(from offset %lld): %s; check it with qrs-audit", path,
-               tail + n - 1 - nl, (long long)(off + (nl + 1 - tail)),
-               repair ? "more than an entry, not a torn one" :
-               "a torn line in a file before the newest");
-      r = -EINVAL;
-      goto out;
-    }
-    r = set_torn_aside(fd, path, nl + 1, (size_t)(tail + n - 1 - nl),
-                       off + (nl + 1 - tail), err, errlen);
-    if (r != 0)
-      goto out;
-    n = nl + 1 - tail;
-  }
-  tail[n - 1] = '\0';
-  line = memrchr(tail, '\n', (size_t)n - 1);
-  line = line ? line + 1 : tail;
-  if (line == tail && off > 0) {
-    snprintf(err, errlen, "journal %s: last line longer than any entry "
-             "(check it with qrs-audit)", path);
-    r = -EINVAL;
-    goto out;
-  }
-  r = parse_last(line, seq, hash);
-  if (r < 0) {
-    snprintf(err, errlen, "journal %s: last line does not parse "
-             "(check it with qrs-audit)", path);
-    r = -EINVAL;
-    goto out;
-  }
-  *size = (uint64_t)(off + n);
-out:
-  close(fd);
-  return r;
-}
-
 /* The newest file's index (0 when none) and the chain head and the last
    sequence, from its last line: a torn one is set aside first, a file
    with no line is removed, and a file with only a header (stopped after
@@ -484,6 +287,7 @@ out:
 static int
 resume(struct journal *j, char *err, size_t errlen)
 {
+  char path[4096];
   DIR *d;
   struct dirent *de;
   unsigned best = 0, idx, stray = 0;
@@ -518,7 +322,8 @@ resume(struct journal *j, char *err, size_t errlen)
     j->file_index = best;
     if (best == 0)
       return 0;
-    r = last_line(j, best, 1, &seq, hash, &size, err, errlen);
+    file_path(j, best, path, sizeof path);
+    r = journal__last_line(path, 1, &seq, hash, &size, err, errlen);
     if (r != 2)
       break;
     best--;
@@ -527,13 +332,21 @@ resume(struct journal *j, char *err, size_t errlen)
     return r;
   strcpy(j->prev_hex, hash);
   j->file_bytes = size;
+  if (r == 3)
+    r = journal__file_seq(path, &seq, err, errlen);
+  if (r < 0)
+    return r;
   if (r == 0) {
     j->last_seq = seq;
     return 0;
   }
-  /* only a header: the sequence is the last of an earlier file */
+  /* only a header (and study records): the sequence is the last of an
+     earlier file */
   for (idx = best - 1; idx > 0; idx--) {
-    r = last_line(j, idx, 0, &seq, hash, &osize, err, errlen);
+    file_path(j, idx, path, sizeof path);
+    r = journal__last_line(path, 0, &seq, hash, &osize, err, errlen);
+    if (r == 3)
+      r = journal__file_seq(path, &seq, err, errlen);
     if (r < 0)
       return r;
     if (r == 0) {
@@ -566,7 +379,7 @@ read_reserved(struct journal *j, uint64_t *ret, char *err, size_t errlen)
     return -ENAMETOOLONG;
   if (access(path, F_OK) != 0 && errno == ENOENT)
     return 0;
-  fd = open_regular(path, O_RDONLY, &st, err, errlen);
+  fd = journal__open_regular(path, O_RDONLY, &st, err, errlen);
   if (fd < 0)
     return fd;
   n = pread(fd, buf, sizeof buf - 1, 0);
@@ -838,6 +651,20 @@ reserve_ahead(struct journal *j)
   return 0;
 }
 
+/* Free the records queued (with mu held, or no writer running): they
+   are dropped with the entries. */
+static void
+drop_records(struct journal *j)
+{
+  size_t i, slot;
+
+  for (i = 0; i < j->q_len; i++) {
+    slot = (j->q_head + i) % j->p.queue_len;
+    free(j->q[slot].record);
+    j->q[slot].record = NULL;
+  }
+}
+
 /* A write or fsync failed (r): every entry handed out and not written
    is lost (the batch that failed, and what is queued behind it: dropped,
    not written after the failure; those written stay, their draws were
@@ -853,6 +680,7 @@ fail(struct journal *j, int r)
   pthread_mutex_lock(&j->mu);
   first = j->written_seq + 1;
   last = j->next_seq - 1;
+  drop_records(j);
   j->q_head = (j->q_head + j->q_len) % j->p.queue_len;
   j->q_len = 0;
   j->a_used = 0;
@@ -1083,7 +911,12 @@ writer(void *arg)
       len += (size_t)n;
       batch++;
       journal_hex(hash, JOURNAL_HASH_LEN, j->prev_hex);
-      j->last_seq = e->seq;
+      if (e->record) {
+        free(e->record);
+        e->record = NULL;
+      } else {
+        j->last_seq = e->seq;
+      }
     }
     pthread_mutex_lock(&j->mu);
     j->q_head = (head + take) % j->p.queue_len;
@@ -1128,6 +961,8 @@ journal_free(struct journal *j)
 {
   if (j->fd >= 0)
     close(j->fd);
+  if (j->q != NULL)
+    drop_records(j);
   pthread_mutex_destroy(&j->mu);
   pthread_mutex_destroy(&j->fd_mu);
   pthread_cond_destroy(&j->wake);
@@ -1410,7 +1245,7 @@ submit(struct journal *j, struct journal_entry *e, const void *b, size_t n)
       arena_copy(j->arena + sb.off, b, n);
       j->a_used += sb.span;
     }
-    e->seq = j->next_seq++;
+    e->seq = e->record ? 0 : j->next_seq++;
     slot = (j->q_head + j->q_len) % j->p.queue_len;
     j->q[slot] = *e;
     j->qb[slot] = sb;
@@ -1432,6 +1267,27 @@ journal_submit(struct journal *j, struct journal_entry *e)
   if (!entry_text_ok(e))
     return -EINVAL;
   return submit(j, e, NULL, 0);
+}
+
+int
+journal_submit_record(struct journal *j, const char *fields)
+{
+  struct journal_entry e;
+  size_t n = strlen(fields);
+  int r;
+
+  if (n < 2 || n > JOURNAL_RECORD_MAX || fields[0] != '#' ||
+      fields[n - 1] != '\t' || strchr(fields, '\n') ||
+      strchr(fields, '\r') || strchr(fields, '\\'))
+    return -EINVAL;
+  memset(&e, 0, sizeof e);
+  e.record = strdup(fields);
+  if (e.record == NULL)
+    return -ENOMEM;
+  r = submit(j, &e, NULL, 0);
+  if (r != 0)
+    free(e.record);
+  return r;
 }
 
 int

@@ -10,11 +10,16 @@
      <u>\t<fallback>\t<prev hex>\t<hash hex>\n                 (entry)
 
      #gap\t<first>\t<last>\t<reason>\t<prev hex>\t<hash hex>\n  (gap)
+     #study\t<fields>\t<prev hex>\t<hash hex>\n                (study)
 
    An entry is a draw served to a local client, or a draw or byte block
    served over the gRPC compat endpoint (server/compat.h): those have pid
    0, uid 4294967295 (no local process), amp_params ending in
    ",via=grpc", and a byte block has amp "bytes" and u "nan".
+
+   A study record (engine/study.h says its fields) is written when a
+   study starts, before any of its draws; it takes no sequence number
+   and is hashed and chained like an entry.
 
    A gap record says that sequence numbers first..last are in no entry
    (JOURNAL_GAP_*: why); it is hashed and chained like an entry.  Numbers
@@ -67,8 +72,12 @@
 #define JOURNAL_HEX_LEN 64
 #define JOURNAL_NAME_MAX 64         /* source, amp, fallback (with NUL):
                                        the config's 63 characters */
-#define JOURNAL_PARAMS_MAX 96       /* amplifier parameters (with NUL) */
-#define JOURNAL_LINE_MAX 768        /* one formatted entry */
+#define JOURNAL_PARAMS_MAX 224      /* amplifier parameters (with NUL):
+                                       a study draw's add its stream and
+                                       unit tag */
+#define JOURNAL_LINE_MAX 2048       /* one formatted entry or record */
+#define JOURNAL_RECORD_MAX (JOURNAL_LINE_MAX - 2 * JOURNAL_HEX_LEN - 4)
+                                    /* a record's fields before prev */
 #define JOURNAL_QUEUE_MAX 65536
 #define JOURNAL_FLUSH_MS 5          /* default flush_ms */
 #define JOURNAL_BYTES_BUF (2u << 20)   /* default bytes_buf */
@@ -80,6 +89,7 @@
 #define JOURNAL_CHECKPOINT_ENTRIES 65536
 #define JOURNAL_CHECKPOINT_SECS 60
 #define JOURNAL_GAP_TAG "#gap"      /* a gap record's first field */
+#define JOURNAL_STUDY_TAG "#study"  /* a study record's first field */
 #define JOURNAL_GAP_RESTART "restart"
 #define JOURNAL_GAP_WRITE_ERROR "write-error"
 #define JOURNAL_SEQ_FILE "journal.seq"  /* the sequence reservation */
@@ -144,6 +154,10 @@ struct journal_entry {
   uint8_t bytes_sha[JOURNAL_HASH_LEN];
   double u;
   char fallback[JOURNAL_NAME_MAX];  /* "" when none */
+  char *record;                     /* NULL: an entry; else a record's
+                                       fields up to and including the tab
+                                       before prev (journal_submit_record()
+                                       owns it) */
 };
 
 struct journal;
@@ -171,6 +185,13 @@ void journal_close(struct journal *j);
    journal_state()), -EINVAL (a text field with a tab, newline or
    backslash) or -ESHUTDOWN. */
 int journal_submit(struct journal *j, struct journal_entry *e);
+
+/* Queue a record (its text fields, from its tag up to and including the
+   tab before prev; at most JOURNAL_RECORD_MAX bytes, no newline or
+   backslash): it is written in queue order, takes no sequence number,
+   and is hashed and chained like an entry.  0, or what journal_submit()
+   returns (-EINVAL for a bad text, -ENOMEM). */
+int journal_submit_record(struct journal *j, const char *fields);
 
 /* journal_submit() for a draw whose bytes_sha is the SHA-256 of n bytes
    b: they are copied into the bounded arena (params bytes_buf) and the

@@ -271,6 +271,17 @@ verify_file(struct journal_lines *lr, const char *path, char *prev, uint64_t *se
     if (r != JOURNAL_INTACT)
       return r;
     body = len - JOURNAL_HEX_LEN;
+    if (strncmp(line, JOURNAL_STUDY_TAG "\t", sizeof JOURNAL_STUDY_TAG) ==
+        0) {
+      /* a study record: no sequence; it chains */
+      if (memcmp(line + body - 1 - JOURNAL_HEX_LEN, prev, JOURNAL_HEX_LEN)) {
+        snprintf(err, errlen, "%s:%u: prev is not the hash of the entry "
+                 "before", path, lineno);
+        return JOURNAL_FAULT_CHAIN;
+      }
+      memcpy(prev, hx, JOURNAL_HEX_LEN + 1);
+      continue;
+    }
     if (strncmp(line, JOURNAL_GAP_TAG "\t", sizeof JOURNAL_GAP_TAG) == 0) {
       r = verify_gap(line, len, path, lineno, prev, hx, seq, gap, ctx, err,
                      errlen);

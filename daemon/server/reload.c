@@ -21,6 +21,7 @@
 #include <qrs/error.h>
 
 #include "base/log.h"
+#include "engine/study.h"
 #include "server/server_int.h"
 
 #define CHANGE_WIRE_MAX 340     /* a ConfigChange's encoded size bound:
@@ -114,6 +115,9 @@ reload_work(uv_work_t *w)
   if (r < 0)
     goto out;
   r = check_devices(cur, j->next, j->err, sizeof(j->err));
+  if (r < 0)
+    goto out;
+  r = studies_check(cur, j->next, j->err, sizeof(j->err));
   if (r < 0)
     goto out;
   /* socket.group needs a restart: the one in use still counts.  The

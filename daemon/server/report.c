@@ -16,6 +16,7 @@
 #include "qrs-config.h"
 
 #include "engine/draw.h"
+#include "engine/study.h"
 #include "persist/journal.h"
 #include "sources/local.h"
 #include "stats/monitor.h"
@@ -233,10 +234,81 @@ journal_info(struct server *srv, struct jinfo *ji)
   journal_head(j, ji->head, &ji->seq);
 }
 
+/* The studies for a StatusReply, by label only. */
+struct studies_w {
+  size_t n;
+  QrsIpc__StudyInfo *v, **pv;
+  QrsIpc__StudyLabel *l, **pl;
+  char (*names)[4];
+};
+
+static void
+studies_wire_free(struct studies_w *w)
+{
+  free(w->v);
+  free(w->pv);
+  free(w->l);
+  free(w->pl);
+  free(w->names);
+}
+
+/* 0, or -ENOMEM (the reply then goes without its studies). */
+static int
+studies_wire(struct server *srv, struct studies_w *w)
+{
+  struct studies *ss = draw_studies(srv->draw);
+  struct study_view sv;
+  size_t i, k, n, m;
+
+  memset(w, 0, sizeof(*w));
+  n = studies_count(ss);
+  if (n == 0)
+    return 0;
+  m = n * CONF_STUDY_MAX_ARMS;
+  w->v = calloc(n, sizeof(*w->v));
+  w->pv = calloc(n, sizeof(*w->pv));
+  w->l = calloc(m, sizeof(*w->l));
+  w->pl = calloc(m, sizeof(*w->pl));
+  w->names = calloc(m, sizeof(*w->names));
+  if (!w->v || !w->pv || !w->l || !w->pl || !w->names) {
+    studies_wire_free(w);
+    memset(w, 0, sizeof(*w));
+    return -ENOMEM;
+  }
+  for (i = 0; i < n; i++) {
+    studies_view(ss, i, &sv);
+    qrs_ipc__study_info__init(&w->v[i]);
+    w->pv[i] = &w->v[i];
+    w->v[i].name = (char *)sv.name;
+    w->v[i].unit = (char *)sv.unit;
+    w->v[i].planned_units = sv.planned_units;
+    w->v[i].statistic = (char *)sv.statistic;
+    w->v[i].alpha = sv.alpha;
+    w->v[i].epoch = (char *)sv.epoch;
+    w->v[i].units_seen = sv.units_seen;
+    w->v[i].state = (char *)sv.state;
+    w->v[i].n_labels = sv.n_labels;
+    w->v[i].labels = &w->pl[i * CONF_STUDY_MAX_ARMS];
+    for (k = 0; k < sv.n_labels; k++) {
+      size_t at = i * CONF_STUDY_MAX_ARMS + k;
+
+      qrs_ipc__study_label__init(&w->l[at]);
+      w->pl[at] = &w->l[at];
+      w->names[at][0] = (char)('A' + k);
+      w->l[at].label = w->names[at];
+      w->l[at].draws = sv.draws[k];
+      w->l[at].units = sv.units[k];
+    }
+  }
+  w->n = n;
+  return 0;
+}
+
 void
 report_status(struct conn *c, uint32_t seq)
 {
   QrsIpc__StatusReply r = QRS_IPC__STATUS_REPLY__INIT;
+  struct studies_w sw;
   struct server *srv;
   struct gate_stats cf;
   struct infos in;
@@ -288,8 +360,13 @@ report_status(struct conn *c, uint32_t seq)
     if (ji.seq > 0)
       r.journal_head = ji.head;
   }
+  if (studies_wire(srv, &sw) == 0) {
+    r.n_studies = sw.n;
+    r.studies = sw.pv;
+  }
   conn_send(c, QRS_MSG_STATUS_REPLY, seq, &r.base);
   free_source_infos(&in);
+  studies_wire_free(&sw);
 }
 
 void

@@ -10,6 +10,7 @@
 
 #include "sources/local.h"
 #include "base/log.h"
+#include "engine/study.h"
 #include "persist/journal.h"
 #include "stats/monitor.h"
 #include "server/statuspub.h"
@@ -368,6 +369,10 @@ publish(struct statuspub *sp, int force)
   if (sp->draw && draw_journal(sp->draw))
     json_object_object_add(extra, "journal",
                            journal_status_json(draw_journal(sp->draw)));
+  /* by label only: which source is behind one stays secret */
+  if (sp->draw && draw_studies(sp->draw))
+    json_object_object_add(extra, "studies",
+                           studies_status_json(draw_studies(sp->draw)));
   sum.primary_name = def.name ? def.name : "";
   sum.fallback_name = def.fallback ? def.fallback : "error";
   sum.last_source_used = registry_last_used(sp->reg);

@@ -23,6 +23,8 @@ ops_for(enum conf_source_type t)
     return &source_noise_ops;
   case CONF_SOURCE_GRPC:
     return &source_grpc_ops;
+  case CONF_SOURCE_PRNG:
+    return &source_prng_ops;
   }
   return NULL;
 }

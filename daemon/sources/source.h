@@ -1,5 +1,5 @@
 /* Entropy sources: one asynchronous interface behind which every kind of
-   source sits (system, mock, device, timing, noise, grpc).  One file per
+   source sits (system, mock, device, timing, noise, grpc, prng).  One file per
    type in daemon/sources/ (timing and noise share noise.c).  The registry
    (daemon/engine/registry.h) is the only caller: it owns fallback,
    admission, health and statistics around the sources, and nothing else
@@ -94,6 +94,12 @@ struct source_fetch {
                                    upstream as sequence_id */
   void (*done)(struct source_fetch *f);   /* the registry's; loop thread */
   void *ctx;                    /* the registry's */
+  int has_stream;               /* a study draw: stream is its nonce (a
+                                   prng source's keystream; others
+                                   ignore it); else a prng source sets
+                                   its own when it starts the fetch */
+  uint8_t stream[12];           /* epoch (4 bytes) || counter (8, big
+                                   endian): sources/prng.h */
 
   /* Set by the source before completing. */
   int status;                   /* 0 or a negative errno */
@@ -186,6 +192,9 @@ struct source_ops {
      changed) by s: s takes the provider quota use old counted, so that a
      reload never lets the source past its provider's limits. */
   void (*take_use)(struct source *s, struct source *old);
+  /* Optional (prng): the commitment of the source's secret (hex
+     SHA-256 of its seed) into hex (65 bytes).  0, or -ENOSYS. */
+  int (*commitment)(const struct source *s, char *hex);
 };
 
 struct source {
@@ -242,5 +251,6 @@ extern const struct source_ops source_device_ops;
 extern const struct source_ops source_timing_ops;
 extern const struct source_ops source_noise_ops;
 extern const struct source_ops source_grpc_ops;
+extern const struct source_ops source_prng_ops;
 
 #endif

@@ -202,6 +202,50 @@ static const char *c_breaker(const struct qrs_source_info *s)
   return s->breaker_state;
 }
 
+/* The studies, by arm label only (which source is behind a label is
+   secret while a study runs). */
+static void
+study_metrics(FILE *f, const struct qrs_status *st)
+{
+  const struct qrs_study_info *t;
+  size_t i, k;
+  int per;
+
+  if (st->n_studies == 0)
+    return;
+  for (per = 0; per < 2; per++) {
+    family(f, per ? "qrsd_study_label_units_total" :
+           "qrsd_study_label_draws_total", "counter", per ?
+           "Units a study's arm label was served for." :
+           "Draws a study's arm label served.");
+    for (i = 0; i < st->n_studies; i++) {
+      t = &st->studies[i];
+      for (k = 0; k < t->n_labels; k++) {
+        fprintf(f, "%s{study=\"", per ? "qrsd_study_label_units_total" :
+                "qrsd_study_label_draws_total");
+        put_label(f, t->name);
+        fputs("\",label=\"", f);
+        put_label(f, t->labels[k].label);
+        fprintf(f, "\"} %llu\n", (unsigned long long)(per ?
+                t->labels[k].units : t->labels[k].draws));
+      }
+    }
+  }
+  family(f, "qrsd_study_units", "gauge", "Distinct units a study has "
+         "seen, and (planned=\"1\") the units it planned.");
+  for (i = 0; i < st->n_studies; i++) {
+    t = &st->studies[i];
+    fputs("qrsd_study_units{study=\"", f);
+    put_label(f, t->name);
+    fprintf(f, "\",planned=\"0\"} %llu\n",
+            (unsigned long long)t->units_seen);
+    fputs("qrsd_study_units{study=\"", f);
+    put_label(f, t->name);
+    fprintf(f, "\",planned=\"1\"} %llu\n",
+            (unsigned long long)t->planned_units);
+  }
+}
+
 int
 ctl_print_metrics(FILE *f, const struct qrs_status *st,
                   const struct qrs_sources *src)
@@ -264,6 +308,7 @@ ctl_print_metrics(FILE *f, const struct qrs_status *st,
     scalar(f, "qrsd_journal_sequence", "gauge", "The sequence of the last "
            "draw journal entry durably written.", st->journal_seq);
   }
+  study_metrics(f, st);
   scalar(f, "qrsd_compat_connections", "gauge", "Connections open on the "
          "gRPC compat endpoint.", st->compat_connections);
   scalar(f, "qrsd_compat_max_connections", "gauge", "The bound on "

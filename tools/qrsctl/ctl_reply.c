@@ -374,6 +374,61 @@ status_journal_head(char *buf, size_t size, const void *row)
   return buf;
 }
 
+/* A study, by label only: "pilot1 running, 1200 of 2000 units (A 610
+   draws 600 units, B 590 draws 590 units)"; "; " between studies. */
+static const char *
+status_studies(char *buf, size_t size, const void *row)
+{
+  const struct qrs_status *st = row;
+  const struct qrs_study_info *t;
+  size_t i, k, n;
+
+  if (st->n_studies == 0)
+    return NULL;
+  n = 0;
+  for (i = 0; i < st->n_studies && n < size; i++) {
+    t = &st->studies[i];
+    n += (size_t)snprintf(buf + n, size - n, "%s%s %s, %" PRIu64 " of %"
+                          PRIu64 " units (", i ? "; " : "", t->name,
+                          t->state, t->units_seen, t->planned_units);
+    for (k = 0; k < t->n_labels && n < size; k++)
+      n += (size_t)snprintf(buf + n, size - n, "%s%s %" PRIu64 " draws %"
+                            PRIu64 " units", k ? ", " : "",
+                            t->labels[k].label, t->labels[k].draws,
+                            t->labels[k].units);
+    if (n < size)
+      n += (size_t)snprintf(buf + n, size - n, ")");
+  }
+  return buf;
+}
+
+#define SL(k, t, m) JSONFIELD_ROW(k, t, struct qrs_study_label, m)
+#define SY(k, t, m) JSONFIELD_ROW(k, t, struct qrs_study_info, m)
+
+static const struct jsonfield study_label_rows[] = {
+  SL("label", STR, label),
+  SL("draws", U64, draws),
+  SL("units", U64, units),
+};
+
+static const struct jsonfield_table study_label_table =
+  JSONFIELD_TABLE(study_label_rows);
+
+static const struct jsonfield study_rows[] = {
+  SY("name", STR, name),
+  SY("unit", STR, unit),
+  SY("planned_units", U64, planned_units),
+  SY("statistic", STR, statistic),
+  SY("alpha", DOUBLE, alpha),
+  SY("epoch", STR, epoch),
+  SY("units_seen", U64, units_seen),
+  SY("state", STR, state),
+  JSONFIELD_ARRAY_ROW("labels", struct qrs_study_info, labels, n_labels,
+                      &study_label_table),
+};
+
+static const struct jsonfield_table study_table = JSONFIELD_TABLE(study_rows);
+
 static const struct ctl_field status_fields[] = {
   { ST("server_version", STR, server_version), .col = 1,
     .pre = "Server version  : ", .post = "\n" },
@@ -418,6 +473,9 @@ static const struct ctl_field status_fields[] = {
     .pre = " (bound ", .post = "" },
   { ST("compat_connections_refused", U64, compat_connections_refused),
     .col = 19, .pre = ", ", .post = " refused)\n" },
+  { JSONFIELD_ARRAY_ROW("studies", struct qrs_status, studies, n_studies,
+                        &study_table), .col = 20,
+    .pre = "Studies         : ", .post = "\n", .text = status_studies },
 };
 
 static const struct ctl_table status_table = CTL_TABLE(status_fields);

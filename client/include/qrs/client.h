@@ -161,6 +161,10 @@ struct qrs_draw_request {
      default).  Added in 0.1. */
   const char *draw_source_id;
   uint32_t draw_block_bytes;
+  /* A study's unit tag ([A-Za-z0-9._:-]{1,64}) when source names a study
+     that assigns its arms by request (qrsd.yaml(5), studies); NULL or "":
+     none.  Added in 0.1. */
+  const char *unit;
 };
 
 struct qrs_timestamp {
@@ -349,6 +353,29 @@ struct qrs_source_info {
 
 #define QRS_LATENCY_BUCKETS_MAX 32
 
+/* One arm label of a study: its draws and units served. */
+#define QRS_STUDY_LABELS_MAX 8
+struct qrs_study_label {
+  char label[4];                  /* "A", "B", ... */
+  uint64_t draws;
+  uint64_t units;
+};
+
+/* A study qrsd runs (qrsd.yaml(5), STUDIES).  Added in 0.1. */
+#define QRS_STUDIES_MAX 64
+struct qrs_study_info {
+  char name[QRS_NAME_MAX];
+  char unit[16];                  /* request | draw */
+  uint64_t planned_units;
+  char statistic[32];
+  double alpha;
+  char epoch[16];                 /* 8 hex: this start's stream epoch */
+  uint64_t units_seen;
+  char state[16];                 /* running | complete */
+  size_t n_labels;
+  struct qrs_study_label labels[QRS_STUDY_LABELS_MAX];
+};
+
 struct qrs_status {
   char server_version[QRS_NAME_MAX];
   uint32_t protocol_version;
@@ -395,6 +422,10 @@ struct qrs_status {
   uint64_t compat_max_connections;
   uint64_t compat_connections_refused;
   uint64_t compat_relay_bytes;
+  /* Added in 0.1: the studies running, by arm label only (which source
+     is behind a label stays secret until the seeds are revealed). */
+  size_t n_studies;
+  struct qrs_study_info studies[QRS_STUDIES_MAX];
 };
 
 enum qrs_health_state {

@@ -32,6 +32,7 @@ static const struct {
 } required[] = {
   { CONF_SOURCE_DEVICE, "path" },
   { CONF_SOURCE_GRPC, "target" },
+  { CONF_SOURCE_PRNG, "seed_file" },
 };
 
 static const char sources_yaml[] =
@@ -44,7 +45,8 @@ static const char sources_yaml[] =
   "  s_timing: { type: timing }\n"
   "  s_noise: { type: noise }\n"
   "  s_grpc: { type: grpc, target: \"unix:/run/qrng.sock\" }\n"
-  "  s_grpc_tcp: { type: grpc, target: \"qrng.example:443\" }\n";
+  "  s_grpc_tcp: { type: grpc, target: \"qrng.example:443\" }\n"
+  "  s_prng: { type: prng, seed_file: /etc/qrsd/control.seed }\n";
 
 static locale_t c_loc;
 
@@ -126,6 +128,13 @@ fmt_kind_range(const struct key *k, const char **ret_kind, char *range,
     *ret_kind = "mapping";
     snprintf(range, len, "1..%d sources", CONF_MAX_SOURCES);
     break;
+  case KEY_STUDIES:
+    *ret_kind = "mapping";
+    snprintf(range, len, "0..%d studies", CONF_MAX_STUDIES);
+    break;
+  case KEY_ARMS:
+    *ret_kind = "list of names";
+    break;
   case KEY_SECTION:
     *ret_kind = "section";
     break;
@@ -181,8 +190,12 @@ fmt_value(const struct key *k, const void *base, char *buf, size_t len)
     if (n < len)
       snprintf(buf + n, len - n, " }");
     break;
+  case KEY_STUDIES:
+    snprintf(buf, len, "{}");
+    break;
   case KEY_SECTION:
   case KEY_SOURCE_TYPE:
+  case KEY_ARMS:
     buf[0] = '\0';
     break;
   }

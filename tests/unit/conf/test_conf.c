@@ -637,7 +637,7 @@ Test(conf, unsupported_source_type_is_rejected)
 {
   expect_file_error("bad_source_type.yaml", 7, "sources.qrng.type: source "
                     "type 'quantum' is not supported by this build "
-                    "(supported: system, mock, device, timing, noise, grpc)");
+                    "(supported: system, mock, device, timing, noise, grpc, prng)");
 }
 
 Test(conf, duplicate_key_names_both_lines)
@@ -753,7 +753,7 @@ Test(conf, bad_texts_are_rejected_naming_line_and_key)
       2, "sources.m.type: duplicate key (first given at line 2)" },
     { "sources:\n  m: { type: quantum }\n",
       2, "sources.m.type: source type 'quantum' is not supported by this "
-         "build (supported: system, mock, device, timing, noise, grpc)" },
+         "build (supported: system, mock, device, timing, noise, grpc, prng)" },
     /* fallback cycles */
     { "sources:\n  a: { type: mock, fallback: b }\n  b: { type: mock, "
       "fallback: c }\n  c: { type: mock, fallback: a }\ndefault_source: a\n",

@@ -12,7 +12,7 @@
 #include "conf/conf.h"
 #include "conf/conf_int.h"
 
-#define TYPES "system, mock, device, timing, noise, grpc"
+#define TYPES "system, mock, device, timing, noise, grpc, prng"
 
 /* Loading text fails with -EINVAL and exactly "t.yaml:<line>: <msg>". */
 static void

@@ -835,12 +835,12 @@ Test(journal, garbage_tail_refused_with_its_range)
   cr_assert_eq(stat(path, &st), 0);
   fp = fopen(path, "a");
   cr_assert_not_null(fp);
-  for (i = 0; i < 2000; i++)
+  for (i = 0; i < 3000; i++)
     fputc('x', fp);
   fclose(fp);
   cr_assert_lt(open_p(&j, 1u << 20, 0, err, sizeof err), 0);
   cr_assert_null(j);
-  snprintf(want, sizeof want, "%s: 2000 bytes after its last line (from "
+  snprintf(want, sizeof want, "%s: 3000 bytes after its last line (from "
            "offset %lld)", path, (long long)st.st_size);
   cr_assert_not_null(strstr(err, want), "%s", err);
 }

@@ -34,7 +34,8 @@ _qrsctl()
             return ;;
         -t | --timeout | -n | --count | --samples | --population-mean | \
         --population-std | --epsilon | --zscore-calibration | \
-        --ecdf-calibration | --salt | --step | --prev-token | --interval)
+        --ecdf-calibration | --salt | --step | --prev-token | --interval | \
+        --unit)
             return ;;
         --source)
             COMPREPLY=($(compgen -W "$(_qrsctl_sources "$sockpath")" -- "$cur"))
@@ -56,7 +57,7 @@ _qrsctl()
     local opts="--json --help"
     case $cmd in
         draw)
-            opts+=" --count --source --samples --amplifier --population-mean
+            opts+=" --count --source --unit --samples --amplifier --population-mean
                 --population-std --epsilon --zscore-calibration
                 --ecdf-calibration --salt --step --prev-token" ;;
         bytes) opts+=" --count --source --force" ;;
