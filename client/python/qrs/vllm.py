@@ -96,6 +96,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: The longest unit tag of a study (a longer run id is not a unit).
+UNIT_MAX = 64
+
 #: How long validate_params trusts qrsd's source list.
 SOURCES_TTL_S = 10.0
 
@@ -396,6 +399,12 @@ class QRSLogitsProcessor(LogitsProcessor):
             return False
         args = qr_args(sampling_params)
         cfg = request_config(self.base, args)
+        run_id = args.get("qr_run_id")
+        if isinstance(run_id, str) and len(run_id) <= UNIT_MAX and \
+                not cfg.get("study_unit"):
+            # a study's unit of assignment: the request's run id unless the
+            # request names another (a unit tag is at most 64 characters)
+            cfg.set("study_unit", run_id)
         self._orphan(req_idx)
         self._records[req_idx] = []
         if self._writer is not None and self._files[req_idx] is not None:
@@ -410,7 +419,9 @@ class QRSLogitsProcessor(LogitsProcessor):
             return False
         if not self.samples:
             return True
-        h = cfg.hash()
+        # the hash leaves the study unit out: a sampler is reused only for
+        # the same unit too
+        h = cfg.hash() + "/" + cfg.get("study_unit")
         s = self._samplers[req_idx]
         if s is not None and self._hash[req_idx] == h:
             s.reset()             # fresh state and salt, prefetch cancelled

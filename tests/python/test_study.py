@@ -1,0 +1,131 @@
+"""A study end to end through qrs.vllm: a real qrsd with a seeded mock
+source standing in for the quantum arm and a prng control, requests
+that name the study and carry their run id (the unit), vLLM's records
+files, then qrs-audit --study before and after the seeds are revealed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from vllm.v1.worker.gpu.sample.logits_processor import \
+    build_custom_logits_processors
+
+from conftest import Daemon
+from test_vllm import FQCN, ctx, req_states, rows, sp
+
+UNITS = 24
+STEPS = 3
+SLOTS = 8
+
+
+def _seed(path: Path, byte: int) -> str:
+    hexs = bytes((byte + i) & 0xFF for i in range(32)).hex()
+    path.write_text(hexs + "\n")
+    path.chmod(0o600)
+    return hexs
+
+
+def test_a_blinded_study_through_vllm_that_qrs_audit_unblinds(
+        tmp_path: Path, monkeypatch) -> None:
+    audit = os.environ.get("QRS_AUDIT_BIN", "")
+    assert os.access(audit, os.X_OK), f"QRS_AUDIT_BIN ({audit})"
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    recdir = tmp_path / "records"
+    recdir.mkdir()
+    assign = _seed(tmp_path / "pilot.assign", 3)
+    control = _seed(tmp_path / "control.seed", 101)
+    d = Daemon(tmp_path)
+    d.conf.write_text(f"""allow_test_sources: true
+default_source: mock
+journal: {{ dir: {journal} }}
+sources:
+  mock: {{ type: mock, seed: 7 }}
+  control: {{ type: prng, seed_file: {tmp_path / 'control.seed'} }}
+studies:
+  pilot1:
+    arms: [mock, control]
+    unit: request
+    planned_units: {UNITS}
+    statistic: mean_surprisal
+    alpha: 0.05
+    effect: 0.5
+    assignment_seed_file: {tmp_path / 'pilot.assign'}
+""")
+    d.start()
+    try:
+        monkeypatch.setenv("QRS_SOCKET", d.sock)
+        monkeypatch.setenv("QRS_RECORDS_DIR", str(recdir))
+        (p,) = build_custom_logits_processors(None, req_states(), False,
+                                              [FQCN])
+        labels: dict[str, str] = {}
+        for first in range(0, UNITS, SLOTS):
+            batch = list(range(first, min(first + SLOTS, UNITS)))
+            for slot, unit in enumerate(batch):
+                # the unit is the run id (no qr_study_unit needed)
+                assert p.add_request(slot, sp(
+                    qr_entropy_source_type="pilot1", qr_run_id=f"u{unit}",
+                    qr_top_k=40))
+            slots = list(range(len(batch)))
+            for step in range(STEPS):
+                p.apply(rows(len(batch), 1000 * first + step),
+                        ctx(slots, [0] * len(slots)))
+            p.flush_records()
+            for slot, unit in enumerate(batch):
+                recs = p.records(slot)
+                assert len(recs) == STEPS
+                used = {r["entropy_source_used"] for r in recs}
+                assert len(used) == 1, "a unit stays in its arm"
+                (labels[f"u{unit}"],) = used
+                assert all(r["entropy_source_type"] == "study"
+                           for r in recs)
+        # the next requests end the last files
+        for slot in range(SLOTS):
+            p.add_request(slot, sp())
+        p.apply(rows(1, 5), ctx([0], [0]))
+        p.flush_records()
+        status = subprocess.run(
+            [os.environ["QRSCTL_BIN"], "-s", d.sock, "status"],
+            capture_output=True, text=True, check=False).stdout \
+            if os.environ.get("QRSCTL_BIN") else ""
+    finally:
+        d.stop()
+    assert set(labels.values()) == {"pilot1/A", "pilot1/B"}, labels
+    # blinded everywhere the experimenter looks: the records files
+    for f in recdir.iterdir():
+        text = f.read_text()
+        assert "mock" not in text and "control" not in text, f
+    if status:
+        assert "pilot1" in status and "control" not in status
+
+    study = tmp_path / "study"
+    shutil.copytree(journal, study / "journal")
+    shutil.copytree(recdir, study / "records")
+
+    def run() -> tuple[int, dict]:
+        r = subprocess.run([audit, "--json", "--study", str(study)],
+                           capture_output=True, text=True, check=False)
+        return r.returncode, json.loads(r.stdout)
+
+    rc, blind = run()
+    assert rc == 0, blind
+    text = json.dumps(blind)
+    assert "mock" not in text and "control" not in text, \
+        "before the reveal: counts per label only"
+    (study / "reveal.json").write_text(json.dumps(
+        {"study": "pilot1", "assignment_seed": assign,
+         "seeds": {"control": control}}))
+    rc, v = run()
+    assert rc == 0, v
+    text = json.dumps(v)
+    assert "mean_surprisal" in text and "p_value" in text, v
+    # a wrong seed is named
+    (study / "reveal.json").write_text(json.dumps(
+        {"study": "pilot1", "assignment_seed": control,
+         "seeds": {"control": control}}))
+    rc, v = run()
+    assert rc == 1, v
