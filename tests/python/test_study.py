@@ -90,21 +90,27 @@ studies:
         p.flush_records()
         status = subprocess.run(
             [os.environ["QRSCTL_BIN"], "-s", d.sock, "status"],
-            capture_output=True, text=True, check=False).stdout \
-            if os.environ.get("QRSCTL_BIN") else ""
+            capture_output=True, text=True, check=True).stdout
     finally:
         d.stop()
     assert set(labels.values()) == {"pilot1/A", "pilot1/B"}, labels
     # blinded everywhere the experimenter looks: the records files
-    for f in recdir.iterdir():
+    files = sorted(recdir.glob("u*.jsonl"))
+    assert len(files) == UNITS
+    for f in files:
         text = f.read_text()
         assert "mock" not in text and "control" not in text, f
-    if status:
-        assert "pilot1" in status and "control" not in status
+    # qrsctl status lists the sources, but nothing pairs a label with one
+    assert "pilot1" in status
+    for line in status.splitlines():
+        if "pilot1" in line:
+            assert "mock" not in line and "control" not in line, line
 
     study = tmp_path / "study"
     shutil.copytree(journal, study / "journal")
-    shutil.copytree(recdir, study / "records")
+    (study / "records").mkdir()
+    for f in files:
+        shutil.copy(f, study / "records")
 
     def run() -> tuple[int, dict]:
         r = subprocess.run([audit, "--json", "--study", str(study)],
@@ -120,9 +126,20 @@ studies:
         {"study": "pilot1", "assignment_seed": assign,
          "seeds": {"control": control}}))
     rc, v = run()
-    assert rc == 0, v
-    text = json.dumps(v)
-    assert "mean_surprisal" in text and "p_value" in text, v
+    assert rc == 0 and v["verdict"] == "intact", v
+    (st,) = v["studies"]
+    assert st["units"] == UNITS and st["complete"] is True
+    # the labels the records carried are the arms the seed gives them
+    arm = {f"pilot1/{x['label']}": x["arm"] for x in st["labels"]}
+    assert sorted(arm.values()) == ["control", "mock"]
+    per_label = {x["label"]: x["units"] for x in st["labels"]}
+    assert per_label == {k[-1]: list(labels.values()).count(k)
+                         for k in arm}
+    pri = v["primary"]
+    assert pri["statistic"] == "mean_surprisal" and pri["computed"]
+    assert 0.0 <= pri["p"] <= 1.0 and pri["n_a"] + pri["n_b"] == UNITS
+    assert pri["diff_ci"][0] <= pri["diff"] <= pri["diff_ci"][1]
+    assert set(v["exploratory"]) == {"mean_probit_diff", "ks_u"}
     # a wrong seed is named
     (study / "reveal.json").write_text(json.dumps(
         {"study": "pilot1", "assignment_seed": control,
