@@ -157,8 +157,8 @@ static PyObject *
 client_draw(ClientObject *self, PyObject *args, PyObject *kw)
 {
   static char *kwl[] = { "source", "amplifier", "sample_count", "salt",
-                         "step", "prev_token", NULL };
-  const char *source = NULL, *amp = NULL;
+                         "step", "prev_token", "unit", NULL };
+  const char *source = NULL, *amp = NULL, *unit = NULL;
   unsigned int count = 0;
   Py_buffer salt = { 0 };
   unsigned long long step = 0;
@@ -170,8 +170,8 @@ client_draw(ClientObject *self, PyObject *args, PyObject *kw)
   PyObject *res;
   int r;
 
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzIy*KL", kwl, &source, &amp,
-                                   &count, &salt, &step, &prev))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzIy*KLz", kwl, &source,
+                                   &amp, &count, &salt, &step, &prev, &unit))
     return NULL;
   conn = qpy_client_conn(self);
   if (!conn) {
@@ -182,6 +182,7 @@ client_draw(ClientObject *self, PyObject *args, PyObject *kw)
   rq.source = source;
   rq.amplifier = amp;
   rq.sample_count = count;
+  rq.unit = unit;
   if (salt.buf) {
     cm.salt = salt.buf;
     cm.salt_len = (size_t)salt.len;
@@ -354,7 +355,8 @@ static PyMethodDef client_methods[] = {
   { "draw", (PyCFunction)(void (*)(void))client_draw,
     METH_VARARGS | METH_KEYWORDS,
     "draw(source=None, amplifier=None, sample_count=0, salt=None, step=0, "
-    "prev_token=-1) -> dict: one amplified draw" },
+    "prev_token=-1, unit=None) -> dict: one amplified draw (unit: a "
+    "study's unit tag)" },
   { "status", (PyCFunction)client_status, METH_NOARGS,
     "status() -> dict: qrsd's status" },
   { "health", (PyCFunction)client_health, METH_NOARGS,

@@ -11,6 +11,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from vllm.v1.worker.gpu.sample.logits_processor import \
     build_custom_logits_processors
 
@@ -83,6 +85,17 @@ studies:
                 (labels[f"u{unit}"],) = used
                 assert all(r["entropy_source_type"] == "study"
                            for r in recs)
+        # the binding's own draw: a unit keeps its arm; no unit, no draw
+        import qrs
+        c = qrs.Client(d.sock)
+        try:
+            got = c.draw(source="pilot1", unit="u3")
+            assert got["served_by"] == labels["u3"]
+            assert got["served_type"] == "study"
+            with pytest.raises(qrs.QrsError, match="unit"):
+                c.draw(source="pilot1")
+        finally:
+            c.close()
         # the next requests end the last files
         for slot in range(SLOTS):
             p.add_request(slot, sp())
