@@ -98,7 +98,7 @@ Test(record, full_line_has_every_field_in_order_and_nulls)
     "top_p_used", "kept_entropy_bits", "mirostat_mu", "greedy",
     "entropy_source_type", "entropy_production", "journal_seq",
     "entropy_unjournalled", "draw_received_ns", "draw_generated_ns",
-    "draw_sent_ns",
+    "draw_sent_ns", "device_selection",
   };
   struct qrs_token_record r;
   struct json_object_iter it;
@@ -462,4 +462,27 @@ Test(record, full_line_carries_journal_seq_and_draw_times)
   cr_expect_eq(json_object_get_int64(key(o, "draw_sent_ns")),
                INT64_C(1796000000000000003));
   json_object_put(o);
+}
+
+/* Where the token was selected: null (libqrs alone), or the device's
+   verdict. */
+Test(record, device_selection_is_null_or_its_verdict)
+{
+  static const char *const want[] = { NULL, "certified", "uncertified" };
+  struct qrs_token_record r;
+  struct json_object *o;
+  int i;
+
+  sample_record(&r);
+  for (i = 0; i < 3; i++) {
+    r.device_selection = i;
+    o = line_of(&r, 2);
+    if (want[i])
+      cr_expect_str_eq(json_object_get_string(key(o, "device_selection")),
+                       want[i]);
+    else
+      cr_expect(json_object_is_type(key(o, "device_selection"),
+                                    json_type_null));
+    json_object_put(o);
+  }
 }
