@@ -49,6 +49,18 @@ class Daemon:
         self.proc = None
 
 
+def audit_dirs(tmp_path: Path) -> tuple[str, Path, Path]:
+    """qrs-audit (QRS_AUDIT_BIN) and two new directories under tmp_path:
+    qrsd's journal and the records files."""
+    audit = os.environ.get("QRS_AUDIT_BIN", "")
+    assert os.access(audit, os.X_OK), f"QRS_AUDIT_BIN ({audit})"
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    recdir = tmp_path / "records"
+    recdir.mkdir()
+    return audit, journal, recdir
+
+
 @pytest.fixture
 def qrsd(tmp_path: Path) -> Iterator[Daemon]:
     d = Daemon(tmp_path)

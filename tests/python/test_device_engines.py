@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import qrs
-from conftest import Daemon
+from conftest import Daemon, audit_dirs
 from qrs import device
 from qrs.transformers import QRSLogitsProcessor
 from test_transformers import model, tokenizer, _generate  # noqa: F401
@@ -198,19 +198,13 @@ def test_device_records_pass_qrs_audit(tmp_path, monkeypatch) -> None:
     CDF interval, the journal's draw, the commitment chain; qrs-audit
     counts them by device_selection."""
     import json
-    import os
     import subprocess
 
     from test_vllm import FQCN, ctx, req_states, rows, sp
     from vllm.v1.worker.gpu.sample.logits_processor import \
         build_custom_logits_processors
 
-    audit = os.environ.get("QRS_AUDIT_BIN", "")
-    assert os.access(audit, os.X_OK), f"QRS_AUDIT_BIN ({audit})"
-    journal = tmp_path / "journal"
-    journal.mkdir()
-    recdir = tmp_path / "records"
-    recdir.mkdir()
+    audit, journal, recdir = audit_dirs(tmp_path)
     d = Daemon(tmp_path, extra_yaml=f"journal: {{ dir: {journal} }}\n")
     d.start()
     try:

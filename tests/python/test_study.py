@@ -16,7 +16,7 @@ import pytest
 from vllm.v1.worker.gpu.sample.logits_processor import \
     build_custom_logits_processors
 
-from conftest import Daemon
+from conftest import Daemon, audit_dirs
 from test_vllm import FQCN, ctx, req_states, rows, sp
 
 UNITS = 24
@@ -33,12 +33,7 @@ def _seed(path: Path, byte: int) -> str:
 
 def test_a_blinded_study_through_vllm_that_qrs_audit_unblinds(
         tmp_path: Path, monkeypatch) -> None:
-    audit = os.environ.get("QRS_AUDIT_BIN", "")
-    assert os.access(audit, os.X_OK), f"QRS_AUDIT_BIN ({audit})"
-    journal = tmp_path / "journal"
-    journal.mkdir()
-    recdir = tmp_path / "records"
-    recdir.mkdir()
+    audit, journal, recdir = audit_dirs(tmp_path)
     assign = _seed(tmp_path / "pilot.assign", 3)
     control = _seed(tmp_path / "control.seed", 101)
     d = Daemon(tmp_path)

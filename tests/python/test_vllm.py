@@ -24,7 +24,7 @@ from vllm.v1.worker.gpu.sample.logits_processor import (
 
 import qrs
 import qrs.vllm
-from conftest import Daemon
+from conftest import Daemon, audit_dirs
 
 FQCN = "qrs.vllm:QRSLogitsProcessor"
 V = 1000
@@ -469,12 +469,7 @@ def test_rejected_drafts_and_forced_tokens_are_marked_and_undone(
     import os
     import subprocess
 
-    audit = os.environ.get("QRS_AUDIT_BIN", "")
-    assert os.access(audit, os.X_OK), f"QRS_AUDIT_BIN ({audit})"
-    journal = tmp_path / "journal"
-    journal.mkdir()
-    recdir = tmp_path / "records"
-    recdir.mkdir()
+    audit, journal, recdir = audit_dirs(tmp_path)
     d = Daemon(tmp_path, extra_yaml=f"journal: {{ dir: {journal} }}\n")
     d.start()
     try:
