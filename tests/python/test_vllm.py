@@ -466,7 +466,6 @@ def test_rejected_drafts_and_forced_tokens_are_marked_and_undone(
     never saw the rejected draft; qrs-audit passes the file against the
     journal and the salt, and names the one edit in a tampered copy."""
     import json
-    import os
     import subprocess
 
     audit, journal, recdir = audit_dirs(tmp_path)
