@@ -228,6 +228,49 @@ source_list(const struct qrs_source_info *s, size_t n)
   return l;
 }
 
+/* The studies of a status reply, by label only (as qrsd reports them). */
+static PyObject *
+study_list(const struct qrs_study_info *s, size_t n)
+{
+  PyObject *l, *o, *labels, *lb;
+  size_t i, k;
+
+  l = PyList_New((Py_ssize_t)n);
+  if (!l)
+    return NULL;
+  for (i = 0; i < n; i++) {
+    labels = PyList_New((Py_ssize_t)s[i].n_labels);
+    if (!labels) {
+      Py_DECREF(l);
+      return NULL;
+    }
+    for (k = 0; k < s[i].n_labels; k++) {
+      lb = Py_BuildValue("{s:s,s:K,s:K}", "label", s[i].labels[k].label,
+                         "draws", (unsigned long long)s[i].labels[k].draws,
+                         "units", (unsigned long long)s[i].labels[k].units);
+      if (!lb) {
+        Py_DECREF(labels);
+        Py_DECREF(l);
+        return NULL;
+      }
+      PyList_SET_ITEM(labels, (Py_ssize_t)k, lb);
+    }
+    o = Py_BuildValue("{s:s,s:s,s:K,s:s,s:d,s:s,s:K,s:s,s:N}", "name",
+                      s[i].name, "unit", s[i].unit, "planned_units",
+                      (unsigned long long)s[i].planned_units, "statistic",
+                      s[i].statistic, "alpha", s[i].alpha, "epoch",
+                      s[i].epoch, "units_seen",
+                      (unsigned long long)s[i].units_seen, "state",
+                      s[i].state, "labels", labels);
+    if (!o) {
+      Py_DECREF(l);
+      return NULL;
+    }
+    PyList_SET_ITEM(l, (Py_ssize_t)i, o);
+  }
+  return l;
+}
+
 /* Run fetch(c, ret) on the client's connection without the GIL (fetch
    stores a reply that the caller frees in *ret).  Returns 0, or -1 with
    the Python error set. */
@@ -266,14 +309,19 @@ static PyObject *
 client_status(ClientObject *self, PyObject *unused)
 {
   struct qrs_status *st;
-  PyObject *src, *res;
+  PyObject *src, *stu = NULL, *res;
 
   (void)unused;
   if (client_fetch(self, fetch_status, &st) < 0)
     return NULL;
   src = source_list(st->sources, st->n_sources);
+  if (src) {
+    stu = study_list(st->studies, st->n_studies);
+    if (!stu)
+      Py_CLEAR(src);
+  }
   res = src ? Py_BuildValue(
-                  "{s:s,s:I,s:I,s:K,s:s,s:s,s:I,s:K,s:K,s:K,s:K,s:N}",
+                  "{s:s,s:I,s:I,s:K,s:s,s:s,s:I,s:K,s:K,s:K,s:K,s:N,s:N}",
                   "server_version", st->server_version,
                   "protocol_version", st->protocol_version, "pid", st->pid,
                   "uptime_ms", (unsigned long long)st->uptime_ms,
@@ -283,7 +331,8 @@ client_status(ClientObject *self, PyObject *unused)
                   "requests", (unsigned long long)st->requests,
                   "draws", (unsigned long long)st->draws,
                   "bytes", (unsigned long long)st->bytes,
-                  "errors", (unsigned long long)st->errors, "sources", src)
+                  "errors", (unsigned long long)st->errors, "sources", src,
+                  "studies", stu)
             : NULL;
   qrs_status_free(st);
   return res;
@@ -358,7 +407,8 @@ static PyMethodDef client_methods[] = {
     "prev_token=-1, unit=None) -> dict: one amplified draw (unit: a "
     "study's unit tag)" },
   { "status", (PyCFunction)client_status, METH_NOARGS,
-    "status() -> dict: qrsd's status" },
+    "status() -> dict: qrsd's status (its sources; its studies by "
+    "label only)" },
   { "health", (PyCFunction)client_health, METH_NOARGS,
     "health() -> dict: qrsd's health" },
   { "server_info", (PyCFunction)client_server_info, METH_NOARGS,

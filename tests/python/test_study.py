@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm.v1.worker.gpu.sample.logits_processor import \
-    build_custom_logits_processors
+from vllm.v1.worker.gpu.sample.logits_processor import (
+    build_custom_logits_processors,
+    build_custom_logits_processors_params_validator)
 
 from conftest import Daemon, audit_dirs
 from test_vllm import FQCN, ctx, req_states, rows, sp
@@ -57,6 +58,9 @@ studies:
     try:
         monkeypatch.setenv("QRS_SOCKET", d.sock)
         monkeypatch.setenv("QRS_RECORDS_DIR", str(recdir))
+        # vLLM's admission check knows the study as a source qrsd serves
+        build_custom_logits_processors_params_validator([FQCN])(
+            sp(qr_entropy_source_type="pilot1", qr_run_id="u0"))
         (p,) = build_custom_logits_processors(None, req_states(), False,
                                               [FQCN])
         labels: dict[str, str] = {}
@@ -80,10 +84,16 @@ studies:
                 (labels[f"u{unit}"],) = used
                 assert all(r["entropy_source_type"] == "study"
                            for r in recs)
-        # the binding's own draw: a unit keeps its arm; no unit, no draw
+        # the binding's own draw: a unit keeps its arm; no unit, no draw;
+        # status by label
         import qrs
         c = qrs.Client(d.sock)
         try:
+            (info,) = c.status()["studies"]
+            assert info["name"] == "pilot1" and info["state"] == "complete"
+            assert info["units_seen"] == UNITS
+            assert sorted(x["label"] for x in info["labels"]) == ["A", "B"]
+            assert sum(x["units"] for x in info["labels"]) == UNITS
             got = c.draw(source="pilot1", unit="u3")
             assert got["served_by"] == labels["u3"]
             assert got["served_type"] == "study"

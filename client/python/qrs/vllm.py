@@ -107,8 +107,9 @@ _sources_cache: tuple[float, frozenset[str]] | None = None
 
 
 def _served_sources() -> frozenset[str]:
-    """Names qrsd serves (its declared sources and the built-in system and
-    mock when it allows test sources), cached for SOURCES_TTL_S."""
+    """Names qrsd serves (its declared sources and studies, and the
+    built-in system and mock when it allows test sources), cached for
+    SOURCES_TTL_S."""
     global _sources_cache
     with _sources_lock:
         now = time.monotonic()
@@ -116,7 +117,8 @@ def _served_sources() -> frozenset[str]:
             return _sources_cache[1]
         c = _qrs.Client(timeout_ms=2000)
         try:
-            names = {s["name"] for s in c.status()["sources"]}
+            st = c.status()
+            names = {s["name"] for s in st["sources"] + st["studies"]}
             names.add("system")
             if c.server_info()["test_sources_allowed"]:
                 names.add("mock")
