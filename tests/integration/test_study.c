@@ -406,12 +406,13 @@ Test(study, two_arms_blinded_assigned_by_the_seed_and_verifiable)
   }
   cr_assert(json_object_object_get_ex(root, "sources", &srcs), "%s", st);
   {
-    json_object_object_foreach(srcs, name, s) {
-      struct json_object *n;
+    struct json_object_iter it;
+    struct json_object *n;
 
-      cr_assert(json_object_object_get_ex(s, "draws", &n), "%s", st);
+    json_object_object_foreachC(srcs, it) {
+      cr_assert(json_object_object_get_ex(it.val, "draws", &n), "%s", st);
       cr_assert_eq(json_object_get_int64(n), 0, "source %s counted study "
-                   "draws: %s", name, json_object_to_json_string(s));
+                   "draws: %s", it.key, json_object_to_json_string(it.val));
     }
   }
   json_object_put(root);

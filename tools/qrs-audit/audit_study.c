@@ -280,7 +280,7 @@ static void
 label_order(struct study *s)
 {
   uint8_t keys[ARMS_MAX][33];
-  char dec[8];
+  char dec[24];
   size_t i;
 
   for (i = 0; i < s->k; i++) {
@@ -863,14 +863,18 @@ read_reveal(const char *path, struct reveal *rv)
       why = "\"seeds\" is not an object of source: 64 hex digits";
   }
   if (!why && json_object_object_get_ex(o, "seeds", &seeds)) {
-    json_object_object_foreach(seeds, key, val) {
-      if (rv->n_seeds == ARMS_MAX || strlen(key) >= sizeof rv->seed_src[0] ||
-          seed_of(val, rv->seed[rv->n_seeds]) != 0) {
+    struct json_object_iter it;
+
+    /* the iterator form: the plain foreach is a GNU statement expression */
+    json_object_object_foreachC(seeds, it) {
+      if (rv->n_seeds == ARMS_MAX ||
+          strlen(it.key) >= sizeof rv->seed_src[0] ||
+          seed_of(it.val, rv->seed[rv->n_seeds]) != 0) {
         why = "\"seeds\": at most 8 of source: 64 lowercase hex digits";
         break;
       }
       snprintf(rv->seed_src[rv->n_seeds++], sizeof rv->seed_src[0], "%s",
-               key);
+               it.key);
     }
   }
   json_object_put(o);
