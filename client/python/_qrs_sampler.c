@@ -241,8 +241,12 @@ token_result(int r, uint32_t tok, const struct qrs_token_record *rec,
     return qpy_set_error(r, detail);
   if (r == 1)                     /* bypass */
     Py_RETURN_NONE;
-  if (want_rec)
-    return Py_BuildValue("(IN)", tok, qpy_record_dict(rec));
+  if (want_rec) {
+    /* want_rec 2: the record's JSON line; else a dict */
+    PyObject *o = qpy_record_out(rec, want_rec);
+
+    return o ? Py_BuildValue("(IN)", tok, o) : NULL;
+  }
   return PyLong_FromUnsignedLong(tok);
 }
 
@@ -496,24 +500,6 @@ optional_conn(SamplerObject *self, PyObject *cobj, struct qpy_conn **ret)
   return 0;
 }
 
-/* finish_pick()/finish_row()'s result: the token, (token, record), None
-   (bypass), or the error. */
-static PyObject *
-finish_result(int r, uint32_t tok, const struct qrs_token_record *rec,
-              int want, const char *what)
-{
-  PyObject *o;
-
-  if (r < 0)
-    return qpy_set_error(r, what);
-  if (r == 1)
-    Py_RETURN_NONE;
-  if (!want)
-    return PyLong_FromUnsignedLong(tok);
-  o = qpy_record_out(rec, want);
-  return o ? Py_BuildValue("(IN)", tok, o) : NULL;
-}
-
 static PyObject *
 sampler_take_draw(SamplerObject *self, PyObject *args)
 {
@@ -563,7 +549,7 @@ sampler_finish_pick(SamplerObject *self, PyObject *args, PyObject *kw)
   r = qrs_sampler_finish_pick(self->s, conn ? conn->c : NULL, &p, &rec);
   if (conn)
     qpy_conn_unref(conn);
-  return finish_result(r, p.token, &rec, want,
+  return token_result(r, p.token, &rec, want,
                        r == -ENOENT ? "no draw taken for this step"
                        : r == -EOPNOTSUPP
                            ? "this sampler's selection needs the row"
@@ -597,7 +583,7 @@ sampler_finish_row(SamplerObject *self, PyObject *args, PyObject *kw)
   qpy_rows_release(&rw);
   if (conn)
     qpy_conn_unref(conn);
-  return finish_result(r, tok, &rec, want,
+  return token_result(r, tok, &rec, want,
                        r == -ENOENT ? "no draw taken for this step" : NULL);
 }
 

@@ -583,8 +583,8 @@ copy_name(char *dst, const char *src)
 
 /* A step's end, however its token was selected: the strategy's
    feedback, the record, the chain, the log.  logits: the row (NULL when
-   it was selected elsewhere). */
-static int
+   it was selected elsewhere: then the sampler has no logits dump). */
+static void
 finish_step(struct qrs_sampler *s, const struct qrs_draw *draw,
             unsigned flags, double fetch_ms, const struct qrs__tresult *tr,
             double min_p, const struct qrs__sel_out *so, int64_t t0,
@@ -685,22 +685,22 @@ finish_step(struct qrs_sampler *s, const struct qrs_draw *draw,
   /* log (a failing log sink never fails the token) */
   if (s->log && s->log_level > 0)
     qrs__record_write(&rec, s->log_level, s->log);
-  if (s->dump && logits)
+  if (s->dump)
     qrs__logits_dump_row(s->dump, logits, dtype, n, rec.step,
                          rec.timestamp_ns);
   if (s->diag)
     diag_push(s, &rec);
   if (ret_record)
     *ret_record = rec;
-  return 0;
 }
 
-/* The step proper; fetch_ms: time spent waiting for the draw. */
+/* The step proper; fetch_ms: time spent waiting for the draw; dev: what
+   the record says of a device (UNCERTIFIED: it left the row to libqrs). */
 static int
 step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
           size_t n, const struct qrs_draw *draw, unsigned flags,
-          double fetch_ms, uint32_t *ret_token,
-          struct qrs_token_record *ret_record)
+          double fetch_ms, enum qrs_device_selection dev,
+          uint32_t *ret_token, struct qrs_token_record *ret_record)
 {
   struct qrs__row row;
   struct qrs__tresult tr;
@@ -787,11 +787,11 @@ step_impl(struct qrs_sampler *s, const void *logits, enum qrs_dtype dtype,
     return r;
   t2 = now_ns();
 
-  r = finish_step(s, draw, flags, fetch_ms, &tr, sp.min_p, &so, t0, t1, t2,
-                  logits, dtype, n, QRS_DEVICE_SELECTION_NONE, ret_record);
-  if (r == 0 && ret_token)
+  finish_step(s, draw, flags, fetch_ms, &tr, sp.min_p, &so, t0, t1, t2,
+              logits, dtype, n, dev, ret_record);
+  if (ret_token)
     *ret_token = so.token;
-  return r;
+  return 0;
 }
 
 int
@@ -800,7 +800,8 @@ qrs_sampler_step(struct qrs_sampler *s, const void *logits,
                  unsigned flags, uint32_t *ret_token,
                  struct qrs_token_record *ret_record)
 {
-  return step_impl(s, logits, dtype, n, draw, flags, 0.0, ret_token,
+  return step_impl(s, logits, dtype, n, draw, flags, 0.0,
+                   QRS_DEVICE_SELECTION_NONE, ret_token,
                    ret_record);
 }
 
@@ -814,7 +815,8 @@ qrs_sampler_select_u(struct qrs_sampler *s, const void *logits,
   memset(&d, 0, sizeof(d));
   d.u = u;
   d.sample_mean = NAN;
-  return step_impl(s, logits, dtype, n, &d, 0, 0.0, ret_token, ret_record);
+  return step_impl(s, logits, dtype, n, &d, 0, 0.0,
+                   QRS_DEVICE_SELECTION_NONE, ret_token, ret_record);
 }
 
 static void
@@ -835,6 +837,13 @@ draw_request(const struct qrs_sampler *s, struct qrs_commitment *cm,
   req->unit = s->cfg.study_unit;
 }
 
+/* The held draw of this step, or NULL. */
+static const struct qrs_draw *
+held_draw(const struct qrs_sampler *s)
+{
+  return s->held_active && s->held_step == s->step ? &s->held : NULL;
+}
+
 /* Begins this step's draw on c unless one is open there: a prefetch
    (jit 0: only with entropy_prefetch), or a draw begun after the logits
    (jit 1, qrs__sampler_begin_draw()). */
@@ -848,7 +857,7 @@ begin_step_draw(struct qrs_sampler *s, struct qrs_client *c, int jit)
 
   if (s->pf_active && s->pf_step == s->step && s->pf_client == c)
     return 0;
-  if (s->held_active && s->held_step == s->step)
+  if (held_draw(s))
     return 0;                     /* this step's draw is in hand */
   qrs_sampler_cancel_prefetch(s);
   if (s->cfg.bypass || (!jit && !s->cfg.entropy_prefetch))
@@ -955,14 +964,21 @@ qrs__sampler_sample_token(struct qrs_sampler *s, struct qrs_client *c,
     return -EINVAL;
   if (s->cfg.bypass)
     return 1;
-  s->held_active = 0;
-  r = step_draw(s, c, &draw, &flags, &fetch_ms);
-  if (r < 0)
-    return r;
-  r = step_impl(s, logits, dtype, n, &draw, flags, fetch_ms, ret_token,
-                ret_record);
+  if (held_draw(s)) {
+    /* this step's draw was taken already (qrs_sampler_take_draw) */
+    draw = s->held;
+    flags = s->held_flags;
+    fetch_ms = s->held_fetch_ms;
+  } else {
+    r = step_draw(s, c, &draw, &flags, &fetch_ms);
+    if (r < 0)
+      return r;
+  }
+  r = step_impl(s, logits, dtype, n, &draw, flags, fetch_ms,
+                QRS_DEVICE_SELECTION_NONE, ret_token, ret_record);
   if (r != 0)
     return r;
+  s->held_active = 0;
   if (prefetch)
     prefetch_next(s, c);
   return 0;
@@ -978,7 +994,7 @@ qrs_sampler_take_draw(struct qrs_sampler *s, struct qrs_client *c,
     return -EINVAL;
   if (s->cfg.bypass)
     return 1;
-  if (s->held_active && s->held_step == s->step) {
+  if (held_draw(s)) {
     if (ret_u)
       *ret_u = s->held.u;
     return 0;
@@ -998,20 +1014,12 @@ qrs_sampler_take_draw(struct qrs_sampler *s, struct qrs_client *c,
   return 0;
 }
 
-/* The held draw of this step, or NULL. */
-static const struct qrs_draw *
-held_draw(const struct qrs_sampler *s)
-{
-  return s->held_active && s->held_step == s->step ? &s->held : NULL;
-}
-
 int
 qrs_sampler_finish_row(struct qrs_sampler *s, struct qrs_client *c,
                        const void *logits, enum qrs_dtype dtype, size_t n,
                        uint32_t *ret_token,
                        struct qrs_token_record *ret_record)
 {
-  struct qrs_token_record rec;
   const struct qrs_draw *d;
   int r;
 
@@ -1021,13 +1029,10 @@ qrs_sampler_finish_row(struct qrs_sampler *s, struct qrs_client *c,
   if (!d)
     return -ENOENT;
   r = step_impl(s, logits, dtype, n, d, s->held_flags, s->held_fetch_ms,
-                ret_token, &rec);
+                QRS_DEVICE_SELECTION_UNCERTIFIED, ret_token, ret_record);
   if (r != 0)
     return r;
   s->held_active = 0;
-  rec.device_selection = QRS_DEVICE_SELECTION_UNCERTIFIED;
-  if (ret_record)
-    *ret_record = rec;
   prefetch_next(s, c);
   return 0;
 }
@@ -1084,11 +1089,9 @@ qrs_sampler_finish_pick(struct qrs_sampler *s, struct qrs_client *c,
   so.top_p_used = NAN;
   so.kept_entropy = NAN;
   min_p = isnan(tr.min_p) ? s->cfg.min_p_base : tr.min_p;
-  r = finish_step(s, d, s->held_flags, s->held_fetch_ms, &tr, min_p, &so,
-                  t0, t0, t0, NULL, QRS_DTYPE_F32, 0,
-                  QRS_DEVICE_SELECTION_CERTIFIED, ret_record);
-  if (r != 0)
-    return r;
+  finish_step(s, d, s->held_flags, s->held_fetch_ms, &tr, min_p, &so, t0, t0,
+              t0, NULL, QRS_DTYPE_F32, 0, QRS_DEVICE_SELECTION_CERTIFIED,
+              ret_record);
   s->held_active = 0;
   prefetch_next(s, c);
   return 0;

@@ -328,13 +328,18 @@ Test(sampling, split_step_equals_one_step, .init = start, .fini = stop)
   struct qrs_commitment a, b;
   struct qrs_pick p;
   float row[1000];
+  char line[8192];
   uint32_t tok, wtok;
   double u, u2;
+  FILE *log;
   int t;
 
   c = connect_client(D.sock);
-  s = sampler_with(1000, "top_p", "0.9", NULL);
+  s = sampler_with(1000, "top_p", "0.9", "log_level", "full", NULL);
   twin = sampler_with(1000, "top_p", "0.9", NULL);
+  log = tmpfile();
+  cr_assert_not_null(log);
+  cr_assert_eq(qrs_sampler_set_log_file(s, log), 0);
   cr_assert_eq(qrs_sampler_set_salt(s, salt, sizeof(salt)), 0);
   cr_assert_eq(qrs_sampler_set_salt(twin, salt, sizeof(salt)), 0);
   cr_assert_eq(qrs_sampler_finish_row(s, c, row, QRS_DTYPE_F32, 1000, &tok,
@@ -350,10 +355,17 @@ Test(sampling, split_step_equals_one_step, .init = start, .fini = stop)
                                       &wtok, &want),
                  0);
     if (t % 2) {
+      rewind(log);
       cr_assert_eq(qrs_sampler_finish_row(s, c, row, QRS_DTYPE_F32, 1000,
                                           &tok, &rec),
                    0);
       cr_expect_eq(rec.device_selection, QRS_DEVICE_SELECTION_UNCERTIFIED);
+      /* its log line says so too */
+      fflush(log);
+      rewind(log);
+      cr_assert_not_null(fgets(line, sizeof(line), log));
+      cr_expect_not_null(strstr(line, "\"device_selection\":\"uncertified\""),
+                         "%s", line);
     } else {
       memset(&p, 0, sizeof(p));
       p.token = want.token_id;
@@ -385,6 +397,13 @@ Test(sampling, split_step_equals_one_step, .init = start, .fini = stop)
     cr_expect_eq(a.step, b.step);
     cr_expect_eq(a.prev_token_id, b.prev_token_id);
   }
+  /* sample_token after take_draw selects at the held draw's u */
+  cr_assert_eq(qrs_sampler_take_draw(s, c, &u), 0);
+  lm_row(row, 1000, 99, ROW_SLOPE);
+  cr_assert_eq(qrs_sampler_sample_token(s, c, row, QRS_DTYPE_F32, 1000, &tok,
+                                        &rec),
+               0);
+  cr_expect_eq(rec.u_value, u, "one draw for the step, not two");
   /* a reset drops the held draw */
   cr_assert_eq(qrs_sampler_take_draw(s, c, &u), 0);
   cr_assert_eq(qrs_sampler_reset(s), 0);
@@ -393,5 +412,6 @@ Test(sampling, split_step_equals_one_step, .init = start, .fini = stop)
                -ENOENT);
   qrs_sampler_free(twin);
   qrs_sampler_free(s);
+  fclose(log);
   qrs_client_free(c);
 }

@@ -792,6 +792,12 @@ class Sampled:
     records: list[Any] | None
     uncertified: list[int]
 
+    def tally(self, counts: Any) -> None:
+        """Add this batch's rows to an engine's ``selections`` counter."""
+        n = sum(st == 0 for st in self.statuses)
+        counts["uncertified"] += len(self.uncertified)
+        counts["certified"] += n - len(self.uncertified)
+
 
 def sample(logits: torch.Tensor, samplers: Sequence[Any],
            clients: Sequence[Any], params: Sequence[RowParams],

@@ -180,8 +180,7 @@ class QRSLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
             mask[live] = True
             tok = torch.tensor([max(t, 0) for t in got.tokens])
             device.write_one_hot(out, tok, mask)
-        self.selections["uncertified"] += len(got.uncertified)
-        self.selections["certified"] += len(live) - len(got.uncertified)
+        got.tally(self.selections)
         if got.records is not None:
             for i in live:
                 self.records[i].append(got.records[i])

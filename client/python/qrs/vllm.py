@@ -244,6 +244,15 @@ def _verdicts(entries: list[_Entry], v: tuple[list[int], list[int]] | None,
     return last
 
 
+def _wait_copy(fetched: Any) -> None:
+    """Wait for _fetch_verdicts()'s asynchronous copy into pinned memory
+    (no copy, or a CPU one, needs no wait)."""
+    if fetched is not None and fetched[2] is not None and \
+            fetched[2].is_pinned():
+        import torch
+        torch.cuda.current_stream().synchronize()
+
+
 def _exit_records(writer: RecordsWriter, files: list[RecordsFile | None],
                   pend: list[list[_Entry]], orphans: list[Any]) -> None:
     """At a clean exit: the rows still waiting for their verdict go to
@@ -463,10 +472,7 @@ class QRSLogitsProcessor(LogitsProcessor):
         once vLLM has updated the request's tokens after it), and wait
         until the records queued so far are in their files."""
         fetched = self._fetch_verdicts()
-        if fetched is not None and fetched[2] is not None and \
-                fetched[2].is_pinned():
-            import torch
-            torch.cuda.current_stream().synchronize()
+        _wait_copy(fetched)
         self._settle(fetched)
         if self._writer is not None:
             self._writer.flush()
@@ -537,9 +543,7 @@ class QRSLogitsProcessor(LogitsProcessor):
         fetched = self._fetch_verdicts()
         if on_device:
             host = None           # the rows stay where they are
-            if fetched is not None and fetched[2] is not None and \
-                    fetched[2].is_pinned():
-                torch.cuda.current_stream().synchronize()
+            _wait_copy(fetched)
         elif logits.device.type != "cpu":
             host = self._buffer(len(rows))
             # the one device-to-host copy; it waits for the rows (and the
@@ -579,9 +583,7 @@ class QRSLogitsProcessor(LogitsProcessor):
                                     samplers, clients, params[start:end],
                                     records=want)
                 toks, stats, recs = got.tokens, got.statuses, got.records
-                self.selections["uncertified"] += len(got.uncertified)
-                self.selections["certified"] += \
-                    sum(st == 0 for st in stats) - len(got.uncertified)
+                got.tally(self.selections)
             else:
                 toks, stats, recs = self.pool.sample(
                     host[start:end], samplers, client=clients, records=want,
