@@ -60,7 +60,8 @@ struct draw_engine {
   struct {
     uint32_t n;
     double mean, std;
-    char text[96];              /* a study draw appends its own */
+    char text[JOURNAL_PARAMS_MAX - STUDY_PARAMS_MAX + 1];
+                                /* a study draw appends its own */
   } jparams;
 };
 
@@ -514,6 +515,8 @@ send_held(struct req *rq, int lost)
     rq->held.journal_seq = 0;
     rq->held.unjournalled = 1;
   }
+  if (rq->study.study)
+    study_served(&rq->study);     /* counted once served, journalled */
   log_debug_draw(rq, &rq->held);
   rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &rq->held.base);
   req_free(rq);
@@ -667,18 +670,15 @@ send_study_reply(struct req *rq, const struct reg_result *res,
   r.extra_bytes = (uint32_t)(res->n - rq->amp.sample_count);
   stamp_reply(&r, &rq->received, &res->generated, w);
   err = journal_draw(rq, &r, res->data, res->n);
-  if (err == 0 && r.unjournalled) {
-    /* an audit could not check it: never served (journal.on_error
-       label aside) */
+  if (err == 0) {
+    /* not journalled: an audit could not check it, so it is never served
+       (journal.on_error label aside); it is counted once its entry is
+       written (send_held()) */
     draw_reply_error(rq->reply, rq->ctx, QRS_E_BUSY, "the draw journal "
                      "cannot take the draw; a study draw is served only "
                      "journalled");
     return 0;
   }
-  if (err >= 0)
-    study_served(&rq->study);
-  if (err == 0)
-    rq->reply(rq->ctx, QRS_MSG_DRAW_REPLY, &r.base);
   return err == 1;
 }
 

@@ -8,8 +8,8 @@
 
 #include <json-c/json.h>
 #include <openssl/crypto.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <qrs/error.h>
 
@@ -28,6 +28,7 @@ struct study {
   struct conf_study plan;                   /* its scalars (no strings) */
   char unit[16], statistic[32];
   uint8_t seed[PRNG_SEED_LEN];
+  EVP_MAC_CTX *hmac;                        /* keyed with seed once */
   uint8_t epoch[PRNG_EPOCH_LEN];
   char epoch_hex[2 * PRNG_EPOCH_LEN + 1];
   uint64_t ctr;
@@ -57,8 +58,28 @@ study_free(struct study *t)
   for (i = 0; i < t->k; i++)
     free(t->arms[i]);
   free(t->seen);
+  EVP_MAC_CTX_free(t->hmac);
   OPENSSL_cleanse(t->seed, sizeof(t->seed));
   free(t);
+}
+
+/* t->hmac: HMAC-SHA256 keyed with t->seed, set up once (a draw only
+   resets it).  0 or -EIO. */
+static int
+hmac_key(struct study *t)
+{
+  OSSL_PARAM params[] = {
+    OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST,
+                                     (char *)"SHA256", 0),
+    OSSL_PARAM_construct_end(),
+  };
+  EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+
+  t->hmac = mac ? EVP_MAC_CTX_new(mac) : NULL;
+  EVP_MAC_free(mac);            /* the context holds its own reference */
+  if (!t->hmac || !EVP_MAC_init(t->hmac, t->seed, PRNG_SEED_LEN, params))
+    return -EIO;
+  return 0;
 }
 
 /* HMAC-SHA256(seed, domain "\0" name "\0" tail) into out. */
@@ -68,7 +89,7 @@ study_hmac(const struct study *t, const char *domain, const char *tail,
 {
   uint8_t msg[16 + 1 + CONF_MAX_STUDY_NAME + 1 + STUDY_TAG_MAX + 1];
   size_t dl = strlen(domain), nl = strlen(t->name), tl = strlen(tail), n;
-  unsigned len = 32;
+  size_t outl = 0;
 
   if (dl + nl + tl + 2 > sizeof(msg))
     return -EINVAL;
@@ -76,8 +97,10 @@ study_hmac(const struct study *t, const char *domain, const char *tail,
   memcpy(msg + dl + 1, t->name, nl + 1);
   memcpy(msg + dl + nl + 2, tail, tl);
   n = dl + nl + 2 + tl;
-  return HMAC(EVP_sha256(), t->seed, PRNG_SEED_LEN, msg, n, out, &len) ?
-         0 : -EIO;
+  /* init with no key: the same key again, the state reset */
+  return EVP_MAC_init(t->hmac, NULL, 0, NULL) &&
+         EVP_MAC_update(t->hmac, msg, n) &&
+         EVP_MAC_final(t->hmac, out, &outl, 32) && outl == 32 ? 0 : -EIO;
 }
 
 /* The labels: arms sorted by their label key. */
@@ -194,7 +217,9 @@ study_start(const struct conf_study *cs, struct registry *reg,
   }
   if (r == 0) {
     journal_hex(t->epoch, PRNG_EPOCH_LEN, t->epoch_hex);
-    r = draw_labels(t);
+    r = hmac_key(t);
+    if (r == 0)
+      r = draw_labels(t);
     if (r < 0)
       snprintf(err, errlen, "study '%s': HMAC-SHA256 failed", cs->name);
   }
@@ -421,6 +446,15 @@ study_begin(struct study *t, const char *tag, struct study_draw *d,
   return 0;
 }
 
+/* The distinct units t counts exactly. */
+static uint64_t
+units_tracked(const struct study *t)
+{
+  uint64_t twice = 2 * t->plan.planned_units;
+
+  return twice < STUDY_UNITS_TRACKED ? twice : STUDY_UNITS_TRACKED;
+}
+
 /* Add key to t's set of units: 1 new, 0 seen, -1 no room (capped). */
 static int
 seen_add(struct study *t, uint64_t key)
@@ -429,7 +463,7 @@ seen_add(struct study *t, uint64_t key)
   uint64_t *v;
 
   if (t->seen_n * 2 >= t->seen_cap) {
-    if (t->seen_n >= STUDY_UNITS_TRACKED)
+    if (t->seen_n >= units_tracked(t))
       return -1;
     cap = t->seen_cap ? 2 * t->seen_cap : 1024;
     v = calloc(cap, sizeof(*v));
@@ -468,8 +502,8 @@ study_served(struct study_draw *d)
   r = t->unit_draw ? 1 : seen_add(t, d->unit_key);
   if (r < 0 && !t->units_capped) {
     t->units_capped = 1;
-    log_warn("study '%s': more than %u units; units are no longer "
-             "counted (draws are)", t->name, STUDY_UNITS_TRACKED);
+    log_warn("study '%s': more than %" PRIu64 " units; units are no longer "
+             "counted (draws are)", t->name, units_tracked(t));
   }
   if (r == 1) {
     t->units[li]++;

@@ -53,9 +53,15 @@ struct studies;
 #define STUDY_TAG_MAX 64            /* a unit tag: [A-Za-z0-9._:-]{1,64} */
 #define STUDY_LABEL_MAX 64          /* "<study>/<label>" with its NUL */
 /* Distinct units counted exactly per study (units seen, per label: a
-   set of 8-byte keys, at most 16 MiB); past it units are still assigned
-   and served, and the status says the count is no longer exact. */
+   set of 8-byte keys): twice the planned units, at most this many (16
+   MiB), so that the memory clients' tags can take is the plan's; past it
+   units are still assigned and served, and the status says the count is
+   no longer exact. */
 #define STUDY_UNITS_TRACKED (1u << 20)
+/* ",study=<epoch hex>:<ctr>,unit=<tag>" with its NUL */
+#define STUDY_PARAMS_MAX \
+  (sizeof(",study=") - 1 + 2 * PRNG_EPOCH_LEN + 1 + 20 + \
+   sizeof(",unit=") - 1 + STUDY_TAG_MAX + 1)
 
 /* One draw of a study, from study_begin() to study_served(). */
 struct study_draw {
@@ -68,7 +74,7 @@ struct study_draw {
   uint8_t stream[PRNG_NONCE_LEN];
   char tag[STUDY_TAG_MAX + 1];
   char served_by[STUDY_LABEL_MAX];  /* "<study>/<label>" */
-  char params[96];                  /* ",study=<epoch>:<ctr>,unit=<tag>" */
+  char params[STUDY_PARAMS_MAX];    /* ",study=<epoch>:<ctr>,unit=<tag>" */
   uint64_t unit_key;                /* for units seen */
 };
 

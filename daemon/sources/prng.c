@@ -26,6 +26,7 @@ struct prng {
   uint8_t epoch[PRNG_EPOCH_LEN];
   uint64_t ctr;                 /* loop thread */
   char commitment[PRNG_HEX_LEN + 1];
+  EVP_CIPHER_CTX *ctx;          /* keyed once: the loop thread's draws */
 };
 
 int
@@ -97,28 +98,51 @@ prng_nonce(const uint8_t epoch[PRNG_EPOCH_LEN], uint64_t ctr,
     nonce[PRNG_EPOCH_LEN + i] = (uint8_t)(ctr >> (56 - 8 * i));
 }
 
-int
-prng_keystream(const uint8_t seed[PRNG_SEED_LEN],
-               const uint8_t nonce[PRNG_NONCE_LEN], uint8_t *out, size_t n)
+/* A ChaCha20 context keyed with seed, or NULL. */
+static EVP_CIPHER_CTX *
+keyed(const uint8_t seed[PRNG_SEED_LEN])
+{
+  EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+
+  if (ctx && !EVP_EncryptInit_ex(ctx, EVP_chacha20(), NULL, seed, NULL)) {
+    EVP_CIPHER_CTX_free(ctx);
+    ctx = NULL;
+  }
+  return ctx;
+}
+
+/* The keystream at nonce from a keyed context (only its IV is set). */
+static int
+keystream(EVP_CIPHER_CTX *ctx, const uint8_t nonce[PRNG_NONCE_LEN],
+          uint8_t *out, size_t n)
 {
   uint8_t iv[16];
-  EVP_CIPHER_CTX *ctx;
   size_t done;
   int len, ok;
 
   memset(iv, 0, 4);             /* block counter 0, little endian */
   memcpy(iv + 4, nonce, PRNG_NONCE_LEN);
-  ctx = EVP_CIPHER_CTX_new();
-  if (!ctx)
-    return -EIO;
-  ok = EVP_EncryptInit_ex(ctx, EVP_chacha20(), NULL, seed, iv);
+  ok = EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, iv);
   memset(out, 0, n);
   for (done = 0; ok && done < n; done += (size_t)len) {
     len = n - done > (1u << 30) ? 1 << 30 : (int)(n - done);
     ok = EVP_EncryptUpdate(ctx, out + done, &len, out + done, len);
   }
-  EVP_CIPHER_CTX_free(ctx);
   return ok ? 0 : -EIO;
+}
+
+int
+prng_keystream(const uint8_t seed[PRNG_SEED_LEN],
+               const uint8_t nonce[PRNG_NONCE_LEN], uint8_t *out, size_t n)
+{
+  EVP_CIPHER_CTX *ctx = keyed(seed);
+  int r;
+
+  if (!ctx)
+    return -EIO;
+  r = keystream(ctx, nonce, out, n);
+  EVP_CIPHER_CTX_free(ctx);
+  return r;
 }
 
 static int
@@ -137,6 +161,11 @@ prng_open(struct source *s, const struct conf_source *cs, char *err,
              cs->name);
     r = -EIO;
   }
+  if (r == 0 && !(p->ctx = keyed(p->seed))) {
+    snprintf(err, errlen, "source '%s': ChaCha20 (libcrypto) failed",
+             cs->name);
+    r = -EIO;
+  }
   if (r < 0) {
     OPENSSL_cleanse(p, sizeof(*p));
     free(p);
@@ -148,13 +177,15 @@ prng_open(struct source *s, const struct conf_source *cs, char *err,
   return 0;
 }
 
-/* f's bytes from its stream (any thread). */
+/* f's bytes from its stream: with the source's keyed context on the loop
+   thread (on_loop), else with one of its own (a worker). */
 static void
-fill(struct source_fetch *f)
+fill(struct source_fetch *f, int on_loop)
 {
   struct prng *p = f->src->priv;
 
-  f->status = prng_keystream(p->seed, f->stream, f->buf, f->n);
+  f->status = on_loop ? keystream(p->ctx, f->stream, f->buf, f->n)
+                      : prng_keystream(p->seed, f->stream, f->buf, f->n);
   if (f->status < 0)
     snprintf(f->why, sizeof(f->why), "ChaCha20 (libcrypto) failed");
   ts_now(&f->generated);
@@ -163,7 +194,7 @@ fill(struct source_fetch *f)
 static void
 fill_work(uv_work_t *w)
 {
-  fill(w->data);
+  fill(w->data, 0);
 }
 
 static void
@@ -186,7 +217,7 @@ prng_fetch(struct source *s, struct source_fetch *f)
     f->has_stream = 1;
   }
   if (f->n <= s->inline_max || !s->loop) {
-    fill(f);
+    fill(f, 1);
     f->inline_done = 1;
     source_fetch_complete(f, f->status);
     return 0;
@@ -207,9 +238,12 @@ prng_commitment_of(const struct source *s, char *hex)
 static void
 prng_close(struct source *s)
 {
-  if (!s->priv)
+  struct prng *p = s->priv;
+
+  if (!p)
     return;
-  OPENSSL_cleanse(s->priv, sizeof(struct prng));
+  EVP_CIPHER_CTX_free(p->ctx);    /* its key schedule cleansed too */
+  OPENSSL_cleanse(p, sizeof(*p));
   free(s->priv);
 }
 

@@ -303,7 +303,7 @@ Test(study, two_arms_blinded_assigned_by_the_seed_and_verifiable)
   char tag[16], label[2], want[600], com_a[65], com_c[65], *rec, *st;
   char head[JOURNAL_HEX_LEN + 1], err[512], out[65536], served[2];
   struct json_object *root, *studies, *s0, *labs, *srcs, *o;
-  uint64_t n_entries, draws[2] = { 0, 0 };
+  uint64_t n_entries, draws[2] = { 0, 0 }, units[2] = { 0, 0 };
   int i, r, arm, extra;
 
   prepare();
@@ -321,6 +321,7 @@ Test(study, two_arms_blinded_assigned_by_the_seed_and_verifiable)
   for (i = 0; i < N_UNITS; i++) {
     snprintf(tag, sizeof tag, "run-%04d", i);
     arm = arm_of(aseed, "pilot1", tag, 2);
+    units[arm]++;
     /* every fifth unit draws twice: a unit keeps its arm */
     for (extra = 0; extra < 1 + (i % 5 == 0); extra++) {
       r = study_draw(c, "pilot1", tag, &d);
@@ -347,7 +348,10 @@ Test(study, two_arms_blinded_assigned_by_the_seed_and_verifiable)
     }
   }
   /* balanced within what the schedule says: a fair coin per unit, so
-     within 5 standard deviations of 1000 (22.4) */
+     within 5 standard deviations (22.4) of N_UNITS / 2 */
+  cr_assert_eq(units[0] + units[1], (uint64_t)N_UNITS);
+  cr_assert_lt(llabs((long long)units[0] - N_UNITS / 2), 112,
+               "units per arm %" PRIu64 " / %" PRIu64, units[0], units[1]);
   cr_assert_gt(draws[0], 0);
   cr_assert_gt(draws[1], 0);
 
