@@ -148,11 +148,14 @@ def test_no_device_sync_without_speculative_rows(qrsd: Daemon,
         check_row(x[r], p.records(slot)[0], before[r], {})
 
 
-def test_tensor_parallel_one_draw_per_token(qrsd: Daemon,
-                                            tmp_path: Path) -> None:
+@pytest.mark.parametrize("device", ["off", "on"])
+def test_tensor_parallel_one_draw_per_token(qrsd: Daemon, tmp_path: Path,
+                                            device: str) -> None:
     """Two ranks of a TP group (vLLM's parallel_state on gloo), the same
     logits on both: rank 0 draws and selects, rank 1 never connects to
-    qrsd and writes rank 0's tokens; qrsd serves one draw per token."""
+    qrsd and writes rank 0's tokens; qrsd serves one draw per token.  The
+    same with the selection on the rows' device (QRS_DEVICE_SELECT=on:
+    the CPU tensors take the device path)."""
     import json
     import os
     import socket
@@ -160,7 +163,8 @@ def test_tensor_parallel_one_draw_per_token(qrsd: Daemon,
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "QRS_SOCKET": qrsd.sock, "QRS_THREADS": "1"}
+    env = {**os.environ, "QRS_SOCKET": qrsd.sock, "QRS_THREADS": "1",
+           "QRS_DEVICE_SELECT": device}
     before = _draws(qrsd.sock)
     procs = [subprocess.Popen(
         [sys.executable, str(Path(__file__).with_name("tp_rank.py")),
@@ -178,6 +182,13 @@ def test_tensor_parallel_one_draw_per_token(qrsd: Daemon,
     assert r0["tokens"] == r1["tokens"], "the ranks agree on every token"
     assert all(r0["untouched"]) and all(r1["untouched"]), "bypass rows"
     steps, owned = len(r0["tokens"]), 5
+    if device == "on":
+        assert r0["selections"].get("host", 0) == 0, r0["selections"]
+        assert r0["selections"]["certified"] + \
+            r0["selections"].get("uncertified", 0) == steps * owned
+    else:
+        assert r0["selections"] == {"host": steps * owned}
+    assert r1["selections"] == {}, "rank 1 selects nothing"
     served = _draws(qrsd.sock) - before
     # one draw per token, plus each slot's prefetch of its next token
     assert steps * owned <= served <= (steps + 1) * owned, served

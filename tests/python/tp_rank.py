@@ -71,6 +71,7 @@ def run(rank: int, config: VllmConfig, out: str) -> None:
                "connected": p.client is not None or bool(p._clients),
                "tokens": tokens, "untouched": untouched,
                "records": {s: p.records(s) for s in range(SLOTS)},
+               "selections": dict(getattr(p, "selections", {})),
                "apply_s": secs}, open(out, "w"))
 
 
